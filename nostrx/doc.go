@@ -1,0 +1,8 @@
+// Package nostrx holds the Nostr plumbing that cvm's protocols share: parsing
+// public and secret keys in every form users paste (hex, npub, nprofile, nsec),
+// and key files that are safe to leave on disk.
+//
+// Keys are the types of fiatjaf.com/nostr. A secret key never appears in an
+// error message or a log line produced by this package: errors describe what is
+// wrong with the input, not the input.
+package nostrx

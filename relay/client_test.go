@@ -1,0 +1,205 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/coder/websocket"
+)
+
+// wsClient is a deliberately raw NIP-01 client: the conformance tests speak
+// JSON frames so that they test the wire, not a client library's view of it.
+type wsClient struct {
+	t    testing.TB
+	conn *websocket.Conn
+}
+
+func dial(t testing.TB, url string) *wsClient {
+	t.Helper()
+	c, err := dialErr(url, nil)
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	return &wsClient{t: t, conn: c}
+}
+
+func dialErr(url string, header http.Header) (*websocket.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: header})
+	if err != nil {
+		return nil, err
+	}
+	c.SetReadLimit(16 << 20)
+	return c, nil
+}
+
+func (c *wsClient) close() { c.conn.Close(websocket.StatusNormalClosure, "") }
+
+func (c *wsClient) sendRaw(frame string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.conn.Write(ctx, websocket.MessageText, []byte(frame)); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+func (c *wsClient) send(v ...any) {
+	c.t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.sendRaw(string(b))
+}
+
+// next returns the next frame as a JSON array, failing the test after d.
+func (c *wsClient) next(d time.Duration) []json.RawMessage {
+	c.t.Helper()
+	msg, err := c.nextErr(d)
+	if err != nil {
+		c.t.Fatalf("read: %v", err)
+	}
+	return msg
+}
+
+func (c *wsClient) nextErr(d time.Duration) ([]json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	_, b, err := c.conn.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var msg []json.RawMessage
+	if err := json.Unmarshal(b, &msg); err != nil {
+		return nil, fmt.Errorf("frame is not a JSON array: %s", b)
+	}
+	return msg, nil
+}
+
+func label(msg []json.RawMessage) string {
+	var s string
+	json.Unmarshal(msg[0], &s)
+	return s
+}
+
+func str(raw json.RawMessage) string {
+	var s string
+	json.Unmarshal(raw, &s)
+	return s
+}
+
+// publish sends evt and returns the relay's OK verdict and reason.
+func (c *wsClient) publish(evt nostr.Event) (bool, string) {
+	c.t.Helper()
+	c.send("EVENT", evt)
+	for {
+		msg := c.next(5 * time.Second)
+		if label(msg) != "OK" {
+			continue // events for other subscriptions may interleave
+		}
+		if str(msg[1]) != evt.ID.Hex() {
+			c.t.Fatalf("OK for %s, want %s", msg[1], evt.ID.Hex())
+		}
+		var ok bool
+		json.Unmarshal(msg[2], &ok)
+		return ok, str(msg[3])
+	}
+}
+
+func (c *wsClient) mustPublish(evt nostr.Event) {
+	c.t.Helper()
+	if ok, reason := c.publish(evt); !ok {
+		c.t.Fatalf("publish kind %d rejected: %s", evt.Kind, reason)
+	}
+}
+
+// query runs a REQ and returns the stored events until EOSE, leaving the
+// subscription open.
+func (c *wsClient) query(sub string, filters ...nostr.Filter) []nostr.Event {
+	c.t.Helper()
+	args := []any{"REQ", sub}
+	for _, f := range filters {
+		args = append(args, f)
+	}
+	c.send(args...)
+	var events []nostr.Event
+	for {
+		msg := c.next(5 * time.Second)
+		switch label(msg) {
+		case "EVENT":
+			if str(msg[1]) != sub {
+				continue
+			}
+			var evt nostr.Event
+			if err := json.Unmarshal(msg[2], &evt); err != nil {
+				c.t.Fatalf("bad event: %v", err)
+			}
+			events = append(events, evt)
+		case "EOSE":
+			return events
+		case "CLOSED":
+			c.t.Fatalf("subscription %s closed: %s", sub, msg[2])
+		}
+	}
+}
+
+// nextEvent waits for a live event on sub.
+func (c *wsClient) nextEvent(sub string, d time.Duration) (nostr.Event, error) {
+	deadline := time.Now().Add(d)
+	for {
+		msg, err := c.nextErr(time.Until(deadline))
+		if err != nil {
+			return nostr.Event{}, err
+		}
+		if label(msg) == "EVENT" && str(msg[1]) == sub {
+			var evt nostr.Event
+			err := json.Unmarshal(msg[2], &evt)
+			return evt, err
+		}
+	}
+}
+
+type identity struct {
+	sk nostr.SecretKey
+	pk nostr.PubKey
+}
+
+func newIdentity() identity {
+	sk := nostr.Generate()
+	return identity{sk: sk, pk: sk.Public()}
+}
+
+func (id identity) sign(t testing.TB, kind nostr.Kind, content string, tags ...nostr.Tag) nostr.Event {
+	t.Helper()
+	return id.signAt(t, kind, nostr.Now(), content, tags...)
+}
+
+func (id identity) signAt(t testing.TB, kind nostr.Kind, at nostr.Timestamp, content string, tags ...nostr.Tag) nostr.Event {
+	t.Helper()
+	evt := nostr.Event{Kind: kind, CreatedAt: at, Content: content, Tags: nostr.Tags(tags)}
+	if evt.Tags == nil {
+		evt.Tags = nostr.Tags{}
+	}
+	if err := evt.Sign(id.sk); err != nil {
+		t.Fatal(err)
+	}
+	return evt
+}
+
+func ids(events []nostr.Event) []string {
+	out := make([]string, len(events))
+	for i, e := range events {
+		out[i] = e.ID.Hex()[:8]
+	}
+	return out
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

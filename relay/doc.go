@@ -1,0 +1,25 @@
+// Package relay is cvm's embedded Nostr relay: khatru with an eventstore
+// backend (bbolt on disk, or memory), plus the policies a relay open to the
+// network needs and khatru leaves to its users.
+//
+// A Relay is an http.Handler. It speaks NIP-01 on websocket upgrades, answers
+// NIP-11 requests, and serves /metrics (Prometheus) and /healthz. Start listens
+// on an address and returns a running Server; relaytest starts one on a free
+// loopback port for tests.
+//
+// What cvm adds on top of khatru:
+//
+//   - A bounded outbound queue per connection (conn.go). khatru writes each
+//     broadcast synchronously; without the queue one subscriber that stops
+//     reading stalls every publisher.
+//   - Limits (limits.go): message size, subscriptions and filters per
+//     connection, per-IP token buckets for events and new connections. Refusals
+//     use NIP-01's machine-readable prefixes.
+//   - Event policies (policy.go): NIP-40 expiration enforced on arrival and on
+//     query, a bound on future timestamps, a retention time for kind 1059 gift
+//     wraps, and, with Options.Auth, gift wraps served only to their
+//     NIP-42-authenticated recipient.
+//
+// Kind semantics (ephemeral, replaceable, addressable, NIP-09 deletion) are
+// khatru's and the eventstore's.
+package relay
