@@ -1,0 +1,194 @@
+package nostrx_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"fiatjaf.com/nostr/keyer"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+)
+
+func signed(t testing.TB, sk nostr.SecretKey, kind nostr.Kind, content string, tags ...nostr.Tag) nostr.Event {
+	t.Helper()
+	evt := nostr.Event{Kind: kind, CreatedAt: nostr.Now(), Content: content, Tags: nostr.Tags(tags)}
+	if evt.Tags == nil {
+		evt.Tags = nostr.Tags{}
+	}
+	if err := evt.Sign(sk); err != nil {
+		t.Fatal(err)
+	}
+	return evt
+}
+
+func within(t testing.TB, ch <-chan nostr.Event, d time.Duration) (nostr.Event, bool) {
+	t.Helper()
+	select {
+	case evt, ok := <-ch:
+		return evt, ok
+	case <-time.After(d):
+		return nostr.Event{}, false
+	}
+}
+
+func newPool(t testing.TB, opts nostrx.PoolOptions) *nostrx.Pool {
+	p := nostrx.NewPool(opts)
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func TestPool_PublishAndSubscribeAcrossRelays(t *testing.T) {
+	r1, r2 := relaytest.Start(t, relay.Options{}), relaytest.Start(t, relay.Options{})
+	p := newPool(t, nostrx.PoolOptions{Relays: []string{r1.URL, r2.URL}})
+	me := nostr.Generate()
+	sub := p.Subscribe(nostr.Filter{Kinds: []nostr.Kind{25910}, Tags: nostr.TagMap{"p": {me.Public().Hex()}}}, 0)
+	defer sub.Close()
+
+	other := nostr.Generate()
+	// Wait until both relays have the subscription, then publish one event.
+	var evt nostr.Event
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		evt = signed(t, other, 25910, "hi", nostr.Tag{"p", me.Public().Hex()})
+		err := p.Publish(context.Background(), evt)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, nostrx.ErrUnheard) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	got, ok := within(t, sub.Events(), 5*time.Second)
+	if !ok || got.ID != evt.ID {
+		t.Fatalf("got %v %v", got.ID, ok)
+	}
+	// Both relays delivered it; the subscription yields it once.
+	if dup, ok := within(t, sub.Events(), 300*time.Millisecond); ok && dup.ID == evt.ID {
+		t.Fatal("the same event was delivered twice")
+	}
+}
+
+func TestPool_UnheardIsDistinct(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	p := newPool(t, nostrx.PoolOptions{Relays: []string{r.URL}})
+	err := p.Publish(context.Background(), signed(t, nostr.Generate(), 25910, "nobody listens"))
+	var pe *nostrx.PublishError
+	if !errors.Is(err, nostrx.ErrUnheard) || !errors.As(err, &pe) || len(pe.Results) != 1 {
+		t.Fatalf("err = %v, want ErrUnheard with one relay result", err)
+	}
+}
+
+func TestPool_RejectedIsDistinct(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	p := newPool(t, nostrx.PoolOptions{Relays: []string{r.URL}})
+	evt := signed(t, nostr.Generate(), 1, "x")
+	evt.CreatedAt = nostr.Now() + 100000 // the relay refuses far-future events
+	evt.Sign(nostr.Generate())
+	err := p.Publish(context.Background(), evt)
+	if !errors.Is(err, nostrx.ErrRejected) {
+		t.Fatalf("err = %v, want ErrRejected", err)
+	}
+}
+
+func TestPool_DeadRelayDoesNotStallPublishing(t *testing.T) {
+	good := relaytest.Start(t, relay.Options{})
+	// A listener that accepts TCP and never answers the websocket handshake.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	p := newPool(t, nostrx.PoolOptions{Relays: []string{"ws://" + ln.Addr().String(), good.URL}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Publish(ctx, signed(t, nostr.Generate(), 1, "stored")); err != nil {
+		t.Fatalf("publish with one dead relay: %v", err)
+	}
+}
+
+func TestPool_UnreachableFailsAtDeadline(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	p := newPool(t, nostrx.PoolOptions{Relays: []string{"ws://" + addr}})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := p.Publish(ctx, signed(t, nostr.Generate(), 1, "x"))
+	if !errors.Is(err, nostrx.ErrUnreachable) {
+		t.Fatalf("err = %v, want ErrUnreachable", err)
+	}
+}
+
+func TestPool_AnswersAuthChallenges(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Auth: true})
+	me := nostr.Generate()
+	wrap := signed(t, nostr.Generate(), 1059, "sealed", nostr.Tag{"p", me.Public().Hex()})
+	if err := r.Store().SaveEvent(wrap); err != nil {
+		t.Fatal(err)
+	}
+	signer := keyer.NewPlainKeySigner(me)
+	p := newPool(t, nostrx.PoolOptions{Relays: []string{r.URL}, Signer: signer})
+	sub := p.Subscribe(nostr.Filter{Kinds: []nostr.Kind{1059}, Tags: nostr.TagMap{"p": {me.Public().Hex()}}}, 0)
+	defer sub.Close()
+	got, ok := within(t, sub.Events(), 5*time.Second)
+	if !ok || got.ID != wrap.ID {
+		t.Fatal("gift wrap not delivered after AUTH")
+	}
+}
+
+func TestPool_ResubscribesAfterRelayRestart(t *testing.T) {
+	db := t.TempDir() + "/r.db"
+	r, err := relay.Start("127.0.0.1:0", relay.Options{DBPath: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := r.Addr.String()
+	p := newPool(t, nostrx.PoolOptions{Relays: []string{r.URL}, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond})
+	me := nostr.Generate()
+	sub := p.Subscribe(nostr.Filter{Kinds: []nostr.Kind{1059}, Tags: nostr.TagMap{"p": {me.Public().Hex()}}, Since: nostr.Now() - 5}, 0)
+	defer sub.Close()
+	<-sub.Ready()
+	first := signed(t, nostr.Generate(), 1059, "before", nostr.Tag{"p", me.Public().Hex()})
+	if err := p.Publish(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := within(t, sub.Events(), 5*time.Second); !ok || got.ID != first.ID {
+		t.Fatal("first event not delivered")
+	}
+	r.Close()
+
+	// While the relay is down, another client stores an event for us.
+	missed := signed(t, nostr.Generate(), 1059, "during outage", nostr.Tag{"p", me.Public().Hex()})
+	offline, err := relay.New(relay.Options{DBPath: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := offline.Store().SaveEvent(missed); err != nil {
+		t.Fatal(err)
+	}
+	offline.Close()
+	r2, err := relay.Start(addr, relay.Options{DBPath: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	got, ok := within(t, sub.Events(), 10*time.Second)
+	if !ok || got.ID != missed.ID {
+		t.Fatalf("event stored during the outage not delivered after reconnect (got %v)", got.Content)
+	}
+}
