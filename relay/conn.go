@@ -1,216 +1,572 @@
 package relay
 
 import (
-	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
-	"net"
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"fiatjaf.com/nostr"
+	"fiatjaf.com/nostr/nip42"
+	"fiatjaf.com/nostr/nip70"
+	"github.com/coder/websocket"
 )
 
-// errSlowConsumer is the write error a connection sees once its reader has
-// fallen so far behind that it was dropped.
-var errSlowConsumer = errors.New("relay: slow consumer: outbound queue full")
+// Timing of a connection.
+const (
+	// writeTimeout bounds each frame written to a client: a peer that takes
+	// no bytes for this long is gone, whatever its TCP stack says.
+	writeTimeout = 10 * time.Second
+	// pingInterval and pongTimeout detect dead peers, so that their
+	// subscriptions do not outlive them.
+	pingInterval = 30 * time.Second
+	pongTimeout  = 20 * time.Second
+)
 
-// khatru writes every broadcast synchronously, under a per-connection mutex,
-// from the goroutine of the client that published the event. A subscriber that
-// stops reading fills its TCP window, the write blocks with no deadline, and
-// the publisher (and every subscriber after the stalled one) waits forever.
-//
-// queuedConn fixes that below khatru, at the net.Conn it hijacks: Write only
-// appends to a bounded in-memory queue, and one goroutine per connection drains
-// the queue to the socket with a write deadline. A writer that finds the queue
-// over its limit waits at most stallTimeout for it to drain and then drops the
-// connection, so a stalled reader can delay others once, briefly, and is then
-// gone. Bytes are queued in order, so websocket framing is untouched.
-type queuedConn struct {
-	net.Conn
+// conn is one websocket client. Its messages are handled in order, one at a
+// time; broadcasts from other connections reach it through its outbox.
+type conn struct {
+	r    *Relay
+	ws   *websocket.Conn
+	cork *corkConn
+	req  *http.Request
+	ip   string
+	url  string // this relay's URL as the client reached it, for NIP-42
+	out  *outbox
 
-	limit        int           // bytes queued before writers must wait
-	stallTimeout time.Duration // how long a writer waits for room before dropping the connection
-	writeTimeout time.Duration // deadline for each socket write
-	onDrop       func()        // called once if the connection is dropped as a slow consumer
-	onClose      func()        // called once when the socket is closed, for whatever reason
+	ctx    context.Context
+	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	pending []byte        // bytes accepted by Write, not yet handed to the socket
-	wake    chan struct{} // 1-buffered: signals the drain goroutine that pending grew or closing began
-	drained chan struct{} // closed and replaced each time the drain goroutine takes pending
-	err     error         // sticky: once set, every Write fails
-	closing bool
-	done    chan struct{} // closed when the drain goroutine exits
+	challenge string
+
+	mu     sync.Mutex
+	authed []nostr.PubKey
+	subs   map[string][]*listener
 }
 
-func newQueuedConn(c net.Conn, limit int, stallTimeout, writeTimeout time.Duration, onDrop, onClose func()) *queuedConn {
-	q := &queuedConn{
-		Conn:         c,
-		limit:        limit,
-		stallTimeout: stallTimeout,
-		writeTimeout: writeTimeout,
-		onDrop:       onDrop,
-		onClose:      onClose,
-		wake:         make(chan struct{}, 1),
-		drained:      make(chan struct{}),
-		done:         make(chan struct{}),
+type connKey struct{}
+
+// connFrom returns the connection a policy hook is running for.
+func connFrom(ctx context.Context) *conn {
+	c, _ := ctx.Value(connKey{}).(*conn)
+	return c
+}
+
+func (r *Relay) serveWebsocket(w http.ResponseWriter, req *http.Request) {
+	ip := r.clientIP(req)
+	if !r.guard.allowConnection(ip) {
+		r.metrics.rejected.WithLabelValues("rate-limited").Inc()
+		r.log.Info("refused connection: rate limit", "ip", ip)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprintln(w, `{"error":"rate-limited: too many new connections from your address; retry later"}`)
+		return
 	}
-	go q.drain()
-	return q
+	cw := &corkingWriter{ResponseWriter: w}
+	ws, err := websocket.Accept(cw, req, &websocket.AcceptOptions{
+		InsecureSkipVerify: true, // a public relay serves pages of any origin
+		CompressionMode:    websocket.CompressionDisabled,
+	})
+	if err != nil {
+		r.log.Debug("websocket upgrade failed", "ip", ip, "err", err)
+		return
+	}
+	if cw.conn == nil {
+		ws.CloseNow()
+		return
+	}
+	ws.SetReadLimit(r.limits.MaxMessageBytes)
+	challenge := make([]byte, 16)
+	rand.Read(challenge)
+	ctx, cancel := context.WithCancel(r.ctx)
+	c := &conn{
+		r:         r,
+		ws:        ws,
+		cork:      cw.conn,
+		req:       req,
+		ip:        ip,
+		url:       "ws://" + req.Host + req.URL.Path,
+		out:       newOutbox(r.limits.OutboundQueueBytes),
+		ctx:       ctx,
+		cancel:    cancel,
+		challenge: hex.EncodeToString(challenge),
+		subs:      make(map[string][]*listener),
+	}
+	if req.TLS != nil || strings.EqualFold(req.Header.Get("X-Forwarded-Proto"), "https") {
+		c.url = "wss://" + req.Host + req.URL.Path
+	}
+	if !r.conns.add(c) {
+		ws.Close(websocket.StatusGoingAway, "relay shutting down")
+		return
+	}
+	r.metrics.connections.Inc()
+	defer func() {
+		c.close(nil)
+		r.conns.remove(c)
+		r.metrics.connections.Dec()
+	}()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(c.writeLoop)
+	wg.Go(c.pingLoop)
+	if r.opts.Auth {
+		c.send(nostr.AuthEnvelope{Challenge: &c.challenge})
+	}
+	c.readLoop()
 }
 
-func (q *queuedConn) Write(p []byte) (int, error) {
-	var deadline *time.Timer
-	defer func() {
-		if deadline != nil {
-			deadline.Stop()
+// inbound is one message on its way from the read loop to the handler. The
+// signature of an EVENT is checked while earlier messages are handled:
+// verification is what ingest costs, and one connection that pipelines
+// events should get every core, while its messages still take effect in
+// the order they were sent.
+type inbound struct {
+	env   nostr.Envelope
+	err   error
+	valid string        // for an EVENT: why it is invalid, "" if it is not
+	ready chan struct{} // closed when valid is set
+}
+
+// verifyAhead bounds the events of one connection being verified at once.
+const verifyAhead = 8
+
+func (c *conn) readLoop() {
+	queue := make(chan *inbound, verifyAhead)
+	sem := make(chan struct{}, verifyAhead)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for in := range queue {
+			<-in.ready
+			c.handle(in)
 		}
 	}()
-	q.mu.Lock()
-	for q.err == nil && len(q.pending) > 0 && len(q.pending)+len(p) > q.limit {
-		drained := q.drained
-		q.mu.Unlock()
-		if deadline == nil {
-			deadline = time.NewTimer(q.stallTimeout)
+	defer func() {
+		close(queue)
+		<-done
+	}()
+	for {
+		_, data, err := c.ws.Read(c.ctx)
+		if err != nil {
+			if websocket.CloseStatus(err) == websocket.StatusMessageTooBig || strings.Contains(err.Error(), "read limited") {
+				c.r.metrics.rejected.WithLabelValues("too-big").Inc()
+				c.r.log.Info("closing a connection that sent an oversized message", "ip", c.ip, "limit", c.r.limits.MaxMessageBytes)
+			}
+			return
+		}
+		in := &inbound{ready: make(chan struct{})}
+		in.env, in.err = nostr.ParseMessage(string(data))
+		if ev, ok := in.env.(*nostr.EventEnvelope); ok {
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem }()
+				switch {
+				case !ev.Event.CheckID():
+					in.valid = "invalid: id is computed incorrectly"
+				case !ev.Event.VerifySignature():
+					in.valid = "invalid: signature is invalid"
+				}
+				close(in.ready)
+			}()
+		} else {
+			close(in.ready)
 		}
 		select {
-		case <-drained:
-			q.mu.Lock()
-		case <-deadline.C:
-			q.fail(errSlowConsumer)
-			return 0, errSlowConsumer
+		case queue <- in:
+		case <-c.ctx.Done():
+			return
 		}
 	}
-	if q.err != nil {
-		err := q.err
-		q.mu.Unlock()
-		return 0, err
-	}
-	q.pending = append(q.pending, p...)
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-	return len(p), nil
 }
 
-// SetWriteDeadline is a no-op: writes into the queue never block on the
-// network, and the drain goroutine applies its own deadline.
-func (q *queuedConn) SetWriteDeadline(time.Time) error { return nil }
-
-// SetDeadline applies only to reads, for the same reason.
-func (q *queuedConn) SetDeadline(t time.Time) error { return q.Conn.SetReadDeadline(t) }
-
-// Close flushes what is queued (bounded by the write timeout) and closes the
-// socket. It is safe to call more than once and from any goroutine.
-func (q *queuedConn) Close() error {
-	q.mu.Lock()
-	q.closing = true
-	if q.err == nil {
-		q.err = net.ErrClosed
-	}
-	q.mu.Unlock()
-	// Bound a flush already in progress, too.
-	q.Conn.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-	<-q.done
-	return nil
-}
-
-// closeFlushTimeout bounds how long Close spends handing queued bytes (often
-// a websocket close frame) to a peer that may no longer be reading.
-const closeFlushTimeout = time.Second
-
-// fail records err, drops the socket and wakes everyone waiting.
-func (q *queuedConn) fail(err error) {
-	q.mu.Lock()
-	first := q.err == nil
-	if first {
-		q.err = err
-	}
-	q.closing = true
-	q.mu.Unlock()
-	if first && errors.Is(err, errSlowConsumer) && q.onDrop != nil {
-		q.onDrop()
-	}
-	// Closing the socket unblocks both a drain stuck in Write and khatru's
-	// read loop, which then tears the websocket down.
-	q.Conn.Close()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (q *queuedConn) drain() {
-	defer close(q.done)
-	defer func() {
-		q.Conn.Close()
-		if q.onClose != nil {
-			q.onClose()
+func (c *conn) writeLoop() {
+	for {
+		frames, err := c.out.take(c.ctx)
+		if err != nil {
+			return
 		}
-	}()
-	var spare []byte
-	for range q.wake {
-		for {
-			q.mu.Lock()
-			buf, closing, err := q.pending, q.closing, q.err
-			if len(buf) > 0 {
-				// Swap buffers: Write appends to the spare while the socket
-				// takes buf. pending and spare never share an array.
-				q.pending = spare[:0]
-			}
-			close(q.drained)
-			q.drained = make(chan struct{})
-			q.mu.Unlock()
-			if len(buf) == 0 {
-				if closing {
-					return
-				}
+		ctx, cancel := context.WithTimeout(c.ctx, writeTimeout)
+		c.cork.cork()
+		for _, f := range frames {
+			if err = c.ws.Write(ctx, websocket.MessageText, f); err != nil {
 				break
 			}
-			if err != nil && !errors.Is(err, net.ErrClosed) {
-				return // dropped: do not try to flush to a dead peer
-			}
-			timeout := q.writeTimeout
-			if closing && timeout > closeFlushTimeout {
-				timeout = closeFlushTimeout
-			}
-			q.Conn.SetWriteDeadline(time.Now().Add(timeout))
-			if _, werr := q.Conn.Write(buf); werr != nil {
-				q.fail(werr)
+		}
+		if uerr := c.cork.uncork(writeTimeout); err == nil {
+			err = uerr
+		}
+		cancel()
+		if err != nil {
+			c.close(err)
+			return
+		}
+	}
+}
+
+func (c *conn) pingLoop() {
+	t := time.NewTicker(pingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(c.ctx, pongTimeout)
+			err := c.ws.Ping(ctx)
+			cancel()
+			if err != nil {
+				c.close(fmt.Errorf("no pong: %w", err))
 				return
-			}
-			// Keep the buffer for reuse unless a burst made it large: an idle
-			// connection should not pin megabytes.
-			if cap(buf) <= maxRetainedBuffer {
-				spare = buf
-			} else {
-				spare = nil
 			}
 		}
 	}
 }
 
-// maxRetainedBuffer is the largest drained buffer a connection keeps for reuse.
-const maxRetainedBuffer = 64 << 10
-
-// queuingWriter wraps an http.ResponseWriter so that the connection khatru
-// hijacks for a websocket is a queuedConn registered with the relay.
-type queuingWriter struct {
-	http.ResponseWriter
-	hijack func(net.Conn) net.Conn
-}
-
-func (w queuingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
-	if err != nil {
-		return nil, nil, err
+// close ends the connection: its listeners go, its outbox fails, its socket
+// closes. why is nil for an orderly end. It is idempotent.
+func (c *conn) close(why error) {
+	c.mu.Lock()
+	subs := c.subs
+	c.subs = map[string][]*listener{}
+	c.mu.Unlock()
+	for _, ls := range subs {
+		for _, l := range ls {
+			c.r.dispatch.remove(l)
+		}
 	}
-	return w.hijack(c), brw, nil
+	c.r.metrics.listeners.Set(float64(c.r.dispatch.size()))
+	switch {
+	case errors.Is(why, errSlowConsumer):
+		c.out.close(why)
+		c.ws.Close(websocket.StatusPolicyViolation, "slow consumer")
+	case why != nil:
+		c.out.close(why)
+		c.ws.CloseNow()
+	default:
+		c.out.close(errConnClosed)
+		c.ws.CloseNow()
+	}
+	c.cancel()
 }
 
-func (w queuingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+var errConnClosed = errors.New("connection closed")
+
+// envelope is what nostr's envelope types have in common.
+type envelope interface{ MarshalJSON() ([]byte, error) }
+
+// send queues one of the connection's own answers, waiting for room.
+func (c *conn) send(env envelope) {
+	frame, err := env.MarshalJSON()
+	if err != nil {
+		c.r.log.Error("encode envelope", "err", err)
+		return
+	}
+	if err := c.out.push(frame, true, c.r.limits.SlowConsumerTimeout); err != nil && errors.Is(err, errSlowConsumer) {
+		c.dropSlow()
+	}
+}
+
+// deliver queues a broadcast without waiting; a full outbox drops the
+// connection instead of delaying the publisher.
+func (c *conn) deliver(frame []byte) bool {
+	err := c.out.push(frame, false, 0)
+	if errors.Is(err, errSlowConsumer) {
+		c.dropSlow()
+		return false
+	}
+	return err == nil
+}
+
+func (c *conn) dropSlow() {
+	c.r.metrics.slowConsumers.Inc()
+	c.r.log.Warn("dropped slow consumer", "ip", c.ip)
+	go c.close(errSlowConsumer) // not under the caller's locks
+}
+
+func (c *conn) notice(msg string) { c.send(nostr.NoticeEnvelope(msg)) }
+
+func (c *conn) handle(in *inbound) {
+	env, err := in.env, in.err
+	if env == nil {
+		if errors.Is(err, nostr.UnknownLabel) {
+			c.notice("error: unknown message type; this relay speaks EVENT, REQ, CLOSE, COUNT and AUTH")
+		} else {
+			c.notice("error: could not parse message: " + errString(err))
+		}
+		return
+	}
+	ctx := context.WithValue(c.ctx, connKey{}, c)
+	switch env := env.(type) {
+	case *nostr.EventEnvelope:
+		if in.valid != "" {
+			c.ok(env.Event.ID, false, in.valid)
+			return
+		}
+		c.handleEvent(ctx, env.Event)
+	case *nostr.ReqEnvelope:
+		c.handleReq(ctx, env.SubscriptionID, env.Filters)
+	case *nostr.CloseEnvelope:
+		c.unsubscribe(string(*env))
+	case *nostr.CountEnvelope:
+		c.handleCount(ctx, env)
+	case *nostr.AuthEnvelope:
+		c.handleAuth(env.Event)
+	default:
+		c.notice("error: clients may not send " + fmt.Sprintf("%T", env))
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "malformed"
+	}
+	return err.Error()
+}
+
+func (c *conn) ok(id nostr.ID, ok bool, reason string) {
+	c.send(nostr.OKEnvelope{EventID: id, OK: ok, Reason: reason})
+}
+
+// handleEvent takes an event whose id and signature are valid.
+func (c *conn) handleEvent(ctx context.Context, evt nostr.Event) {
+	if nip70.IsProtected(evt) && !c.isAuthed(evt.PubKey) {
+		c.send(nostr.AuthEnvelope{Challenge: &c.challenge})
+		c.ok(evt.ID, false, "auth-required: this event may only be published by its author")
+		return
+	}
+	skip, err := c.r.khatru.AddEvent(ctx, evt)
+	if err != nil {
+		c.ok(evt.ID, false, err.Error())
+		return
+	}
+	if evt.Kind == nostr.KindDeletion {
+		if reason, ok := c.r.deleteTargets(ctx, evt); !ok {
+			c.ok(evt.ID, false, reason)
+			return
+		}
+	}
+	if skip {
+		c.ok(evt.ID, true, "duplicate: already have this event")
+		return
+	}
+	n := c.r.broadcast(evt)
+	if evt.Kind.IsEphemeral() && n == 0 {
+		// The event is fine; nobody was listening. Publishers must not take
+		// this for a rejection, and must not retry it.
+		c.ok(evt.ID, false, "mute: no one was listening for this")
+		return
+	}
+	c.ok(evt.ID, true, "")
+}
+
+func (c *conn) handleReq(ctx context.Context, id string, filters []nostr.Filter) {
+	if id == "" || len(id) > 64 {
+		c.send(nostr.ClosedEnvelope{SubscriptionID: id, Reason: "invalid: subscription id must be 1 to 64 characters"})
+		return
+	}
+	c.unsubscribe(id) // a REQ with an open id replaces it
+	for _, f := range filters {
+		if reject, msg := c.r.onRequest(ctx, f); reject {
+			if strings.HasPrefix(msg, "auth-required:") {
+				c.send(nostr.AuthEnvelope{Challenge: &c.challenge})
+			}
+			c.send(nostr.ClosedEnvelope{SubscriptionID: id, Reason: msg})
+			return
+		}
+	}
+	// Live first, then stored: an event published while the stored query
+	// runs reaches the client (perhaps twice) instead of falling in between.
+	// khatru registers after the query and loses such events.
+	if msg := c.subscribe(id, filters); msg != "" {
+		c.r.metrics.rejected.WithLabelValues(reasonPrefix(msg)).Inc()
+		c.send(nostr.ClosedEnvelope{SubscriptionID: id, Reason: msg})
+		return
+	}
+	for _, f := range filters {
+		if f.LimitZero {
+			continue
+		}
+		for evt := range c.r.khatru.QueryStored(ctx, f) {
+			c.send(nostr.EventEnvelope{SubscriptionID: &id, Event: evt})
+		}
+	}
+	c.send(nostr.EOSEEnvelope(id))
+}
+
+// subscribe registers the live filters of a subscription, within the
+// per-connection limits. It returns a CLOSED reason when over them.
+func (c *conn) subscribe(id string, filters []nostr.Filter) string {
+	var live []nostr.Filter
+	for _, f := range filters {
+		// A filter that only names ids asks for stored events.
+		if f.IDs == nil {
+			live = append(live, f)
+		}
+	}
+	if len(live) == 0 {
+		return ""
+	}
+	lim := c.r.limits
+	c.mu.Lock()
+	if lim.MaxSubscriptions >= 0 && len(c.subs) >= lim.MaxSubscriptions {
+		c.mu.Unlock()
+		return fmt.Sprintf("blocked: too many open subscriptions (limit %d); CLOSE one first", lim.MaxSubscriptions)
+	}
+	n := 0
+	for _, ls := range c.subs {
+		n += len(ls)
+	}
+	if lim.MaxFilters >= 0 && n+len(live) > lim.MaxFilters {
+		c.mu.Unlock()
+		return fmt.Sprintf("blocked: too many live filters on this connection (limit %d)", lim.MaxFilters)
+	}
+	quoted, _ := json.Marshal(id)
+	prefix := append(append([]byte(`["EVENT",`), quoted...), ',') // see broadcast
+	ls := make([]*listener, len(live))
+	for i, f := range live {
+		ls[i] = &listener{conn: c, sub: id, filter: f, prefix: prefix}
+	}
+	c.subs[id] = ls
+	c.mu.Unlock()
+	for _, l := range ls {
+		c.r.dispatch.add(l)
+	}
+	c.r.metrics.listeners.Set(float64(c.r.dispatch.size()))
+	return ""
+}
+
+func (c *conn) unsubscribe(id string) {
+	c.mu.Lock()
+	ls := c.subs[id]
+	delete(c.subs, id)
+	c.mu.Unlock()
+	for _, l := range ls {
+		c.r.dispatch.remove(l)
+	}
+	if len(ls) > 0 {
+		c.r.metrics.listeners.Set(float64(c.r.dispatch.size()))
+	}
+}
+
+func (c *conn) handleCount(ctx context.Context, env *nostr.CountEnvelope) {
+	if reject, msg := c.r.onRequest(ctx, env.Filter); reject {
+		c.send(nostr.ClosedEnvelope{SubscriptionID: env.SubscriptionID, Reason: msg})
+		return
+	}
+	n, err := c.r.khatru.Count(ctx, env.Filter)
+	if err != nil {
+		c.send(nostr.ClosedEnvelope{SubscriptionID: env.SubscriptionID, Reason: "error: " + err.Error()})
+		return
+	}
+	c.send(nostr.CountEnvelope{SubscriptionID: env.SubscriptionID, Count: &n})
+}
+
+func (c *conn) handleAuth(evt nostr.Event) {
+	pk, err := nip42.ValidateAuthEvent(evt, c.challenge, c.url)
+	if err != nil {
+		c.ok(evt.ID, false, "error: failed to authenticate: "+err.Error())
+		return
+	}
+	c.mu.Lock()
+	if !slices.Contains(c.authed, pk) {
+		c.authed = append(c.authed, pk)
+	}
+	c.mu.Unlock()
+	c.ok(evt.ID, true, "")
+}
+
+func (c *conn) isAuthed(pk nostr.PubKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Contains(c.authed, pk)
+}
+
+func (c *conn) authedKeys() []nostr.PubKey {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.authed)
+}
+
+// broadcast sends evt to every live listener it matches and returns how
+// many got it. The event is encoded once.
+func (r *Relay) broadcast(evt nostr.Event) int {
+	ls := r.dispatch.match(evt)
+	if len(ls) == 0 {
+		return 0
+	}
+	body, err := evt.MarshalJSON()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, l := range ls {
+		if r.opts.Auth && evt.Kind == KindGiftWrap && !addressedTo(evt, l.conn.authedKeys()) {
+			continue
+		}
+		frame := make([]byte, 0, len(l.prefix)+len(body)+1)
+		frame = append(append(append(frame, l.prefix...), body...), ']')
+		if l.conn.deliver(frame) {
+			n++
+		}
+	}
+	r.metrics.deliveries.Add(float64(n))
+	return n
+}
+
+// deleteTargets carries out a NIP-09 deletion request: the events it names
+// by "e" and "a" that belong to its author are deleted. Naming someone
+// else's event refuses the whole request.
+func (r *Relay) deleteTargets(ctx context.Context, del nostr.Event) (reason string, ok bool) {
+	var targets []nostr.ID
+	for _, tag := range del.Tags {
+		if len(tag) < 2 {
+			continue
+		}
+		var f nostr.Filter
+		switch tag[0] {
+		case "e":
+			id, err := nostr.IDFromHex(tag[1])
+			if err != nil {
+				return "invalid: bad e tag in deletion request", false
+			}
+			f = nostr.Filter{IDs: []nostr.ID{id}}
+		case "a":
+			parts := strings.SplitN(tag[1], ":", 3)
+			if len(parts) != 3 {
+				continue
+			}
+			var kind int
+			if _, err := fmt.Sscan(parts[0], &kind); err != nil {
+				continue
+			}
+			author, err := nostr.PubKeyFromHex(parts[1])
+			if err != nil {
+				continue
+			}
+			f = nostr.Filter{Kinds: []nostr.Kind{nostr.Kind(kind)}, Authors: []nostr.PubKey{author}, Tags: nostr.TagMap{"d": {parts[2]}}, Until: del.CreatedAt}
+		default:
+			continue
+		}
+		for target := range r.store.QueryEvents(f, 100) {
+			if target.PubKey != del.PubKey {
+				return "blocked: you are not the author of the event you asked to delete", false
+			}
+			targets = append(targets, target.ID)
+		}
+	}
+	for _, id := range targets {
+		if err := r.store.DeleteEvent(id); err != nil {
+			return "error: " + err.Error(), false
+		}
+	}
+	return "", true
+}

@@ -7,11 +7,15 @@
 // on an address and returns a running Server; relaytest starts one on a free
 // loopback port for tests.
 //
-// What cvm adds on top of khatru:
+// What cvm adds to khatru, which remains the event engine (policy hooks,
+// storage and replacement semantics, NIP-11, NIP-40 sweeps):
 //
-//   - A bounded outbound queue per connection (conn.go). khatru writes each
-//     broadcast synchronously; without the queue one subscriber that stops
-//     reading stalls every publisher.
+//   - Its own websocket layer (conn.go, dispatch.go, outbox.go): a locked
+//     subscription index (khatru's races under concurrent subscribe and
+//     broadcast), a bounded outbox per connection (khatru's synchronous
+//     fan-out lets one stalled reader block every publisher), and live
+//     listeners registered before the stored query (khatru's order loses
+//     events published in between). See docs/architecture.md.
 //   - Limits (limits.go): message size, subscriptions and filters per
 //     connection, per-IP token buckets for events and new connections. Refusals
 //     use NIP-01's machine-readable prefixes.

@@ -2,12 +2,9 @@ package relay
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
-	"fiatjaf.com/nostr"
-	"fiatjaf.com/nostr/khatru"
 	"golang.org/x/time/rate"
 )
 
@@ -80,21 +77,11 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// limiter holds the per-IP token buckets and the per-connection subscription
-// accounting.
+// limiter holds the per-IP token buckets.
 type limiter struct {
 	limits Limits
 	events *keyedBuckets
 	conns  *keyedBuckets
-
-	mu    sync.Mutex
-	state map[*khatru.WebSocket]*connState
-}
-
-// connState is what the relay counts for one websocket connection.
-type connState struct {
-	subs    map[string]int // live filters per subscription id
-	filters int
 }
 
 func newLimiter(ctx context.Context, l Limits, wg *sync.WaitGroup) *limiter {
@@ -102,7 +89,6 @@ func newLimiter(ctx context.Context, l Limits, wg *sync.WaitGroup) *limiter {
 		limits: l,
 		events: newKeyedBuckets(l.EventsPerSecond, l.EventBurst),
 		conns:  newKeyedBuckets(l.ConnectionsPerSecond, l.ConnectionBurst),
-		state:  make(map[*khatru.WebSocket]*connState),
 	}
 	wg.Add(1)
 	go func() {
@@ -125,58 +111,6 @@ func newLimiter(ctx context.Context, l Limits, wg *sync.WaitGroup) *limiter {
 // bucketSweepInterval is how often idle per-IP buckets are forgotten, so that
 // a stream of distinct addresses cannot grow the maps without bound.
 const bucketSweepInterval = time.Minute
-
-func (l *limiter) connect(ws *khatru.WebSocket) {
-	l.mu.Lock()
-	l.state[ws] = &connState{subs: make(map[string]int)}
-	l.mu.Unlock()
-}
-
-func (l *limiter) disconnect(ws *khatru.WebSocket) {
-	l.mu.Lock()
-	delete(l.state, ws)
-	l.mu.Unlock()
-}
-
-// reserve accounts for one more live filter under subscription id, or says
-// why it cannot. Filters that only name ids never become live listeners in
-// khatru, so they are not counted.
-func (l *limiter) reserve(ws *khatru.WebSocket, id string, f nostr.Filter) (reject bool, msg string) {
-	if f.IDs != nil {
-		return false, ""
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	st := l.state[ws]
-	if st == nil {
-		return false, "" // disconnected meanwhile; khatru drops the listener
-	}
-	if _, open := st.subs[id]; !open && l.limits.MaxSubscriptions >= 0 && len(st.subs) >= l.limits.MaxSubscriptions {
-		return true, fmt.Sprintf("blocked: too many open subscriptions (limit %d); CLOSE one first", l.limits.MaxSubscriptions)
-	}
-	if l.limits.MaxFilters >= 0 && st.filters >= l.limits.MaxFilters {
-		return true, fmt.Sprintf("blocked: too many live filters on this connection (limit %d)", l.limits.MaxFilters)
-	}
-	st.subs[id]++
-	st.filters++
-	return false, ""
-}
-
-func (l *limiter) release(ws *khatru.WebSocket, id string, f nostr.Filter) {
-	if f.IDs != nil {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	st := l.state[ws]
-	if st == nil {
-		return
-	}
-	if st.subs[id]--; st.subs[id] <= 0 {
-		delete(st.subs, id)
-	}
-	st.filters--
-}
 
 func (l *limiter) allowConnection(ip string) bool {
 	return l.conns.allow(ip, time.Now())

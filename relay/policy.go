@@ -18,37 +18,9 @@ import (
 // persistent wrap).
 const KindGiftWrap nostr.Kind = 1059
 
-func (r *Relay) rejectConnection(req *http.Request) bool {
-	ip := r.clientIP(req)
-	if r.guard.allowConnection(ip) {
-		return false
-	}
-	r.metrics.rejected.WithLabelValues("rate-limited").Inc()
-	r.log.Info("refused connection: rate limit", "ip", ip)
-	return true
-}
-
-func (r *Relay) onConnect(ctx context.Context) {
-	r.guard.connect(khatru.GetConnection(ctx))
-	r.metrics.connections.Inc()
-}
-
-func (r *Relay) onDisconnect(ctx context.Context) {
-	r.guard.disconnect(khatru.GetConnection(ctx))
-	r.metrics.connections.Dec()
-}
-
-func (r *Relay) onListenerAdded(ws *khatru.WebSocket, _ int, _ string, _ nostr.Filter) {
-	r.metrics.listeners.Inc()
-}
-
-func (r *Relay) onListenerRemoved(ws *khatru.WebSocket, _ int, id string, f nostr.Filter) {
-	r.guard.release(ws, id, f)
-	r.metrics.listeners.Dec()
-}
-
-// onEvent runs for every EVENT whose id and signature khatru has checked,
-// ephemeral or not. A rejection's message becomes the OK reason.
+// onEvent is khatru's OnEvent hook: it runs for every EVENT whose id and
+// signature have been checked, ephemeral or not. A rejection's message
+// becomes the OK reason.
 func (r *Relay) onEvent(ctx context.Context, evt nostr.Event) (reject bool, msg string) {
 	reject, msg = r.checkEvent(ctx, evt)
 	if reject {
@@ -61,7 +33,7 @@ func (r *Relay) onEvent(ctx context.Context, evt nostr.Event) (reject bool, msg 
 }
 
 func (r *Relay) checkEvent(ctx context.Context, evt nostr.Event) (reject bool, msg string) {
-	if ws := khatru.GetConnection(ctx); ws != nil && !r.guard.allowEvent(r.clientIP(ws.Request)) {
+	if c := connFrom(ctx); c != nil && !r.guard.allowEvent(c.ip) {
 		return true, fmt.Sprintf("rate-limited: more than %g events per second from your address; slow down", r.limits.EventsPerSecond)
 	}
 	now := time.Now()
@@ -77,17 +49,15 @@ func (r *Relay) checkEvent(ctx context.Context, evt nostr.Event) (reject bool, m
 	return false, ""
 }
 
-// onRequest runs for each filter of a REQ before khatru queries storage and
-// adds the filter as a live listener.
+// onRequest runs for each filter of a REQ or COUNT before anything is
+// queried or subscribed.
 func (r *Relay) onRequest(ctx context.Context, f nostr.Filter) (reject bool, msg string) {
-	ws := khatru.GetConnection(ctx)
-	if r.opts.Auth && slices.Contains(f.Kinds, KindGiftWrap) && len(authedKeys(ws)) == 0 {
+	if !r.opts.Auth || !slices.Contains(f.Kinds, KindGiftWrap) {
+		return false, ""
+	}
+	if c := connFrom(ctx); c == nil || len(c.authedKeys()) == 0 {
 		r.metrics.rejected.WithLabelValues("auth-required").Inc()
 		return true, "auth-required: gift wraps are served only to their authenticated recipient"
-	}
-	if reject, msg := r.guard.reserve(ws, khatru.GetSubscriptionID(ctx), f); reject {
-		r.metrics.rejected.WithLabelValues(reasonPrefix(msg)).Inc()
-		return true, msg
 	}
 	return false, ""
 }
@@ -102,8 +72,8 @@ func (r *Relay) filterStored(ctx context.Context, events iter.Seq[nostr.Event]) 
 	}
 	now := time.Now()
 	var authed []nostr.PubKey
-	if r.opts.Auth {
-		authed = authedKeys(khatru.GetConnection(ctx))
+	if c := connFrom(ctx); r.opts.Auth && c != nil {
+		authed = c.authedKeys()
 	}
 	return func(yield func(nostr.Event) bool) {
 		for evt := range events {
@@ -125,16 +95,6 @@ func (r *Relay) filterStored(ctx context.Context, events iter.Seq[nostr.Event]) 
 	}
 }
 
-// preventBroadcast runs for each live listener an event matches, just before
-// khatru writes it. It enforces the gift-wrap rule and counts deliveries.
-func (r *Relay) preventBroadcast(ws *khatru.WebSocket, _ nostr.Filter, evt nostr.Event) bool {
-	if r.opts.Auth && evt.Kind == KindGiftWrap && !addressedTo(evt, authedKeys(ws)) {
-		return true
-	}
-	r.metrics.deliveries.Inc()
-	return false
-}
-
 // clientIP is the address limits are keyed on. X-Forwarded-For is believed
 // only when the relay is told it sits behind a proxy: otherwise any client
 // could pick a fresh address per message and escape every limit.
@@ -147,13 +107,6 @@ func (r *Relay) clientIP(req *http.Request) string {
 		return req.RemoteAddr
 	}
 	return host
-}
-
-func authedKeys(ws *khatru.WebSocket) []nostr.PubKey {
-	if ws == nil {
-		return nil
-	}
-	return ws.AuthedPublicKeys
 }
 
 func addressedTo(evt nostr.Event, keys []nostr.PubKey) bool {

@@ -2,10 +2,10 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -59,16 +59,18 @@ const DefaultGiftWrapTTL = 24 * time.Hour
 
 // Relay is an embedded Nostr relay. Its methods are safe for concurrent use.
 type Relay struct {
-	khatru  *khatru.Relay
-	store   eventstore.Store
-	opts    Options
-	limits  Limits
-	log     *slog.Logger
-	metrics *metrics
-	conns   *connTracker
-	guard   *limiter
+	khatru   *khatru.Relay
+	store    eventstore.Store
+	opts     Options
+	limits   Limits
+	log      *slog.Logger
+	metrics  *metrics
+	conns    *connTracker
+	guard    *limiter
+	dispatch *dispatcher
 
 	mux    *http.ServeMux
+	ctx    context.Context // canceled by Close; parent of every connection
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -93,12 +95,14 @@ func New(opts Options) (*Relay, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Relay{
-		store:   store,
-		opts:    opts,
-		limits:  limits,
-		log:     logger,
-		metrics: newMetrics(),
-		cancel:  cancel,
+		store:    store,
+		opts:     opts,
+		limits:   limits,
+		log:      logger,
+		metrics:  newMetrics(),
+		dispatch: newDispatcher(),
+		ctx:      ctx,
+		cancel:   cancel,
 	}
 	r.conns = newConnTracker()
 	r.guard = newLimiter(ctx, limits, &r.wg)
@@ -158,18 +162,14 @@ func openStore(path string) (eventstore.Store, error) {
 	return s, nil
 }
 
-// install plugs cvm's policies into khatru's hooks.
+// install plugs cvm's policies into khatru's hooks. khatru is the event
+// engine here (policies, storage and replacement semantics, NIP-11, NIP-40);
+// the websocket layer and live subscriptions are cvm's (conn.go,
+// dispatch.go), because khatru's race under concurrent subscribe and
+// broadcast, and its synchronous fan-out, cannot be fixed through its hooks.
 func (r *Relay) install(kr *khatru.Relay) {
-	kr.RejectConnection = r.rejectConnection
-	kr.OnConnect = r.onConnect
-	kr.OnDisconnect = r.onDisconnect
 	kr.OnEvent = r.onEvent
-	kr.OnRequest = r.onRequest
-	kr.OnListenerAdded = r.onListenerAdded
-	kr.OnListenerRemoved = r.onListenerRemoved
-	kr.PreventBroadcast = r.preventBroadcast
 	kr.OnEventSaved = func(ctx context.Context, evt nostr.Event) { r.metrics.stored.Inc() }
-
 	query := kr.QueryStored
 	kr.QueryStored = func(ctx context.Context, f nostr.Filter) iter.Seq[nostr.Event] {
 		return r.filterStored(ctx, query(ctx, f))
@@ -181,7 +181,7 @@ func (r *Relay) install(kr *khatru.Relay) {
 func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch {
 	case strings.EqualFold(req.Header.Get("Upgrade"), "websocket"):
-		r.khatru.HandleWebsocket(queuingWriter{ResponseWriter: w, hijack: r.wrapConn}, req)
+		r.serveWebsocket(w, req)
 	case strings.Contains(req.Header.Get("Accept"), "application/nostr+json"):
 		w.Header().Set("Access-Control-Allow-Origin", "*")
 		r.khatru.HandleNIP11(w, req)
@@ -190,33 +190,13 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// wrapConn puts a hijacked websocket connection behind its outbound queue and
-// registers it so that Close can end it.
-func (r *Relay) wrapConn(c net.Conn) net.Conn {
-	var q *queuedConn
-	q = newQueuedConn(c, r.limits.OutboundQueueBytes, r.limits.SlowConsumerTimeout, writeTimeout,
-		func() {
-			r.metrics.slowConsumers.Inc()
-			r.log.Warn("dropped slow consumer", "remote", c.RemoteAddr().String())
-		},
-		func() { r.conns.remove(q) })
-	r.conns.add(q)
-	return q
-}
-
-// writeTimeout bounds each socket write of the drain goroutine. A peer that
-// accepts no bytes for this long is gone, whatever its TCP stack says.
-const writeTimeout = 10 * time.Second
-
 // Close disconnects every client, stops background work and closes the store.
 // It does not close listeners; Server.Close does.
 func (r *Relay) Close() error {
 	r.closeOnce.Do(func() {
 		r.cancel()
 		r.conns.closeAll()
-		if r.khatru.Info != nil {
-			r.khatru.DisableExpirationManager()
-		}
+		r.khatru.DisableExpirationManager()
 		r.wg.Wait()
 		r.store.Close()
 	})
@@ -226,48 +206,54 @@ func (r *Relay) Close() error {
 // Store returns the relay's event store, for inspection by tests and tools.
 func (r *Relay) Store() eventstore.Store { return r.store }
 
-// connTracker remembers live connections so that Close can end them: an
-// http.Server does not track hijacked connections.
+// connTracker remembers live connections so that Close can end them and
+// wait for their goroutines: an http.Server does not track hijacked
+// connections.
 type connTracker struct {
 	mu     sync.Mutex
-	conns  map[*queuedConn]struct{}
+	conns  map[*conn]struct{}
 	closed bool
+	wg     sync.WaitGroup
 }
 
-func newConnTracker() *connTracker { return &connTracker{conns: make(map[*queuedConn]struct{})} }
+func newConnTracker() *connTracker { return &connTracker{conns: make(map[*conn]struct{})} }
 
-func (t *connTracker) add(q *queuedConn) {
+// add registers c; it reports false once the relay is closing.
+func (t *connTracker) add(c *conn) bool {
 	t.mu.Lock()
-	closed := t.closed
-	if !closed {
-		t.conns[q] = struct{}{}
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
 	}
-	t.mu.Unlock()
-	if closed {
-		q.Close()
-	}
+	t.conns[c] = struct{}{}
+	t.wg.Add(1)
+	return true
 }
 
-func (t *connTracker) remove(q *queuedConn) {
+func (t *connTracker) remove(c *conn) {
 	t.mu.Lock()
-	delete(t.conns, q)
+	if _, ok := t.conns[c]; ok {
+		delete(t.conns, c)
+		t.wg.Done()
+	}
 	t.mu.Unlock()
 }
 
 func (t *connTracker) closeAll() {
 	t.mu.Lock()
 	t.closed = true
-	conns := make([]*queuedConn, 0, len(t.conns))
-	for q := range t.conns {
-		conns = append(conns, q)
+	conns := make([]*conn, 0, len(t.conns))
+	for c := range t.conns {
+		conns = append(conns, c)
 	}
 	t.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, q := range conns {
-		wg.Go(func() { q.Close() })
+	for _, c := range conns {
+		c.close(errRelayClosing)
 	}
-	wg.Wait()
+	t.wg.Wait()
 }
+
+var errRelayClosing = errors.New("relay shutting down")
 
 // lockedStore serializes access to a store that is not safe for concurrent
 // queries and writes (slicestore reads its slice without a lock). Queries
