@@ -1,0 +1,663 @@
+package contextvm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// JSON-RPC error codes the client transport answers with on its own.
+const (
+	// CodeRequestTimeout is MCP's code for a request that got no answer in
+	// time (the TypeScript SDK's ErrorCode.RequestTimeout).
+	CodeRequestTimeout = -32001
+	// CodeTransportError reports a request the transport could not deliver.
+	CodeTransportError = -32603
+)
+
+// ErrServerNotListening is the cause of a request that every relay accepted
+// as valid but nobody was subscribed to: the server is not running, or not
+// on these relays.
+var ErrServerNotListening = errors.New("server is not listening on any relay")
+
+// ClientOptions configure a ClientTransport.
+type ClientOptions struct {
+	// Server is the server's public key: hex, npub or nprofile. An
+	// nprofile's relay hints are added to Relays.
+	Server string
+
+	// Relays to talk through. Ignored when Pool is set.
+	Relays []string
+	// Pool, if set, is used instead of a pool of the transport's own; the
+	// caller keeps ownership and closes it.
+	Pool *nostrx.Pool
+
+	// Signer is the client's identity. Nil means a throwaway key.
+	Signer Signer
+
+	Encryption EncryptionMode
+	GiftWrap   GiftWrapMode
+
+	// RequestTimeout fails a request with no response after this long
+	// (default 60 s, MCP's usual). Each progress notification for the request
+	// restarts the clock. Negative means never.
+	RequestTimeout time.Duration
+
+	// Stateless answers initialize locally and sends the client's discovery
+	// tags with its first real request instead (CEP-35): one round trip
+	// fewer, no server session state.
+	Stateless bool
+
+	// PlaintextFallback is how long, in optional encryption mode, an
+	// encrypted request that is safe to repeat (initialize, ping, lists,
+	// reads) waits for an answer before it is sent once more in plaintext
+	// (default 3 s; negative disables). A server with encryption disabled
+	// drops gift wraps without a word; this is how an optional client still
+	// reaches it. Tool calls are never repeated.
+	PlaintextFallback time.Duration
+
+	// AnnouncementLookup bounds the wait, in optional mode, for the server's
+	// announcement, which says whether it supports encryption (default 1 s;
+	// negative skips the lookup).
+	AnnouncementLookup time.Duration
+
+	Logger *slog.Logger
+}
+
+// ClientTransport is an mcp.Transport to a ContextVM server, for any go-sdk
+// mcp.Client. Use Connect, or pass it to mcp.Client.Connect with
+// ClientSessionOptions{ProtocolVersion: ProtocolVersion}.
+//
+// The go-sdk client's default protocol (2026-07-28) starts with a
+// server/discover probe that ContextVM peers do not know; the transport
+// answers that probe itself with "method not found", which makes the client
+// fall back to initialize, so it never reaches the network.
+type ClientTransport struct {
+	opts   ClientOptions
+	server nostrx.PublicKey
+}
+
+// NewClientTransport checks opts and returns a transport. It connects
+// nothing until Connect.
+func NewClientTransport(opts ClientOptions) (*ClientTransport, error) {
+	server, err := nostrx.ParsePublicKey(opts.Server)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if opts.Pool == nil && len(opts.Relays)+len(server.Relays) == 0 {
+		return nil, fmt.Errorf("no relays: give at least one relay URL")
+	}
+	if opts.RequestTimeout == 0 {
+		opts.RequestTimeout = 60 * time.Second
+	}
+	if opts.PlaintextFallback == 0 {
+		opts.PlaintextFallback = 3 * time.Second
+	}
+	if opts.AnnouncementLookup == 0 {
+		opts.AnnouncementLookup = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &ClientTransport{opts: opts, server: server}, nil
+}
+
+// Connect dials the relays, subscribes for the server's answers and returns
+// the connection once the subscription is live on at least one relay
+// (earlier, answers could be missed). It is called once, by mcp.Client.
+func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	signer := t.opts.Signer
+	if signer == nil {
+		signer = NewKeySigner(nostr.Generate())
+	}
+	me, err := signer.GetPublicKey(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("client key: %w", err)
+	}
+	pool, ownPool := t.opts.Pool, false
+	if pool == nil {
+		relays := append(slices.Clone(t.opts.Relays), t.server.Relays...)
+		pool, ownPool = nostrx.NewPool(nostrx.PoolOptions{Relays: relays, Signer: signer, Logger: t.opts.Logger}), true
+	}
+	c := &clientConn{
+		opts:     t.opts,
+		endpoint: endpoint{pool: pool, signer: signer, me: me, log: t.opts.Logger.With("server", t.server.Key.Hex()[:12])},
+		server:   t.server.Key,
+		ownPool:  ownPool,
+		incoming: make(chan jsonrpc.Message, 64),
+		closed:   make(chan struct{}),
+		pending:  make(map[nostr.ID]*pendingRequest),
+		byRPCID:  make(map[any]*pendingRequest),
+		inbound:  make(map[any]nostr.ID),
+		seen:     newSeenSet(4096),
+	}
+	// A little before now, so that a server whose clock is behind ours is
+	// still heard; stale answers have no pending request and are dropped.
+	since := nostr.Now() - 10
+	c.sub = pool.Subscribe(nostr.Filter{
+		Kinds: t.opts.GiftWrap.subscriptionKinds(),
+		Tags:  nostr.TagMap{"p": {me.Hex()}},
+		Since: since,
+	}, 0)
+
+	lookup := make(chan struct{})
+	if t.opts.Encryption == EncryptOptional && t.opts.AnnouncementLookup > 0 {
+		c.wg.Go(func() {
+			defer close(lookup)
+			c.lookupAnnouncement(ctx)
+		})
+	} else {
+		close(lookup)
+	}
+	c.announcement = lookup
+
+	select {
+	case <-c.sub.Ready():
+	case <-ctx.Done():
+		c.Close()
+		return nil, fmt.Errorf("contextvm: no relay answered the subscription: %w", context.Cause(ctx))
+	}
+	c.wg.Go(c.readLoop)
+	return c, nil
+}
+
+// Connect connects client to the ContextVM server of opts and performs the
+// MCP handshake at ProtocolVersion.
+func Connect(ctx context.Context, client *mcp.Client, opts ClientOptions) (*mcp.ClientSession, error) {
+	t, err := NewClientTransport(opts)
+	if err != nil {
+		return nil, err
+	}
+	return client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+}
+
+// clientConn is the mcp.Connection of a ClientTransport.
+type clientConn struct {
+	endpoint
+	opts    ClientOptions
+	server  nostr.PubKey
+	ownPool bool
+	sub     *nostrx.Subscription
+
+	incoming  chan jsonrpc.Message
+	closed    chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+
+	// announcement is closed when the announcement lookup is over.
+	announcement chan struct{}
+
+	mu            sync.Mutex
+	pending       map[nostr.ID]*pendingRequest // by the event id of each copy sent
+	byRPCID       map[any]*pendingRequest      // by JSON-RPC id
+	inbound       map[any]nostr.ID             // server requests awaiting our answer: JSON-RPC id -> event id
+	caps          peerCaps
+	sentDiscovery bool
+	plaintext     bool // learned: this server does not read gift wraps
+	seen          *seenSet
+}
+
+// pendingRequest is a request sent to the server and not yet answered.
+type pendingRequest struct {
+	req      *jsonrpc.Request
+	events   []nostr.ID // the event ids it went out under (two after a plaintext fallback)
+	token    any        // progress token, if the request asked for progress
+	timer    *time.Timer
+	fallback *time.Timer
+	unheard  bool // every relay said nobody listens
+}
+
+func (c *clientConn) SessionID() string { return "" }
+
+func (c *clientConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case msg := <-c.incoming:
+		return msg, nil
+	case <-c.closed:
+		return nil, mcp.ErrConnectionClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (c *clientConn) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		c.mu.Lock()
+		for _, p := range c.byRPCID {
+			p.stopTimers()
+		}
+		c.mu.Unlock()
+		c.sub.Close()
+		c.wg.Wait()
+		if c.ownPool {
+			c.pool.Close()
+		}
+	})
+	return nil
+}
+
+// deliver hands a message to the go-sdk client.
+func (c *clientConn) deliver(msg jsonrpc.Message) {
+	select {
+	case c.incoming <- msg:
+	case <-c.closed:
+	}
+}
+
+// fail answers a pending request locally with an error.
+func (c *clientConn) fail(id jsonrpc.ID, code int64, msg string) {
+	c.deliver(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: code, Message: msg}})
+}
+
+func (c *clientConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	select {
+	case <-c.closed:
+		return mcp.ErrConnectionClosed
+	default:
+	}
+	switch m := msg.(type) {
+	case *jsonrpc.Request:
+		if !m.IsCall() {
+			return c.writeNotification(ctx, m)
+		}
+		switch m.Method {
+		case "server/discover":
+			// See ClientTransport: answered here so it never reaches a peer.
+			c.fail(m.ID, jsonrpc.CodeMethodNotFound, "server/discover is not supported over ContextVM")
+			return nil
+		case "initialize":
+			c.mu.Lock()
+			c.caps, c.sentDiscovery = peerCaps{}, false // a new session
+			c.mu.Unlock()
+			if c.opts.Stateless {
+				c.deliver(statelessInitializeResult(m))
+				return nil
+			}
+		}
+		c.writeRequest(ctx, m)
+		return nil
+	case *jsonrpc.Response:
+		c.mu.Lock()
+		eventID, ok := c.inbound[m.ID.Raw()]
+		delete(c.inbound, m.ID.Raw())
+		c.mu.Unlock()
+		tags := nostr.Tags{{"p", c.server.Hex()}}
+		if ok {
+			tags = append(tags, nostr.Tag{"e", eventID.Hex()})
+		} else {
+			c.log.Warn("answering a server request this connection never received", "id", m.ID.Raw())
+		}
+		content, err := EncodeContent(m)
+		if err != nil {
+			return err
+		}
+		if _, err := c.send(ctx, c.server, content, tags, c.wrapKind()); err != nil {
+			c.log.Warn("could not deliver a response to the server", "id", m.ID.Raw(), "err", err)
+		}
+		return nil
+	default:
+		return fmt.Errorf("contextvm: unknown message type %T", msg)
+	}
+}
+
+func (c *clientConn) writeNotification(ctx context.Context, m *jsonrpc.Request) error {
+	if c.opts.Stateless && m.Method == "notifications/initialized" {
+		return nil // the server never saw an initialize
+	}
+	content, err := EncodeContent(m)
+	if err != nil {
+		return err
+	}
+	if _, err := c.send(ctx, c.server, content, nostr.Tags{{"p", c.server.Hex()}}, c.wrapKind()); err != nil {
+		// A lost notification must not end the session; say so and go on.
+		c.log.Warn("notification not delivered", "method", m.Method, "err", err)
+	}
+	return nil
+}
+
+// writeRequest sends a request and tracks it until its answer, a timeout or
+// a delivery failure, each of which reaches the go-sdk client as a response.
+func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
+	<-c.announcement
+	content, err := EncodeContent(m)
+	if err != nil {
+		c.fail(m.ID, CodeTransportError, err.Error())
+		return
+	}
+	p := &pendingRequest{req: m, token: progressToken(m.Params)}
+	c.mu.Lock()
+	tags := nostr.Tags{{"p", c.server.Hex()}}
+	if !c.sentDiscovery {
+		tags = append(tags, capabilityTags(c.opts.Encryption, c.opts.GiftWrap)...)
+		c.sentDiscovery = true
+	}
+	wrapKind := c.wrapKindLocked()
+	c.byRPCID[m.ID.Raw()] = p
+	if c.opts.RequestTimeout > 0 {
+		p.timer = time.AfterFunc(c.opts.RequestTimeout, func() { c.expire(p) })
+	}
+	if wrapKind != 0 && c.opts.Encryption == EncryptOptional && c.opts.PlaintextFallback > 0 && repeatable(m.Method) {
+		p.fallback = time.AfterFunc(c.opts.PlaintextFallback, func() { c.fallBackToPlaintext(p, tags) })
+	}
+	c.mu.Unlock()
+
+	evt, err := c.sendTracked(ctx, p, content, tags, wrapKind)
+	switch {
+	case err == nil:
+	case errors.Is(err, nostrx.ErrUnheard):
+		// Valid, unheard: retrying does not help, but the answer may still
+		// come through a relay the server joins later. Fail at the deadline.
+		c.mu.Lock()
+		p.unheard = true
+		c.mu.Unlock()
+		c.log.Debug("request unheard by every relay", "method", m.Method, "event", evt.ID.Hex())
+	default:
+		if c.forget(p) {
+			c.fail(m.ID, CodeTransportError, fmt.Sprintf("contextvm: %s not delivered: %v", m.Method, err))
+		}
+	}
+}
+
+// sendTracked publishes one copy of a pending request, registering its event
+// id before the answer can possibly arrive.
+func (c *clientConn) sendTracked(ctx context.Context, p *pendingRequest, content string, tags nostr.Tags, wrapKind nostr.Kind) (nostr.Event, error) {
+	evt, err := newMessageEvent(ctx, c.signer, content, tags)
+	if err != nil {
+		return evt, err
+	}
+	out := evt
+	if wrapKind != 0 {
+		if out, err = Wrap(evt, c.server, wrapKind); err != nil {
+			return evt, err
+		}
+	}
+	c.mu.Lock()
+	p.events = append(p.events, evt.ID)
+	c.pending[evt.ID] = p
+	c.mu.Unlock()
+	return evt, c.pool.Publish(ctx, out)
+}
+
+// forget removes p from the pending set; it reports false if p was already
+// answered or expired, in which case nobody may answer it again.
+func (c *clientConn) forget(p *pendingRequest) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.forgetLocked(p)
+}
+
+func (c *clientConn) forgetLocked(p *pendingRequest) bool {
+	if c.byRPCID[p.req.ID.Raw()] != p {
+		return false
+	}
+	delete(c.byRPCID, p.req.ID.Raw())
+	for _, id := range p.events {
+		delete(c.pending, id)
+	}
+	p.stopTimers()
+	return true
+}
+
+func (p *pendingRequest) stopTimers() {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	if p.fallback != nil {
+		p.fallback.Stop()
+	}
+}
+
+func (c *clientConn) expire(p *pendingRequest) {
+	c.mu.Lock()
+	unheard := p.unheard
+	ok := c.forgetLocked(p)
+	c.mu.Unlock()
+	if !ok {
+		return
+	}
+	msg := fmt.Sprintf("contextvm: %s: no response within %s", p.req.Method, c.opts.RequestTimeout)
+	if unheard {
+		msg = fmt.Sprintf("contextvm: %s: %v (server %s): every relay accepted the request but nobody was subscribed to it",
+			p.req.Method, ErrServerNotListening, nostrx.EncodeNpub(c.server))
+	}
+	c.fail(p.req.ID, CodeRequestTimeout, msg)
+}
+
+// fallBackToPlaintext re-sends an unanswered encrypted request in plaintext,
+// once, for a server that might have encryption disabled.
+func (c *clientConn) fallBackToPlaintext(p *pendingRequest, tags nostr.Tags) {
+	c.mu.Lock()
+	if c.byRPCID[p.req.ID.Raw()] != p {
+		c.mu.Unlock()
+		return
+	}
+	tags = slices.DeleteFunc(slices.Clone(tags), func(t nostr.Tag) bool {
+		return len(t) > 0 && (t[0] == TagSupportEncryption || t[0] == TagSupportEncryptionEphemeral)
+	})
+	c.mu.Unlock()
+	c.log.Info("no answer to an encrypted request; trying plaintext in case the server has encryption disabled", "method", p.req.Method)
+	content, err := EncodeContent(p.req)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.PlaintextFallback)
+	defer cancel()
+	if _, err := c.sendTracked(ctx, p, content, tags, 0); err != nil && !errors.Is(err, nostrx.ErrUnheard) {
+		c.log.Debug("plaintext fallback not delivered", "err", err)
+	}
+}
+
+// repeatable reports whether sending a request twice is harmless, so that the
+// plaintext fallback may repeat it.
+func repeatable(method string) bool {
+	switch method {
+	case "initialize", "ping", "tools/list", "resources/list", "resources/templates/list",
+		"prompts/list", "resources/read", "prompts/get", "completion/complete":
+		return true
+	}
+	return false
+}
+
+// encrypt reports whether the next message goes in a gift wrap.
+func (c *clientConn) encryptLocked() bool {
+	switch c.opts.Encryption {
+	case EncryptDisabled:
+		return false
+	case EncryptRequired:
+		return true
+	default:
+		return !c.plaintext
+	}
+}
+
+func (c *clientConn) wrapKind() nostr.Kind {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wrapKindLocked()
+}
+
+// wrapKindLocked is the gift-wrap kind for the next message, 0 for plaintext.
+func (c *clientConn) wrapKindLocked() nostr.Kind {
+	if !c.encryptLocked() {
+		return 0
+	}
+	return wrapKindFor(c.opts.GiftWrap, c.caps.ephemeral, 0)
+}
+
+func (c *clientConn) readLoop() {
+	for evt := range c.sub.Events() {
+		c.handle(evt)
+	}
+}
+
+func (c *clientConn) handle(evt nostr.Event) {
+	ctx := context.Background()
+	inner, wrapKind, err := c.open(ctx, evt)
+	if err != nil {
+		// With relays that ignore tag filters, others' wraps arrive here too.
+		c.log.Debug("ignoring event", "id", evt.ID.Hex(), "err", err)
+		return
+	}
+	if inner.PubKey != c.server {
+		c.log.Debug("ignoring a message from another key", "author", inner.PubKey.Hex())
+		return
+	}
+	c.mu.Lock()
+	dup := c.seen.seen(inner.ID)
+	if !dup {
+		if caps, ok := learnCaps(inner.Tags); ok {
+			c.caps = caps
+			if !caps.encryption && c.opts.Encryption == EncryptOptional {
+				c.plaintext = true
+			}
+		}
+	}
+	c.mu.Unlock()
+	if dup {
+		return
+	}
+	msgs, _, err := DecodeContent(inner.Content)
+	if err != nil {
+		c.log.Warn("server sent something that is not JSON-RPC", "event", inner.ID.Hex(), "err", err)
+		return
+	}
+	for _, msg := range msgs {
+		switch m := msg.(type) {
+		case *jsonrpc.Response:
+			c.handleResponse(inner, wrapKind, m)
+		case *jsonrpc.Request:
+			if m.IsCall() {
+				c.mu.Lock()
+				c.inbound[m.ID.Raw()] = inner.ID
+				c.mu.Unlock()
+			} else if m.Method == "notifications/progress" {
+				c.keepAlive(progressToken(m.Params))
+			}
+			c.deliver(m)
+		}
+	}
+}
+
+func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *jsonrpc.Response) {
+	ref, _ := firstTagValue(inner.Tags, "e")
+	id, err := nostr.IDFromHex(ref)
+	c.mu.Lock()
+	p := c.pending[id]
+	if err != nil || p == nil {
+		c.mu.Unlock()
+		c.log.Debug("response to no pending request", "e", ref)
+		return
+	}
+	if wrapKind == 0 && c.opts.Encryption == EncryptOptional && isEncryptionRefusal(m) && p.fallback != nil {
+		// The server said it reads no gift wraps: fall back now, not later.
+		c.plaintext = true
+		c.mu.Unlock()
+		p.fallback.Reset(0)
+		return
+	}
+	if wrapKind == 0 && len(p.events) > 1 && c.opts.Encryption == EncryptOptional {
+		c.plaintext = true // the plaintext copy was the one answered
+	}
+	c.forgetLocked(p)
+	c.mu.Unlock()
+	m.ID = p.req.ID
+	c.deliver(m)
+}
+
+// keepAlive restarts the timeout of the request that asked for progress
+// with token.
+func (c *clientConn) keepAlive(token any) {
+	if token == nil || c.opts.RequestTimeout <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.byRPCID {
+		if p.token != nil && fmt.Sprint(p.token) == fmt.Sprint(token) && p.timer != nil {
+			p.timer.Reset(c.opts.RequestTimeout)
+		}
+	}
+}
+
+// lookupAnnouncement reads the server's CEP-6 announcement, if any, to learn
+// whether it accepts encrypted messages before sending the first one.
+func (c *clientConn) lookupAnnouncement(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.AnnouncementLookup)
+	defer cancel()
+	sub := c.pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{KindServerAnnouncement}, Authors: []nostr.PubKey{c.server}, Limit: 1}, 1)
+	defer sub.Close()
+	select {
+	case evt := <-sub.Events():
+		caps, ok := learnCaps(evt.Tags)
+		if ok && !caps.encryption {
+			c.mu.Lock()
+			c.plaintext = true
+			c.mu.Unlock()
+			c.log.Debug("server announcement says it does not support encryption; using plaintext")
+		}
+	case <-sub.Ready(): // stored events come before EOSE: there is none
+	case <-ctx.Done():
+	case <-c.closed:
+	}
+}
+
+// progressToken returns params._meta.progressToken, if present.
+func progressToken(params json.RawMessage) any {
+	if len(params) == 0 {
+		return nil
+	}
+	var p struct {
+		Meta struct {
+			ProgressToken any `json:"progressToken"`
+		} `json:"_meta"`
+		ProgressToken any `json:"progressToken"` // in notifications/progress
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return nil
+	}
+	if p.Meta.ProgressToken != nil {
+		return p.Meta.ProgressToken
+	}
+	return p.ProgressToken
+}
+
+// isEncryptionRefusal recognizes a cvm server's answer to a gift wrap it will
+// not open.
+func isEncryptionRefusal(m *jsonrpc.Response) bool {
+	var werr *jsonrpc.Error
+	return errors.As(m.Error, &werr) && werr.Code == CodeEncryptionNotAccepted
+}
+
+// statelessInitializeResult is the local answer to initialize in stateless
+// mode (CEP-35). It claims the list capabilities, as the reference does: the
+// server's real capabilities are unknown until it answers a request.
+func statelessInitializeResult(req *jsonrpc.Request) *jsonrpc.Response {
+	version := ProtocolVersion
+	var params struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if json.Unmarshal(req.Params, &params) == nil && params.ProtocolVersion != "" && params.ProtocolVersion <= ProtocolVersion {
+		version = params.ProtocolVersion
+	}
+	result, _ := json.Marshal(map[string]any{
+		"protocolVersion": version,
+		"capabilities": map[string]any{
+			"tools":     map[string]any{"listChanged": true},
+			"prompts":   map[string]any{"listChanged": true},
+			"resources": map[string]any{"listChanged": true, "subscribe": true},
+		},
+		"serverInfo": map[string]any{"name": "Emulated-Stateless-Server", "version": "1.0.0"},
+	})
+	return &jsonrpc.Response{ID: req.ID, Result: result}
+}

@@ -1,0 +1,97 @@
+package contextvm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/nostrx"
+)
+
+// endpoint is what a client and a server share: an identity and a relay pool
+// to publish through.
+type endpoint struct {
+	pool   *nostrx.Pool
+	signer Signer
+	me     nostr.PubKey
+	log    *slog.Logger
+}
+
+// send signs a KindMessage event for recipient and publishes it, inside a
+// gift wrap of wrapKind unless wrapKind is 0. It returns the signed message
+// event, whose id is what the answer will reference, even when publishing
+// fails, so that the caller can still correlate or report.
+func (e *endpoint) send(ctx context.Context, recipient nostr.PubKey, content string, tags nostr.Tags, wrapKind nostr.Kind) (nostr.Event, error) {
+	evt, err := newMessageEvent(ctx, e.signer, content, tags)
+	if err != nil {
+		return evt, err
+	}
+	out := evt
+	if wrapKind != 0 {
+		if out, err = Wrap(evt, recipient, wrapKind); err != nil {
+			return evt, err
+		}
+	}
+	if err := e.pool.Publish(ctx, out); err != nil {
+		return evt, fmt.Errorf("publish: %w", err)
+	}
+	return evt, nil
+}
+
+// unheardRetries are the pauses before re-publishing an answer that no relay
+// had a listener for. The peer just wrote to us, so it is about to listen:
+// the reference TypeScript client publishes its request before its own
+// subscription is live on the relay, and an answer faster than the relay's
+// REQ processing is otherwise lost. About 0.8 s in all.
+var unheardRetries = []time.Duration{25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}
+
+// reply is send for an answer to a peer that has just written to us: an
+// unheard publish is retried for a short while instead of given up.
+func (e *endpoint) reply(ctx context.Context, recipient nostr.PubKey, content string, tags nostr.Tags, wrapKind nostr.Kind) (nostr.Event, error) {
+	evt, err := newMessageEvent(ctx, e.signer, content, tags)
+	if err != nil {
+		return evt, err
+	}
+	out := evt
+	if wrapKind != 0 {
+		if out, err = Wrap(evt, recipient, wrapKind); err != nil {
+			return evt, err
+		}
+	}
+	for _, pause := range append(unheardRetries, 0) {
+		err = e.pool.Publish(ctx, out)
+		if !errors.Is(err, nostrx.ErrUnheard) || pause == 0 {
+			break
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return evt, fmt.Errorf("publish: %w", err)
+		}
+	}
+	if err != nil {
+		return evt, fmt.Errorf("publish: %w", err)
+	}
+	return evt, nil
+}
+
+// open turns an event delivered by the pool into the message event it
+// carries: gift wraps are unwrapped and checked, plain messages are checked
+// to be addressed to us. wrapKind is the gift-wrap kind, 0 for plaintext.
+func (e *endpoint) open(ctx context.Context, evt nostr.Event) (inner nostr.Event, wrapKind nostr.Kind, err error) {
+	switch evt.Kind {
+	case KindGiftWrap, KindEphemeralGiftWrap:
+		inner, err = Unwrap(ctx, e.signer, e.me, evt)
+		return inner, evt.Kind, err
+	case KindMessage:
+		if !hasPTag(evt.Tags, e.me) {
+			return evt, 0, ErrNotAddressed
+		}
+		return evt, 0, nil
+	default:
+		return evt, 0, fmt.Errorf("unexpected kind %d", evt.Kind)
+	}
+}

@@ -1,0 +1,120 @@
+package contextvm
+
+import "fiatjaf.com/nostr"
+
+// peerCaps is what one side has learned about the other from discovery tags
+// (CEP-35). It is replaced, not merged, whenever a message carries discovery
+// tags, and reset at each initialize: the reference SDK ORs flags forever, so
+// a client that reconnects in persistent-only mode keeps being sent ephemeral
+// wraps it no longer listens for.
+type peerCaps struct {
+	known      bool // some message of this session carried discovery tags
+	encryption bool
+	ephemeral  bool
+	oversized  bool
+	openStream bool
+	info       ServerInfo
+}
+
+// ServerInfo is the human-facing description a server sends with its first
+// message of a session and in its announcement (CEP-6).
+type ServerInfo struct {
+	Name    string
+	About   string
+	Website string
+	Picture string
+}
+
+// discoveryTagNames are the tags that describe a peer rather than route a
+// message. "p" and "e" are never among them.
+var discoveryTagNames = map[string]bool{
+	TagSupportEncryption:          true,
+	TagSupportEncryptionEphemeral: true,
+	TagSupportOversizedTransfer:   true,
+	TagSupportOpenStream:          true,
+	TagName:                       true,
+	TagAbout:                      true,
+	TagWebsite:                    true,
+	TagPicture:                    true,
+	"pmi":                         true,
+	"payment_interaction":         true,
+}
+
+// learnCaps reads the discovery tags of a message. ok is false when the
+// message carries none, in which case nothing should be learned from it.
+func learnCaps(tags nostr.Tags) (caps peerCaps, ok bool) {
+	for _, t := range tags {
+		if len(t) == 0 || !discoveryTagNames[t[0]] {
+			continue
+		}
+		caps.known = true
+		// Flag tags are single-element arrays; the reference accepts only those.
+		flag := len(t) == 1
+		switch t[0] {
+		case TagSupportEncryption:
+			caps.encryption = caps.encryption || flag
+		case TagSupportEncryptionEphemeral:
+			caps.ephemeral = caps.ephemeral || flag
+		case TagSupportOversizedTransfer:
+			caps.oversized = caps.oversized || flag
+		case TagSupportOpenStream:
+			caps.openStream = caps.openStream || flag
+		case TagName:
+			caps.info.Name = tagValue(t)
+		case TagAbout:
+			caps.info.About = tagValue(t)
+		case TagWebsite:
+			caps.info.Website = tagValue(t)
+		case TagPicture:
+			caps.info.Picture = tagValue(t)
+		}
+	}
+	return caps, caps.known
+}
+
+func tagValue(t nostr.Tag) string {
+	if len(t) < 2 {
+		return ""
+	}
+	return t[1]
+}
+
+// serverDiscoveryTags are the tags a server sends on its first message of a
+// session and in its announcement.
+func serverDiscoveryTags(info ServerInfo, enc EncryptionMode, wrap GiftWrapMode) nostr.Tags {
+	var tags nostr.Tags
+	for _, kv := range [][2]string{{TagName, info.Name}, {TagAbout, info.About}, {TagWebsite, info.Website}, {TagPicture, info.Picture}} {
+		if kv[1] != "" {
+			tags = append(tags, nostr.Tag{kv[0], kv[1]})
+		}
+	}
+	return append(tags, capabilityTags(enc, wrap)...)
+}
+
+// capabilityTags are the support_* flags for these modes.
+func capabilityTags(enc EncryptionMode, wrap GiftWrapMode) nostr.Tags {
+	var tags nostr.Tags
+	if enc != EncryptDisabled {
+		tags = append(tags, nostr.Tag{TagSupportEncryption})
+	}
+	if advertisesEphemeral(enc, wrap) {
+		tags = append(tags, nostr.Tag{TagSupportEncryptionEphemeral})
+	}
+	return tags
+}
+
+// wrapKindFor picks the gift-wrap kind to send to a peer.
+func wrapKindFor(mode GiftWrapMode, peerEphemeral bool, mirror nostr.Kind) nostr.Kind {
+	switch {
+	case mode == WrapPersistent:
+		return KindGiftWrap
+	case mode == WrapEphemeral:
+		return KindEphemeralGiftWrap
+	case peerEphemeral:
+		return KindEphemeralGiftWrap
+	case mirror == KindEphemeralGiftWrap:
+		return KindEphemeralGiftWrap
+	default:
+		return KindGiftWrap
+	}
+}

@@ -1,0 +1,408 @@
+package contextvm
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ErrServerClosed is returned by Accept and Serve after Close.
+var ErrServerClosed = errors.New("contextvm: server closed")
+
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	// Signer is the server's identity. Required.
+	Signer Signer
+
+	// Relays to listen on. Ignored when Pool is set.
+	Relays []string
+	// Pool, if set, is used instead of a pool of the server's own; the caller
+	// keeps ownership and closes it.
+	Pool *nostrx.Pool
+
+	Encryption EncryptionMode
+	GiftWrap   GiftWrapMode
+
+	// Info is sent with the first message of each session (CEP-6 tags).
+	Info ServerInfo
+
+	// MaxSessions bounds the client sessions kept at once (default 1000).
+	// Beyond it the least recently active session is evicted; an evicted
+	// session still answers the requests it has in flight.
+	MaxSessions int
+	// IdleTimeout closes a session with nothing in flight after this long
+	// without a message (default 30 min; negative: never).
+	IdleTimeout time.Duration
+
+	// InjectClientPubkey also puts the caller's public key in each request's
+	// params._meta.clientPubkey (CEP-16), for servers that cannot call
+	// ClientPubkey.
+	InjectClientPubkey bool
+
+	// Workers is how many inbound events are opened and verified at once
+	// (default 2×GOMAXPROCS).
+	Workers int
+
+	Logger *slog.Logger
+}
+
+// Server serves MCP to many clients over Nostr under one identity. Each
+// client session is a ServerConn, handed out by Accept in the manner of a
+// net.Listener; Serve connects each to a go-sdk mcp.Server.
+//
+// Inbound events are verified, deduplicated and demultiplexed by client
+// public key. A new initialize from a client starts a new session; a request
+// from a client without a session (a stateless client, CEP-35) starts one
+// that is initialized on the client's behalf.
+type Server struct {
+	endpoint
+	opts    ServerOptions
+	ownPool bool
+	sub     *nostrx.Subscription
+
+	accepted chan *ServerConn
+	closed   chan struct{}
+	once     sync.Once
+	wg       sync.WaitGroup
+
+	mu       sync.Mutex
+	sessions map[nostr.PubKey]*ServerConn // the current session of each client
+	lru      *list.List                   // of *ServerConn, most recently active first
+	outbound map[nostr.ID]*ServerConn     // server-to-client requests awaiting an answer
+	seen     *seenSet
+	nextID   uint64
+}
+
+// NewServer subscribes to the relays and returns once the subscription is
+// live on at least one of them, or ctx ends.
+func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
+	if opts.Signer == nil {
+		return nil, errors.New("contextvm: ServerOptions.Signer is required")
+	}
+	if opts.Pool == nil && len(opts.Relays) == 0 {
+		return nil, errors.New("contextvm: no relays: give at least one relay URL")
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = 1000
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = 30 * time.Minute
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 2 * runtime.GOMAXPROCS(0)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	me, err := opts.Signer.GetPublicKey(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("contextvm: server key: %w", err)
+	}
+	pool, own := opts.Pool, false
+	if pool == nil {
+		pool, own = nostrx.NewPool(nostrx.PoolOptions{Relays: opts.Relays, Signer: opts.Signer, Logger: opts.Logger}), true
+	}
+	s := &Server{
+		endpoint: endpoint{pool: pool, signer: opts.Signer, me: me, log: opts.Logger},
+		opts:     opts,
+		ownPool:  own,
+		accepted: make(chan *ServerConn),
+		closed:   make(chan struct{}),
+		sessions: make(map[nostr.PubKey]*ServerConn),
+		lru:      list.New(),
+		outbound: make(map[nostr.ID]*ServerConn),
+		seen:     newSeenSet(1 << 16),
+	}
+	s.sub = pool.Subscribe(nostr.Filter{
+		Kinds: opts.GiftWrap.subscriptionKinds(),
+		Tags:  nostr.TagMap{"p": {me.Hex()}},
+		Since: nostr.Now() - 10,
+	}, 1024)
+	select {
+	case <-s.sub.Ready():
+	case <-ctx.Done():
+		s.Close()
+		return nil, fmt.Errorf("contextvm: no relay answered the subscription: %w", context.Cause(ctx))
+	}
+	for range opts.Workers {
+		s.wg.Go(s.work)
+	}
+	if opts.IdleTimeout > 0 {
+		s.wg.Go(s.reapIdle)
+	}
+	return s, nil
+}
+
+// PublicKey is the server's identity.
+func (s *Server) PublicKey() nostr.PubKey { return s.me }
+
+// Relays are the relays the server listens on.
+func (s *Server) Relays() []string { return s.pool.Relays() }
+
+// Accept waits for the next client session.
+func (s *Server) Accept(ctx context.Context) (*ServerConn, error) {
+	select {
+	case c := <-s.accepted:
+		return c, nil
+	case <-s.closed:
+		return nil, ErrServerClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Serve connects every client session to srv until ctx ends or the server
+// is closed. It returns ErrServerClosed after Close.
+func (s *Server) Serve(ctx context.Context, srv *mcp.Server) error {
+	for {
+		c, err := s.Accept(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := srv.Connect(context.WithoutCancel(ctx), c.Transport(), nil); err != nil {
+			s.log.Warn("mcp server refused a session", "client", c.client.Hex(), "err", err)
+			c.Close()
+		}
+	}
+}
+
+// Close stops listening, answers every request still in flight with an
+// error and closes every session.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		close(s.closed)
+		s.sub.Close()
+		s.wg.Wait()
+		s.mu.Lock()
+		var all []*ServerConn
+		for e := s.lru.Front(); e != nil; e = e.Next() {
+			all = append(all, e.Value.(*ServerConn))
+		}
+		s.mu.Unlock()
+		for _, c := range all {
+			c.abort("server shutting down")
+		}
+		if s.ownPool {
+			s.pool.Close()
+		}
+	})
+	return nil
+}
+
+func (s *Server) work() {
+	for {
+		select {
+		case evt, ok := <-s.sub.Events():
+			if !ok {
+				return
+			}
+			s.handle(evt)
+		case <-s.closed:
+			return
+		}
+	}
+}
+
+// handle opens one inbound event and routes the messages in it.
+func (s *Server) handle(evt nostr.Event) {
+	ctx := context.Background()
+	inner, wrapKind, err := s.open(ctx, evt)
+	if err != nil {
+		s.log.Debug("ignoring event", "id", evt.ID.Hex(), "kind", int(evt.Kind), "err", err)
+		return
+	}
+	s.mu.Lock()
+	dup := s.seen.seen(inner.ID)
+	s.mu.Unlock()
+	if dup {
+		s.log.Debug("dropping a message seen before", "id", inner.ID.Hex())
+		return
+	}
+	msgs, _, err := DecodeContent(inner.Content)
+	if err != nil {
+		s.log.Info("dropping an event that is not JSON-RPC", "id", inner.ID.Hex(), "client", inner.PubKey.Hex(), "err", err)
+		s.refuse(ctx, inner, wrapKind, nil, jsonrpc.CodeParseError, "content is not a JSON-RPC 2.0 message")
+		return
+	}
+	if refusal := s.encryptionRefusal(wrapKind); refusal != nil {
+		for _, msg := range msgs {
+			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+				s.refuse(ctx, inner, 0, req, refusal.Code, refusal.Message)
+			}
+		}
+		s.log.Info("refused a message for its encryption", "client", inner.PubKey.Hex(), "encrypted", wrapKind != 0, "mode", s.opts.Encryption)
+		return
+	}
+	for _, msg := range msgs {
+		s.route(ctx, inner, wrapKind, msg)
+	}
+}
+
+// encryptionRefusal says why a message in this form is not accepted, if it
+// is not.
+func (s *Server) encryptionRefusal(wrapKind nostr.Kind) *jsonrpc.Error {
+	switch {
+	case wrapKind == 0 && s.opts.Encryption == EncryptRequired:
+		return &jsonrpc.Error{Code: CodeEncryptionRequired, Message: "this server requires encryption: send requests as NIP-44 gift wraps (CEP-4)"}
+	case wrapKind != 0 && s.opts.Encryption == EncryptDisabled:
+		return &jsonrpc.Error{Code: CodeEncryptionNotAccepted, Message: "this server has encryption disabled: send requests in plaintext"}
+	}
+	return nil
+}
+
+// route hands one message to the session it belongs to.
+func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, msg jsonrpc.Message) {
+	client := inner.PubKey
+	switch m := msg.(type) {
+	case *jsonrpc.Response:
+		ref, _ := firstTagValue(inner.Tags, "e")
+		id, err := nostr.IDFromHex(ref)
+		s.mu.Lock()
+		c := s.outbound[id]
+		delete(s.outbound, id)
+		s.mu.Unlock()
+		if err != nil || c == nil || c.client != client {
+			s.log.Debug("response to no request of ours", "client", client.Hex(), "e", ref)
+			return
+		}
+		c.deliver(m)
+	case *jsonrpc.Request:
+		var c *ServerConn
+		if m.IsCall() && m.Method == "initialize" {
+			c = s.newSession(client, false)
+		} else {
+			c = s.session(client, m.IsCall())
+		}
+		if c == nil {
+			s.log.Debug("notification from a client without a session", "client", client.Hex(), "method", m.Method)
+			return
+		}
+		c.receive(ctx, inner, wrapKind, m)
+	}
+}
+
+// session returns the client's current session; with create, a client
+// without one gets a stateless session.
+func (s *Server) session(client nostr.PubKey, create bool) *ServerConn {
+	s.mu.Lock()
+	c := s.sessions[client]
+	s.mu.Unlock()
+	if c != nil || !create {
+		return c
+	}
+	return s.newSession(client, true)
+}
+
+// newSession starts a session for client, replacing its current one. The
+// replaced session and any session evicted to stay within MaxSessions keep
+// answering what they have in flight, then close.
+func (s *Server) newSession(client nostr.PubKey, stateless bool) *ServerConn {
+	s.mu.Lock()
+	s.nextID++
+	c := newServerConn(s, client, fmt.Sprintf("%s-%d", client.Hex()[:12], s.nextID))
+	var retired []*ServerConn
+	if old := s.sessions[client]; old != nil {
+		retired = append(retired, old)
+		s.lru.Remove(old.elem)
+	}
+	s.sessions[client] = c
+	c.elem = s.lru.PushFront(c)
+	for s.lru.Len() > s.opts.MaxSessions {
+		victim := s.lru.Back().Value.(*ServerConn)
+		s.lru.Remove(victim.elem)
+		delete(s.sessions, victim.client)
+		retired = append(retired, victim)
+	}
+	s.mu.Unlock()
+	for _, old := range retired {
+		old.retire()
+	}
+	if stateless {
+		c.initializeForClient()
+	}
+	select {
+	case s.accepted <- c:
+	case <-s.closed:
+	}
+	return c
+}
+
+// touch marks c as the most recently active session.
+func (s *Server) touch(c *ServerConn) {
+	s.mu.Lock()
+	if s.sessions[c.client] == c {
+		s.lru.MoveToFront(c.elem)
+	}
+	s.mu.Unlock()
+}
+
+// forget removes a closed session from the server's books.
+func (s *Server) forget(c *ServerConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sessions[c.client] == c {
+		delete(s.sessions, c.client)
+		s.lru.Remove(c.elem)
+	}
+	for id, oc := range s.outbound {
+		if oc == c {
+			delete(s.outbound, id)
+		}
+	}
+}
+
+func (s *Server) reapIdle() {
+	interval := min(max(s.opts.IdleTimeout/4, 100*time.Millisecond), time.Minute)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.closed:
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			var idle []*ServerConn
+			for e := s.lru.Back(); e != nil; e = e.Prev() {
+				c := e.Value.(*ServerConn)
+				if now.Sub(c.lastActive()) < s.opts.IdleTimeout {
+					break // the rest are more recent
+				}
+				if c.inFlight() == 0 {
+					idle = append(idle, c)
+				}
+			}
+			s.mu.Unlock()
+			for _, c := range idle {
+				s.log.Debug("closing idle session", "session", c.id)
+				c.Close()
+			}
+		}
+	}
+}
+
+// refuse answers a request the server will not process, in plaintext or in a
+// wrap of wrapKind.
+func (s *Server) refuse(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, req *jsonrpc.Request, code int64, message string) {
+	if req == nil || !req.IsCall() {
+		return
+	}
+	resp := &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: code, Message: message}}
+	content, err := EncodeContent(resp)
+	if err != nil {
+		return
+	}
+	tags := nostr.Tags{{"p", inner.PubKey.Hex()}, {"e", inner.ID.Hex()}}
+	if _, err := s.reply(ctx, inner.PubKey, content, tags, wrapKind); err != nil {
+		s.log.Info("could not deliver a refusal", "client", inner.PubKey.Hex(), "err", err)
+	}
+}

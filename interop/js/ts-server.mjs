@@ -1,0 +1,63 @@
+// A ContextVM server built on the reference TypeScript SDK (@contextvm/sdk),
+// for interop tests. Prints one JSON line when listening:
+//   {"ready":true,"pubkey":"<hex>"}
+//
+// env: RELAY_URL (comma-separated), SERVER_PRIVKEY (hex; random if unset),
+//      ENCRYPTION optional|required|disabled, GIFT_WRAP optional|ephemeral|persistent,
+//      ANNOUNCE=1 (CEP-6 announcements to RELAY_URL only), PRICE_ADD (sats, a cap tag),
+//      INJECT_PUBKEY=1, LOG_LEVEL.
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { z } from 'zod';
+import {
+  NostrServerTransport, PrivateKeySigner, ApplesauceRelayPool, EncryptionMode, GiftWrapMode,
+} from '@contextvm/sdk';
+import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import { bytesToHex, hexToBytes } from 'nostr-tools/utils';
+
+const relays = (process.env.RELAY_URL ?? '').split(',').filter(Boolean);
+if (relays.length === 0) { console.error('RELAY_URL is required'); process.exit(2); }
+const sk = process.env.SERVER_PRIVKEY ?? bytesToHex(generateSecretKey());
+const encryptionMode = { optional: EncryptionMode.OPTIONAL, required: EncryptionMode.REQUIRED, disabled: EncryptionMode.DISABLED }[process.env.ENCRYPTION ?? 'optional'];
+const giftWrapMode = { optional: GiftWrapMode.OPTIONAL, ephemeral: GiftWrapMode.EPHEMERAL, persistent: GiftWrapMode.PERSISTENT }[process.env.GIFT_WRAP ?? 'optional'];
+if (encryptionMode === undefined || giftWrapMode === undefined) { console.error('bad ENCRYPTION or GIFT_WRAP'); process.exit(2); }
+
+const mcp = new McpServer({ name: 'ts-reference-server', version: '1.0.0' });
+mcp.registerTool('echo', { description: 'Echo the text', inputSchema: { text: z.string() } },
+  async ({ text }) => ({ content: [{ type: 'text', text }] }));
+mcp.registerTool('add', { description: 'Add two numbers', inputSchema: { a: z.number(), b: z.number() } },
+  async ({ a, b }) => ({ content: [{ type: 'text', text: String(a + b) }], structuredContent: { sum: a + b } }));
+mcp.registerTool('slow', { description: 'Report progress, then finish', inputSchema: { steps: z.number().optional(), delayMs: z.number().optional() } },
+  async ({ steps = 3, delayMs = 50 }, extra) => {
+    const token = extra?._meta?.progressToken;
+    for (let i = 1; i <= steps; i++) {
+      if (token !== undefined) {
+        await extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: i, total: steps } });
+      }
+      if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
+    }
+    return { content: [{ type: 'text', text: 'done' }] };
+  });
+mcp.registerTool('whoami', { description: 'The injected client pubkey', inputSchema: {} },
+  async (_args, extra) => ({ content: [{ type: 'text', text: String(extra?._meta?.clientPubkey ?? '') }] }));
+
+const transport = new NostrServerTransport({
+  signer: new PrivateKeySigner(sk),
+  relayHandler: new ApplesauceRelayPool(relays),
+  encryptionMode,
+  giftWrapMode,
+  serverInfo: { name: 'TS Reference Server', about: 'interop peer', website: 'http://127.0.0.1/' },
+  isAnnouncedServer: process.env.ANNOUNCE === '1',
+  bootstrapRelayUrls: [],
+  publishRelayList: process.env.ANNOUNCE === '1',
+  injectClientPubkey: process.env.INJECT_PUBKEY === '1',
+  logLevel: process.env.LOG_LEVEL ?? 'error',
+});
+if (process.env.PRICE_ADD) {
+  transport.setAnnouncementPricingTags([['cap', 'tool:add', String(process.env.PRICE_ADD), 'sats']]);
+}
+await mcp.connect(transport);
+console.log(JSON.stringify({ ready: true, pubkey: getPublicKey(hexToBytes(sk)) }));
+
+const stop = async () => { try { await mcp.close(); } finally { process.exit(0); } };
+process.on('SIGINT', stop);
+process.on('SIGTERM', stop);

@@ -1,0 +1,93 @@
+package interop
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// startNode starts a long-running Node script from js/ (or another path
+// relative to interop/), waits for its one JSON ready line and stops it when
+// the test ends.
+func startNode(t *testing.T, script string, env map[string]string, ready any) {
+	t.Helper()
+	requireNodeModules(t)
+	cmd := exec.Command("node", script)
+	cmd.Dir = "."
+	if strings.HasPrefix(script, "thirdparty-relay/") {
+		cmd.Dir, cmd.Args[1] = "thirdparty-relay", strings.TrimPrefix(script, "thirdparty-relay/")
+	}
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		lines <- line
+	}()
+	select {
+	case line := <-lines:
+		if err := json.Unmarshal([]byte(line), ready); err != nil {
+			t.Fatalf("%s: ready line %q: %v; stderr: %s", script, line, err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: not ready after 30s; stderr: %s", script, stderr.String())
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startThirdPartyRelay runs the @nostr-relay/core relay; tagFilters "live"
+// makes it honour #p on live subscriptions, "off" leaves its default of
+// ignoring them.
+func startThirdPartyRelay(t *testing.T, tagFilters string) string {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join("thirdparty-relay", "node_modules", "@nostr-relay", "core")); err != nil {
+		t.Fatal("interop/thirdparty-relay/node_modules is missing; run: make interop-deps")
+	}
+	var ready struct{ URL string }
+	startNode(t, "thirdparty-relay/relay.mjs", map[string]string{"TAG_FILTERS": tagFilters}, &ready)
+	return ready.URL
+}
