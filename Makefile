@@ -38,3 +38,4 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParsePublicKey -fuzztime 30s ./nostrx
 	$(GO) test -run '^$$' -fuzz FuzzParseSecretKey -fuzztime 30s ./nostrx
 	$(GO) test -run '^$$' -fuzz FuzzRelayFrames -fuzztime 30s ./relay
+	$(GO) test -run '^$$' -fuzz FuzzHash -fuzztime 30s ./commonschema

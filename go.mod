@@ -6,6 +6,7 @@ require (
 	fiatjaf.com/nostr v0.0.0-20260611214214-c4534c716026
 	github.com/BurntSushi/toml v1.5.0
 	github.com/coder/websocket v1.8.13
+	github.com/gowebpki/jcs v1.0.2
 	github.com/prometheus/client_golang v1.25.0
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
