@@ -2,6 +2,8 @@ package contextvm
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -319,7 +321,7 @@ func (c *clientConn) writeNotification(ctx context.Context, m *jsonrpc.Request) 
 	if err != nil {
 		return err
 	}
-	if _, err := c.send(ctx, c.server, content, nostr.Tags{{"p", c.server.Hex()}}, c.wrapKind()); err != nil {
+	if _, err := c.send(ctx, c.server, content, nostr.Tags{{"p", c.server.Hex()}, nonceTag()}, c.wrapKind()); err != nil {
 		// A lost notification must not end the session; say so and go on.
 		c.log.Warn("notification not delivered", "method", m.Method, "err", err)
 	}
@@ -337,7 +339,7 @@ func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
 	}
 	p := &pendingRequest{req: m, token: progressToken(m.Params)}
 	c.mu.Lock()
-	tags := nostr.Tags{{"p", c.server.Hex()}}
+	tags := nostr.Tags{{"p", c.server.Hex()}, nonceTag()}
 	if !c.sentDiscovery {
 		tags = append(tags, capabilityTags(c.opts.Encryption, c.opts.GiftWrap)...)
 		c.sentDiscovery = true
@@ -660,4 +662,16 @@ func statelessInitializeResult(req *jsonrpc.Request) *jsonrpc.Response {
 		"serverInfo": map[string]any{"name": "Emulated-Stateless-Server", "version": "1.0.0"},
 	})
 	return &jsonrpc.Response{ID: req.ID, Result: result}
+}
+
+// nonceTag makes every message a client sends a distinct event. An event id
+// is the hash of its content, tags and created_at in seconds: a client that
+// runs twice within a second (a script calling cvm in a loop) would send the
+// same initialize event twice, and the server, rightly deduplicating replays,
+// would drop the second. Peers ignore tags they do not know; NIP-13 uses the
+// same tag name to vary an id.
+func nonceTag() nostr.Tag {
+	var b [8]byte
+	rand.Read(b[:])
+	return nostr.Tag{"nonce", hex.EncodeToString(b[:])}
 }

@@ -149,6 +149,14 @@ func (s *Server) PublicKey() nostr.PubKey { return s.me }
 // Relays are the relays the server listens on.
 func (s *Server) Relays() []string { return s.pool.Relays() }
 
+// Sessions is the number of client sessions in service (not counting
+// retired ones still answering their last requests).
+func (s *Server) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
 // Accept waits for the next client session.
 func (s *Server) Accept(ctx context.Context) (*ServerConn, error) {
 	select {

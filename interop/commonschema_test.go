@@ -15,7 +15,7 @@ import (
 	"github.com/cvmgo/cvm/commonschema"
 )
 
-var update = flag.Bool("update", false, "rewrite commonschema/testdata/reference.json from what the reference SDK computes")
+var update = flag.Bool("update", false, "rewrite the committed reference vectors (commonschema/testdata/reference.json, contextvm/testdata/reference-vectors.json) from what the reference SDK computes")
 
 // The vectors live with the package they test, so that its unit tests run
 // without Node; this test proves that the committed results are the

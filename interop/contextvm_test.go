@@ -99,7 +99,7 @@ func runTSClient(t *testing.T, relayURL, server string, enc, wrap string, extra 
 
 func startTSServer(t *testing.T, relayURL, enc, wrap string, extra map[string]string) string {
 	t.Helper()
-	env := map[string]string{"RELAY_URL": relayURL, "ENCRYPTION": enc, "GIFT_WRAP": wrap}
+	env := map[string]string{"RELAY_URL": relayURL, "ENCRYPTION": enc, "GIFT_WRAP": wrap, "READY_DELAY_MS": "500"}
 	for k, v := range extra {
 		env[k] = v
 	}

@@ -56,6 +56,10 @@ if (process.env.PRICE_ADD) {
   transport.setAnnouncementPricingTags([['cap', 'tool:add', String(process.env.PRICE_ADD), 'sats']]);
 }
 await mcp.connect(transport);
+// connect() resolves before the SDK's subscription reaches the relay; a
+// request sent in between is lost. Relays that answer "mute" let the Go
+// harness wait for the subscription itself; for the others, give it a moment.
+await new Promise((r) => setTimeout(r, Number(process.env.READY_DELAY_MS ?? 0)));
 console.log(JSON.stringify({ ready: true, pubkey: getPublicKey(hexToBytes(sk)) }));
 
 const stop = async () => { try { await mcp.close(); } finally { process.exit(0); } };

@@ -1,0 +1,397 @@
+package contextvm_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"fiatjaf.com/nostr/nip19"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// tap records every ContextVM event on a relay, opening the wraps it can
+// with the keys it is given.
+type tap struct {
+	mu     sync.Mutex
+	events []tapped
+	keys   map[nostr.PubKey]nostr.SecretKey
+}
+
+type tapped struct {
+	outerKind nostr.Kind
+	inner     nostr.Event
+}
+
+func newTap(t testing.TB, relayURL string, keys ...nostr.SecretKey) *tap {
+	tp := &tap{keys: map[nostr.PubKey]nostr.SecretKey{}}
+	for _, k := range keys {
+		tp.keys[k.Public()] = k
+	}
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{relayURL}})
+	sub := pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{contextvm.KindMessage, contextvm.KindGiftWrap, contextvm.KindEphemeralGiftWrap}}, 0)
+	<-sub.Ready()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for evt := range sub.Events() {
+			tp.add(evt)
+		}
+	}()
+	t.Cleanup(func() { pool.Close(); <-done })
+	return tp
+}
+
+func (tp *tap) add(evt nostr.Event) {
+	entry := tapped{outerKind: evt.Kind, inner: evt}
+	if evt.Kind != contextvm.KindMessage {
+		for pk, sk := range tp.keys {
+			if inner, err := contextvm.Unwrap(context.Background(), contextvm.NewKeySigner(sk), pk, evt); err == nil {
+				entry.inner = inner
+				break
+			}
+		}
+	}
+	tp.mu.Lock()
+	tp.events = append(tp.events, entry)
+	tp.mu.Unlock()
+}
+
+// messages returns what was seen so far, decoded, in arrival order.
+func (tp *tap) messages() []tapMsg {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	var out []tapMsg
+	for _, e := range tp.events {
+		msgs, _, err := contextvm.DecodeContent(e.inner.Content)
+		if err != nil {
+			continue
+		}
+		for _, m := range msgs {
+			tm := tapMsg{outerKind: e.outerKind, evt: e.inner}
+			switch m := m.(type) {
+			case *jsonrpc.Request:
+				tm.method = m.Method
+				tm.call = m.IsCall()
+			case *jsonrpc.Response:
+				tm.response = true
+			}
+			out = append(out, tm)
+		}
+	}
+	return out
+}
+
+type tapMsg struct {
+	outerKind nostr.Kind
+	evt       nostr.Event
+	method    string
+	call      bool
+	response  bool
+}
+
+func tagNames(tags nostr.Tags) []string {
+	var out []string
+	for _, t := range tags {
+		out = append(out, t[0])
+	}
+	return out
+}
+
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The wire format matches the reference: requests carry ["p", server] and,
+// on the first message of a session, the client's discovery tags; responses
+// ["p", client], ["e", request] and, once per session, the server's.
+func TestWireFormat(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	serverKey, clientKey := nostr.Generate(), nostr.Generate()
+	tp := newTap(t, r.URL)
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(serverKey), Encryption: contextvm.EncryptDisabled,
+		Info: contextvm.ServerInfo{Name: "wire", About: "about", Website: "https://example.com", Picture: "https://example.com/p.png"}}, testServer())
+	opts := contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(clientKey), Encryption: contextvm.EncryptDisabled}
+	cs := connect(t, opts)
+	callEcho(t, cs, "one")
+	cs.Close()
+	cs = connect(t, opts) // a new session with the same key
+	callEcho(t, cs, "two")
+	waitUntil(t, "all messages", func() bool { return len(tp.messages()) >= 10 })
+
+	sp, cp := serverKey.Public().Hex(), clientKey.Public().Hex()
+	byID := map[nostr.ID]tapMsg{}
+	var inits, initResponses int
+	for _, m := range tp.messages() {
+		byID[m.evt.ID] = m
+		if m.outerKind != contextvm.KindMessage {
+			t.Errorf("a gift wrap in plaintext mode: kind %d", m.outerKind)
+		}
+		fromClient := m.evt.PubKey == clientKey.Public()
+		p, _ := firstTag(m.evt.Tags, "p")
+		switch {
+		case fromClient && p != sp, !fromClient && p != cp:
+			t.Errorf("%s from %v addressed to %s", m.method, fromClient, p)
+		case fromClient && m.method == "initialize":
+			inits++
+			// Encryption disabled: no support_* flags from this client.
+			if names := tagNames(m.evt.Tags); !slices.Equal(names, []string{"p", "nonce"}) {
+				t.Errorf("initialize request tags %v", m.evt.Tags)
+			}
+		case fromClient:
+			if names := tagNames(m.evt.Tags); !slices.Equal(names, []string{"p", "nonce"}) {
+				t.Errorf("%s tags %v, want p and nonce", m.method, m.evt.Tags)
+			}
+		case m.response:
+			e, ok := firstTag(m.evt.Tags, "e")
+			req, known := byID[nostr.MustIDFromHex(e)]
+			if !ok || !known {
+				t.Errorf("response tags %v do not reference a request", m.evt.Tags)
+				continue
+			}
+			names := tagNames(m.evt.Tags)
+			if req.method == "initialize" {
+				initResponses++
+				want := []string{"p", "e", "name", "about", "website", "picture"}
+				if !slices.Equal(names, want) {
+					t.Errorf("first response of a session has tags %v, want %v", names, want)
+				}
+			} else if !slices.Equal(names, []string{"p", "e"}) {
+				t.Errorf("later response to %s has tags %v, want p and e only", req.method, names)
+			}
+		}
+	}
+	if inits != 2 || initResponses != 2 {
+		t.Errorf("saw %d initialize requests and %d responses, want 2 and 2 (discovery tags once per session)", inits, initResponses)
+	}
+}
+
+func firstTag(tags nostr.Tags, name string) (string, bool) {
+	for _, t := range tags {
+		if len(t) >= 2 && t[0] == name {
+			return t[1], true
+		}
+	}
+	return "", false
+}
+
+// The go-sdk client's default protocol starts with server/discover; it must
+// never reach the wire.
+func TestServerDiscoverStaysLocal(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	tp := newTap(t, r.URL)
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, testServer())
+	tr, err := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "default-options"}, nil).Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != contextvm.ProtocolVersion {
+		t.Errorf("negotiated %s", v)
+	}
+	callEcho(t, cs, "x")
+	for _, m := range tp.messages() {
+		if m.method == "server/discover" {
+			t.Fatal("server/discover reached the relay")
+		}
+	}
+}
+
+func TestStatelessClient(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	serverKey := nostr.Generate()
+	tp := newTap(t, r.URL, serverKey)
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(serverKey), Info: contextvm.ServerInfo{Name: "stateless"}}, testServer())
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Stateless: true})
+	if got := cs.InitializeResult().ServerInfo.Name; got != "Emulated-Stateless-Server" {
+		t.Errorf("stateless initialize answered by %q, want the local emulation", got)
+	}
+	if got := callEcho(t, cs, "no handshake"); got != "no handshake" {
+		t.Fatalf("echo = %q", got)
+	}
+	first := true
+	for _, m := range tp.messages() {
+		if m.method == "initialize" || m.method == "notifications/initialized" {
+			t.Errorf("%s went over the wire in stateless mode", m.method)
+		}
+		if m.call && first {
+			first = false
+			if !slices.Contains(tagNames(m.evt.Tags), contextvm.TagSupportEncryption) {
+				t.Errorf("first request of a stateless session lacks discovery tags: %v", m.evt.Tags)
+			}
+		}
+	}
+}
+
+func TestNprofileRelayHints(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, testServer())
+	nprofile := nip19.EncodeNprofile(srv.PublicKey(), []string{r.URL})
+	cs := connect(t, contextvm.ClientOptions{Server: nprofile}) // no Relays: the hint is enough
+	if got := callEcho(t, cs, "hinted"); got != "hinted" {
+		t.Fatalf("echo = %q", got)
+	}
+}
+
+// A client that reconnects with the same key in persistent-only mode must
+// get 1059 wraps: what it supports is learned afresh, not OR-ed forever
+// (the reference keeps answering 21059 and the client hangs).
+func TestCapabilitiesAreRelearnedPerSession(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, testServer())
+	key := contextvm.NewKeySigner(nostr.Generate())
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: key, GiftWrap: contextvm.WrapOptional})
+	callEcho(t, cs, "ephemeral ok")
+	cs.Close()
+	cs = connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: key, GiftWrap: contextvm.WrapPersistent, RequestTimeout: 5 * time.Second})
+	if got := callEcho(t, cs, "persistent ok"); got != "persistent ok" {
+		t.Fatalf("echo = %q", got)
+	}
+}
+
+func TestEncryptionRequiredServerAnswersPlaintext(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired}, testServer())
+	tr, _ := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, RequestTimeout: 30 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := mcp.NewClient(&mcp.Implementation{Name: "plain"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) || werr.Code != contextvm.CodeEncryptionRequired {
+		t.Fatalf("err = %v, want a JSON-RPC error %d", err, contextvm.CodeEncryptionRequired)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("refusal took %s; it should be an answer, not a timeout", time.Since(start))
+	}
+}
+
+func TestOptionalClientReachesDisabledServer(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, testServer())
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptOptional})
+	if got := callEcho(t, cs, "fell back"); got != "fell back" {
+		t.Fatalf("echo = %q", got)
+	}
+}
+
+func TestServerNotListening(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	nobody := nostr.Generate().Public()
+	tr, _ := contextvm.NewClientTransport(contextvm.ClientOptions{Server: nobody.Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, RequestTimeout: 500 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := mcp.NewClient(&mcp.Implementation{Name: "x"}, nil).Connect(ctx, tr, nil)
+	if err == nil || !containsAll(err.Error(), "not listening", nostrx.EncodeNpub(nobody)) {
+		t.Fatalf("err = %v, want a clear 'not listening' error naming the server", err)
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestInjectClientPubkey(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	s := mcp.NewServer(&mcp.Implementation{Name: "meta"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "meta"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		pk, _ := req.Params.GetMeta()["clientPubkey"].(string)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: pk}}}, nil, nil
+	})
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, InjectClientPubkey: true}, s)
+	key := nostr.Generate()
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(key)})
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "meta"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != key.Public().Hex() {
+		t.Fatalf("_meta.clientPubkey = %q, want %s", got, key.Public().Hex())
+	}
+}
+
+// slowServer has a tool that waits until released, to hold requests in flight.
+func slowServer(release <-chan struct{}, started chan<- struct{}) *mcp.Server {
+	s := testServer()
+	mcp.AddTool(s, &mcp.Tool{Name: "wait"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil, nil
+	})
+	return s
+}
+
+// Sessions are bounded; evicting one never strands its in-flight request.
+func TestSessionEvictionKeepsInFlightRequests(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	release, started := make(chan struct{}), make(chan struct{}, 4)
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, MaxSessions: 1}, slowServer(release, started))
+	first := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+	result := make(chan error, 1)
+	go func() {
+		res, err := first.CallTool(context.Background(), &mcp.CallToolParams{Name: "wait"})
+		if err == nil && res.Content[0].(*mcp.TextContent).Text != "released" {
+			err = errors.New("wrong result")
+		}
+		result <- err
+	}()
+	<-started
+	// A second client takes the only session slot.
+	second := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+	callEcho(t, second, "evicts the first")
+	close(release)
+	select {
+	case err := <-result:
+		if err != nil {
+			t.Fatalf("in-flight request of the evicted session: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the evicted session's in-flight request was stranded")
+	}
+	// The evicted client can go on: its next request opens a new session.
+	if got := callEcho(t, first, "back"); got != "back" {
+		t.Fatalf("after eviction: %q", got)
+	}
+}
+
+func TestIdleSessionsExpire(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, IdleTimeout: 200 * time.Millisecond}, testServer())
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+	callEcho(t, cs, "before")
+	waitUntil(t, "the idle session to close", func() bool { return srv.Sessions() == 0 })
+	if got := callEcho(t, cs, "after"); got != "after" {
+		t.Fatalf("after expiry: %q", got)
+	}
+}
