@@ -68,6 +68,10 @@ type ClientOptions struct {
 	// reaches it. Tool calls are never repeated.
 	PlaintextFallback time.Duration
 
+	// Freshness is how far from now an event's created_at may be (default
+	// DefaultFreshness); within it each event is processed once.
+	Freshness time.Duration
+
 	// AnnouncementLookup bounds the wait, in optional mode, for the server's
 	// announcement, which says whether it supports encryption (default 1 s;
 	// negative skips the lookup).
@@ -141,7 +145,7 @@ func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		pending:  make(map[nostr.ID]*pendingRequest),
 		byRPCID:  make(map[any]*pendingRequest),
 		inbound:  make(map[any]nostr.ID),
-		seen:     newSeenSet(4096),
+		replay:   newReplayGuard(t.opts.Freshness, 0),
 	}
 	// A little before now, so that a server whose clock is behind ours is
 	// still heard; stale answers have no pending request and are dropped.
@@ -206,7 +210,7 @@ type clientConn struct {
 	caps          peerCaps
 	sentDiscovery bool
 	plaintext     bool // learned: this server does not read gift wraps
-	seen          *seenSet
+	replay        *replayGuard
 }
 
 // pendingRequest is a request sent to the server and not yet answered.
@@ -374,15 +378,9 @@ func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
 // sendTracked publishes one copy of a pending request, registering its event
 // id before the answer can possibly arrive.
 func (c *clientConn) sendTracked(ctx context.Context, p *pendingRequest, content string, tags nostr.Tags, wrapKind nostr.Kind) (nostr.Event, error) {
-	evt, err := newMessageEvent(ctx, c.signer, content, tags)
+	evt, out, err := c.seal(ctx, c.server, content, tags, wrapKind)
 	if err != nil {
 		return evt, err
-	}
-	out := evt
-	if wrapKind != 0 {
-		if out, err = Wrap(evt, c.server, wrapKind); err != nil {
-			return evt, err
-		}
 	}
 	c.mu.Lock()
 	p.events = append(p.events, evt.ID)
@@ -505,6 +503,13 @@ func (c *clientConn) readLoop() {
 
 func (c *clientConn) handle(evt nostr.Event) {
 	ctx := context.Background()
+	now := time.Now()
+	if evt.Kind != KindMessage {
+		if err := c.replay.admit(evt.ID, evt.CreatedAt, now); err != nil {
+			c.log.Info("dropping event", "id", evt.ID.Hex(), "err", err)
+			return
+		}
+	}
 	inner, wrapKind, err := c.open(ctx, evt)
 	if err != nil {
 		// With relays that ignore tag filters, others' wraps arrive here too.
@@ -515,20 +520,18 @@ func (c *clientConn) handle(evt nostr.Event) {
 		c.log.Debug("ignoring a message from another key", "author", inner.PubKey.Hex())
 		return
 	}
+	if err := c.replay.admit(inner.ID, inner.CreatedAt, now); err != nil {
+		c.log.Info("dropping message", "id", inner.ID.Hex(), "err", err)
+		return
+	}
 	c.mu.Lock()
-	dup := c.seen.seen(inner.ID)
-	if !dup {
-		if caps, ok := learnCaps(inner.Tags); ok {
-			c.caps = caps
-			if !caps.encryption && c.opts.Encryption == EncryptOptional {
-				c.plaintext = true
-			}
+	if caps, ok := learnCaps(inner.Tags); ok {
+		c.caps = caps
+		if !caps.encryption && c.opts.Encryption == EncryptOptional {
+			c.plaintext = true
 		}
 	}
 	c.mu.Unlock()
-	if dup {
-		return
-	}
 	msgs, _, err := DecodeContent(inner.Content)
 	if err != nil {
 		c.log.Warn("server sent something that is not JSON-RPC", "event", inner.ID.Hex(), "err", err)

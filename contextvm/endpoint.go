@@ -14,10 +14,40 @@ import (
 // endpoint is what a client and a server share: an identity and a relay pool
 // to publish through.
 type endpoint struct {
-	pool   *nostrx.Pool
-	signer Signer
-	me     nostr.PubKey
-	log    *slog.Logger
+	pool     *nostrx.Pool
+	signer   Signer
+	me       nostr.PubKey
+	log      *slog.Logger
+	maxEvent int // largest event published; 0 means DefaultMaxEventBytes
+}
+
+// DefaultMaxEventBytes is the largest event published by default: relays
+// commonly refuse messages above 128 KiB, and a refusal is better found out
+// here, with an error the caller can read, than by a dropped connection.
+const DefaultMaxEventBytes = 128 << 10
+
+// seal signs a KindMessage event for recipient and wraps it when wrapKind is
+// not 0. It returns the message event (whose id answers reference) and the
+// event to publish, which it checks against the size limit.
+func (e *endpoint) seal(ctx context.Context, recipient nostr.PubKey, content string, tags nostr.Tags, wrapKind nostr.Kind) (msg, out nostr.Event, err error) {
+	msg, err = newMessageEvent(ctx, e.signer, content, tags)
+	if err != nil {
+		return msg, msg, err
+	}
+	out = msg
+	if wrapKind != 0 {
+		if out, err = Wrap(msg, recipient, wrapKind); err != nil {
+			return msg, out, err
+		}
+	}
+	limit := e.maxEvent
+	if limit <= 0 {
+		limit = DefaultMaxEventBytes
+	}
+	if n := len(out.String()); n > limit {
+		return msg, out, fmt.Errorf("%w: the event would be %d bytes, the limit is %d", ErrTooLarge, n, limit)
+	}
+	return msg, out, nil
 }
 
 // send signs a KindMessage event for recipient and publishes it, inside a
@@ -25,15 +55,9 @@ type endpoint struct {
 // event, whose id is what the answer will reference, even when publishing
 // fails, so that the caller can still correlate or report.
 func (e *endpoint) send(ctx context.Context, recipient nostr.PubKey, content string, tags nostr.Tags, wrapKind nostr.Kind) (nostr.Event, error) {
-	evt, err := newMessageEvent(ctx, e.signer, content, tags)
+	evt, out, err := e.seal(ctx, recipient, content, tags, wrapKind)
 	if err != nil {
 		return evt, err
-	}
-	out := evt
-	if wrapKind != 0 {
-		if out, err = Wrap(evt, recipient, wrapKind); err != nil {
-			return evt, err
-		}
 	}
 	if err := e.pool.Publish(ctx, out); err != nil {
 		return evt, fmt.Errorf("publish: %w", err)
@@ -51,15 +75,9 @@ var unheardRetries = []time.Duration{25 * time.Millisecond, 50 * time.Millisecon
 // reply is send for an answer to a peer that has just written to us: an
 // unheard publish is retried for a short while instead of given up.
 func (e *endpoint) reply(ctx context.Context, recipient nostr.PubKey, content string, tags nostr.Tags, wrapKind nostr.Kind) (nostr.Event, error) {
-	evt, err := newMessageEvent(ctx, e.signer, content, tags)
+	evt, out, err := e.seal(ctx, recipient, content, tags, wrapKind)
 	if err != nil {
 		return evt, err
-	}
-	out := evt
-	if wrapKind != 0 {
-		if out, err = Wrap(evt, recipient, wrapKind); err != nil {
-			return evt, err
-		}
 	}
 	for _, pause := range append(unheardRetries, 0) {
 		err = e.pool.Publish(ctx, out)

@@ -44,6 +44,25 @@ type ServerOptions struct {
 	// without a message (default 30 min; negative: never).
 	IdleTimeout time.Duration
 
+	// AllowedClients, if not empty, are the only clients served, except for
+	// PublicCapabilities, which everyone may use. Authorize, if set, is
+	// consulted for every request after that. A refused request is answered
+	// with CodeUnauthorized, never dropped in silence.
+	AllowedClients     []nostr.PubKey
+	PublicCapabilities []Capability
+	Authorize          Authorizer
+
+	// Freshness is how far from now an event's created_at may be
+	// (default DefaultFreshness). Older and newer events are dropped, with a
+	// log line; within the window each event is processed once.
+	Freshness time.Duration
+
+	// MaxEventBytes is the largest event the server publishes (default
+	// 128 KiB; a gift wrap is limited to NIP-44's 65,535-byte plaintext
+	// anyway). A response that does not fit is replaced by an error response
+	// that says so.
+	MaxEventBytes int
+
 	// InjectClientPubkey also puts the caller's public key in each request's
 	// params._meta.clientPubkey (CEP-16), for servers that cannot call
 	// ClientPubkey.
@@ -75,11 +94,13 @@ type Server struct {
 	once     sync.Once
 	wg       sync.WaitGroup
 
+	auth   authorization
+	replay *replayGuard
+
 	mu       sync.Mutex
 	sessions map[nostr.PubKey]*ServerConn // the current session of each client
 	lru      *list.List                   // of *ServerConn, most recently active first
 	outbound map[nostr.ID]*ServerConn     // server-to-client requests awaiting an answer
-	seen     *seenSet
 	nextID   uint64
 }
 
@@ -104,6 +125,9 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.MaxEventBytes <= 0 {
+		opts.MaxEventBytes = DefaultMaxEventBytes
+	}
 	me, err := opts.Signer.GetPublicKey(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("contextvm: server key: %w", err)
@@ -113,7 +137,7 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 		pool, own = nostrx.NewPool(nostrx.PoolOptions{Relays: opts.Relays, Signer: opts.Signer, Logger: opts.Logger}), true
 	}
 	s := &Server{
-		endpoint: endpoint{pool: pool, signer: opts.Signer, me: me, log: opts.Logger},
+		endpoint: endpoint{pool: pool, signer: opts.Signer, me: me, log: opts.Logger, maxEvent: opts.MaxEventBytes},
 		opts:     opts,
 		ownPool:  own,
 		accepted: make(chan *ServerConn),
@@ -121,7 +145,8 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 		sessions: make(map[nostr.PubKey]*ServerConn),
 		lru:      list.New(),
 		outbound: make(map[nostr.ID]*ServerConn),
-		seen:     newSeenSet(1 << 16),
+		auth:     newAuthorization(opts),
+		replay:   newReplayGuard(opts.Freshness, 0),
 	}
 	s.sub = pool.Subscribe(nostr.Filter{
 		Kinds: opts.GiftWrap.subscriptionKinds(),
@@ -224,35 +249,45 @@ func (s *Server) work() {
 // handle opens one inbound event and routes the messages in it.
 func (s *Server) handle(evt nostr.Event) {
 	ctx := context.Background()
+	now := time.Now()
+	if evt.Kind != KindMessage {
+		// A wrap replayed under the same outer id is refused before paying
+		// for its decryption.
+		if err := s.replay.admit(evt.ID, evt.CreatedAt, now); err != nil {
+			s.log.Info("dropping event", "id", evt.ID.Hex(), "err", err)
+			return
+		}
+	}
 	inner, wrapKind, err := s.open(ctx, evt)
 	if err != nil {
-		s.log.Debug("ignoring event", "id", evt.ID.Hex(), "kind", int(evt.Kind), "err", err)
+		s.log.Info("dropping event", "id", evt.ID.Hex(), "kind", int(evt.Kind), "err", err)
 		return
 	}
-	s.mu.Lock()
-	dup := s.seen.seen(inner.ID)
-	s.mu.Unlock()
-	if dup {
-		s.log.Debug("dropping a message seen before", "id", inner.ID.Hex())
+	if err := s.replay.admit(inner.ID, inner.CreatedAt, now); err != nil {
+		s.log.Info("dropping message", "id", inner.ID.Hex(), "client", inner.PubKey.Hex(), "err", err)
 		return
 	}
-	msgs, _, err := DecodeContent(inner.Content)
+	msgs, isBatch, err := DecodeContent(inner.Content)
 	if err != nil {
-		s.log.Info("dropping an event that is not JSON-RPC", "id", inner.ID.Hex(), "client", inner.PubKey.Hex(), "err", err)
-		s.refuse(ctx, inner, wrapKind, nil, jsonrpc.CodeParseError, "content is not a JSON-RPC 2.0 message")
+		// Without a message there is no id to answer.
+		s.log.Info("dropping a message that is not JSON-RPC", "id", inner.ID.Hex(), "client", inner.PubKey.Hex(), "err", err)
 		return
+	}
+	var b *batch
+	if isBatch {
+		b = newBatch(inner, wrapKind, msgs)
 	}
 	if refusal := s.encryptionRefusal(wrapKind); refusal != nil {
-		for _, msg := range msgs {
+		s.log.Info("refusing a message for its encryption", "client", inner.PubKey.Hex(), "encrypted", wrapKind != 0, "mode", s.opts.Encryption)
+		for i, msg := range msgs {
 			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
-				s.refuse(ctx, inner, 0, req, refusal.Code, refusal.Message)
+				s.refuse(ctx, inner, 0, b, i, req, refusal.Code, refusal.Message)
 			}
 		}
-		s.log.Info("refused a message for its encryption", "client", inner.PubKey.Hex(), "encrypted", wrapKind != 0, "mode", s.opts.Encryption)
 		return
 	}
-	for _, msg := range msgs {
-		s.route(ctx, inner, wrapKind, msg)
+	for i, msg := range msgs {
+		s.route(ctx, inner, wrapKind, b, i, msg)
 	}
 }
 
@@ -268,8 +303,9 @@ func (s *Server) encryptionRefusal(wrapKind nostr.Kind) *jsonrpc.Error {
 	return nil
 }
 
-// route hands one message to the session it belongs to.
-func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, msg jsonrpc.Message) {
+// route hands one message to the session it belongs to, after
+// authorization. b is the batch it came in, nil if none, and i its index.
+func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, b *batch, i int, msg jsonrpc.Message) {
 	client := inner.PubKey
 	switch m := msg.(type) {
 	case *jsonrpc.Response:
@@ -280,11 +316,20 @@ func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Ki
 		delete(s.outbound, id)
 		s.mu.Unlock()
 		if err != nil || c == nil || c.client != client {
-			s.log.Debug("response to no request of ours", "client", client.Hex(), "e", ref)
+			s.log.Info("dropping a response to no request of ours", "client", client.Hex(), "e", ref)
 			return
 		}
-		c.deliver(m)
+		if !c.deliver(m) {
+			s.log.Warn("session inbox full; dropping a response", "session", c.id)
+		}
 	case *jsonrpc.Request:
+		if err := s.auth.check(ctx, client, m); err != nil {
+			s.log.Info("refused", "client", client.Hex(), "method", m.Method, "err", err)
+			if m.IsCall() {
+				s.refuse(ctx, inner, wrapKind, b, i, m, CodeUnauthorized, err.Error())
+			}
+			return
+		}
 		var c *ServerConn
 		if m.IsCall() && m.Method == "initialize" {
 			c = s.newSession(client, false)
@@ -292,10 +337,10 @@ func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Ki
 			c = s.session(client, m.IsCall())
 		}
 		if c == nil {
-			s.log.Debug("notification from a client without a session", "client", client.Hex(), "method", m.Method)
+			s.log.Info("dropping a notification from a client without a session", "client", client.Hex(), "method", m.Method)
 			return
 		}
-		c.receive(ctx, inner, wrapKind, m)
+		c.receive(ctx, inner, wrapKind, b, i, m)
 	}
 }
 
@@ -398,13 +443,19 @@ func (s *Server) reapIdle() {
 	}
 }
 
-// refuse answers a request the server will not process, in plaintext or in a
-// wrap of wrapKind.
-func (s *Server) refuse(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, req *jsonrpc.Request, code int64, message string) {
+// refuse answers a request the server will not process, in plaintext or in
+// a wrap of wrapKind; inside a batch, the answer joins the batch's.
+func (s *Server) refuse(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, b *batch, i int, req *jsonrpc.Request, code int64, message string) {
 	if req == nil || !req.IsCall() {
 		return
 	}
 	resp := &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: code, Message: message}}
+	if b != nil {
+		if content, done := b.answer(i, resp); done {
+			s.sendBatch(ctx, inner.PubKey, b, content, nil)
+		}
+		return
+	}
 	content, err := EncodeContent(resp)
 	if err != nil {
 		return
@@ -412,5 +463,22 @@ func (s *Server) refuse(ctx context.Context, inner nostr.Event, wrapKind nostr.K
 	tags := nostr.Tags{{"p", inner.PubKey.Hex()}, {"e", inner.ID.Hex()}}
 	if _, err := s.reply(ctx, inner.PubKey, content, tags, wrapKind); err != nil {
 		s.log.Info("could not deliver a refusal", "client", inner.PubKey.Hex(), "err", err)
+	}
+}
+
+// sendBatch publishes the answer to a whole batch as one event.
+func (s *Server) sendBatch(ctx context.Context, client nostr.PubKey, b *batch, content string, extra nostr.Tags) {
+	if content == "" {
+		return // a batch of notifications gets no answer
+	}
+	wrap := b.wrapKind
+	if s.opts.Encryption == EncryptDisabled {
+		wrap = 0
+	} else if wrap == 0 && s.opts.Encryption == EncryptRequired {
+		wrap = KindGiftWrap
+	}
+	tags := append(nostr.Tags{{"p", client.Hex()}, {"e", b.eventID.Hex()}}, extra...)
+	if _, err := s.reply(ctx, client, content, tags, wrap); err != nil {
+		s.log.Warn("batch response not delivered", "client", client.Hex(), "err", err)
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"container/list"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -91,6 +93,8 @@ type route struct {
 	token    string // progress token, if any
 	method   string
 	progress time.Time // when the latest progress notification for it went out
+	batch    *batch    // the batch it came in, if any
+	index    int       // its position there
 }
 
 // progressSettle is how long a response waits after the latest progress
@@ -227,8 +231,9 @@ func mustID(s string) jsonrpc.ID {
 	return id
 }
 
-// receive takes one inbound request or notification from the client.
-func (c *ServerConn) receive(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, m *jsonrpc.Request) {
+// receive takes one inbound request or notification from the client; b and
+// i place it in its batch, if it came in one.
+func (c *ServerConn) receive(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, b *batch, i int, m *jsonrpc.Request) {
 	c.mu.Lock()
 	c.active = time.Now()
 	c.lastWrap = wrapKind
@@ -246,7 +251,10 @@ func (c *ServerConn) receive(ctx context.Context, inner nostr.Event, wrapKind no
 		return
 	}
 	key := inner.ID.Hex()
-	r := &route{origID: m.ID, eventID: inner.ID, wrapKind: wrapKind, method: m.Method}
+	if b != nil {
+		key += "/" + strconv.Itoa(i) // every member of a batch shares its event id
+	}
+	r := &route{origID: m.ID, eventID: inner.ID, wrapKind: wrapKind, method: m.Method, batch: b, index: i}
 	if tok := progressToken(m.Params); tok != nil {
 		r.token = tokenKey(tok)
 	}
@@ -268,6 +276,12 @@ func (c *ServerConn) receive(ctx context.Context, inner nostr.Event, wrapKind no
 	}
 	c.mu.Unlock()
 
+	if m.Method == "shutdown" {
+		// Seed 002: answer with an empty result, then end the session.
+		c.Write(ctx, &jsonrpc.Response{ID: mustID(key), Result: json.RawMessage(`{}`)})
+		c.retire()
+		return
+	}
 	fwd := &jsonrpc.Request{ID: mustID(key), Method: m.Method, Params: m.Params, Extra: &mcp.RequestExtra{Header: http.Header{
 		HeaderClientPubkey:   {c.client.Hex()},
 		HeaderRequestEventID: {inner.ID.Hex()},
@@ -390,6 +404,15 @@ func (c *ServerConn) wrapKindLocked(mirror nostr.Kind) nostr.Kind {
 }
 
 func (c *ServerConn) sendResponse(ctx context.Context, r *route, resp *jsonrpc.Response) {
+	if r.batch != nil {
+		if content, done := r.batch.answer(r.index, resp); done {
+			c.mu.Lock()
+			tags := c.discoveryLocked()
+			c.mu.Unlock()
+			c.srv.sendBatch(ctx, c.client, r.batch, content, tags)
+		}
+		return
+	}
 	content, err := EncodeContent(resp)
 	if err != nil {
 		c.srv.log.Error("encode response", "err", err)
@@ -399,10 +422,25 @@ func (c *ServerConn) sendResponse(ctx context.Context, r *route, resp *jsonrpc.R
 	tags := append(nostr.Tags{{"p", c.client.Hex()}, {"e", r.eventID.Hex()}}, c.discoveryLocked()...)
 	wrap := c.wrapKindLocked(r.wrapKind)
 	c.mu.Unlock()
-	if _, err := c.srv.reply(ctx, c.client, content, tags, wrap); err != nil {
+	_, err = c.srv.reply(ctx, c.client, content, tags, wrap)
+	if errors.Is(err, ErrTooLarge) && resp.Error == nil {
+		// Until CEP-22 fragmentation, an answer too large for one event is
+		// replaced by one the caller can read, instead of silence.
+		c.srv.log.Warn("response too large for one event; answering with an error", "session", c.id, "method", r.method, "err", err)
+		tooLarge := &jsonrpc.Response{ID: resp.ID, Error: &jsonrpc.Error{Code: CodeResponseTooLarge,
+			Message: fmt.Sprintf("the %s result is too large to deliver in one Nostr event: %v", r.method, err)}}
+		if content, err = EncodeContent(tooLarge); err == nil {
+			_, err = c.srv.reply(ctx, c.client, content, tags, wrap)
+		}
+	}
+	if err != nil {
 		c.srv.log.Warn("response not delivered", "session", c.id, "method", r.method, "err", err)
 	}
 }
+
+// CodeResponseTooLarge answers a request whose result does not fit in one
+// event.
+const CodeResponseTooLarge = -32012
 
 func (c *ServerConn) sendNotification(ctx context.Context, m *jsonrpc.Request) {
 	c.mu.Lock()

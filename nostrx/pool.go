@@ -106,8 +106,22 @@ type Pool struct {
 	wg     sync.WaitGroup
 
 	mu     sync.Mutex
+	closed bool // guarded by mu; once set, no goroutine joins wg
 	subs   map[string]*Subscription
 	nextID int
+}
+
+// spawn runs f in a goroutine the pool owns, unless the pool is closed.
+// Adding to the WaitGroup under mu, and never after Close set closed, keeps
+// Add from racing with Close's Wait.
+func (p *Pool) spawn(f func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.wg.Go(f)
+	return true
 }
 
 // NewPool starts connecting to every relay of opts and returns at once.
@@ -124,7 +138,7 @@ func NewPool(opts PoolOptions) *Pool {
 		seen[u] = true
 		rc := newRelayConn(p, u)
 		p.relays = append(p.relays, rc)
-		p.wg.Go(func() { rc.run(ctx) })
+		p.spawn(func() { rc.run(ctx) })
 	}
 	return p
 }
@@ -160,6 +174,7 @@ func (p *Pool) Relays() []string {
 func (p *Pool) Close() error {
 	p.cancel()
 	p.mu.Lock()
+	p.closed = true
 	subs := make([]*Subscription, 0, len(p.subs))
 	for _, s := range p.subs {
 		subs = append(subs, s)
@@ -237,14 +252,18 @@ func (p *Pool) Publish(ctx context.Context, evt nostr.Event) error {
 	}
 	bg, cancel := context.WithDeadline(p.ctx, deadline)
 	results := make(chan RelayResult, len(p.relays))
-	var wg sync.WaitGroup
-	for _, rc := range p.relays {
-		wg.Go(func() { results <- rc.publish(bg, evt.ID, frame) })
-	}
-	p.wg.Go(func() {
+	started := p.spawn(func() {
+		var wg sync.WaitGroup
+		for _, rc := range p.relays {
+			wg.Go(func() { results <- rc.publish(bg, evt.ID, frame) })
+		}
 		wg.Wait()
 		cancel()
 	})
+	if !started {
+		cancel()
+		return ErrPoolClosed
+	}
 
 	var all []RelayResult
 	for range p.relays {

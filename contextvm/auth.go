@@ -1,0 +1,113 @@
+package contextvm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// CodeUnauthorized answers a request the server's authorization refused; the
+// reference SDK uses the same code.
+const CodeUnauthorized = -32000
+
+// ErrUnauthorized is what an Authorize hook returns, wrapped, to refuse.
+var ErrUnauthorized = errors.New("unauthorized")
+
+// Capability names a method, and optionally the tool, prompt or resource it
+// acts on, for PublicCapabilities.
+type Capability struct {
+	Method string // e.g. "tools/list", "tools/call"
+	Name   string // tool or prompt name, or resource URI; empty matches all
+}
+
+// ParseCapability reads "METHOD" or "METHOD:NAME", as in --public tools/call:echo.
+func ParseCapability(s string) (Capability, error) {
+	// Method names have no colon; resource URIs do, so cut at the first.
+	method, name, _ := strings.Cut(s, ":")
+	if method == "" {
+		return Capability{}, fmt.Errorf("capability %q: want METHOD or METHOD:NAME, e.g. tools/list or tools/call:echo", s)
+	}
+	return Capability{Method: method, Name: name}, nil
+}
+
+// Authorizer decides whether a client may make a request. It is called for
+// every request and notification after the allow-list; a non-nil error
+// refuses the request with CodeUnauthorized and the error's text. It must be
+// safe for concurrent use.
+type Authorizer func(ctx context.Context, client nostr.PubKey, req *jsonrpc.Request) error
+
+// authorization applies ServerOptions.AllowedClients, PublicCapabilities and
+// Authorize.
+type authorization struct {
+	allowed map[nostr.PubKey]bool // nil: everyone
+	public  []Capability
+	hook    Authorizer
+}
+
+func newAuthorization(opts ServerOptions) authorization {
+	a := authorization{public: opts.PublicCapabilities, hook: opts.Authorize}
+	if len(opts.AllowedClients) > 0 {
+		a.allowed = make(map[nostr.PubKey]bool, len(opts.AllowedClients))
+		for _, pk := range opts.AllowedClients {
+			a.allowed[pk] = true
+		}
+	}
+	return a
+}
+
+// check returns nil if client may send req.
+func (a authorization) check(ctx context.Context, client nostr.PubKey, req *jsonrpc.Request) error {
+	if a.allowed != nil && !a.allowed[client] && !a.isPublic(req) {
+		what := req.Method
+		if name := capabilityName(req); name != "" {
+			what += " " + name
+		}
+		return fmt.Errorf("%w: %s may not call %s on this server", ErrUnauthorized, nostrx.EncodeNpub(client), what)
+	}
+	if a.hook != nil {
+		if err := a.hook(ctx, client, req); err != nil {
+			if !errors.Is(err, ErrUnauthorized) {
+				err = fmt.Errorf("%w: %v", ErrUnauthorized, err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// isPublic reports whether req is open to everyone. The handshake and
+// housekeeping are, as soon as anything is: a client must be able to
+// initialize to reach the public capabilities.
+func (a authorization) isPublic(req *jsonrpc.Request) bool {
+	if len(a.public) == 0 {
+		return false
+	}
+	switch req.Method {
+	case "initialize", "notifications/initialized", "ping", "notifications/cancelled", "shutdown":
+		return true
+	}
+	name := capabilityName(req)
+	return slices.ContainsFunc(a.public, func(c Capability) bool {
+		return c.Method == req.Method && (c.Name == "" || c.Name == name)
+	})
+}
+
+// capabilityName is the tool or prompt name, or resource URI, a request acts on.
+func capabilityName(req *jsonrpc.Request) string {
+	var p struct {
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	}
+	json.Unmarshal(req.Params, &p)
+	if p.Name != "" {
+		return p.Name
+	}
+	return p.URI
+}

@@ -1,0 +1,458 @@
+package contextvm_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// rawPeer speaks ContextVM by hand: it signs and publishes events of its
+// choosing and collects what comes back, to test what a well-behaved client
+// would never send.
+type rawPeer struct {
+	t    testing.TB
+	sk   nostr.SecretKey
+	pool *nostrx.Pool
+	sub  *nostrx.Subscription
+}
+
+func newRawPeer(t testing.TB, relayURL string) *rawPeer {
+	sk := nostr.Generate()
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{relayURL}})
+	sub := pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{contextvm.KindMessage, contextvm.KindGiftWrap, contextvm.KindEphemeralGiftWrap}, Tags: nostr.TagMap{"p": {sk.Public().Hex()}}}, 0)
+	<-sub.Ready()
+	t.Cleanup(func() { pool.Close() })
+	return &rawPeer{t: t, sk: sk, pool: pool, sub: sub}
+}
+
+// message signs content as a kind 25910 event to server.
+func (p *rawPeer) message(server nostr.PubKey, content string, tags ...nostr.Tag) nostr.Event {
+	evt := nostr.Event{Kind: contextvm.KindMessage, CreatedAt: nostr.Now(), Content: content, Tags: append(nostr.Tags{{"p", server.Hex()}}, tags...)}
+	if err := evt.Sign(p.sk); err != nil {
+		p.t.Fatal(err)
+	}
+	return evt
+}
+
+func (p *rawPeer) publish(evt nostr.Event) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.pool.Publish(ctx, evt); err != nil && !errors.Is(err, nostrx.ErrUnheard) {
+		p.t.Fatal(err)
+	}
+}
+
+// next returns the content of the next message addressed to the peer.
+func (p *rawPeer) next(d time.Duration) (nostr.Event, bool) {
+	select {
+	case evt := <-p.sub.Events():
+		if evt.Kind != contextvm.KindMessage {
+			inner, err := contextvm.Unwrap(context.Background(), contextvm.NewKeySigner(p.sk), p.sk.Public(), evt)
+			if err != nil {
+				p.t.Fatalf("unwrap: %v", err)
+			}
+			return inner, true
+		}
+		return evt, true
+	case <-time.After(d):
+		return nostr.Event{}, false
+	}
+}
+
+func (p *rawPeer) initialize(server nostr.PubKey) {
+	p.t.Helper()
+	p.publish(p.message(server, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`))
+	if _, ok := p.next(10 * time.Second); !ok {
+		p.t.Fatal("no initialize response")
+	}
+	p.publish(p.message(server, `{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+}
+
+// logBuffer collects a component's logs for assertions.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func counterServer(calls *atomic.Int64) *mcp.Server {
+	s := testServer()
+	mcp.AddTool(s, &mcp.Tool{Name: "count"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		n := calls.Add(1)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(n)}}}, nil, nil
+	})
+	return s
+}
+
+func TestReplayedEventExecutesOnce(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	var calls atomic.Int64
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, counterServer(&calls))
+	peer := newRawPeer(t, r.URL)
+	peer.initialize(srv.PublicKey())
+
+	plain := peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
+	inner := peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
+	wrap, err := contextvm.Wrap(inner, srv.PublicKey(), contextvm.KindEphemeralGiftWrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		peer.publish(plain)
+		peer.publish(wrap)
+	}
+	// The same inner message in a fresh wrap is a replay too.
+	rewrapped, _ := contextvm.Wrap(inner, srv.PublicKey(), contextvm.KindGiftWrap)
+	peer.publish(rewrapped)
+	answers := 0
+	for {
+		if _, ok := peer.next(time.Second); !ok {
+			break
+		}
+		answers++
+	}
+	if got := calls.Load(); got != 2 {
+		t.Fatalf("tool executed %d times for two distinct requests replayed 100 times", got)
+	}
+	if answers != 2 {
+		t.Errorf("got %d answers, want 2", answers)
+	}
+}
+
+func TestStaleEventsAreDroppedWithALogLine(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	var logs logBuffer
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Freshness: time.Minute, Logger: logs.logger()}, testServer())
+	peer := newRawPeer(t, r.URL)
+	old := nostr.Event{Kind: contextvm.KindMessage, CreatedAt: nostr.Now() - 5, Content: `{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+		Tags: nostr.Tags{{"p", srv.PublicKey().Hex()}}}
+	// Within the relay's since window but outside the server's freshness window: backdate the inner event of a wrap.
+	old.CreatedAt = nostr.Now() - 3600
+	old.Sign(peer.sk)
+	wrap, _ := contextvm.Wrap(old, srv.PublicKey(), contextvm.KindEphemeralGiftWrap)
+	peer.publish(wrap)
+	waitUntil(t, "a log line about the stale event", func() bool { return strings.Contains(logs.String(), "freshness window") })
+	if _, ok := peer.next(500 * time.Millisecond); ok {
+		t.Fatal("a stale request was answered")
+	}
+}
+
+func TestBadInputGetsAnErrorOrALogLine(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	var logs logBuffer
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Logger: logs.logger()}, testServer())
+	peer := newRawPeer(t, r.URL)
+	peer.initialize(srv.PublicKey())
+	me := srv.PublicKey()
+
+	t.Run("malformed JSON is logged", func(t *testing.T) {
+		peer.publish(peer.message(me, `{"jsonrpc":"2.0","id":1,"method":`))
+		waitUntil(t, "the log line", func() bool { return strings.Contains(logs.String(), "not JSON-RPC") })
+	})
+	t.Run("unknown method gets method not found", func(t *testing.T) {
+		peer.publish(peer.message(me, `{"jsonrpc":"2.0","id":7,"method":"no/such/method"}`))
+		evt, ok := peer.next(5 * time.Second)
+		if !ok {
+			t.Fatal("no answer")
+		}
+		msgs, _, _ := contextvm.DecodeContent(evt.Content)
+		resp, _ := msgs[0].(*jsonrpc.Response)
+		var werr *jsonrpc.Error
+		if resp == nil || !errors.As(resp.Error, &werr) || werr.Code != jsonrpc.CodeMethodNotFound || resp.ID.Raw() != int64(7) {
+			t.Fatalf("answer %s", evt.Content)
+		}
+	})
+	t.Run("a wrap that does not decrypt is logged", func(t *testing.T) {
+		bogus := nostr.Event{Kind: contextvm.KindEphemeralGiftWrap, CreatedAt: nostr.Now(), Tags: nostr.Tags{{"p", me.Hex()}}, Content: "AgAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
+		bogus.Sign(nostr.Generate())
+		peer.publish(bogus)
+		waitUntil(t, "the log line", func() bool { return strings.Contains(logs.String(), "does not decrypt") })
+	})
+	t.Run("a wrap hiding a message for someone else is logged", func(t *testing.T) {
+		inner := peer.message(nostr.Generate().Public(), `{"jsonrpc":"2.0","id":8,"method":"ping"}`)
+		w, _ := contextvm.Wrap(inner, me, contextvm.KindEphemeralGiftWrap)
+		peer.publish(w)
+		waitUntil(t, "the log line", func() bool { return strings.Contains(logs.String(), "names another recipient") })
+	})
+}
+
+func TestResponseTooLargeBecomesAnError(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	s := testServer()
+	mcp.AddTool(s, &mcp.Tool{Name: "big"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", 70_000)}}}, nil, nil
+	})
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired}, s)
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "big"})
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) || werr.Code != contextvm.CodeResponseTooLarge {
+		t.Fatalf("err = %v, want a JSON-RPC error %d", err, contextvm.CodeResponseTooLarge)
+	}
+}
+
+func TestBatchIsAnsweredAsOneEvent(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, testServer())
+	peer := newRawPeer(t, r.URL)
+	peer.initialize(srv.PublicKey())
+	peer.publish(peer.message(srv.PublicKey(), `[
+		{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo","arguments":{"text":"one"}}},
+		{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"x","progress":1}},
+		{"jsonrpc":"2.0","id":"b","method":"ping"}
+	]`))
+	evt, ok := peer.next(10 * time.Second)
+	if !ok {
+		t.Fatal("no answer to the batch")
+	}
+	msgs, batch, err := contextvm.DecodeContent(evt.Content)
+	if err != nil || !batch || len(msgs) != 2 {
+		t.Fatalf("answer %s: batch=%v err=%v", evt.Content, batch, err)
+	}
+	ids := []any{msgs[0].(*jsonrpc.Response).ID.Raw(), msgs[1].(*jsonrpc.Response).ID.Raw()}
+	if ids[0] != "a" || ids[1] != "b" {
+		t.Errorf("batch answer ids %v, want [a b] in request order", ids)
+	}
+	if _, more := peer.next(500 * time.Millisecond); more {
+		t.Error("more than one event answered the batch")
+	}
+}
+
+func TestShutdownEndsTheSession(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, testServer())
+	peer := newRawPeer(t, r.URL)
+	peer.initialize(srv.PublicKey())
+	waitUntil(t, "the session", func() bool { return srv.Sessions() == 1 })
+	peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"bye","method":"shutdown"}`))
+	evt, ok := peer.next(5 * time.Second)
+	if !ok || !strings.Contains(evt.Content, `"result":{}`) || !strings.Contains(evt.Content, `"id":"bye"`) {
+		t.Fatalf("shutdown answer %q", evt.Content)
+	}
+	waitUntil(t, "the session to end", func() bool { return srv.Sessions() == 0 })
+}
+
+func TestAuthorization(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	allowed, stranger := nostr.Generate(), nostr.Generate()
+	srv := serve(t, contextvm.ServerOptions{
+		Relays:             []string{r.URL},
+		AllowedClients:     []nostr.PubKey{allowed.Public()},
+		PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}, {Method: "tools/call", Name: "whoami"}},
+		Authorize: func(ctx context.Context, client nostr.PubKey, req *jsonrpc.Request) error {
+			if strings.Contains(string(req.Params), "forbidden") {
+				return errors.New("that text is not allowed")
+			}
+			return nil
+		},
+	}, testServer())
+	call := func(cs *mcp.ClientSession, tool, text string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": text}})
+		return err
+	}
+	unauthorized := func(err error) bool {
+		var werr *jsonrpc.Error
+		return errors.As(err, &werr) && werr.Code == contextvm.CodeUnauthorized
+	}
+
+	friend := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(allowed)})
+	if err := call(friend, "echo", "hi"); err != nil {
+		t.Errorf("allowed client: %v", err)
+	}
+	if err := call(friend, "echo", "forbidden"); !unauthorized(err) || !strings.Contains(err.Error(), "not allowed") {
+		t.Errorf("hook refusal: %v", err)
+	}
+
+	other := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(stranger)})
+	if _, err := other.ListTools(context.Background(), nil); err != nil {
+		t.Errorf("public tools/list: %v", err)
+	}
+	if err := call(other, "whoami", ""); err != nil {
+		t.Errorf("public tool: %v", err)
+	}
+	err := call(other, "echo", "hi")
+	if !unauthorized(err) || !strings.Contains(err.Error(), nostrx.EncodeNpub(stranger.Public())) {
+		t.Errorf("private tool for a stranger: %v, want an unauthorized error naming the client", err)
+	}
+}
+
+func TestAuthorizationWithoutPublicCapabilitiesRefusesTheHandshake(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, AllowedClients: []nostr.PubKey{nostr.Generate().Public()}}, testServer())
+	tr, _ := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := mcp.NewClient(&mcp.Implementation{Name: "x"}, nil).Connect(ctx, tr, nil)
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) || werr.Code != contextvm.CodeUnauthorized {
+		t.Fatalf("err = %v, want unauthorized, not a timeout", err)
+	}
+}
+
+// Two clients use the same progress token at once; each sees only its own
+// progress (the reference routes by token alone and mixes them).
+func TestProgressIsRoutedPerClient(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	s := testServer()
+	type in struct {
+		Who string `json:"who"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "progress"}, func(ctx context.Context, req *mcp.CallToolRequest, args in) (*mcp.CallToolResult, any, error) {
+		for i := 1; i <= 5; i++ {
+			req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Message: args.Who})
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: args.Who}}}, nil, nil
+	})
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, s)
+	var wg sync.WaitGroup
+	for _, who := range []string{"alice", "bob"} {
+		wg.Go(func() {
+			var mu sync.Mutex
+			var seen []string
+			client := mcp.NewClient(&mcp.Implementation{Name: who}, &mcp.ClientOptions{
+				ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+					mu.Lock()
+					seen = append(seen, req.Params.Message)
+					mu.Unlock()
+				},
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cs, err := contextvm.Connect(ctx, client, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer cs.Close()
+			params := &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{"who": who}}
+			params.SetProgressToken("shared-token")
+			if _, err := cs.CallTool(ctx, params); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) != 5 {
+				t.Errorf("%s saw %d progress notifications, want 5", who, len(seen))
+			}
+			for _, m := range seen {
+				if m != who {
+					t.Errorf("%s received %s's progress", who, m)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// A client's cancel reaches the running handler, whose context ends.
+func TestCancelReachesTheHandler(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	s := testServer()
+	started, cancelled := make(chan struct{}), make(chan struct{})
+	mcp.AddTool(s, &mcp.Tool{Name: "forever"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		close(started)
+		select {
+		case <-ctx.Done():
+			close(cancelled)
+			return nil, nil, ctx.Err()
+		case <-time.After(30 * time.Second):
+			return nil, nil, errors.New("never cancelled")
+		}
+	})
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, s)
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-started
+		cancel()
+	}()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "forever"}); err == nil {
+		t.Fatal("the cancelled call succeeded")
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler's context was never cancelled")
+	}
+}
+
+// notifications/resources/updated goes only to sessions subscribed to the URI.
+func TestResourceUpdatesGoOnlyToSubscribers(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	s := mcp.NewServer(&mcp.Implementation{Name: "res"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	const uri = "memo://watched"
+	s.AddResource(&mcp.Resource{URI: uri, Name: "watched"}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "v"}}}, nil
+	})
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, s)
+	updates := map[string]*atomic.Int64{"watcher": {}, "bystander": {}}
+	sessions := map[string]*mcp.ClientSession{}
+	for name, n := range updates {
+		client := mcp.NewClient(&mcp.Implementation{Name: name}, &mcp.ClientOptions{
+			ResourceUpdatedHandler: func(context.Context, *mcp.ResourceUpdatedNotificationRequest) { n.Add(1) },
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cs, err := contextvm.Connect(ctx, client, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		sessions[name] = cs
+	}
+	if err := sessions["watcher"].Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the watcher's update", func() bool { return updates["watcher"].Load() == 1 })
+	// Give a misrouted update every chance to arrive: a round trip on the
+	// bystander's session comes after it.
+	if _, err := sessions["bystander"].ListResources(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := updates["bystander"].Load(); n != 0 {
+		t.Fatalf("a session that never subscribed got %d resource updates", n)
+	}
+}
+

@@ -1,0 +1,96 @@
+package contextvm
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"fiatjaf.com/nostr"
+)
+
+// Reasons an event is dropped before it is processed.
+var (
+	// ErrReplay means the event (or the message inside a wrap) was seen
+	// before: executing it again could repeat a payment or a side effect.
+	ErrReplay = errors.New("replayed event")
+	// ErrStale means the event's created_at is outside the freshness window.
+	ErrStale = errors.New("event outside the freshness window")
+)
+
+// DefaultFreshness is how far from now an event's created_at may be. It
+// bounds how long ids must be remembered to refuse replays, and it is wide
+// enough for peers whose clocks are off by minutes.
+const DefaultFreshness = 10 * time.Minute
+
+// DefaultMaxRemembered bounds the ids a replay guard remembers (about 100
+// bytes each). Beyond it the oldest are forgotten first; an attacker who can
+// make a peer see this many fresh events within the window could then replay
+// the oldest, which the window still bounds in time.
+const DefaultMaxRemembered = 200_000
+
+// replayGuard admits each event id once while its created_at is fresh, and
+// nothing stale. It remembers an id until its event would be stale anyway,
+// so memory is bounded by the window and by max.
+type replayGuard struct {
+	window time.Duration
+	max    int
+
+	mu    sync.Mutex
+	seen  map[nostr.ID]nostr.Timestamp
+	order []nostr.ID // insertion order, for forgetting
+	head  int        // order[head:] are live
+}
+
+func newReplayGuard(window time.Duration, max int) *replayGuard {
+	if window <= 0 {
+		window = DefaultFreshness
+	}
+	if max <= 0 {
+		max = DefaultMaxRemembered
+	}
+	return &replayGuard{window: window, max: max, seen: make(map[nostr.ID]nostr.Timestamp)}
+}
+
+// admit checks the freshness of createdAt and records id; it fails with
+// ErrStale or ErrReplay.
+func (g *replayGuard) admit(id nostr.ID, createdAt nostr.Timestamp, now time.Time) error {
+	t := createdAt.Time()
+	if t.Before(now.Add(-g.window)) || t.After(now.Add(g.window)) {
+		return fmt.Errorf("%w: created %s ago, window ±%s", ErrStale, now.Sub(t).Round(time.Second), g.window)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, dup := g.seen[id]; dup {
+		return ErrReplay
+	}
+	g.forget(now)
+	g.seen[id] = createdAt
+	g.order = append(g.order, id)
+	return nil
+}
+
+// forget drops ids whose events are stale by now, oldest first, and the
+// oldest beyond max.
+func (g *replayGuard) forget(now time.Time) {
+	cutoff := nostr.Timestamp(now.Add(-g.window).Unix())
+	for g.head < len(g.order) {
+		id := g.order[g.head]
+		if ts, ok := g.seen[id]; ok && ts >= cutoff && len(g.seen) < g.max {
+			break
+		}
+		delete(g.seen, id)
+		g.head++
+	}
+	// Compact the slice once the dead prefix dominates.
+	if g.head > 1024 && g.head*2 > len(g.order) {
+		g.order = append(g.order[:0], g.order[g.head:]...)
+		g.head = 0
+	}
+}
+
+func (g *replayGuard) size() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.seen)
+}
