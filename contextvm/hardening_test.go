@@ -455,4 +455,3 @@ func TestResourceUpdatesGoOnlyToSubscribers(t *testing.T) {
 		t.Fatalf("a session that never subscribed got %d resource updates", n)
 	}
 }
-
