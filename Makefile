@@ -30,12 +30,17 @@ interop/thirdparty-relay/node_modules/.package-lock.json: interop/thirdparty-rel
 build:
 	$(GO) build -o bin/cvm ./cmd/cvm
 
-bench:
+# Relay micro-benchmarks, then ContextVM round trips: cvm against the
+# reference TypeScript pair on the same relay, in one run.
+bench: interop-deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./relay
+	$(GO) run ./bench/cvmbench
 
 # A short run of every fuzz target.
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParsePublicKey -fuzztime 30s ./nostrx
 	$(GO) test -run '^$$' -fuzz FuzzParseSecretKey -fuzztime 30s ./nostrx
 	$(GO) test -run '^$$' -fuzz FuzzRelayFrames -fuzztime 30s ./relay
+	$(GO) test -run '^$$' -fuzz FuzzDecodeContent -fuzztime 30s ./contextvm
+	$(GO) test -run '^$$' -fuzz FuzzUnwrap -fuzztime 30s ./contextvm
 	$(GO) test -run '^$$' -fuzz FuzzHash -fuzztime 30s ./commonschema
