@@ -402,6 +402,7 @@ func (s *Subscription) deliver(evt nostr.Event) bool {
 		return true
 	}
 	if !evt.CheckID() || !evt.VerifySignature() {
+		s.pool.opts.Logger.Info("dropping an event with a bad id or signature", "id", evt.ID.Hex(), "kind", int(evt.Kind))
 		return true
 	}
 	s.mu.Lock()
