@@ -276,3 +276,31 @@ func FuzzUnwrap(f *testing.F) {
 		}
 	})
 }
+
+func TestKeySignerSignsVerifiableEvents(t *testing.T) {
+	sk := nostr.Generate()
+	k := NewKeySigner(sk)
+	evt := nostr.Event{Kind: KindMessage, CreatedAt: nostr.Now(), Content: "x"}
+	if err := k.SignEvent(context.Background(), &evt); err != nil {
+		t.Fatal(err)
+	}
+	if evt.PubKey != sk.Public() || !evt.CheckID() || !evt.VerifySignature() {
+		t.Fatal("KeySigner produced an event that does not verify")
+	}
+}
+
+func BenchmarkSign(b *testing.B) {
+	sk := nostr.Generate()
+	k := NewKeySigner(sk)
+	evt := nostr.Event{Kind: KindMessage, CreatedAt: nostr.Now(), Tags: nostr.Tags{{"p", sk.Public().Hex()}}, Content: `{"jsonrpc":"2.0","id":1,"method":"ping"}`}
+	b.Run("nostr.Event.Sign", func(b *testing.B) {
+		for b.Loop() {
+			evt.Sign(sk)
+		}
+	})
+	b.Run("KeySigner", func(b *testing.B) {
+		for b.Loop() {
+			k.SignEvent(context.Background(), &evt)
+		}
+	})
+}
