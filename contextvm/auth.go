@@ -90,7 +90,9 @@ func (a authorization) isPublic(req *jsonrpc.Request) bool {
 		return false
 	}
 	switch req.Method {
-	case "initialize", "notifications/initialized", "ping", "notifications/cancelled", "shutdown":
+	case "initialize", "notifications/initialized", "ping", "notifications/cancelled", "shutdown",
+		"notifications/progress": // CEP-22 frames of a (still authorized) request
+
 		return true
 	}
 	name := capabilityName(req)

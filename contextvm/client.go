@@ -68,6 +68,13 @@ type ClientOptions struct {
 	// reaches it. Tool calls are never repeated.
 	PlaintextFallback time.Duration
 
+	// OversizedThreshold is the size of a published event above which a
+	// message is sent as CEP-22 fragments (default DefaultOversizedThreshold,
+	// the reference's 48,000 bytes; negative turns fragmentation off).
+	// Transfers bound the fragmented answers the client reassembles.
+	OversizedThreshold int
+	Transfers          TransferLimits
+
 	// Freshness is how far from now an event's created_at may be (default
 	// DefaultFreshness); within it each event is processed once.
 	Freshness time.Duration
@@ -112,6 +119,9 @@ func NewClientTransport(opts ClientOptions) (*ClientTransport, error) {
 	if opts.AnnouncementLookup == 0 {
 		opts.AnnouncementLookup = time.Second
 	}
+	if opts.OversizedThreshold == 0 {
+		opts.OversizedThreshold = DefaultOversizedThreshold
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -146,7 +156,12 @@ func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		byRPCID:  make(map[any]*pendingRequest),
 		inbound:  make(map[any]nostr.ID),
 		replay:   newReplayGuard(t.opts.Freshness, 0),
+		accepts:  make(map[string]chan struct{}),
+		injected: make(map[string]bool),
 	}
+	c.transfers = newReassembler(t.opts.Transfers, func(k transferKey, token any) {
+		c.abortTransfer(token, "transfer timed out")
+	})
 	// A little before now, so that a server whose clock is behind ours is
 	// still heard; stale answers have no pending request and are dropped.
 	since := nostr.Now() - 10
@@ -211,11 +226,15 @@ type clientConn struct {
 	sentDiscovery bool
 	plaintext     bool // learned: this server does not read gift wraps
 	replay        *replayGuard
+	transfers     *reassembler
+	accepts       map[string]chan struct{} // outbound transfers waiting for the server's accept, by token
+	injected      map[string]bool          // progress tokens the transport added; their progress is not the go-sdk's
 }
 
 // pendingRequest is a request sent to the server and not yet answered.
 type pendingRequest struct {
-	req      *jsonrpc.Request
+	req      *jsonrpc.Request // as the go-sdk wrote it
+	wire     *jsonrpc.Request // as sent: with a progress token the transport added
 	events   []nostr.ID // the event ids it went out under (two after a plaintext fallback)
 	token    any        // progress token, if the request asked for progress
 	timer    *time.Timer
@@ -336,28 +355,43 @@ func (c *clientConn) writeNotification(ctx context.Context, m *jsonrpc.Request) 
 // a delivery failure, each of which reaches the go-sdk client as a response.
 func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
 	<-c.announcement
-	content, err := EncodeContent(m)
+	p := &pendingRequest{req: m, wire: m, token: progressToken(m.Params)}
+	if p.token == nil && c.fragmenting() && m.Method != "initialize" {
+		// CEP-22 fragments travel on a progress token: a request without one
+		// could neither be sent in fragments nor answered in them.
+		p.token = newProgressToken()
+		p.wire = &jsonrpc.Request{ID: m.ID, Method: m.Method, Params: withMeta(m.Params, "progressToken", p.token)}
+	}
+	content, err := EncodeContent(p.wire)
 	if err != nil {
 		c.fail(m.ID, CodeTransportError, err.Error())
 		return
 	}
-	p := &pendingRequest{req: m, token: progressToken(m.Params)}
 	c.mu.Lock()
 	tags := nostr.Tags{{"p", c.server.Hex()}, nonceTag()}
 	if !c.sentDiscovery {
-		tags = append(tags, capabilityTags(c.opts.Encryption, c.opts.GiftWrap)...)
+		tags = append(tags, capabilityTags(c.opts.Encryption, c.opts.GiftWrap, c.fragmenting())...)
 		c.sentDiscovery = true
 	}
 	wrapKind := c.wrapKindLocked()
 	c.byRPCID[m.ID.Raw()] = p
+	if p.token != nil && p.wire != m {
+		c.injected[tokenKey(p.token)] = true
+	}
 	if c.opts.RequestTimeout > 0 {
 		p.timer = time.AfterFunc(c.opts.RequestTimeout, func() { c.expire(p) })
 	}
-	if wrapKind != 0 && c.opts.Encryption == EncryptOptional && c.opts.PlaintextFallback > 0 && repeatable(m.Method) {
+	oversized := c.fragmenting() && finalSize(content, tags, wrapKind) > c.opts.OversizedThreshold
+	if !oversized && wrapKind != 0 && c.opts.Encryption == EncryptOptional && c.opts.PlaintextFallback > 0 && repeatable(m.Method) {
 		p.fallback = time.AfterFunc(c.opts.PlaintextFallback, func() { c.fallBackToPlaintext(p, tags) })
 	}
+	serverKnowsCEP22 := c.caps.oversized
 	c.mu.Unlock()
 
+	if oversized {
+		c.writeFragmented(ctx, p, content, tags, wrapKind, serverKnowsCEP22)
+		return
+	}
 	evt, err := c.sendTracked(ctx, p, content, tags, wrapKind)
 	switch {
 	case err == nil:
@@ -372,6 +406,87 @@ func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
 		if c.forget(p) {
 			c.fail(m.ID, CodeTransportError, fmt.Sprintf("contextvm: %s not delivered: %v", m.Method, err))
 		}
+	}
+}
+
+// fragmenting reports whether this client sends and receives CEP-22 transfers.
+func (c *clientConn) fragmenting() bool { return c.opts.OversizedThreshold > 0 }
+
+// writeFragmented sends a request too large for one event as CEP-22
+// frames. A server that has not advertised support must accept first.
+func (c *clientConn) writeFragmented(ctx context.Context, p *pendingRequest, content string, startTags nostr.Tags, wrapKind nostr.Kind, serverKnows bool) {
+	var waitAccept func(context.Context) error
+	if !serverKnows {
+		accepted := make(chan struct{})
+		key := tokenKey(p.token)
+		c.mu.Lock()
+		c.accepts[key] = accepted
+		c.mu.Unlock()
+		defer func() {
+			c.mu.Lock()
+			delete(c.accepts, key)
+			c.mu.Unlock()
+		}()
+		timeout := min(30*time.Second, max(c.opts.RequestTimeout, time.Second))
+		waitAccept = func(ctx context.Context) error {
+			select {
+			case <-accepted:
+				return nil
+			case <-time.After(timeout):
+				return fmt.Errorf("%w: no accept within %s for a request of %d bytes (one event holds %d)",
+					ErrNoOversizedSupport, timeout, len(content), c.opts.OversizedThreshold)
+			case <-c.closed:
+				return mcp.ErrConnectionClosed
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	tags := func() nostr.Tags { return nostr.Tags{{"p", c.server.Hex()}, nonceTag()} }
+	err := c.sendFragmented(ctx, c.server, content, p.token, func() nostr.Tags { return startTags }, tags, wrapKind,
+		c.opts.OversizedThreshold, waitAccept, func(end nostr.Event) {
+			// The server answers the request the end frame completes.
+			c.mu.Lock()
+			p.events = append(p.events, end.ID)
+			c.pending[end.ID] = p
+			c.mu.Unlock()
+		})
+	if err != nil && !errors.Is(err, nostrx.ErrUnheard) && c.forget(p) {
+		code := int64(CodeTransportError)
+		if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrNoOversizedSupport) {
+			code = CodeResponseTooLarge
+		}
+		c.fail(p.req.ID, code, fmt.Sprintf("contextvm: %s (%d bytes) not delivered in fragments: %v", p.req.Method, len(content), err))
+	}
+}
+
+// abortTransfer tells the server to give up a transfer with token, and
+// fails the request it belonged to.
+func (c *clientConn) abortTransfer(token any, reason string) {
+	content, err := EncodeContent(abortFrame(token, reason))
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c.send(ctx, c.server, content, nostr.Tags{{"p", c.server.Hex()}, nonceTag()}, c.wrapKind())
+		cancel()
+	}
+	c.failByToken(token, fmt.Sprintf("contextvm: the fragmented answer was aborted: %s", reason))
+}
+
+// failByToken fails the pending request that asked for progress with token.
+func (c *clientConn) failByToken(token any, msg string) {
+	key := tokenKey(token)
+	c.mu.Lock()
+	var found *pendingRequest
+	for _, p := range c.byRPCID {
+		if p.token != nil && tokenKey(p.token) == key {
+			found = p
+			break
+		}
+	}
+	ok := found != nil && c.forgetLocked(found)
+	c.mu.Unlock()
+	if ok {
+		c.fail(found.req.ID, CodeTransportError, msg)
 	}
 }
 
@@ -404,6 +519,9 @@ func (c *clientConn) forgetLocked(p *pendingRequest) bool {
 	delete(c.byRPCID, p.req.ID.Raw())
 	for _, id := range p.events {
 		delete(c.pending, id)
+	}
+	if p.wire != p.req {
+		delete(c.injected, tokenKey(p.token))
 	}
 	p.stopTimers()
 	return true
@@ -447,7 +565,7 @@ func (c *clientConn) fallBackToPlaintext(p *pendingRequest, tags nostr.Tags) {
 	})
 	c.mu.Unlock()
 	c.log.Info("no answer to an encrypted request; trying plaintext in case the server has encryption disabled", "method", p.req.Method)
-	content, err := EncodeContent(p.req)
+	content, err := EncodeContent(p.wire)
 	if err != nil {
 		return
 	}
@@ -537,6 +655,12 @@ func (c *clientConn) handle(evt nostr.Event) {
 		c.log.Warn("server sent something that is not JSON-RPC", "event", inner.ID.Hex(), "err", err)
 		return
 	}
+	c.dispatch(inner, wrapKind, msgs)
+}
+
+// dispatch routes the messages of one inbound event (or of a reassembled
+// transfer, whose inner is the end frame's event).
+func (c *clientConn) dispatch(inner nostr.Event, wrapKind nostr.Kind, msgs []jsonrpc.Message) {
 	for _, msg := range msgs {
 		switch m := msg.(type) {
 		case *jsonrpc.Response:
@@ -546,12 +670,65 @@ func (c *clientConn) handle(evt nostr.Event) {
 				c.mu.Lock()
 				c.inbound[m.ID.Raw()] = inner.ID
 				c.mu.Unlock()
-			} else if m.Method == "notifications/progress" {
-				c.keepAlive(progressToken(m.Params))
+				c.deliver(m)
+				continue
+			}
+			if m.Method == "notifications/progress" {
+				if frame, ok, err := parseTransferFrame(m.Params); ok {
+					c.receiveFrame(inner, wrapKind, frame, err)
+					continue
+				}
+				tok := progressToken(m.Params)
+				c.keepAlive(tok)
+				c.mu.Lock()
+				ours := tok != nil && c.injected[tokenKey(tok)]
+				c.mu.Unlock()
+				if ours {
+					continue // progress on a token the go-sdk never chose
+				}
 			}
 			c.deliver(m)
 		}
 	}
+}
+
+// receiveFrame handles one CEP-22 frame from the server.
+func (c *clientConn) receiveFrame(inner nostr.Event, wrapKind nostr.Kind, p progressFrame, err error) {
+	if err != nil {
+		c.log.Info("dropping a malformed transfer frame", "err", err)
+		return
+	}
+	c.keepAlive(p.ProgressToken)
+	switch p.CVM.FrameType {
+	case "accept":
+		c.mu.Lock()
+		ch, ok := c.accepts[tokenKey(p.ProgressToken)]
+		delete(c.accepts, tokenKey(p.ProgressToken))
+		c.mu.Unlock()
+		if ok {
+			close(ch)
+		}
+		return
+	case "abort":
+		c.transfers.frame(c.server, p)
+		c.failByToken(p.ProgressToken, fmt.Sprintf("contextvm: the server aborted the transfer: %s", p.CVM.Reason))
+		return
+	}
+	assembled, done, err := c.transfers.frame(c.server, p)
+	if err != nil {
+		c.log.Warn("aborting a fragmented answer", "err", err)
+		c.abortTransfer(p.ProgressToken, err.Error())
+		return
+	}
+	if !done {
+		return
+	}
+	msgs, _, err := DecodeContent(assembled)
+	if err != nil {
+		c.abortTransfer(p.ProgressToken, "reassembled message is not JSON-RPC")
+		return
+	}
+	c.dispatch(inner, wrapKind, msgs)
 }
 
 func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *jsonrpc.Response) {

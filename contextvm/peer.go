@@ -81,24 +81,27 @@ func tagValue(t nostr.Tag) string {
 
 // serverDiscoveryTags are the tags a server sends on its first message of a
 // session and in its announcement.
-func serverDiscoveryTags(info ServerInfo, enc EncryptionMode, wrap GiftWrapMode) nostr.Tags {
+func serverDiscoveryTags(info ServerInfo, enc EncryptionMode, wrap GiftWrapMode, oversized bool) nostr.Tags {
 	var tags nostr.Tags
 	for _, kv := range [][2]string{{TagName, info.Name}, {TagAbout, info.About}, {TagWebsite, info.Website}, {TagPicture, info.Picture}} {
 		if kv[1] != "" {
 			tags = append(tags, nostr.Tag{kv[0], kv[1]})
 		}
 	}
-	return append(tags, capabilityTags(enc, wrap)...)
+	return append(tags, capabilityTags(enc, wrap, oversized)...)
 }
 
 // capabilityTags are the support_* flags for these modes.
-func capabilityTags(enc EncryptionMode, wrap GiftWrapMode) nostr.Tags {
+func capabilityTags(enc EncryptionMode, wrap GiftWrapMode, oversized bool) nostr.Tags {
 	var tags nostr.Tags
 	if enc != EncryptDisabled {
 		tags = append(tags, nostr.Tag{TagSupportEncryption})
 	}
 	if advertisesEphemeral(enc, wrap) {
 		tags = append(tags, nostr.Tag{TagSupportEncryptionEphemeral})
+	}
+	if oversized {
+		tags = append(tags, nostr.Tag{TagSupportOversizedTransfer})
 	}
 	return tags
 }

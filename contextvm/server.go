@@ -63,6 +63,13 @@ type ServerOptions struct {
 	// that says so.
 	MaxEventBytes int
 
+	// OversizedThreshold is the size of a published event above which an
+	// answer is sent as CEP-22 fragments, to clients that support them
+	// (default DefaultOversizedThreshold; negative turns fragmentation off).
+	// Transfers bound the fragmented requests the server reassembles.
+	OversizedThreshold int
+	Transfers          TransferLimits
+
 	// InjectClientPubkey also puts the caller's public key in each request's
 	// params._meta.clientPubkey (CEP-16), for servers that cannot call
 	// ClientPubkey.
@@ -94,8 +101,9 @@ type Server struct {
 	once     sync.Once
 	wg       sync.WaitGroup
 
-	auth   authorization
-	replay *replayGuard
+	auth      authorization
+	replay    *replayGuard
+	transfers *reassembler
 
 	mu       sync.Mutex
 	sessions map[nostr.PubKey]*ServerConn // the current session of each client
@@ -128,6 +136,9 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	if opts.MaxEventBytes <= 0 {
 		opts.MaxEventBytes = DefaultMaxEventBytes
 	}
+	if opts.OversizedThreshold == 0 {
+		opts.OversizedThreshold = DefaultOversizedThreshold
+	}
 	me, err := opts.Signer.GetPublicKey(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("contextvm: server key: %w", err)
@@ -148,6 +159,9 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 		auth:     newAuthorization(opts),
 		replay:   newReplayGuard(opts.Freshness, 0),
 	}
+	s.transfers = newReassembler(opts.Transfers, func(k transferKey, token any) {
+		s.sendFrame(context.Background(), k.peer, abortFrame(token, "transfer timed out"), 0)
+	})
 	s.sub = pool.Subscribe(nostr.Filter{
 		Kinds: opts.GiftWrap.subscriptionKinds(),
 		Tags:  nostr.TagMap{"p": {me.Hex()}},
@@ -267,6 +281,12 @@ func (s *Server) handle(evt nostr.Event) {
 		s.log.Info("dropping message", "id", inner.ID.Hex(), "client", inner.PubKey.Hex(), "err", err)
 		return
 	}
+	s.dispatch(ctx, inner, wrapKind)
+}
+
+// dispatch decodes the content of a message event (or of a reassembled
+// transfer, whose inner is the end frame's event) and routes its messages.
+func (s *Server) dispatch(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind) {
 	msgs, isBatch, err := DecodeContent(inner.Content)
 	if err != nil {
 		// Without a message there is no id to answer.
@@ -329,6 +349,12 @@ func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Ki
 				s.refuse(ctx, inner, wrapKind, b, i, m, CodeUnauthorized, err.Error())
 			}
 			return
+		}
+		if m.Method == "notifications/progress" && !m.IsCall() {
+			if frame, ok, err := parseTransferFrame(m.Params); ok {
+				s.receiveFrame(ctx, inner, wrapKind, frame, err)
+				return
+			}
 		}
 		var c *ServerConn
 		if m.IsCall() && m.Method == "initialize" {
@@ -480,5 +506,58 @@ func (s *Server) sendBatch(ctx context.Context, client nostr.PubKey, b *batch, c
 	tags := append(nostr.Tags{{"p", client.Hex()}, {"e", b.eventID.Hex()}}, extra...)
 	if _, err := s.reply(ctx, client, content, tags, wrap); err != nil {
 		s.log.Warn("batch response not delivered", "client", client.Hex(), "err", err)
+	}
+}
+
+// receiveFrame handles one CEP-22 frame of a client's fragmented message.
+func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, p progressFrame, err error) {
+	client := inner.PubKey
+	if err != nil {
+		s.log.Info("dropping a malformed transfer frame", "client", client.Hex(), "err", err)
+		return
+	}
+	if s.opts.OversizedThreshold < 0 {
+		s.sendFrame(ctx, client, abortFrame(p.ProgressToken, "this server does not accept oversized transfers"), wrapKind)
+		return
+	}
+	assembled, done, err := s.transfers.frame(client, p)
+	switch {
+	case err != nil && errors.Is(err, ErrTransferAborted):
+		s.log.Info("client aborted a transfer", "client", client.Hex(), "err", err)
+	case err != nil:
+		s.log.Warn("aborting a client's transfer", "client", client.Hex(), "err", err)
+		s.sendFrame(ctx, client, abortFrame(p.ProgressToken, err.Error()), wrapKind)
+	case p.CVM.FrameType == "start":
+		// A client waits for accept until it knows the server supports
+		// transfers, which it learns from this session's discovery tags.
+		if c := s.session(client, false); c == nil || !c.toldDiscovery() {
+			s.sendFrame(ctx, client, acceptFrame(p.ProgressToken), wrapKind)
+		}
+		if c := s.session(client, false); c != nil {
+			c.observe(inner, wrapKind)
+		}
+	case done:
+		synthetic := inner
+		synthetic.Content = assembled
+		s.dispatch(ctx, synthetic, wrapKind)
+	}
+}
+
+// sendFrame sends a transfer control frame (accept, abort) to client.
+func (s *Server) sendFrame(ctx context.Context, client nostr.PubKey, frame *jsonrpc.Request, wrapKind nostr.Kind) {
+	content, err := EncodeContent(frame)
+	if err != nil {
+		return
+	}
+	switch s.opts.Encryption {
+	case EncryptDisabled:
+		wrapKind = 0
+	case EncryptRequired:
+		if wrapKind == 0 {
+			wrapKind = KindGiftWrap
+		}
+	}
+	if _, err := s.reply(ctx, client, content, nostr.Tags{{"p", client.Hex()}}, wrapKind); err != nil {
+		s.log.Info("transfer frame not delivered", "client", client.Hex(), "err", err)
 	}
 }

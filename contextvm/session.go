@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -90,7 +91,8 @@ type route struct {
 	origID   jsonrpc.ID
 	eventID  nostr.ID
 	wrapKind nostr.Kind
-	token    string // progress token, if any
+	token    string // progress token, if any, as a map key
+	rawToken any    // the progress token as the client sent it
 	method   string
 	progress time.Time // when the latest progress notification for it went out
 	batch    *batch    // the batch it came in, if any
@@ -256,7 +258,7 @@ func (c *ServerConn) receive(ctx context.Context, inner nostr.Event, wrapKind no
 	}
 	r := &route{origID: m.ID, eventID: inner.ID, wrapKind: wrapKind, method: m.Method, batch: b, index: i}
 	if tok := progressToken(m.Params); tok != nil {
-		r.token = tokenKey(tok)
+		r.token, r.rawToken = tokenKey(tok), tok
 	}
 	c.mu.Lock()
 	if _, dup := c.routes[key]; dup {
@@ -386,7 +388,27 @@ func (c *ServerConn) discoveryLocked() nostr.Tags {
 	}
 	c.sentDiscovery = true
 	o := c.srv.opts
-	return serverDiscoveryTags(o.Info, o.Encryption, o.GiftWrap)
+	return serverDiscoveryTags(o.Info, o.Encryption, o.GiftWrap, o.OversizedThreshold > 0)
+}
+
+// toldDiscovery reports whether the client has been sent the server's
+// discovery tags in this session.
+func (c *ServerConn) toldDiscovery() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sentDiscovery
+}
+
+// observe learns from an inbound event that is not a message of its own
+// (a transfer frame).
+func (c *ServerConn) observe(inner nostr.Event, wrapKind nostr.Kind) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.active = time.Now()
+	c.lastWrap = wrapKind
+	if caps, ok := learnCaps(inner.Tags); ok {
+		c.caps = caps
+	}
 }
 
 // wrapKindLocked is the wrap for a message answering one that came in
@@ -419,12 +441,32 @@ func (c *ServerConn) sendResponse(ctx context.Context, r *route, resp *jsonrpc.R
 		return
 	}
 	c.mu.Lock()
-	tags := append(nostr.Tags{{"p", c.client.Hex()}, {"e", r.eventID.Hex()}}, c.discoveryLocked()...)
+	routing := nostr.Tags{{"p", c.client.Hex()}, {"e", r.eventID.Hex()}}
+	tags := append(slices.Clone(routing), c.discoveryLocked()...)
 	wrap := c.wrapKindLocked(r.wrapKind)
+	clientCEP22 := c.caps.oversized
 	c.mu.Unlock()
-	_, err = c.srv.reply(ctx, c.client, content, tags, wrap)
+	if o := c.srv.opts; o.OversizedThreshold > 0 && finalSize(content, tags, wrap) > o.OversizedThreshold {
+		if r.rawToken != nil && clientCEP22 {
+			err = c.srv.sendFragmented(ctx, c.client, content, r.rawToken, func() nostr.Tags { return tags },
+				func() nostr.Tags { return routing }, wrap, o.OversizedThreshold, nil, nil)
+			if err == nil {
+				return
+			}
+			c.srv.log.Warn("fragmented response failed", "session", c.id, "method", r.method, "err", err)
+		} else if !singleEventFits(content, tags, wrap, o.MaxEventBytes) {
+			why := "the client did not ask for progress (no progressToken), which CEP-22 fragments need"
+			if !clientCEP22 {
+				why = "the client does not support oversized transfers (CEP-22)"
+			}
+			err = fmt.Errorf("%w: %d bytes and %s", ErrTooLarge, len(content), why)
+		}
+	}
+	if err == nil {
+		_, err = c.srv.reply(ctx, c.client, content, tags, wrap)
+	}
 	if errors.Is(err, ErrTooLarge) && resp.Error == nil {
-		// Until CEP-22 fragmentation, an answer too large for one event is
+		// An answer that neither one event nor CEP-22 fragments can carry is
 		// replaced by one the caller can read, instead of silence.
 		c.srv.log.Warn("response too large for one event; answering with an error", "session", c.id, "method", r.method, "err", err)
 		tooLarge := &jsonrpc.Response{ID: resp.ID, Error: &jsonrpc.Error{Code: CodeResponseTooLarge,

@@ -150,8 +150,8 @@ func TestWireFormat(t *testing.T) {
 			t.Errorf("%s from %v addressed to %s", m.method, fromClient, p)
 		case fromClient && m.method == "initialize":
 			inits++
-			// Encryption disabled: no support_* flags from this client.
-			if names := tagNames(m.evt.Tags); !slices.Equal(names, []string{"p", "nonce"}) {
+			// Encryption disabled: of the support_* flags, only CEP-22's.
+			if names := tagNames(m.evt.Tags); !slices.Equal(names, []string{"p", "nonce", contextvm.TagSupportOversizedTransfer}) {
 				t.Errorf("initialize request tags %v", m.evt.Tags)
 			}
 		case fromClient:
@@ -168,7 +168,7 @@ func TestWireFormat(t *testing.T) {
 			names := tagNames(m.evt.Tags)
 			if req.method == "initialize" {
 				initResponses++
-				want := []string{"p", "e", "name", "about", "website", "picture"}
+				want := []string{"p", "e", "name", "about", "website", "picture", contextvm.TagSupportOversizedTransfer}
 				if !slices.Equal(names, want) {
 					t.Errorf("first response of a session has tags %v, want %v", names, want)
 				}

@@ -1,0 +1,402 @@
+package contextvm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"fiatjaf.com/nostr"
+)
+
+// CEP-22 oversized transfer: a JSON-RPC message too large for one event
+// travels as a sequence of notifications/progress frames on the request's
+// progress token, each carrying a params.cvm object:
+//
+//	start  {completionMode:"render", digest:"sha256:<hex>", totalBytes, totalChunks}   progress 1
+//	accept (receiver to sender, only when the sender had to ask)                         progress 2
+//	chunk  {data: a slice of the serialized message, cut on a code point}               progress 2… (3… after accept)
+//	end                                                                                  progress last+1
+//	abort  {reason}                                                                      either way, any time
+//
+// The outer progress value orders the frames. The receiver checks the byte
+// count and the SHA-256 digest before it hands the message on.
+
+// oversizedType is params.cvm.type for CEP-22 frames.
+const oversizedType = "oversized-transfer"
+
+// DefaultOversizedThreshold is the size of the final published event (gift
+// wrap included) above which a message is fragmented: the reference's value.
+const DefaultOversizedThreshold = 48_000
+
+// Errors of oversized transfers.
+var (
+	// ErrTransferAborted means the other side gave up the transfer.
+	ErrTransferAborted = errors.New("oversized transfer aborted by the peer")
+	// ErrTransferRefused means a transfer broke a receiver limit or the
+	// protocol, and was aborted.
+	ErrTransferRefused = errors.New("oversized transfer refused")
+	// ErrNoOversizedSupport means the peer never accepted a fragmented message.
+	ErrNoOversizedSupport = errors.New("peer does not accept oversized transfers (CEP-22)")
+)
+
+// TransferLimits bound what a receiver accepts. Zero fields take the
+// defaults beside them (the reference's, plus a total byte budget the
+// reference lacks: 64 transfers of 100 MiB would be 6.4 GB).
+type TransferLimits struct {
+	MaxBytes         int           // one message (100 MiB)
+	MaxChunks        int           // chunks of one message (10,000)
+	MaxConcurrent    int           // transfers in progress at once, all peers (64)
+	MaxPerPeer       int           // transfers in progress at once from one peer (8)
+	MaxBufferedBytes int           // bytes held by all transfers in progress (256 MiB)
+	Timeout          time.Duration // from start to end (5 min)
+	OutOfOrderWindow int           // how far ahead of the next expected chunk a chunk may be (21)
+	MaxOutOfOrder    int           // chunks buffered ahead of a gap (42)
+}
+
+func (l TransferLimits) withDefaults() TransferLimits {
+	d := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	d(&l.MaxBytes, 100<<20)
+	d(&l.MaxChunks, 10_000)
+	d(&l.MaxConcurrent, 64)
+	d(&l.MaxPerPeer, 8)
+	d(&l.MaxBufferedBytes, 256<<20)
+	d(&l.OutOfOrderWindow, 21)
+	d(&l.MaxOutOfOrder, 42)
+	if l.Timeout <= 0 {
+		l.Timeout = 5 * time.Minute
+	}
+	return l
+}
+
+// transferFrame is params.cvm of a CEP-22 frame.
+type transferFrame struct {
+	Type           string `json:"type"`
+	FrameType      string `json:"frameType"`
+	CompletionMode string `json:"completionMode,omitempty"`
+	Digest         string `json:"digest,omitempty"`
+	TotalBytes     *int   `json:"totalBytes,omitempty"`
+	TotalChunks    *int   `json:"totalChunks,omitempty"`
+	Data           *string `json:"data,omitempty"`
+	Reason         string `json:"reason,omitempty"`
+}
+
+// progressFrame is the params of a notifications/progress that carries a
+// CEP-22 frame.
+type progressFrame struct {
+	ProgressToken any            `json:"progressToken"`
+	Progress      float64        `json:"progress"`
+	Message       string         `json:"message,omitempty"`
+	CVM           *transferFrame `json:"cvm,omitempty"`
+}
+
+// parseTransferFrame recognizes a CEP-22 frame in the params of a
+// notifications/progress. ok is false for ordinary progress.
+func parseTransferFrame(params json.RawMessage) (p progressFrame, ok bool, err error) {
+	if len(params) == 0 {
+		return p, false, nil
+	}
+	var probe struct {
+		CVM *struct {
+			Type string `json:"type"`
+		} `json:"cvm"`
+	}
+	if json.Unmarshal(params, &probe) != nil || probe.CVM == nil || probe.CVM.Type != oversizedType {
+		return p, false, nil
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return p, true, fmt.Errorf("%w: malformed frame: %v", ErrTransferRefused, err)
+	}
+	if p.ProgressToken == nil {
+		return p, true, fmt.Errorf("%w: frame without a progress token", ErrTransferRefused)
+	}
+	return p, true, nil
+}
+
+func intPtr(n int) *int          { return &n }
+func strPtr(s string) *string     { return &s }
+func digestOf(s string) string     { sum := sha256.Sum256([]byte(s)); return "sha256:" + hex.EncodeToString(sum[:]) }
+func frameParams(token any, progress int, message string, f *transferFrame) json.RawMessage {
+	b, _ := json.Marshal(progressFrame{ProgressToken: token, Progress: float64(progress), Message: message, CVM: f})
+	return b
+}
+
+// splitForFrames cuts serialized into chunks whose JSON-escaped length is at
+// most budget bytes each, never inside a code point.
+func splitForFrames(serialized string, budget int) ([]string, error) {
+	if budget < 8 {
+		return nil, fmt.Errorf("%w: no room for chunk data in an event", ErrTooLarge)
+	}
+	var chunks []string
+	start, size := 0, 0
+	for i, r := range serialized {
+		n := escapedLen(r)
+		if size+n > budget && i > start {
+			chunks = append(chunks, serialized[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(serialized) {
+		chunks = append(chunks, serialized[start:])
+	}
+	return chunks, nil
+}
+
+// escapedLen is how many bytes r takes inside a JSON string as the go-sdk
+// encodes it (HTML characters are not escaped).
+func escapedLen(r rune) int {
+	switch {
+	case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t' || r == '\b' || r == '\f':
+		return 2
+	case r < 0x20 || r == 0x2028 || r == 0x2029:
+		return 6
+	case r == utf8.RuneError:
+		return 6 // encoded as \ufffd
+	default:
+		return utf8.RuneLen(r)
+	}
+}
+
+// transferKey names an inbound transfer: progress tokens are chosen by each
+// peer, so they are unique only per peer (the reference keys by token alone).
+type transferKey struct {
+	peer  nostr.PubKey
+	token string
+}
+
+// reassembler collects inbound transfers within TransferLimits. It is safe
+// for concurrent use.
+type reassembler struct {
+	limits TransferLimits
+	// onExpire is told of transfers that ran out of time, to abort them.
+	onExpire func(transferKey, any)
+
+	mu        sync.Mutex
+	transfers map[transferKey]*transfer
+	buffered  int
+}
+
+type transfer struct {
+	token       any // as the peer sent it, for the abort frame
+	digest      string
+	totalBytes  int
+	totalChunks int
+	start       int        // progress of the start frame
+	chunks      map[int]string
+	bytes       int
+	highest     int
+	timer       *time.Timer
+}
+
+func newReassembler(limits TransferLimits, onExpire func(transferKey, any)) *reassembler {
+	return &reassembler{limits: limits.withDefaults(), onExpire: onExpire, transfers: make(map[transferKey]*transfer)}
+}
+
+// frame processes one inbound frame. When a transfer completes it returns
+// the reassembled message. A non-nil error means the transfer is over and
+// should be aborted towards the peer (except for an abort frame, which
+// returns ErrTransferAborted).
+func (r *reassembler) frame(peer nostr.PubKey, p progressFrame) (assembled string, done bool, err error) {
+	progress := int(p.Progress)
+	if float64(progress) != p.Progress || progress <= 0 {
+		return "", false, fmt.Errorf("%w: progress %v is not a positive integer", ErrTransferRefused, p.Progress)
+	}
+	key := transferKey{peer, tokenKey(p.ProgressToken)}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.transfers[key]
+	switch p.CVM.FrameType {
+	case "start":
+		return "", false, r.startLocked(key, p, progress)
+	case "accept":
+		return "", false, nil // handled by the sender side
+	case "abort":
+		r.dropLocked(key)
+		reason := p.CVM.Reason
+		if reason == "" {
+			reason = "no reason given"
+		}
+		return "", false, fmt.Errorf("%w: %s", ErrTransferAborted, reason)
+	case "chunk":
+		if t == nil {
+			return "", false, nil // late or duplicate after the transfer ended
+		}
+		return "", false, r.chunkLocked(key, t, p, progress)
+	case "end":
+		if t == nil {
+			return "", false, nil
+		}
+		return r.endLocked(key, t, progress)
+	default:
+		r.dropLocked(key)
+		return "", false, fmt.Errorf("%w: unknown frame type %q", ErrTransferRefused, p.CVM.FrameType)
+	}
+}
+
+func (r *reassembler) startLocked(key transferKey, p progressFrame, progress int) error {
+	f, lim := p.CVM, r.limits
+	if _, dup := r.transfers[key]; dup {
+		r.dropLocked(key)
+		return fmt.Errorf("%w: a second start for a transfer in progress", ErrTransferRefused)
+	}
+	switch {
+	case f.TotalBytes == nil || f.TotalChunks == nil || *f.TotalBytes < 0 || *f.TotalChunks < 0:
+		return fmt.Errorf("%w: start frame without totalBytes and totalChunks", ErrTransferRefused)
+	case len(f.Digest) != len("sha256:")+64 || f.Digest[:7] != "sha256:":
+		return fmt.Errorf("%w: digest %q is not sha256:<64 hex digits>", ErrTransferRefused, f.Digest)
+	case *f.TotalBytes > lim.MaxBytes:
+		return fmt.Errorf("%w: %d bytes exceeds the limit of %d", ErrTransferRefused, *f.TotalBytes, lim.MaxBytes)
+	case *f.TotalChunks > lim.MaxChunks:
+		return fmt.Errorf("%w: %d chunks exceeds the limit of %d", ErrTransferRefused, *f.TotalChunks, lim.MaxChunks)
+	case len(r.transfers) >= lim.MaxConcurrent:
+		return fmt.Errorf("%w: %d transfers already in progress", ErrTransferRefused, len(r.transfers))
+	case r.perPeerLocked(key.peer) >= lim.MaxPerPeer:
+		return fmt.Errorf("%w: %d transfers from this peer already in progress", ErrTransferRefused, lim.MaxPerPeer)
+	case r.buffered+*f.TotalBytes > lim.MaxBufferedBytes:
+		return fmt.Errorf("%w: receiver is holding %d bytes of other transfers; retry later", ErrTransferRefused, r.buffered)
+	}
+	t := &transfer{token: p.ProgressToken, digest: f.Digest, totalBytes: *f.TotalBytes, totalChunks: *f.TotalChunks,
+		start: progress, chunks: make(map[int]string), highest: progress}
+	// Reserve the declared size now, so that concurrent starts cannot
+	// together promise more than the budget.
+	r.buffered += t.totalBytes
+	t.timer = time.AfterFunc(lim.Timeout, func() {
+		r.mu.Lock()
+		_, live := r.transfers[key]
+		if live {
+			r.dropLocked(key)
+		}
+		r.mu.Unlock()
+		if live && r.onExpire != nil {
+			r.onExpire(key, t.token)
+		}
+	})
+	r.transfers[key] = t
+	return nil
+}
+
+func (r *reassembler) perPeerLocked(peer nostr.PubKey) int {
+	n := 0
+	for k := range r.transfers {
+		if k.peer == peer {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *reassembler) chunkLocked(key transferKey, t *transfer, p progressFrame, progress int) error {
+	fail := func(format string, args ...any) error {
+		r.dropLocked(key)
+		return fmt.Errorf("%w: "+format, append([]any{ErrTransferRefused}, args...)...)
+	}
+	if p.CVM.Data == nil {
+		return fail("chunk without data")
+	}
+	data := *p.CVM.Data
+	// Chunks start right after start, or after the accept slot.
+	if progress <= t.start || progress > t.start+t.totalChunks+1 {
+		return fail("chunk progress %d outside the declared transfer", progress)
+	}
+	if old, dup := t.chunks[progress]; dup {
+		if old != data {
+			return fail("conflicting duplicate chunk at progress %d", progress)
+		}
+		return nil
+	}
+	if t.bytes+len(data) > t.totalBytes {
+		return fail("more data than the %d bytes declared", t.totalBytes)
+	}
+	if gap := progress - t.nextExpected(); gap > r.limits.OutOfOrderWindow {
+		return fail("chunk %d is %d ahead of the next expected one (window %d)", progress, gap, r.limits.OutOfOrderWindow)
+	}
+	t.chunks[progress] = data
+	t.bytes += len(data)
+	t.highest = max(t.highest, progress)
+	if ahead := len(t.chunks) - (t.nextExpected() - t.firstChunk()); ahead > r.limits.MaxOutOfOrder {
+		return fail("%d chunks buffered ahead of a gap (limit %d)", ahead, r.limits.MaxOutOfOrder)
+	}
+	return nil
+}
+
+// firstChunk is the progress of the first chunk: after the start, or after
+// the accept slot when the sender's first chunk came there.
+func (t *transfer) firstChunk() int {
+	if _, ok := t.chunks[t.start+1]; ok || len(t.chunks) == 0 {
+		return t.start + 1
+	}
+	return t.start + 2
+}
+
+func (t *transfer) nextExpected() int {
+	n := t.firstChunk()
+	for {
+		if _, ok := t.chunks[n]; !ok {
+			return n
+		}
+		n++
+	}
+}
+
+func (r *reassembler) endLocked(key transferKey, t *transfer, progress int) (string, bool, error) {
+	defer r.dropLocked(key)
+	if progress <= t.highest {
+		return "", false, fmt.Errorf("%w: end frame before its chunks", ErrTransferRefused)
+	}
+	if len(t.chunks) != t.totalChunks {
+		return "", false, fmt.Errorf("%w: %d of %d chunks received", ErrTransferRefused, len(t.chunks), t.totalChunks)
+	}
+	first := t.firstChunk()
+	buf := make([]byte, 0, t.totalBytes)
+	for i := range t.totalChunks {
+		data, ok := t.chunks[first+i]
+		if !ok {
+			return "", false, fmt.Errorf("%w: chunk at progress %d missing", ErrTransferRefused, first+i)
+		}
+		buf = append(buf, data...)
+	}
+	if len(buf) != t.totalBytes {
+		return "", false, fmt.Errorf("%w: %d bytes received, %d declared", ErrTransferRefused, len(buf), t.totalBytes)
+	}
+	assembled := string(buf)
+	if digestOf(assembled) != t.digest {
+		return "", false, fmt.Errorf("%w: SHA-256 digest mismatch", ErrTransferRefused)
+	}
+	return assembled, true, nil
+}
+
+// dropLocked forgets a transfer and releases its reservation.
+func (r *reassembler) dropLocked(key transferKey) {
+	if t, ok := r.transfers[key]; ok {
+		t.timer.Stop()
+		r.buffered -= t.totalBytes
+		delete(r.transfers, key)
+	}
+}
+
+// dropPeer forgets every transfer from peer (its session ended).
+func (r *reassembler) dropPeer(peer nostr.PubKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.transfers {
+		if k.peer == peer {
+			r.dropLocked(k)
+		}
+	}
+}
+
+// stats reports the transfers in progress and the bytes reserved for them.
+func (r *reassembler) stats() (transfers, buffered int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.transfers), r.buffered
+}
