@@ -55,7 +55,9 @@ func startGateway(t testing.TB, opts Options) *testGateway {
 	} else {
 		g.keys = opts.Tokens.(*Keys)
 	}
-	if opts.History == nil {
+	if opts.History == withoutHistory {
+		opts.History = nil
+	} else if opts.History == nil {
 		st, err := history.Open(filepath.Join(g.dir, "history.db"), history.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -311,3 +313,84 @@ func barrier(t testing.TB, from *client, others ...*client) {
 }
 
 func hasPrefix(s, p string) bool { return strings.HasPrefix(s, p) }
+
+// get performs a GET with an optional bearer token and decodes the JSON
+// body into out (if non-nil). It fails the test unless the body is JSON.
+func (g *testGateway) get(path, token string, out any) (int, http.Header) {
+	g.t.Helper()
+	req, _ := http.NewRequest("GET", g.URL+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") && path != "/metrics" {
+		g.t.Fatalf("GET %s: %d with Content-Type %q: %s", path, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if out != nil {
+		if err := json.Unmarshal(body, out); err != nil {
+			g.t.Fatalf("GET %s: body %q: %v", path, body, err)
+		}
+	}
+	return resp.StatusCode, resp.Header
+}
+
+// historyPage fetches a history page as viewer and returns the envelopes.
+func (g *testGateway) historyPage(topic, viewer, query string) ([]msg, bool) {
+	g.t.Helper()
+	var body struct {
+		History []json.RawMessage `json:"history"`
+		HasMore bool              `json:"has_more"`
+		Error   string            `json:"error"`
+	}
+	code, _ := g.get("/v0/topics/"+topic+"/history"+query, g.token(topic, viewer), &body)
+	if code != 200 {
+		g.t.Fatalf("history%s: %d %s", query, code, body.Error)
+	}
+	out := make([]msg, len(body.History))
+	for i, raw := range body.History {
+		out[i].raw = raw
+		json.Unmarshal(raw, &out[i])
+	}
+	return out, body.HasMore
+}
+
+func ids(ms []msg) []string {
+	out := []string{}
+	for _, m := range ms {
+		out = append(out, m.ID)
+	}
+	return out
+}
+
+// dialStatus attempts a WebSocket upgrade and returns the HTTP status and
+// JSON body of a refusal (0 if the upgrade succeeded).
+func (g *testGateway) dialStatus(query string, header http.Header, subprotocols ...string) (int, map[string]any) {
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, resp, err := websocket.Dial(ctx, g.WSURL+query, &websocket.DialOptions{HTTPHeader: header, Subprotocols: subprotocols})
+	if err == nil {
+		conn.CloseNow()
+		return 0, nil
+	}
+	if resp == nil {
+		g.t.Fatalf("dial %s: %v", query, err)
+	}
+	var body map[string]any
+	b, _ := io.ReadAll(resp.Body)
+	if jerr := json.Unmarshal(b, &body); jerr != nil {
+		g.t.Fatalf("refusal of %s is not JSON: %d %q", query, resp.StatusCode, b)
+	}
+	return resp.StatusCode, body
+}
+
+func signEd(k *Keys, b []byte) []byte { return ed25519.Sign(k.ed, b) }
+
+// withoutHistory in Options.History makes startGateway run a gateway with
+// no history (a nil History would get the default temporary store).
+var withoutHistory HistoryStore = &struct{ HistoryStore }{}

@@ -136,8 +136,11 @@ func (t *topic) join(ctx context.Context, s *session) error {
 	if err != nil {
 		return err
 	}
-	s.send(welcome)
+	// Membership before the welcome, so that a client that reads its
+	// welcome finds itself in the participants endpoint. The welcome is
+	// still the first frame queued: nothing reaches s without mu.
 	t.setMember(id, s)
+	s.send(welcome)
 	t.publishPresence(ctx, PresenceJoin, s.p, "", id)
 	return nil
 }
