@@ -253,8 +253,9 @@ func (g *Gateway) existingTopic(name string) *topic {
 }
 
 // Close disconnects every participant (close 1001, after flushing what was
-// queued for them) and waits for their connections to finish, at most until
-// ctx is done. It does not close Options.History or a caller's Broker.
+// queued for them) and waits for their connections to finish. When ctx is
+// done first it drops the rest and returns ctx's error. It does not close
+// Options.History or a caller's Broker.
 func (g *Gateway) Close(ctx context.Context) error {
 	g.mu.Lock()
 	if g.closing {
@@ -285,6 +286,7 @@ func (g *Gateway) Close(ctx context.Context) error {
 		}
 		<-done
 		err = ctx.Err()
+		g.log.Info("dropped connections that did not finish the close handshake in time")
 	}
 	for _, t := range topics {
 		t.unsubscribe()

@@ -31,7 +31,7 @@ type topic struct {
 	unsubscribe func()
 
 	mu       sync.Mutex
-	pending  int                      // admitted connections that have not joined yet
+	pending  map[string]int           // admitted connections that have not joined yet, per participant
 	limiters map[string]*rate.Limiter // per participant id; outlive connections
 
 	rosterMu sync.RWMutex
@@ -39,7 +39,7 @@ type topic struct {
 }
 
 func newTopic(g *Gateway, name string) *topic {
-	return &topic{g: g, name: name, members: map[string]*session{}, limiters: map[string]*rate.Limiter{}}
+	return &topic{g: g, name: name, members: map[string]*session{}, limiters: map[string]*rate.Limiter{}, pending: map[string]int{}}
 }
 
 func (t *topic) size() int {
@@ -54,23 +54,35 @@ func (t *topic) size() int {
 func (t *topic) admit(id string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n := len(t.members) + t.pending
-	if t.members[id] != nil {
+	// Places are per participant: present or on its way in, counted once.
+	n := len(t.members)
+	for p := range t.pending {
+		if t.members[p] == nil {
+			n++
+		}
+	}
+	if t.members[id] != nil || t.pending[id] > 0 {
 		n--
 	}
 	if n >= t.g.opts.MaxParticipants {
 		return errTopicFull
 	}
-	t.pending++
+	t.pending[id]++
 	return nil
 }
 
 // release gives back a place admit reserved for a connection that never
-// joined.
-func (t *topic) release() {
+// joined (or that just did).
+func (t *topic) release(id string) {
 	t.mu.Lock()
-	t.pending--
+	t.releaseLocked(id)
 	t.mu.Unlock()
+}
+
+func (t *topic) releaseLocked(id string) {
+	if t.pending[id]--; t.pending[id] <= 0 {
+		delete(t.pending, id)
+	}
 }
 
 func (t *topic) setMember(id string, s *session) {
@@ -111,8 +123,8 @@ func (t *topic) limiter(id string) *rate.Limiter {
 func (t *topic) join(ctx context.Context, s *session) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.pending--
 	id := s.p.ID
+	t.releaseLocked(id)
 	s.limiter = t.limiter(id)
 	if old := t.members[id]; old != nil {
 		// The old connection goes first, with a leave, so that every

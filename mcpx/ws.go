@@ -53,7 +53,7 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 		CompressionMode:    websocket.CompressionDisabled,
 	})
 	if err != nil {
-		t.release()
+		t.release(claims.Subject)
 		g.log.Info("websocket upgrade failed", "err", err, "remote", r.RemoteAddr)
 		return
 	}
@@ -62,7 +62,7 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	s := newSession(g, t, claims.Participant(), conn, cw.conn)
 	if !g.track(s) {
-		t.release()
+		t.release(claims.Subject)
 		conn.Close(closeGoingAway, "gateway shutting down")
 		return
 	}

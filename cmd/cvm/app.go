@@ -102,6 +102,7 @@ variables, then flags; later ones win. See "cvm config".`,
 		a.whoamiCommand(),
 		a.configCommand(),
 		a.relayCommand(),
+		a.roomCommand(),
 	)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see: %s --help)", err, c.CommandPath())
