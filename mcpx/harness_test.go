@@ -164,9 +164,23 @@ func (g *testGateway) dial(topic, id string, opts ...tokenOpt) *client {
 
 func (g *testGateway) dialToken(id, topic, token string) *client {
 	g.t.Helper()
+	return g.dialWith(id, topic, token, nil)
+}
+
+// dialSlow connects a client whose socket buffers bytes sparingly, to play a
+// participant that stops reading.
+func (g *testGateway) dialSlow(topic, id string) *client {
+	g.t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: smallReceiveBuffer().DialContext}}
+	return g.dialWith(id, topic, g.token(topic, id), hc)
+}
+
+func (g *testGateway) dialWith(id, topic, token string, hc *http.Client) *client {
+	g.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	conn, resp, err := websocket.Dial(ctx, g.WSURL+"?topic="+topic, &websocket.DialOptions{
+		HTTPClient:   hc,
 		HTTPHeader:   http.Header{"Authorization": {"Bearer " + token}},
 		Subprotocols: []string{Subprotocol},
 	})

@@ -2,6 +2,7 @@ package mcpx
 
 import (
 	"bufio"
+	"encoding/binary"
 	"net"
 	"net/http"
 	"sync"
@@ -68,74 +69,84 @@ func (q *outQueue) close() {
 	q.mu.Unlock()
 }
 
-// corkConn sits under the websocket library, on the hijacked connection.
-// While corked, writes collect in memory; uncork sends them in one system
-// call. The writer goroutine corks around each batch it takes from the
-// queue, so a burst of N envelopes to one participant costs one write(2),
-// not N: the syscall is most of what a delivery costs. Writes while
-// uncorked (pings, pongs, close frames) go straight through.
+// frameConn is the hijacked connection under the websocket library. The
+// library still reads, and writes its control frames (ping, pong, close)
+// through Write. Data frames do not go through the library: the session's
+// writer hands a whole batch of encoded envelopes to WriteFrames, which
+// frames each one (RFC 6455 §5.2: a server's frames are unmasked, and
+// compression is off, so a text frame is a 2-10 byte header and the
+// payload) and sends the batch in one write(2).
+//
+// Why: through the library each message costs a frame-mutex round trip and
+// two hand-offs to its timeout goroutine, and its own write(2). Those, not
+// the envelope, were most of a delivery's CPU time. Both paths hold mu for
+// a whole frame or batch, so frames never interleave.
 //
 // Every socket write has a deadline, so a peer that stops reading fails the
 // write instead of holding the writer forever.
-type corkConn struct {
+type frameConn struct {
 	net.Conn
 	writeTimeout time.Duration
 
-	mu     sync.Mutex
-	corked bool
-	buf    []byte
+	mu  sync.Mutex
+	buf []byte
 }
 
-// maxRetainedCork bounds the buffer an idle connection keeps between batches.
-const maxRetainedCork = 64 << 10
+// maxRetainedBatch bounds the buffer an idle connection keeps between
+// batches.
+const maxRetainedBatch = 64 << 10
 
-func (c *corkConn) Write(p []byte) (int, error) {
+func (c *frameConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.corked {
-		c.buf = append(c.buf, p...)
-		return len(p), nil
-	}
 	return c.writeLocked(p)
 }
 
-func (c *corkConn) writeLocked(p []byte) (int, error) {
+func (c *frameConn) writeLocked(p []byte) (int, error) {
 	c.Conn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
 	return c.Conn.Write(p)
 }
 
-func (c *corkConn) cork() {
-	c.mu.Lock()
-	c.corked = true
-	c.mu.Unlock()
-}
-
-// uncork sends what collected while corked.
-func (c *corkConn) uncork() error {
+// WriteFrames sends each of frames as one text message, in one write.
+func (c *frameConn) WriteFrames(frames [][]byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.corked = false
-	if len(c.buf) == 0 {
-		return nil
+	buf := c.buf[:0]
+	for _, f := range frames {
+		buf = appendTextFrame(buf, f)
 	}
-	_, err := c.writeLocked(c.buf)
-	if cap(c.buf) > maxRetainedCork {
-		c.buf = nil
-	} else {
-		c.buf = c.buf[:0]
+	_, err := c.writeLocked(buf)
+	if cap(buf) > maxRetainedBatch {
+		buf = nil
 	}
+	c.buf = buf
 	return err
 }
 
-// corkingWriter hands the websocket library a corkConn when it hijacks the
-// HTTP connection.
-type corkingWriter struct {
-	http.ResponseWriter
-	writeTimeout time.Duration
-	conn         *corkConn // set by Hijack
+// appendTextFrame appends a final, unmasked text frame carrying p.
+func appendTextFrame(buf, p []byte) []byte {
+	const finText = 0x81 // FIN bit, opcode 1 (text)
+	switch n := len(p); {
+	case n <= 125:
+		buf = append(buf, finText, byte(n))
+	case n <= 0xffff:
+		buf = append(buf, finText, 126, byte(n>>8), byte(n))
+	default:
+		buf = append(buf, finText, 127)
+		buf = binary.BigEndian.AppendUint64(buf, uint64(n))
+	}
+	return append(buf, p...)
 }
 
-func (w *corkingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+// hijackWriter hands the websocket library a frameConn when it hijacks the
+// HTTP connection.
+type hijackWriter struct {
+	http.ResponseWriter
+	writeTimeout time.Duration
+	conn         *frameConn // set by Hijack
+}
+
+func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	raw, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err != nil {
 		return nil, nil, err
@@ -144,9 +155,9 @@ func (w *corkingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		raw.Close()
 		return nil, nil, err
 	}
-	w.conn = &corkConn{Conn: raw, writeTimeout: w.writeTimeout}
+	w.conn = &frameConn{Conn: raw, writeTimeout: w.writeTimeout}
 	brw.Writer.Reset(w.conn)
 	return w.conn, brw, nil
 }
 
-func (w *corkingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *hijackWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -4,6 +4,8 @@ package mcpx
 // test is named for the bug it keeps fixed.
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -163,26 +165,35 @@ func TestReferenceBug_HistoryOutlivesAnEmptyTopic(t *testing.T) {
 func TestReferenceBug_SlowConsumerIsDroppedAndNeverStallsTheTopic(t *testing.T) {
 	// The reference has no send-queue bound: one participant that stops
 	// reading grows the gateway's memory without limit.
-	g := startGateway(t, Options{SendQueueBytes: 256 << 10, SendQueueFrames: 1 << 20})
+	g := startGateway(t, Options{SendQueueBytes: 1 << 20, SendQueueFrames: 1 << 20})
 	a, _ := g.join("room:x", "alice")
 	c, _ := g.join("room:x", "carol")
-	g.dial("room:x", "sloth") // never reads
+	g.dialSlow("room:x", "sloth") // never reads
 	a.read()
 	a.read()
 	c.read()
 	pad := strings.Repeat("x", 16<<10)
 	const n = 1000
+	// alice keeps at most 8 envelopes in flight, released by her own echoes,
+	// so that the fast readers (slowed by the race detector) stay far below
+	// the 1 MiB bound while sloth's backlog (16 MiB in all) passes it.
+	window := make(chan struct{}, 8)
+	errs := make(chan error, 3)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := 0; i < n; i++ {
-			a.send(a.env(nil, `{"jsonrpc":"2.0","method":"notifications/message","params":{"i":`+fmt.Sprint(i)+`,"pad":"`+pad+`"}}`))
+			window <- struct{}{}
+			b, _ := json.Marshal(a.env(nil, `{"jsonrpc":"2.0","method":"notifications/message","params":{"i":`+fmt.Sprint(i)+`,"pad":"`+pad+`"}}`))
+			if err := a.conn.Write(context.Background(), websocket.MessageText, b); err != nil {
+				errs <- fmt.Errorf("alice: write %d: %v", i, err)
+				return
+			}
 		}
 	}()
 	// Both fast readers read concurrently: either one pausing would make it
 	// a slow consumer too.
 	leaves := make(chan *msg, 2)
-	errs := make(chan error, 2)
 	for _, x := range []*client{a, c} {
 		go func() {
 			got := 0
@@ -196,6 +207,9 @@ func TestReferenceBug_SlowConsumerIsDroppedAndNeverStallsTheTopic(t *testing.T) 
 				switch {
 				case m.Kind == KindMCP:
 					got++
+					if x == a {
+						<-window
+					}
 				case m.Kind == KindPresence && m.event() == PresenceLeave:
 					left = m
 				}

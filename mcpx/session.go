@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,7 +39,7 @@ type session struct {
 	t       *topic
 	p       Participant
 	conn    *websocket.Conn
-	raw     *corkConn
+	raw     *frameConn
 	q       *outQueue
 	limiter *rate.Limiter // nil: unlimited; set by join
 	log     *slog.Logger
@@ -51,7 +52,7 @@ type session struct {
 	killed      atomic.Bool // the socket was closed without a close handshake
 }
 
-func newSession(g *Gateway, t *topic, p Participant, conn *websocket.Conn, raw *corkConn) *session {
+func newSession(g *Gateway, t *topic, p Participant, conn *websocket.Conn, raw *frameConn) *session {
 	return &session{
 		g:    g,
 		t:    t,
@@ -114,6 +115,12 @@ func (s *session) kill(why LeaveReason) {
 	}
 	s.close(code, string(why), why)
 	s.killed.Store(true)
+	// An abortive close (RST): otherwise the kernel keeps trickling the
+	// megabytes in the socket's send buffer to a peer that reads slowly,
+	// long after the gateway gave up on it.
+	if tc, ok := s.raw.Conn.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
 	s.raw.Conn.Close() // unblocks the reader, the writer and a ping
 }
 
@@ -279,6 +286,11 @@ func (s *session) writeLoop() {
 			s.conn.Close(s.closeCode, s.closeReason)
 			return
 		}
+		// Let the goroutine fanning out (and other writers) run first, so
+		// that more frames are queued by the time this one takes them:
+		// one write(2) per batch is most of a delivery's cost, and at low
+		// load this waits for nothing.
+		runtime.Gosched()
 		batch = s.q.take(batch)
 		if err := s.flush(batch); err != nil {
 			if s.killed.Load() {
@@ -296,22 +308,12 @@ func (s *session) writeLoop() {
 	}
 }
 
-// flush writes frames in one corked batch.
+// flush writes frames in one batch.
 func (s *session) flush(frames [][]byte) error {
 	if len(frames) == 0 {
 		return nil
 	}
-	s.raw.cork()
-	var err error
-	for _, f := range frames {
-		if err = s.conn.Write(context.Background(), websocket.MessageText, f); err != nil {
-			break
-		}
-	}
-	if uerr := s.raw.uncork(); err == nil {
-		err = uerr
-	}
-	return err
+	return s.raw.WriteFrames(frames)
 }
 
 // pingLoop checks liveness: a peer that does not answer a ping within

@@ -46,7 +46,7 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("Topic %s is full (%d participants)", name, g.opts.MaxParticipants)})
 		return
 	}
-	cw := &corkingWriter{ResponseWriter: w, writeTimeout: g.opts.WriteTimeout}
+	cw := &hijackWriter{ResponseWriter: w, writeTimeout: g.opts.WriteTimeout}
 	conn, err := websocket.Accept(cw, r, &websocket.AcceptOptions{
 		Subprotocols:       []string{Subprotocol},
 		InsecureSkipVerify: true, // originAllowed ran above, with a JSON refusal
