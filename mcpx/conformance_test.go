@@ -534,6 +534,9 @@ func TestGateway_RESTEndpoints(t *testing.T) {
 	if code, _ := g.get("/v0/topics/room:b/participants", g.token("room:a", "alice"), &e); code != 403 || e.Code != CodeForbidden {
 		t.Fatalf("wrong topic: %d %+v", code, e)
 	}
+	if code, _ := g.get("/v0/ws?topic=room:a", g.token("room:a", "alice"), &e); code != 426 || e.Code != CodeBadRequest {
+		t.Fatalf("plain GET of the WebSocket endpoint: %d %+v", code, e)
+	}
 	if code, _ := g.get("/v0/nope", "", &e); code != 404 || e.Code != CodeNotFound {
 		t.Fatalf("unknown path: %d %+v", code, e)
 	}

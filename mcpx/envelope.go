@@ -55,16 +55,6 @@ type Envelope struct {
 // Broadcast reports whether e is addressed to every participant.
 func (e *Envelope) Broadcast() bool { return len(e.To) == 0 }
 
-// Addressed reports whether id is among e's recipients.
-func (e *Envelope) Addressed(id string) bool {
-	for _, t := range e.To {
-		if t == id {
-			return true
-		}
-	}
-	return false
-}
-
 // rpcShape is what the gateway reads of an MCP payload: enough to tell a
 // request from a notification or a response. Params and results are skipped.
 type rpcShape struct {

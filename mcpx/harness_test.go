@@ -326,8 +326,6 @@ func barrier(t testing.TB, from *client, others ...*client) {
 	}
 }
 
-func hasPrefix(s, p string) bool { return strings.HasPrefix(s, p) }
-
 // get performs a GET with an optional bearer token and decodes the JSON
 // body into out (if non-nil). It fails the test unless the body is JSON.
 func (g *testGateway) get(path, token string, out any) (int, http.Header) {

@@ -13,6 +13,11 @@ import (
 // upgrade, as an HTTP status with a JSON body: a client never sees a 101
 // followed by a close for something the request already showed.
 func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
+	if !headerHasToken(r.Header, "Connection", "upgrade") || !headerHasToken(r.Header, "Upgrade", "websocket") {
+		w.Header().Set("Upgrade", "websocket")
+		g.refuse(w, r, &httpError{http.StatusUpgradeRequired, CodeBadRequest, "this endpoint is a WebSocket: connect with a WebSocket client"})
+		return
+	}
 	name := r.URL.Query().Get("topic")
 	if name == "" {
 		g.refuse(w, r, &httpError{http.StatusBadRequest, CodeBadRequest, "topic parameter required: GET /v0/ws?topic=NAME"})
@@ -90,4 +95,17 @@ func checkSubprotocols(r *http.Request) *httpError {
 	}
 	return &httpError{http.StatusBadRequest, CodeUnsupportedProtocol,
 		fmt.Sprintf("subprotocols %s are not supported; offer %q", strings.Join(others, ", "), Subprotocol)}
+}
+
+// headerHasToken reports whether a comma-separated header contains token,
+// case-insensitively.
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
