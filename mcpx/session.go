@@ -25,10 +25,12 @@ const (
 	closeTryAgainLate = websocket.StatusTryAgainLater
 )
 
-// hardFrameLimit is where the gateway stops reading an oversized frame and
-// closes the connection (1009). Frames between MaxFrameBytes and this are
-// read, discarded and answered with a too_large error envelope, so a client
-// that sends one large envelope learns why and keeps its connection.
+// hardFrameLimitFactor times MaxFrameBytes is where the gateway stops
+// reading an oversized frame and closes the connection (1009). Frames
+// between MaxFrameBytes and that are read, discarded and answered with a
+// too_large error envelope, so a client that sends one large envelope
+// learns why and keeps its connection, while a client streaming garbage
+// cannot make the gateway read forever.
 const hardFrameLimitFactor = 16
 
 // session is one participant's WebSocket connection. The goroutine serving
@@ -109,12 +111,10 @@ func (s *session) close(code websocket.StatusCode, reason string, why LeaveReaso
 // that are not reading or not answering. It never blocks, so fan-out can
 // call it.
 func (s *session) kill(why LeaveReason) {
-	code := closeTryAgainLate
-	if why == LeaveShutdown {
-		code = closeGoingAway
-	}
-	s.close(code, string(why), why)
+	// killed first: a writer woken by the close must not start a close
+	// handshake on a socket about to be reset.
 	s.killed.Store(true)
+	s.close(closeTryAgainLate, string(why), why)
 	// An abortive close (RST): otherwise the kernel keeps trickling the
 	// megabytes in the socket's send buffer to a peer that reads slowly,
 	// long after the gateway gave up on it.
