@@ -159,3 +159,37 @@ func TestRoomToken_UsageErrors(t *testing.T) {
 		t.Fatalf("claims %+v %v", claims, err)
 	}
 }
+
+func TestRoomServe_UsageErrors(t *testing.T) {
+	c := newCLI(t)
+	data := t.TempDir()
+	code, out, errOut := c.run("room", "serve", "--listen", "127.0.0.1:0", "--data", data, "--compat", "bogus")
+	if code != exitLocal || out != "" || !strings.Contains(errOut, `want "spec" or "reference"`) {
+		t.Fatalf("--compat bogus: code %d stdout %q stderr %q", code, out, errOut)
+	}
+	p := startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "a"))
+	var ready roomReady
+	p.readyLine(t, &ready)
+	addr := strings.TrimSuffix(strings.TrimPrefix(ready.URL, "ws://"), "/v0/ws")
+	code, _, errOut = c.run("room", "serve", "--listen", addr, "--data", data)
+	if code != exitLocal || !strings.Contains(errOut, "address already in use") {
+		t.Fatalf("listen in use: code %d, stderr %q", code, errOut)
+	}
+}
+
+func TestRoomServe_SettingsFromConfigFile(t *testing.T) {
+	c := newCLI(t)
+	data := filepath.Join(t.TempDir(), "room")
+	c.writeConfig("[room]\nlisten = \"127.0.0.1:0\"\ncompat = \"reference\"\ndata = \"" + data + "\"\n")
+	p := startCVM(t, c, "room", "serve")
+	var ready roomReady
+	p.readyLine(t, &ready)
+	if ready.Compat != "reference" || ready.Data != data {
+		t.Fatalf("ready line %+v: the [room] table was not applied", ready)
+	}
+	tok := mint(t, c, "--topic", "room:x", "--id", "alice") // [room] data applies to token too
+	conn := roomDial(t, ready.URL, "room:x", tok)
+	if first := roomRead(t, conn); first["kind"] != "presence" {
+		t.Fatalf("first frame %v, want the reference order (own join first)", first)
+	}
+}
