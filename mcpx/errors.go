@@ -58,9 +58,6 @@ var (
 	ErrTokenInvalid = errors.New("mcpx: invalid token")
 	// ErrTokenExpired is a token past its exp (it also matches ErrTokenInvalid).
 	ErrTokenExpired = fmt.Errorf("%w: expired", ErrTokenInvalid)
-	// ErrWrongAudience is a valid token for other topics (it also matches
-	// ErrTokenInvalid).
-	ErrWrongAudience = fmt.Errorf("%w: not valid for this topic", ErrTokenInvalid)
 	// ErrKeyExists is returned when creating a signing key that exists.
 	ErrKeyExists = errors.New("mcpx: signing key exists")
 )
