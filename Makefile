@@ -6,7 +6,7 @@ GO ?= go
 # for that one package; the race detector stays on everywhere.
 RACE = -race -gcflags=fiatjaf.com/nostr=-d=checkptr=0
 
-.PHONY: test check interop-deps bench fuzz build
+.PHONY: test check interop-deps bench bench-mcpx fuzz build
 
 # The one command that runs every test (CI runs it through .ci/run).
 test: check interop-deps
@@ -44,3 +44,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeContent -fuzztime 30s ./contextvm
 	$(GO) test -run '^$$' -fuzz FuzzUnwrap -fuzztime 30s ./contextvm
 	$(GO) test -run '^$$' -fuzz FuzzHash -fuzztime 30s ./commonschema
+	$(GO) test -run '^$$' -fuzz FuzzDecodeEnvelope -fuzztime 30s ./mcpx
+
+# The MCPx gateway benchmark: the load generator (bench/mcpxload) runs in its
+# own process against "cvm room serve" and a minimal baseline hub, and
+# prints deliveries/s, latency, round trips and CPU per delivery as ratios.
+bench-mcpx: build
+	$(GO) run ./bench/mcpxload -cvm bin/cvm

@@ -103,6 +103,7 @@ variables, then flags; later ones win. See "cvm config".`,
 		a.configCommand(),
 		a.relayCommand(),
 		a.schemaCommand(),
+		a.roomCommand(),
 	)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see: %s --help)", err, c.CommandPath())

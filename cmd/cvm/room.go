@@ -1,0 +1,216 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cvmgo/cvm/internal/config"
+	"github.com/cvmgo/cvm/mcpx"
+	"github.com/cvmgo/cvm/mcpx/history"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) roomCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "room",
+		Short: "MCPx v0 rooms: run a gateway, mint participant tokens",
+		Long: `MCPx v0 rooms are topics on a WebSocket gateway in which every participant is
+an MCP server and can call the others' tools. "cvm room serve" runs the
+gateway; "cvm room token" mints a participant's bearer token with the
+gateway's signing key (in the same --data directory, so it works while the
+gateway runs). See docs/mcpx.md.`,
+	}
+	cmd.AddCommand(a.roomServeCommand(), a.roomTokenCommand())
+	return cmd
+}
+
+// roomDataDir is --data, else "room" in the data directory.
+func (a *app) roomDataDir(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	dir, err := config.DataDir(a.getenv)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "room"), nil
+}
+
+func (a *app) roomServeCommand() *cobra.Command {
+	var (
+		listen, data, compat, visibility string
+		opts                             mcpx.Options
+		hist                             history.Options
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run an MCPx v0 gateway",
+		Long: `Run an MCPx v0 gateway: WebSocket rooms at /v0/ws?topic=NAME, the REST helpers
+(/v0/topics, /v0/topics/{topic}/participants, /v0/topics/{topic}/history),
+/healthz and /metrics. History and the token signing keys live in --data.
+
+When the gateway is ready, one JSON line is printed on stdout:
+  {"ready":true,"url":"ws://127.0.0.1:7070/v0/ws",...}
+Logs go to stderr. SIGINT or SIGTERM closes every connection (1001) and
+exits.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := a.roomDataDir(data)
+			if err != nil {
+				return err
+			}
+			keys, err := mcpx.LoadOrCreateKeys(dir)
+			if err != nil {
+				return err
+			}
+			hist.Logger = a.log
+			store, err := history.Open(filepath.Join(dir, "history.db"), hist)
+			if err != nil {
+				return fmt.Errorf("%w (is another gateway using --data %s?)", err, dir)
+			}
+			defer store.Close()
+			opts.Tokens, opts.History, opts.Logger = keys, store, a.log
+			opts.Compat, opts.Visibility = mcpx.Compat(compat), mcpx.Visibility(visibility)
+			s, err := mcpx.Start(listen, opts)
+			if err != nil {
+				return err
+			}
+			ready := struct {
+				Ready      bool   `json:"ready"`
+				URL        string `json:"url"`
+				REST       string `json:"rest"`
+				Metrics    string `json:"metrics"`
+				Data       string `json:"data"`
+				Compat     string `json:"compat"`
+				Visibility string `json:"visibility"`
+			}{true, s.WSURL, s.URL, s.URL + "/metrics", dir, compat, visibility}
+			if err := a.printJSON(ready); err != nil {
+				s.Close()
+				return err
+			}
+			a.log.Info("room gateway listening", "url", s.WSURL, "data", dir, "compat", compat, "visibility", visibility)
+			select {
+			case <-cmd.Context().Done():
+				a.log.Info("shutting down")
+			case err := <-waitRoom(s):
+				s.Close()
+				return err
+			}
+			return s.Close()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:7070", "address to listen on (127.0.0.1:0 picks a free port)")
+	f.StringVar(&data, "data", "", "directory for history and signing keys (default: room in the data directory)")
+	f.StringVar(&compat, "compat", string(mcpx.CompatSpec), "welcome and join order: spec, or reference (the reference gateway's shape)")
+	f.StringVar(&visibility, "visibility", string(mcpx.VisibilityDirected), "who sees directed envelopes, live and in history: directed (recipients only) or topic (everyone)")
+	f.StringSliceVar(&opts.AllowedOrigins, "allow-origin", nil, "extra browser Origin hosts allowed to connect (patterns like *.example.com)")
+	f.Int64Var(&opts.MaxFrameBytes, "max-frame-bytes", 1<<20, "largest envelope accepted")
+	f.IntVar(&opts.MaxParticipants, "max-participants", 200, "participants per topic")
+	f.IntVar(&opts.SendQueueFrames, "send-queue-frames", 4096, "envelopes queued per connection before it is dropped as a slow consumer")
+	f.IntVar(&opts.SendQueueBytes, "send-queue-bytes", 8<<20, "bytes queued per connection before it is dropped as a slow consumer")
+	f.Float64Var(&opts.RatePerSecond, "rate", 50, "envelopes per second per participant (-1: unlimited)")
+	f.IntVar(&opts.RateBurst, "burst", 100, "burst of envelopes per participant")
+	f.DurationVar(&opts.HeartbeatInterval, "heartbeat", 30*time.Second, "ping and presence heartbeat interval (-1s: off)")
+	f.DurationVar(&opts.PongTimeout, "pong-timeout", 10*time.Second, "how long a pong may take before the peer is dropped")
+	f.IntVar(&hist.MaxPerTopic, "history-max", 10000, "envelopes kept per topic (-1: all)")
+	f.DurationVar(&hist.MaxAge, "history-max-age", 30*24*time.Hour, "how long envelopes are kept (-1s: forever)")
+	for _, name := range []string{"listen", "data", "compat", "visibility", "allow-origin", "max-frame-bytes",
+		"max-participants", "send-queue-frames", "send-queue-bytes", "rate", "burst", "heartbeat", "pong-timeout",
+		"history-max", "history-max-age"} {
+		config.Bind(f, name, "room."+name)
+	}
+	return cmd
+}
+
+func waitRoom(s *mcpx.Server) <-chan error {
+	c := make(chan error, 1)
+	go func() { c <- s.Wait() }()
+	return c
+}
+
+func (a *app) roomTokenCommand() *cobra.Command {
+	var (
+		data, id, name, kind, alg string
+		topics                    []string
+		ttl                       time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "token --topic T --id ID",
+		Short: "Mint a participant's bearer token for a room",
+		Long: `Mint a signed token (a JWT) that admits participant --id to the --topic rooms
+of the gateway whose --data directory holds the signing key (the key is
+created there if missing). Only the token is printed; give it to the
+participant, who sends it as "Authorization: Bearer TOKEN".`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(topics) == 0 || id == "" {
+				return fmt.Errorf("--topic and --id are required, e.g. cvm room token --topic room:alpha --id robot-alpha")
+			}
+			for _, t := range topics {
+				if err := mcpx.ValidateTopic(t); err != nil {
+					return fmt.Errorf("--topic: %w", err)
+				}
+			}
+			if err := mcpx.ValidateParticipantID(id); err != nil {
+				return fmt.Errorf("--id: %w", err)
+			}
+			switch kind {
+			case mcpx.ParticipantHuman, mcpx.ParticipantAgent, mcpx.ParticipantRobot:
+			default:
+				return fmt.Errorf("--kind %q: want human, agent or robot", kind)
+			}
+			if ttl <= 0 {
+				return fmt.Errorf("--ttl %v: must be positive, e.g. 24h", ttl)
+			}
+			switch strings.ToUpper(alg) {
+			case strings.ToUpper(mcpx.AlgEdDSA):
+				alg = mcpx.AlgEdDSA
+			case mcpx.AlgHS256:
+				alg = mcpx.AlgHS256
+			default:
+				return fmt.Errorf("--alg %q: want EdDSA or HS256", alg)
+			}
+			dir, err := a.roomDataDir(data)
+			if err != nil {
+				return err
+			}
+			keys, err := mcpx.LoadOrCreateKeys(dir)
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			claims := mcpx.Claims{
+				Issuer:    "cvm-room",
+				Subject:   id,
+				Audience:  topics,
+				IssuedAt:  now.Unix(),
+				ExpiresAt: now.Add(ttl).Unix(),
+				Name:      name,
+				Kind:      kind,
+			}
+			tok, err := keys.Sign(claims, alg)
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return a.printJSON(map[string]any{"token": tok, "participant": id, "topics": topics,
+					"expires_at": time.Unix(claims.ExpiresAt, 0).UTC().Format(time.RFC3339)})
+			}
+			_, err = fmt.Fprintln(a.stdout, tok)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&data, "data", "", "the gateway's data directory (default: room in the data directory)")
+	f.StringSliceVar(&topics, "topic", nil, "topic the token admits to (repeat for several)")
+	f.StringVar(&id, "id", "", "participant id")
+	f.StringVar(&name, "name", "", "display name announced in presence (default: the id)")
+	f.StringVar(&kind, "kind", mcpx.ParticipantAgent, "participant kind: human, agent or robot")
+	f.DurationVar(&ttl, "ttl", 24*time.Hour, "how long the token is valid")
+	f.StringVar(&alg, "alg", mcpx.AlgEdDSA, "signature algorithm: EdDSA or HS256")
+	config.Bind(f, "data", "room.data")
+	return cmd
+}

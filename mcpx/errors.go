@@ -1,0 +1,63 @@
+package mcpx
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is the machine-readable reason in a gateway error envelope
+// (payload.code) and in the JSON body of a refused HTTP request.
+type Code string
+
+// The codes the gateway emits. Clients should switch on these, not on the
+// message text.
+const (
+	CodeInvalidEnvelope     Code = "invalid_envelope"     // not JSON, wrong schema, bad field
+	CodeUnsupportedProtocol Code = "unsupported_protocol" // protocol is not mcp-x/v0
+	CodeFromMismatch        Code = "from_mismatch"        // from is not the authenticated participant
+	CodeRequestRecipients   Code = "request_recipients"   // a request does not name exactly one recipient
+	CodeMissingCorrelation  Code = "missing_correlation"  // a response without correlation_id
+	CodeReservedKind        Code = "reserved_kind"        // presence or system sent by a participant
+	CodeTooLarge            Code = "too_large"            // frame over the size limit
+	CodeRateLimited         Code = "rate_limited"         // over the participant's rate; see retry_after_ms
+	CodeUnknownRecipient    Code = "unknown_recipient"    // some recipients are not in the topic
+	CodeInternal            Code = "internal"             // the gateway failed; the envelope was not published
+
+	// HTTP-only codes.
+	CodeUnauthorized   Code = "unauthorized"     // no, malformed, expired or badly signed token
+	CodeForbidden      Code = "forbidden"        // the token is not for this topic
+	CodeBadOrigin      Code = "forbidden_origin" // the Origin is not allowed
+	CodeTopicFull      Code = "topic_full"       // max participants reached
+	CodeBadRequest     Code = "bad_request"      // a missing or malformed parameter
+	CodeUnknownCursor  Code = "unknown_cursor"   // a history cursor names no stored envelope
+	CodeNotFound       Code = "not_found"        // no such endpoint
+	CodeMethodNotAllow Code = "method_not_allowed"
+)
+
+// EnvelopeError is why a frame was refused. EnvelopeID is the refused
+// envelope's id when it could be read, so the error envelope can carry it as
+// correlation_id.
+type EnvelopeError struct {
+	Code       Code
+	EnvelopeID string
+	Message    string
+}
+
+func (e *EnvelopeError) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+func invalid(id, format string, args ...any) *EnvelopeError {
+	return &EnvelopeError{Code: CodeInvalidEnvelope, EnvelopeID: id, Message: fmt.Sprintf(format, args...)}
+}
+
+// Sentinel errors of the package, matched with errors.Is.
+var (
+	// ErrClosed is returned by operations on a closed Gateway, Store or Broker.
+	ErrClosed = errors.New("mcpx: closed")
+	// ErrTokenInvalid wraps every reason a token is refused (signature,
+	// algorithm, format, expiry, audience).
+	ErrTokenInvalid = errors.New("mcpx: invalid token")
+	// ErrTokenExpired is a token past its exp (it also matches ErrTokenInvalid).
+	ErrTokenExpired = fmt.Errorf("%w: expired", ErrTokenInvalid)
+	// ErrKeyExists is returned when creating a signing key that exists.
+	ErrKeyExists = errors.New("mcpx: signing key exists")
+)

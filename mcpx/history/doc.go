@@ -1,0 +1,20 @@
+// Package history is the durable, per-topic envelope log of an MCPx
+// gateway, in a bbolt file.
+//
+// Each topic has a monotonic sequence number. NextSeq hands them out in
+// memory; Append queues a record for the single writer goroutine, which
+// commits whatever has queued up in one transaction (group commit: one
+// fsync per batch, however many records), so storing history never limits
+// how fast a gateway fans envelopes out. Sync waits for everything appended
+// so far to be committed; queries call it, so a reader always sees its own
+// writes.
+//
+// Sequence numbers never repeat, even after a crash that loses the records
+// still queued: the store marks itself dirty while open, and after an
+// unclean shutdown each topic resumes past the largest number of records
+// that could have been in flight.
+//
+// Retention is by count per topic and by age; both are applied as batches
+// are written and by a periodic sweep, and queries never return a record
+// past its age. Topics and their history outlive their participants.
+package history
