@@ -235,8 +235,8 @@ type clientConn struct {
 type pendingRequest struct {
 	req      *jsonrpc.Request // as the go-sdk wrote it
 	wire     *jsonrpc.Request // as sent: with a progress token the transport added
-	events   []nostr.ID // the event ids it went out under (two after a plaintext fallback)
-	token    any        // progress token, if the request asked for progress
+	events   []nostr.ID       // the event ids it went out under (two after a plaintext fallback)
+	token    any              // progress token, if the request asked for progress
 	timer    *time.Timer
 	fallback *time.Timer
 	unheard  bool // every relay said nobody listens

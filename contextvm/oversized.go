@@ -79,14 +79,14 @@ func (l TransferLimits) withDefaults() TransferLimits {
 
 // transferFrame is params.cvm of a CEP-22 frame.
 type transferFrame struct {
-	Type           string `json:"type"`
-	FrameType      string `json:"frameType"`
-	CompletionMode string `json:"completionMode,omitempty"`
-	Digest         string `json:"digest,omitempty"`
-	TotalBytes     *int   `json:"totalBytes,omitempty"`
-	TotalChunks    *int   `json:"totalChunks,omitempty"`
+	Type           string  `json:"type"`
+	FrameType      string  `json:"frameType"`
+	CompletionMode string  `json:"completionMode,omitempty"`
+	Digest         string  `json:"digest,omitempty"`
+	TotalBytes     *int    `json:"totalBytes,omitempty"`
+	TotalChunks    *int    `json:"totalChunks,omitempty"`
 	Data           *string `json:"data,omitempty"`
-	Reason         string `json:"reason,omitempty"`
+	Reason         string  `json:"reason,omitempty"`
 }
 
 // progressFrame is the params of a notifications/progress that carries a
@@ -121,9 +121,12 @@ func parseTransferFrame(params json.RawMessage) (p progressFrame, ok bool, err e
 	return p, true, nil
 }
 
-func intPtr(n int) *int          { return &n }
-func strPtr(s string) *string     { return &s }
-func digestOf(s string) string     { sum := sha256.Sum256([]byte(s)); return "sha256:" + hex.EncodeToString(sum[:]) }
+func intPtr(n int) *int       { return &n }
+func strPtr(s string) *string { return &s }
+func digestOf(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
 func frameParams(token any, progress int, message string, f *transferFrame) json.RawMessage {
 	b, _ := json.Marshal(progressFrame{ProgressToken: token, Progress: float64(progress), Message: message, CVM: f})
 	return b
@@ -190,7 +193,7 @@ type transfer struct {
 	digest      string
 	totalBytes  int
 	totalChunks int
-	start       int        // progress of the start frame
+	start       int // progress of the start frame
 	chunks      map[int]string
 	bytes       int
 	highest     int

@@ -106,7 +106,7 @@ func TestReassembler_Violations(t *testing.T) {
 			dup.CVM = &cvm
 			return append([]progressFrame{f[0], f[1], dup}, f[2:]...)
 		}, want: "conflicting"},
-		"too many bytes": {limits: TransferLimits{MaxBytes: 1000}, want: "exceeds the limit"},
+		"too many bytes":  {limits: TransferLimits{MaxBytes: 1000}, want: "exceeds the limit"},
 		"too many chunks": {limits: TransferLimits{MaxChunks: 2}, want: "exceeds the limit"},
 		"chunk far ahead": {limits: TransferLimits{OutOfOrderWindow: 1}, edit: func(f []progressFrame) []progressFrame {
 			return append([]progressFrame{f[0], f[4]}, f[1:]...)
