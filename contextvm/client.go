@@ -710,11 +710,11 @@ func (c *clientConn) receiveFrame(inner nostr.Event, wrapKind nostr.Kind, p prog
 		}
 		return
 	case "abort":
-		c.transfers.frame(c.server, p)
+		c.transfers.frame(c.server, p, nil)
 		c.failByToken(p.ProgressToken, fmt.Sprintf("contextvm: the server aborted the transfer: %s", p.CVM.Reason))
 		return
 	}
-	assembled, done, err := c.transfers.frame(c.server, p)
+	assembled, _, done, err := c.transfers.frame(c.server, p, inner.Tags)
 	if err != nil {
 		c.log.Warn("aborting a fragmented answer", "err", err)
 		c.abortTransfer(p.ProgressToken, err.Error())

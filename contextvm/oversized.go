@@ -189,7 +189,8 @@ type reassembler struct {
 }
 
 type transfer struct {
-	token       any // as the peer sent it, for the abort frame
+	token       any        // as the peer sent it, for the abort frame
+	startTags   nostr.Tags // the start frame's tags: discovery tags travel there
 	digest      string
 	totalBytes  int
 	totalChunks int
@@ -204,14 +205,15 @@ func newReassembler(limits TransferLimits, onExpire func(transferKey, any)) *rea
 	return &reassembler{limits: limits.withDefaults(), onExpire: onExpire, transfers: make(map[transferKey]*transfer)}
 }
 
-// frame processes one inbound frame. When a transfer completes it returns
-// the reassembled message. A non-nil error means the transfer is over and
-// should be aborted towards the peer (except for an abort frame, which
-// returns ErrTransferAborted).
-func (r *reassembler) frame(peer nostr.PubKey, p progressFrame) (assembled string, done bool, err error) {
+// frame processes one inbound frame, which came in an event with tags. When
+// a transfer completes it returns the reassembled message and the tags of
+// its start frame. A non-nil error means the transfer is over and should be
+// aborted towards the peer (except for an abort frame, which returns
+// ErrTransferAborted).
+func (r *reassembler) frame(peer nostr.PubKey, p progressFrame, tags nostr.Tags) (assembled string, startTags nostr.Tags, done bool, err error) {
 	progress := int(p.Progress)
 	if float64(progress) != p.Progress || progress <= 0 {
-		return "", false, fmt.Errorf("%w: progress %v is not a positive integer", ErrTransferRefused, p.Progress)
+		return "", nil, false, fmt.Errorf("%w: progress %v is not a positive integer", ErrTransferRefused, p.Progress)
 	}
 	key := transferKey{peer, tokenKey(p.ProgressToken)}
 	r.mu.Lock()
@@ -219,33 +221,34 @@ func (r *reassembler) frame(peer nostr.PubKey, p progressFrame) (assembled strin
 	t := r.transfers[key]
 	switch p.CVM.FrameType {
 	case "start":
-		return "", false, r.startLocked(key, p, progress)
+		return "", nil, false, r.startLocked(key, p, progress, tags)
 	case "accept":
-		return "", false, nil // handled by the sender side
+		return "", nil, false, nil // handled by the sender side
 	case "abort":
 		r.dropLocked(key)
 		reason := p.CVM.Reason
 		if reason == "" {
 			reason = "no reason given"
 		}
-		return "", false, fmt.Errorf("%w: %s", ErrTransferAborted, reason)
+		return "", nil, false, fmt.Errorf("%w: %s", ErrTransferAborted, reason)
 	case "chunk":
 		if t == nil {
-			return "", false, nil // late or duplicate after the transfer ended
+			return "", nil, false, nil // late or duplicate after the transfer ended
 		}
-		return "", false, r.chunkLocked(key, t, p, progress)
+		return "", nil, false, r.chunkLocked(key, t, p, progress)
 	case "end":
 		if t == nil {
-			return "", false, nil
+			return "", nil, false, nil
 		}
-		return r.endLocked(key, t, progress)
+		assembled, done, err := r.endLocked(key, t, progress)
+		return assembled, t.startTags, done, err
 	default:
 		r.dropLocked(key)
-		return "", false, fmt.Errorf("%w: unknown frame type %q", ErrTransferRefused, p.CVM.FrameType)
+		return "", nil, false, fmt.Errorf("%w: unknown frame type %q", ErrTransferRefused, p.CVM.FrameType)
 	}
 }
 
-func (r *reassembler) startLocked(key transferKey, p progressFrame, progress int) error {
+func (r *reassembler) startLocked(key transferKey, p progressFrame, progress int, tags nostr.Tags) error {
 	f, lim := p.CVM, r.limits
 	if _, dup := r.transfers[key]; dup {
 		r.dropLocked(key)
@@ -267,7 +270,7 @@ func (r *reassembler) startLocked(key transferKey, p progressFrame, progress int
 	case r.buffered+*f.TotalBytes > lim.MaxBufferedBytes:
 		return fmt.Errorf("%w: receiver is holding %d bytes of other transfers; retry later", ErrTransferRefused, r.buffered)
 	}
-	t := &transfer{token: p.ProgressToken, digest: f.Digest, totalBytes: *f.TotalBytes, totalChunks: *f.TotalChunks,
+	t := &transfer{token: p.ProgressToken, startTags: tags, digest: f.Digest, totalBytes: *f.TotalBytes, totalChunks: *f.TotalChunks,
 		start: progress, chunks: make(map[int]string), highest: progress}
 	// Reserve the declared size now, so that concurrent starts cannot
 	// together promise more than the budget.

@@ -34,7 +34,7 @@ func framesFor(t testing.TB, msg string, token any, budget int, accept bool) []p
 
 func feed(r *reassembler, peer nostr.PubKey, frames []progressFrame) (string, bool, error) {
 	for _, f := range frames {
-		assembled, done, err := r.frame(peer, f)
+		assembled, _, done, err := r.frame(peer, f, nil)
 		if err != nil || done {
 			return assembled, done, err
 		}
@@ -146,7 +146,7 @@ func TestReassembler_AbortAndTimeout(t *testing.T) {
 	expired := make(chan any, 1)
 	r := newReassembler(TransferLimits{Timeout: 50 * time.Millisecond}, func(k transferKey, token any) { expired <- token })
 	frames := framesFor(t, bigMessage(10_000), "slow", 2_000, false)
-	if _, _, err := r.frame(peer, frames[0]); err != nil {
+	if _, _, _, err := r.frame(peer, frames[0], nil); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -161,8 +161,8 @@ func TestReassembler_AbortAndTimeout(t *testing.T) {
 		t.Fatal("an expired transfer is still held")
 	}
 
-	r.frame(peer, frames[0])
-	_, _, err := r.frame(peer, progressFrame{ProgressToken: "slow", Progress: 2, CVM: &transferFrame{Type: oversizedType, FrameType: "abort", Reason: "changed my mind"}})
+	r.frame(peer, frames[0], nil)
+	_, _, _, err := r.frame(peer, progressFrame{ProgressToken: "slow", Progress: 2, CVM: &transferFrame{Type: oversizedType, FrameType: "abort", Reason: "changed my mind"}}, nil)
 	if !errors.Is(err, ErrTransferAborted) || !strings.Contains(err.Error(), "changed my mind") {
 		t.Fatalf("abort: %v", err)
 	}
@@ -180,14 +180,14 @@ func TestReassembler_TokensArePerPeer(t *testing.T) {
 	var gotA, gotB string
 	for i := 0; i < max(len(fa), len(fb)); i++ {
 		if i < len(fa) {
-			if s, done, err := r.frame(a, fa[i]); err != nil {
+			if s, _, done, err := r.frame(a, fa[i], nil); err != nil {
 				t.Fatal(err)
 			} else if done {
 				gotA = s
 			}
 		}
 		if i < len(fb) {
-			if s, done, err := r.frame(b, fb[i]); err != nil {
+			if s, _, done, err := r.frame(b, fb[i], nil); err != nil {
 				t.Fatal(err)
 			} else if done {
 				gotB = s
@@ -213,11 +213,11 @@ func TestReassembler_FloodStaysWithinLimits(t *testing.T) {
 		total := 100_000 + i
 		start := progressFrame{ProgressToken: i, Progress: 1, CVM: &transferFrame{Type: oversizedType, FrameType: "start",
 			Digest: digestOf("x"), TotalBytes: intPtr(total), TotalChunks: intPtr(10)}}
-		if _, _, err := r.frame(peer, start); err != nil {
+		if _, _, _, err := r.frame(peer, start, nil); err != nil {
 			refused++
 			continue
 		}
-		r.frame(peer, progressFrame{ProgressToken: i, Progress: 2, CVM: &transferFrame{Type: oversizedType, FrameType: "chunk", Data: strPtr(strings.Repeat("a", 10_000))}})
+		r.frame(peer, progressFrame{ProgressToken: i, Progress: 2, CVM: &transferFrame{Type: oversizedType, FrameType: "chunk", Data: strPtr(strings.Repeat("a", 10_000))}}, nil)
 		n, held := r.stats()
 		if n > limits.MaxConcurrent || held > limits.MaxBufferedBytes {
 			t.Fatalf("holding %d transfers and %d bytes; limits %d and %d", n, held, limits.MaxConcurrent, limits.MaxBufferedBytes)
@@ -307,7 +307,7 @@ func FuzzTransferFrames(f *testing.F) {
 			frames = append(frames[:2:2], append([]progressFrame{p}, frames[2:]...)...)
 		}
 		for _, fr := range frames {
-			s, done, _ := r.frame(peer, fr)
+			s, _, done, _ := r.frame(peer, fr, nil)
 			if done && s != strings.Join([]string{}, "")+bigMessage(3_000) {
 				// A completed transfer must be the one the digest names.
 				if digestOf(s) != good[0].CVM.Digest {

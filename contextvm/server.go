@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,6 +16,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// acceptBacklog is how many new sessions may wait for Accept before the
+// router waits for it.
+const acceptBacklog = 64
 
 // ErrServerClosed is returned by Accept and Serve after Close.
 var ErrServerClosed = errors.New("contextvm: server closed")
@@ -151,7 +156,7 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 		endpoint: endpoint{pool: pool, signer: opts.Signer, me: me, log: opts.Logger, maxEvent: opts.MaxEventBytes},
 		opts:     opts,
 		ownPool:  own,
-		accepted: make(chan *ServerConn),
+		accepted: make(chan *ServerConn, acceptBacklog),
 		closed:   make(chan struct{}),
 		sessions: make(map[nostr.PubKey]*ServerConn),
 		lru:      list.New(),
@@ -173,9 +178,7 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 		s.Close()
 		return nil, fmt.Errorf("contextvm: no relay answered the subscription: %w", context.Cause(ctx))
 	}
-	for range opts.Workers {
-		s.wg.Go(s.work)
-	}
+	s.wg.Go(s.pipeline)
 	if opts.IdleTimeout > 0 {
 		s.wg.Go(s.reapIdle)
 	}
@@ -246,43 +249,92 @@ func (s *Server) Close() error {
 	return nil
 }
 
-func (s *Server) work() {
+// opened is one inbound event on its way through the pipeline.
+type opened struct {
+	evt      nostr.Event
+	inner    nostr.Event
+	wrapKind nostr.Kind
+	err      error
+	ready    chan struct{} // closed when the worker has opened it
+}
+
+// pipeline opens inbound events on Workers goroutines at once (unwrapping
+// and verifying is what they cost) and routes them on one goroutine in the
+// order they arrived: a client's messages, and the frames of a fragmented
+// message, must take effect in the order the client sent them. Routing never
+// waits on the network; answers it sends go out on their own goroutines.
+func (s *Server) pipeline() {
+	jobs := make(chan *opened, s.opts.Workers)
+	queue := make(chan *opened, 4*s.opts.Workers)
+	var workers sync.WaitGroup
+	for range s.opts.Workers {
+		workers.Go(func() {
+			for o := range jobs {
+				o.inner, o.wrapKind, o.err = s.open(context.Background(), o.evt)
+				close(o.ready)
+			}
+		})
+	}
+	routed := make(chan struct{})
+	go func() {
+		defer close(routed)
+		for o := range queue {
+			<-o.ready
+			s.routeOpened(o)
+		}
+	}()
+	defer func() {
+		close(jobs)
+		close(queue)
+		workers.Wait()
+		<-routed
+	}()
 	for {
 		select {
 		case evt, ok := <-s.sub.Events():
 			if !ok {
 				return
 			}
-			s.handle(evt)
+			if evt.Kind != KindMessage {
+				// A wrap replayed under the same outer id is refused before
+				// paying for its decryption.
+				if err := s.replay.admit(evt.ID, evt.CreatedAt, time.Now()); err != nil {
+					s.log.Info("dropping event", "id", evt.ID.Hex(), "err", err)
+					continue
+				}
+			}
+			o := &opened{evt: evt, ready: make(chan struct{})}
+			select {
+			case jobs <- o:
+			case <-s.closed:
+				return
+			}
+			select {
+			case queue <- o:
+			case <-s.closed:
+				return
+			}
 		case <-s.closed:
 			return
 		}
 	}
 }
 
-// handle opens one inbound event and routes the messages in it.
-func (s *Server) handle(evt nostr.Event) {
-	ctx := context.Background()
-	now := time.Now()
-	if evt.Kind != KindMessage {
-		// A wrap replayed under the same outer id is refused before paying
-		// for its decryption.
-		if err := s.replay.admit(evt.ID, evt.CreatedAt, now); err != nil {
-			s.log.Info("dropping event", "id", evt.ID.Hex(), "err", err)
-			return
-		}
-	}
-	inner, wrapKind, err := s.open(ctx, evt)
-	if err != nil {
-		s.log.Info("dropping event", "id", evt.ID.Hex(), "kind", int(evt.Kind), "err", err)
+func (s *Server) routeOpened(o *opened) {
+	if o.err != nil {
+		s.log.Info("dropping event", "id", o.evt.ID.Hex(), "kind", int(o.evt.Kind), "err", o.err)
 		return
 	}
-	if err := s.replay.admit(inner.ID, inner.CreatedAt, now); err != nil {
-		s.log.Info("dropping message", "id", inner.ID.Hex(), "client", inner.PubKey.Hex(), "err", err)
+	if err := s.replay.admit(o.inner.ID, o.inner.CreatedAt, time.Now()); err != nil {
+		s.log.Info("dropping message", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex(), "err", err)
 		return
 	}
-	s.dispatch(ctx, inner, wrapKind)
+	s.dispatch(context.Background(), o.inner, o.wrapKind)
 }
+
+// async runs f on a goroutine the server owns: the router must not wait for
+// a publish.
+func (s *Server) async(f func()) { s.wg.Go(f) }
 
 // dispatch decodes the content of a message event (or of a reassembled
 // transfer, whose inner is the end frame's event) and routes its messages.
@@ -475,6 +527,10 @@ func (s *Server) refuse(ctx context.Context, inner nostr.Event, wrapKind nostr.K
 	if req == nil || !req.IsCall() {
 		return
 	}
+	s.async(func() { s.refuseNow(ctx, inner, wrapKind, b, i, req, code, message) })
+}
+
+func (s *Server) refuseNow(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, b *batch, i int, req *jsonrpc.Request, code int64, message string) {
 	resp := &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: code, Message: message}}
 	if b != nil {
 		if content, done := b.answer(i, resp); done {
@@ -520,7 +576,7 @@ func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind n
 		s.sendFrame(ctx, client, abortFrame(p.ProgressToken, "this server does not accept oversized transfers"), wrapKind)
 		return
 	}
-	assembled, done, err := s.transfers.frame(client, p)
+	assembled, startTags, done, err := s.transfers.frame(client, p, inner.Tags)
 	switch {
 	case err != nil && errors.Is(err, ErrTransferAborted):
 		s.log.Info("client aborted a transfer", "client", client.Hex(), "err", err)
@@ -537,14 +593,22 @@ func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind n
 			c.observe(inner, wrapKind)
 		}
 	case done:
+		// The reassembled message is answered as the end frame's event, and
+		// carries the discovery tags its start frame came with.
 		synthetic := inner
 		synthetic.Content = assembled
+		synthetic.Tags = append(slices.Clone(inner.Tags), discoveryOnly(startTags)...)
 		s.dispatch(ctx, synthetic, wrapKind)
 	}
 }
 
-// sendFrame sends a transfer control frame (accept, abort) to client.
+// sendFrame sends a transfer control frame (accept, abort) to client, on
+// its own goroutine.
 func (s *Server) sendFrame(ctx context.Context, client nostr.PubKey, frame *jsonrpc.Request, wrapKind nostr.Kind) {
+	s.async(func() { s.sendFrameNow(ctx, client, frame, wrapKind) })
+}
+
+func (s *Server) sendFrameNow(ctx context.Context, client nostr.PubKey, frame *jsonrpc.Request, wrapKind nostr.Kind) {
 	content, err := EncodeContent(frame)
 	if err != nil {
 		return
@@ -560,4 +624,15 @@ func (s *Server) sendFrame(ctx context.Context, client nostr.PubKey, frame *json
 	if _, err := s.reply(ctx, client, content, nostr.Tags{{"p", client.Hex()}}, wrapKind); err != nil {
 		s.log.Info("transfer frame not delivered", "client", client.Hex(), "err", err)
 	}
+}
+
+// discoveryOnly keeps the discovery tags of tags.
+func discoveryOnly(tags nostr.Tags) nostr.Tags {
+	var out nostr.Tags
+	for _, t := range tags {
+		if len(t) > 0 && discoveryTagNames[t[0]] {
+			out = append(out, t)
+		}
+	}
+	return out
 }

@@ -280,8 +280,10 @@ func (c *ServerConn) receive(ctx context.Context, inner nostr.Event, wrapKind no
 
 	if m.Method == "shutdown" {
 		// Seed 002: answer with an empty result, then end the session.
-		c.Write(ctx, &jsonrpc.Response{ID: mustID(key), Result: json.RawMessage(`{}`)})
-		c.retire()
+		c.srv.async(func() {
+			c.Write(ctx, &jsonrpc.Response{ID: mustID(key), Result: json.RawMessage(`{}`)})
+			c.retire()
+		})
 		return
 	}
 	fwd := &jsonrpc.Request{ID: mustID(key), Method: m.Method, Params: m.Params, Extra: &mcp.RequestExtra{Header: http.Header{
@@ -294,7 +296,9 @@ func (c *ServerConn) receive(ctx context.Context, inner nostr.Event, wrapKind no
 	if !c.deliver(fwd) {
 		c.srv.log.Warn("session inbox full; refusing a request", "session", c.id, "method", m.Method)
 		c.dropRoute(key)
-		c.sendResponse(ctx, r, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: CodeServerBusy, Message: "server busy: too many requests in flight; retry later"}})
+		c.srv.async(func() {
+			c.sendResponse(ctx, r, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: CodeServerBusy, Message: "server busy: too many requests in flight; retry later"}})
+		})
 	}
 }
 

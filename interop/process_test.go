@@ -15,7 +15,7 @@ import (
 // startNode starts a long-running Node script from js/ (or another path
 // relative to interop/), waits for its one JSON ready line and stops it when
 // the test ends.
-func startNode(t *testing.T, script string, env map[string]string, ready any) {
+func startNode(t *testing.T, script string, env map[string]string, ready any) *lockedBuffer {
 	t.Helper()
 	requireNodeModules(t)
 	cmd := exec.Command("node", script)
@@ -60,6 +60,7 @@ func startNode(t *testing.T, script string, env map[string]string, ready any) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s: not ready after 30s; stderr: %s", script, stderr.String())
 	}
+	return &stderr
 }
 
 type lockedBuffer struct {

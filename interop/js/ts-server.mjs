@@ -37,6 +37,10 @@ mcp.registerTool('slow', { description: 'Report progress, then finish', inputSch
     }
     return { content: [{ type: 'text', text: 'done' }] };
   });
+mcp.registerTool('blob', { description: 'Return size bytes of text', inputSchema: { size: z.number() } },
+  async ({ size }) => ({ content: [{ type: 'text', text: 'x'.repeat(size) }] }));
+mcp.registerTool('length', { description: 'The length of the text', inputSchema: { text: z.string() } },
+  async ({ text }) => ({ content: [{ type: 'text', text: String(text.length) }] }));
 mcp.registerTool('whoami', { description: 'The injected client pubkey', inputSchema: {} },
   async (_args, extra) => ({ content: [{ type: 'text', text: String(extra?._meta?.clientPubkey ?? '') }] }));
 

@@ -1,0 +1,219 @@
+package contextvm_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// bigText is 200 KB of text whose escaping and code points make the frame
+// arithmetic work: quotes, backslashes, emoji.
+func bigText(n int) string {
+	var b strings.Builder
+	for b.Len() < n {
+		b.WriteString(`line "quoted" \ back 🌍 naïve <&> `)
+	}
+	return b.String()
+}
+
+func TestOversizedBothWays(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	arg := bigText(200_000)
+	for _, enc := range []contextvm.EncryptionMode{contextvm.EncryptDisabled, contextvm.EncryptRequired} {
+		t.Run(enc.String(), func(t *testing.T) {
+			srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptOptional}, testServer())
+			cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: enc})
+			if got := callEcho(t, cs, arg); got != arg {
+				t.Fatalf("echo of %d bytes came back as %d bytes", len(arg), len(got))
+			}
+		})
+	}
+}
+
+// A stateless client has not heard the server's discovery tags, so its
+// first, oversized request waits for the server's accept.
+func TestOversizedFirstRequestWaitsForAccept(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	tp := newTap(t, r.URL)
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, testServer())
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Stateless: true})
+	arg := bigText(120_000)
+	if got := callEcho(t, cs, arg); got != arg {
+		t.Fatal("wrong echo")
+	}
+	accepted := false
+	for _, m := range tp.messages() {
+		if m.method == "notifications/progress" && strings.Contains(m.evt.Content, `"frameType":"accept"`) && m.evt.PubKey == srv.PublicKey() {
+			accepted = true
+		}
+	}
+	if !accepted {
+		t.Error("the server never sent an accept frame")
+	}
+}
+
+// rawTransfer sends msg from peer to the server as CEP-22 frames, letting
+// mangle change them on the way.
+func rawTransfer(t *testing.T, peer *rawPeer, server nostr.PubKey, msg string, mangle func(i int, frame map[string]any) bool) {
+	t.Helper()
+	const chunk = 1000
+	var chunks []string
+	for i := 0; i < len(msg); i += chunk {
+		chunks = append(chunks, msg[i:min(i+chunk, len(msg))])
+	}
+	send := func(i int, cvm map[string]any, progress int) {
+		frame := map[string]any{"progressToken": "raw", "progress": progress, "cvm": cvm}
+		if mangle != nil && !mangle(i, frame) {
+			return
+		}
+		params, _ := json.Marshal(frame)
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": json.RawMessage(params)})
+		peer.publish(peer.message(server, string(body), nostr.Tag{"nonce", time.Now().String()}))
+	}
+	digest := "sha256:" + sha256hex(msg)
+	send(0, map[string]any{"type": "oversized-transfer", "frameType": "start", "completionMode": "render",
+		"digest": digest, "totalBytes": len(msg), "totalChunks": len(chunks)}, 1)
+	for i, c := range chunks {
+		send(i+1, map[string]any{"type": "oversized-transfer", "frameType": "chunk", "data": c}, 2+i)
+	}
+	send(len(chunks)+1, map[string]any{"type": "oversized-transfer", "frameType": "end"}, 2+len(chunks))
+}
+
+func TestCorruptTransfersAreAborted(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	var logs logBuffer
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Logger: logs.logger()}, testServer())
+	request := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("z", 5000) + `"},"_meta":{"progressToken":"raw"}}}`
+	for name, mangle := range map[string]func(int, map[string]any) bool{
+		"digest mismatch": func(i int, f map[string]any) bool {
+			if i == 2 {
+				f["cvm"].(map[string]any)["data"] = strings.Repeat("y", 1000)
+			}
+			return true
+		},
+		"missing chunk": func(i int, f map[string]any) bool { return i != 3 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			peer := newRawPeer(t, r.URL)
+			peer.initialize(srv.PublicKey())
+			rawTransfer(t, peer, srv.PublicKey(), request, mangle)
+			var abort string
+			for abort == "" {
+				evt, ok := peer.next(10 * time.Second)
+				if !ok {
+					t.Fatal("no abort frame came back")
+				}
+				if strings.Contains(evt.Content, `"frameType":"abort"`) {
+					abort = evt.Content
+				} else if strings.Contains(evt.Content, `"result"`) {
+					t.Fatalf("a corrupt request was executed: %s", evt.Content)
+				}
+			}
+			if !strings.Contains(abort, "raw") {
+				t.Errorf("abort frame %s is not on the transfer's token", abort)
+			}
+			waitUntil(t, "the server's log line", func() bool { return strings.Contains(logs.String(), "aborting a client's transfer") })
+		})
+	}
+}
+
+// A client that receives a corrupt fragmented answer fails the call with an
+// error and tells the server.
+func TestClientAbortsCorruptAnswer(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	fake := newRawPeer(t, r.URL) // plays the server
+	aborted := make(chan string, 1)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	t.Cleanup(func() { close(done); <-stopped })
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			evt, ok := fake.next(100 * time.Millisecond)
+			if !ok {
+				continue
+			}
+			msgs, _, err := contextvm.DecodeContent(evt.Content)
+			if err != nil {
+				continue
+			}
+			req, _ := msgs[0].(*jsonrpc.Request)
+			if req == nil {
+				continue
+			}
+			client := evt.PubKey
+			reply := func(content string) {
+				e := nostr.Event{Kind: contextvm.KindMessage, CreatedAt: nostr.Now(), Content: content,
+					Tags: nostr.Tags{{"p", client.Hex()}, {"e", evt.ID.Hex()}, {"nonce", time.Now().String()}}}
+				e.Sign(fake.sk)
+				fake.publish(e)
+			}
+			switch req.Method {
+			case "initialize":
+				id, _ := json.Marshal(req.ID.Raw())
+				reply(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"0"}}}`)
+			case "tools/call":
+				var p struct {
+					Meta struct {
+						ProgressToken any `json:"progressToken"`
+					} `json:"_meta"`
+				}
+				json.Unmarshal(req.Params, &p)
+				tok, _ := json.Marshal(p.Meta.ProgressToken)
+				frame := func(progress int, cvm string) {
+					reply(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + string(tok) + `,"progress":` + itoa(progress) + `,"cvm":` + cvm + `}}`)
+				}
+				frame(1, `{"type":"oversized-transfer","frameType":"start","completionMode":"render","digest":"sha256:`+strings.Repeat("0", 64)+`","totalBytes":5,"totalChunks":1}`)
+				frame(2, `{"type":"oversized-transfer","frameType":"chunk","data":"hello"}`)
+				frame(3, `{"type":"oversized-transfer","frameType":"end"}`)
+			case "notifications/progress":
+				if strings.Contains(string(req.Params), `"abort"`) {
+					select {
+					case aborted <- string(req.Params):
+					default:
+					}
+				}
+			}
+		}
+	}()
+	cs := connect(t, contextvm.ClientOptions{Server: fake.sk.Public().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
+	if err == nil || !strings.Contains(err.Error(), "digest") {
+		t.Fatalf("err = %v, want the call to fail on the digest", err)
+	}
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) {
+		t.Fatalf("err = %T, want a JSON-RPC error", err)
+	}
+	select {
+	case <-aborted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client never told the server it aborted")
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func sha256hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
