@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unicode/utf16"
 	"time"
+	"unicode/utf16"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
