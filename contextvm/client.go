@@ -75,6 +75,12 @@ type ClientOptions struct {
 	OversizedThreshold int
 	Transfers          TransferLimits
 
+	// OpenStreams says the client reads CEP-41 open streams (see
+	// ClientTransport.OpenStream); Streams bounds them. Off by default, as
+	// in the reference.
+	OpenStreams bool
+	Streams     StreamLimits
+
 	// Freshness is how far from now an event's created_at may be (default
 	// DefaultFreshness); within it each event is processed once.
 	Freshness time.Duration
@@ -98,6 +104,9 @@ type ClientOptions struct {
 type ClientTransport struct {
 	opts   ClientOptions
 	server nostrx.PublicKey
+
+	mu   sync.Mutex
+	conn *clientConn // once connected
 }
 
 // NewClientTransport checks opts and returns a transport. It connects
@@ -158,6 +167,7 @@ func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		replay:   newReplayGuard(t.opts.Freshness, 0),
 		accepts:  make(map[string]chan struct{}),
 		injected: make(map[string]bool),
+		streams:  make(map[string]*StreamReader),
 	}
 	c.transfers = newReassembler(t.opts.Transfers, func(k transferKey, token any) {
 		c.abortTransfer(token, "transfer timed out")
@@ -189,7 +199,28 @@ func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, fmt.Errorf("contextvm: no relay answered the subscription: %w", context.Cause(ctx))
 	}
 	c.wg.Go(c.readLoop)
+	t.mu.Lock()
+	t.conn = c
+	t.mu.Unlock()
 	return c, nil
+}
+
+// OpenStream prepares to read the CEP-41 stream a server opens for the
+// request that carries progress token; call it before sending the request.
+// The transport must be connected and have OpenStreams set.
+func (t *ClientTransport) OpenStream(token any) (*StreamReader, error) {
+	t.mu.Lock()
+	c := t.conn
+	t.mu.Unlock()
+	switch {
+	case !t.opts.OpenStreams:
+		return nil, fmt.Errorf("%w: ClientOptions.OpenStreams is off", ErrStreamsUnsupported)
+	case c == nil:
+		return nil, errors.New("contextvm: the transport is not connected")
+	case token == nil:
+		return nil, fmt.Errorf("%w: a stream needs a progress token", ErrStreamsUnsupported)
+	}
+	return c.openStream(token), nil
 }
 
 // Connect connects client to the ContextVM server of opts and performs the
@@ -229,6 +260,7 @@ type clientConn struct {
 	transfers     *reassembler
 	accepts       map[string]chan struct{} // outbound transfers waiting for the server's accept, by token
 	injected      map[string]bool          // progress tokens the transport added; their progress is not the go-sdk's
+	streams       map[string]*StreamReader // open streams being read, by token
 }
 
 // pendingRequest is a request sent to the server and not yet answered.
@@ -370,7 +402,7 @@ func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
 	c.mu.Lock()
 	tags := nostr.Tags{{"p", c.server.Hex()}, nonceTag()}
 	if !c.sentDiscovery {
-		tags = append(tags, capabilityTags(c.opts.Encryption, c.opts.GiftWrap, c.fragmenting())...)
+		tags = append(tags, capabilityTags(c.opts.Encryption, c.opts.GiftWrap, c.fragmenting(), c.opts.OpenStreams)...)
 		c.sentDiscovery = true
 	}
 	wrapKind := c.wrapKindLocked()
@@ -678,6 +710,10 @@ func (c *clientConn) dispatch(inner nostr.Event, wrapKind nostr.Kind, msgs []jso
 					c.receiveFrame(inner, wrapKind, frame, err)
 					continue
 				}
+				if frame, ok, err := parseStreamFrame(m.Params); ok {
+					c.receiveStreamFrame(frame, err)
+					continue
+				}
 				tok := progressToken(m.Params)
 				c.keepAlive(tok)
 				c.mu.Lock()
@@ -854,4 +890,55 @@ func nonceTag() nostr.Tag {
 	var b [8]byte
 	rand.Read(b[:])
 	return nostr.Tag{"nonce", hex.EncodeToString(b[:])}
+}
+
+func (c *clientConn) openStream(token any) *StreamReader {
+	key := tokenKey(token)
+	r := &StreamReader{
+		token:    token,
+		limits:   c.opts.Streams.withDefaults(),
+		ready:    make(chan struct{}, 1),
+		buffered: make(map[int]string),
+		lastSeen: time.Now(),
+	}
+	r.send = func(ctx context.Context, frame *jsonrpc.Request) error {
+		content, err := EncodeContent(frame)
+		if err != nil {
+			return err
+		}
+		_, err = c.send(ctx, c.server, content, nostr.Tags{{"p", c.server.Hex()}, nonceTag()}, c.wrapKind())
+		return err
+	}
+	r.onEnd = func() {
+		c.mu.Lock()
+		if c.streams[key] == r {
+			delete(c.streams, key)
+		}
+		c.mu.Unlock()
+	}
+	r.timer = time.AfterFunc(r.limits.IdleTimeout, r.watch)
+	c.mu.Lock()
+	c.streams[key] = r
+	c.mu.Unlock()
+	return r
+}
+
+// receiveStreamFrame hands a CEP-41 frame to the reader of its token.
+func (c *clientConn) receiveStreamFrame(p streamProgress, err error) {
+	if err != nil {
+		c.log.Info("dropping a malformed open-stream frame", "err", err)
+		return
+	}
+	c.keepAlive(p.ProgressToken)
+	c.mu.Lock()
+	r := c.streams[tokenKey(p.ProgressToken)]
+	c.mu.Unlock()
+	if r == nil {
+		c.log.Debug("open-stream frame nobody reads", "frame", p.CVM.FrameType)
+		return
+	}
+	if err := r.frame(p.CVM); err != nil {
+		c.log.Warn("aborting an open stream", "err", err)
+		r.Abort(context.Background(), err.Error())
+	}
 }

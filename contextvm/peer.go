@@ -81,18 +81,18 @@ func tagValue(t nostr.Tag) string {
 
 // serverDiscoveryTags are the tags a server sends on its first message of a
 // session and in its announcement.
-func serverDiscoveryTags(info ServerInfo, enc EncryptionMode, wrap GiftWrapMode, oversized bool) nostr.Tags {
+func serverDiscoveryTags(info ServerInfo, enc EncryptionMode, wrap GiftWrapMode, oversized, streams bool) nostr.Tags {
 	var tags nostr.Tags
 	for _, kv := range [][2]string{{TagName, info.Name}, {TagAbout, info.About}, {TagWebsite, info.Website}, {TagPicture, info.Picture}} {
 		if kv[1] != "" {
 			tags = append(tags, nostr.Tag{kv[0], kv[1]})
 		}
 	}
-	return append(tags, capabilityTags(enc, wrap, oversized)...)
+	return append(tags, capabilityTags(enc, wrap, oversized, streams)...)
 }
 
 // capabilityTags are the support_* flags for these modes.
-func capabilityTags(enc EncryptionMode, wrap GiftWrapMode, oversized bool) nostr.Tags {
+func capabilityTags(enc EncryptionMode, wrap GiftWrapMode, oversized, streams bool) nostr.Tags {
 	var tags nostr.Tags
 	if enc != EncryptDisabled {
 		tags = append(tags, nostr.Tag{TagSupportEncryption})
@@ -102,6 +102,9 @@ func capabilityTags(enc EncryptionMode, wrap GiftWrapMode, oversized bool) nostr
 	}
 	if oversized {
 		tags = append(tags, nostr.Tag{TagSupportOversizedTransfer})
+	}
+	if streams {
+		tags = append(tags, nostr.Tag{TagSupportOpenStream})
 	}
 	return tags
 }

@@ -75,6 +75,12 @@ type ServerOptions struct {
 	OversizedThreshold int
 	Transfers          TransferLimits
 
+	// OpenStreams lets tools stream results (CEP-41, see OpenStream) to
+	// clients that read them; Streams bounds them. Off by default, as in the
+	// reference.
+	OpenStreams bool
+	Streams     StreamLimits
+
 	// InjectClientPubkey also puts the caller's public key in each request's
 	// params._meta.clientPubkey (CEP-16), for servers that cannot call
 	// ClientPubkey.
@@ -405,6 +411,14 @@ func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Ki
 		if m.Method == "notifications/progress" && !m.IsCall() {
 			if frame, ok, err := parseTransferFrame(m.Params); ok {
 				s.receiveFrame(ctx, inner, wrapKind, frame, err)
+				return
+			}
+			if frame, ok, err := parseStreamFrame(m.Params); ok {
+				if c := s.session(client, false); c != nil && err == nil {
+					c.streamFrame(frame)
+				} else {
+					s.log.Info("dropping an open-stream frame", "client", client.Hex(), "err", err)
+				}
 				return
 			}
 		}

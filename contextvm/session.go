@@ -97,6 +97,8 @@ type route struct {
 	progress time.Time // when the latest progress notification for it went out
 	batch    *batch    // the batch it came in, if any
 	index    int       // its position there
+	stream   *StreamWriter     // an open stream for the request, if the tool opened one
+	held     *jsonrpc.Response // the result, held until the stream ends
 }
 
 // progressSettle is how long a response waits after the latest progress
@@ -350,6 +352,9 @@ func (c *ServerConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		if key == statelessInitID {
 			return nil // answer to our own handshake on a stateless client's behalf
 		}
+		if c.holdBehindStream(key, m) {
+			return nil
+		}
 		r := c.dropRoute(key)
 		if r == nil {
 			c.srv.log.Warn("response to no request in flight", "session", c.id, "id", m.ID.Raw())
@@ -392,7 +397,104 @@ func (c *ServerConn) discoveryLocked() nostr.Tags {
 	}
 	c.sentDiscovery = true
 	o := c.srv.opts
-	return serverDiscoveryTags(o.Info, o.Encryption, o.GiftWrap, o.OversizedThreshold > 0)
+	return serverDiscoveryTags(o.Info, o.Encryption, o.GiftWrap, o.OversizedThreshold > 0, o.OpenStreams)
+}
+
+// openStream opens a CEP-41 stream for the request with route key.
+func (c *ServerConn) openStream(key string) (*StreamWriter, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.routes[key]
+	switch {
+	case r == nil:
+		return nil, fmt.Errorf("%w: the request is no longer in flight", ErrStreamsUnsupported)
+	case r.rawToken == nil:
+		return nil, fmt.Errorf("%w: the request carries no progress token", ErrStreamsUnsupported)
+	case !c.caps.openStream:
+		return nil, fmt.Errorf("%w: the client has not said it reads open streams", ErrStreamsUnsupported)
+	case r.stream != nil:
+		return r.stream, nil
+	}
+	w := &StreamWriter{token: r.rawToken, aborted: make(chan struct{})}
+	w.send = func(ctx context.Context, frame *jsonrpc.Request) error {
+		content, err := EncodeContent(frame)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		tags := append(nostr.Tags{{"p", c.client.Hex()}, {"e", r.eventID.Hex()}}, c.discoveryLocked()...)
+		wrap := c.wrapKindLocked(r.wrapKind)
+		c.mu.Unlock()
+		_, err = c.srv.send(ctx, c.client, content, tags, wrap)
+		return err
+	}
+	w.onDone = func() {
+		c.mu.Lock()
+		held := r.held
+		r.held = nil
+		c.mu.Unlock()
+		if held != nil {
+			c.Write(context.Background(), held)
+		}
+	}
+	r.stream = w
+	return w, nil
+}
+
+// holdBehindStream keeps the response to a request whose stream is still
+// open, to be sent when the stream ends (CEP-41: the result follows the
+// close). It reports whether it kept it. The stream's own frames take its
+// lock and then c.mu, so c.mu is never held while asking the stream.
+func (c *ServerConn) holdBehindStream(key string, m *jsonrpc.Response) bool {
+	c.mu.Lock()
+	r := c.routes[key]
+	var w *StreamWriter
+	if r != nil {
+		w = r.stream
+	}
+	c.mu.Unlock()
+	if w == nil || w.finished() {
+		return false
+	}
+	held := *m
+	c.mu.Lock()
+	r.held = &held
+	c.mu.Unlock()
+	if !w.finished() {
+		return true // the stream's end sends it
+	}
+	// The stream ended meanwhile: whoever takes held back sends it.
+	c.mu.Lock()
+	mine := r.held == &held
+	if mine {
+		r.held = nil
+	}
+	c.mu.Unlock()
+	return !mine
+}
+
+// streamFrame takes a CEP-41 frame from the client: a ping for one of this
+// session's streams, or an abort. Routed by this session's tokens only: the
+// reference looks tokens up across clients and pongs the wrong one.
+func (c *ServerConn) streamFrame(p streamProgress) {
+	c.mu.Lock()
+	var w *StreamWriter
+	if key, ok := c.progress[tokenKey(p.ProgressToken)]; ok {
+		if r := c.routes[key]; r != nil {
+			w = r.stream
+		}
+	}
+	c.mu.Unlock()
+	if w == nil {
+		c.srv.log.Debug("open-stream frame for no stream", "session", c.id, "frame", p.CVM.FrameType)
+		return
+	}
+	switch p.CVM.FrameType {
+	case "ping":
+		c.srv.async(func() { w.pong(context.Background(), p.CVM.Nonce) })
+	case "abort":
+		w.remoteAbort(p.CVM.Reason)
+	}
 }
 
 // toldDiscovery reports whether the client has been sent the server's

@@ -1,0 +1,200 @@
+package contextvm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type streamArgs struct {
+	Chunks int `json:"chunks"`
+	PauseM int `json:"pauseMs,omitempty"`
+}
+
+// streamingServer has a tool that streams chunks when it can and falls back
+// to a plain result when it cannot.
+func streamingServer(srv **contextvm.Server, stopped chan<- error) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "streamer"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "count"}, func(ctx context.Context, req *mcp.CallToolRequest, in streamArgs) (*mcp.CallToolResult, any, error) {
+		w, err := (*srv).OpenStream(req)
+		if err != nil {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "no stream: " + err.Error()}}}, nil, nil
+		}
+		for i := range in.Chunks {
+			select {
+			case <-w.Aborted():
+				if stopped != nil {
+					stopped <- errors.New("aborted")
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "stopped"}}}, nil, nil
+			case <-time.After(time.Duration(in.PauseM) * time.Millisecond):
+			}
+			if err := w.Write(ctx, fmt.Sprint("chunk ", i)); err != nil {
+				return nil, nil, err
+			}
+		}
+		w.Close(ctx)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(in.Chunks, " chunks")}}}, nil, nil
+	})
+	return s
+}
+
+func serveStreaming(t *testing.T, r *relay.Server, stopped chan<- error) *contextvm.Server {
+	var srv *contextvm.Server
+	srv = serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, OpenStreams: true}, streamingServer(&srv, stopped))
+	return srv
+}
+
+func streamClient(t *testing.T, srv *contextvm.Server, r *relay.Server, limits contextvm.StreamLimits) (*mcp.ClientSession, *contextvm.ClientTransport) {
+	tr, err := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, OpenStreams: true, Streams: limits, Signer: contextvm.NewKeySigner(nostr.Generate())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "reader"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, tr
+}
+
+// callStream calls count with a stream and returns the chunks read and the
+// tool's result.
+func callStream(t *testing.T, cs *mcp.ClientSession, tr *contextvm.ClientTransport, token string, args streamArgs) ([]string, string, error) {
+	t.Helper()
+	reader, err := tr.OpenStream(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := &mcp.CallToolParams{Name: "count", Arguments: args}
+	params.SetProgressToken(token)
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), params)
+		done <- outcome{res, err}
+	}()
+	var chunks []string
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var streamErr error
+	for {
+		c, err := reader.Next(ctx)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				streamErr = err
+			}
+			break
+		}
+		chunks = append(chunks, c)
+	}
+	o := <-done
+	if o.err != nil {
+		return chunks, "", o.err
+	}
+	return chunks, o.res.Content[0].(*mcp.TextContent).Text, streamErr
+}
+
+func TestOpenStream(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	srv := serveStreaming(t, r, nil)
+	cs, tr := streamClient(t, srv, r, contextvm.StreamLimits{})
+	chunks, result, err := callStream(t, cs, tr, "s1", streamArgs{Chunks: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chunks) != 20 || chunks[0] != "chunk 0" || chunks[19] != "chunk 19" {
+		t.Fatalf("chunks %v", chunks)
+	}
+	if result != "20 chunks" {
+		t.Fatalf("result %q (the result follows the stream's close)", result)
+	}
+}
+
+func TestOpenStreamNeedsTheClientsConsent(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	srv := serveStreaming(t, r, nil)
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}}) // OpenStreams off
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "count", Arguments: streamArgs{Chunks: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(got, "no stream") {
+		t.Fatalf("a client that never advertised support_open_stream got a stream: %q", got)
+	}
+}
+
+func TestOpenStreamClientAbort(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	stopped := make(chan error, 1)
+	srv := serveStreaming(t, r, stopped)
+	cs, tr := streamClient(t, srv, r, contextvm.StreamLimits{})
+	reader, _ := tr.OpenStream("s2")
+	params := &mcp.CallToolParams{Name: "count", Arguments: streamArgs{Chunks: 1000, PauseM: 20}}
+	params.SetProgressToken("s2")
+	result := make(chan string, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), params)
+		if err != nil {
+			result <- err.Error()
+			return
+		}
+		result <- res.Content[0].(*mcp.TextContent).Text
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := reader.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Abort(ctx, "enough"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tool never saw the client's abort")
+	}
+	if got := <-result; got != "stopped" {
+		t.Fatalf("result %q", got)
+	}
+	if _, err := reader.Next(ctx); !errors.Is(err, contextvm.ErrStreamAborted) {
+		t.Fatalf("reading an aborted stream: %v", err)
+	}
+}
+
+// Two clients use the same token; each one's pings are answered to it (the
+// reference answers by token alone and pongs the wrong client).
+func TestOpenStreamPingsArePerClient(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	srv := serveStreaming(t, r, nil)
+	// A ping 100 ms into each 600 ms gap must be answered within 300 ms: a
+	// pong sent to the other client would leave this one to abort.
+	limits := contextvm.StreamLimits{IdleTimeout: 100 * time.Millisecond, ProbeTimeout: 300 * time.Millisecond}
+	var wg sync.WaitGroup
+	for range 2 {
+		cs, tr := streamClient(t, srv, r, limits)
+		wg.Go(func() {
+			chunks, _, err := callStream(t, cs, tr, "same-token", streamArgs{Chunks: 4, PauseM: 600})
+			if err != nil || len(chunks) != 4 {
+				t.Errorf("stream with pings: %d chunks, err %v", len(chunks), err)
+			}
+		})
+	}
+	wg.Wait()
+}
