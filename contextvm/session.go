@@ -94,9 +94,9 @@ type route struct {
 	token    string // progress token, if any, as a map key
 	rawToken any    // the progress token as the client sent it
 	method   string
-	progress time.Time // when the latest progress notification for it went out
-	batch    *batch    // the batch it came in, if any
-	index    int       // its position there
+	progress time.Time         // when the latest progress notification for it went out
+	batch    *batch            // the batch it came in, if any
+	index    int               // its position there
 	stream   *StreamWriter     // an open stream for the request, if the tool opened one
 	held     *jsonrpc.Response // the result, held until the stream ends
 }
