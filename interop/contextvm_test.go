@@ -299,11 +299,8 @@ func goClientRun(t *testing.T, opts contextvm.ClientOptions) error {
 	if sum := res.StructuredContent.(map[string]any)["sum"]; sum != float64(5) {
 		return fmt.Errorf("add: %v", res.StructuredContent)
 	}
-	var progress []float64
 	params := &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"steps": 3}}
 	params.SetProgressToken("p1")
-	client := cs
-	_ = client
 	res, err = cs.CallTool(ctx, params)
 	if err != nil {
 		return err
@@ -311,6 +308,5 @@ func goClientRun(t *testing.T, opts contextvm.ClientOptions) error {
 	if text := res.Content[0].(*mcp.TextContent).Text; text != "done" {
 		return fmt.Errorf("slow: %q", text)
 	}
-	_ = progress
 	return nil
 }

@@ -41,6 +41,15 @@ mcp.registerTool('blob', { description: 'Return size bytes of text', inputSchema
   async ({ size }) => ({ content: [{ type: 'text', text: 'x'.repeat(size) }] }));
 mcp.registerTool('length', { description: 'The length of the text', inputSchema: { text: z.string() } },
   async ({ text }) => ({ content: [{ type: 'text', text: String(text.length) }] }));
+// CEP-41: with OPEN_STREAM=1 the SDK hands tools a writer in _meta.stream.
+mcp.registerTool('count', { description: 'Stream chunks, then return', inputSchema: { chunks: z.number() } },
+  async ({ chunks }, extra) => {
+    const stream = extra?._meta?.stream;
+    if (!stream) return { content: [{ type: 'text', text: 'no stream' }] };
+    for (let i = 0; i < chunks; i++) await stream.write(`chunk ${i}`);
+    await stream.close();
+    return { content: [{ type: 'text', text: `${chunks} chunks` }] };
+  });
 mcp.registerTool('whoami', { description: 'The injected client pubkey', inputSchema: {} },
   async (_args, extra) => ({ content: [{ type: 'text', text: String(extra?._meta?.clientPubkey ?? '') }] }));
 
@@ -54,6 +63,7 @@ const transport = new NostrServerTransport({
   bootstrapRelayUrls: [],
   publishRelayList: process.env.ANNOUNCE === '1',
   injectClientPubkey: process.env.INJECT_PUBKEY === '1',
+  openStream: { enabled: process.env.OPEN_STREAM === '1' },
   logLevel: process.env.LOG_LEVEL ?? 'error',
 });
 if (process.env.PRICE_ADD) {
