@@ -2,7 +2,9 @@
 // embedded relay on loopback: cvm's client and server, and the reference
 // TypeScript pair (@contextvm/sdk) on the same relay in the same run, each
 // plaintext and encrypted, next to the crypto floor measured in the same run.
-// It also measures the memory of idle client sessions on a cvm server.
+// It also measures a large result (1 MB by default, sent as CEP-22 fragments)
+// for each pair and mode, and the memory of idle client sessions on a cvm
+// server.
 //
 //	go run ./bench/cvmbench            # from the repository root; make bench
 //
@@ -12,11 +14,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/exec"
@@ -42,6 +46,8 @@ var (
 	calls    = flag.Int("calls", 200, "sequential calls per measurement")
 	clients  = flag.Int("clients", 16, "concurrent clients for the throughput measurement")
 	duration = flag.Duration("duration", 5*time.Second, "length of each throughput measurement")
+	large    = flag.Int("large", 1_000_000, "size in bytes of the large result (0 skips it)")
+	larges   = flag.Int("large-calls", 5, "sequential calls for the large result")
 	sessions = flag.Int("sessions", 10_000, "idle client sessions for the memory measurement (0 skips it)")
 	withTS   = flag.Bool("ts", true, "also measure the reference TypeScript pair (needs make interop-deps)")
 	jsonOut  = flag.Bool("json", false, "print the results as JSON")
@@ -54,7 +60,17 @@ type result struct {
 	P50ms      float64 `json:"p50_ms"`
 	P99ms      float64 `json:"p99_ms"`
 	Throughput float64 `json:"calls_per_second"`
+	// LargeMs is the median time of a call returning *large bytes, and
+	// LargeMBps the rate it moves them at.
+	LargeMs    float64 `json:"large_ms,omitempty"`
+	LargeMBps  float64 `json:"large_mb_per_second,omitempty"`
+	LargeError string  `json:"large_error,omitempty"`
 	Error      string  `json:"error,omitempty"`
+}
+
+func (r *result) setLarge(ms []float64) {
+	r.LargeMs = percentile(ms, 0.5)
+	r.LargeMBps = float64(*large) / 1e6 / (r.LargeMs / 1000)
 }
 
 type report struct {
@@ -85,7 +101,7 @@ func main() {
 	for _, mode := range []string{"plaintext", "encrypted"} {
 		cvm := measureCVM(r.URL, mode)
 		rep.Results = append(rep.Results, cvm)
-		progress("cvm %s: p50 %.2f ms, p99 %.2f ms, %.0f calls/s", mode, cvm.P50ms, cvm.P99ms, cvm.Throughput)
+		progress("cvm %s: p50 %.2f ms, p99 %.2f ms, %.0f calls/s, large %.1f MB/s %s", mode, cvm.P50ms, cvm.P99ms, cvm.Throughput, cvm.LargeMBps, cvm.LargeError)
 		if *withTS {
 			ts := measureTS(root, r.URL, mode)
 			rep.Results = append(rep.Results, ts)
@@ -96,6 +112,9 @@ func main() {
 			progress("ts %s: p50 %.2f ms, p99 %.2f ms, %.0f calls/s", mode, ts.P50ms, ts.P99ms, ts.Throughput)
 			rep.Ratios["p50_cvm_over_ts_"+mode] = cvm.P50ms / ts.P50ms
 			rep.Ratios["throughput_cvm_over_ts_"+mode] = cvm.Throughput / ts.Throughput
+			if cvm.LargeMs > 0 && ts.LargeMs > 0 {
+				rep.Ratios["large_rate_cvm_over_ts_"+mode] = cvm.LargeMBps / ts.LargeMBps
+			}
 		}
 	}
 	if *sessions > 0 {
@@ -155,6 +174,12 @@ func echoServer() *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, args in) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: args.Text}}}, nil, nil
 	})
+	type sizeIn struct {
+		Size int `json:"size"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "blob"}, func(ctx context.Context, req *mcp.CallToolRequest, args sizeIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", args.Size)}}}, nil, nil
+	})
 	return s
 }
 
@@ -201,8 +226,26 @@ func measureCVM(relayURL, mode string) result {
 		}
 		lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
 	}
-	one.Close()
 	res.P50ms, res.P99ms = percentile(lat, 0.50), percentile(lat, 0.99)
+	if *large > 0 {
+		var ms []float64
+		for range *larges {
+			t0 := time.Now()
+			got, err := one.CallTool(ctx, &mcp.CallToolParams{Name: "blob", Arguments: map[string]any{"size": *large}})
+			if err == nil && len(got.Content[0].(*mcp.TextContent).Text) != *large {
+				err = fmt.Errorf("blob: %d bytes, want %d", len(got.Content[0].(*mcp.TextContent).Text), *large)
+			}
+			if err != nil {
+				res.LargeError = err.Error()
+				break
+			}
+			ms = append(ms, float64(time.Since(t0).Microseconds())/1000)
+		}
+		if res.LargeError == "" {
+			res.setLarge(ms)
+		}
+	}
+	one.Close()
 
 	var many []*mcp.ClientSession
 	for range *clients {
@@ -243,7 +286,8 @@ func measureTS(root, relayURL, mode string) result {
 	}
 	server := node("ts-server.mjs", "RELAY_URL="+relayURL, "ENCRYPTION=optional", "READY_DELAY_MS=0")
 	stdout, _ := server.StdoutPipe()
-	server.Stderr = os.Stderr
+	var serverLog lockedBuffer
+	server.Stderr = io.MultiWriter(os.Stderr, &serverLog)
 	if err := server.Start(); err != nil {
 		res.Error = "starting the TS server: " + err.Error() + " (run make interop-deps)"
 		return res
@@ -277,7 +321,50 @@ func measureTS(root, relayURL, mode string) result {
 	}
 	res.P50ms, res.P99ms = percentile(got.SequentialMs, 0.50), percentile(got.SequentialMs, 0.99)
 	res.Throughput = float64(got.Calls) / got.Seconds
+	if *large > 0 {
+		client := node("ts-bench.mjs", "RELAY_URL="+relayURL, "SERVER_PUBKEY="+ready.Pubkey, "ENCRYPTION="+enc,
+			fmt.Sprint("BLOB_SIZE=", *large), fmt.Sprint("BLOB_CALLS=", *larges), "TIMEOUT_MS=20000")
+		out, err := client.Output()
+		var blob struct {
+			BlobMs []float64 `json:"blobMs"`
+			Error  string    `json:"error"`
+		}
+		switch jerr := json.Unmarshal(out, &blob); {
+		case strings.Contains(serverLog.String(), "invalid plaintext size"):
+			// Seen in the encrypted mode of @contextvm/sdk 0.11.14: it
+			// encrypts the whole result to measure it, NIP-44 refuses, and
+			// the client waits out its timeout.
+			res.LargeError = "the reference server could not encrypt the result (NIP-44 takes at most 65,535 bytes) and never answered"
+		case jerr != nil || blob.Error != "" || len(blob.BlobMs) == 0:
+			res.LargeError = firstLine(fmt.Sprintf("%s %v %v", blob.Error, err, jerr))
+		default:
+			res.setLarge(blob.BlobMs)
+		}
+	}
 	return res
+}
+
+// lockedBuffer collects a child's output while it runs.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
 }
 
 // waitListening returns once the relay has a live subscription for pubkey:
@@ -384,13 +471,17 @@ func print(rep report) {
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "crypto floor (this run)\tsign %.0f/s\tverify %.0f/s\tECDH %.0f/s\n\n", rep.Floor["sign"], rep.Floor["verify"], rep.Floor["ecdh"])
-	fmt.Fprintln(tw, "PAIR\tMODE\tP50\tP99\tTHROUGHPUT ("+fmt.Sprint(*clients)+" clients)")
+	fmt.Fprintf(tw, "PAIR\tMODE\tP50\tP99\tTHROUGHPUT (%d clients)\t%d-BYTE RESULT\n", *clients, *large)
 	for _, r := range rep.Results {
 		if r.Error != "" {
 			fmt.Fprintf(tw, "%s\t%s\terror: %s\n", r.Pair, r.Mode, r.Error)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.2f ms\t%.2f ms\t%.0f calls/s\n", r.Pair, r.Mode, r.P50ms, r.P99ms, r.Throughput)
+		big := fmt.Sprintf("%.0f ms, %.1f MB/s", r.LargeMs, r.LargeMBps)
+		if r.LargeError != "" {
+			big = "error: " + r.LargeError
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f ms\t%.2f ms\t%.0f calls/s\t%s\n", r.Pair, r.Mode, r.P50ms, r.P99ms, r.Throughput, big)
 	}
 	if len(rep.Ratios) > 0 {
 		fmt.Fprintln(tw)
