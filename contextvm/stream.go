@@ -385,7 +385,9 @@ func (r *StreamReader) frame(f *streamFrame) error {
 }
 
 // watch probes an idle stream: a ping after IdleTimeout of silence, and an
-// abort when the pong does not come within ProbeTimeout.
+// abort when the pong does not come within ProbeTimeout. Until the server
+// starts the stream there is nothing to ping (the server may not have
+// reached the tool yet); the request's own timeout covers that time.
 func (r *StreamReader) watch() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -393,6 +395,8 @@ func (r *StreamReader) watch() {
 		return
 	}
 	switch {
+	case !r.started:
+		r.timer.Reset(r.limits.IdleTimeout)
 	case r.probe != "":
 		if time.Since(r.lastSeen) >= r.limits.ProbeTimeout {
 			r.progress++

@@ -183,15 +183,15 @@ func TestOpenStreamClientAbort(t *testing.T) {
 func TestOpenStreamPingsArePerClient(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	srv := serveStreaming(t, r, nil)
-	// A ping 100 ms into each 600 ms gap must be answered within 300 ms: a
+	// A ping 100 ms into each 1.2 s gap must be answered within 800 ms: a
 	// pong sent to the other client would leave this one to abort.
-	limits := contextvm.StreamLimits{IdleTimeout: 100 * time.Millisecond, ProbeTimeout: 300 * time.Millisecond}
+	limits := contextvm.StreamLimits{IdleTimeout: 100 * time.Millisecond, ProbeTimeout: 800 * time.Millisecond}
 	var wg sync.WaitGroup
 	for range 2 {
 		cs, tr := streamClient(t, srv, r, limits)
 		wg.Go(func() {
-			chunks, _, err := callStream(t, cs, tr, "same-token", streamArgs{Chunks: 4, PauseM: 600})
-			if err != nil || len(chunks) != 4 {
+			chunks, _, err := callStream(t, cs, tr, "same-token", streamArgs{Chunks: 3, PauseM: 1200})
+			if err != nil || len(chunks) != 3 {
 				t.Errorf("stream with pings: %d chunks, err %v", len(chunks), err)
 			}
 		})

@@ -112,6 +112,23 @@ func TestStreamReader_ProbesAndAborts(t *testing.T) {
 	}
 }
 
+// Before start the server may not have reached the tool: no ping, no abort.
+func TestStreamReader_NoProbeBeforeStart(t *testing.T) {
+	r, sent, mu := testReader(StreamLimits{IdleTimeout: 10 * time.Millisecond, ProbeTimeout: 10 * time.Millisecond})
+	r.timer = time.AfterFunc(r.limits.IdleTimeout, r.watch)
+	defer r.timer.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	if _, err := r.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a stream not yet started: %v, want to keep waiting", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(*sent) != 0 {
+		t.Fatalf("sent %d frames before start", len(*sent))
+	}
+}
+
 func FuzzStreamFrames(f *testing.F) {
 	for _, s := range []string{
 		`{"progressToken":"t","progress":1,"cvm":{"type":"open-stream","frameType":"start"}}`,
