@@ -305,6 +305,9 @@ type Subscription struct {
 	once   sync.Once
 	ready  chan struct{} // closed at the first EOSE from any relay
 	eose   sync.Once
+	// complete is closed once every relay of the pool has sent EOSE.
+	complete chan struct{}
+	eoseFrom map[string]bool // guarded by mu
 
 	sending sync.RWMutex // held for reading while an event is handed over
 
@@ -324,13 +327,15 @@ func (p *Pool) Subscribe(filter nostr.Filter, buffer int) *Subscription {
 	p.mu.Lock()
 	p.nextID++
 	s := &Subscription{
-		pool:   p,
-		id:     fmt.Sprintf("cvm-%d", p.nextID),
-		filter: filter,
-		events: make(chan nostr.Event, buffer),
-		done:   make(chan struct{}),
-		ready:  make(chan struct{}),
-		seen:   newIDRing(4096),
+		pool:     p,
+		id:       fmt.Sprintf("cvm-%d", p.nextID),
+		filter:   filter,
+		events:   make(chan nostr.Event, buffer),
+		done:     make(chan struct{}),
+		ready:    make(chan struct{}),
+		complete: make(chan struct{}),
+		eoseFrom: make(map[string]bool),
+		seen:     newIDRing(4096),
 	}
 	p.subs[s.id] = s
 	p.mu.Unlock()
@@ -350,7 +355,55 @@ func (s *Subscription) Events() <-chan nostr.Event { return s.events }
 // so anything published before Ready may be missed.
 func (s *Subscription) Ready() <-chan struct{} { return s.ready }
 
-func (s *Subscription) markReady() { s.eose.Do(func() { close(s.ready) }) }
+// Complete is closed once every relay of the pool has answered the
+// subscription with EOSE: everything stored that matches has arrived.
+func (s *Subscription) Complete() <-chan struct{} { return s.complete }
+
+// markEOSE records the EOSE of one relay.
+func (s *Subscription) markEOSE(relay string) {
+	s.eose.Do(func() { close(s.ready) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.eoseFrom[relay] {
+		return // a resubscription after a reconnect
+	}
+	s.eoseFrom[relay] = true
+	if len(s.eoseFrom) == len(s.pool.relays) {
+		close(s.complete)
+	}
+}
+
+// Query returns the stored events matching filter: every event that arrives
+// until all relays have sent EOSE or ctx ends, each once. Relays that do not
+// answer in time are left out; the error is ctx's only when none answered.
+func (p *Pool) Query(ctx context.Context, filter nostr.Filter) ([]nostr.Event, error) {
+	sub := p.Subscribe(filter, 0)
+	defer sub.Close()
+	var events []nostr.Event
+	for {
+		select {
+		case evt := <-sub.Events():
+			events = append(events, evt)
+		case <-sub.Complete():
+			// Events delivered before the last EOSE may still be queued.
+			for {
+				select {
+				case evt := <-sub.Events():
+					events = append(events, evt)
+				default:
+					return events, nil
+				}
+			}
+		case <-ctx.Done():
+			select {
+			case <-sub.Ready():
+				return events, nil
+			default:
+				return events, fmt.Errorf("no relay answered: %w", ctx.Err())
+			}
+		}
+	}
+}
 
 // Close ends the subscription on every relay. It is idempotent.
 func (s *Subscription) Close() {

@@ -178,7 +178,7 @@ func (rc *relayConn) handle(ctx context.Context, conn *websocket.Conn, msg strin
 		s := rc.subs[string(*env)]
 		rc.mu.Unlock()
 		if s != nil {
-			s.markReady()
+			s.markEOSE(rc.url)
 		}
 	case *nostr.OKEnvelope:
 		rc.mu.Lock()
