@@ -552,7 +552,12 @@ func (r *Relay) deleteTargets(ctx context.Context, del nostr.Event) (reason stri
 			if err != nil {
 				continue
 			}
-			f = nostr.Filter{Kinds: []nostr.Kind{nostr.Kind(kind)}, Authors: []nostr.PubKey{author}, Tags: nostr.TagMap{"d": {parts[2]}}, Until: del.CreatedAt}
+			f = nostr.Filter{Kinds: []nostr.Kind{nostr.Kind(kind)}, Authors: []nostr.PubKey{author}, Until: del.CreatedAt}
+			if nostr.Kind(kind).IsAddressable() {
+				// A replaceable event's address ends in an empty identifier
+				// ("10002:<pubkey>:"): it has no d tag to match.
+				f.Tags = nostr.TagMap{"d": {parts[2]}}
+			}
 		default:
 			continue
 		}

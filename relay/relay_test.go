@@ -229,6 +229,30 @@ func TestRelay_Deletion(t *testing.T) {
 	}
 }
 
+// An "a" tag deletes every version of a replaceable event up to the
+// request's created_at, and of an addressable event only the one with its d.
+func TestRelay_DeletionByAddress(t *testing.T) {
+	s := relaytest.Start(t, relay.Options{})
+	c := dial(t, s.URL)
+	alice := newIdentity()
+	list := alice.sign(t, 11317, `{"tools":[]}`)
+	keep := alice.sign(t, 30023, "kept", nostr.Tag{"d", "keep"})
+	drop := alice.sign(t, 30023, "dropped", nostr.Tag{"d", "drop"})
+	for _, e := range []nostr.Event{list, keep, drop} {
+		c.mustPublish(e)
+	}
+	c.mustPublish(alice.sign(t, 5, "",
+		nostr.Tag{"a", "11317:" + alice.pk.Hex() + ":"},
+		nostr.Tag{"a", "30023:" + alice.pk.Hex() + ":drop"}))
+	if got := c.query("list", nostr.Filter{Kinds: []nostr.Kind{11317}, Authors: []nostr.PubKey{alice.pk}}); len(got) != 0 {
+		t.Fatal("the replaceable event survived its deletion by address")
+	}
+	got := c.query("articles", nostr.Filter{Kinds: []nostr.Kind{30023}, Authors: []nostr.PubKey{alice.pk}})
+	if len(got) != 1 || got[0].ID != keep.ID {
+		t.Fatalf("addressable events after deleting one: %d", len(got))
+	}
+}
+
 func TestRelay_Expiration(t *testing.T) {
 	s := relaytest.Start(t, relay.Options{})
 	c := dial(t, s.URL)
