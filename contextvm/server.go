@@ -81,6 +81,27 @@ type ServerOptions struct {
 	OpenStreams bool
 	Streams     StreamLimits
 
+	// Announce makes Serve publish the server's public announcements (CEP-6:
+	// kinds 11316–11320) and relay list (CEP-17: 10002, unless NoRelayList)
+	// to Relays, and publish them again whenever a list changes. A server run
+	// with Accept calls Announce or KeepAnnounced itself.
+	// UnannounceOnClose deletes them (kind 5) when the server closes.
+	Announce          bool
+	NoRelayList       bool
+	UnannounceOnClose bool
+
+	// Prices are advertised as cap tags on the announcements and on every
+	// list response (CEP-8). They are not collected here.
+	Prices []Price
+
+	// CommonTools are the names of the tools this server declares as
+	// implementing a common schema (CEP-15): their schema hash is written
+	// into their _meta in tools/list answers and announcements, and
+	// announced with ["i", hash, name] tags, plus one ["t", category] per
+	// ToolCategories entry.
+	CommonTools    []string
+	ToolCategories []string
+
 	// InjectClientPubkey also puts the caller's public key in each request's
 	// params._meta.clientPubkey (CEP-16), for servers that cannot call
 	// ClientPubkey.
@@ -115,6 +136,7 @@ type Server struct {
 	auth      authorization
 	replay    *replayGuard
 	transfers *reassembler
+	announcer announcer
 
 	mu       sync.Mutex
 	sessions map[nostr.PubKey]*ServerConn // the current session of each client
@@ -220,6 +242,11 @@ func (s *Server) Accept(ctx context.Context) (*ServerConn, error) {
 // Serve connects every client session to srv until ctx ends or the server
 // is closed. It returns ErrServerClosed after Close.
 func (s *Server) Serve(ctx context.Context, srv *mcp.Server) error {
+	if s.opts.Announce {
+		if !s.spawn(func() { s.announceServer(ctx, srv) }) {
+			return ErrServerClosed
+		}
+	}
 	for {
 		c, err := s.Accept(ctx)
 		if err != nil {
@@ -236,9 +263,18 @@ func (s *Server) Serve(ctx context.Context, srv *mcp.Server) error {
 // error and closes every session.
 func (s *Server) Close() error {
 	s.once.Do(func() {
-		close(s.closed)
+		s.mu.Lock()
+		close(s.closed) // under mu: spawn never adds to wg after this
+		s.mu.Unlock()
 		s.sub.Close()
 		s.wg.Wait()
+		if s.opts.UnannounceOnClose {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if _, err := s.Unannounce(ctx); err != nil {
+				s.log.Warn("could not delete the announcements", "err", err)
+			}
+			cancel()
+		}
 		s.mu.Lock()
 		var all []*ServerConn
 		for e := s.lru.Front(); e != nil; e = e.Next() {
@@ -341,6 +377,19 @@ func (s *Server) routeOpened(o *opened) {
 // async runs f on a goroutine the server owns: the router must not wait for
 // a publish.
 func (s *Server) async(f func()) { s.wg.Go(f) }
+
+// spawn runs f on a goroutine Close waits for, unless the server is closed.
+func (s *Server) spawn(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.closed:
+		return false
+	default:
+	}
+	s.wg.Go(f)
+	return true
+}
 
 // dispatch decodes the content of a message event (or of a reassembled
 // transfer, whose inner is the end frame's event) and routes its messages.

@@ -532,6 +532,7 @@ func (c *ServerConn) wrapKindLocked(mirror nostr.Kind) nostr.Kind {
 }
 
 func (c *ServerConn) sendResponse(ctx context.Context, r *route, resp *jsonrpc.Response) {
+	resp, listTags := c.srv.decorateList(r.method, resp)
 	if r.batch != nil {
 		if content, done := r.batch.answer(r.index, resp); done {
 			c.mu.Lock()
@@ -549,6 +550,7 @@ func (c *ServerConn) sendResponse(ctx context.Context, r *route, resp *jsonrpc.R
 	c.mu.Lock()
 	routing := nostr.Tags{{"p", c.client.Hex()}, {"e", r.eventID.Hex()}}
 	tags := append(slices.Clone(routing), c.discoveryLocked()...)
+	tags = append(tags, listTags...)
 	wrap := c.wrapKindLocked(r.wrapKind)
 	clientCEP22 := c.caps.oversized
 	c.mu.Unlock()

@@ -1,0 +1,157 @@
+package contextvm
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"fiatjaf.com/nostr"
+)
+
+// Price is what one capability costs (seed 000 "Capability Pricing",
+// CEP-8). It travels as a tag, ["cap", Capability, Amount, Unit], on a
+// server's announcements and on its list responses. Collecting payment is
+// not this type's business: a price here is only advertised.
+type Price struct {
+	// Capability is "tool:NAME", "prompt:NAME" or "resource:URI".
+	Capability string
+	// Amount is a non-negative decimal number, or a range "MIN-MAX" for a
+	// price that depends on the call.
+	Amount string
+	// Unit is the unit of Amount; empty means DefaultPriceUnit.
+	Unit string
+}
+
+// DefaultPriceUnit is the unit of a price that names none.
+const DefaultPriceUnit = "sats"
+
+// TagCap is the name of the pricing tag.
+const TagCap = "cap"
+
+// ErrBadPrice is wrapped by every error about a malformed price.
+var ErrBadPrice = errors.New("bad price")
+
+// ParsePrice reads a price written as CAPABILITY=AMOUNT[:UNIT], for
+// example "tool:translate=10", "prompt:review=5-20:sats" or
+// "resource:file:///a=b=3:usd". The last "=" separates the capability,
+// which may itself contain "=" and ":", from the price.
+func ParsePrice(s string) (Price, error) {
+	i := strings.LastIndexByte(s, '=')
+	if i < 0 {
+		return Price{}, fmt.Errorf("%w %q: want CAPABILITY=AMOUNT[:UNIT], e.g. tool:translate=10", ErrBadPrice, s)
+	}
+	p := Price{Capability: s[:i]}
+	p.Amount, p.Unit, _ = strings.Cut(s[i+1:], ":")
+	if p.Unit == "" {
+		p.Unit = DefaultPriceUnit
+	}
+	if err := p.Validate(); err != nil {
+		return Price{}, err
+	}
+	return p, nil
+}
+
+// ParseCapTag reads a ["cap", capability, amount, unit] tag. A missing
+// unit is DefaultPriceUnit.
+func ParseCapTag(t nostr.Tag) (Price, error) {
+	if len(t) < 3 || t[0] != TagCap {
+		return Price{}, fmt.Errorf("%w: %q is not a [\"cap\", capability, amount, unit] tag", ErrBadPrice, []string(t))
+	}
+	p := Price{Capability: t[1], Amount: t[2], Unit: DefaultPriceUnit}
+	if len(t) > 3 && t[3] != "" {
+		p.Unit = t[3]
+	}
+	if err := p.Validate(); err != nil {
+		return Price{}, err
+	}
+	return p, nil
+}
+
+// Tag is the price's ["cap", …] tag.
+func (p Price) Tag() nostr.Tag {
+	unit := p.Unit
+	if unit == "" {
+		unit = DefaultPriceUnit
+	}
+	return nostr.Tag{TagCap, p.Capability, p.Amount, unit}
+}
+
+// Kind is what the price is for: "tool", "prompt" or "resource".
+func (p Price) Kind() string {
+	kind, _, _ := strings.Cut(p.Capability, ":")
+	return kind
+}
+
+// Name is the tool or prompt name, or the resource URI.
+func (p Price) Name() string {
+	_, name, _ := strings.Cut(p.Capability, ":")
+	return name
+}
+
+// Range returns the lowest and highest amount (equal for a fixed price).
+func (p Price) Range() (low, high float64, err error) {
+	lo, hi, isRange := strings.Cut(p.Amount, "-")
+	if low, err = parseAmount(lo); err != nil {
+		return 0, 0, fmt.Errorf("%w: amount %q: %v", ErrBadPrice, p.Amount, err)
+	}
+	if !isRange {
+		return low, low, nil
+	}
+	if high, err = parseAmount(hi); err != nil {
+		return 0, 0, fmt.Errorf("%w: amount %q: %v", ErrBadPrice, p.Amount, err)
+	}
+	if high < low {
+		return 0, 0, fmt.Errorf("%w: range %q runs backwards", ErrBadPrice, p.Amount)
+	}
+	return low, high, nil
+}
+
+// Validate reports whether the price can be advertised.
+func (p Price) Validate() error {
+	switch kind, name, _ := strings.Cut(p.Capability, ":"); {
+	case kind != "tool" && kind != "prompt" && kind != "resource":
+		return fmt.Errorf("%w: capability %q must start with tool:, prompt: or resource:", ErrBadPrice, p.Capability)
+	case name == "":
+		return fmt.Errorf("%w: capability %q names nothing", ErrBadPrice, p.Capability)
+	}
+	if _, _, err := p.Range(); err != nil {
+		return err
+	}
+	if strings.ContainsAny(p.Unit, " \t\n") {
+		return fmt.Errorf("%w: unit %q contains spaces", ErrBadPrice, p.Unit)
+	}
+	return nil
+}
+
+// parseAmount accepts plain non-negative decimals: no sign, exponent,
+// infinity or NaN, which strconv alone would let through.
+func parseAmount(s string) (float64, error) {
+	if s == "" {
+		return 0, errors.New("empty")
+	}
+	dot := false
+	for _, c := range s {
+		switch {
+		case c >= '0' && c <= '9':
+		case c == '.' && !dot:
+			dot = true
+		default:
+			return 0, fmt.Errorf("%q is not a non-negative decimal number", s)
+		}
+	}
+	return strconv.ParseFloat(s, 64)
+}
+
+// priceTags are the cap tags of prices whose kind is in kinds (all of them
+// when kinds is empty).
+func priceTags(prices []Price, kinds ...string) nostr.Tags {
+	var tags nostr.Tags
+	for _, p := range prices {
+		if len(kinds) == 0 || slices.Contains(kinds, p.Kind()) {
+			tags = append(tags, p.Tag())
+		}
+	}
+	return tags
+}
