@@ -1,0 +1,145 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ErrNoProvider means no server offers a verified implementation of the
+// schema.
+var ErrNoProvider = errors.New("no server implements this common schema")
+
+// CallOptions configure Call.
+type CallOptions struct {
+	// SchemaHash is the common schema to call.
+	SchemaHash string
+	// Tool, if set, must be the name of the tool the schema describes (the
+	// hash covers the name, so every provider's tool has the same one).
+	Tool      string
+	Arguments any
+
+	// Pool finds the providers. Catalog, if set, is used instead of reading
+	// the announcements from Pool.
+	Pool    *nostrx.Pool
+	Catalog *Catalog
+
+	// Client configures the connection to each provider. Server is set per
+	// provider, and the provider's relay list and Pool's relays are added to
+	// Relays.
+	Client contextvm.ClientOptions
+	// AttemptTimeout bounds each provider's connection and call (default
+	// 30 s).
+	AttemptTimeout time.Duration
+	// History ranks the providers and records the outcomes (nil: no
+	// memory between calls).
+	History *History
+
+	Logger *slog.Logger
+}
+
+// Attempt is one provider tried.
+type Attempt struct {
+	Provider Provider
+	Elapsed  time.Duration
+	Err      error
+}
+
+// CallResult is the outcome of Call.
+type CallResult struct {
+	Result   *mcp.CallToolResult
+	Provider Provider
+	Attempts []Attempt
+}
+
+// Call calls the tool of a common schema on the best provider, in the order
+// Choose gives, failing over to the next when a provider cannot be reached,
+// does not answer in time or answers with a protocol error. A tool's own
+// error result (isError) and invalid arguments (-32602) are answers, not
+// failures: they would be the same elsewhere, and trying elsewhere would run
+// the call twice.
+//
+// A provider that times out may still have run the call; failing over can
+// therefore run it again on the next one. Do not fail over calls that must
+// run at most once: give a single provider (Catalog) instead.
+func Call(ctx context.Context, opts CallOptions) (*CallResult, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.AttemptTimeout <= 0 {
+		opts.AttemptTimeout = 30 * time.Second
+	}
+	catalog := opts.Catalog
+	if catalog == nil {
+		if opts.Pool == nil {
+			return nil, errors.New("discovery: CallOptions needs a Pool or a Catalog")
+		}
+		var err error
+		if catalog, err = Fetch(ctx, opts.Pool, Filter{SchemaHash: opts.SchemaHash}); err != nil {
+			return nil, err
+		}
+	}
+	providers := catalog.Providers(opts.SchemaHash, opts.History, time.Now())
+	if len(providers) == 0 {
+		return nil, fmt.Errorf("discovery: %w: %s", ErrNoProvider, opts.SchemaHash)
+	}
+	if opts.Tool != "" && providers[0].Tool.Name != opts.Tool {
+		return nil, fmt.Errorf("discovery: schema %s describes the tool %q, not %q", opts.SchemaHash, providers[0].Tool.Name, opts.Tool)
+	}
+	res := &CallResult{}
+	for _, p := range providers {
+		start := time.Now()
+		result, err := callOne(ctx, opts, p)
+		elapsed := time.Since(start)
+		res.Attempts = append(res.Attempts, Attempt{Provider: p, Elapsed: elapsed, Err: err})
+		if err == nil || !failover(err) {
+			if err == nil {
+				opts.History.Succeeded(p.Server.Pubkey, elapsed, time.Now())
+			}
+			res.Result, res.Provider = result, p
+			return res, err
+		}
+		opts.History.Failed(p.Server.Pubkey, time.Now())
+		log.Info("provider failed; trying the next", "server", p.Server.Npub, "name", p.Server.Name, "err", err)
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+	}
+	return res, fmt.Errorf("discovery: all %d providers failed; the last: %w", len(providers), res.Attempts[len(res.Attempts)-1].Err)
+}
+
+func callOne(ctx context.Context, opts CallOptions, p Provider) (*mcp.CallToolResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, opts.AttemptTimeout)
+	defer cancel()
+	co := opts.Client
+	co.Server = p.Server.Pubkey.Hex()
+	// The provider's own relays and ours: a dead relay costs nothing, a
+	// missing one can cost the call.
+	relays := slices.Concat(p.Server.Relays, co.Relays)
+	if opts.Pool != nil {
+		relays = append(relays, opts.Pool.Relays()...)
+	}
+	co.Relays, co.Pool = relays, nil
+	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "cvm", Version: "1"}, nil), co)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	defer cs.Close()
+	return cs.CallTool(ctx, &mcp.CallToolParams{Name: p.Tool.Name, Arguments: opts.Arguments})
+}
+
+// failover reports whether an error is the provider's rather than the
+// call's.
+func failover(err error) bool {
+	var rpc *jsonrpc.Error
+	return !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInvalidParams
+}

@@ -1,0 +1,24 @@
+// Package discovery reads ContextVM server announcements into a catalog and
+// chooses among the servers that implement a common tool schema.
+//
+// A [Catalog] takes announcement events one at a time ([Catalog.Add]):
+// kind 11316 (a server's initialize result and discovery tags), 11317–11320
+// (its tools, resources, resource templates and prompts, with cap tags for
+// prices and CEP-15 tags for common schemas), 10002 (its relays) and kind 5
+// deletions of them. It keeps the newest event of each kind per server, as a
+// relay keeps replaceable events, and skips anything malformed with a reason
+// ([Catalog.Skipped]) instead of failing. Every schema hash a server claims
+// is checked against the tool's own schemas before the catalog calls it
+// verified.
+//
+// [Fetch] fills a catalog from relays, asking them to filter where the
+// protocol lets them (#i for a schema hash, #t for a category) and filtering
+// the rest itself; [Watch] keeps one current. [Catalog.Servers] lists what
+// matches a [Filter].
+//
+// For a common schema, [Catalog.Providers] lists the verified
+// implementations in the order [Choose] prefers them (cheapest, then
+// fastest to answer, recent failures last), and [Call] calls the tool on
+// the first that answers, failing over to the next, with a [History] of
+// outcomes kept between runs.
+package discovery

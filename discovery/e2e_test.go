@@ -1,0 +1,190 @@
+package discovery_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/discovery"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type translateIn struct {
+	Text string `json:"text"`
+	To   string `json:"to"`
+}
+
+// translator is an MCP server whose translate tool has the common schema of
+// translateTool, and says who answered.
+func translator(who string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: who, Version: "1.0.0"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "translate", Description: "Translate text"}, func(ctx context.Context, req *mcp.CallToolRequest, in translateIn) (*mcp.CallToolResult, any, error) {
+		if in.To == "" {
+			return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "to: required"}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: who + ": " + in.Text}}}, nil, nil
+	})
+	return s
+}
+
+func startProvider(t *testing.T, r *relay.Server, who, price string) *contextvm.Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{
+		Signer:         contextvm.NewKeySigner(nostr.Generate()),
+		Relays:         []string{r.URL},
+		Info:           contextvm.ServerInfo{Name: who},
+		Announce:       true,
+		Prices:         []contextvm.Price{{Capability: "tool:translate", Amount: price}},
+		CommonTools:    []string{"translate"},
+		ToolCategories: []string{"language"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(context.Background(), translator(who))
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+func pool(t *testing.T, r *relay.Server) *nostrx.Pool {
+	p := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{r.URL}})
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// schemaHash is the hash the providers announce for translate.
+func schemaHash(t *testing.T, p *nostrx.Pool, want int) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := discovery.Fetch(ctx, p, discovery.Filter{Category: "language"})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if servers := c.Servers(discovery.Filter{}); len(servers) == want && len(servers[0].Tools) == 1 && servers[want-1].Tools[0].Verified {
+			return servers[0].Tools[0].SchemaHash
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the providers never announced themselves")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestFetchAndWatch(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	p := pool(t, r)
+	a := startProvider(t, r, "Alpha", "5")
+	hash := schemaHash(t, p, 1)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := discovery.Fetch(ctx, p, discovery.Filter{SchemaHash: hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := c.Server(a.PublicKey())
+	if !ok || s.Name != "Alpha" || len(s.Relays) != 1 || s.Relays[0] != r.URL || s.Tools[0].Price.Amount != "5" {
+		t.Fatalf("fetched %+v", s)
+	}
+
+	changes := make(chan nostr.PubKey, 16)
+	watchCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- c.Watch(watchCtx, p, func(pk nostr.PubKey) { changes <- pk }) }()
+	time.Sleep(200 * time.Millisecond) // let the subscriptions reach the relay
+	b := startProvider(t, r, "Beta", "7")
+	waitChange(t, changes, b.PublicKey())
+	if s, ok := c.Server(b.PublicKey()); !ok || s.Name != "Beta" || len(s.Relays) != 1 {
+		t.Fatalf("watched %+v %v", s, ok)
+	}
+	if _, err := b.Unannounce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, changes, b.PublicKey())
+	if _, ok := c.Server(b.PublicKey()); ok {
+		t.Fatal("an unannounced server is still in the catalog")
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitChange(t *testing.T, changes <-chan nostr.PubKey, pk nostr.PubKey) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case got := <-changes:
+			if got == pk {
+				return
+			}
+		case <-timeout:
+			t.Fatal("no change reported")
+		}
+	}
+}
+
+func TestCallFailsOver(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	p := pool(t, r)
+	cheap := startProvider(t, r, "Cheap", "1")
+	startProvider(t, r, "Dear", "9")
+	hash := schemaHash(t, p, 2)
+	hist := discovery.OpenHistory(filepath.Join(t.TempDir(), "providers.json"))
+	call := func() (*discovery.CallResult, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return discovery.Call(ctx, discovery.CallOptions{
+			SchemaHash: hash, Tool: "translate", Arguments: translateIn{Text: "hi", To: "fr"},
+			Pool: p, History: hist, AttemptTimeout: 3 * time.Second,
+			Client: contextvm.ClientOptions{Signer: contextvm.NewKeySigner(nostr.Generate())},
+		})
+	}
+	res, err := call()
+	if err != nil || res.Provider.Server.Name != "Cheap" || res.Result.Content[0].(*mcp.TextContent).Text != "Cheap: hi" {
+		t.Fatalf("first call: %+v, %v", res, err)
+	}
+
+	cheap.Close() // still announced, no longer answering
+	res, err = call()
+	if err != nil || res.Provider.Server.Name != "Dear" || len(res.Attempts) != 2 || res.Attempts[0].Err == nil {
+		t.Fatalf("failover: %+v, %v", res, err)
+	}
+	if err := hist.Save(); err != nil {
+		t.Fatal(err)
+	}
+	// The failure is remembered across runs: the next call goes to Dear first.
+	hist = discovery.OpenHistory(hist.Path())
+	res, err = call()
+	if err != nil || res.Provider.Server.Name != "Dear" || len(res.Attempts) != 1 {
+		t.Fatalf("after a failure: %+v, %v", res, err)
+	}
+
+	// Invalid arguments are an answer, not a reason to try elsewhere.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err = discovery.Call(ctx, discovery.CallOptions{SchemaHash: hash, Arguments: translateIn{Text: "hi"}, Pool: p, History: hist, AttemptTimeout: 3 * time.Second})
+	var rpc *jsonrpc.Error
+	if !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInvalidParams || len(res.Attempts) != 1 {
+		t.Fatalf("invalid params: %v, %d attempts", err, len(res.Attempts))
+	}
+
+	if _, err := discovery.Call(ctx, discovery.CallOptions{SchemaHash: "00", Pool: p}); !errors.Is(err, discovery.ErrNoProvider) {
+		t.Fatalf("unknown schema: %v", err)
+	}
+}
