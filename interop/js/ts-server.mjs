@@ -5,11 +5,12 @@
 // env: RELAY_URL (comma-separated), SERVER_PRIVKEY (hex; random if unset),
 //      ENCRYPTION optional|required|disabled, GIFT_WRAP optional|ephemeral|persistent,
 //      ANNOUNCE=1 (CEP-6 announcements to RELAY_URL only), PRICE_ADD (sats, a cap tag),
-//      INJECT_PUBKEY=1, LOG_LEVEL.
+//      COMMON_TOOLS (comma-separated tool names declared common, CEP-15),
+//      CATEGORIES (comma-separated, with COMMON_TOOLS), INJECT_PUBKEY=1, LOG_LEVEL.
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import {
-  NostrServerTransport, PrivateKeySigner, ApplesauceRelayPool, EncryptionMode, GiftWrapMode,
+  NostrServerTransport, PrivateKeySigner, ApplesauceRelayPool, EncryptionMode, GiftWrapMode, withCommonToolSchemas,
 } from '@contextvm/sdk';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { bytesToHex, hexToBytes } from 'nostr-tools/utils';
@@ -68,6 +69,12 @@ const transport = new NostrServerTransport({
 });
 if (process.env.PRICE_ADD) {
   transport.setAnnouncementPricingTags([['cap', 'tool:add', String(process.env.PRICE_ADD), 'sats']]);
+}
+if (process.env.COMMON_TOOLS) {
+  withCommonToolSchemas(transport, {
+    tools: process.env.COMMON_TOOLS.split(',').map((name) => ({ name })),
+    categories: (process.env.CATEGORIES ?? '').split(',').filter(Boolean),
+  });
 }
 await mcp.connect(transport);
 // connect() resolves before the SDK's subscription reaches the relay; a
