@@ -107,34 +107,35 @@ func TestFetchAndWatch(t *testing.T) {
 	go func() { done <- c.Watch(watchCtx, p, func(pk nostr.PubKey) { changes <- pk }) }()
 	time.Sleep(200 * time.Millisecond) // let the subscriptions reach the relay
 	b := startProvider(t, r, "Beta", "7")
-	waitChange(t, changes, b.PublicKey())
-	if s, ok := c.Server(b.PublicKey()); !ok || s.Name != "Beta" || len(s.Relays) != 1 {
-		t.Fatalf("watched %+v %v", s, ok)
-	}
+	// Beta's announcements arrive one by one; each is a change.
+	waitFor(t, changes, b.PublicKey(), func() bool {
+		s, ok := c.Server(b.PublicKey())
+		return ok && s.Name == "Beta" && len(s.Tools) == 1 && len(s.Relays) == 1
+	})
 	if _, err := b.Unannounce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitChange(t, changes, b.PublicKey())
-	if _, ok := c.Server(b.PublicKey()); ok {
-		t.Fatal("an unannounced server is still in the catalog")
-	}
+	waitFor(t, changes, b.PublicKey(), func() bool {
+		_, ok := c.Server(b.PublicKey())
+		return !ok
+	})
 	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 }
 
-func waitChange(t *testing.T, changes <-chan nostr.PubKey, pk nostr.PubKey) {
+// waitFor consumes the reported changes until one was for pk and done
+// holds.
+func waitFor(t *testing.T, changes <-chan nostr.PubKey, pk nostr.PubKey, done func() bool) {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
-	for {
+	for reported := false; !reported || !done(); {
 		select {
 		case got := <-changes:
-			if got == pk {
-				return
-			}
+			reported = reported || got == pk
 		case <-timeout:
-			t.Fatal("no change reported")
+			t.Fatal("the watched catalog never reached the expected state")
 		}
 	}
 }
