@@ -206,7 +206,7 @@ type Client struct {
 	byToken  map[string]*pending // ... by the progress token we put on them
 	nextWire int64               // JSON-RPC ids of our requests: unique per client
 	peers    map[string]*peerState
-	servers  map[string]*PeerConn          // server side, per peer
+	servers  map[string]*PeerConn         // server side, per peer
 	sessions map[string][]*clientSideConn // go-sdk client sessions, per peer
 	onceLog  map[string]bool
 }
