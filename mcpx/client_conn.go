@@ -230,7 +230,7 @@ func (c *Client) serve(cs *connState, started chan<- error) error {
 	for _, data := range cs.early {
 		c.handleFrame(data, false)
 	}
-	c.resendUnconfirmed(gen)
+	c.resendUnconfirmed(cs.conn, gen)
 
 	c.mu.Lock()
 	if c.closed {

@@ -115,7 +115,7 @@ func (c *Client) send(ctx context.Context, e *Envelope) error {
 	}
 	c.mu.Unlock()
 	if recheck {
-		c.goOwned(func() { c.recheck(entry) })
+		c.goOwned(func() { c.recheck(entry, nil, 0) })
 	}
 	if werr != nil && ctx.Err() != nil {
 		return ctx.Err()
@@ -146,21 +146,22 @@ func (c *Client) waitConn(ctx context.Context) (*websocket.Conn, int, error) {
 	}
 }
 
-// resendUnconfirmed re-checks, after a reconnect, every envelope written to
-// an earlier connection that was never confirmed.
-func (c *Client) resendUnconfirmed(gen int) {
+// resendUnconfirmed re-checks, while resuming on conn (generation gen),
+// every envelope written to an earlier connection that was never confirmed.
+func (c *Client) resendUnconfirmed(conn *websocket.Conn, gen int) {
 	c.mu.Lock()
 	entries := c.out.older(gen)
 	c.scanned = gen
 	c.mu.Unlock()
 	for _, e := range entries {
-		c.recheck(e)
+		c.recheck(e, conn, gen)
 	}
 }
 
 // recheck looks e up in history by id and sends it again only if the
-// gateway never stored it.
-func (c *Client) recheck(e *outEntry) {
+// gateway never stored it: on conn (generation gen) while resuming, else
+// on whatever connection there is.
+func (c *Client) recheck(e *outEntry, conn *websocket.Conn, gen int) {
 	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
 	defer cancel()
 	c.mu.Lock()
@@ -178,7 +179,7 @@ func (c *Client) recheck(e *outEntry) {
 		c.dropEntry(e)
 	case errors.As(err, &herr) && herr.Status == http.StatusBadRequest && herr.Code == CodeUnknownCursor:
 		c.log.Info("an envelope sent before the disconnect never reached the gateway; sending it again", "envelope", e.id)
-		c.rewrite(ctx, e)
+		c.rewrite(ctx, e, conn, gen)
 	default:
 		// Sending again could duplicate a tool call; losing it is the
 		// lesser harm, and the caller's timeout reports it.
@@ -187,12 +188,15 @@ func (c *Client) recheck(e *outEntry) {
 	}
 }
 
-// rewrite writes an outbox entry again on the current connection.
-func (c *Client) rewrite(ctx context.Context, e *outEntry) {
-	conn, gen, err := c.waitConn(ctx)
-	if err != nil {
-		c.dropEntry(e)
-		return
+// rewrite writes an outbox entry again, on conn or (if nil) the current
+// connection.
+func (c *Client) rewrite(ctx context.Context, e *outEntry, conn *websocket.Conn, gen int) {
+	if conn == nil {
+		var err error
+		if conn, gen, err = c.waitConn(ctx); err != nil {
+			c.dropEntry(e)
+			return
+		}
 	}
 	c.mu.Lock()
 	e.gen, e.written, e.checking = gen, false, false
@@ -282,7 +286,7 @@ func (c *Client) rateLimited(id string, after time.Duration) bool {
 		defer t.Stop()
 		select {
 		case <-t.C:
-			c.rewrite(c.ctx, e)
+			c.rewrite(c.ctx, e, nil, 0)
 		case <-c.ctx.Done():
 		}
 	})
