@@ -156,8 +156,7 @@ func parseChatLine(line string) (chatCommand, error) {
 		}
 		c := chatCommand{name: name, peer: rest[0], tool: rest[1], args: json.RawMessage("{}")}
 		// The arguments are the rest of the line, spaces and all.
-		if i := strings.Index(line, rest[1]) + len(rest[1]); strings.TrimSpace(line[i:]) != "" {
-			raw := strings.TrimSpace(line[i:])
+		if raw := strings.TrimSpace(afterFields(line, 3)); raw != "" {
 			var obj map[string]any
 			if err := json.Unmarshal([]byte(raw), &obj); err != nil {
 				return chatCommand{}, fmt.Errorf("/call arguments must be a JSON object: %v", err)
@@ -167,6 +166,21 @@ func parseChatLine(line string) (chatCommand, error) {
 		return c, nil
 	}
 	return chatCommand{}, fmt.Errorf("unknown command /%s (try /help)", name)
+}
+
+// afterFields returns what follows the first n whitespace-separated fields
+// of line.
+func afterFields(line string, n int) string {
+	rest := line
+	for range n {
+		rest = strings.TrimLeft(rest, " \t")
+		i := strings.IndexAny(rest, " \t")
+		if i < 0 {
+			return ""
+		}
+		rest = rest[i:]
+	}
+	return rest
 }
 
 // commandTimeout bounds a /tools or /call: the input loop waits for it.
