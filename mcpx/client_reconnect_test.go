@@ -259,3 +259,38 @@ func TestClient_UnconfirmedEnvelopesAreCheckedAfterReconnect(t *testing.T) {
 		t.Fatalf("bob got %s", got)
 	}
 }
+
+// After a gateway restart the peers come back one by one: a request to a
+// peer that is slower to reconnect than its caller is still answered.
+func TestClient_PeerSlowToReconnectKeepsItsRequests(t *testing.T) {
+	g := startGateway(t, Options{})
+	release := make(chan struct{})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "slowpoke"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "wait"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		<-release
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "here"}}}, nil, nil
+	})
+	caller, cev := g.client("room:x", "caller", ClientOptions{})
+	g.client("room:x", "slowpoke", ClientOptions{Server: SDKServer(srv), ReconnectMin: 1500 * time.Millisecond, ReconnectMax: 2 * time.Second})
+	done := make(chan error, 1)
+	go func() {
+		_, err := caller.Request(ctx10(t), "slowpoke", "tools/call", map[string]any{"name": "wait"})
+		done <- err
+	}()
+	eventually(t, "the call in flight", func() bool {
+		caller.mu.Lock()
+		defer caller.mu.Unlock()
+		ps := caller.peers["slowpoke"]
+		return len(caller.pending) == 1 && ps != nil && ps.result != nil
+	})
+	g.restart()
+	// The caller is back first and does not find slowpoke in its welcome.
+	cev.wait(t, "slowpoke missing after the reconnect", func(e Event) bool {
+		return e.Type == EventLeave && e.Participant.ID == "slowpoke" && e.Replayed
+	})
+	cev.wait(t, "slowpoke back", func(e Event) bool { return e.Type == EventJoin && e.Participant.ID == "slowpoke" })
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("the call to a peer slower to reconnect: %v", err)
+	}
+}
