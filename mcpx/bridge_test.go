@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,13 +71,9 @@ func (g *testGateway) bridge(topic, id string) *Bridge {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	b, err := StartBridge(ctx, BridgeOptions{
-		Client: ClientOptions{Gateway: g.URL, Topic: topic, Token: g.token(topic, id)},
-		Command: func() *exec.Cmd {
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), "MCPX_TEST_CHILD=1")
-			return cmd
-		},
-		Stderr: os.Stderr,
+		Client:  ClientOptions{Gateway: g.URL, Topic: topic, Token: g.token(topic, id)},
+		Command: childCommand,
+		Stderr:  os.Stderr,
 	})
 	if err != nil {
 		g.t.Fatal(err)
