@@ -50,7 +50,7 @@ type pending struct {
 func (c *Client) startRequest(ctx context.Context, peer string, req *jsonrpc.Request, s sink, related string) (*pending, error) {
 	c.mu.Lock()
 	c.nextWire++
-	p := &pending{envID: newEnvelopeID(), peer: peer, method: req.Method, wireID: c.nextWire, origID: req.ID, sink: s}
+	p := &pending{peer: peer, method: req.Method, wireID: c.nextWire, origID: req.ID, sink: s}
 	c.mu.Unlock()
 	params := req.Params
 	if tok := progressToken(params); tok != nil {

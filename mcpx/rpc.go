@@ -82,9 +82,6 @@ func marshalParams(v any) (json.RawMessage, error) {
 // into each other.
 func idKey(id jsonrpc.ID) any { return id.Raw() }
 
-// rawID is id as JSON, for params such as notifications/cancelled's
-// requestId.
-func rawID(id jsonrpc.ID) any { return id.Raw() }
 
 // progressToken returns params._meta.progressToken as raw JSON, or nil.
 func progressToken(params json.RawMessage) json.RawMessage {
