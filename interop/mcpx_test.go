@@ -321,12 +321,34 @@ func TestMCPx_BridgeRestartsItsServer(t *testing.T) {
 	if _, err := caller.Request(ctx, "alpha", "tools/list", nil); err != nil {
 		t.Fatal(err)
 	}
+	// A call that reports progress every 0.2 s: its first progress proves
+	// it is running in the server when the server is killed.
+	running := make(chan struct{}, 1)
+	sdk := mcp.NewClient(&mcp.Implementation{Name: "caller"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+			select {
+			case running <- struct{}{}:
+			default:
+			}
+		},
+	})
+	cs, err := sdk.Connect(ctx, caller.PeerTransport("alpha"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
 	failed := make(chan error, 1)
 	go func() {
-		_, err := caller.Request(ctx, "alpha", "tools/call", map[string]any{"name": "trigger-long-running-operation", "arguments": map[string]any{"duration": 30, "steps": 1}})
+		p := &mcp.CallToolParams{Name: "trigger-long-running-operation", Arguments: map[string]any{"duration": 30, "steps": 150}}
+		p.SetProgressToken("run")
+		_, err := cs.CallTool(ctx, p)
 		failed <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // the call reaches the server
+	select {
+	case <-running:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the long call never reported progress")
+	}
 	first.Process.Kill()
 	select {
 	case err := <-failed:

@@ -196,11 +196,20 @@ func TestBridge_SubscriptionsAreCountedAcrossPeers(t *testing.T) {
 // A peer that leaves has its calls cancelled upstream.
 func TestBridge_PeerLeavingCancelsItsCalls(t *testing.T) {
 	g := startGateway(t, Options{})
-	g.bridge("room:x", "child")
+	b := g.bridge("room:x", "child")
 	watcher, _ := g.client("room:x", "watcher", ClientOptions{})
 	caller, _ := g.client("room:x", "caller", ClientOptions{})
 	go caller.Request(context.Background(), "child", "tools/call", map[string]any{"name": "hang", "arguments": map[string]any{}})
-	time.Sleep(200 * time.Millisecond)
+	eventually(t, "the call at the server", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, c := range b.calls {
+			if c.method == "tools/call" {
+				return true
+			}
+		}
+		return false
+	})
 	caller.Close()
 	eventually(t, "the cancellation upstream", func() bool { return stats(t, watcher) == "subs=0 unsubs=0 cancelled=1" })
 }

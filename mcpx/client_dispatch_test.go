@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -83,5 +84,47 @@ func TestClient_PeerLeavingFailsItsRequests(t *testing.T) {
 	server.Close()
 	if err := <-done; err == nil || !errors.Is(err, ErrPeerLeft) {
 		t.Fatalf("err %v, want ErrPeerLeft", err)
+	}
+}
+
+// A go-sdk handler still running for a peer that leaves is cancelled (the
+// go-sdk would otherwise keep it, and the session, forever), and so is one
+// running when the serving participant closes: Close does not hang.
+func TestClient_ServerHandlersEndWithTheirSession(t *testing.T) {
+	g := startGateway(t, Options{})
+	cancelled := make(chan string, 2)
+	server, _ := g.client("room:x", "server", ClientOptions{Server: SDKServer(echoServer(t, cancelled))})
+	caller, _ := g.client("room:x", "caller", ClientOptions{})
+	running := func(text string) {
+		go caller.Request(context.Background(), "server", "tools/call", map[string]any{"name": "hang", "arguments": map[string]any{"text": text}})
+		eventually(t, "the handler running", func() bool {
+			server.mu.Lock()
+			defer server.mu.Unlock()
+			s := server.servers["caller"]
+			if s == nil {
+				return false
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return len(s.incoming) > 0
+		})
+	}
+	running("left")
+	caller.Close()
+	if got := <-cancelled; got != "left" {
+		t.Fatalf("cancelled %q", got)
+	}
+	caller2, _ := g.client("room:x", "caller", ClientOptions{})
+	caller = caller2
+	running("closed")
+	closed := make(chan struct{})
+	go func() { server.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hangs on a running handler")
+	}
+	if got := <-cancelled; got != "closed" {
+		t.Fatalf("cancelled %q", got)
 	}
 }

@@ -124,7 +124,7 @@ func TestClient_ResumeReplaysWhatWasMissed(t *testing.T) {
 	g := startGateway(t, Options{})
 	alice, _ := g.client("room:x", "alice", ClientOptions{})
 	// bob's reconnects are slow, so alice is back and talking first.
-	_, bev := g.client("room:x", "bob", ClientOptions{ReconnectMin: 800 * time.Millisecond, ReconnectMax: time.Second})
+	_, bev := g.client("room:x", "bob", ClientOptions{ReconnectMin: 2 * time.Second, ReconnectMax: 2 * time.Second})
 	ctx := ctx10(t)
 	alice.Chat(ctx, "before")
 	bev.wait(t, "before", func(e Event) bool { return e.Type == EventChat && e.Chat.Text == "before" })
@@ -267,7 +267,11 @@ func TestClient_PeerSlowToReconnectKeepsItsRequests(t *testing.T) {
 	release := make(chan struct{})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "slowpoke"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "wait"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		<-release
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "here"}}}, nil, nil
 	})
 	caller, cev := g.client("room:x", "caller", ClientOptions{})
@@ -280,8 +284,12 @@ func TestClient_PeerSlowToReconnectKeepsItsRequests(t *testing.T) {
 	eventually(t, "the call in flight", func() bool {
 		caller.mu.Lock()
 		defer caller.mu.Unlock()
-		ps := caller.peers["slowpoke"]
-		return len(caller.pending) == 1 && ps != nil && ps.result != nil
+		for _, p := range caller.pending {
+			if p.method == "tools/call" {
+				return true
+			}
+		}
+		return false
 	})
 	g.restart()
 	// The caller is back first and does not find slowpoke in its welcome.

@@ -227,8 +227,8 @@ func TestClient_RequestHandshakeOnceAndErrorCodes(t *testing.T) {
 
 func TestClient_RequestToAbsentPeerFailsFast(t *testing.T) {
 	g := startGateway(t, Options{})
-	caller, _ := g.client("room:x", "caller", ClientOptions{})
-	start := time.Now()
+	// A backoff far longer than the test: the second call must find it.
+	caller, _ := g.client("room:x", "caller", ClientOptions{HandshakeRetryMin: time.Hour})
 	_, err := caller.Request(ctx10(t), "ghost", "tools/list", nil)
 	var gerr *GatewayError
 	if !errors.As(err, &gerr) || gerr.Code != CodeUnknownRecipient {
@@ -239,14 +239,23 @@ func TestClient_RequestToAbsentPeerFailsFast(t *testing.T) {
 	if !errors.Is(err, ErrHandshakeBackoff) || !errors.As(err, &gerr) {
 		t.Fatalf("second call: %v, want ErrHandshakeBackoff wrapping the gateway error", err)
 	}
-	_ = start
+	// The peer's arrival clears the backoff.
+	g.client("room:x", "ghost", ClientOptions{})
+	eventually(t, "a handshake with ghost once it joined", func() bool {
+		_, err := caller.Request(ctx10(t), "ghost", "ping", nil)
+		if err != nil {
+			return false
+		}
+		_, err = caller.Initialize(ctx10(t), "ghost")
+		return err == nil
+	})
 }
 
 func TestClient_TimeoutSendsCancelled(t *testing.T) {
 	g := startGateway(t, Options{})
 	cancelled := make(chan string, 1)
 	g.client("room:x", "server", ClientOptions{Server: SDKServer(echoServer(t, cancelled))})
-	caller, _ := g.client("room:x", "caller", ClientOptions{RequestTimeout: 300 * time.Millisecond})
+	caller, _ := g.client("room:x", "caller", ClientOptions{RequestTimeout: 1500 * time.Millisecond})
 	_, err := caller.Request(ctx10(t), "server", "tools/call", map[string]any{"name": "hang", "arguments": map[string]any{"text": "t1"}})
 	if !errors.Is(err, ErrRequestTimeout) {
 		t.Fatalf("err %v, want ErrRequestTimeout", err)
