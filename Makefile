@@ -45,6 +45,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzUnwrap -fuzztime 30s ./contextvm
 	$(GO) test -run '^$$' -fuzz FuzzHash -fuzztime 30s ./commonschema
 	$(GO) test -run '^$$' -fuzz FuzzDecodeEnvelope -fuzztime 30s ./mcpx
+	$(GO) test -run '^$$' -fuzz FuzzClientFrame -fuzztime 30s ./mcpx
+	$(GO) test -run '^$$' -fuzz FuzzParseChatLine -fuzztime 30s ./cmd/cvm
 
 # The MCPx gateway benchmark: the load generator (bench/mcpxload) runs in its
 # own process against "cvm room serve" and a minimal baseline hub, and

@@ -1,4 +1,4 @@
-// Package mcpx is an MCPx v0 gateway: topic-based rooms over WebSocket in
+// Package mcpx is MCPx v0: a gateway for topic-based rooms over WebSocket in
 // which every participant is an MCP server and calls the others' tools
 // (seed 001, the MCPx v0 draft; docs/mcpx.md records every place the draft
 // is ambiguous and what this gateway does there).
@@ -30,8 +30,19 @@
 //     for a listening server, and Prometheus metrics in a registry per
 //     gateway.
 //
+// A participant's side, in Go:
+//
+//   - client.go and client_*.go: Client joins a topic and stays there,
+//     reconnecting with backoff and resuming from history by seq, so that
+//     nothing is lost or seen twice; it correlates requests by envelope,
+//     performs one MCP handshake per peer, cancels what times out, presents
+//     each peer to a go-sdk client (PeerTransport) and serves peers with a
+//     go-sdk server (SDKServer) or any PeerServer.
+//   - bridge.go: Bridge makes a stdio MCP server a participant.
+//
 // Concurrency: a Gateway is safe for concurrent use. Each session has
 // three goroutines (read, write, ping), all owned by the HTTP handler that
 // accepted it and all finished before that handler returns; Close ends
-// them and waits.
+// them and waits. A Client and a Bridge are safe for concurrent use; their
+// Close waits for every goroutine they started.
 package mcpx

@@ -15,14 +15,15 @@ import (
 func (a *app) roomCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "room",
-		Short: "MCPx v0 rooms: run a gateway, mint participant tokens",
+		Short: "MCPx v0 rooms: run a gateway, mint tokens, bridge MCP servers in, chat",
 		Long: `MCPx v0 rooms are topics on a WebSocket gateway in which every participant is
 an MCP server and can call the others' tools. "cvm room serve" runs the
 gateway; "cvm room token" mints a participant's bearer token with the
 gateway's signing key (in the same --data directory, so it works while the
-gateway runs). See docs/mcpx.md.`,
+gateway runs); "cvm room bridge" makes a stdio MCP server a participant;
+"cvm room chat" joins from the terminal. See docs/mcpx.md.`,
 	}
-	cmd.AddCommand(a.roomServeCommand(), a.roomTokenCommand())
+	cmd.AddCommand(a.roomServeCommand(), a.roomTokenCommand(), a.roomBridgeCommand(), a.roomChatCommand())
 	return cmd
 }
 

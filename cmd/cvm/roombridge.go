@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"time"
+
+	"github.com/cvmgo/cvm/mcpx"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) roomBridgeCommand() *cobra.Command {
+	var (
+		join       joinFlags
+		restartMax time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "bridge --topic T (--token T | --token-file F) -- COMMAND [ARG...]",
+		Short: "Put a stdio MCP server into a room as a participant",
+		Long: `Run a stdio MCP server and make it a participant of a topic: peers initialize
+with it, list and call its tools, read its resources, get its prompts and
+completions, and receive its notifications, as if they had started it
+themselves. The server's own initialize result is passed through; JSON-RPC
+ids and progress tokens are remapped per peer; error codes are kept; the
+server's sampling and elicitation requests go to the peer whose call caused
+them. If the server exits it is restarted with backoff, and the calls it
+took with it fail rather than hang.
+
+When the bridge has joined, one JSON line is printed on stdout:
+  {"ready":true,"participant":"alpha","topic":"room:x","server":{...},...}
+Logs and the server's stderr go to stderr. SIGINT or SIGTERM leaves the
+topic and stops the server.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			copts, err := join.options()
+			if err != nil {
+				return err
+			}
+			copts.Logger = a.log
+			if _, err := exec.LookPath(args[0]); err != nil {
+				return fmt.Errorf("command %s: %w", args[0], err)
+			}
+			b, err := mcpx.StartBridge(cmd.Context(), mcpx.BridgeOptions{
+				Client: copts,
+				Command: func() *exec.Cmd {
+					return exec.Command(args[0], args[1:]...)
+				},
+				Stderr:     a.stderr,
+				RestartMax: restartMax,
+				Logger:     a.log,
+			})
+			if err != nil {
+				return joinError(err)
+			}
+			defer b.Close()
+			info := b.ServerInfo()
+			ready := map[string]any{
+				"ready":            true,
+				"participant":      b.Client().Self().ID,
+				"topic":            join.topic,
+				"server":           info.ServerInfo,
+				"protocol_version": info.ProtocolVersion,
+			}
+			if err := a.printJSON(ready); err != nil {
+				return err
+			}
+			a.log.Info("bridge joined", "topic", join.topic, "participant", b.Client().Self().ID, "command", args[0])
+			<-cmd.Context().Done()
+			a.log.Info("shutting down")
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	join.register(f)
+	f.DurationVar(&restartMax, "restart-max", 30*time.Second, "longest wait between restarts of a server that keeps exiting")
+	return cmd
+}

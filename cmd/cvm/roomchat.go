@@ -1,0 +1,381 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cvmgo/cvm/mcpx"
+	"github.com/spf13/cobra"
+)
+
+const chatHelp = `commands:
+  TEXT                      say TEXT to the room (//TEXT says /TEXT)
+  /who                      who is here
+  /tools PEER               list PEER's tools
+  /call PEER TOOL [{json}]  call PEER's TOOL with JSON arguments
+  /history [N]              the last N envelopes you may see (default 20)
+  /help, /quit`
+
+func (a *app) roomChatCommand() *cobra.Command {
+	var join joinFlags
+	cmd := &cobra.Command{
+		Use:   "chat --topic T (--token T | --token-file F)",
+		Short: "Join a room from the terminal: chat, presence, and peers' tools",
+		Long: `Join a topic as a participant: see who comes and goes and what they say,
+say things, and use the other participants' tools.
+
+Each line read on stdin is said to the room, or is a command:
+` + chatHelp + `
+
+It works in a terminal and when a program drives it through stdin and
+stdout. With --json every line printed is one JSON object (the first one
+says {"event":"ready",...}); otherwise lines are for people. End of input
+or SIGINT leaves the room.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			copts, err := join.options()
+			if err != nil {
+				return err
+			}
+			out := &chatOutput{w: a.stdout, json: a.jsonOut}
+			copts.Logger = a.log
+			copts.OnEvent = out.event
+			ctx := cmd.Context()
+			c, err := mcpx.Connect(ctx, copts)
+			if err != nil {
+				return joinError(err)
+			}
+			defer c.Close()
+			out.ready(c, join.topic)
+			return chatLoop(ctx, c, a.stdin, out)
+		},
+	}
+	join.register(cmd.Flags())
+	return cmd
+}
+
+// chatLoop reads commands until end of input, /quit or ctx ends.
+func chatLoop(ctx context.Context, c *mcpx.Client, in io.Reader, out *chatOutput) error {
+	lines := make(chan string)
+	readErr := make(chan error, 1)
+	go func() {
+		// Owned by chatLoop only until it returns: a read blocked on a
+		// terminal cannot be interrupted, and the process exits anyway.
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+		readErr <- sc.Err()
+	}()
+	for {
+		var line string
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-readErr:
+			return err
+		case line = <-lines:
+		}
+		cmd, err := parseChatLine(line)
+		if err != nil {
+			out.fail(line, err)
+			continue
+		}
+		if cmd.name == "quit" {
+			return nil
+		}
+		runChatCommand(ctx, c, cmd, out)
+	}
+}
+
+// chatCommand is one parsed input line.
+type chatCommand struct {
+	name string // say, who, tools, call, history, help, quit; "" for nothing
+	text string // say
+	peer string // tools, call
+	tool string // call
+	args json.RawMessage
+	n    int // history
+}
+
+// parseChatLine parses a line of chat input. Anything not starting with a
+// slash is said as it is.
+func parseChatLine(line string) (chatCommand, error) {
+	line = strings.TrimRight(line, "\r\n")
+	if strings.TrimSpace(line) == "" {
+		return chatCommand{}, nil
+	}
+	if !strings.HasPrefix(line, "/") {
+		return chatCommand{name: "say", text: line}, nil
+	}
+	if strings.HasPrefix(line, "//") {
+		return chatCommand{name: "say", text: line[1:]}, nil
+	}
+	fields := strings.Fields(line)
+	name, rest := strings.TrimPrefix(fields[0], "/"), fields[1:]
+	switch name {
+	case "who", "help", "quit":
+		if len(rest) != 0 {
+			return chatCommand{}, fmt.Errorf("/%s takes no arguments", name)
+		}
+		return chatCommand{name: name}, nil
+	case "tools":
+		if len(rest) != 1 {
+			return chatCommand{}, errors.New("usage: /tools PEER")
+		}
+		return chatCommand{name: name, peer: rest[0]}, nil
+	case "history":
+		n := 20
+		if len(rest) > 1 {
+			return chatCommand{}, errors.New("usage: /history [N]")
+		}
+		if len(rest) == 1 {
+			v, err := strconv.Atoi(rest[0])
+			if err != nil || v < 1 || v > 1000 {
+				return chatCommand{}, errors.New("usage: /history [N], N from 1 to 1000")
+			}
+			n = v
+		}
+		return chatCommand{name: name, n: n}, nil
+	case "call":
+		if len(rest) < 2 {
+			return chatCommand{}, errors.New("usage: /call PEER TOOL [{json arguments}]")
+		}
+		c := chatCommand{name: name, peer: rest[0], tool: rest[1], args: json.RawMessage("{}")}
+		// The arguments are the rest of the line, spaces and all.
+		if raw := strings.TrimSpace(afterFields(line, 3)); raw != "" {
+			var obj map[string]any
+			if err := json.Unmarshal([]byte(raw), &obj); err != nil {
+				return chatCommand{}, fmt.Errorf("/call arguments must be a JSON object: %v", err)
+			}
+			c.args = json.RawMessage(raw)
+		}
+		return c, nil
+	}
+	return chatCommand{}, fmt.Errorf("unknown command /%s (try /help)", name)
+}
+
+// afterFields returns what follows the first n whitespace-separated fields
+// of line.
+func afterFields(line string, n int) string {
+	rest := line
+	for range n {
+		rest = strings.TrimLeft(rest, " \t")
+		i := strings.IndexAny(rest, " \t")
+		if i < 0 {
+			return ""
+		}
+		rest = rest[i:]
+	}
+	return rest
+}
+
+// commandTimeout bounds a /tools or /call: the input loop waits for it.
+const commandTimeout = 2 * time.Minute
+
+func runChatCommand(ctx context.Context, c *mcpx.Client, cmd chatCommand, out *chatOutput) {
+	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
+	defer cancel()
+	switch cmd.name {
+	case "":
+	case "say":
+		if _, err := c.Chat(ctx, cmd.text); err != nil {
+			out.fail("say", err)
+		}
+	case "help":
+		out.text(chatHelp)
+	case "who":
+		out.who(c.Self(), c.Participants())
+	case "tools":
+		res, err := c.Request(ctx, cmd.peer, "tools/list", map[string]any{})
+		if err != nil {
+			out.fail("/tools "+cmd.peer, err)
+			return
+		}
+		out.tools(cmd.peer, res)
+	case "call":
+		res, err := c.Request(ctx, cmd.peer, "tools/call", map[string]any{"name": cmd.tool, "arguments": cmd.args})
+		if err != nil {
+			out.fail("/call "+cmd.peer+" "+cmd.tool, err)
+			return
+		}
+		out.callResult(cmd.peer, cmd.tool, res)
+	case "history":
+		envs, _, err := c.History(ctx, mcpx.HistoryQuery{Limit: cmd.n})
+		if err != nil {
+			out.fail("/history", err)
+			return
+		}
+		out.history(envs)
+	}
+}
+
+// chatOutput prints events and results, one line (or one JSON object) at
+// a time, from the client's goroutine and the input loop alike.
+type chatOutput struct {
+	mu        sync.Mutex
+	w         io.Writer
+	json      bool
+	connected int // welcomes seen: the first is the ready line, later ones reconnects
+}
+
+func (o *chatOutput) line(human string, obj map[string]any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.json {
+		b, err := json.Marshal(obj)
+		if err == nil {
+			fmt.Fprintf(o.w, "%s\n", b)
+		}
+		return
+	}
+	fmt.Fprintln(o.w, human)
+}
+
+func (o *chatOutput) text(s string) { o.line(s, map[string]any{"event": "help", "text": s}) }
+
+func ids(ps []mcpx.Participant) []string {
+	out := []string{}
+	for _, p := range ps {
+		out = append(out, p.ID)
+	}
+	return out
+}
+
+func (o *chatOutput) ready(c *mcpx.Client, topic string) {
+	self, others := c.Self(), c.Participants()
+	here := "nobody else is here"
+	if len(others) > 0 {
+		here = "here: " + strings.Join(ids(others), ", ")
+	}
+	o.line(fmt.Sprintf("* joined %s as %s; %s (/help for commands)", topic, self.ID, here),
+		map[string]any{"event": "ready", "topic": topic, "participant": self, "participants": others})
+}
+
+func (o *chatOutput) who(self mcpx.Participant, others []mcpx.Participant) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "* %s (you)", self.ID)
+	for _, p := range others {
+		fmt.Fprintf(&b, "\n* %s (%s, %s)", p.ID, p.Name, p.Kind)
+	}
+	o.line(b.String(), map[string]any{"event": "who", "participant": self, "participants": others})
+}
+
+func (o *chatOutput) fail(what string, err error) {
+	o.line(fmt.Sprintf("! %s: %v", what, err), map[string]any{"event": "error", "command": what, "error": err.Error()})
+}
+
+// event prints what the client saw. It runs on the client's receive
+// goroutine, so it only formats and writes.
+func (o *chatOutput) event(e mcpx.Event) {
+	switch e.Type {
+	case mcpx.EventChat:
+		if e.Chat.Mine && !o.json {
+			return // a person sees what they typed
+		}
+		o.line(fmt.Sprintf("<%s> %s", e.Chat.From, e.Chat.Text), map[string]any{
+			"event": "chat", "from": e.Chat.From, "text": e.Chat.Text, "format": e.Chat.Format,
+			"id": e.Chat.ID, "seq": e.Chat.Seq, "mine": e.Chat.Mine, "replayed": e.Replayed})
+	case mcpx.EventJoin:
+		o.line(fmt.Sprintf("* %s joined", e.Participant.ID), map[string]any{"event": "join", "participant": e.Participant})
+	case mcpx.EventLeave:
+		why := ""
+		if e.Reason != "" {
+			why = " (" + string(e.Reason) + ")"
+		}
+		o.line(fmt.Sprintf("* %s left%s", e.Participant.ID, why), map[string]any{"event": "leave", "participant": e.Participant, "reason": e.Reason})
+	case mcpx.EventDisconnected:
+		o.line(fmt.Sprintf("* disconnected (%v); reconnecting", e.Err), map[string]any{"event": "disconnected", "error": fmt.Sprint(e.Err)})
+	case mcpx.EventConnected:
+		o.mu.Lock()
+		o.connected++
+		again := o.connected > 1
+		o.mu.Unlock()
+		if again {
+			o.line("* reconnected", map[string]any{"event": "reconnected", "participants": e.Participants})
+		}
+	}
+}
+
+func (o *chatOutput) tools(peer string, raw json.RawMessage) {
+	var res struct {
+		Tools []struct {
+			Name        string `json:"name"`
+			Description string `json:"description"`
+		} `json:"tools"`
+	}
+	json.Unmarshal(raw, &res)
+	var b strings.Builder
+	fmt.Fprintf(&b, "* %s has %d tools:", peer, len(res.Tools))
+	for _, t := range res.Tools {
+		fmt.Fprintf(&b, "\n  %s", t.Name)
+		if d, _, _ := strings.Cut(t.Description, "\n"); d != "" {
+			fmt.Fprintf(&b, ": %s", d)
+		}
+	}
+	o.line(b.String(), map[string]any{"event": "tools", "peer": peer, "result": raw})
+}
+
+func (o *chatOutput) callResult(peer, tool string, raw json.RawMessage) {
+	var res struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+		IsError bool `json:"isError"`
+	}
+	json.Unmarshal(raw, &res)
+	var parts []string
+	for _, c := range res.Content {
+		if c.Type == "text" {
+			parts = append(parts, c.Text)
+		} else {
+			parts = append(parts, "["+c.Type+"]")
+		}
+	}
+	mark := "*"
+	if res.IsError {
+		mark = "!"
+	}
+	o.line(fmt.Sprintf("%s %s %s: %s", mark, peer, tool, strings.Join(parts, "\n")),
+		map[string]any{"event": "result", "peer": peer, "tool": tool, "result": raw})
+}
+
+func (o *chatOutput) history(envs []*mcpx.Envelope) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "* the last %d envelopes:", len(envs))
+	list := []*mcpx.Envelope{}
+	for i := len(envs) - 1; i >= 0; i-- { // oldest first
+		e := envs[i]
+		list = append(list, e)
+		var p struct {
+			Method string `json:"method"`
+			Params struct {
+				Text string `json:"text"`
+			} `json:"params"`
+		}
+		json.Unmarshal(e.Payload, &p)
+		switch {
+		case p.Method == "notifications/chat/message":
+			fmt.Fprintf(&b, "\n  [%d] <%s> %s", e.Seq, e.From, p.Params.Text)
+		case p.Method != "":
+			fmt.Fprintf(&b, "\n  [%d] %s -> %s: %s", e.Seq, e.From, strings.Join(e.To, ","), p.Method)
+		default:
+			fmt.Fprintf(&b, "\n  [%d] %s -> %s: (response)", e.Seq, e.From, strings.Join(e.To, ","))
+		}
+	}
+	o.line(b.String(), map[string]any{"event": "history", "envelopes": list})
+}
