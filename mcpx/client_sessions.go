@@ -201,12 +201,25 @@ func (p *PeerConn) WriteRelated(ctx context.Context, req *jsonrpc.Request, relat
 	return p.write(ctx, req, p, envID)
 }
 
-// Close implements mcp.Connection. Requests this connection sent and that
-// are still unanswered are failed. A go-sdk session reading it ends, and
-// cancels its handlers still running.
+// Close implements mcp.Connection. The server is sent a cancellation for
+// each of the peer's requests it has not answered (nobody is left to want
+// the answer, and the go-sdk does not cancel a handler when its session
+// ends, so one that never returned would hold its session open), then the
+// connection ends. Requests this connection sent and that are still
+// unanswered are failed.
 func (p *PeerConn) Close() error {
 	p.once.Do(func() {
-		p.q.close()
+		p.mu.Lock()
+		var open []any
+		for id := range p.incoming {
+			open = append(open, id)
+		}
+		p.mu.Unlock()
+		for _, id := range open {
+			params, _ := marshalParams(map[string]any{"requestId": id, "reason": "the session with the peer ended"})
+			p.q.push(&jsonrpc.Request{Method: methodCancelled, Params: params})
+		}
+		p.q.drainThenClose()
 		c := p.c
 		c.mu.Lock()
 		if c.servers[p.peer] == p {

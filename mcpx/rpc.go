@@ -169,11 +169,12 @@ func wireError(err error) (*jsonrpc.Error, bool) {
 // answers the gateway's pings), and one reader. Its size is bounded in
 // practice by the gateway's per-participant rate limit.
 type msgQueue struct {
-	mu     sync.Mutex
-	items  []jsonrpc.Message
-	wake   chan struct{} // 1-buffered
-	closed chan struct{}
-	once   sync.Once
+	mu       sync.Mutex
+	items    []jsonrpc.Message
+	draining bool          // closing once the items are read
+	wake     chan struct{} // 1-buffered
+	closed   chan struct{}
+	once     sync.Once
 }
 
 func newMsgQueue() *msgQueue {
@@ -213,7 +214,12 @@ func (q *msgQueue) pop(done <-chan struct{}) (jsonrpc.Message, error) {
 			q.mu.Unlock()
 			return m, nil
 		}
+		draining := q.draining
 		q.mu.Unlock()
+		if draining {
+			q.close()
+			return nil, errConnClosed
+		}
 		select {
 		case <-q.wake:
 		case <-q.closed:
@@ -225,6 +231,17 @@ func (q *msgQueue) pop(done <-chan struct{}) (jsonrpc.Message, error) {
 }
 
 func (q *msgQueue) close() { q.once.Do(func() { close(q.closed) }) }
+
+// drainThenClose lets the reader have what is queued, then closes.
+func (q *msgQueue) drainThenClose() {
+	q.mu.Lock()
+	q.draining = true
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
 
 // intID is a numeric JSON-RPC id. Counters stay far below 2^53, where a
 // float64 would lose precision.
