@@ -111,8 +111,13 @@ func TestClient_ServerHandlersEndWithTheirSession(t *testing.T) {
 	}
 	running("left")
 	caller.Close()
-	if got := <-cancelled; got != "left" {
-		t.Fatalf("cancelled %q", got)
+	select {
+	case got := <-cancelled:
+		if got != "left" {
+			t.Fatalf("cancelled %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler of a peer that left was never cancelled")
 	}
 	caller2, _ := g.client("room:x", "caller", ClientOptions{})
 	caller = caller2
@@ -124,7 +129,12 @@ func TestClient_ServerHandlersEndWithTheirSession(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close hangs on a running handler")
 	}
-	if got := <-cancelled; got != "closed" {
-		t.Fatalf("cancelled %q", got)
+	select {
+	case got := <-cancelled:
+		if got != "closed" {
+			t.Fatalf("cancelled %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler still running at Close was never cancelled")
 	}
 }
