@@ -265,6 +265,8 @@ func (l *link) initialize(ctx context.Context, conn mcp.Connection, gen uint64, 
 			return handshake{}, fmt.Errorf("%w did not answer initialize within %s", ErrUpstream, l.opts.initTimeout)
 		case errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed):
 			return handshake{}, fmt.Errorf("%w exited before answering initialize", ErrUpstream)
+		case errors.As(err, new(*json.SyntaxError)):
+			return handshake{}, fmt.Errorf("%w wrote something other than JSON-RPC where its answer to initialize belonged (%w)", ErrUpstream, err)
 		case err != nil:
 			return handshake{}, fmt.Errorf("%w: reading its answer to initialize: %w", ErrUpstream, err)
 		}

@@ -105,7 +105,7 @@ func (c *childConn) Close() error {
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		if line := c.tail.lastLine(); line != "" {
-			return fmt.Errorf("%w (its last words on stderr: %q)", err, line)
+			return fmt.Errorf("%w; its last words on stderr: %q", err, line)
 		}
 	}
 	return err
