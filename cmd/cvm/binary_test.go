@@ -55,7 +55,7 @@ type proc struct {
 }
 
 // startCVM runs the binary with a private HOME and XDG directories.
-func startCVM(t *testing.T, c *cli, args ...string) *proc {
+func startCVM(t testing.TB, c *cli, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(cvmBinary, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
@@ -87,7 +87,7 @@ func startCVM(t *testing.T, c *cli, args ...string) *proc {
 }
 
 // readyLine reads the one JSON line a long-running command prints when ready.
-func (p *proc) readyLine(t *testing.T, v any) {
+func (p *proc) readyLine(t testing.TB, v any) {
 	t.Helper()
 	lines := make(chan string, 1)
 	go func() {
@@ -105,7 +105,7 @@ func (p *proc) readyLine(t *testing.T, v any) {
 }
 
 // stop sends sig and returns the exit code, failing if the process lingers.
-func (p *proc) stop(t *testing.T, sig os.Signal) int {
+func (p *proc) stop(t testing.TB, sig os.Signal) int {
 	t.Helper()
 	p.cmd.Process.Signal(sig)
 	select {

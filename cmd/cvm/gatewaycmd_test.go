@@ -142,7 +142,7 @@ func TestConfig_ShowsClientAndGatewaySettings(t *testing.T) {
 	}
 }
 
-func get(t *testing.T, url string) string {
+func get(t testing.TB, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
