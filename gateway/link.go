@@ -54,6 +54,12 @@ const stableAfter = 10 * time.Second
 // flood means something is wrong.
 const maxEarly = 1024
 
+// writeFailedGrace is how long the handshake still reads after initialize
+// could not be written: long enough for an exited child's last output and
+// end of file, short enough not to wait on an HTTP server that is not
+// there.
+const writeFailedGrace = time.Second
+
 // link is one upstream session that outlives its connection: when the
 // connection ends (the child process died), it reconnects with backoff and
 // performs the handshake again with the same initialize parameters.
@@ -254,13 +260,20 @@ func (l *link) dial(ctx context.Context, gen uint64, announce bool) (mcp.Connect
 // whatever else the upstream says first.
 func (l *link) initialize(ctx context.Context, conn mcp.Connection, gen uint64, announce bool) (handshake, error) {
 	id := mustID(fmt.Sprintf("cvm-gateway-initialize-%d", gen))
-	if err := conn.Write(ctx, &jsonrpc.Request{ID: id, Method: "initialize", Params: l.opts.params}); err != nil {
-		return handshake{}, fmt.Errorf("%w did not take initialize: %w", ErrUpstream, err)
+	// A child that has already exited fails the write (a broken pipe), but
+	// what it printed and its exit status say more: read them either way.
+	writeErr := conn.Write(ctx, &jsonrpc.Request{ID: id, Method: "initialize", Params: l.opts.params})
+	if writeErr != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, writeFailedGrace)
+		defer cancel()
 	}
 	var hs handshake
 	for {
 		msg, err := conn.Read(ctx)
 		switch {
+		case writeErr != nil && errors.Is(err, context.DeadlineExceeded):
+			return handshake{}, fmt.Errorf("%w did not take initialize: %w", ErrUpstream, writeErr)
 		case errors.Is(err, context.DeadlineExceeded):
 			return handshake{}, fmt.Errorf("%w did not answer initialize within %s", ErrUpstream, l.opts.initTimeout)
 		case errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed):
