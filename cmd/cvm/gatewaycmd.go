@@ -111,13 +111,12 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	// found or exits at once is reported now, not to the first client.
 	startCtx, cancel := context.WithTimeout(ctx, opts.InitializeTimeout)
 	defer cancel()
-	var info string
-	if opts.Mode == gateway.PerClient {
-		res, err := gateway.Check(startCtx, upstream, opts.InitializeTimeout)
-		if err != nil {
-			return fmt.Errorf("%w; %s", err, hint)
-		}
-		info = serverInfoName(res.ServerInfo.Title, res.ServerInfo.Name)
+	res, err := gateway.Check(startCtx, upstream, opts.InitializeTimeout)
+	if err != nil {
+		return fmt.Errorf("%w; %s", err, hint)
+	}
+	if gf.name == "" && res.ServerInfo != nil {
+		gf.name = serverInfoName(res.ServerInfo.Title, res.ServerInfo.Name)
 	}
 	gw, err := gateway.New(startCtx, opts)
 	if err != nil {
@@ -125,9 +124,6 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	}
 	defer gw.Close()
 
-	if gf.name == "" {
-		gf.name = info
-	}
 	relayCtx, cancelRelay := context.WithTimeout(ctx, relayWait)
 	defer cancelRelay()
 	srv, err := contextvm.NewServer(relayCtx, contextvm.ServerOptions{
