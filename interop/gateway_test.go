@@ -3,6 +3,8 @@ package interop
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -229,4 +231,81 @@ func checkEverything(t *testing.T, res everythingResult) {
 	if !slices.Equal(res.Completion, []string{"Engineering"}) {
 		t.Errorf("completion %v", res.Completion)
 	}
+}
+
+// TestGateway_ServerEverythingOverHTTP: server-everything in its
+// streamable-HTTP mode (the TypeScript SDK's HTTP transport) behind
+// `cvm gateway --upstream-url`, both modes. The subscription update comes on
+// the HTTP session's GET stream, outside any request.
+func TestGateway_ServerEverythingOverHTTP(t *testing.T) {
+	url := startEverythingHTTP(t)
+	for _, mode := range []string{"per-client", "shared"} {
+		t.Run(mode, func(t *testing.T) {
+			r := relaytest.Start(t, relay.Options{})
+			gw := startGateway(t, "--relay", r.URL, "--session-mode", mode, "--upstream-url", url)
+			var res everythingResult
+			runScript(t, 120*time.Second, "everything-client.mjs", map[string]string{"RELAY_URL": r.URL, "SERVER_PUBKEY": gw.Npub}, &res)
+			if !res.OK {
+				t.Fatalf("TS client failed in step %s: %s", res.Step, res.Error)
+			}
+			checkEverything(t, res)
+			host := runStdioHost(t, r.URL, gw.Npub, "sampling", []toolCall{
+				{Name: "trigger-sampling-request", Arguments: map[string]any{"prompt": "over http", "maxTokens": 5}},
+			})
+			if !strings.Contains(host.Results[0].Text, "sampled: Resource trigger-sampling-request context: over http") {
+				t.Errorf("sampling round trip: %q", host.Results[0].Text)
+			}
+		})
+	}
+}
+
+// startEverythingHTTP runs server-everything's streamable-HTTP server on a
+// free port and returns its endpoint.
+func startEverythingHTTP(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command("node", everything(t), "streamableHttp")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	listening := make(chan struct{})
+	var log lockedBuffer
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		once := false
+		for sc.Scan() {
+			log.Write([]byte(sc.Text() + "\n"))
+			if !once && strings.Contains(sc.Text(), "listening on port") {
+				once = true
+				close(listening)
+			}
+		}
+	}()
+	select {
+	case <-listening:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("server-everything (HTTP) did not start: %s", log.String())
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
 }
