@@ -33,6 +33,22 @@ type UpstreamFunc func(ctx context.Context) (mcp.Connection, error)
 // Open calls f.
 func (f UpstreamFunc) Open(ctx context.Context) (mcp.Connection, error) { return f(ctx) }
 
+// InProcess is an Upstream for a go-sdk server in the same process: each
+// upstream session is a session of s over an in-memory pipe. It puts a Go
+// server on Nostr with the gateway's session handling and metrics, as cvm
+// demo does.
+func InProcess(s *mcp.Server) Upstream {
+	return UpstreamFunc(func(ctx context.Context) (mcp.Connection, error) {
+		clientEnd, serverEnd := mcp.NewInMemoryTransports()
+		// The server session lives as long as the pipe, not as long as
+		// the context of opening it.
+		if _, err := s.Connect(context.WithoutCancel(ctx), serverEnd, nil); err != nil {
+			return nil, err
+		}
+		return clientEnd.Connect(ctx)
+	})
+}
+
 // Command is an Upstream that runs a stdio MCP server as a child process,
 // one process per upstream session.
 type Command struct {

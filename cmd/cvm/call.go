@@ -42,7 +42,7 @@ Progress goes to stderr. Exit status 1 when the tool reports an error
 				return err
 			}
 			defer cs.Close()
-			tools, err := listTools(ctx, cs)
+			tools, err := all(cs.Tools(ctx, nil))
 			if err != nil {
 				return remoteFailure("tools/list", server, cf.relays, err)
 			}
@@ -93,17 +93,6 @@ func (a *app) printProgress(_ context.Context, req *mcp.ProgressNotificationClie
 		line += ": " + p.Message
 	}
 	fmt.Fprintln(a.stderr, line)
-}
-
-func listTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) {
-	var tools []*mcp.Tool
-	for t, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			return nil, err
-		}
-		tools = append(tools, t)
-	}
-	return tools, nil
 }
 
 func toolNames(tools []*mcp.Tool) string {

@@ -80,16 +80,9 @@ func runDemo(ctx context.Context, step func(name, detail string, start time.Time
 	step("relay", "embedded relay on "+r.URL, t)
 
 	t = time.Now()
-	server := demoserver.New()
-	gw, err := gateway.New(ctx, gateway.Options{Upstream: gateway.UpstreamFunc(func(ctx context.Context) (mcp.Connection, error) {
-		// An in-process upstream: the demo server on an in-memory pipe,
-		// one session per client session, as a child process would be.
-		clientEnd, serverEnd := mcp.NewInMemoryTransports()
-		if _, err := server.Connect(context.WithoutCancel(ctx), serverEnd, nil); err != nil {
-			return nil, err
-		}
-		return clientEnd.Connect(ctx)
-	})})
+	// The demo server in the process: one server session per client
+	// session, as a child process would be.
+	gw, err := gateway.New(ctx, gateway.Options{Upstream: gateway.InProcess(demoserver.New())})
 	if err != nil {
 		return err
 	}
@@ -126,7 +119,7 @@ func runDemo(ctx context.Context, step func(name, detail string, start time.Time
 	step("connect", fmt.Sprintf("initialize: %s %s, MCP %s, gift-wrapped", init.ServerInfo.Name, init.ServerInfo.Version, init.ProtocolVersion), t)
 
 	t = time.Now()
-	tools, err := listTools(ctx, cs)
+	tools, err := all(cs.Tools(ctx, nil))
 	if err != nil {
 		return fmt.Errorf("tools/list: %w", err)
 	}

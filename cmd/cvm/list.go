@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"iter"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -25,7 +26,7 @@ result, {"tools":[…]}, with every input schema (cvm schema hash reads it).`,
 				return err
 			}
 			defer cs.Close()
-			tools, err := listTools(ctx, cs)
+			tools, err := all(cs.Tools(ctx, nil))
 			if err != nil {
 				return remoteFailure("tools/list", args[0], cf.relays, err)
 			}
@@ -81,19 +82,13 @@ resources/read result.`,
 				}
 				return nil
 			}
-			var resources []*mcp.Resource
-			for r, err := range cs.Resources(ctx, nil) {
-				if err != nil {
-					return remoteFailure("resources/list", args[0], cf.relays, err)
-				}
-				resources = append(resources, r)
+			resources, err := all(cs.Resources(ctx, nil))
+			if err != nil {
+				return remoteFailure("resources/list", args[0], cf.relays, err)
 			}
-			var templates []*mcp.ResourceTemplate
-			for r, err := range cs.ResourceTemplates(ctx, nil) {
-				if err != nil {
-					return remoteFailure("resources/templates/list", args[0], cf.relays, err)
-				}
-				templates = append(templates, r)
+			templates, err := all(cs.ResourceTemplates(ctx, nil))
+			if err != nil {
+				return remoteFailure("resources/templates/list", args[0], cf.relays, err)
 			}
 			if a.jsonOut {
 				return a.printJSON(struct {
@@ -157,12 +152,9 @@ with --get NAME print the messages of one, its arguments given as key=value.
 				}
 				return nil
 			}
-			var prompts []*mcp.Prompt
-			for p, err := range cs.Prompts(ctx, nil) {
-				if err != nil {
-					return remoteFailure("prompts/list", args[0], cf.relays, err)
-				}
-				prompts = append(prompts, p)
+			prompts, err := all(cs.Prompts(ctx, nil))
+			if err != nil {
+				return remoteFailure("prompts/list", args[0], cf.relays, err)
 			}
 			if a.jsonOut {
 				return a.printJSON(mcp.ListPromptsResult{Prompts: nonNil(prompts)})
@@ -197,6 +189,18 @@ func orElse(s, alt string) string {
 		return s
 	}
 	return alt
+}
+
+// all collects every page of a list.
+func all[T any](pages iter.Seq2[T, error]) ([]T, error) {
+	var out []T
+	for item, err := range pages {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, item)
+	}
+	return out, nil
 }
 
 // nonNil makes an empty list print as [] rather than null.
