@@ -42,7 +42,7 @@ const testInstructions = "a test server behind a gateway"
 // testServer is the upstream of most gateway tests. Its tools expose what
 // the tests need to see from the upstream's side.
 func testServer() *mcp.Server {
-	var subscribes, unsubscribes atomic.Int64
+	var subscribes, unsubscribes, cancelled atomic.Int64
 	s := mcp.NewServer(&mcp.Implementation{Name: "gateway-test-upstream", Version: "0.1.0"}, &mcp.ServerOptions{
 		Instructions: testInstructions,
 		SubscribeHandler: func(context.Context, *mcp.SubscribeRequest) error {
@@ -87,6 +87,7 @@ func testServer() *mcp.Server {
 			select {
 			case <-time.After(time.Duration(in.Ms/steps) * time.Millisecond):
 			case <-ctx.Done():
+				cancelled.Add(1)
 				return nil, nil, ctx.Err()
 			}
 			if tok := req.Params.GetProgressToken(); tok != nil {
@@ -122,6 +123,9 @@ func testServer() *mcp.Server {
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "subs", Description: "subscribe and unsubscribe requests received"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return text(fmt.Sprintf("subscribe=%d unsubscribe=%d", subscribes.Load(), unsubscribes.Load())), nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "cancelled", Description: "slow calls cancelled so far"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return text(strconv.FormatInt(cancelled.Load(), 10)), nil, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "add_tool", Description: "add a tool (the upstream announces list_changed)"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		mcp.AddTool(s, &mcp.Tool{Name: fmt.Sprintf("extra_%d", time.Now().UnixNano())}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
