@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/proxy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -69,6 +70,7 @@ The proxy ends when the host closes its input, or on SIGINT or SIGTERM.`,
 		},
 	}
 	cmd.Flags().StringVar(&logFile, "log-file", "", "write logs to this file instead of stderr")
+	config.Bind(cmd.Flags(), "log-file", "proxy.log-file")
 	a.addClientFlags(cmd, &cf, 60*time.Second)
 	return cmd
 }

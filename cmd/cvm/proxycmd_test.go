@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -101,5 +102,20 @@ func TestProxyCommand_BadInput(t *testing.T) {
 		if code != exitLocal || out != "" || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: code %d, stdout %q, stderr %q", tc.args, code, out, errOut)
 		}
+	}
+}
+
+func TestProxyCommand_LogFile(t *testing.T) {
+	relayURL, npub := demoOnNostr(t)
+	c := newCLI(t)
+	path := filepath.Join(t.TempDir(), "proxy.log")
+	// Empty input: the host is gone at once, and the proxy ends cleanly.
+	code, out, errOut := c.run("proxy", npub, "--relay", relayURL, "--log-file", path)
+	if code != 0 || out != "" || errOut != "" {
+		t.Fatalf("code %d, stdout %q, stderr %q; want 0 and nothing on either", code, out, errOut)
+	}
+	logged, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(logged), "proxy ready") || !strings.Contains(string(logged), "proxy stopped") {
+		t.Fatalf("log file: %q %v", logged, err)
 	}
 }
