@@ -27,14 +27,13 @@
 //
 // An upstream that dies is restarted with backoff and initialized again with
 // the same parameters; requests in flight when it died are answered with an
-// error at once, never left to time out. Access (--allow and --public of cvm
-// gateway) is checked before anything reaches the upstream; a refused
-// request gets a JSON-RPC error. Handler serves Prometheus metrics and a
-// health check.
+// error at once, never left to time out. Who may call what is the
+// contextvm.Server's business (AllowedClients, PublicCapabilities): a
+// refused request never reaches the gateway, let alone the upstream.
+// Handler serves Prometheus metrics and a health check.
 //
 // Files: gateway.go (the Gateway, its sessions, bound and idle reaping),
 // upstream.go and http.go (where upstream sessions come from), link.go (one
 // supervised upstream session: handshake and restart), perclient.go and
-// shared.go (the two modes), access.go, metrics.go, message.go (JSON-RPC
-// helpers).
+// shared.go (the two modes), metrics.go, message.go (JSON-RPC helpers).
 package gateway

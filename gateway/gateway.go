@@ -66,9 +66,6 @@ type Options struct {
 	// long and has nothing in flight (default 10 min; negative: never).
 	IdleTimeout time.Duration
 
-	// Access says who may call what (default: everyone, everything).
-	Access Access
-
 	// ClientInfo is how the gateway introduces itself to the upstream in
 	// Shared mode (default "cvm-gateway").
 	ClientInfo *mcp.Implementation

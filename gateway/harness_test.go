@@ -44,6 +44,13 @@ type bench struct {
 
 func newBench(t *testing.T, opts gateway.Options) *bench {
 	t.Helper()
+	return newBenchServer(t, opts, contextvm.ServerOptions{})
+}
+
+// newBenchServer is newBench with options for the contextvm server (its
+// Signer and Relays are filled in).
+func newBenchServer(t *testing.T, opts gateway.Options, sopts contextvm.ServerOptions) *bench {
+	t.Helper()
 	r := relaytest.Start(t, relay.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -57,10 +64,9 @@ func newBench(t *testing.T, opts gateway.Options) *bench {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{
-		Signer: contextvm.NewKeySigner(nostr.Generate()),
-		Relays: []string{r.URL},
-	})
+	sopts.Signer = contextvm.NewKeySigner(nostr.Generate())
+	sopts.Relays = []string{r.URL}
+	srv, err := contextvm.NewServer(ctx, sopts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,9 +9,6 @@ import (
 
 // JSON-RPC error codes the gateway answers with on its own.
 const (
-	// CodeUnauthorized answers a request the access policy refuses. The
-	// reference SDK refuses with the same code.
-	CodeUnauthorized = -32000
 	// CodeUpstreamUnavailable answers a request the upstream cannot take:
 	// it could not be started, it died with the request in flight, or it is
 	// being restarted. (JSON-RPC's internal error: from the client's side,

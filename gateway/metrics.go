@@ -45,7 +45,7 @@ func newMetrics(mode SessionMode) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"method"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cvm_gateway_refused_total", Help: "Requests refused by the gateway, by reason (unauthorized, unroutable).",
+			Name: "cvm_gateway_refused_total", Help: "Requests refused by the gateway, by reason (unroutable: a shared upstream's request to no single client).",
 		}, []string{"reason"}),
 		upstreamExits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cvm_gateway_upstream_exits_total", Help: "Upstream sessions that ended on their own (a child process died).",

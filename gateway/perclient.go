@@ -83,11 +83,6 @@ func (s *perClient) run() {
 		}
 		return
 	}
-	if !s.g.opts.Access.Permits(s.conn.Client(), init.Method, init.Params) {
-		s.g.metrics.refused.WithLabelValues("unauthorized").Inc()
-		refuse(ctx, s.conn, init, CodeUnauthorized, "Unauthorized: this gateway serves allowed public keys only")
-		return
-	}
 	if err := s.g.track(s, true); err != nil {
 		refuse(ctx, s.conn, init, CodeBusy, "%v", err)
 		return
@@ -140,11 +135,6 @@ func (s *perClient) fromClient(msg jsonrpc.Message) {
 					s.log.Debug("notification not delivered upstream", "method", m.Method, "err", err)
 				}
 			}
-			return
-		}
-		if !s.g.opts.Access.Permits(s.conn.Client(), m.Method, m.Params) {
-			s.g.metrics.refused.WithLabelValues("unauthorized").Inc()
-			refuse(ctx, s.conn, m, CodeUnauthorized, "Unauthorized: %s is not public on this gateway and your key is not allowed", describeRequest(m))
 			return
 		}
 		if !up {
@@ -274,12 +264,4 @@ func (s *perClient) upstreamRestarted(gen uint64, _ json.RawMessage) {
 			s.log.Warn("could not replay a subscription", "err", err)
 		}
 	}
-}
-
-// describeRequest names a request for messages: "tools/call get_weather".
-func describeRequest(m *jsonrpc.Request) string {
-	if name := targetName(m.Method, m.Params); name != "" {
-		return fmt.Sprintf("%s %q", m.Method, name)
-	}
-	return m.Method
 }

@@ -160,11 +160,6 @@ func (h *hub) serve(c clientConn) {
 		}
 		return
 	}
-	if !h.g.opts.Access.Permits(c.Client(), init.Method, init.Params) {
-		h.g.metrics.refused.WithLabelValues("unauthorized").Inc()
-		refuse(ctx, c, init, CodeUnauthorized, "Unauthorized: this gateway serves allowed public keys only")
-		return
-	}
 	m := &member{
 		h:    h,
 		conn: c,
@@ -284,11 +279,6 @@ func (h *hub) callOf(m *member, origID jsonrpc.ID) (jsonrpc.ID, bool) {
 
 func (h *hub) requestFromClient(m *member, r *jsonrpc.Request) {
 	ctx := h.g.ctx
-	if !h.g.opts.Access.Permits(m.conn.Client(), r.Method, r.Params) {
-		h.g.metrics.refused.WithLabelValues("unauthorized").Inc()
-		m.send(errorResponse(r.ID, CodeUnauthorized, "Unauthorized: %s is not public on this gateway and your key is not allowed", describeRequest(r)))
-		return
-	}
 	c := &call{m: m, origID: r.ID, method: r.Method, start: time.Now()}
 	switch r.Method {
 	case "initialize":

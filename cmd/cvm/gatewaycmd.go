@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/gateway"
 	"github.com/cvmgo/cvm/internal/config"
@@ -92,6 +93,10 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	if err != nil {
 		return err
 	}
+	allowed, public, err := a.access(gf)
+	if err != nil {
+		return err
+	}
 	opts.Upstream = upstream
 	enc, err := contextvm.ParseEncryptionMode(gf.encryption)
 	if err != nil {
@@ -127,13 +132,15 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	relayCtx, cancelRelay := context.WithTimeout(ctx, relayWait)
 	defer cancelRelay()
 	srv, err := contextvm.NewServer(relayCtx, contextvm.ServerOptions{
-		Signer:      contextvm.NewKeySigner(id.secret),
-		Relays:      gf.relays,
-		Encryption:  enc,
-		GiftWrap:    wrap,
-		Info:        contextvm.ServerInfo{Name: gf.name, About: gf.about, Website: gf.website, Picture: gf.pict},
-		IdleTimeout: -1, // the gateway reaps sessions itself, with their upstreams
-		Logger:      a.log,
+		Signer:             contextvm.NewKeySigner(id.secret),
+		Relays:             gf.relays,
+		AllowedClients:     allowed,
+		PublicCapabilities: public,
+		Encryption:         enc,
+		GiftWrap:           wrap,
+		Info:               contextvm.ServerInfo{Name: gf.name, About: gf.about, Website: gf.website, Picture: gf.pict},
+		IdleTimeout:        -1, // the gateway reaps sessions itself, with their upstreams
+		Logger:             a.log,
 	})
 	if err != nil {
 		return noRelay(gf.relays, relayWait, err)
@@ -221,24 +228,6 @@ func (a *app) gatewayOptions(gf gatewayFlags) (gateway.Options, error) {
 	if err != nil {
 		return gateway.Options{}, fmt.Errorf("--session-mode: %w", err)
 	}
-	var access gateway.Access
-	for _, s := range gf.allow {
-		pk, err := nostrx.ParsePublicKey(s)
-		if err != nil {
-			return gateway.Options{}, fmt.Errorf("--allow: %w", err)
-		}
-		access.Allow = append(access.Allow, pk.Key)
-	}
-	for _, s := range gf.public {
-		c, err := gateway.ParseCapability(s)
-		if err != nil {
-			return gateway.Options{}, fmt.Errorf("--public: %w", err)
-		}
-		access.Public = append(access.Public, c)
-	}
-	if len(access.Public) > 0 && len(access.Allow) == 0 {
-		a.log.Warn("--public has no effect without --allow: every client may use everything")
-	}
 	idle := gf.idleTimeout
 	if idle == 0 {
 		idle = -1
@@ -250,12 +239,38 @@ func (a *app) gatewayOptions(gf gatewayFlags) (gateway.Options, error) {
 		Mode:        mode,
 		MaxSessions: gf.maxSessions,
 		IdleTimeout: idle,
-		Access:      access,
 		ClientInfo:  &mcp.Implementation{Name: "cvm-gateway", Version: currentVersion().Version},
 		// npx fetching a server on first use takes a while.
 		InitializeTimeout: 60 * time.Second,
 		Logger:            a.log,
 	}, nil
+}
+
+// access reads --allow and --public into what the contextvm server
+// enforces: a refused request is answered there and never reaches the
+// upstream.
+func (a *app) access(gf gatewayFlags) (allowed []nostr.PubKey, public []contextvm.Capability, err error) {
+	for _, s := range gf.allow {
+		pk, err := nostrx.ParsePublicKey(s)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--allow: %w", err)
+		}
+		allowed = append(allowed, pk.Key)
+	}
+	for _, s := range gf.public {
+		c, err := contextvm.ParseCapability(strings.TrimSpace(s))
+		if err == nil && !strings.Contains(c.Method, "/") && c.Method != "ping" {
+			err = fmt.Errorf("capability %q: %q is not an MCP method; want METHOD[:NAME], e.g. tools/list or tools/call:get_weather", s, c.Method)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("--public: %w", err)
+		}
+		public = append(public, c)
+	}
+	if len(public) > 0 && len(allowed) == 0 {
+		a.log.Warn("--public has no effect without --allow: every client may use everything")
+	}
+	return allowed, public, nil
 }
 
 func serverInfoName(title, name string) string {

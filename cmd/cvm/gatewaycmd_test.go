@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -161,4 +162,34 @@ func grep(body, prefix string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+func TestGatewayCommand_AllowAndPublic(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	c := newCLI(t)
+	friendKey := filepath.Join(t.TempDir(), "friend")
+	code, out, errOut := c.run("keygen", "--out", friendKey, "--json")
+	var friend struct{ Npub string }
+	if code != 0 || json.Unmarshal([]byte(out), &friend) != nil {
+		t.Fatalf("keygen: %d %s", code, errOut)
+	}
+	p := startCVM(t, c, "gateway", "--relay", r.URL, "--allow", friend.Npub, "--public", "tools/list", "--", demoServerBinary)
+	var ready gatewayReady
+	p.readyLine(t, &ready)
+
+	// A stranger may list the tools, not call them; the refusal is the
+	// server's answer (exit 1), in one line.
+	if code, out, errOut := c.run("tools", ready.Npub, "--relay", r.URL); code != 0 || !strings.Contains(out, "add") {
+		t.Fatalf("public tools/list: %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", r.URL)
+	if code != exitRemote || out != "" || !strings.Contains(errOut, "unauthorized") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Fatalf("stranger's call: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", r.URL, "--key", friendKey); code != 0 || out != `{"sum":3}`+"\n" {
+		t.Fatalf("allowed client's call: %d %q %q", code, out, errOut)
+	}
+	if code := p.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
 }
