@@ -31,10 +31,13 @@ build:
 	$(GO) build -o bin/cvm ./cmd/cvm
 
 # Relay micro-benchmarks, then ContextVM round trips: cvm against the
-# reference TypeScript pair on the same relay, in one run.
+# reference TypeScript pair on the same relay, in one run; then the gateway's
+# overhead per call and memory per client session.
 bench: interop-deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./relay
 	$(GO) run ./bench/cvmbench
+	$(GO) test -run '^$$' -bench GatewayOverhead -benchtime 300x ./cmd/cvm
+	$(GO) test -run '^$$' -bench GatewaySessionMemory -benchtime 1x ./cmd/cvm
 
 # A short run of every fuzz target.
 fuzz:

@@ -32,6 +32,11 @@ const (
 // on these relays.
 var ErrServerNotListening = errors.New("server is not listening on any relay")
 
+// ErrClientIsServer is returned by Connect when the client's key is the
+// server's own: ContextVM cannot tell such a client's messages from the
+// server's.
+var ErrClientIsServer = errors.New("contextvm: the client's key is the server's own; a client needs a key of its own")
+
 // ClientOptions configure a ClientTransport.
 type ClientOptions struct {
 	// Server is the server's public key: hex, npub or nprofile. An
@@ -148,6 +153,11 @@ func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	me, err := signer.GetPublicKey(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("client key: %w", err)
+	}
+	if me == t.server.Key {
+		// Both would listen on the same #p: the client would read its own
+		// requests as the server's, and the server would answer itself.
+		return nil, ErrClientIsServer
 	}
 	pool, ownPool := t.opts.Pool, false
 	if pool == nil {

@@ -395,3 +395,17 @@ func TestIdleSessionsExpire(t *testing.T) {
 		t.Fatalf("after expiry: %q", got)
 	}
 }
+
+func TestClientWithTheServersKeyIsRefused(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	sk := nostr.Generate()
+	srv := serve(t, contextvm.ServerOptions{Signer: contextvm.NewKeySigner(sk), Relays: []string{r.URL}}, testServer())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil), contextvm.ClientOptions{
+		Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(sk),
+	})
+	if !errors.Is(err, contextvm.ErrClientIsServer) {
+		t.Fatalf("connect with the server's key: %v; want ErrClientIsServer", err)
+	}
+}

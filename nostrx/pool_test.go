@@ -192,3 +192,35 @@ func TestPool_ResubscribesAfterRelayRestart(t *testing.T) {
 		t.Fatalf("event stored during the outage not delivered after reconnect (got %v)", got.Content)
 	}
 }
+
+// TestPool_PublishRacesClose: a publish that starts while the pool closes
+// either completes or reports ErrPoolClosed; it never registers background
+// work the closing pool has stopped waiting for (the race detector flags
+// that as a WaitGroup reused before Wait returned).
+func TestPool_PublishRacesClose(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	sk := nostr.Generate()
+	for range 20 {
+		p := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{r.URL}})
+		start := make(chan struct{})
+		done := make(chan struct{})
+		for range 4 {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				<-start
+				for {
+					err := p.Publish(context.Background(), signed(t, sk, 1, "x"))
+					if errors.Is(err, nostrx.ErrPoolClosed) {
+						return
+					}
+				}
+			}()
+		}
+		close(start)
+		time.Sleep(2 * time.Millisecond)
+		p.Close()
+		for range 4 {
+			<-done
+		}
+	}
+}

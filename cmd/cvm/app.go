@@ -104,6 +104,13 @@ variables, then flags; later ones win. See "cvm config".`,
 		a.relayCommand(),
 		a.schemaCommand(),
 		a.roomCommand(),
+		a.gatewayCommand(),
+		a.proxyCommand(),
+		a.callCommand(),
+		a.toolsCommand(),
+		a.resourcesCommand(),
+		a.promptsCommand(),
+		a.demoCommand(),
 	)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see: %s --help)", err, c.CommandPath())

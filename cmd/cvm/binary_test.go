@@ -20,8 +20,9 @@ import (
 	"github.com/coder/websocket"
 )
 
-// cvmBinary is built once by TestMain; end-to-end tests drive it as users do.
-var cvmBinary string
+// cvmBinary is built once by TestMain; end-to-end tests drive it as users
+// do. demoServerBinary is the stdio demo server, an upstream for gateways.
+var cvmBinary, demoServerBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "cvm-bin-")
@@ -30,11 +31,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	cvmBinary = filepath.Join(dir, "cvm")
-	build := exec.Command("go", "build", "-o", cvmBinary, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building cvm:", err)
-		os.Exit(1)
+	demoServerBinary = filepath.Join(dir, "demoserver")
+	for out, pkg := range map[string]string{cvmBinary: ".", demoServerBinary: "../../examples/demoserver/cmd"} {
+		build := exec.Command("go", "build", "-o", out, pkg)
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building", pkg+":", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -44,13 +48,14 @@ func TestMain(m *testing.M) {
 // proc is a running cvm process started by a test.
 type proc struct {
 	cmd    *exec.Cmd
+	stdin  io.WriteCloser
 	stdout *bufio.Reader
 	stderr *syncBuffer
 	done   chan struct{} // closed when the process has exited
 }
 
 // startCVM runs the binary with a private HOME and XDG directories.
-func startCVM(t *testing.T, c *cli, args ...string) *proc {
+func startCVM(t testing.TB, c *cli, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(cvmBinary, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
@@ -61,7 +66,11 @@ func startCVM(t *testing.T, c *cli, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, stdout: bufio.NewReader(out), stderr: &syncBuffer{}, done: make(chan struct{})}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, stdin: in, stdout: bufio.NewReader(out), stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -78,7 +87,7 @@ func startCVM(t *testing.T, c *cli, args ...string) *proc {
 }
 
 // readyLine reads the one JSON line a long-running command prints when ready.
-func (p *proc) readyLine(t *testing.T, v any) {
+func (p *proc) readyLine(t testing.TB, v any) {
 	t.Helper()
 	lines := make(chan string, 1)
 	go func() {
@@ -96,7 +105,7 @@ func (p *proc) readyLine(t *testing.T, v any) {
 }
 
 // stop sends sig and returns the exit code, failing if the process lingers.
-func (p *proc) stop(t *testing.T, sig os.Signal) int {
+func (p *proc) stop(t testing.TB, sig os.Signal) int {
 	t.Helper()
 	p.cmd.Process.Signal(sig)
 	select {

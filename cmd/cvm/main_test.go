@@ -15,12 +15,12 @@ import (
 
 // cli runs cvm in-process with its own config and data directories.
 type cli struct {
-	t   *testing.T
+	t   testing.TB
 	env map[string]string
 	cfg string // config directory
 }
 
-func newCLI(t *testing.T) *cli {
+func newCLI(t testing.TB) *cli {
 	home := t.TempDir()
 	c := &cli{t: t, env: map[string]string{
 		"XDG_CONFIG_HOME": filepath.Join(home, "config"),

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// toolArguments reads the arguments of `cvm call`: one JSON object, or
+// key=value pairs whose values are typed by the tool's input schema (a
+// string stays a string, "3" becomes a number where the schema wants one,
+// arrays and objects are given as JSON).
+func toolArguments(args []string, inputSchema any) (map[string]any, error) {
+	out := map[string]any{}
+	if len(args) == 0 {
+		return out, nil
+	}
+	if len(args) == 1 && strings.HasPrefix(strings.TrimSpace(args[0]), "{") {
+		if err := json.Unmarshal([]byte(args[0]), &out); err != nil {
+			return nil, fmt.Errorf("arguments are not a JSON object: %w", err)
+		}
+		return out, nil
+	}
+	props := schemaProperties(inputSchema)
+	for _, arg := range args {
+		key, value, ok := strings.Cut(arg, "=")
+		if !ok || key == "" {
+			return nil, fmt.Errorf("argument %q: want key=value, or a single JSON object", arg)
+		}
+		if _, dup := out[key]; dup {
+			return nil, fmt.Errorf("argument %q given twice", key)
+		}
+		v, err := typedValue(value, schemaTypes(props[key]))
+		if err != nil {
+			return nil, fmt.Errorf("argument %s: %w", key, err)
+		}
+		out[key] = v
+	}
+	return out, nil
+}
+
+// schemaProperties returns the properties member of an object schema.
+func schemaProperties(schema any) map[string]any {
+	m, _ := schema.(map[string]any)
+	props, _ := m["properties"].(map[string]any)
+	return props
+}
+
+// schemaTypes returns the JSON types a property schema allows ("type" is a
+// string or a list); none means anything.
+func schemaTypes(prop any) []string {
+	m, _ := prop.(map[string]any)
+	switch t := m["type"].(type) {
+	case string:
+		return []string{t}
+	case []any:
+		var out []string
+		for _, e := range t {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// typedValue converts one command-line value to the first of types it
+// fits; without types, JSON if it parses as JSON, else the string.
+func typedValue(value string, types []string) (any, error) {
+	if len(types) == 0 {
+		var v any
+		if json.Unmarshal([]byte(value), &v) == nil {
+			return v, nil
+		}
+		return value, nil
+	}
+	for _, t := range types {
+		switch t {
+		case "integer":
+			if n, err := strconv.ParseInt(value, 10, 64); err == nil {
+				return n, nil
+			}
+		case "number":
+			if f, err := strconv.ParseFloat(value, 64); err == nil {
+				return f, nil
+			}
+		case "boolean":
+			if b, err := strconv.ParseBool(value); err == nil {
+				return b, nil
+			}
+		case "null":
+			if value == "null" {
+				return nil, nil
+			}
+		case "array", "object":
+			var v any
+			if err := json.Unmarshal([]byte(value), &v); err == nil {
+				if _, isArr := v.([]any); isArr == (t == "array") {
+					return v, nil
+				}
+			}
+		case "string":
+			return value, nil
+		}
+	}
+	example := map[string]string{"integer": "42", "number": "2.5", "boolean": "true", "array": `'["a","b"]'`, "object": `'{"k":"v"}'`, "null": "null"}[types[0]]
+	return nil, fmt.Errorf("%q is not %s (for example: %s)", value, describeTypes(types), example)
+}
+
+func describeTypes(types []string) string {
+	names := make([]string, len(types))
+	for i, t := range types {
+		names[i] = map[string]string{"integer": "an integer", "number": "a number", "boolean": "a boolean", "array": "a JSON array",
+			"object": "a JSON object", "null": "null", "string": "a string"}[t]
+	}
+	return strings.Join(slices.DeleteFunc(names, func(s string) bool { return s == "" }), " or ")
+}
+
+// validateArguments checks args against a tool's input schema, so that a
+// mistake is reported here, with the schema's words, before anything is
+// sent. A schema this validator cannot read is left to the server.
+func validateArguments(args map[string]any, inputSchema any) error {
+	raw, err := json.Marshal(inputSchema)
+	if err != nil {
+		return nil
+	}
+	var schema jsonschema.Schema
+	if json.Unmarshal(raw, &schema) != nil {
+		return nil
+	}
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		return nil
+	}
+	// Validate JSON values, as the server will see them.
+	data, err := json.Marshal(args)
+	if err != nil {
+		return err
+	}
+	var instance map[string]any
+	if err := json.Unmarshal(data, &instance); err != nil {
+		return err
+	}
+	return resolved.Validate(instance)
+}

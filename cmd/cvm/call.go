@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) callCommand() *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:   "call SERVER TOOL [JSON | key=value…]",
+		Short: "Call a tool of a ContextVM server",
+		Long: `Call TOOL on the ContextVM server SERVER (a public key as hex, npub or
+nprofile, or an alias from [servers] in config.toml) and print its result.
+
+Arguments are one JSON object, or key=value pairs typed by the tool's input
+schema: a=2 is the number 2 where the schema wants a number and the string
+"2" where it wants a string; arrays and objects are given as JSON. They are
+checked against the schema before the call is sent.
+
+The result's text goes to stdout; --json prints the whole CallToolResult.
+Progress goes to stderr. Exit status 1 when the tool reports an error
+(isError) or the server answers with a JSON-RPC error or not at all.`,
+		Example: `  cvm call npub1… add a=2 b=3
+  cvm call weather forecast '{"city":"Lyon","days":3}'`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			server, name := args[0], args[1]
+			ctx := cmd.Context()
+			cs, err := a.connect(ctx, cf, server, &mcp.ClientOptions{
+				ProgressNotificationHandler: a.printProgress,
+			})
+			if err != nil {
+				return err
+			}
+			defer cs.Close()
+			tools, err := all(cs.Tools(ctx, nil))
+			if err != nil {
+				return remoteFailure("tools/list", server, cf.relays, err)
+			}
+			i := slices.IndexFunc(tools, func(t *mcp.Tool) bool { return t.Name == name })
+			if i < 0 {
+				return remote(fmt.Errorf("the server has no tool %q; it has: %s (see: cvm tools %s)", name, toolNames(tools), server))
+			}
+			tool := tools[i]
+			arguments, err := toolArguments(args[2:], tool.InputSchema)
+			if err != nil {
+				return fmt.Errorf("%w (see: cvm tools %s --json)", err, server)
+			}
+			if err := validateArguments(arguments, tool.InputSchema); err != nil {
+				return fmt.Errorf("arguments for %s do not fit its input schema: %w (see: cvm tools %s --json)", name, err, server)
+			}
+			params := &mcp.CallToolParams{Name: name, Arguments: arguments}
+			params.SetProgressToken(fmt.Sprintf("cvm-%d", time.Now().UnixNano()))
+			res, err := cs.CallTool(ctx, params)
+			if err != nil {
+				return remoteFailure("tools/call "+name, server, cf.relays, err)
+			}
+			if a.jsonOut {
+				if err := a.printJSON(res); err != nil {
+					return err
+				}
+			}
+			if res.IsError {
+				return remote(fmt.Errorf("tool %s reported an error: %s", name, oneLine(contentText(res.Content))))
+			}
+			if !a.jsonOut {
+				printContent(a.stdout, res)
+			}
+			return nil
+		},
+	}
+	a.addClientFlags(cmd, &cf, 30*time.Second)
+	return cmd
+}
+
+// printProgress reports progress notifications on stderr.
+func (a *app) printProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	p := req.Params
+	line := fmt.Sprintf("progress %g", p.Progress)
+	if p.Total > 0 {
+		line = fmt.Sprintf("progress %g/%g", p.Progress, p.Total)
+	}
+	if p.Message != "" {
+		line += ": " + p.Message
+	}
+	fmt.Fprintln(a.stderr, line)
+}
+
+func toolNames(tools []*mcp.Tool) string {
+	if len(tools) == 0 {
+		return "no tools"
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// printContent prints a tool result for people: text as it is, other
+// content as a short description, and the structured result when there is
+// nothing else.
+func printContent(w io.Writer, res *mcp.CallToolResult) {
+	if len(res.Content) == 0 && res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		fmt.Fprintf(w, "%s\n", b)
+		return
+	}
+	for _, c := range res.Content {
+		fmt.Fprintln(w, describeContent(c))
+	}
+}
+
+func describeContent(c mcp.Content) string {
+	switch c := c.(type) {
+	case *mcp.TextContent:
+		return c.Text
+	case *mcp.ImageContent:
+		return fmt.Sprintf("[image %s, %d bytes]", c.MIMEType, len(c.Data))
+	case *mcp.AudioContent:
+		return fmt.Sprintf("[audio %s, %d bytes]", c.MIMEType, len(c.Data))
+	case *mcp.ResourceLink:
+		return fmt.Sprintf("[resource link %s]", c.URI)
+	case *mcp.EmbeddedResource:
+		if c.Resource != nil && c.Resource.Text != "" {
+			return c.Resource.Text
+		}
+		if c.Resource != nil {
+			return fmt.Sprintf("[resource %s]", c.Resource.URI)
+		}
+	}
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+func contentText(content []mcp.Content) string {
+	parts := make([]string, 0, len(content))
+	for _, c := range content {
+		parts = append(parts, describeContent(c))
+	}
+	return strings.Join(parts, " ")
+}
+
+// oneLine keeps an error message on one line.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 500 {
+		s = s[:500] + "…"
+	}
+	return s
+}

@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/gateway"
+	"github.com/cvmgo/cvm/internal/config"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+)
+
+type gatewayFlags struct {
+	relays                     []string
+	key, encryption, giftWrap  string
+	allow, public, env         []string
+	name, about, website, pict string
+	mode, upstreamURL, metrics string
+	maxSessions                int
+	idleTimeout                time.Duration
+}
+
+func (a *app) gatewayCommand() *cobra.Command {
+	var gf gatewayFlags
+	cmd := &cobra.Command{
+		Use:   "gateway [flags] -- COMMAND [ARGS…] | gateway [flags] --upstream-url URL",
+		Short: "Put an MCP server on Nostr",
+		Long: `Expose an MCP server over ContextVM: a stdio server started as COMMAND (after
+--), or a streamable-HTTP server at --upstream-url. Clients reach it by the
+gateway's public key through the relays.
+
+--session-mode per-client (the default) gives each client session its own
+upstream session (a process, or an HTTP session), at most --max-sessions at
+once, closed after --idle-timeout without a message. shared runs one upstream
+session for all clients; requests of the upstream's to a client (sampling,
+elicitation) then reach a client only when exactly one has requests in
+flight, and are refused otherwise.
+
+--allow PUBKEY (repeatable) serves only those clients; --public METHOD[:NAME]
+(repeatable) opens a capability to everyone anyway, e.g. --public tools/list
+--public tools/call:get_weather. An upstream that dies is restarted.
+
+When ready, one JSON line on stdout gives the gateway's pubkey, npub and
+relays. Logs and the upstream's stderr go to stderr. SIGINT or SIGTERM shuts
+it down, answering what is in flight with an error.`,
+		Example: `  cvm gateway -- npx -y @modelcontextprotocol/server-everything
+  cvm gateway --session-mode shared --upstream-url http://127.0.0.1:3001/mcp
+  cvm gateway --allow npub1… --public tools/list -- ./my-server --flag`,
+		RunE: func(cmd *cobra.Command, args []string) error { return a.runGateway(cmd, args, gf) },
+	}
+	addRelayFlag(cmd, &gf.relays)
+	f := cmd.Flags()
+	f.StringVar(&gf.key, "key", "", "secret key file (default: the configured identity, created on first run)")
+	f.StringVar(&gf.encryption, "encryption", "optional", "encryption: optional, required or disabled")
+	f.StringVar(&gf.giftWrap, "gift-wrap", "optional", "gift-wrap kinds: optional, ephemeral (21059) or persistent (1059)")
+	f.StringSliceVar(&gf.allow, "allow", nil, "serve only this client public key (repeatable)")
+	f.StringSliceVar(&gf.public, "public", nil, "a capability anyone may use despite --allow: METHOD or METHOD:NAME (repeatable)")
+	f.StringVar(&gf.name, "name", "", "server name announced to clients (default: the upstream's)")
+	f.StringVar(&gf.about, "about", "", "server description announced to clients")
+	f.StringVar(&gf.website, "website", "", "server website announced to clients")
+	f.StringVar(&gf.pict, "picture", "", "server picture URL announced to clients")
+	f.StringVar(&gf.mode, "session-mode", "per-client", "per-client or shared")
+	f.StringArrayVarP(&gf.env, "env", "e", nil, "KEY=VALUE for the upstream command's environment (repeatable)")
+	f.StringVar(&gf.upstreamURL, "upstream-url", "", "a streamable-HTTP MCP server to expose instead of a command")
+	f.StringVar(&gf.metrics, "metrics", "", "serve /metrics and /healthz on this address, e.g. 127.0.0.1:9090")
+	f.IntVar(&gf.maxSessions, "max-sessions", 64, "upstream sessions at once in per-client mode")
+	f.DurationVar(&gf.idleTimeout, "idle-timeout", 10*time.Minute, "close a client session after this long without a message (0: never)")
+	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
+		"session-mode", "env", "upstream-url", "metrics", "max-sessions", "idle-timeout"} {
+		config.Bind(f, name, "gateway."+name)
+	}
+	return cmd
+}
+
+func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) error {
+	upstream, describe, err := a.gatewayUpstream(cmd, args, gf)
+	if err != nil {
+		return err
+	}
+	hint := "run it by itself to see why"
+	if gf.upstreamURL != "" {
+		hint = "is it running at " + gf.upstreamURL + "?"
+	}
+	opts, err := a.gatewayOptions(gf)
+	if err != nil {
+		return err
+	}
+	allowed, public, err := a.access(gf)
+	if err != nil {
+		return err
+	}
+	opts.Upstream = upstream
+	enc, err := contextvm.ParseEncryptionMode(gf.encryption)
+	if err != nil {
+		return fmt.Errorf("--encryption: %w", err)
+	}
+	wrap, err := contextvm.ParseGiftWrapMode(gf.giftWrap)
+	if err != nil {
+		return fmt.Errorf("--gift-wrap: %w", err)
+	}
+	id, err := a.resolveIdentity(gf.key, serverKey)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+
+	// Start the upstream once before serving anyone: a command that is not
+	// found or exits at once is reported now, not to the first client.
+	startCtx, cancel := context.WithTimeout(ctx, opts.InitializeTimeout)
+	defer cancel()
+	res, err := gateway.Check(startCtx, upstream, opts.InitializeTimeout)
+	if err != nil {
+		return fmt.Errorf("%w; %s", err, hint)
+	}
+	if gf.name == "" && res.ServerInfo != nil {
+		gf.name = serverInfoName(res.ServerInfo.Title, res.ServerInfo.Name)
+	}
+	gw, err := gateway.New(startCtx, opts)
+	if err != nil {
+		return fmt.Errorf("%w; %s", err, hint)
+	}
+	defer gw.Close()
+
+	relayCtx, cancelRelay := context.WithTimeout(ctx, relayWait)
+	defer cancelRelay()
+	srv, err := contextvm.NewServer(relayCtx, contextvm.ServerOptions{
+		Signer:             contextvm.NewKeySigner(id.secret),
+		Relays:             gf.relays,
+		AllowedClients:     allowed,
+		PublicCapabilities: public,
+		Encryption:         enc,
+		GiftWrap:           wrap,
+		Info:               contextvm.ServerInfo{Name: gf.name, About: gf.about, Website: gf.website, Picture: gf.pict},
+		IdleTimeout:        -1, // the gateway reaps sessions itself, with their upstreams
+		Logger:             a.log,
+	})
+	if err != nil {
+		return noRelay(gf.relays, relayWait, err)
+	}
+	defer srv.Close()
+
+	var metricsURL string
+	var metrics *http.Server
+	if gf.metrics != "" {
+		ln, err := net.Listen("tcp", gf.metrics)
+		if err != nil {
+			return fmt.Errorf("--metrics: %w", err)
+		}
+		metrics = &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go metrics.Serve(ln)
+		defer metrics.Close()
+		metricsURL = "http://" + ln.Addr().String() + "/metrics"
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- gw.Serve(ctx, srv) }()
+
+	pk := srv.PublicKey()
+	ready := struct {
+		Ready    bool     `json:"ready"`
+		Pubkey   string   `json:"pubkey"`
+		Npub     string   `json:"npub"`
+		Relays   []string `json:"relays"`
+		Mode     string   `json:"mode"`
+		Upstream string   `json:"upstream"`
+		Metrics  string   `json:"metrics,omitempty"`
+	}{true, pk.Hex(), nostrx.EncodeNpub(pk), srv.Relays(), opts.Mode.String(), describe, metricsURL}
+	if err := a.printJSON(ready); err != nil {
+		return err
+	}
+	a.log.Info("gateway serving", "npub", ready.Npub, "mode", ready.Mode, "upstream", describe, "relays", ready.Relays)
+
+	select {
+	case <-ctx.Done():
+		a.log.Info("shutting down")
+	case err := <-served:
+		return fmt.Errorf("gateway stopped: %w", err)
+	}
+	// The server answers what is in flight with an error, then the
+	// gateway stops the upstream sessions.
+	srv.Close()
+	gw.Close()
+	if err := <-served; err != nil && !errors.Is(err, contextvm.ErrServerClosed) && !errors.Is(err, context.Canceled) {
+		a.log.Debug("serve ended", "err", err)
+	}
+	return nil
+}
+
+// gatewayUpstream reads the upstream from the command line: COMMAND after
+// --, or --upstream-url.
+func (a *app) gatewayUpstream(cmd *cobra.Command, args []string, gf gatewayFlags) (gateway.Upstream, string, error) {
+	dash := cmd.ArgsLenAtDash()
+	switch {
+	case len(args) > 0 && dash != 0:
+		return nil, "", fmt.Errorf("put the upstream command after --, as in: cvm gateway [flags] -- %s", strings.Join(args, " "))
+	case len(args) > 0 && gf.upstreamURL != "":
+		return nil, "", errors.New("give either a command after -- or --upstream-url, not both")
+	case gf.upstreamURL != "":
+		if !strings.HasPrefix(gf.upstreamURL, "http://") && !strings.HasPrefix(gf.upstreamURL, "https://") {
+			return nil, "", fmt.Errorf("--upstream-url %q: want an http:// or https:// URL", gf.upstreamURL)
+		}
+		return &gateway.HTTP{URL: gf.upstreamURL}, gf.upstreamURL, nil
+	case len(args) == 0:
+		return nil, "", errors.New("no upstream MCP server: give one as cvm gateway [flags] -- COMMAND [ARGS…], or --upstream-url URL")
+	}
+	for _, kv := range gf.env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, "", fmt.Errorf("-e %q: want KEY=VALUE", kv)
+		}
+	}
+	c := &gateway.Command{Path: args[0], Args: args[1:], Env: gf.env, Stderr: a.stderr}
+	if err := c.LookPath(); err != nil {
+		return nil, "", err
+	}
+	return c, strings.Join(args, " "), nil
+}
+
+func (a *app) gatewayOptions(gf gatewayFlags) (gateway.Options, error) {
+	mode, err := gateway.ParseSessionMode(gf.mode)
+	if err != nil {
+		return gateway.Options{}, fmt.Errorf("--session-mode: %w", err)
+	}
+	idle := gf.idleTimeout
+	if idle == 0 {
+		idle = -1
+	}
+	if gf.maxSessions < 1 {
+		return gateway.Options{}, fmt.Errorf("--max-sessions %d: want at least 1", gf.maxSessions)
+	}
+	return gateway.Options{
+		Mode:        mode,
+		MaxSessions: gf.maxSessions,
+		IdleTimeout: idle,
+		ClientInfo:  &mcp.Implementation{Name: "cvm-gateway", Version: currentVersion().Version},
+		// npx fetching a server on first use takes a while.
+		InitializeTimeout: 60 * time.Second,
+		Logger:            a.log,
+	}, nil
+}
+
+// access reads --allow and --public into what the contextvm server
+// enforces: a refused request is answered there and never reaches the
+// upstream.
+func (a *app) access(gf gatewayFlags) (allowed []nostr.PubKey, public []contextvm.Capability, err error) {
+	for _, s := range gf.allow {
+		pk, err := nostrx.ParsePublicKey(s)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--allow: %w", err)
+		}
+		allowed = append(allowed, pk.Key)
+	}
+	for _, s := range gf.public {
+		c, err := contextvm.ParseCapability(strings.TrimSpace(s))
+		if err == nil && !strings.Contains(c.Method, "/") && c.Method != "ping" {
+			err = fmt.Errorf("capability %q: %q is not an MCP method; want METHOD[:NAME], e.g. tools/list or tools/call:get_weather", s, c.Method)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("--public: %w", err)
+		}
+		public = append(public, c)
+	}
+	if len(public) > 0 && len(allowed) == 0 {
+		a.log.Warn("--public has no effect without --allow: every client may use everything")
+	}
+	return allowed, public, nil
+}
+
+func serverInfoName(title, name string) string {
+	if title != "" {
+		return title
+	}
+	return name
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+)
+
+type gatewayReady struct {
+	Ready    bool     `json:"ready"`
+	Pubkey   string   `json:"pubkey"`
+	Npub     string   `json:"npub"`
+	Relays   []string `json:"relays"`
+	Mode     string   `json:"mode"`
+	Upstream string   `json:"upstream"`
+	Metrics  string   `json:"metrics"`
+}
+
+func TestGatewayCommand_ServesAndShutsDownCleanly(t *testing.T) {
+	for _, mode := range []string{"per-client", "shared"} {
+		t.Run(mode, func(t *testing.T) {
+			r := relaytest.Start(t, relay.Options{})
+			c := newCLI(t)
+			p := startCVM(t, c, "gateway", "--relay", r.URL, "--session-mode", mode, "--metrics", "127.0.0.1:0", "--", demoServerBinary)
+			var ready gatewayReady
+			p.readyLine(t, &ready)
+			pk, err := nostrx.ParsePublicKey(ready.Npub)
+			if !ready.Ready || err != nil || pk.Key.Hex() != ready.Pubkey || len(ready.Relays) != 1 || ready.Relays[0] != r.URL ||
+				ready.Mode != mode || ready.Upstream != demoServerBinary || !strings.HasPrefix(ready.Metrics, "http://127.0.0.1:") {
+				t.Fatalf("ready line %+v", ready)
+			}
+
+			// A client on the same machine, with the same default identity
+			// the gateway created, reaches it.
+			code, out, errOut := c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", r.URL)
+			if code != 0 || out != `{"sum":3}`+"\n" {
+				t.Fatalf("call through the gateway: code %d, %q, %q", code, out, errOut)
+			}
+			if body := get(t, ready.Metrics); !strings.Contains(body, `cvm_gateway_requests_total{method="tools/call",outcome="ok"} 1`) {
+				t.Errorf("metrics lack the call:\n%s", grep(body, "cvm_gateway_requests_total"))
+			}
+			if body := get(t, strings.TrimSuffix(ready.Metrics, "/metrics")+"/healthz"); !strings.Contains(body, `"status":"ok"`) {
+				t.Errorf("healthz: %s", body)
+			}
+
+			// A call in flight at SIGTERM is answered with an error.
+			inflight := make(chan [3]any, 1)
+			go func() {
+				code, out, errOut := c.run("call", ready.Npub, "count", "n=100", "delay_ms=100", "--relay", r.URL)
+				inflight <- [3]any{code, out, errOut}
+			}()
+			time.Sleep(700 * time.Millisecond)
+			if code := p.stop(t, syscall.SIGTERM); code != 0 {
+				t.Fatalf("exit code %d after SIGTERM; stderr: %s", code, p.stderr)
+			}
+			select {
+			case res := <-inflight:
+				if res[0] != exitRemote || !strings.Contains(res[2].(string), "shutting down") {
+					t.Errorf("call in flight at shutdown: %v", res)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("a call in flight at shutdown was left hanging")
+			}
+			if rest, _ := io.ReadAll(p.stdout); len(rest) != 0 {
+				t.Errorf("stdout after the ready line: %q", rest)
+			}
+			if !strings.Contains(p.stderr.String(), "shutting down") {
+				t.Errorf("stderr lacks the shutdown log: %s", p.stderr)
+			}
+		})
+	}
+}
+
+func TestGatewayCommand_BadInput(t *testing.T) {
+	c := newCLI(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"gateway"}, "no upstream MCP server: give one as cvm gateway [flags] -- COMMAND"},
+		{[]string{"gateway", "node", "server.js"}, "put the upstream command after --"},
+		{[]string{"gateway", "--", "cvm-no-such-command"}, `upstream command "cvm-no-such-command": exec: "cvm-no-such-command": executable file not found`},
+		{[]string{"gateway", "--", "sh", "-c", "echo missing API key >&2; exit 3"}, `exited before answering initialize (exit status 3; its last words on stderr: "missing API key"); run it by itself`},
+		{[]string{"gateway", "--", "sh", "-c", "echo hello"}, "wrote something other than JSON-RPC"},
+		{[]string{"gateway", "--upstream-url", "http://127.0.0.1:1/mcp"}, "connection refused; is it running at http://127.0.0.1:1/mcp?"},
+		{[]string{"gateway", "--upstream-url", "ftp://x"}, "want an http:// or https:// URL"},
+		{[]string{"gateway", "--session-mode", "solo", "--", "true"}, "want per-client or shared"},
+		{[]string{"gateway", "--allow", "npub1nope", "--", "true"}, "--allow: invalid key"},
+		{[]string{"gateway", "--public", "get_weather", "--", "true"}, "want METHOD[:NAME]"},
+		{[]string{"gateway", "-e", "TOKEN", "--", "true"}, `-e "TOKEN": want KEY=VALUE`},
+	} {
+		code, out, errOut := c.run(tc.args...)
+		lines := strings.Split(strings.TrimSpace(errOut), "\n")
+		last := lines[len(lines)-1]
+		if code != exitLocal || out != "" || !strings.HasPrefix(last, "cvm: ") || !strings.Contains(last, tc.want) {
+			t.Errorf("%v: code %d, stdout %q, stderr %q; want 2 and one line with %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+}
+
+func TestConfig_ShowsClientAndGatewaySettings(t *testing.T) {
+	c := newCLI(t)
+	c.writeConfig("relays = [\"ws://127.0.0.1:7001\"]\n[servers]\nweather = \"npub1xyz\"\n[gateway]\nsession-mode = \"shared\"\n")
+	c.env["CVM_TIMEOUT"] = "5s"
+	code, out, errOut := c.run("config", "--json")
+	if code != 0 {
+		t.Fatalf("config: %d %s", code, errOut)
+	}
+	var res struct {
+		Settings []struct{ Key, Value, Source string }
+	}
+	json.Unmarshal([]byte(out), &res)
+	want := map[string][2]string{
+		"relays":               {"ws://127.0.0.1:7001", "file"},
+		"servers.weather":      {"npub1xyz", "file"},
+		"gateway.session-mode": {"shared", "file"},
+		"timeout":              {"5s", "env"},
+		"encryption":           {"optional", "default"},
+		"gateway.allow":        {"", "default"},
+	}
+	for _, s := range res.Settings {
+		if w, ok := want[s.Key]; ok {
+			if s.Value != w[0] || s.Source != w[1] {
+				t.Errorf("%s = %q from %s, want %q from %s", s.Key, s.Value, s.Source, w[0], w[1])
+			}
+			delete(want, s.Key)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("missing settings: %v", want)
+	}
+	if strings.Contains(errOut, "no command reads") {
+		t.Errorf("a setting was reported as unread: %s", errOut)
+	}
+}
+
+func get(t testing.TB, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func grep(body, prefix string) string {
+	var out []string
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestGatewayCommand_AllowAndPublic(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	c := newCLI(t)
+	friendKey := filepath.Join(t.TempDir(), "friend")
+	code, out, errOut := c.run("keygen", "--out", friendKey, "--json")
+	var friend struct{ Npub string }
+	if code != 0 || json.Unmarshal([]byte(out), &friend) != nil {
+		t.Fatalf("keygen: %d %s", code, errOut)
+	}
+	p := startCVM(t, c, "gateway", "--relay", r.URL, "--allow", friend.Npub, "--public", "tools/list", "--", demoServerBinary)
+	var ready gatewayReady
+	p.readyLine(t, &ready)
+
+	// A stranger may list the tools, not call them; the refusal is the
+	// server's answer (exit 1), in one line.
+	if code, out, errOut := c.run("tools", ready.Npub, "--relay", r.URL); code != 0 || !strings.Contains(out, "add") {
+		t.Fatalf("public tools/list: %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", r.URL)
+	if code != exitRemote || out != "" || !strings.Contains(errOut, "unauthorized") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Fatalf("stranger's call: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", r.URL, "--key", friendKey); code != 0 || out != `{"sum":3}`+"\n" {
+		t.Fatalf("allowed client's call: %d %q %q", code, out, errOut)
+	}
+	if code := p.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}

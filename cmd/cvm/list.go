@@ -1,0 +1,212 @@
+package main
+
+import (
+	"fmt"
+	"iter"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) toolsCommand() *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:   "tools SERVER",
+		Short: "List the tools of a ContextVM server",
+		Long: `List the tools of SERVER with their descriptions. --json prints a tools/list
+result, {"tools":[…]}, with every input schema (cvm schema hash reads it).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			cs, err := a.connect(ctx, cf, args[0], nil)
+			if err != nil {
+				return err
+			}
+			defer cs.Close()
+			tools, err := all(cs.Tools(ctx, nil))
+			if err != nil {
+				return remoteFailure("tools/list", args[0], cf.relays, err)
+			}
+			if a.jsonOut {
+				return a.printJSON(mcp.ListToolsResult{Tools: nonNil(tools)})
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			for _, t := range tools {
+				fmt.Fprintf(tw, "%s\t%s\n", t.Name, firstLine(t.Description))
+			}
+			return tw.Flush()
+		},
+	}
+	a.addClientFlags(cmd, &cf, 30*time.Second)
+	return cmd
+}
+
+func (a *app) resourcesCommand() *cobra.Command {
+	var cf clientFlags
+	var read string
+	cmd := &cobra.Command{
+		Use:   "resources SERVER",
+		Short: "List the resources of a ContextVM server, or read one",
+		Long: `List the resources and resource templates of SERVER, or with --read URI
+print the contents of one: text as it is, binary contents decoded. --json
+prints the resources/list and resources/templates/list results, or the
+resources/read result.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			cs, err := a.connect(ctx, cf, args[0], nil)
+			if err != nil {
+				return err
+			}
+			defer cs.Close()
+			if read != "" {
+				res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: read})
+				if err != nil {
+					return remoteFailure("resources/read "+read, args[0], cf.relays, err)
+				}
+				if a.jsonOut {
+					return a.printJSON(res)
+				}
+				for _, c := range res.Contents {
+					if c.Blob != nil {
+						a.stdout.Write(c.Blob)
+						continue
+					}
+					fmt.Fprint(a.stdout, c.Text)
+					if !strings.HasSuffix(c.Text, "\n") {
+						fmt.Fprintln(a.stdout)
+					}
+				}
+				return nil
+			}
+			resources, err := all(cs.Resources(ctx, nil))
+			if err != nil {
+				return remoteFailure("resources/list", args[0], cf.relays, err)
+			}
+			templates, err := all(cs.ResourceTemplates(ctx, nil))
+			if err != nil {
+				return remoteFailure("resources/templates/list", args[0], cf.relays, err)
+			}
+			if a.jsonOut {
+				return a.printJSON(struct {
+					Resources         []*mcp.Resource         `json:"resources"`
+					ResourceTemplates []*mcp.ResourceTemplate `json:"resourceTemplates"`
+				}{nonNil(resources), nonNil(templates)})
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			for _, r := range resources {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", r.URI, r.MIMEType, firstLine(orElse(r.Description, r.Name)))
+			}
+			for _, r := range templates {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", r.URITemplate, r.MIMEType, firstLine(orElse(r.Description, r.Name)))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&read, "read", "", "read the resource at this URI")
+	a.addClientFlags(cmd, &cf, 30*time.Second)
+	return cmd
+}
+
+func (a *app) promptsCommand() *cobra.Command {
+	var cf clientFlags
+	var get string
+	cmd := &cobra.Command{
+		Use:   "prompts SERVER [--get NAME [key=value…]]",
+		Short: "List the prompts of a ContextVM server, or get one",
+		Long: `List the prompts of SERVER with their arguments (* marks required ones), or
+with --get NAME print the messages of one, its arguments given as key=value.
+--json prints the prompts/list or prompts/get result.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if get == "" && len(args) > 1 {
+				return fmt.Errorf("prompt arguments (%s) need --get NAME", strings.Join(args[1:], " "))
+			}
+			promptArgs := map[string]string{}
+			for _, kv := range args[1:] {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("prompt argument %q: want key=value", kv)
+				}
+				promptArgs[k] = v
+			}
+			ctx := cmd.Context()
+			cs, err := a.connect(ctx, cf, args[0], nil)
+			if err != nil {
+				return err
+			}
+			defer cs.Close()
+			if get != "" {
+				res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: get, Arguments: promptArgs})
+				if err != nil {
+					return remoteFailure("prompts/get "+get, args[0], cf.relays, err)
+				}
+				if a.jsonOut {
+					return a.printJSON(res)
+				}
+				for _, m := range res.Messages {
+					fmt.Fprintf(a.stdout, "%s: %s\n", m.Role, describeContent(m.Content))
+				}
+				return nil
+			}
+			prompts, err := all(cs.Prompts(ctx, nil))
+			if err != nil {
+				return remoteFailure("prompts/list", args[0], cf.relays, err)
+			}
+			if a.jsonOut {
+				return a.printJSON(mcp.ListPromptsResult{Prompts: nonNil(prompts)})
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			for _, p := range prompts {
+				var names []string
+				for _, arg := range p.Arguments {
+					if arg.Required {
+						names = append(names, arg.Name+"*")
+					} else {
+						names = append(names, arg.Name)
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Name, strings.Join(names, " "), firstLine(p.Description))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&get, "get", "", "get the prompt with this name")
+	a.addClientFlags(cmd, &cf, 30*time.Second)
+	return cmd
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
+}
+
+func orElse(s, alt string) string {
+	if s != "" {
+		return s
+	}
+	return alt
+}
+
+// all collects every page of a list.
+func all[T any](pages iter.Seq2[T, error]) ([]T, error) {
+	var out []T
+	for item, err := range pages {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, item)
+	}
+	return out, nil
+}
+
+// nonNil makes an empty list print as [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/config"
+	"github.com/cvmgo/cvm/proxy"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) proxyCommand() *cobra.Command {
+	var cf clientFlags
+	var logFile string
+	cmd := &cobra.Command{
+		Use:   "proxy SERVER",
+		Short: "Serve a remote ContextVM server to a local MCP host over stdio",
+		Long: `Be a local stdio MCP server that forwards everything to the ContextVM server
+SERVER (hex, npub, nprofile or a [servers] alias), so that any MCP host can
+use it. In an MCP host's configuration:
+
+  {"mcpServers": {"weather": {"command": "cvm", "args": ["proxy", "npub1…"]}}}
+
+Nothing but MCP is written to stdout; logs go to stderr, or to --log-file.
+The proxy ends when the host closes its input, or on SIGINT or SIGTERM.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log := a.log
+			if logFile != "" {
+				f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+				if err != nil {
+					return fmt.Errorf("--log-file: %w", err)
+				}
+				defer f.Close()
+				if log, err = newLogger(f, a.logLevel, a.logFormat); err != nil {
+					return err
+				}
+			}
+			opts, err := a.clientOptions(cf, args[0])
+			if err != nil {
+				return err
+			}
+			opts.Logger = log
+			t, err := contextvm.NewClientTransport(opts)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			// Subscribed before the host's first message is read, so
+			// that no answer can come before anyone listens for it.
+			remote, err := relayStage{t, opts.Relays, relayWait}.Connect(ctx)
+			if err != nil {
+				return err
+			}
+			local, err := (&mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}}).Connect(ctx)
+			if err != nil {
+				remote.Close()
+				return err
+			}
+			log.Info("proxy ready", "server", opts.Server, "relays", opts.Relays)
+			if err := proxy.Pipe(ctx, local, remote, log); err != nil {
+				return err
+			}
+			log.Info("proxy stopped")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&logFile, "log-file", "", "write logs to this file instead of stderr")
+	config.Bind(cmd.Flags(), "log-file", "proxy.log-file")
+	a.addClientFlags(cmd, &cf, 60*time.Second)
+	return cmd
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// rpc writes one JSON-RPC message to a proxy's stdin.
+func (p *proc) rpc(t *testing.T, msg string) {
+	t.Helper()
+	if _, err := io.WriteString(p.stdin, msg+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// answer reads the proxy's next stdout line, which must be JSON-RPC.
+func (p *proc) answer(t *testing.T) map[string]any {
+	t.Helper()
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := p.stdout.ReadString('\n')
+		lines <- line
+	}()
+	select {
+	case line := <-lines:
+		var msg map[string]any
+		if err := json.Unmarshal([]byte(line), &msg); err != nil || msg["jsonrpc"] != "2.0" {
+			t.Fatalf("stdout line %q is not JSON-RPC (%v); stderr: %s", line, err, p.stderr)
+		}
+		return msg
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no answer on stdout; stderr: %s", p.stderr)
+		return nil
+	}
+}
+
+func TestProxyCommand_SpeaksMCPOnStdioUntilSignalOrEOF(t *testing.T) {
+	relayURL, npub := demoOnNostr(t)
+	for _, end := range []string{"SIGTERM", "SIGINT", "EOF"} {
+		t.Run(end, func(t *testing.T) {
+			c := newCLI(t)
+			p := startCVM(t, c, "proxy", npub, "--relay", relayURL, "--log-level", "debug")
+			p.rpc(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"host","version":"1"}}}`)
+			init := p.answer(t)
+			if info := init["result"].(map[string]any)["serverInfo"].(map[string]any); info["name"] != "cvm-demo" || init["id"] != float64(1) {
+				t.Fatalf("initialize answer %v", init)
+			}
+			p.rpc(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			p.rpc(t, `{"jsonrpc":"2.0","id":"two","method":"tools/call","params":{"name":"add","arguments":{"a":40,"b":2}}}`)
+			res := p.answer(t)
+			if res["id"] != "two" || fmt.Sprint(res["result"].(map[string]any)["structuredContent"]) != "map[sum:42]" {
+				t.Fatalf("tools/call answer %v", res)
+			}
+			var code int
+			switch end {
+			case "SIGTERM":
+				code = p.stop(t, syscall.SIGTERM)
+			case "SIGINT":
+				code = p.stop(t, os.Interrupt)
+			case "EOF":
+				p.stdin.Close()
+				select {
+				case <-p.done:
+					code = p.cmd.ProcessState.ExitCode()
+				case <-time.After(10 * time.Second):
+					t.Fatalf("proxy did not exit at end of input; stderr: %s", p.stderr)
+				}
+			}
+			if code != 0 {
+				t.Fatalf("exit code %d; stderr: %s", code, p.stderr)
+			}
+			// Debug logs about every message went to stderr; stdout held
+			// the two answers and nothing else.
+			if rest, _ := io.ReadAll(p.stdout); len(rest) != 0 {
+				t.Errorf("more on stdout: %q", rest)
+			}
+			if !strings.Contains(p.stderr.String(), "tools/call") || !strings.Contains(p.stderr.String(), "proxy stopped") {
+				t.Errorf("stderr: %s", p.stderr)
+			}
+		})
+	}
+}
+
+func TestProxyCommand_BadInput(t *testing.T) {
+	c := newCLI(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"proxy"}, "accepts 1 arg(s)"},
+		{[]string{"proxy", "weather"}, `unknown server "weather"`},
+		{[]string{"proxy", "npub1qqqq"}, "invalid key"},
+	} {
+		code, out, errOut := c.run(tc.args...)
+		if code != exitLocal || out != "" || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: code %d, stdout %q, stderr %q", tc.args, code, out, errOut)
+		}
+	}
+}
+
+func TestProxyCommand_LogFile(t *testing.T) {
+	relayURL, npub := demoOnNostr(t)
+	c := newCLI(t)
+	path := filepath.Join(t.TempDir(), "proxy.log")
+	// Empty input: the host is gone at once, and the proxy ends cleanly.
+	code, out, errOut := c.run("proxy", npub, "--relay", relayURL, "--log-file", path)
+	if code != 0 || out != "" || errOut != "" {
+		t.Fatalf("code %d, stdout %q, stderr %q; want 0 and nothing on either", code, out, errOut)
+	}
+	logged, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(logged), "proxy ready") || !strings.Contains(string(logged), "proxy stopped") {
+		t.Fatalf("log file: %q %v", logged, err)
+	}
+}

@@ -1,0 +1,379 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ErrClosed is returned by Serve after Close.
+var ErrClosed = errors.New("gateway: closed")
+
+// SessionMode says how client sessions map to upstream sessions.
+type SessionMode int
+
+const (
+	// PerClient gives every client session an upstream session of its own.
+	PerClient SessionMode = iota
+	// Shared serves every client session through one upstream session.
+	Shared
+)
+
+func (m SessionMode) String() string {
+	switch m {
+	case PerClient:
+		return "per-client"
+	case Shared:
+		return "shared"
+	}
+	return fmt.Sprintf("SessionMode(%d)", int(m))
+}
+
+// ParseSessionMode reads "per-client" or "shared".
+func ParseSessionMode(s string) (SessionMode, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "per-client":
+		return PerClient, nil
+	case "shared":
+		return Shared, nil
+	}
+	return 0, fmt.Errorf("session mode %q: want per-client or shared", s)
+}
+
+// Options configure a Gateway. Zero values take the defaults beside them.
+type Options struct {
+	// Upstream is the MCP server to expose. Required.
+	Upstream Upstream
+	Mode     SessionMode
+
+	// MaxSessions bounds the upstream sessions of PerClient mode (default
+	// 64): child processes are not cheap. A client session beyond it
+	// replaces the least recently active session with nothing in flight;
+	// when every session is busy, its initialize is refused (CodeBusy).
+	MaxSessions int
+	// IdleTimeout ends a client session (and in PerClient mode its
+	// upstream session) that has had no message from its client for this
+	// long and has nothing in flight (default 10 min; negative: never).
+	IdleTimeout time.Duration
+
+	// ClientInfo is how the gateway introduces itself to the upstream in
+	// Shared mode (default "cvm-gateway").
+	ClientInfo *mcp.Implementation
+
+	// InitializeTimeout bounds the upstream's answer to initialize
+	// (default 30 s: a server fetched by npx on first use takes a while).
+	InitializeTimeout time.Duration
+	// RestartMin and RestartMax bound the backoff before restarting an
+	// upstream that died (default 100 ms and 30 s).
+	RestartMin, RestartMax time.Duration
+
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = 64
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 10 * time.Minute
+	}
+	if o.ClientInfo == nil {
+		o.ClientInfo = &mcp.Implementation{Name: "cvm-gateway", Version: "1"}
+	}
+	if o.InitializeTimeout <= 0 {
+		o.InitializeTimeout = 30 * time.Second
+	}
+	if o.RestartMin <= 0 {
+		o.RestartMin = 100 * time.Millisecond
+	}
+	if o.RestartMax <= 0 {
+		o.RestartMax = 30 * time.Second
+	}
+	o.RestartMax = max(o.RestartMax, o.RestartMin)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// clientConn is what the gateway needs of a client session;
+// *contextvm.ServerConn is one.
+type clientConn interface {
+	mcp.Connection
+	Client() nostr.PubKey
+}
+
+// session is a client session being served, in either mode.
+type session interface {
+	// idleSince is when the client last sent a message; busy reports work
+	// in flight. A session is reaped or replaced only when not busy.
+	idleSince() time.Time
+	busy() bool
+	// end closes the client session; its goroutine then cleans up.
+	end()
+}
+
+// Gateway bridges the client sessions of a contextvm.Server to an upstream
+// MCP server. Its methods are safe for concurrent use.
+type Gateway struct {
+	opts    Options
+	metrics *metrics
+	hub     *hub // Shared mode
+
+	ctx    context.Context // the life of every session; cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	sessions map[session]bool // every session served; true if it holds a PerClient slot
+	slots    int
+	closed   bool
+}
+
+// New returns a gateway. In Shared mode it starts the upstream and performs
+// the handshake first, and fails if the upstream does not come up; in
+// PerClient mode nothing starts before the first client (see Check).
+func New(ctx context.Context, opts Options) (*Gateway, error) {
+	if opts.Upstream == nil {
+		return nil, errors.New("gateway: Options.Upstream is required")
+	}
+	opts = opts.withDefaults()
+	gctx, cancel := context.WithCancel(context.Background())
+	g := &Gateway{
+		opts:     opts,
+		metrics:  newMetrics(opts.Mode),
+		ctx:      gctx,
+		cancel:   cancel,
+		sessions: make(map[session]bool),
+	}
+	if opts.Mode == Shared {
+		h, err := newHub(ctx, g)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		g.hub = h
+	}
+	if opts.IdleTimeout > 0 {
+		g.wg.Go(g.reapIdle)
+	}
+	return g, nil
+}
+
+// Check starts one upstream session, performs the handshake and closes it
+// again, to find out before serving anyone whether the upstream works: a
+// command that is not found or exits at once. It returns the upstream's
+// initialize result.
+func Check(ctx context.Context, up Upstream, timeout time.Duration) (*mcp.InitializeResult, error) {
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	params, _ := json.Marshal(&mcp.InitializeParams{
+		ProtocolVersion: contextvm.ProtocolVersion,
+		Capabilities:    &mcp.ClientCapabilities{},
+		ClientInfo:      &mcp.Implementation{Name: "cvm-gateway-check", Version: "1"},
+	})
+	l, hs, err := openLink(ctx, linkOptions{
+		upstream:    up,
+		params:      params,
+		initTimeout: timeout,
+		metrics:     newMetrics(PerClient),
+		log:         slog.New(slog.DiscardHandler),
+	}, true)
+	if err != nil {
+		return nil, err
+	}
+	l.close()
+	var res mcp.InitializeResult
+	if err := json.Unmarshal(hs.result, &res); err != nil {
+		return nil, fmt.Errorf("%w answered initialize with something else: %w", ErrUpstream, err)
+	}
+	return &res, nil
+}
+
+// Serve bridges every client session srv accepts until ctx ends, srv
+// closes or the gateway closes. Sessions outlive ctx: Close ends them.
+func (g *Gateway) Serve(ctx context.Context, srv *contextvm.Server) error {
+	for {
+		c, err := srv.Accept(ctx)
+		if err != nil {
+			return err
+		}
+		if !g.serveConn(c) {
+			c.Close()
+			return ErrClosed
+		}
+	}
+}
+
+// serveConn starts serving one client session; false if the gateway is
+// closed.
+func (g *Gateway) serveConn(c clientConn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	// Registered under the lock Close takes before it waits.
+	g.wg.Go(func() {
+		if g.hub != nil {
+			g.hub.serve(c)
+		} else {
+			newPerClient(g, c).run()
+		}
+	})
+	return true
+}
+
+// Close ends every client session, answering what is in flight with an
+// error, and closes every upstream session (waiting for child processes to
+// exit).
+func (g *Gateway) Close() error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	all := make([]session, 0, len(g.sessions))
+	for s := range g.sessions {
+		all = append(all, s)
+	}
+	g.mu.Unlock()
+	g.cancel()
+	for _, s := range all {
+		s.end()
+	}
+	g.wg.Wait()
+	if g.hub != nil {
+		g.hub.close()
+	}
+	return nil
+}
+
+// Sessions is the number of client sessions being served.
+func (g *Gateway) Sessions() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.sessions)
+}
+
+// track adds a client session to the books (slot: it holds one of the
+// MaxSessions upstream sessions of PerClient mode). When no slot is free,
+// the least recently active session with nothing in flight gives up its
+// own; if there is none, track fails.
+func (g *Gateway) track(s session, slot bool) error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return ErrClosed
+	}
+	var victim session
+	if slot && g.slots >= g.opts.MaxSessions {
+		for other, holds := range g.sessions {
+			if holds && !other.busy() && (victim == nil || other.idleSince().Before(victim.idleSince())) {
+				victim = other
+			}
+		}
+		if victim == nil {
+			g.mu.Unlock()
+			g.metrics.sessionsRefused.Inc()
+			return fmt.Errorf("gateway busy: all %d upstream sessions have requests in flight; retry shortly", g.opts.MaxSessions)
+		}
+		delete(g.sessions, victim)
+		g.slots--
+		g.metrics.sessions.Dec()
+	}
+	g.sessions[s] = slot
+	if slot {
+		g.slots++
+	}
+	g.mu.Unlock()
+	g.metrics.sessions.Inc()
+	if victim != nil {
+		g.opts.Logger.Info("session limit reached: closing the least recently active idle session", "max", g.opts.MaxSessions)
+		g.metrics.sessionsEvicted.Inc()
+		victim.end()
+	}
+	return nil
+}
+
+// untrack removes a session that has ended.
+func (g *Gateway) untrack(s session) {
+	g.mu.Lock()
+	slot, ok := g.sessions[s]
+	delete(g.sessions, s)
+	if ok && slot {
+		g.slots--
+	}
+	g.mu.Unlock()
+	if ok {
+		g.metrics.sessions.Dec()
+	}
+}
+
+func (g *Gateway) reapIdle() {
+	interval := min(max(g.opts.IdleTimeout/4, 10*time.Millisecond), time.Minute)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.ctx.Done():
+			return
+		case now := <-t.C:
+			g.mu.Lock()
+			var idle []session
+			for s, slot := range g.sessions {
+				if now.Sub(s.idleSince()) >= g.opts.IdleTimeout && !s.busy() {
+					// Off the books now, so that a session still shutting
+					// down is neither reaped twice nor holds its slot.
+					idle = append(idle, s)
+					delete(g.sessions, s)
+					if slot {
+						g.slots--
+					}
+				}
+			}
+			g.mu.Unlock()
+			for _, s := range idle {
+				g.metrics.sessions.Dec()
+				g.metrics.sessionsReaped.Inc()
+				s.end()
+			}
+			if len(idle) > 0 {
+				g.opts.Logger.Debug("closed idle sessions", "n", len(idle))
+			}
+		}
+	}
+}
+
+// linkOptions are the options of every upstream session of g.
+func (g *Gateway) linkOptions(params json.RawMessage) linkOptions {
+	return linkOptions{
+		upstream:    g.opts.Upstream,
+		params:      params,
+		initTimeout: g.opts.InitializeTimeout,
+		restartMin:  g.opts.RestartMin,
+		restartMax:  g.opts.RestartMax,
+		metrics:     g.metrics,
+		log:         g.opts.Logger,
+	}
+}
+
+// refuse answers a client's request with an error.
+func refuse(ctx context.Context, c clientConn, req *jsonrpc.Request, code int64, format string, args ...any) {
+	if !req.IsCall() {
+		return
+	}
+	c.Write(ctx, errorResponse(req.ID, code, format, args...))
+}

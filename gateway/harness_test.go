@@ -1,0 +1,205 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/gateway"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(runChild(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// child is an Upstream that runs this test binary as the upstream server.
+// Under the race detector a process lingers a second at exit unless told
+// not to; restarts and reaping would wait for it.
+func child(mode string) *gateway.Command {
+	return &gateway.Command{Path: os.Args[0], Env: []string{childEnv + "=" + mode, "GORACE=atexit_sleep_ms=0"}, Stderr: os.Stderr}
+}
+
+// bench is a gateway on a contextvm server on an in-memory relay.
+type bench struct {
+	t     *testing.T
+	relay string
+	srv   *contextvm.Server
+	gw    *gateway.Gateway
+}
+
+func newBench(t *testing.T, opts gateway.Options) *bench {
+	t.Helper()
+	return newBenchServer(t, opts, contextvm.ServerOptions{})
+}
+
+// newBenchServer is newBench with options for the contextvm server (its
+// Signer and Relays are filled in).
+func newBenchServer(t *testing.T, opts gateway.Options, sopts contextvm.ServerOptions) *bench {
+	t.Helper()
+	r := relaytest.Start(t, relay.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if opts.Upstream == nil {
+		opts.Upstream = child("server")
+	}
+	if opts.RestartMin == 0 {
+		opts.RestartMin = 20 * time.Millisecond
+	}
+	gw, err := gateway.New(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sopts.Signer = contextvm.NewKeySigner(nostr.Generate())
+	sopts.Relays = []string{r.URL}
+	srv, err := contextvm.NewServer(ctx, sopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		gw.Serve(context.Background(), srv)
+	}()
+	t.Cleanup(func() {
+		srv.Close()
+		gw.Close()
+		<-served
+	})
+	return &bench{t: t, relay: r.URL, srv: srv, gw: gw}
+}
+
+// connect opens a client session (a fresh client key) through the gateway.
+func (b *bench) connect(opts *mcp.ClientOptions) *mcp.ClientSession {
+	b.t.Helper()
+	cs, err := b.tryConnect(opts)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return cs
+}
+
+func (b *bench) tryConnect(opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
+	return b.tryConnectClient(newClient(opts))
+}
+
+func newClient(opts *mcp.ClientOptions) *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "gateway-test-client", Version: "1"}, opts)
+}
+
+func (b *bench) tryConnectClient(client *mcp.Client) (*mcp.ClientSession, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := contextvm.Connect(ctx, client, contextvm.ClientOptions{
+		Server:         b.srv.PublicKey().Hex(),
+		Relays:         []string{b.relay},
+		RequestTimeout: 15 * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.t.Cleanup(func() { cs.Close() })
+	return cs, nil
+}
+
+// metric reads one unlabelled value from the gateway's /metrics.
+func (b *bench) metric(name string) float64 {
+	b.t.Helper()
+	return metricOf(b.t, b.gw, name)
+}
+
+func metricOf(t *testing.T, gw *gateway.Gateway, name string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	gw.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	sc := bufio.NewScanner(rec.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, err := strconv.ParseFloat(rest, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	return 0
+}
+
+// eventually polls cond until it holds or 10 s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) string {
+	t.Helper()
+	text, err := tryCall(cs, tool, args)
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	return text
+}
+
+func tryCall(cs *mcp.ClientSession, tool string, args map[string]any) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		return "", err
+	}
+	text := res.Content[0].(*mcp.TextContent).Text
+	if res.IsError {
+		return "", errors.New(text)
+	}
+	return text, nil
+}
+
+// rpcError extracts the JSON-RPC error of a failed request.
+func rpcError(t *testing.T, err error) *jsonrpc.Error {
+	t.Helper()
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) {
+		t.Fatalf("error %v (%T) is not a JSON-RPC error", err, err)
+	}
+	return werr
+}
+
+// within waits for a value on ch.
+func within[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("no %s within %v", what, d)
+		var zero T
+		return zero
+	}
+}
+
+func httptestGet(gw *gateway.Gateway, path string) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	gw.Handler().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	return rec
+}

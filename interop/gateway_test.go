@@ -1,0 +1,311 @@
+package interop
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+)
+
+// everything is @modelcontextprotocol/server-everything's entry point; it
+// serves stdio by default.
+func everything(t *testing.T) string {
+	t.Helper()
+	requireNodeModules(t)
+	p, err := filepath.Abs(filepath.Join("node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal("server-everything is missing; run: make interop-deps")
+	}
+	return p
+}
+
+// cvmEnv is the environment of a cvm process: a private HOME, so that the
+// identity it creates stays in the test's directory.
+func cvmEnv(home string) []string {
+	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
+		"XDG_DATA_HOME=" + filepath.Join(home, "data")}
+}
+
+type gatewayInfo struct {
+	Npub   string   `json:"npub"`
+	Pubkey string   `json:"pubkey"`
+	Relays []string `json:"relays"`
+	home   string
+}
+
+// startGateway runs `cvm gateway ARGS…` and waits for its ready line; the
+// test's end stops it with SIGTERM and requires a clean exit.
+func startGateway(t *testing.T, args ...string) gatewayInfo {
+	t.Helper()
+	home := t.TempDir()
+	cmd := exec.Command(cvmBinary, append([]string{"gateway"}, args...)...)
+	cmd.Env = cvmEnv(home)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("gateway exit after SIGTERM: %v; stderr: %s", err, stderr.String())
+			}
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("gateway did not stop on SIGTERM; stderr: %s", stderr.String())
+		}
+	})
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		lines <- line
+	}()
+	var info gatewayInfo
+	select {
+	case line := <-lines:
+		if err := json.Unmarshal([]byte(line), &info); err != nil || info.Npub == "" {
+			t.Fatalf("gateway ready line %q: %v; stderr: %s", line, err, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("gateway not ready; stderr: %s", stderr.String())
+	}
+	info.home = home
+	return info
+}
+
+// cvm runs a one-shot cvm command and returns its exit code and output.
+func cvm(t *testing.T, home string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(cvmBinary, args...)
+	cmd.Env = cvmEnv(home)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if exit, ok := err.(*exec.ExitError); ok {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+type everythingResult struct {
+	OK              bool           `json:"ok"`
+	Error           string         `json:"error"`
+	Step            string         `json:"step"`
+	ServerInfo      map[string]any `json:"serverInfo"`
+	HasInstructions bool           `json:"hasInstructions"`
+	Capabilities    map[string]any `json:"capabilities"`
+	Tools           []string       `json:"tools"`
+	Echo            string         `json:"echo"`
+	Sum             string         `json:"sum"`
+	Progress        []float64      `json:"progress"`
+	ResourceCount   int            `json:"resourceCount"`
+	Templates       []string       `json:"templates"`
+	TemplateRead    string         `json:"templateRead"`
+	Updated         []string       `json:"updated"`
+	Prompts         []string       `json:"prompts"`
+	SimplePrompt    string         `json:"simplePrompt"`
+	ArgsPrompt      string         `json:"argsPrompt"`
+	Completion      []string       `json:"completion"`
+}
+
+// TestGateway_ServerEverything: the MCP project's own everything server,
+// unchanged, behind `cvm gateway`, reached by the reference TypeScript
+// ContextVM client and by cvm's client commands, in both session modes.
+func TestGateway_ServerEverything(t *testing.T) {
+	server := everything(t)
+	for _, mode := range []string{"per-client", "shared"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			r := relaytest.Start(t, relay.Options{})
+			gw := startGateway(t, "--relay", r.URL, "--session-mode", mode, "--", "node", server)
+
+			var res everythingResult
+			runScript(t, 120*time.Second, "everything-client.mjs", map[string]string{"RELAY_URL": r.URL, "SERVER_PUBKEY": gw.Npub}, &res)
+			if !res.OK {
+				t.Fatalf("TS client failed in step %s: %s", res.Step, res.Error)
+			}
+			checkEverything(t, res)
+
+			// Requests from the server to the client, answered by the
+			// official TypeScript MCP client through cvm proxy: host ─
+			// stdio ─ proxy ─ relay ─ gateway ─ stdio ─ server-everything.
+			caps := "sampling,elicitation"
+			calls := []toolCall{
+				{Name: "trigger-sampling-request", Arguments: map[string]any{"prompt": "ping", "maxTokens": 5}},
+				{Name: "trigger-elicitation-request", Arguments: map[string]any{}},
+			}
+			if mode == "per-client" {
+				// Roots are per client: shared mode declares none upstream.
+				caps += ",roots"
+				calls = append(calls, toolCall{Name: "get-roots-list", Arguments: map[string]any{}})
+			}
+			host := runStdioHost(t, r.URL, gw.Npub, caps, calls)
+			if !strings.Contains(host.Results[0].Text, "sampled: Resource trigger-sampling-request context: ping") {
+				t.Errorf("sampling round trip: %q", host.Results[0].Text)
+			}
+			if !strings.Contains(host.Results[1].Text, "Ada Lovelace") {
+				t.Errorf("elicitation round trip: %q", host.Results[1].Text)
+			}
+			if mode == "per-client" && !strings.Contains(host.Results[2].Text, "file:///tmp/cvm-interop-root") {
+				t.Errorf("roots round trip: %q", host.Results[2].Text)
+			}
+
+			// cvm's own client commands, through the same gateway.
+			code, out, errOut := cvm(t, gw.home, "call", gw.Npub, "get-sum", "a=2", "b=3", "--relay", r.URL)
+			if code != 0 || !strings.Contains(out, "5") {
+				t.Errorf("cvm call get-sum: %d %q %q", code, out, errOut)
+			}
+			code, out, errOut = cvm(t, gw.home, "call", gw.Npub, "trigger-long-running-operation", "duration=0.3", "steps=3", "--relay", r.URL)
+			if code != 0 || !strings.Contains(out, "Long running operation completed") || !strings.Contains(errOut, "progress 3/3") {
+				t.Errorf("cvm call with progress: %d %q %q", code, out, errOut)
+			}
+			code, out, errOut = cvm(t, gw.home, "resources", gw.Npub, "--read", "demo://resource/dynamic/text/3", "--relay", r.URL)
+			if code != 0 || !strings.Contains(out, "Resource 3") {
+				t.Errorf("cvm resources --read (template): %d %q %q", code, out, errOut)
+			}
+			code, out, errOut = cvm(t, gw.home, "prompts", gw.Npub, "--get", "args-prompt", "city=Lyon", "--relay", r.URL)
+			if code != 0 || !strings.Contains(out, "Lyon") {
+				t.Errorf("cvm prompts --get: %d %q %q", code, out, errOut)
+			}
+			code, _, errOut = cvm(t, gw.home, "call", gw.Npub, "get-sum", "a=two", "b=3", "--relay", r.URL)
+			if code != 2 || !strings.Contains(errOut, `argument a: "two" is not a number`) {
+				t.Errorf("cvm call with a bad argument: %d %q", code, errOut)
+			}
+		})
+	}
+}
+
+func checkEverything(t *testing.T, res everythingResult) {
+	t.Helper()
+	if res.ServerInfo["name"] != "mcp-servers/everything" || !res.HasInstructions {
+		t.Errorf("initialize: serverInfo %v, instructions %v", res.ServerInfo, res.HasInstructions)
+	}
+	if _, ok := res.Capabilities["completions"]; !ok && res.Completion == nil {
+		t.Errorf("capabilities %v", res.Capabilities)
+	}
+	for _, tool := range []string{"echo", "get-sum", "trigger-long-running-operation", "toggle-subscriber-updates"} {
+		if !slices.Contains(res.Tools, tool) {
+			t.Errorf("tools %v lack %s", res.Tools, tool)
+		}
+	}
+	if !strings.Contains(res.Echo, "héllo 🌍") || !strings.Contains(res.Sum, "5") {
+		t.Errorf("echo %q, sum %q", res.Echo, res.Sum)
+	}
+	if !slices.Equal(res.Progress, []float64{1, 2, 3}) {
+		t.Errorf("progress %v", res.Progress)
+	}
+	if res.ResourceCount == 0 || !slices.Contains(res.Templates, "demo://resource/dynamic/text/{resourceId}") || !strings.Contains(res.TemplateRead, "Resource 7") {
+		t.Errorf("resources: %d, templates %v, read %q", res.ResourceCount, res.Templates, res.TemplateRead)
+	}
+	if !slices.Equal(res.Updated, []string{"demo://resource/dynamic/text/7"}) {
+		t.Errorf("subscription updates %v", res.Updated)
+	}
+	if !slices.Contains(res.Prompts, "simple-prompt") || res.SimplePrompt == "" || !strings.Contains(res.ArgsPrompt, "Lyon") {
+		t.Errorf("prompts %v, simple %q, args %q", res.Prompts, res.SimplePrompt, res.ArgsPrompt)
+	}
+	if !slices.Equal(res.Completion, []string{"Engineering"}) {
+		t.Errorf("completion %v", res.Completion)
+	}
+}
+
+// TestGateway_ServerEverythingOverHTTP: server-everything in its
+// streamable-HTTP mode (the TypeScript SDK's HTTP transport) behind
+// `cvm gateway --upstream-url`, both modes. The subscription update comes on
+// the HTTP session's GET stream, outside any request.
+func TestGateway_ServerEverythingOverHTTP(t *testing.T) {
+	url := startEverythingHTTP(t)
+	for _, mode := range []string{"per-client", "shared"} {
+		t.Run(mode, func(t *testing.T) {
+			r := relaytest.Start(t, relay.Options{})
+			gw := startGateway(t, "--relay", r.URL, "--session-mode", mode, "--upstream-url", url)
+			var res everythingResult
+			runScript(t, 120*time.Second, "everything-client.mjs", map[string]string{"RELAY_URL": r.URL, "SERVER_PUBKEY": gw.Npub}, &res)
+			if !res.OK {
+				t.Fatalf("TS client failed in step %s: %s", res.Step, res.Error)
+			}
+			checkEverything(t, res)
+			host := runStdioHost(t, r.URL, gw.Npub, "sampling", []toolCall{
+				{Name: "trigger-sampling-request", Arguments: map[string]any{"prompt": "over http", "maxTokens": 5}},
+			})
+			if !strings.Contains(host.Results[0].Text, "sampled: Resource trigger-sampling-request context: over http") {
+				t.Errorf("sampling round trip: %q", host.Results[0].Text)
+			}
+		})
+	}
+}
+
+// startEverythingHTTP runs server-everything's streamable-HTTP server on a
+// free port and returns its endpoint.
+func startEverythingHTTP(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command("node", everything(t), "streamableHttp")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	listening := make(chan struct{})
+	var log lockedBuffer
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		once := false
+		for sc.Scan() {
+			log.Write([]byte(sc.Text() + "\n"))
+			if !once && strings.Contains(sc.Text(), "listening on port") {
+				once = true
+				close(listening)
+			}
+		}
+	}()
+	select {
+	case <-listening:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("server-everything (HTTP) did not start: %s", log.String())
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+}

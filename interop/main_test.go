@@ -1,0 +1,31 @@
+package interop
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// cvmBinary is the cvm command, built once: the gateway and proxy tests
+// drive it as users and MCP hosts do.
+var cvmBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cvm-interop-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cvmBinary = filepath.Join(dir, "cvm")
+	build := exec.Command("go", "build", "-o", cvmBinary, "../cmd/cvm")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building cvm:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
