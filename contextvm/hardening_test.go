@@ -367,6 +367,12 @@ func TestProgressIsRoutedPerClient(t *testing.T) {
 				t.Error(err)
 				return
 			}
+			// The go-sdk may run a progress handler after it returns the
+			// result; give the last ones a moment.
+			count := func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }
+			for deadline := time.Now().Add(5 * time.Second); count() < 5 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if len(seen) != 5 {
