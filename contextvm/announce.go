@@ -340,18 +340,7 @@ func (s *Server) announceServer(ctx context.Context, srv *mcp.Server) {
 		case <-ctx.Done():
 		}
 	}()
-	changed := make(chan struct{}, 1)
-	signal := func() {
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "cvm-announcer", Version: "1"}, &mcp.ClientOptions{
-		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { signal() },
-		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { signal() },
-		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { signal() },
-	})
+	client, changed := NewAnnouncementClient()
 	ct, st := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(ctx, st, nil)
 	if err != nil {
@@ -366,6 +355,26 @@ func (s *Server) announceServer(ctx context.Context, srv *mcp.Server) {
 	}
 	defer cs.Close()
 	s.KeepAnnounced(ctx, cs, changed)
+}
+
+// NewAnnouncementClient returns a go-sdk client to read a server's lists
+// with, and the channel that receives when the server says a list changed:
+// connect the client to the server and pass the session and the channel to
+// KeepAnnounced.
+func NewAnnouncementClient() (*mcp.Client, <-chan struct{}) {
+	changed := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "cvm-announcer", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { signal() },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { signal() },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { signal() },
+	})
+	return client, changed
 }
 
 // KeepAnnounced announces from src, then again each time changed receives

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -66,6 +67,8 @@ type CallResult struct {
 // error result (isError) and invalid arguments (-32602) are answers, not
 // failures: they would be the same elsewhere, and trying elsewhere would run
 // the call twice.
+//
+// A provider whose key is the caller's own is called with a throwaway key.
 //
 // A provider that times out may still have run the call; failing over can
 // therefore run it again on the next one. Do not fail over calls that must
@@ -129,6 +132,14 @@ func callOne(ctx context.Context, opts CallOptions, p Provider) (*mcp.CallToolRe
 		relays = append(relays, opts.Pool.Relays()...)
 	}
 	co.Relays, co.Pool = relays, nil
+	if co.Signer != nil {
+		// A client with the server's own key cannot reach it (a gateway and
+		// a client on one machine share the default identity); a fresh key
+		// can.
+		if me, err := co.Signer.GetPublicKey(ctx); err == nil && me == p.Server.Pubkey {
+			co.Signer = contextvm.NewKeySigner(nostr.Generate())
+		}
+	}
 	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "cvm", Version: "1"}, nil), co)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)

@@ -37,10 +37,15 @@ func translator(who string) *mcp.Server {
 
 func startProvider(t *testing.T, r *relay.Server, who, price string) *contextvm.Server {
 	t.Helper()
+	return startProviderWithKey(t, r, who, price, nostr.Generate())
+}
+
+func startProviderWithKey(t *testing.T, r *relay.Server, who, price string, key nostr.SecretKey) *contextvm.Server {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{
-		Signer:         contextvm.NewKeySigner(nostr.Generate()),
+		Signer:         contextvm.NewKeySigner(key),
 		Relays:         []string{r.URL},
 		Info:           contextvm.ServerInfo{Name: who},
 		Announce:       true,
@@ -187,5 +192,24 @@ func TestCallFailsOver(t *testing.T) {
 
 	if _, err := discovery.Call(ctx, discovery.CallOptions{SchemaHash: "00", Pool: p}); !errors.Is(err, discovery.ErrNoProvider) {
 		t.Fatalf("unknown schema: %v", err)
+	}
+}
+
+// A caller whose key is the provider's own (a gateway and a client on one
+// machine share the default identity) still reaches it.
+func TestCallWithTheProvidersOwnKey(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	p := pool(t, r)
+	key := nostr.Generate()
+	startProviderWithKey(t, r, "Self", "0", key)
+	hash := schemaHash(t, p, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := discovery.Call(ctx, discovery.CallOptions{
+		SchemaHash: hash, Arguments: translateIn{Text: "hi", To: "fr"}, Pool: p, AttemptTimeout: 5 * time.Second,
+		Client: contextvm.ClientOptions{Signer: contextvm.NewKeySigner(key)},
+	})
+	if err != nil || res.Result.Content[0].(*mcp.TextContent).Text != "Self: hi" {
+		t.Fatalf("call with the provider's key: %+v, %v", res, err)
 	}
 }

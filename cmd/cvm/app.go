@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, e env) int {
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "cvm",
-		Short: "MCP over Nostr (ContextVM), MCPx rooms and DID-authenticated MCP",
+		Short: "MCP over Nostr (ContextVM) and MCPx rooms",
 		Long: `cvm puts MCP servers on open networks and lets agents use them.
 
 Settings come from config.toml in the config directory, then CVM_* environment
@@ -111,6 +111,8 @@ variables, then flags; later ones win. See "cvm config".`,
 		a.resourcesCommand(),
 		a.promptsCommand(),
 		a.demoCommand(),
+		a.discoverCommand(),
+		a.unannounceCommand(),
 	)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see: %s --help)", err, c.CommandPath())

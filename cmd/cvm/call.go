@@ -15,8 +15,9 @@ import (
 
 func (a *app) callCommand() *cobra.Command {
 	var cf clientFlags
+	var schema string
 	cmd := &cobra.Command{
-		Use:   "call SERVER TOOL [JSON | key=value…]",
+		Use:   "call SERVER TOOL [JSON | key=value…] | call --schema HASH TOOL [JSON | key=value…]",
 		Short: "Call a tool of a ContextVM server",
 		Long: `Call TOOL on the ContextVM server SERVER (a public key as hex, npub or
 nprofile, or an alias from [servers] in config.toml) and print its result.
@@ -28,11 +29,29 @@ checked against the schema before the call is sent.
 
 The result's text goes to stdout; --json prints the whole CallToolResult.
 Progress goes to stderr. Exit status 1 when the tool reports an error
-(isError) or the server answers with a JSON-RPC error or not at all.`,
+(isError) or the server answers with a JSON-RPC error or not at all.
+
+With --schema HASH and no SERVER, the tool is called on a server chosen
+among those that announce a verified implementation of that common schema
+(see cvm discover): the cheapest first, then the fastest to answer before,
+skipping servers that failed in the last 10 minutes (they are tried last).
+On an error or a timeout the next one is tried; invalid arguments and the
+tool's own errors are answers, not reasons to try elsewhere. Outcomes are
+remembered in providers.json in the cache directory. The chosen server is
+named on stderr; --json prints {"result", "provider", "attempts"}.`,
 		Example: `  cvm call npub1… add a=2 b=3
-  cvm call weather forecast '{"city":"Lyon","days":3}'`,
-		Args: cobra.MinimumNArgs(2),
+  cvm call weather forecast '{"city":"Lyon","days":3}'
+  cvm call --schema 7c61a439f00669bd… translate text=hello to=fr`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if schema != "" {
+				return cobra.MinimumNArgs(1)(cmd, args)
+			}
+			return cobra.MinimumNArgs(2)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if schema != "" {
+				return a.callSchema(cmd.Context(), cf, strings.ToLower(schema), args[0], args[1:])
+			}
 			server, name := args[0], args[1]
 			ctx := cmd.Context()
 			cs, err := a.connect(ctx, cf, server, &mcp.ClientOptions{
@@ -79,6 +98,7 @@ Progress goes to stderr. Exit status 1 when the tool reports an error
 		},
 	}
 	a.addClientFlags(cmd, &cf, 30*time.Second)
+	cmd.Flags().StringVar(&schema, "schema", "", "call the tool of this common schema hash on the best server that announces it")
 	return cmd
 }
 

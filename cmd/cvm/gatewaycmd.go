@@ -26,6 +26,9 @@ type gatewayFlags struct {
 	mode, upstreamURL, metrics string
 	maxSessions                int
 	idleTimeout                time.Duration
+
+	announce, unannounceOnExit bool
+	prices, commonTools, cats  []string
 }
 
 func (a *app) gatewayCommand() *cobra.Command {
@@ -48,12 +51,24 @@ flight, and are refused otherwise.
 (repeatable) opens a capability to everyone anyway, e.g. --public tools/list
 --public tools/call:get_weather. An upstream that dies is restarted.
 
+--announce publishes the server's public announcements (its initialize result
+and lists, CEP-6, and its relay list) to --relay, from an upstream session of
+their own, and again whenever the upstream's lists change. --price
+tool:NAME=AMOUNT[:UNIT] (repeatable; also prompt: and resource:, AMOUNT may be
+a range MIN-MAX, UNIT defaults to sats) is advertised on the announcements
+and on every list answer; prices are not collected yet. --common-tool NAME
+(repeatable) declares a tool as implementing a common schema (CEP-15): its
+schema hash goes into its _meta and the announcement's tags, with each
+--category. --unannounce-on-exit deletes the announcements at shutdown; cvm
+unannounce does it any time.
+
 When ready, one JSON line on stdout gives the gateway's pubkey, npub and
 relays. Logs and the upstream's stderr go to stderr. SIGINT or SIGTERM shuts
 it down, answering what is in flight with an error.`,
 		Example: `  cvm gateway -- npx -y @modelcontextprotocol/server-everything
   cvm gateway --session-mode shared --upstream-url http://127.0.0.1:3001/mcp
-  cvm gateway --allow npub1… --public tools/list -- ./my-server --flag`,
+  cvm gateway --allow npub1… --public tools/list -- ./my-server --flag
+  cvm gateway --announce --price tool:translate=10 --common-tool translate -- ./translator`,
 		RunE: func(cmd *cobra.Command, args []string) error { return a.runGateway(cmd, args, gf) },
 	}
 	addRelayFlag(cmd, &gf.relays)
@@ -73,8 +88,14 @@ it down, answering what is in flight with an error.`,
 	f.StringVar(&gf.metrics, "metrics", "", "serve /metrics and /healthz on this address, e.g. 127.0.0.1:9090")
 	f.IntVar(&gf.maxSessions, "max-sessions", 64, "upstream sessions at once in per-client mode")
 	f.DurationVar(&gf.idleTimeout, "idle-timeout", 10*time.Minute, "close a client session after this long without a message (0: never)")
+	f.BoolVar(&gf.announce, "announce", false, "publish the server's announcements (CEP-6) and keep them current")
+	f.BoolVar(&gf.unannounceOnExit, "unannounce-on-exit", false, "delete the announcements when the gateway stops")
+	f.StringArrayVar(&gf.prices, "price", nil, "advertise a price: tool:NAME=AMOUNT[:UNIT], prompt:… or resource:URI=… (repeatable)")
+	f.StringArrayVar(&gf.commonTools, "common-tool", nil, "declare a tool as implementing a common schema (repeatable)")
+	f.StringArrayVar(&gf.cats, "category", nil, "a category for the common tools' announcement (repeatable)")
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
-		"session-mode", "env", "upstream-url", "metrics", "max-sessions", "idle-timeout"} {
+		"session-mode", "env", "upstream-url", "metrics", "max-sessions", "idle-timeout",
+		"announce", "unannounce-on-exit", "price", "common-tool", "category"} {
 		config.Bind(f, name, "gateway."+name)
 	}
 	return cmd
@@ -105,6 +126,14 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	wrap, err := contextvm.ParseGiftWrapMode(gf.giftWrap)
 	if err != nil {
 		return fmt.Errorf("--gift-wrap: %w", err)
+	}
+	var prices []contextvm.Price
+	for _, s := range gf.prices {
+		p, err := contextvm.ParsePrice(s)
+		if err != nil {
+			return fmt.Errorf("--price: %w", err)
+		}
+		prices = append(prices, p)
 	}
 	id, err := a.resolveIdentity(gf.key, serverKey)
 	if err != nil {
@@ -140,6 +169,10 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		GiftWrap:           wrap,
 		Info:               contextvm.ServerInfo{Name: gf.name, About: gf.about, Website: gf.website, Picture: gf.pict},
 		IdleTimeout:        -1, // the gateway reaps sessions itself, with their upstreams
+		Prices:             prices,
+		CommonTools:        gf.commonTools,
+		ToolCategories:     gf.cats,
+		UnannounceOnClose:  gf.unannounceOnExit,
 		Logger:             a.log,
 	})
 	if err != nil {
@@ -162,6 +195,15 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 
 	served := make(chan error, 1)
 	go func() { served <- gw.Serve(ctx, srv) }()
+	announceCtx, stopAnnouncing := context.WithCancel(ctx)
+	announcing := make(chan struct{})
+	go func() {
+		defer close(announcing)
+		if gf.announce {
+			gateway.KeepAnnounced(announceCtx, upstream, srv, a.log)
+		}
+	}()
+	defer func() { stopAnnouncing(); <-announcing }()
 
 	pk := srv.PublicKey()
 	ready := struct {
@@ -172,7 +214,8 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		Mode     string   `json:"mode"`
 		Upstream string   `json:"upstream"`
 		Metrics  string   `json:"metrics,omitempty"`
-	}{true, pk.Hex(), nostrx.EncodeNpub(pk), srv.Relays(), opts.Mode.String(), describe, metricsURL}
+		Announce bool     `json:"announce"`
+	}{true, pk.Hex(), nostrx.EncodeNpub(pk), srv.Relays(), opts.Mode.String(), describe, metricsURL, gf.announce}
 	if err := a.printJSON(ready); err != nil {
 		return err
 	}
@@ -184,8 +227,11 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	case err := <-served:
 		return fmt.Errorf("gateway stopped: %w", err)
 	}
-	// The server answers what is in flight with an error, then the
+	// The announcements stop first (the server may delete them as it
+	// closes); the server answers what is in flight with an error, then the
 	// gateway stops the upstream sessions.
+	stopAnnouncing()
+	<-announcing
 	srv.Close()
 	gw.Close()
 	if err := <-served; err != nil && !errors.Is(err, contextvm.ErrServerClosed) && !errors.Is(err, context.Canceled) {

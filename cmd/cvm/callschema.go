@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/discovery"
+	"github.com/cvmgo/cvm/internal/config"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// callSchema is cvm call --schema: the tool of a common schema, on the best
+// provider, failing over to the next.
+func (a *app) callSchema(ctx context.Context, cf clientFlags, hash, name string, rawArgs []string) error {
+	enc, err := contextvm.ParseEncryptionMode(cf.encryption)
+	if err != nil {
+		return fmt.Errorf("--encryption: %w", err)
+	}
+	id, err := a.resolveIdentity(cf.key, clientKey)
+	if err != nil {
+		return err
+	}
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: cf.relays})
+	defer pool.Close()
+
+	wait := relayWaitFor(cf.timeout)
+	stop := a.spinner("looking for servers implementing " + shorten(hash, 12))
+	qctx, cancel := context.WithTimeout(ctx, wait)
+	catalog, err := discovery.Fetch(qctx, pool, discovery.Filter{SchemaHash: hash})
+	cancel()
+	stop()
+	if err != nil {
+		return noRelay(cf.relays, wait, err)
+	}
+	var history *discovery.History
+	if dir, err := config.CacheDir(a.getenv); err == nil {
+		history = discovery.OpenHistory(filepath.Join(dir, "providers.json"))
+	} else {
+		history = discovery.OpenHistory("")
+	}
+	providers := catalog.Providers(hash, history, time.Now())
+	if len(providers) == 0 {
+		return remote(fmt.Errorf("no server announces a verified implementation of schema %s on %d relay(s) (see: cvm discover --schema %s)", hash, len(pool.Relays()), hash))
+	}
+	tool := providers[0].Tool
+	if tool.Name != name {
+		return fmt.Errorf("schema %s is the tool %q, not %q", shorten(hash, 16), tool.Name, name)
+	}
+	var inputSchema any
+	if err := json.Unmarshal(tool.InputSchema, &inputSchema); err != nil {
+		return remote(fmt.Errorf("the announced input schema of %s: %w", name, err))
+	}
+	arguments, err := toolArguments(rawArgs, inputSchema)
+	if err != nil {
+		return fmt.Errorf("%w (see: cvm discover --schema %s --json)", err, hash)
+	}
+	if err := validateArguments(arguments, inputSchema); err != nil {
+		return fmt.Errorf("arguments for %s do not fit its input schema: %w", name, err)
+	}
+
+	res, err := discovery.Call(ctx, discovery.CallOptions{
+		SchemaHash: hash, Tool: name, Arguments: arguments,
+		Catalog: catalog, Pool: pool, History: history,
+		Client: contextvm.ClientOptions{
+			Signer: contextvm.NewKeySigner(id.secret), Encryption: enc, RequestTimeout: cf.timeout, Logger: a.log,
+		},
+		AttemptTimeout: cf.timeout,
+		Logger:         a.log,
+	})
+	if serr := history.Save(); serr != nil {
+		a.log.Warn("could not save the provider history", "path", history.Path(), "err", serr)
+	}
+	var attempts []discovery.Attempt
+	if res != nil {
+		attempts = res.Attempts
+	}
+	for _, at := range attempts {
+		if at.Err != nil {
+			fmt.Fprintf(a.stderr, "%s (%s) failed after %s: %s\n", at.Provider.Server.Name, shorten(at.Provider.Server.Npub, 20), at.Elapsed.Round(time.Millisecond), oneLine(at.Err.Error()))
+		}
+	}
+	if errors.Is(err, discovery.ErrNoProvider) {
+		return remote(err)
+	}
+	if err != nil {
+		return remoteFailure("tools/call "+name, "the providers of "+shorten(hash, 12), cf.relays, err)
+	}
+	p := res.Provider
+	fmt.Fprintf(a.stderr, "answered by %s (%s), %s\n", p.Server.Name, p.Server.Npub, price(p.Tool.Price))
+	if a.jsonOut {
+		type attempt struct {
+			Npub      string `json:"npub"`
+			Name      string `json:"name"`
+			ElapsedMs int64  `json:"elapsedMs"`
+			Error     string `json:"error,omitempty"`
+		}
+		out := struct {
+			Result   *mcp.CallToolResult `json:"result"`
+			Provider struct {
+				Pubkey string           `json:"pubkey"`
+				Npub   string           `json:"npub"`
+				Name   string           `json:"name"`
+				Price  *discovery.Price `json:"price"`
+			} `json:"provider"`
+			Attempts []attempt `json:"attempts"`
+		}{Result: res.Result}
+		out.Provider.Pubkey, out.Provider.Npub, out.Provider.Name, out.Provider.Price = p.Server.Pubkey.Hex(), p.Server.Npub, p.Server.Name, p.Tool.Price
+		for _, at := range res.Attempts {
+			e := attempt{Npub: at.Provider.Server.Npub, Name: at.Provider.Server.Name, ElapsedMs: at.Elapsed.Milliseconds()}
+			if at.Err != nil {
+				e.Error = at.Err.Error()
+			}
+			out.Attempts = append(out.Attempts, e)
+		}
+		if err := a.printJSON(out); err != nil {
+			return err
+		}
+	}
+	if res.Result.IsError {
+		return remote(fmt.Errorf("tool %s reported an error: %s", name, oneLine(contentText(res.Result.Content))))
+	}
+	if !a.jsonOut {
+		printContent(a.stdout, res.Result)
+	}
+	return nil
+}

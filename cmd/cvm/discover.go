@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/discovery"
+	"github.com/cvmgo/cvm/internal/config"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/spf13/cobra"
+)
+
+type discoverFlags struct {
+	relays                 []string
+	tool, schema, category string
+	maxPrice               float64
+	encrypted, watch       bool
+	verbose                bool
+	timeout                time.Duration
+}
+
+func (a *app) discoverCommand() *cobra.Command {
+	var df discoverFlags
+	cmd := &cobra.Command{
+		Use:   "discover",
+		Short: "Find announced ContextVM servers",
+		Long: `Read the public announcements (CEP-6) on the relays and list the servers:
+name, public key, encryption, relays, and their tools with prices and common
+schema hashes. A hash counts as verified only when the tool's own schemas
+produce it.
+
+Filters: --tool NAME, --schema HASH (verified implementations only),
+--category T, --max-price AMOUNT (in the announced unit; a range counts at its
+top; free tools always pass), --encrypted. --json prints one JSON array of
+servers; --watch then follows changes (with --json, one server object per
+line, or {"pubkey":…,"removed":true} when a server withdraws). --verbose
+explains, on stderr, every announcement that was skipped and why.`,
+		Example: `  cvm discover
+  cvm discover --schema 7c61a439f006… --max-price 10
+  cvm discover --json --watch --relay wss://relay.example.com`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.runDiscover(cmd, df) },
+	}
+	addRelayFlag(cmd, &df.relays)
+	f := cmd.Flags()
+	f.StringVar(&df.tool, "tool", "", "only servers with a tool of this name")
+	f.StringVar(&df.schema, "schema", "", "only servers with a verified implementation of this common schema hash")
+	f.StringVar(&df.category, "category", "", "only servers whose tools announcement has this category")
+	f.Float64Var(&df.maxPrice, "max-price", 0, "only servers with a matching tool at most this price")
+	f.BoolVar(&df.encrypted, "encrypted", false, "only servers that support encryption")
+	f.BoolVar(&df.watch, "watch", false, "keep following announcements until interrupted")
+	f.BoolVarP(&df.verbose, "verbose", "v", false, "say on stderr which announcements were skipped and why")
+	f.DurationVar(&df.timeout, "timeout", 10*time.Second, "how long to wait for the relays to answer")
+	config.Bind(f, "timeout", "timeout")
+	return cmd
+}
+
+func (a *app) runDiscover(cmd *cobra.Command, df discoverFlags) error {
+	filter := discovery.Filter{Tool: df.tool, SchemaHash: strings.ToLower(df.schema), Category: df.category, Encrypted: df.encrypted}
+	if cmd.Flags().Changed("max-price") {
+		if df.maxPrice < 0 {
+			return fmt.Errorf("--max-price %g: want a price of 0 or more", df.maxPrice)
+		}
+		filter.MaxPrice = &df.maxPrice
+	}
+	ctx := cmd.Context()
+	// The pool drops events with bad signatures, saying so in its log:
+	// part of what --verbose explains.
+	poolLog := slog.New(slog.DiscardHandler)
+	if df.verbose {
+		poolLog = a.log
+	}
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: df.relays, Logger: poolLog})
+	defer pool.Close()
+
+	stop := a.spinner("asking " + strings.Join(pool.Relays(), ", "))
+	qctx, cancel := context.WithTimeout(ctx, df.timeout)
+	catalog, err := discovery.Fetch(qctx, pool, filter)
+	cancel()
+	stop()
+	if err != nil {
+		return noRelay(df.relays, df.timeout, err)
+	}
+	if df.verbose {
+		a.printSkipped(catalog.Skipped())
+	}
+	servers := catalog.Servers(filter)
+	switch {
+	case a.jsonOut && df.watch:
+		for _, s := range servers {
+			if err := a.printJSON(s); err != nil {
+				return err
+			}
+		}
+	case a.jsonOut:
+		if servers == nil {
+			servers = []discovery.Server{}
+		}
+		if err := a.printJSON(servers); err != nil {
+			return err
+		}
+	case len(servers) == 0 && !df.watch:
+		fmt.Fprintln(a.stderr, "no servers found")
+	default:
+		for i, s := range servers {
+			if i > 0 {
+				fmt.Fprintln(a.stdout)
+			}
+			printServer(a.stdout, s, filter)
+		}
+	}
+	if !df.watch {
+		return nil
+	}
+	return a.watchCatalog(ctx, pool, catalog, filter, df.verbose)
+}
+
+// watchCatalog prints each server whose listing changes until ctx ends.
+func (a *app) watchCatalog(ctx context.Context, pool *nostrx.Pool, catalog *discovery.Catalog, filter discovery.Filter, verbose bool) error {
+	skipped := len(catalog.Skipped())
+	shown := map[nostr.PubKey]bool{}
+	for _, s := range catalog.Servers(filter) {
+		shown[s.Pubkey] = true
+	}
+	err := catalog.Watch(ctx, pool, func(pk nostr.PubKey) {
+		if verbose {
+			all := catalog.Skipped()
+			a.printSkipped(all[min(skipped, len(all)):])
+			skipped = len(all)
+		}
+		s, ok := catalog.Server(pk)
+		if ok && filter.Match(s) {
+			shown[pk] = true
+			if a.jsonOut {
+				a.printJSON(s)
+				return
+			}
+			fmt.Fprintf(a.stdout, "\n%s updated:\n", time.Now().Format(time.TimeOnly))
+			printServer(a.stdout, s, filter)
+			return
+		}
+		if !shown[pk] {
+			return
+		}
+		delete(shown, pk)
+		if a.jsonOut {
+			a.printJSON(struct {
+				Pubkey  string `json:"pubkey"`
+				Npub    string `json:"npub"`
+				Removed bool   `json:"removed"`
+			}{pk.Hex(), nostrx.EncodeNpub(pk), true})
+			return
+		}
+		fmt.Fprintf(a.stdout, "\n%s withdrawn: %s\n", time.Now().Format(time.TimeOnly), nostrx.EncodeNpub(pk))
+	})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func (a *app) printSkipped(skipped []discovery.Skipped) {
+	for _, s := range skipped {
+		fmt.Fprintf(a.stderr, "skipped kind %d %s from %s: %s\n", s.Kind, s.Event.Hex()[:12], nostrx.EncodeNpub(s.Pubkey), s.Reason)
+	}
+}
+
+// printServer writes one server for a person to read.
+func printServer(w io.Writer, s discovery.Server, filter discovery.Filter) {
+	enc := "plaintext only"
+	if s.Encryption {
+		enc = "encrypted"
+	}
+	fmt.Fprintf(w, "%s  %s  %s  updated %s\n", s.Name, s.Npub, enc, s.UpdatedAt.Local().Format("2006-01-02 15:04"))
+	if s.About != "" {
+		fmt.Fprintf(w, "  %s\n", firstLine(s.About))
+	}
+	if s.Website != "" {
+		fmt.Fprintf(w, "  %s\n", s.Website)
+	}
+	if len(s.Relays) > 0 {
+		fmt.Fprintf(w, "  relays: %s\n", strings.Join(s.Relays, ", "))
+	}
+	if len(s.Categories) > 0 {
+		fmt.Fprintf(w, "  categories: %s\n", strings.Join(s.Categories, ", "))
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, t := range s.Tools {
+		mark := " "
+		if (filter.Tool != "" || filter.SchemaHash != "" || filter.MaxPrice != nil) && filter.MatchTool(t) {
+			mark = "*"
+		}
+		schema := ""
+		switch {
+		case t.Verified:
+			schema = "schema " + t.SchemaHash[:12] + " verified"
+		case t.SchemaHash != "":
+			schema = "schema " + shorten(t.SchemaHash, 12) + " NOT VERIFIED: " + firstLine(t.SchemaError)
+		}
+		fmt.Fprintf(tw, "  %s %s\t%s\t%s\t%s\n", mark, t.Name, price(t.Price), schema, firstLine(t.Description))
+	}
+	tw.Flush()
+	var more []string
+	for _, n := range []struct {
+		what string
+		n    int
+	}{{"resources", len(s.Resources)}, {"templates", len(s.Templates)}, {"prompts", len(s.Prompts)}} {
+		if n.n > 0 {
+			more = append(more, fmt.Sprintf("%d %s", n.n, n.what))
+		}
+	}
+	if len(more) > 0 {
+		fmt.Fprintf(w, "  and %s (--json lists them)\n", strings.Join(more, ", "))
+	}
+}
+
+func price(p *discovery.Price) string {
+	if p == nil {
+		return "free"
+	}
+	return p.Amount + " " + p.Unit
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// spinner shows what is being waited for on stderr when stderr is a
+// terminal, until the returned function is called.
+func (a *app) spinner(what string) (stop func()) {
+	f, ok := a.stderr.(*os.File)
+	if !ok {
+		return func() {}
+	}
+	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		frames := `|/-\`
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			fmt.Fprintf(f, "\r%c %s", frames[i%len(frames)], what)
+			select {
+			case <-done:
+				fmt.Fprintf(f, "\r%s\r", strings.Repeat(" ", len(what)+2))
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}

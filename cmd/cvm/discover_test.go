@@ -1,0 +1,149 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cvmgo/cvm/discovery"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+)
+
+// discoverJSON runs cvm discover --json with args until ok accepts the
+// servers it lists.
+func discoverJSON(t *testing.T, c *cli, ok func([]discovery.Server) bool, args ...string) []discovery.Server {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, out, errOut := c.run(append([]string{"discover", "--json"}, args...)...)
+		var servers []discovery.Server
+		if code != 0 || json.Unmarshal([]byte(out), &servers) != nil {
+			t.Fatalf("discover: code %d, %q, %q", code, out, errOut)
+		}
+		if ok(servers) {
+			return servers
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("discover never listed what was expected: %s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Two gateways announce the demo server's add as a common tool at different
+// prices; discover finds them, call --schema picks the cheaper and fails
+// over when it stops; unannounce withdraws one.
+func TestAnnounceDiscoverAndCallBySchema(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	c := newCLI(t)
+	gateway := func(price string) (*proc, gatewayReady, string) {
+		key := filepath.Join(t.TempDir(), "key")
+		if code, _, errOut := c.run("keygen", "--out", key); code != 0 {
+			t.Fatal(errOut)
+		}
+		p := startCVM(t, c, "gateway", "--relay", r.URL, "--key", key, "--announce", "--price", "tool:add="+price,
+			"--common-tool", "add", "--category", "math", "--", demoServerBinary)
+		var ready gatewayReady
+		p.readyLine(t, &ready)
+		return p, ready, key
+	}
+	cheap, cheapReady, _ := gateway("2")
+	_, dearReady, dearKey := gateway("5-8")
+
+	servers := discoverJSON(t, c, func(s []discovery.Server) bool { return len(s) == 2 && len(s[0].Tools) > 0 && len(s[1].Tools) > 0 }, "--relay", r.URL)
+	var hash string
+	for _, s := range servers {
+		if len(s.Relays) != 1 || s.Relays[0] != r.URL || s.Name != "cvm demo server" || len(s.Categories) != 1 {
+			t.Errorf("server %+v", s)
+		}
+		for _, tool := range s.Tools {
+			if tool.Name == "add" {
+				if !tool.Verified || tool.Price == nil {
+					t.Fatalf("add of %s: %+v", s.Npub, tool)
+				}
+				hash = tool.SchemaHash
+			} else if tool.SchemaHash != "" {
+				t.Errorf("%s claims a schema", tool.Name)
+			}
+		}
+	}
+	cheapOnly := discoverJSON(t, c, func(s []discovery.Server) bool { return true }, "--relay", r.URL, "--schema", hash, "--max-price", "4")
+	if len(cheapOnly) != 1 || cheapOnly[0].Pubkey.Hex() != cheapReady.Pubkey {
+		t.Fatalf("--max-price 4 listed %d servers", len(cheapOnly))
+	}
+	if code, out, _ := c.run("discover", "--relay", r.URL, "--tool", "add"); code != 0 || !strings.Contains(out, "verified") || !strings.Contains(out, "5-8 sats") {
+		t.Errorf("human output:\n%s", out)
+	}
+
+	call := func() (int, string, string) {
+		return c.run("call", "--schema", hash, "add", "a=1", "b=2", "--relay", r.URL, "--timeout", "3s", "--json")
+	}
+	code, out, errOut := call()
+	var res struct {
+		Result struct {
+			StructuredContent map[string]float64 `json:"structuredContent"`
+		} `json:"result"`
+		Provider struct{ Pubkey string }  `json:"provider"`
+		Attempts []struct{ Error string } `json:"attempts"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Result.StructuredContent["sum"] != 3 || res.Provider.Pubkey != cheapReady.Pubkey {
+		t.Fatalf("call --schema: code %d, %s, %s", code, out, errOut)
+	}
+
+	cheap.stop(t, syscall.SIGKILL) // announced, no longer answering
+	code, out, errOut = call()
+	res.Attempts = nil
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Provider.Pubkey != dearReady.Pubkey || len(res.Attempts) != 2 || res.Attempts[0].Error == "" {
+		t.Fatalf("failover: code %d, %s, %s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "failed after") {
+		t.Errorf("the failed provider is not reported: %s", errOut)
+	}
+	// The failure is remembered: the next call goes to the dear one first.
+	code, out, _ = call()
+	res.Attempts = nil
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || len(res.Attempts) != 1 || res.Provider.Pubkey != dearReady.Pubkey {
+		t.Fatalf("after a failure: code %d, %s", code, out)
+	}
+
+	if code, out, errOut := c.run("unannounce", "--key", dearKey, "--relay", r.URL); code != 0 || !strings.Contains(out, "announcement") {
+		t.Fatalf("unannounce: %d %q %q", code, out, errOut)
+	}
+	discoverJSON(t, c, func(s []discovery.Server) bool {
+		for _, srv := range s {
+			if srv.Pubkey.Hex() == dearReady.Pubkey {
+				return false
+			}
+		}
+		return true
+	}, "--relay", r.URL)
+
+	if code, _, errOut := c.run("call", "--schema", strings.Repeat("0", 64), "add", "--relay", r.URL); code != exitRemote || !strings.Contains(errOut, "no server announces") {
+		t.Errorf("unknown schema: %d %s", code, errOut)
+	}
+	if code, _, errOut := c.run("call", "--schema", hash, "subtract", "--relay", r.URL); code != exitLocal || !strings.Contains(errOut, `is the tool "add"`) {
+		t.Errorf("wrong tool name: %d %s", code, errOut)
+	}
+}
+
+func TestDiscover_BadInput(t *testing.T) {
+	c := newCLI(t)
+	r := relaytest.Start(t, relay.Options{})
+	for _, args := range [][]string{
+		{"discover", "--max-price", "-1", "--relay", r.URL},
+		{"discover", "extra", "--relay", r.URL},
+		{"gateway", "--relay", r.URL, "--price", "add=10", "--", demoServerBinary},
+		{"unannounce", "--relay", r.URL}, // no key yet
+	} {
+		if code, _, errOut := c.run(args...); code != exitLocal || errOut == "" {
+			t.Errorf("%v: code %d, stderr %q", args, code, errOut)
+		}
+	}
+	if code, _, errOut := c.run("discover", "--relay", r.URL); code != 0 || !strings.Contains(errOut, "no servers found") {
+		t.Errorf("an empty relay: %d %q", code, errOut)
+	}
+}
