@@ -147,3 +147,55 @@ func TestDiscover_BadInput(t *testing.T) {
 		t.Errorf("an empty relay: %d %q", code, errOut)
 	}
 }
+
+// discover --watch --json prints a server when it announces itself and a
+// removal when it withdraws, one JSON object per line.
+func TestDiscoverWatch(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	c := newCLI(t)
+	watch := startCVM(t, c, "discover", "--watch", "--json", "--relay", r.URL)
+	time.Sleep(500 * time.Millisecond) // the watch subscribes after its first query
+	key := filepath.Join(t.TempDir(), "key")
+	if code, _, errOut := c.run("keygen", "--out", key); code != 0 {
+		t.Fatal(errOut)
+	}
+	gw := startCVM(t, c, "gateway", "--relay", r.URL, "--key", key, "--announce", "--unannounce-on-exit", "--", demoServerBinary)
+	var ready gatewayReady
+	gw.readyLine(t, &ready)
+
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		for {
+			line, err := watch.stdout.ReadString('\n')
+			if err != nil {
+				return
+			}
+			lines <- line
+		}
+	}()
+	next := func(want func(map[string]any) bool) {
+		t.Helper()
+		timeout := time.After(20 * time.Second)
+		for {
+			select {
+			case line, ok := <-lines:
+				var obj map[string]any
+				if !ok || json.Unmarshal([]byte(line), &obj) != nil {
+					t.Fatalf("watch output %q; stderr %s", line, watch.stderr)
+				}
+				if want(obj) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("the watch never printed the expected line; stderr %s", watch.stderr)
+			}
+		}
+	}
+	next(func(o map[string]any) bool { return o["pubkey"] == ready.Pubkey && o["name"] == "cvm demo server" })
+	// --unannounce-on-exit: stopping the gateway withdraws it.
+	if code := gw.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("gateway exit %d: %s", code, gw.stderr)
+	}
+	next(func(o map[string]any) bool { return o["pubkey"] == ready.Pubkey && o["removed"] == true })
+}
