@@ -48,7 +48,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzUnwrap -fuzztime 30s ./contextvm
 	$(GO) test -run '^$$' -fuzz FuzzHash -fuzztime 30s ./commonschema
 	$(GO) test -run '^$$' -fuzz FuzzDecodeEnvelope -fuzztime 30s ./mcpx
-	$(GO) test -run '^$$' -fuzz FuzzClientFrame -fuzztime 30s ./mcpx
+	$(GO) test -run '^$$' -fuzz FuzzClientFrame -fuzztime 30s ./mcpx/participant
+	$(GO) test -run '^$$' -fuzz FuzzParamsToken -fuzztime 30s ./internal/mcpmsg
+	$(GO) test -run '^$$' -fuzz FuzzSetMember -fuzztime 30s ./internal/mcpmsg
 	$(GO) test -run '^$$' -fuzz FuzzParseChatLine -fuzztime 30s ./cmd/cvm
 
 # The MCPx gateway benchmark: the load generator (bench/mcpxload) runs in its

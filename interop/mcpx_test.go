@@ -2,11 +2,7 @@ package interop
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
-	"io"
-	"log/slog"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,8 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cvmgo/cvm/mcpx"
-	"github.com/cvmgo/cvm/mcpx/history"
+	"github.com/cvmgo/cvm/mcpx/bridge"
+	"github.com/cvmgo/cvm/mcpx/participant"
+	"github.com/cvmgo/cvm/mcpx/room"
+	"github.com/cvmgo/cvm/mcpx/roomtest"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -25,51 +23,29 @@ import (
 // package.json, over stdio.
 var everythingServer = []string{"node", filepath.Join("node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"), "stdio"}
 
-// room is a gateway on loopback and a way to mint its tokens.
-type room struct {
-	*mcpx.Server
-	keys *mcpx.Keys
-}
+// testRoom is a gateway on loopback and a way to mint its tokens.
+type testRoom struct{ *roomtest.Gateway }
 
-func startRoom(t *testing.T) *room {
+func startRoom(t *testing.T) *testRoom {
 	t.Helper()
-	_, ed, _ := ed25519.GenerateKey(rand.Reader)
-	keys, err := mcpx.NewKeys(ed, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := history.Open(filepath.Join(t.TempDir(), "history.db"), history.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := mcpx.Start("127.0.0.1:0", mcpx.Options{Tokens: keys, History: store, RatePerSecond: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close(); store.Close() })
-	return &room{Server: s, keys: keys}
+	return &testRoom{roomtest.Start(t, room.Options{HeartbeatInterval: 30 * time.Second})}
 }
 
-func (r *room) clientOptions(t *testing.T, topic, id string) mcpx.ClientOptions {
-	tok, err := r.keys.Sign(mcpx.Claims{Subject: id, Audience: mcpx.Audience{topic}, ExpiresAt: time.Now().Add(time.Hour).Unix()}, mcpx.AlgEdDSA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mcpx.ClientOptions{Gateway: r.URL, Topic: topic, Token: tok,
+func (r *testRoom) clientOptions(t *testing.T, topic, id string) participant.Options {
+	return participant.Options{Gateway: r.URL, Topic: topic, Token: r.Token(topic, id),
 		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond}
 }
 
 // bridge puts server-everything into the topic as id. started receives
 // each child process the bridge starts.
-func (r *room) bridge(t *testing.T, topic, id string, started chan<- *exec.Cmd) *mcpx.Bridge {
+func (r *testRoom) bridge(t *testing.T, topic, id string, started chan<- *exec.Cmd) *bridge.Bridge {
 	t.Helper()
 	requireNodeModules(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var stderr lockedBuffer
-	b, err := mcpx.StartBridge(ctx, mcpx.BridgeOptions{
-		Client: r.clientOptions(t, topic, id),
+	b, err := bridge.Start(ctx, bridge.Options{
+		Participant: r.clientOptions(t, topic, id),
 		Command: func() *exec.Cmd {
 			cmd := exec.Command(everythingServer[0], everythingServer[1:]...)
 			if started != nil {
@@ -90,11 +66,11 @@ func (r *room) bridge(t *testing.T, topic, id string, started chan<- *exec.Cmd) 
 	return b
 }
 
-func connect(t *testing.T, opts mcpx.ClientOptions) *mcpx.Client {
+func connect(t *testing.T, opts participant.Options) *participant.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := mcpx.Connect(ctx, opts)
+	c, err := participant.Connect(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +108,7 @@ func TestMCPx_BridgesAndGoParticipants(t *testing.T) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.ToUpper(in.Text)}}}, nil, nil
 	})
 	gopts := r.clientOptions(t, topic, "go")
-	gopts.Server = mcpx.SDKServer(goServer)
+	gopts.Server = participant.SDKServer(goServer)
 	goClient := connect(t, gopts)
 
 	var progress sync.Map

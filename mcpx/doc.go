@@ -1,48 +1,26 @@
-// Package mcpx is MCPx v0: a gateway for topic-based rooms over WebSocket in
-// which every participant is an MCP server and calls the others' tools
-// (seed 001, the MCPx v0 draft; docs/mcpx.md records every place the draft
-// is ambiguous and what this gateway does there).
+// Package mcpx is the wire format of MCPx v0 (seed 001): topic-based rooms
+// over WebSocket in which every participant is an MCP server and calls the
+// others' tools. It holds what every side of a room agrees on and nothing
+// that runs: envelopes (Envelope, DecodeEnvelope for frames participants
+// send, DecodeDelivered for frames a gateway delivers, canonical encoding
+// with AppendJSON), the payloads of presence and system envelopes
+// (Participant, Presence, Welcome, ErrorPayload), topic and participant
+// names, and the error codes (codes.go): the machine-readable codes of
+// error envelopes and refused HTTP requests, and the JSON-RPC codes MCPx
+// participants answer with.
 //
-// The pieces, in the order an envelope meets them:
+// The roles are packages of their own, each importing this one:
 //
-//   - auth.go, keys.go, token.go: bearer tokens are JWTs (EdDSA, or HS256)
-//     whose aud names the topics, whose sub is the participant id and whose
-//     name and kind are announced in presence. LoadOrCreateKeys keeps the
-//     signing keys as files in a data directory, so a token minted by one
-//     process is accepted by a gateway running in another. Every refusal
-//     happens before the WebSocket upgrade, as 401/403 with a JSON body.
-//   - ws.go, session.go: one session per connection. Its read loop decodes
-//     and validates every frame (envelope.go) and answers anything it
-//     refuses with an error envelope (errors.go, system.go); its writer
-//     drains a bounded queue (queue.go) in corked batches; its pinger
-//     drops peers that stop answering and publishes presence heartbeats
-//     for those that do.
-//   - topic.go: a topic orders its envelopes (sequence numbers, history,
-//     publish), keeps the roster, replaces a participant's older
-//     connection when it reconnects, and sends the welcome and presence.
-//   - broker.go: topics publish each encoded envelope once to a Broker;
-//     LocalBroker delivers in-process. A broker between processes (NATS)
-//     lets several gateway nodes serve one topic.
-//   - history (subpackage): the durable per-topic log in bbolt, with group
-//     commit, retention and cursors; rest.go serves it with the topics and
-//     participants endpoints.
-//   - gateway.go, server.go, metrics.go: Options, the http.Handler, Start
-//     for a listening server, and Prometheus metrics in a registry per
-//     gateway.
+//   - room: the gateway, an http.Handler serving rooms (sessions, topics,
+//     sequence numbers, presence, tokens, the broker seam for several
+//     nodes, REST, metrics); cvm room serve runs it.
+//   - participant: a participant in Go, which joins a topic, stays there
+//     across reconnects, serves peers with a go-sdk server and presents each
+//     peer to a go-sdk client.
+//   - bridge: a stdio MCP server made a participant; cvm room bridge.
+//   - history: the durable per-topic log behind the gateway.
+//   - roomtest: a gateway on a loopback port for tests.
 //
-// A participant's side, in Go:
-//
-//   - client.go and client_*.go: Client joins a topic and stays there,
-//     reconnecting with backoff and resuming from history by seq, so that
-//     nothing is lost or seen twice; it correlates requests by envelope,
-//     performs one MCP handshake per peer, cancels what times out, presents
-//     each peer to a go-sdk client (PeerTransport) and serves peers with a
-//     go-sdk server (SDKServer) or any PeerServer.
-//   - bridge.go: Bridge makes a stdio MCP server a participant.
-//
-// Concurrency: a Gateway is safe for concurrent use. Each session has
-// three goroutines (read, write, ping), all owned by the HTTP handler that
-// accepted it and all finished before that handler returns; Close ends
-// them and waits. A Client and a Bridge are safe for concurrent use; their
-// Close waits for every goroutine they started.
+// docs/mcpx.md records every place the v0 draft is ambiguous and what cvm
+// does there.
 package mcpx

@@ -347,3 +347,24 @@ func appendString(buf []byte, s string) []byte {
 	buf = append(buf, s[start:]...)
 	return append(buf, '"')
 }
+
+// DecodeDelivered parses a frame a gateway delivered to a participant. It is lenient where
+// DecodeEnvelope (for frames participants send) is strict, but it insists
+// on what the client relies on.
+func DecodeDelivered(data []byte) (*Envelope, error) {
+	var e Envelope
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("not an envelope: %w", err)
+	}
+	switch {
+	case e.Protocol != Protocol:
+		return nil, fmt.Errorf("protocol %q is not %q", e.Protocol, Protocol)
+	case e.ID == "" || e.From == "":
+		return nil, errors.New("envelope without id or from")
+	case e.Kind != KindMCP && e.Kind != KindPresence && e.Kind != KindSystem:
+		return nil, fmt.Errorf("unknown kind %q", e.Kind)
+	case !isObject(e.Payload):
+		return nil, errors.New("payload is not an object")
+	}
+	return &e, nil
+}

@@ -1,7 +1,6 @@
 package mcpx
 
 import (
-	"errors"
 	"fmt"
 )
 
@@ -49,15 +48,12 @@ func invalid(id, format string, args ...any) *EnvelopeError {
 	return &EnvelopeError{Code: CodeInvalidEnvelope, EnvelopeID: id, Message: fmt.Sprintf(format, args...)}
 }
 
-// Sentinel errors of the package, matched with errors.Is.
-var (
-	// ErrClosed is returned by operations on a closed Gateway, Store or Broker.
-	ErrClosed = errors.New("mcpx: closed")
-	// ErrTokenInvalid wraps every reason a token is refused (signature,
-	// algorithm, format, expiry, audience).
-	ErrTokenInvalid = errors.New("mcpx: invalid token")
-	// ErrTokenExpired is a token past its exp (it also matches ErrTokenInvalid).
-	ErrTokenExpired = fmt.Errorf("%w: expired", ErrTokenInvalid)
-	// ErrKeyExists is returned when creating a signing key that exists.
-	ErrKeyExists = errors.New("mcpx: signing key exists")
-)
+// DefaultProtocolVersion is the MCP version the client and the bridge ask
+// for in initialize. Peers negotiate down (MCPx v0 requires at least the
+// 2025-06-18 negotiation rules); the TypeScript SDK tops out here.
+const DefaultProtocolVersion = "2025-11-25"
+
+// CodeRequestTimeout is MCP's JSON-RPC code for a request that got no answer
+// in time (the TypeScript SDK's ErrorCode.RequestTimeout); the client answers
+// a go-sdk session with it when a peer stays silent.
+const CodeRequestTimeout = -32001

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"time"
 )
 
 // Participant is a topic member as presence, the welcome and the
@@ -50,15 +49,16 @@ const (
 	LeaveShutdown     LeaveReason = "shutdown"      // the gateway is stopping
 )
 
-type presencePayload struct {
+// Presence is the payload of a presence envelope.
+type Presence struct {
 	Event       string      `json:"event"`
 	Participant Participant `json:"participant"`
 	Reason      LeaveReason `json:"reason,omitempty"`
 }
 
-// errorPayload is the body of a gateway error envelope. Type duplicates
+// ErrorPayload is the body of a gateway error envelope. Type duplicates
 // Event for the reference client, whose types expect payload.type.
-type errorPayload struct {
+type ErrorPayload struct {
 	Event        string `json:"event"`
 	Type         string `json:"type"`
 	Code         Code   `json:"code"`
@@ -66,16 +66,17 @@ type errorPayload struct {
 	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
 }
 
-// specWelcome is the welcome of the v0 spec (§5.3).
-type specWelcome struct {
+// Welcome is the welcome of the v0 spec (§5.3).
+type Welcome struct {
 	Event        string        `json:"event"`
 	Participant  Participant   `json:"participant"`
 	Participants []Participant `json:"participants"`
-	History      historyInfo   `json:"history"`
+	History      HistoryInfo   `json:"history"`
 	Protocol     string        `json:"protocol"`
 }
 
-type historyInfo struct {
+// HistoryInfo says in the welcome whether the topic keeps history.
+type HistoryInfo struct {
 	Enabled bool `json:"enabled"`
 	// Limit is the largest page the history endpoint returns.
 	Limit int `json:"limit"`
@@ -84,9 +85,9 @@ type historyInfo struct {
 	LatestSeq uint64 `json:"latest_seq"`
 }
 
-// referenceWelcome is the welcome the reference gateway sends
+// ReferenceWelcome is the welcome the reference gateway sends
 // (notes §3.2): payload.type, participant_id, topic and the history tail.
-type referenceWelcome struct {
+type ReferenceWelcome struct {
 	Type          string            `json:"type"`
 	ParticipantID string            `json:"participant_id"`
 	Topic         string            `json:"topic"`
@@ -94,8 +95,9 @@ type referenceWelcome struct {
 	History       []json.RawMessage `json:"history"`
 }
 
-// newEnvelopeID returns a random UUIDv4 for gateway-emitted envelopes.
-func newEnvelopeID() string {
+// NewEnvelopeID returns a random UUIDv4, the form of every envelope id
+// cvm writes.
+func NewEnvelopeID() string {
 	var b [16]byte
 	rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40
@@ -113,42 +115,6 @@ func newEnvelopeID() string {
 	return string(s[:])
 }
 
-// gatewayEnvelope builds an envelope from the gateway. payload must marshal.
-func gatewayEnvelope(now time.Time, kind string, to []string, correlation string, payload any) *Envelope {
-	p, err := json.Marshal(payload)
-	if err != nil {
-		panic("mcpx: gateway payload does not marshal: " + err.Error()) // a programming error
-	}
-	return &Envelope{
-		Protocol:      Protocol,
-		ID:            newEnvelopeID(),
-		TS:            now.UTC().Format(tsLayout),
-		From:          GatewayID,
-		To:            to,
-		Kind:          kind,
-		CorrelationID: correlation,
-		Payload:       p,
-	}
-}
-
-// errorEnvelope is the reply to a refused frame: kind system, addressed to
-// the sender only, correlated with the offending envelope when its id is
-// known.
-func errorEnvelope(now time.Time, to string, code Code, correlation, message string, retryAfter time.Duration) *Envelope {
-	p := errorPayload{Event: "error", Type: "error", Code: code, Message: message}
-	if retryAfter > 0 {
-		p.RetryAfterMS = retryAfter.Milliseconds()
-		if p.RetryAfterMS == 0 {
-			p.RetryAfterMS = 1
-		}
-	}
-	return gatewayEnvelope(now, KindSystem, []string{to}, correlation, p)
-}
-
-func presenceEnvelope(now time.Time, event string, p Participant, reason LeaveReason) *Envelope {
-	return gatewayEnvelope(now, KindPresence, nil, "", presencePayload{Event: event, Participant: p, Reason: reason})
-}
-
-// tsLayout is RFC 3339 with milliseconds, as JavaScript's toISOString writes
+// TimeLayout is RFC 3339 with milliseconds, as JavaScript's toISOString writes
 // it (and so the reference gateway).
-const tsLayout = "2006-01-02T15:04:05.000Z07:00"
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"

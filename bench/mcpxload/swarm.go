@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/cvmgo/cvm/mcpx"
+	"github.com/cvmgo/cvm/mcpx/room"
 )
 
 // swarm is the load generator's participants: one connection and one
@@ -46,7 +47,7 @@ func newSwarm(n int) *swarm {
 // newRoom connects n participants to the gateway at url, with tokens minted
 // from the gateway's key directory, and waits until each has its welcome.
 func newRoom(url, data string, n int) (*swarm, error) {
-	keys, err := mcpx.LoadOrCreateKeys(data)
+	keys, err := room.LoadOrCreateKeys(data)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +55,7 @@ func newRoom(url, data string, n int) (*swarm, error) {
 	s.checkSeqs = true
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("p%03d", i)
-		tok, err := keys.Sign(mcpx.Claims{Subject: id, Audience: mcpx.Audience{"bench"}, ExpiresAt: time.Now().Add(time.Hour).Unix()}, mcpx.AlgEdDSA)
+		tok, err := keys.Sign(room.Claims{Subject: id, Audience: room.Audience{"bench"}, ExpiresAt: time.Now().Add(time.Hour).Unix()}, room.AlgEdDSA)
 		if err != nil {
 			return nil, err
 		}

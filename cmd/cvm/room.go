@@ -9,6 +9,7 @@ import (
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/cvmgo/cvm/mcpx/history"
+	"github.com/cvmgo/cvm/mcpx/room"
 	"github.com/spf13/cobra"
 )
 
@@ -42,7 +43,7 @@ func (a *app) roomDataDir(flag string) (string, error) {
 func (a *app) roomServeCommand() *cobra.Command {
 	var (
 		listen, data, compat, visibility string
-		opts                             mcpx.Options
+		opts                             room.Options
 		hist                             history.Options
 	)
 	cmd := &cobra.Command{
@@ -62,7 +63,7 @@ exits.`,
 			if err != nil {
 				return err
 			}
-			keys, err := mcpx.LoadOrCreateKeys(dir)
+			keys, err := room.LoadOrCreateKeys(dir)
 			if err != nil {
 				return err
 			}
@@ -73,8 +74,8 @@ exits.`,
 			}
 			defer store.Close()
 			opts.Tokens, opts.History, opts.Logger = keys, store, a.log
-			opts.Compat, opts.Visibility = mcpx.Compat(compat), mcpx.Visibility(visibility)
-			s, err := mcpx.Start(listen, opts)
+			opts.Compat, opts.Visibility = room.Compat(compat), room.Visibility(visibility)
+			s, err := room.Start(listen, opts)
 			if err != nil {
 				return err
 			}
@@ -105,8 +106,8 @@ exits.`,
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:7070", "address to listen on (127.0.0.1:0 picks a free port)")
 	f.StringVar(&data, "data", "", "directory for history and signing keys (default: room in the data directory)")
-	f.StringVar(&compat, "compat", string(mcpx.CompatSpec), "welcome and join order: spec, or reference (the reference gateway's shape)")
-	f.StringVar(&visibility, "visibility", string(mcpx.VisibilityDirected), "who sees directed envelopes, live and in history: directed (recipients only) or topic (everyone)")
+	f.StringVar(&compat, "compat", string(room.CompatSpec), "welcome and join order: spec, or reference (the reference gateway's shape)")
+	f.StringVar(&visibility, "visibility", string(room.VisibilityDirected), "who sees directed envelopes, live and in history: directed (recipients only) or topic (everyone)")
 	f.StringSliceVar(&opts.AllowedOrigins, "allow-origin", nil, "extra browser Origin hosts allowed to connect (patterns like *.example.com)")
 	f.Int64Var(&opts.MaxFrameBytes, "max-frame-bytes", 1<<20, "largest envelope accepted")
 	f.IntVar(&opts.MaxParticipants, "max-participants", 200, "participants per topic")
@@ -126,7 +127,7 @@ exits.`,
 	return cmd
 }
 
-func waitRoom(s *mcpx.Server) <-chan error {
+func waitRoom(s *room.Server) <-chan error {
 	c := make(chan error, 1)
 	go func() { c <- s.Wait() }()
 	return c
@@ -167,10 +168,10 @@ participant, who sends it as "Authorization: Bearer TOKEN".`,
 				return fmt.Errorf("--ttl %v: must be positive, e.g. 24h", ttl)
 			}
 			switch strings.ToUpper(alg) {
-			case strings.ToUpper(mcpx.AlgEdDSA):
-				alg = mcpx.AlgEdDSA
-			case mcpx.AlgHS256:
-				alg = mcpx.AlgHS256
+			case strings.ToUpper(room.AlgEdDSA):
+				alg = room.AlgEdDSA
+			case room.AlgHS256:
+				alg = room.AlgHS256
 			default:
 				return fmt.Errorf("--alg %q: want EdDSA or HS256", alg)
 			}
@@ -178,12 +179,12 @@ participant, who sends it as "Authorization: Bearer TOKEN".`,
 			if err != nil {
 				return err
 			}
-			keys, err := mcpx.LoadOrCreateKeys(dir)
+			keys, err := room.LoadOrCreateKeys(dir)
 			if err != nil {
 				return err
 			}
 			now := time.Now()
-			claims := mcpx.Claims{
+			claims := room.Claims{
 				Issuer:    "cvm-room",
 				Subject:   id,
 				Audience:  topics,
@@ -211,7 +212,7 @@ participant, who sends it as "Authorization: Bearer TOKEN".`,
 	f.StringVar(&name, "name", "", "display name announced in presence (default: the id)")
 	f.StringVar(&kind, "kind", mcpx.ParticipantAgent, "participant kind: human, agent or robot")
 	f.DurationVar(&ttl, "ttl", 24*time.Hour, "how long the token is valid")
-	f.StringVar(&alg, "alg", mcpx.AlgEdDSA, "signature algorithm: EdDSA or HS256")
+	f.StringVar(&alg, "alg", room.AlgEdDSA, "signature algorithm: EdDSA or HS256")
 	config.Bind(f, "data", "room.data")
 	return cmd
 }

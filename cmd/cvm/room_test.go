@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/cvmgo/cvm/mcpx"
+	"github.com/cvmgo/cvm/mcpx/room"
 )
 
 type roomReady struct {
@@ -87,7 +87,7 @@ func TestRoomCommand_ServeMintWhileRunningAndSignal(t *testing.T) {
 	if payload["event"] != "welcome" || participant["name"] != "Robot Alpha" || participant["kind"] != "robot" {
 		t.Fatalf("welcome %v", w)
 	}
-	for _, name := range []string{mcpx.EdKeyFile, mcpx.HSKeyFile} {
+	for _, name := range []string{room.EdKeyFile, room.HSKeyFile} {
 		info, err := os.Stat(filepath.Join(data, name))
 		if err != nil || info.Mode().Perm() != 0o600 {
 			t.Fatalf("%s: %v %v, want mode 0600", name, err, info)
@@ -150,7 +150,7 @@ func TestRoomToken_UsageErrors(t *testing.T) {
 	}
 	// HS256 tokens and several topics per token.
 	tok := mint(t, c, "--data", data, "--topic", "room:x", "--topic", "room:y", "--id", "a", "--alg", "HS256")
-	keys, err := mcpx.LoadOrCreateKeys(data)
+	keys, err := room.LoadOrCreateKeys(data)
 	if err != nil {
 		t.Fatal(err)
 	}

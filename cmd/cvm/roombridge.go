@@ -5,7 +5,7 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/cvmgo/cvm/mcpx"
+	"github.com/cvmgo/cvm/mcpx/bridge"
 	"github.com/spf13/cobra"
 )
 
@@ -40,8 +40,8 @@ topic and stops the server.`,
 			if _, err := exec.LookPath(args[0]); err != nil {
 				return fmt.Errorf("command %s: %w", args[0], err)
 			}
-			b, err := mcpx.StartBridge(cmd.Context(), mcpx.BridgeOptions{
-				Client: copts,
+			b, err := bridge.Start(cmd.Context(), bridge.Options{
+				Participant: copts,
 				Command: func() *exec.Cmd {
 					return exec.Command(args[0], args[1:]...)
 				},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/mcpx"
+	"github.com/cvmgo/cvm/mcpx/participant"
 	"github.com/spf13/cobra"
 )
 
@@ -49,7 +50,7 @@ or SIGINT leaves the room.`,
 			copts.Logger = a.log
 			copts.OnEvent = out.event
 			ctx := cmd.Context()
-			c, err := mcpx.Connect(ctx, copts)
+			c, err := participant.Connect(ctx, copts)
 			if err != nil {
 				return joinError(err)
 			}
@@ -63,7 +64,7 @@ or SIGINT leaves the room.`,
 }
 
 // chatLoop reads commands until end of input, /quit or ctx ends.
-func chatLoop(ctx context.Context, c *mcpx.Client, in io.Reader, out *chatOutput) error {
+func chatLoop(ctx context.Context, c *participant.Client, in io.Reader, out *chatOutput) error {
 	lines := make(chan string)
 	readErr := make(chan error, 1)
 	go func() {
@@ -186,7 +187,7 @@ func afterFields(line string, n int) string {
 // commandTimeout bounds a /tools or /call: the input loop waits for it.
 const commandTimeout = 2 * time.Minute
 
-func runChatCommand(ctx context.Context, c *mcpx.Client, cmd chatCommand, out *chatOutput) {
+func runChatCommand(ctx context.Context, c *participant.Client, cmd chatCommand, out *chatOutput) {
 	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
 	defer cancel()
 	switch cmd.name {
@@ -214,7 +215,7 @@ func runChatCommand(ctx context.Context, c *mcpx.Client, cmd chatCommand, out *c
 		}
 		out.callResult(cmd.peer, cmd.tool, res)
 	case "history":
-		envs, _, err := c.History(ctx, mcpx.HistoryQuery{Limit: cmd.n})
+		envs, _, err := c.History(ctx, participant.HistoryQuery{Limit: cmd.n})
 		if err != nil {
 			out.fail("/history", err)
 			return
@@ -255,7 +256,7 @@ func ids(ps []mcpx.Participant) []string {
 	return out
 }
 
-func (o *chatOutput) ready(c *mcpx.Client, topic string) {
+func (o *chatOutput) ready(c *participant.Client, topic string) {
 	self, others := c.Self(), c.Participants()
 	here := "nobody else is here"
 	if len(others) > 0 {
@@ -280,26 +281,26 @@ func (o *chatOutput) fail(what string, err error) {
 
 // event prints what the client saw. It runs on the client's receive
 // goroutine, so it only formats and writes.
-func (o *chatOutput) event(e mcpx.Event) {
+func (o *chatOutput) event(e participant.Event) {
 	switch e.Type {
-	case mcpx.EventChat:
+	case participant.EventChat:
 		if e.Chat.Mine && !o.json {
 			return // a person sees what they typed
 		}
 		o.line(fmt.Sprintf("<%s> %s", e.Chat.From, e.Chat.Text), map[string]any{
 			"event": "chat", "from": e.Chat.From, "text": e.Chat.Text, "format": e.Chat.Format,
 			"id": e.Chat.ID, "seq": e.Chat.Seq, "mine": e.Chat.Mine, "replayed": e.Replayed})
-	case mcpx.EventJoin:
+	case participant.EventJoin:
 		o.line(fmt.Sprintf("* %s joined", e.Participant.ID), map[string]any{"event": "join", "participant": e.Participant})
-	case mcpx.EventLeave:
+	case participant.EventLeave:
 		why := ""
 		if e.Reason != "" {
 			why = " (" + string(e.Reason) + ")"
 		}
 		o.line(fmt.Sprintf("* %s left%s", e.Participant.ID, why), map[string]any{"event": "leave", "participant": e.Participant, "reason": e.Reason})
-	case mcpx.EventDisconnected:
+	case participant.EventDisconnected:
 		o.line(fmt.Sprintf("* disconnected (%v); reconnecting", e.Err), map[string]any{"event": "disconnected", "error": fmt.Sprint(e.Err)})
-	case mcpx.EventConnected:
+	case participant.EventConnected:
 		o.mu.Lock()
 		o.connected++
 		again := o.connected > 1

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/cvmgo/cvm/internal/config"
-	"github.com/cvmgo/cvm/mcpx"
+	"github.com/cvmgo/cvm/mcpx/participant"
 	"github.com/spf13/pflag"
 )
 
@@ -26,8 +26,8 @@ func (j *joinFlags) register(f *pflag.FlagSet) {
 }
 
 // options checks the flags and returns client options for them.
-func (j *joinFlags) options() (mcpx.ClientOptions, error) {
-	var o mcpx.ClientOptions
+func (j *joinFlags) options() (participant.Options, error) {
+	var o participant.Options
 	if j.topic == "" {
 		return o, errors.New("--topic is required")
 	}
@@ -64,7 +64,7 @@ func readToken(path string) (string, error) {
 // joinError makes a refusal by the gateway a remote failure (exit 1) and
 // anything else a local one.
 func joinError(err error) error {
-	var herr *mcpx.HTTPError
+	var herr *participant.HTTPError
 	if errors.As(err, &herr) {
 		return remote(err)
 	}

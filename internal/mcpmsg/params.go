@@ -13,10 +13,14 @@ func IsNull(raw json.RawMessage) bool {
 }
 
 // Marshal encodes v without HTML escaping: MCP payloads are not HTML, and
-// peers compare text byte for byte. A json.RawMessage is returned as it is.
+// peers compare text byte for byte. A json.RawMessage is returned as it is,
+// and nil as nil: params that are absent stay absent.
 func Marshal(v any) (json.RawMessage, error) {
-	if raw, ok := v.(json.RawMessage); ok {
-		return raw, nil
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		return v, nil
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

@@ -1,0 +1,299 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cvmgo/cvm/mcpx/participant"
+	"github.com/cvmgo/cvm/mcpx/room"
+	"github.com/cvmgo/cvm/mcpx/roomtest"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The bridge tests run this test binary as the bridge's stdio MCP server:
+// fast, deterministic, and able to count what reached it.
+func TestMain(m *testing.M) {
+	if os.Getenv("MCPX_TEST_CHILD") == "1" {
+		runTestChild()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func runTestChild() {
+	var subs, unsubs, cancelled atomic.Int32
+	s := mcp.NewServer(&mcp.Implementation{Name: "test-child", Version: "9.9.9"}, &mcp.ServerOptions{
+		Instructions:       "child instructions",
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { subs.Add(1); return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { unsubs.Add(1); return nil },
+	})
+	type in struct {
+		Text string `json:"text,omitempty"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "progress"}, func(ctx context.Context, req *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
+		for i := 1; i <= 3; i++ {
+			req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Message: a.Text})
+			time.Sleep(5 * time.Millisecond)
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done " + a.Text}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "hang"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ in) (*mcp.CallToolResult, any, error) {
+		<-ctx.Done()
+		cancelled.Add(1)
+		return nil, nil, ctx.Err()
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "stats"}, func(context.Context, *mcp.CallToolRequest, in) (*mcp.CallToolResult, any, error) {
+		text := fmt.Sprintf("subs=%d unsubs=%d cancelled=%d", subs.Load(), unsubs.Load(), cancelled.Load())
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "sample"}, func(ctx context.Context, req *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
+			Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: a.Text}}}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{res.Content}}, nil, nil
+	})
+	s.AddResource(&mcp.Resource{URI: "test://r", Name: "r"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://r", Text: "r"}}}, nil
+	})
+	s.Run(context.Background(), &mcp.StdioTransport{})
+}
+
+// testGateway is a room gateway for the bridge's tests.
+type testGateway struct {
+	*roomtest.Gateway
+	t testing.TB
+}
+
+func startGateway(t testing.TB, opts room.Options) *testGateway {
+	return &testGateway{Gateway: roomtest.Start(t, opts), t: t}
+}
+
+// client joins topic as id.
+func (g *testGateway) client(topic, id string, opts participant.Options) (*participant.Client, struct{}) {
+	g.t.Helper()
+	opts.Gateway, opts.Topic, opts.Token = g.URL, topic, g.Token(topic, id)
+	opts.ReconnectMin, opts.ReconnectMax = 20*time.Millisecond, 200*time.Millisecond
+	c, err := participant.Connect(ctx10(g.t), opts)
+	if err != nil {
+		g.t.Fatalf("connect %s: %v", id, err)
+	}
+	g.t.Cleanup(func() { c.Close() })
+	return c, struct{}{}
+}
+
+func ctx10(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually waits for cond, which no event announces, polling it.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (g *testGateway) bridge(topic, id string) *Bridge {
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, err := Start(ctx, Options{
+		Participant: participant.Options{Gateway: g.URL, Topic: topic, Token: g.Token(topic, id)},
+		Command:     childCommand,
+		Stderr:      os.Stderr,
+	})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func stats(t *testing.T, c *participant.Client) string {
+	t.Helper()
+	res, err := c.Request(ctx10(t), "child", "tools/call", map[string]any{"name": "stats", "arguments": map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r mcp.CallToolResult
+	json.Unmarshal(res, &r)
+	return r.Content[0].(*mcp.TextContent).Text
+}
+
+func TestBridge_RefusesRequestsBeforeInitialize(t *testing.T) {
+	g := startGateway(t, room.Options{})
+	g.bridge("room:x", "child")
+	c, _ := g.client("room:x", "raw", participant.Options{})
+	_, err := c.Call(ctx10(t), "child", "tools/list", json.RawMessage("{}"))
+	if werr, ok := asWireError(err); !ok || werr.Code != jsonrpc.CodeInvalidRequest || !strings.Contains(werr.Message, "initialize first") {
+		t.Fatalf("err %v, want -32600 asking for initialize", err)
+	}
+	if _, err := c.Call(ctx10(t), "child", "ping", nil); err != nil {
+		t.Fatalf("ping before initialize: %v", err)
+	}
+	res, err := c.Initialize(ctx10(t), "child")
+	if err != nil || res.ServerInfo.Name != "test-child" || res.Instructions != "child instructions" {
+		t.Fatalf("initialize: %+v %v: want the child's own result", res, err)
+	}
+}
+
+// Two peers whose sessions use the same JSON-RPC ids and the same progress
+// token each get their own answers and their own progress.
+func TestBridge_IDsAndProgressTokensArePerPeer(t *testing.T) {
+	g := startGateway(t, room.Options{})
+	b := g.bridge("room:x", "child")
+	type got struct {
+		mu       sync.Mutex
+		progress []string
+	}
+	var wg sync.WaitGroup
+	for _, id := range []string{"p1", "p2"} {
+		c, _ := g.client("room:x", id, participant.Options{})
+		var mine got
+		cl := mcp.NewClient(&mcp.Implementation{Name: id}, &mcp.ClientOptions{
+			ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+				mine.mu.Lock()
+				mine.progress = append(mine.progress, fmt.Sprint(r.Params.ProgressToken, "/", r.Params.Message))
+				mine.mu.Unlock()
+			},
+		})
+		cs, err := cl.Connect(ctx10(t), c.PeerTransport("child"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				p := &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{"text": id}}
+				p.SetProgressToken("same")
+				res, err := cs.CallTool(ctx10(t), p)
+				if err != nil || res.Content[0].(*mcp.TextContent).Text != "done "+id {
+					t.Errorf("%s: %v %v", id, res, err)
+				}
+			}
+			eventually(t, id+"'s progress", func() bool {
+				mine.mu.Lock()
+				defer mine.mu.Unlock()
+				return len(mine.progress) == 15
+			})
+			for _, p := range mine.progress {
+				if p != "same/"+id {
+					t.Errorf("%s got progress %s", id, p)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.mu.Lock()
+	left := len(b.calls) + len(b.tokens)
+	b.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d calls or tokens left behind", left)
+	}
+}
+
+// One upstream session serves every peer: the server sees a URI subscribed
+// once and unsubscribed when the last subscriber is gone.
+func TestBridge_SubscriptionsAreCountedAcrossPeers(t *testing.T) {
+	g := startGateway(t, room.Options{})
+	g.bridge("room:x", "child")
+	a, _ := g.client("room:x", "a", participant.Options{})
+	bb, _ := g.client("room:x", "b", participant.Options{})
+	sub := func(c *participant.Client, method string) {
+		if _, err := c.Request(ctx10(t), "child", method, map[string]string{"uri": "test://r"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub(a, "resources/subscribe")
+	sub(bb, "resources/subscribe")
+	sub(a, "resources/subscribe") // again: nothing changes
+	if s := stats(t, a); s != "subs=1 unsubs=0 cancelled=0" {
+		t.Fatalf("after two subscribers: %s", s)
+	}
+	sub(a, "resources/unsubscribe")
+	if s := stats(t, a); s != "subs=1 unsubs=0 cancelled=0" {
+		t.Fatalf("with one subscriber left: %s", s)
+	}
+	bb.Close() // the last subscriber leaves
+	eventually(t, "the unsubscribe upstream", func() bool { return stats(t, a) == "subs=1 unsubs=1 cancelled=0" })
+}
+
+// A peer that leaves has its calls cancelled upstream.
+func TestBridge_PeerLeavingCancelsItsCalls(t *testing.T) {
+	g := startGateway(t, room.Options{})
+	b := g.bridge("room:x", "child")
+	watcher, _ := g.client("room:x", "watcher", participant.Options{})
+	caller, _ := g.client("room:x", "caller", participant.Options{})
+	go caller.Request(context.Background(), "child", "tools/call", map[string]any{"name": "hang", "arguments": map[string]any{}})
+	eventually(t, "the call at the server", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, c := range b.calls {
+			if c.method == "tools/call" {
+				return true
+			}
+		}
+		return false
+	})
+	caller.Close()
+	eventually(t, "the cancellation upstream", func() bool { return stats(t, watcher) == "subs=0 unsubs=0 cancelled=1" })
+}
+
+// The server's sampling request goes to the peer whose call caused it, and
+// its answer comes back into the tool's result.
+func TestBridge_SamplingGoesToTheCaller(t *testing.T) {
+	g := startGateway(t, room.Options{})
+	g.bridge("room:x", "child")
+	var asked atomic.Int32
+	for _, id := range []string{"bystander", "caller"} {
+		c, _ := g.client("room:x", id, participant.Options{})
+		cl := mcp.NewClient(&mcp.Implementation{Name: id}, &mcp.ClientOptions{
+			CreateMessageHandler: func(_ context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+				if id != "caller" {
+					asked.Add(1)
+					return nil, errors.New("not me")
+				}
+				return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "answered by " + id}}, nil
+			},
+		})
+		cs, err := cl.Connect(ctx10(t), c.PeerTransport("child"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		if id != "caller" {
+			continue
+		}
+		res, err := cs.CallTool(ctx10(t), &mcp.CallToolParams{Name: "sample", Arguments: map[string]any{"text": "q"}})
+		if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "answered by caller" {
+			t.Fatalf("sample: %+v %v", res, err)
+		}
+	}
+	if asked.Load() != 0 {
+		t.Fatal("the bystander was asked")
+	}
+}
+
+func asWireError(err error) (*jsonrpc.Error, bool) {
+	var werr *jsonrpc.Error
+	ok := errors.As(err, &werr)
+	return werr, ok
+}

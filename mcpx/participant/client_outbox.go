@@ -1,0 +1,294 @@
+package participant
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/mcpx"
+)
+
+// outboxMax bounds the envelopes kept for re-checking after a reconnect.
+// Pings confirm entries every PingInterval, so only a client sending
+// thousands of envelopes between two pings reaches it; the oldest are then
+// forgotten (and could be lost if the connection fails right then).
+const outboxMax = 4096
+
+// maxRateRetries bounds how often an envelope refused with rate_limited is
+// sent again after the gateway's retry_after_ms.
+const maxRateRetries = 5
+
+// outEntry is an envelope written (or being written) to a connection whose
+// receipt the gateway has not confirmed.
+//
+// A frame written to a socket may still be lost: the gateway can die before
+// reading it, or the connection can be half-open. Confirmation comes from
+// the echo of a broadcast, from seeing the envelope in history while
+// resuming, or from an answered ping (the gateway reads a connection's
+// frames in order and publishes each before reading the next, so a pong
+// means every earlier frame was handled). After a reconnect, the entries
+// still unconfirmed are looked up in history by id and sent again only if
+// the gateway never stored them: no loss, no duplicate.
+type outEntry struct {
+	id       string
+	frame    []byte
+	n        uint64 // order of sending
+	gen      int    // connection it was written to
+	written  bool   // the write returned (successfully or not): the entry is the resume's to check
+	checking bool   // a recheck owns it
+	retries  int    // rate_limited resends
+}
+
+type outbox struct {
+	entries map[string]*outEntry
+	n       uint64
+}
+
+func newOutbox() outbox { return outbox{entries: map[string]*outEntry{}} }
+
+func (o *outbox) add(id string, frame []byte, gen int) *outEntry {
+	o.n++
+	e := &outEntry{id: id, frame: frame, n: o.n, gen: gen}
+	o.entries[id] = e
+	if len(o.entries) > outboxMax {
+		var oldest *outEntry
+		for _, x := range o.entries {
+			if oldest == nil || x.n < oldest.n {
+				oldest = x
+			}
+		}
+		delete(o.entries, oldest.id)
+	}
+	return e
+}
+
+func (o *outbox) confirm(id string) { delete(o.entries, id) }
+
+// written lists the entries written to connection gen, for a ping to
+// confirm.
+func (o *outbox) written(gen int) []*outEntry {
+	var out []*outEntry
+	for _, e := range o.entries {
+		if e.gen == gen && e.written && !e.checking {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// older claims, in sending order, the entries written to connections
+// before gen.
+func (o *outbox) older(gen int) []*outEntry {
+	var out []*outEntry
+	for _, e := range o.entries {
+		if e.gen < gen && e.written && !e.checking {
+			e.checking = true
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].n < out[j].n })
+	return out
+}
+
+// send writes e to the gateway, waiting (within ctx) for a connection if
+// the client is between two. It returns once the frame is written, or once
+// a failed write has left it for the next connection to check and, if the
+// gateway never got it, send again.
+func (c *Client) send(ctx context.Context, e *mcpx.Envelope) error {
+	frame := e.AppendJSON(nil)
+	conn, gen, err := c.waitConn(ctx)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	entry := c.out.add(e.ID, frame, gen)
+	c.mu.Unlock()
+	werr := conn.Write(ctx, websocket.MessageText, frame)
+	c.mu.Lock()
+	entry.written = true
+	// A resume that already ran did not see this entry; check it here.
+	recheck := werr != nil && c.scanned >= gen && !entry.checking && c.out.entries[e.ID] == entry
+	if recheck {
+		entry.checking = true
+	}
+	c.mu.Unlock()
+	if recheck {
+		c.goOwned(func() { c.recheck(entry, nil, 0) })
+	}
+	if werr != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// waitConn returns the current connection, waiting for one.
+func (c *Client) waitConn(ctx context.Context) (*websocket.Conn, int, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, 0, errConnClosed
+		}
+		conn, ready, gen := c.conn, c.ready, c.gen
+		c.mu.Unlock()
+		if conn != nil {
+			return conn, gen, nil
+		}
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		case <-c.ctx.Done():
+			return nil, 0, errConnClosed
+		}
+	}
+}
+
+// resendUnconfirmed re-checks, while resuming on conn (generation gen),
+// every envelope written to an earlier connection that was never confirmed.
+func (c *Client) resendUnconfirmed(conn *websocket.Conn, gen int) {
+	c.mu.Lock()
+	entries := c.out.older(gen)
+	c.scanned = gen
+	c.mu.Unlock()
+	for _, e := range entries {
+		c.recheck(e, conn, gen)
+	}
+}
+
+// recheck looks e up in history by id and sends it again only if the
+// gateway never stored it: on conn (generation gen) while resuming, else
+// on whatever connection there is.
+func (c *Client) recheck(e *outEntry, conn *websocket.Conn, gen int) {
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	defer cancel()
+	c.mu.Lock()
+	tok, history := c.token, c.history
+	c.mu.Unlock()
+	if !history {
+		c.warnOnce("no-history", "the gateway keeps no history: envelopes written just before a disconnect may have been lost")
+		c.dropEntry(e)
+		return
+	}
+	_, _, err := c.historyPage(ctx, tok, HistoryQuery{After: e.id, Limit: 1})
+	var herr *HTTPError
+	switch {
+	case err == nil: // stored: it was published
+		c.dropEntry(e)
+	case errors.As(err, &herr) && herr.Status == http.StatusBadRequest && herr.Code == mcpx.CodeUnknownCursor:
+		c.log.Info("an envelope sent before the disconnect never reached the gateway; sending it again", "envelope", e.id)
+		c.rewrite(ctx, e, conn, gen)
+	default:
+		// Sending again could duplicate a tool call; losing it is the
+		// lesser harm, and the caller's timeout reports it.
+		c.log.Warn("could not tell whether an envelope sent before the disconnect was published; not sending it again", "envelope", e.id, "err", err)
+		c.dropEntry(e)
+	}
+}
+
+// rewrite writes an outbox entry again, on conn or (if nil) the current
+// connection.
+func (c *Client) rewrite(ctx context.Context, e *outEntry, conn *websocket.Conn, gen int) {
+	if conn == nil {
+		var err error
+		if conn, gen, err = c.waitConn(ctx); err != nil {
+			c.dropEntry(e)
+			return
+		}
+	}
+	c.mu.Lock()
+	e.gen, e.written, e.checking = gen, false, false
+	c.mu.Unlock()
+	werr := conn.Write(ctx, websocket.MessageText, e.frame)
+	c.mu.Lock()
+	e.written = true
+	c.mu.Unlock()
+	if werr != nil {
+		c.log.Debug("resend failed; the next connection checks it again", "envelope", e.id, "err", werr)
+	}
+}
+
+func (c *Client) dropEntry(e *outEntry) {
+	c.mu.Lock()
+	if c.out.entries[e.id] == e {
+		c.out.confirm(e.id)
+	}
+	c.mu.Unlock()
+}
+
+func (c *Client) warnOnce(key, msg string) {
+	c.mu.Lock()
+	seen := c.onceLog[key]
+	c.onceLog[key] = true
+	c.mu.Unlock()
+	if !seen {
+		c.log.Warn(msg)
+	}
+}
+
+// pinger checks the connection's liveness and confirms the outbox. It
+// returns when ctx ends or a ping fails (after closing conn, so that the
+// read loop ends too).
+func (c *Client) pinger(ctx context.Context, conn *websocket.Conn, gen int) {
+	if c.opts.PingInterval < 0 {
+		return
+	}
+	t := time.NewTicker(c.opts.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		mark := c.out.written(gen)
+		c.mu.Unlock()
+		pctx, cancel := context.WithTimeout(ctx, c.opts.PingTimeout)
+		err := conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Info("gateway did not answer a ping; reconnecting", "timeout", c.opts.PingTimeout, "err", err)
+				conn.CloseNow()
+			}
+			return
+		}
+		c.mu.Lock()
+		for _, e := range mark {
+			if c.out.entries[e.id] == e && e.gen == gen {
+				c.out.confirm(e.id)
+			}
+		}
+		c.mu.Unlock()
+	}
+}
+
+// rateLimited sends an envelope the gateway refused for the rate limit
+// again after the delay it asked for; it reports false when the envelope is
+// not ours to retry (unknown, or retried too often).
+func (c *Client) rateLimited(id string, after time.Duration) bool {
+	c.mu.Lock()
+	e := c.out.entries[id]
+	ok := e != nil && !e.checking && e.retries < maxRateRetries
+	if ok {
+		e.retries++
+		e.checking = true
+	}
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	return c.goOwned(func() {
+		t := time.NewTimer(after)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			c.rewrite(c.ctx, e, nil, 0)
+		case <-c.ctx.Done():
+		}
+	})
+}

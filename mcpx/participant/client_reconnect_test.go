@@ -1,0 +1,273 @@
+package participant
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cvmgo/cvm/mcpx/room"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func TestClient_GatewayRestartMidConversation(t *testing.T) {
+	g := startGateway(t, room.Options{})
+	release := make(chan struct{})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bob"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "slow"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "finally"}}}, nil, nil
+	})
+	alice, aev := g.client("room:x", "alice", Options{})
+	_, bev := g.client("room:x", "bob", Options{Server: SDKServer(srv)})
+	aev.wait(t, "bob's join", func(e Event) bool { return e.Type == EventJoin })
+	ctx := ctx10(t)
+
+	// A call in flight across the restart.
+	slow := make(chan error, 1)
+	go func() {
+		res, err := alice.Request(ctx, "bob", "tools/call", map[string]any{"name": "slow"})
+		if err == nil && !strings.Contains(string(res), "finally") {
+			err = fmt.Errorf("result %s", res)
+		}
+		slow <- err
+	}()
+	// Chats sent before, during and after the restart.
+	const n = 60
+	sent := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if _, err := alice.Chat(ctx, fmt.Sprint("m", i)); err != nil {
+				sent <- err
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		sent <- nil
+	}()
+	bev.wait(t, "the first chats", func(e Event) bool { return e.Type == EventChat && e.Chat.Text == "m10" })
+	g.restart()
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	bev.wait(t, "the last chat", func(e Event) bool { return e.Type == EventChat && e.Chat.Text == fmt.Sprint("m", n-1) })
+	aev.wait(t, "reconnected", func(e Event) bool { return e.Type == EventDisconnected })
+	close(release)
+	if err := <-slow; err != nil {
+		t.Fatalf("the call in flight across the restart: %v", err)
+	}
+	// Every chat exactly once, in order, with increasing seqs.
+	var got []string
+	var last uint64
+	for _, e := range bev.snapshot() {
+		if e.Type != EventChat {
+			continue
+		}
+		got = append(got, e.Chat.Text)
+		if e.Chat.Seq <= last {
+			t.Errorf("seq %d after %d", e.Chat.Seq, last)
+		}
+		last = e.Chat.Seq
+	}
+	var want []string
+	for i := range n {
+		want = append(want, fmt.Sprint("m", i))
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("bob got\n%v\nwant\n%v", got, want)
+	}
+}
+
+// A participant that was away while others talked reads what it missed
+// from history, once, before anything newer.
+func TestClient_ResumeReplaysWhatWasMissed(t *testing.T) {
+	g := startGateway(t, room.Options{})
+	alice, _ := g.client("room:x", "alice", Options{})
+	// bob's reconnects are slow, so alice is back and talking first.
+	_, bev := g.client("room:x", "bob", Options{ReconnectMin: 2 * time.Second, ReconnectMax: 2 * time.Second})
+	ctx := ctx10(t)
+	alice.Chat(ctx, "before")
+	bev.wait(t, "before", func(e Event) bool { return e.Type == EventChat && e.Chat.Text == "before" })
+	g.restart()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 5 {
+			alice.Chat(ctx, fmt.Sprint("away", i))
+		}
+	}()
+	wg.Wait()
+	bev.wait(t, "away4", func(e Event) bool { return e.Type == EventChat && e.Chat.Text == "away4" })
+	alice.Chat(ctx, "after")
+	bev.wait(t, "after", func(e Event) bool { return e.Type == EventChat && e.Chat.Text == "after" })
+	var got []string
+	replayed := 0
+	for _, e := range bev.snapshot() {
+		if e.Type == EventChat {
+			got = append(got, e.Chat.Text)
+			if e.Replayed {
+				replayed++
+			}
+		}
+	}
+	if strings.Join(got, ",") != "before,away0,away1,away2,away3,away4,after" {
+		t.Fatalf("bob got %v", got)
+	}
+	if replayed == 0 {
+		t.Fatalf("nothing was replayed from history: bob was not away (%v)", bev.snapshot())
+	}
+}
+
+// tcpProxy sits between clients and the gateway so a test can lose bytes
+// and cut connections.
+type tcpProxy struct {
+	t         testing.TB
+	ln        net.Listener
+	target    string
+	blackhole atomic.Bool // swallow what clients send
+	mu        sync.Mutex
+	conns     []net.Conn
+}
+
+func newProxy(t testing.TB, target string) *tcpProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{t: t, ln: ln, target: target}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 && !p.blackhole.Load() {
+						up.Write(buf[:n])
+					}
+					if err != nil {
+						up.Close()
+						return
+					}
+				}
+			}()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); p.cut(); <-done })
+	return p
+}
+
+func (p *tcpProxy) url() string { return "http://" + p.ln.Addr().String() }
+
+// cut closes every connection through the proxy.
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// An envelope written to a connection that died before the gateway read it
+// is sent again after the reconnect; one the gateway did read is not.
+func TestClient_UnconfirmedEnvelopesAreCheckedAfterReconnect(t *testing.T) {
+	g := startGateway(t, room.Options{})
+	proxy := newProxy(t, g.Addr.String())
+	ev := newEvents()
+	alice, err := Connect(ctx10(t), Options{
+		Gateway: proxy.url(), Topic: "room:x", Token: g.token("room:x", "alice"),
+		PingInterval: -1, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
+		OnEvent: ev.add,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	_, bev := g.client("room:x", "bob", Options{})
+	ctx := ctx10(t)
+
+	// Delivered, then the connection dies unconfirmed: no duplicate.
+	alice.Notify(ctx, []string{"bob"}, methodChat, map[string]string{"text": "reached"})
+	bev.wait(t, "reached", func(e Event) bool { return e.Type == EventChat && e.Chat.Text == "reached" })
+	// Lost on the way: sent again.
+	proxy.blackhole.Store(true)
+	alice.Notify(ctx, []string{"bob"}, methodChat, map[string]string{"text": "lost"})
+	time.Sleep(50 * time.Millisecond)
+	proxy.cut()
+	proxy.blackhole.Store(false)
+	ev.wait(t, "disconnect", func(e Event) bool { return e.Type == EventDisconnected })
+	bev.wait(t, "lost, sent again", func(e Event) bool { return e.Type == EventChat && e.Chat.Text == "lost" })
+	alice.Notify(ctx, []string{"bob"}, methodChat, map[string]string{"text": "after"})
+	bev.wait(t, "after", func(e Event) bool { return e.Type == EventChat && e.Chat.Text == "after" })
+	if got := strings.Join(bev.chats(), ","); got != "alice:reached,alice:lost,alice:after" {
+		t.Fatalf("bob got %s", got)
+	}
+}
+
+// After a gateway restart the peers come back one by one: a request to a
+// peer that is slower to reconnect than its caller is still answered.
+func TestClient_PeerSlowToReconnectKeepsItsRequests(t *testing.T) {
+	g := startGateway(t, room.Options{})
+	release := make(chan struct{})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "slowpoke"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "wait"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "here"}}}, nil, nil
+	})
+	caller, cev := g.client("room:x", "caller", Options{})
+	g.client("room:x", "slowpoke", Options{Server: SDKServer(srv), ReconnectMin: 1500 * time.Millisecond, ReconnectMax: 2 * time.Second})
+	done := make(chan error, 1)
+	go func() {
+		_, err := caller.Request(ctx10(t), "slowpoke", "tools/call", map[string]any{"name": "wait"})
+		done <- err
+	}()
+	eventually(t, "the call in flight", func() bool {
+		caller.mu.Lock()
+		defer caller.mu.Unlock()
+		for _, p := range caller.pending {
+			if p.method == "tools/call" {
+				return true
+			}
+		}
+		return false
+	})
+	g.restart()
+	// The caller is back first and does not find slowpoke in its welcome.
+	cev.wait(t, "slowpoke missing after the reconnect", func(e Event) bool {
+		return e.Type == EventLeave && e.Participant.ID == "slowpoke" && e.Replayed
+	})
+	cev.wait(t, "slowpoke back", func(e Event) bool { return e.Type == EventJoin && e.Participant.ID == "slowpoke" })
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("the call to a peer slower to reconnect: %v", err)
+	}
+}

@@ -1,0 +1,19 @@
+// Package participant is an MCPx v0 participant in Go: a Client joins a
+// topic of a room gateway and stays there, reconnecting with backoff and
+// resuming from history by seq, so that nothing is lost or seen twice.
+// Peers are MCP servers: the client performs one MCP handshake per peer,
+// correlates requests by envelope, renumbers ids and progress tokens so
+// that several local sessions can share one session with a peer, cancels
+// what times out, presents each peer to a go-sdk client (PeerTransport),
+// and answers peers with a go-sdk server (SDKServer) or any PeerServer.
+//
+// The files follow an envelope: client_conn.go (dial, welcome, reconnect,
+// catch-up from history), client_dispatch.go (what each envelope means),
+// client_rpc.go (pending requests: wire ids, progress tokens, timeouts,
+// cancellation), client_peer.go (one handshake per peer, with backoff),
+// client_sessions.go (the per-peer mcp.Connections), client_outbox.go
+// (what was sent but not confirmed, re-checked after a reconnect).
+//
+// A Client is safe for concurrent use; Close waits for every goroutine it
+// started.
+package participant

@@ -1,0 +1,180 @@
+package room
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/cvmgo/cvm/mcpx"
+	"github.com/cvmgo/cvm/mcpx/history"
+)
+
+// serveTopics is GET /v0/topics: the topics the caller's token admits to
+// that exist here (they have participants or history). Topics the token
+// does not name are never listed, not even their names.
+func (g *Gateway) serveTopics(w http.ResponseWriter, r *http.Request) {
+	claims, herr := g.authenticate(r, "")
+	if herr != nil {
+		g.refuse(w, r, herr)
+		return
+	}
+	known, err := g.knownTopics()
+	if err != nil {
+		g.log.Error("listing topics", "err", err)
+		g.refuse(w, r, &httpError{http.StatusInternalServerError, mcpx.CodeInternal, "could not list topics"})
+		return
+	}
+	out := []string{}
+	for _, t := range known {
+		if claims.Allows(t) {
+			out = append(out, t)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string][]string{"topics": out})
+}
+
+// topicRequest authenticates a /v0/topics/{topic}/... request.
+func (g *Gateway) topicRequest(w http.ResponseWriter, r *http.Request) (string, *Claims, bool) {
+	name := r.PathValue("topic")
+	if err := mcpx.ValidateTopic(name); err != nil {
+		g.refuse(w, r, &httpError{http.StatusBadRequest, mcpx.CodeBadRequest, err.Error()})
+		return "", nil, false
+	}
+	claims, herr := g.authenticate(r, name)
+	if herr != nil {
+		g.refuse(w, r, herr)
+		return "", nil, false
+	}
+	return name, claims, true
+}
+
+// serveParticipants is GET /v0/topics/{topic}/participants.
+func (g *Gateway) serveParticipants(w http.ResponseWriter, r *http.Request) {
+	name, _, ok := g.topicRequest(w, r)
+	if !ok {
+		return
+	}
+	list := []mcpx.Participant{}
+	if t := g.existingTopic(name); t != nil {
+		list = t.roster("")
+	}
+	writeJSON(w, http.StatusOK, map[string][]mcpx.Participant{"participants": list})
+}
+
+// historyResponse is the body of the history endpoint. HasMore is an extra
+// field: more envelopes match beyond this page.
+type historyResponse struct {
+	History []json.RawMessage `json:"history"`
+	HasMore bool              `json:"has_more"`
+}
+
+// serveHistory is GET /v0/topics/{topic}/history?limit&before&after. Pages
+// are most recent first. before and after are exclusive cursors, each a
+// seq (digits), an RFC 3339 time (compared with the time the gateway
+// received the envelope) or an envelope id. With after, the page is the
+// envelopes right after the cursor, so a reconnecting client can walk
+// forward without a gap.
+func (g *Gateway) serveHistory(w http.ResponseWriter, r *http.Request) {
+	name, claims, ok := g.topicRequest(w, r)
+	if !ok {
+		return
+	}
+	h := g.opts.History
+	if h == nil {
+		g.refuse(w, r, &httpError{http.StatusNotFound, mcpx.CodeNotFound, "history is disabled on this gateway"})
+		return
+	}
+	q := history.Query{Limit: g.opts.DefaultHistoryPage, Visible: g.visibleTo(claims.Subject)}
+	params := r.URL.Query()
+	if v := params.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil || n < 1:
+			g.refuse(w, r, &httpError{http.StatusBadRequest, mcpx.CodeBadRequest, fmt.Sprintf("limit %q must be a positive integer", v)})
+			return
+		case n > g.opts.HistoryPageLimit:
+			g.refuse(w, r, &httpError{http.StatusBadRequest, mcpx.CodeBadRequest, fmt.Sprintf("Limit cannot exceed %d", g.opts.HistoryPageLimit)})
+			return
+		}
+		q.Limit = n
+	}
+	for _, c := range []struct {
+		param string
+		seq   *uint64
+		at    *time.Time
+	}{{"before", &q.BeforeSeq, &q.BeforeTime}, {"after", &q.AfterSeq, &q.AfterTime}} {
+		v := params.Get(c.param)
+		if v == "" {
+			continue
+		}
+		if herr := g.resolveCursor(r, name, c.param, v, c.seq, c.at); herr != nil {
+			g.refuse(w, r, herr)
+			return
+		}
+	}
+	page, err := h.Query(r.Context(), name, q)
+	if err != nil {
+		g.log.Error("history query", "topic", name, "err", err)
+		g.refuse(w, r, &httpError{http.StatusInternalServerError, mcpx.CodeInternal, "could not read history"})
+		return
+	}
+	resp := historyResponse{History: make([]json.RawMessage, len(page.Records)), HasMore: page.More}
+	for i, rec := range page.Records {
+		resp.History[i] = rec.Data
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// resolveCursor turns a cursor value into a seq or a time bound.
+func (g *Gateway) resolveCursor(r *http.Request, topic, param, v string, seq *uint64, at *time.Time) *httpError {
+	if isDigits(v) {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return &httpError{http.StatusBadRequest, mcpx.CodeBadRequest, fmt.Sprintf("%s=%s: seq out of range", param, v)}
+		}
+		if n == 0 && param == "before" {
+			n = 1 // seqs start at 1: before=0 and before=1 both select nothing
+		}
+		*seq = n
+		return nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		*at = t
+		return nil
+	}
+	n, ok, err := g.opts.History.Lookup(r.Context(), topic, v)
+	if err != nil {
+		g.log.Error("history lookup", "topic", topic, "err", err)
+		return &httpError{http.StatusInternalServerError, mcpx.CodeInternal, "could not read history"}
+	}
+	if !ok {
+		return &httpError{http.StatusBadRequest, mcpx.CodeUnknownCursor,
+			fmt.Sprintf("%s=%s names no envelope in the history of %s (it may have expired); use a seq cursor", param, v, topic)}
+	}
+	*seq = n
+	return nil
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// serveHealth is GET /healthz.
+func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
+	status, code := "ok", http.StatusOK
+	if g.isClosing() {
+		status, code = "shutting_down", http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, map[string]any{
+		"status":   status,
+		"protocol": mcpx.Protocol,
+		"uptime_s": g.opts.Now().Sub(g.started).Seconds(),
+	})
+}

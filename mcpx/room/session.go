@@ -1,0 +1,350 @@
+package room
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/mcpx"
+	"golang.org/x/time/rate"
+)
+
+// Close statuses the gateway sends.
+const (
+	closeNormal       = websocket.StatusNormalClosure
+	closeGoingAway    = websocket.StatusGoingAway
+	closeTryAgainLate = websocket.StatusTryAgainLater
+)
+
+// hardFrameLimitFactor times MaxFrameBytes is where the gateway stops
+// reading an oversized frame and closes the connection (1009). Frames
+// between MaxFrameBytes and that are read, discarded and answered with a
+// too_large error envelope, so a client that sends one large envelope
+// learns why and keeps its connection, while a client streaming garbage
+// cannot make the gateway read forever.
+const hardFrameLimitFactor = 16
+
+// session is one participant's WebSocket connection. The goroutine serving
+// the HTTP request owns it and runs its read loop; it starts one writer and
+// one pinger goroutine and waits for both before returning.
+type session struct {
+	g       *Gateway
+	t       *topic
+	p       mcpx.Participant
+	conn    *websocket.Conn
+	raw     *frameConn
+	q       *outQueue
+	limiter *rate.Limiter // nil: unlimited; set by join
+	log     *slog.Logger
+
+	closeOnce   sync.Once
+	done        chan struct{}    // closed when the session starts to close
+	why         mcpx.LeaveReason // set before done is closed
+	closeCode   websocket.StatusCode
+	closeReason string
+	killed      atomic.Bool // the socket was closed without a close handshake
+}
+
+func newSession(g *Gateway, t *topic, p mcpx.Participant, conn *websocket.Conn, raw *frameConn) *session {
+	return &session{
+		g:    g,
+		t:    t,
+		p:    p,
+		conn: conn,
+		raw:  raw,
+		q:    newOutQueue(g.opts.SendQueueFrames, g.opts.SendQueueBytes),
+		log:  g.log.With("topic", t.name, "participant", p.ID),
+		done: make(chan struct{}),
+	}
+}
+
+// run serves the connection until it ends.
+func (s *session) run() {
+	ctx := context.Background()
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		s.writeLoop()
+	}()
+	pingerDone := make(chan struct{})
+	go func() {
+		defer close(pingerDone)
+		s.pingLoop(ctx)
+	}()
+	if err := s.t.join(ctx, s); err != nil {
+		s.log.Error("join failed", "err", err)
+		s.close(websocket.StatusInternalError, "Internal server error", mcpx.LeaveClosed)
+	} else {
+		s.log.Info("participant joined", "name", s.p.Name, "kind", s.p.Kind)
+		s.readLoop(ctx)
+	}
+	s.close(closeNormal, "", mcpx.LeaveClosed)
+	s.t.leave(ctx, s, s.why)
+	s.g.metrics.dropped.WithLabelValues(string(s.why)).Inc()
+	s.log.Info("participant left", "reason", s.why)
+	<-writerDone
+	<-pingerDone
+	s.conn.CloseNow()
+}
+
+// close starts an orderly close: the writer flushes what is queued, sends a
+// close frame with code and reason, and the read loop ends. Only the first
+// call counts.
+func (s *session) close(code websocket.StatusCode, reason string, why mcpx.LeaveReason) {
+	s.closeOnce.Do(func() {
+		s.why, s.closeCode, s.closeReason = why, code, reason
+		s.q.close()
+		close(s.done)
+	})
+}
+
+// kill drops the connection at once, without a close handshake: for peers
+// that are not reading or not answering. It never blocks, so fan-out can
+// call it.
+func (s *session) kill(why mcpx.LeaveReason) {
+	// killed first: a writer woken by the close must not start a close
+	// handshake on a socket about to be reset.
+	s.killed.Store(true)
+	s.close(closeTryAgainLate, string(why), why)
+	// An abortive close (RST): otherwise the kernel keeps trickling the
+	// megabytes in the socket's send buffer to a peer that reads slowly,
+	// long after the gateway gave up on it.
+	if tc, ok := s.raw.Conn.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	s.raw.Conn.Close() // unblocks the reader, the writer and a ping
+}
+
+// send queues a frame; a full queue drops the connection.
+func (s *session) send(f []byte) {
+	if !s.q.push(f) {
+		s.log.Warn("slow consumer dropped: send queue full", "queued_frames_max", s.g.opts.SendQueueFrames, "queued_bytes_max", s.g.opts.SendQueueBytes)
+		s.kill(mcpx.LeaveSlowConsumer)
+	}
+}
+
+// reject answers a refused frame with an error envelope.
+func (s *session) reject(code mcpx.Code, correlation, message string, retryAfter time.Duration) {
+	s.g.metrics.rejected.WithLabelValues(string(code)).Inc()
+	s.log.Debug("frame refused", "code", code, "envelope", correlation, "msg", message)
+	e := errorEnvelope(s.g.opts.Now(), s.p.ID, code, correlation, message, retryAfter)
+	s.send(e.AppendJSON(nil))
+}
+
+func (s *session) readLoop(ctx context.Context) {
+	limit := s.g.opts.MaxFrameBytes
+	s.conn.SetReadLimit(limit * hardFrameLimitFactor)
+	var buf []byte
+	for {
+		typ, r, err := s.conn.Reader(ctx)
+		if err != nil {
+			s.readEnded(err)
+			return
+		}
+		buf, err = readFrame(r, buf[:0], limit)
+		if errors.Is(err, errFrameTooLarge) {
+			s.reject(mcpx.CodeTooLarge, "", fmt.Sprintf("frame is larger than the %d bytes allowed; it was discarded", limit), 0)
+			continue
+		}
+		if err != nil {
+			s.readEnded(err)
+			return
+		}
+		if typ != websocket.MessageText {
+			s.reject(mcpx.CodeInvalidEnvelope, "", "binary frames are not envelopes; send each envelope as a JSON text frame", 0)
+			continue
+		}
+		s.handle(ctx, buf)
+		if cap(buf) > 64<<10 {
+			buf = nil // one large envelope should not pin its buffer
+		}
+	}
+}
+
+var errFrameTooLarge = errors.New("frame too large")
+
+// readFrame reads one message into buf. A message over limit is read to
+// its end and discarded, and errFrameTooLarge returned.
+func readFrame(r io.Reader, buf []byte, limit int64) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			if _, err := io.Copy(io.Discard, r); err != nil {
+				return buf[:0], err
+			}
+			return buf[:0], errFrameTooLarge
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+func (s *session) readEnded(err error) {
+	switch {
+	case websocket.CloseStatus(err) != -1:
+		s.log.Debug("client closed", "status", websocket.CloseStatus(err))
+	case s.killed.Load(), errors.Is(err, net.ErrClosed):
+	default:
+		s.log.Debug("read ended", "err", err)
+		if strings.Contains(err.Error(), "read limited at") {
+			s.log.Warn("frame over the hard limit; connection closed", "limit", s.g.opts.MaxFrameBytes*hardFrameLimitFactor)
+		}
+	}
+}
+
+// handle validates one frame and publishes it, or answers why not.
+func (s *session) handle(ctx context.Context, data []byte) {
+	e, _, decodeErr := mcpx.DecodeEnvelope(data)
+	id := ""
+	var ee *mcpx.EnvelopeError
+	if decodeErr != nil && errors.As(decodeErr, &ee) {
+		id = ee.EnvelopeID
+	} else if decodeErr == nil {
+		id = e.ID
+	}
+	// Every frame costs a token, well-formed or not, so that a flood of
+	// garbage is limited like a flood of envelopes.
+	if s.limiter != nil {
+		if ok, wait := allow(s.limiter, s.g.opts.Now()); !ok {
+			s.reject(mcpx.CodeRateLimited, id, fmt.Sprintf("rate limit of %g envelopes/s (burst %d) exceeded; retry after %d ms",
+				s.g.opts.RatePerSecond, s.g.opts.RateBurst, max(wait.Milliseconds(), 1)), wait)
+			return
+		}
+	}
+	if decodeErr != nil {
+		if ee == nil {
+			ee = &mcpx.EnvelopeError{Code: mcpx.CodeInvalidEnvelope, EnvelopeID: id, Message: decodeErr.Error()}
+		}
+		s.reject(ee.Code, ee.EnvelopeID, ee.Message, 0)
+		return
+	}
+	if e.From != s.p.ID {
+		s.reject(mcpx.CodeFromMismatch, e.ID, fmt.Sprintf("from %q does not match your authenticated participant id %q", e.From, s.p.ID), 0)
+		return
+	}
+	absent, err := s.t.publish(ctx, s, e)
+	switch {
+	case errors.Is(err, errReplaced):
+		s.log.Info("envelope from a replaced connection refused", "envelope", e.ID)
+		s.reject(mcpx.CodeFromMismatch, e.ID, "this connection was replaced by a newer one for the same participant", 0)
+		return
+	case err != nil:
+		s.log.Error("publish failed", "envelope", e.ID, "err", err)
+		s.reject(mcpx.CodeInternal, e.ID, "the gateway could not publish the envelope; it was not delivered", 0)
+		return
+	}
+	s.g.metrics.accepted.Inc()
+	if len(absent) > 0 {
+		s.reject(mcpx.CodeUnknownRecipient, e.ID, fmt.Sprintf("not in the topic, so not delivered live: %s (the envelope is in history)", strings.Join(absent, ", ")), 0)
+	}
+}
+
+// allow takes a token if one is available, else reports how long until one is.
+func allow(l *rate.Limiter, now time.Time) (bool, time.Duration) {
+	if l.AllowN(now, 1) {
+		return true, 0
+	}
+	r := l.ReserveN(now, 1)
+	if !r.OK() {
+		return false, time.Second
+	}
+	wait := r.DelayFrom(now)
+	r.CancelAt(now)
+	return false, wait
+}
+
+func (s *session) writeLoop() {
+	var batch [][]byte
+	for {
+		select {
+		case <-s.q.wake:
+		case <-s.done:
+			if s.killed.Load() {
+				return
+			}
+			// Orderly close: flush what was queued, then the close frame.
+			if err := s.flush(s.q.take(batch)); err != nil {
+				return
+			}
+			s.conn.Close(s.closeCode, s.closeReason)
+			return
+		}
+		// Let the goroutine fanning out (and other writers) run first, so
+		// that more frames are queued by the time this one takes them:
+		// one write(2) per batch is most of a delivery's cost, and at low
+		// load this waits for nothing.
+		runtime.Gosched()
+		batch = s.q.take(batch)
+		if err := s.flush(batch); err != nil {
+			if s.killed.Load() {
+				return
+			}
+			why := mcpx.LeaveClosed
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				why = mcpx.LeaveSlowConsumer
+				s.log.Warn("slow consumer dropped: write timed out", "timeout", s.g.opts.WriteTimeout)
+			}
+			s.kill(why)
+			return
+		}
+		clear(batch)
+	}
+}
+
+// flush writes frames in one batch.
+func (s *session) flush(frames [][]byte) error {
+	if len(frames) == 0 {
+		return nil
+	}
+	return s.raw.WriteFrames(frames)
+}
+
+// pingLoop checks liveness: a peer that does not answer a ping within
+// PongTimeout is gone (half-open TCP never errors on its own), and one that
+// does gets a presence heartbeat.
+func (s *session) pingLoop(ctx context.Context) {
+	if s.g.opts.HeartbeatInterval < 0 {
+		return
+	}
+	tick := time.NewTicker(s.g.opts.HeartbeatInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-tick.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, s.g.opts.PongTimeout)
+		err := s.conn.Ping(pctx)
+		cancel()
+		select {
+		case <-s.done:
+			return
+		default:
+		}
+		if err != nil {
+			s.log.Info("no pong in time; dropping the connection", "timeout", s.g.opts.PongTimeout, "err", err)
+			s.kill(mcpx.LeaveTimeout)
+			return
+		}
+		s.t.heartbeat(ctx, s)
+	}
+}

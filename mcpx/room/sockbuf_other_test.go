@@ -1,0 +1,8 @@
+//go:build !unix
+
+package room
+
+import "net"
+
+// smallReceiveBuffer is a plain dialer where socket options are not set.
+func smallReceiveBuffer() *net.Dialer { return &net.Dialer{} }

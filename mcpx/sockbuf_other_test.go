@@ -1,8 +1,0 @@
-//go:build !unix
-
-package mcpx
-
-import "net"
-
-// smallReceiveBuffer is a plain dialer where socket options are not set.
-func smallReceiveBuffer() *net.Dialer { return &net.Dialer{} }
