@@ -33,7 +33,8 @@
 // Handler serves Prometheus metrics and a health check.
 //
 // Files: gateway.go (the Gateway, its sessions, bound and idle reaping),
-// upstream.go and http.go (where upstream sessions come from), link.go (one
-// supervised upstream session: handshake and restart), perclient.go and
-// shared.go (the two modes), metrics.go, message.go (JSON-RPC helpers).
+// upstream.go and http.go (where upstream sessions come from), perclient.go
+// and shared.go (the two modes), metrics.go, message.go (error codes). A
+// supervised upstream session (handshake, restart) is an mcpmux.Link, and
+// Shared mode is an mcpmux.Mux: the room bridge (mcpx/bridge) shares both.
 package gateway

@@ -12,6 +12,8 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/mcpmsg"
+	"github.com/cvmgo/cvm/internal/mcpmux"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -183,19 +185,18 @@ func Check(ctx context.Context, up Upstream, timeout time.Duration) (*mcp.Initia
 		Capabilities:    &mcp.ClientCapabilities{},
 		ClientInfo:      &mcp.Implementation{Name: "cvm-gateway-check", Version: "1"},
 	})
-	l, hs, err := openLink(ctx, linkOptions{
-		upstream:    up,
-		params:      params,
-		initTimeout: timeout,
-		metrics:     newMetrics(PerClient),
-		log:         slog.New(slog.DiscardHandler),
-	}, true)
+	l, hs, err := mcpmux.OpenLink(ctx, mcpmux.LinkOptions{
+		Upstream:          up,
+		Params:            params,
+		Initialized:       true,
+		InitializeTimeout: timeout,
+	})
 	if err != nil {
 		return nil, err
 	}
-	l.close()
+	l.Close()
 	var res mcp.InitializeResult
-	if err := json.Unmarshal(hs.result, &res); err != nil {
+	if err := json.Unmarshal(hs.Result, &res); err != nil {
 		return nil, fmt.Errorf("%w answered initialize with something else: %w", ErrUpstream, err)
 	}
 	return &res, nil
@@ -358,15 +359,27 @@ func (g *Gateway) reapIdle() {
 }
 
 // linkOptions are the options of every upstream session of g.
-func (g *Gateway) linkOptions(params json.RawMessage) linkOptions {
-	return linkOptions{
-		upstream:    g.opts.Upstream,
-		params:      params,
-		initTimeout: g.opts.InitializeTimeout,
-		restartMin:  g.opts.RestartMin,
-		restartMax:  g.opts.RestartMax,
-		metrics:     g.metrics,
-		log:         g.opts.Logger,
+func (g *Gateway) linkOptions(params json.RawMessage, initialized bool) mcpmux.LinkOptions {
+	return mcpmux.LinkOptions{
+		Upstream:          g.opts.Upstream,
+		Params:            params,
+		Initialized:       initialized,
+		InitializeTimeout: g.opts.InitializeTimeout,
+		RestartMin:        g.opts.RestartMin,
+		RestartMax:        g.opts.RestartMax,
+		Events:            g.linkEvents(),
+		Logger:            g.opts.Logger,
+	}
+}
+
+// linkEvents count upstream sessions, exits and restarts.
+func (g *Gateway) linkEvents() mcpmux.LinkEvents {
+	m := g.metrics
+	return mcpmux.LinkEvents{
+		Opened:    m.upstreamSessions.Inc,
+		Closed:    m.upstreamSessions.Dec,
+		Exited:    m.upstreamExits.Inc,
+		Restarted: m.restarts.Inc,
 	}
 }
 
@@ -375,5 +388,5 @@ func refuse(ctx context.Context, c clientConn, req *jsonrpc.Request, code int64,
 	if !req.IsCall() {
 		return
 	}
-	c.Write(ctx, errorResponse(req.ID, code, format, args...))
+	c.Write(ctx, mcpmsg.ErrorResponse(req.ID, code, format, args...))
 }

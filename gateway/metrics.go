@@ -107,7 +107,7 @@ func (g *Gateway) Handler() http.Handler {
 		status, upstream := "ok", "per-session"
 		if g.hub != nil {
 			upstream = "up"
-			if _, up := g.hub.link.current(); !up {
+			if g.hub.mux.DownReason() != nil {
 				upstream = "restarting"
 				status = "degraded"
 			}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/mcpmsg"
+	"github.com/cvmgo/cvm/internal/mcpmux"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -17,7 +19,7 @@ import (
 type perClient struct {
 	g    *Gateway
 	conn clientConn
-	link *link
+	link *mcpmux.Link
 	log  *slog.Logger
 
 	mu        sync.Mutex
@@ -90,7 +92,7 @@ func (s *perClient) run() {
 	defer s.g.untrack(s)
 
 	start := time.Now()
-	l, hs, err := openLink(ctx, s.g.linkOptions(init.Params), false)
+	l, hs, err := mcpmux.OpenLink(ctx, s.g.linkOptions(init.Params, false))
 	if err != nil {
 		s.log.Warn("upstream session did not start", "err", err)
 		s.g.metrics.answered(init.Method, start, "upstream_down")
@@ -98,10 +100,10 @@ func (s *perClient) run() {
 		return
 	}
 	s.link = l
-	defer l.close()
+	defer l.Close()
 	// The upstream's own answer, byte for byte: its protocol version,
 	// capabilities, serverInfo and instructions.
-	if err := s.conn.Write(ctx, &jsonrpc.Response{ID: init.ID, Result: hs.result}); err != nil {
+	if err := s.conn.Write(ctx, &jsonrpc.Response{ID: init.ID, Result: hs.Result}); err != nil {
 		return
 	}
 	s.g.metrics.answered(init.Method, start, "ok")
@@ -110,7 +112,7 @@ func (s *perClient) run() {
 	s.mu.Unlock()
 	// Only now what the upstream said before answering: had it gone first,
 	// the client would have heard from a session it did not have yet.
-	l.start(s, hs.early)
+	l.Start(s, hs.Early)
 
 	for {
 		msg, err := s.conn.Read(ctx)
@@ -128,10 +130,10 @@ func (s *perClient) fromClient(msg jsonrpc.Message) {
 		s.mu.Lock()
 		s.last = time.Now()
 		s.mu.Unlock()
-		gen, up := s.link.current()
+		gen, up := s.link.Current()
 		if !m.IsCall() {
 			if up {
-				if err := s.link.write(gen, m); err != nil {
+				if err := s.link.Write(gen, m); err != nil {
 					s.log.Debug("notification not delivered upstream", "method", m.Method, "err", err)
 				}
 			}
@@ -139,19 +141,19 @@ func (s *perClient) fromClient(msg jsonrpc.Message) {
 		}
 		if !up {
 			s.g.metrics.answered(m.Method, time.Now(), "upstream_down")
-			refuse(ctx, s.conn, m, CodeUpstreamUnavailable, "%v; the gateway is restarting it, retry shortly", s.link.downReason())
+			refuse(ctx, s.conn, m, CodeUpstreamUnavailable, "%v; the gateway is restarting it, retry shortly", s.link.DownReason())
 			return
 		}
 		s.mu.Lock()
 		s.inflight[m.ID] = pending{method: m.Method, gen: gen, start: time.Now()}
 		switch m.Method {
-		case "resources/subscribe", "resources/unsubscribe":
-			if uri := paramString(m.Params, "uri"); uri != "" {
-				s.subs[uri] = m.Method == "resources/subscribe"
+		case mcpmsg.MethodSubscribe, mcpmsg.MethodUnsubscribe:
+			if uri := mcpmsg.StringParam(m.Params, "uri"); uri != "" {
+				s.subs[uri] = m.Method == mcpmsg.MethodSubscribe
 			}
 		}
 		s.mu.Unlock()
-		if err := s.link.write(gen, m); err != nil {
+		if err := s.link.Write(gen, m); err != nil {
 			if p, ok := s.take(m.ID); ok {
 				s.g.metrics.answered(p.method, p.start, "upstream_down")
 				refuse(ctx, s.conn, m, CodeUpstreamUnavailable, "%v", err)
@@ -167,7 +169,7 @@ func (s *perClient) fromClient(msg jsonrpc.Message) {
 			s.log.Debug("dropping an answer to no request of the upstream's", "id", m.ID.Raw())
 			return
 		}
-		if err := s.link.write(gen, m); err != nil {
+		if err := s.link.Write(gen, m); err != nil {
 			s.log.Debug("answer not delivered upstream", "err", err)
 		}
 	}
@@ -183,7 +185,8 @@ func (s *perClient) take(id jsonrpc.ID) (pending, bool) {
 	return p, ok
 }
 
-func (s *perClient) fromUpstream(gen uint64, msg jsonrpc.Message) {
+// FromUpstream implements mcpmux.Handler.
+func (s *perClient) FromUpstream(gen uint64, msg jsonrpc.Message) {
 	ctx := s.g.ctx
 	switch m := msg.(type) {
 	case *jsonrpc.Response:
@@ -220,9 +223,9 @@ func (s *perClient) fromUpstream(gen uint64, msg jsonrpc.Message) {
 	}
 }
 
-// upstreamDown answers every request that was in flight on connection gen:
-// its answer will never come.
-func (s *perClient) upstreamDown(gen uint64, why error) {
+// UpstreamDown implements mcpmux.Handler: every request that was in flight
+// on connection gen is answered, since its answer will never come.
+func (s *perClient) UpstreamDown(gen uint64, why error) {
 	s.mu.Lock()
 	var dead []jsonrpc.ID
 	var methods []pending
@@ -238,14 +241,15 @@ func (s *perClient) upstreamDown(gen uint64, why error) {
 	s.mu.Unlock()
 	for i, id := range dead {
 		s.g.metrics.answered(methods[i].method, methods[i].start, "upstream_down")
-		s.conn.Write(s.g.ctx, errorResponse(id, CodeUpstreamUnavailable,
+		s.conn.Write(s.g.ctx, mcpmsg.ErrorResponse(id, CodeUpstreamUnavailable,
 			"%v with this request in flight; the gateway is restarting it", why))
 	}
 }
 
-// upstreamRestarted subscribes the new upstream session to what the client
-// had subscribed to, so that updates keep coming.
-func (s *perClient) upstreamRestarted(gen uint64, _ json.RawMessage) {
+// UpstreamRestarted implements mcpmux.Handler: the new upstream session is
+// subscribed to what the client had subscribed to, so that updates keep
+// coming.
+func (s *perClient) UpstreamRestarted(gen uint64, _ json.RawMessage) {
 	s.mu.Lock()
 	var reqs []*jsonrpc.Request
 	for uri, on := range s.subs {
@@ -253,14 +257,14 @@ func (s *perClient) upstreamRestarted(gen uint64, _ json.RawMessage) {
 			continue
 		}
 		s.nextInner++
-		id := mustID(fmt.Sprintf("cvm-gateway-resubscribe-%d", s.nextInner))
+		id := mcpmsg.StringID(fmt.Sprintf("cvm-gateway-resubscribe-%d", s.nextInner))
 		s.internal[id] = true
-		params, _ := json.Marshal(map[string]string{"uri": uri})
-		reqs = append(reqs, &jsonrpc.Request{ID: id, Method: "resources/subscribe", Params: params})
+		params, _ := mcpmsg.Marshal(map[string]string{"uri": uri})
+		reqs = append(reqs, &jsonrpc.Request{ID: id, Method: mcpmsg.MethodSubscribe, Params: params})
 	}
 	s.mu.Unlock()
 	for _, r := range reqs {
-		if err := s.link.write(gen, r); err != nil {
+		if err := s.link.Write(gen, r); err != nil {
 			s.log.Warn("could not replay a subscription", "err", err)
 		}
 	}

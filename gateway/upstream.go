@@ -1,17 +1,13 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"strings"
-	"sync"
-	"time"
 
+	"github.com/cvmgo/cvm/internal/mcpmux"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -22,16 +18,16 @@ import (
 // may be concurrent. The connection is not initialized; the gateway performs
 // the MCP handshake on it, and closes it when the session ends. ctx bounds
 // opening only, not the life of the session.
-type Upstream interface {
-	Open(ctx context.Context) (mcp.Connection, error)
-}
+type Upstream = mcpmux.Upstream
 
 // UpstreamFunc adapts a function to Upstream: an in-process server, for
 // instance, through mcp.NewInMemoryTransports.
-type UpstreamFunc func(ctx context.Context) (mcp.Connection, error)
+type UpstreamFunc = mcpmux.UpstreamFunc
 
-// Open calls f.
-func (f UpstreamFunc) Open(ctx context.Context) (mcp.Connection, error) { return f(ctx) }
+// ErrUpstream marks failures of the upstream server itself: it could not be
+// started, did not answer initialize, or exited. Messages read naturally:
+// "upstream MCP server exited: exit status 1".
+var ErrUpstream = mcpmux.ErrUpstream
 
 // InProcess is an Upstream for a go-sdk server in the same process: each
 // upstream session is a session of s over an in-memory pipe. It puts a Go
@@ -64,12 +60,6 @@ type Command struct {
 	Stderr io.Writer
 }
 
-// terminateGrace is how long a child gets to exit after its stdin closes,
-// and again after SIGTERM, before it is killed. Servers exit on end of
-// input; the grace period only matters for one that does not, and a
-// gateway shutting down should not wait long for it.
-const terminateGrace = 2 * time.Second
-
 // LookPath reports, before any session starts, whether Path can be run, so
 // that a misspelt command fails at startup with a clear message.
 func (c *Command) LookPath() error {
@@ -81,74 +71,12 @@ func (c *Command) LookPath() error {
 
 // Open starts the child. The child is not bound to ctx: the session owns
 // it, and closing the connection stops it (stdin closed, then SIGTERM, then
-// SIGKILL).
+// SIGKILL) and reports its exit status with its last line on stderr.
 func (c *Command) Open(ctx context.Context) (mcp.Connection, error) {
 	cmd := exec.Command(c.Path, c.Args...)
 	if len(c.Env) > 0 {
 		cmd.Env = append(os.Environ(), c.Env...)
 	}
 	cmd.Dir = c.Dir
-	tail := &tailWriter{}
-	cmd.Stderr = io.MultiWriter(orDiscard(c.Stderr), tail)
-	// A child that leaves a grandchild holding stderr open would otherwise
-	// make Wait, and so Close, block until the grandchild exits.
-	cmd.WaitDelay = terminateGrace
-	t := &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}
-	conn, err := t.Connect(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", c.Path, err)
-	}
-	return &childConn{Connection: conn, tail: tail}, nil
-}
-
-func orDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
-}
-
-// childConn adds to the error that closing the connection reports (the
-// child's exit status) the last line the child wrote on stderr, which is
-// usually the reason it exited.
-type childConn struct {
-	mcp.Connection
-	tail *tailWriter
-}
-
-func (c *childConn) Close() error {
-	err := c.Connection.Close()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		if line := c.tail.lastLine(); line != "" {
-			return fmt.Errorf("%w; its last words on stderr: %q", err, line)
-		}
-	}
-	return err
-}
-
-// tailWriter keeps the last bytes written to it.
-type tailWriter struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-const tailSize = 1024
-
-func (w *tailWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	if len(w.buf) > tailSize {
-		w.buf = append(w.buf[:0], w.buf[len(w.buf)-tailSize:]...)
-	}
-	return len(p), nil
-}
-
-// lastLine is the last non-blank line written.
-func (w *tailWriter) lastLine() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	lines := bytes.Split(bytes.TrimSpace(w.buf), []byte("\n"))
-	return strings.TrimSpace(string(lines[len(lines)-1]))
+	return mcpmux.OpenCommand(ctx, cmd, c.Stderr)
 }

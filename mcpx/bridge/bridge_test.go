@@ -202,10 +202,7 @@ func TestBridge_IDsAndProgressTokensArePerPeer(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	b.mu.Lock()
-	left := len(b.calls) + len(b.tokens)
-	b.mu.Unlock()
-	if left != 0 {
+	if left := b.mux.InFlight(); left != 0 {
 		t.Fatalf("%d calls or tokens left behind", left)
 	}
 }
@@ -243,16 +240,7 @@ func TestBridge_PeerLeavingCancelsItsCalls(t *testing.T) {
 	watcher, _ := g.client("room:x", "watcher", participant.Options{})
 	caller, _ := g.client("room:x", "caller", participant.Options{})
 	go caller.Request(context.Background(), "child", "tools/call", map[string]any{"name": "hang", "arguments": map[string]any{}})
-	eventually(t, "the call at the server", func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		for _, c := range b.calls {
-			if c.method == "tools/call" {
-				return true
-			}
-		}
-		return false
-	})
+	eventually(t, "the call at the server", func() bool { return b.mux.InFlight() > 0 })
 	caller.Close()
 	eventually(t, "the cancellation upstream", func() bool { return stats(t, watcher) == "subs=0 unsubs=0 cancelled=1" })
 }

@@ -1,0 +1,109 @@
+package mcpmux
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ErrUpstream marks failures of the upstream server itself: it could not be
+// started, did not answer initialize, or exited. Messages read naturally:
+// "upstream MCP server exited: exit status 1".
+var ErrUpstream = errors.New("upstream MCP server")
+
+// Upstream opens connections to an MCP server.
+//
+// Open is called once for every upstream session, and again after each
+// restart; calls may be concurrent. The connection is not initialized: the
+// Link performs the MCP handshake on it, and closes it when the session
+// ends. ctx bounds opening only, not the life of the connection.
+type Upstream interface {
+	Open(ctx context.Context) (mcp.Connection, error)
+}
+
+// UpstreamFunc adapts a function to Upstream.
+type UpstreamFunc func(ctx context.Context) (mcp.Connection, error)
+
+// Open calls f.
+func (f UpstreamFunc) Open(ctx context.Context) (mcp.Connection, error) { return f(ctx) }
+
+// terminateGrace is how long a child gets to exit after its stdin closes,
+// and again after SIGTERM, before it is killed. Servers exit on end of
+// input; the grace period only matters for one that does not, and a relay
+// shutting down should not wait long for it.
+const terminateGrace = 2 * time.Second
+
+// OpenCommand starts cmd as a stdio MCP server and returns the connection
+// to it. Its standard error goes to stderr (nil discards it); the last line
+// is kept either way, and closing the connection reports the exit status
+// with that line, which is usually the reason the child exited. The child
+// is not bound to ctx: the connection owns it, and closing the connection
+// stops it (stdin closed, then SIGTERM, then SIGKILL).
+func OpenCommand(ctx context.Context, cmd *exec.Cmd, stderr io.Writer) (mcp.Connection, error) {
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	tail := &tailWriter{}
+	cmd.Stderr = io.MultiWriter(stderr, tail)
+	// A child that leaves a grandchild holding stderr open would otherwise
+	// make Wait, and so Close, block until the grandchild exits.
+	cmd.WaitDelay = terminateGrace
+	t := &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}
+	conn, err := t.Connect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	return &childConn{Connection: conn, tail: tail}, nil
+}
+
+// childConn adds to the error that closing the connection reports (the
+// child's exit status) the last line the child wrote on stderr.
+type childConn struct {
+	mcp.Connection
+	tail *tailWriter
+}
+
+func (c *childConn) Close() error {
+	err := c.Connection.Close()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		if line := c.tail.lastLine(); line != "" {
+			return fmt.Errorf("%w; its last words on stderr: %q", err, line)
+		}
+	}
+	return err
+}
+
+// tailWriter keeps the last bytes written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailSize = 1024
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	if len(w.buf) > tailSize {
+		w.buf = append(w.buf[:0], w.buf[len(w.buf)-tailSize:]...)
+	}
+	return len(p), nil
+}
+
+// lastLine is the last non-blank line written.
+func (w *tailWriter) lastLine() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	lines := bytes.Split(bytes.TrimSpace(w.buf), []byte("\n"))
+	return strings.TrimSpace(string(lines[len(lines)-1]))
+}
