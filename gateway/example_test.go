@@ -24,24 +24,22 @@ func Example() {
 	}
 	defer r.Close()
 
-	gw, err := gateway.New(ctx, gateway.Options{Upstream: gateway.InProcess(demoserver.New())})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer gw.Close()
-	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{
-		Signer: contextvm.NewKeySigner(nostr.Generate()),
-		Relays: []string{r.URL},
+	gw, err := gateway.New(ctx, gateway.Options{
+		Upstream: gateway.InProcess(demoserver.New()),
+		Server: contextvm.ServerOptions{
+			Signer: contextvm.NewKeySigner(nostr.Generate()),
+			Relays: []string{r.URL},
+		},
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer srv.Close()
-	go gw.Serve(ctx, srv)
+	defer gw.Close()
+	go gw.Serve(ctx)
 
 	// Any ContextVM client now reaches the server by the gateway's key.
 	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "example", Version: "1"}, nil),
-		contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+		contextvm.ClientOptions{Server: gw.Server().PublicKey().Hex(), Relays: []string{r.URL}})
 	if err != nil {
 		log.Fatal(err)
 	}

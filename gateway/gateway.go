@@ -58,6 +58,18 @@ type Options struct {
 	Upstream Upstream
 	Mode     SessionMode
 
+	// Server configures the ContextVM server the gateway serves through:
+	// its identity (Signer, required), relays, encryption, announcements,
+	// prices and access. The gateway creates and closes it, and owns its
+	// session settings: Server.IdleTimeout and Server.MaxSessions are
+	// ignored, since the gateway reaps idle sessions itself (IdleTimeout,
+	// below) together with their upstream sessions, and in PerClient mode
+	// bounds them itself (MaxSessions, below) with a policy the server
+	// cannot know (an idle session gives way, a busy one never does). With
+	// Server.Announce the gateway announces the upstream's lists and keeps
+	// them current.
+	Server contextvm.ServerOptions
+
 	// MaxSessions bounds the upstream sessions of PerClient mode (default
 	// 64): child processes are not cheap. A client session beyond it
 	// replaces the least recently active session with nothing in flight;
@@ -131,6 +143,7 @@ type Gateway struct {
 	opts    Options
 	metrics *metrics
 	hub     *hub // Shared mode
+	srv     *contextvm.Server
 
 	ctx    context.Context // the life of every session; cancelled by Close
 	cancel context.CancelFunc
@@ -142,14 +155,30 @@ type Gateway struct {
 	closed   bool
 }
 
-// New returns a gateway. In Shared mode it starts the upstream and performs
-// the handshake first, and fails if the upstream does not come up; in
-// PerClient mode nothing starts before the first client (see Check).
+// serverSlack is how many client sessions beyond MaxSessions the server
+// keeps in PerClient mode: sessions the gateway is refusing or replacing
+// still exist there for a moment, and the server must never evict one the
+// gateway counts on.
+const serverSlack = 64
+
+// New returns a gateway, with its ContextVM server subscribed on at least
+// one relay. In Shared mode it starts the upstream and performs the
+// handshake first, and fails if the upstream does not come up (an error
+// that matches ErrUpstream); in PerClient mode nothing starts before the
+// first client (see Check). ctx bounds starting.
 func New(ctx context.Context, opts Options) (*Gateway, error) {
 	if opts.Upstream == nil {
 		return nil, errors.New("gateway: Options.Upstream is required")
 	}
 	opts = opts.withDefaults()
+	opts.Server.IdleTimeout = -1
+	opts.Server.MaxSessions = 0 // the server's default
+	if opts.Mode == PerClient {
+		opts.Server.MaxSessions = opts.MaxSessions + serverSlack
+	}
+	if opts.Server.Logger == nil {
+		opts.Server.Logger = opts.Logger
+	}
 	gctx, cancel := context.WithCancel(context.Background())
 	g := &Gateway{
 		opts:     opts,
@@ -166,11 +195,24 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		}
 		g.hub = h
 	}
+	srv, err := contextvm.NewServer(ctx, opts.Server)
+	if err != nil {
+		if g.hub != nil {
+			g.hub.close()
+		}
+		cancel()
+		return nil, err
+	}
+	g.srv = srv
 	if opts.IdleTimeout > 0 {
 		g.wg.Go(g.reapIdle)
 	}
 	return g, nil
 }
+
+// Server is the ContextVM server the gateway serves through: its public key
+// is the gateway's identity.
+func (g *Gateway) Server() *contextvm.Server { return g.srv }
 
 // Check starts one upstream session, performs the handshake and closes it
 // again, to find out before serving anyone whether the upstream works: a
@@ -202,11 +244,18 @@ func Check(ctx context.Context, up Upstream, timeout time.Duration) (*mcp.Initia
 	return &res, nil
 }
 
-// Serve bridges every client session srv accepts until ctx ends, srv
-// closes or the gateway closes. Sessions outlive ctx: Close ends them.
-func (g *Gateway) Serve(ctx context.Context, srv *contextvm.Server) error {
+// Serve bridges every client session the server accepts until ctx ends
+// or the gateway closes, and keeps the announcements current if the
+// server's options ask for them. Sessions outlive ctx: Close ends them.
+func (g *Gateway) Serve(ctx context.Context) error {
+	if g.opts.Server.Announce && !g.spawn(func() { KeepAnnounced(g.ctx, g.opts.Upstream, g.srv, g.opts.Logger) }) {
+		return ErrClosed
+	}
 	for {
-		c, err := srv.Accept(ctx)
+		c, err := g.srv.Accept(ctx)
+		if errors.Is(err, contextvm.ErrServerClosed) {
+			return ErrClosed
+		}
 		if err != nil {
 			return err
 		}
@@ -220,25 +269,31 @@ func (g *Gateway) Serve(ctx context.Context, srv *contextvm.Server) error {
 // serveConn starts serving one client session; false if the gateway is
 // closed.
 func (g *Gateway) serveConn(c clientConn) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return false
-	}
-	// Registered under the lock Close takes before it waits.
-	g.wg.Go(func() {
+	return g.spawn(func() {
 		if g.hub != nil {
 			g.hub.serve(c)
 		} else {
 			newPerClient(g, c).run()
 		}
 	})
+}
+
+// spawn runs f on a goroutine Close waits for; false if the gateway is
+// closed.
+func (g *Gateway) spawn(f func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	// Registered under the lock Close takes before it waits.
+	g.wg.Go(f)
 	return true
 }
 
-// Close ends every client session, answering what is in flight with an
-// error, and closes every upstream session (waiting for child processes to
-// exit).
+// Close stops the server (which answers what is in flight with an error
+// and, if asked to, deletes the announcements), ends every client session,
+// and closes every upstream session, waiting for child processes to exit.
 func (g *Gateway) Close() error {
 	g.mu.Lock()
 	if g.closed {
@@ -246,12 +301,18 @@ func (g *Gateway) Close() error {
 		return nil
 	}
 	g.closed = true
+	g.mu.Unlock()
+	// The server first: it answers what is in flight with "server shutting
+	// down", which says more than the "session closed" of a session ended
+	// under it.
+	g.srv.Close()
+	g.cancel()
+	g.mu.Lock()
 	all := make([]session, 0, len(g.sessions))
 	for s := range g.sessions {
 		all = append(all, s)
 	}
 	g.mu.Unlock()
-	g.cancel()
 	for _, s := range all {
 		s.end()
 	}

@@ -60,27 +60,23 @@ func newBenchServer(t *testing.T, opts gateway.Options, sopts contextvm.ServerOp
 	if opts.RestartMin == 0 {
 		opts.RestartMin = 20 * time.Millisecond
 	}
-	gw, err := gateway.New(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
 	sopts.Signer = contextvm.NewKeySigner(nostr.Generate())
 	sopts.Relays = []string{r.URL}
-	srv, err := contextvm.NewServer(ctx, sopts)
+	opts.Server = sopts
+	gw, err := gateway.New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		gw.Serve(context.Background(), srv)
+		gw.Serve(context.Background())
 	}()
 	t.Cleanup(func() {
-		srv.Close()
 		gw.Close()
 		<-served
 	})
-	return &bench{t: t, relay: r.URL, srv: srv, gw: gw}
+	return &bench{t: t, relay: r.URL, srv: gw.Server(), gw: gw}
 }
 
 // connect opens a client session (a fresh client key) through the gateway.

@@ -82,25 +82,24 @@ func runDemo(ctx context.Context, step func(name, detail string, start time.Time
 	t = time.Now()
 	// The demo server in the process: one server session per client
 	// session, as a child process would be.
-	gw, err := gateway.New(ctx, gateway.Options{Upstream: gateway.InProcess(demoserver.New())})
-	if err != nil {
-		return err
-	}
-	defer gw.Close()
-	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{
-		Signer:     contextvm.NewKeySigner(nostr.Generate()),
-		Relays:     []string{r.URL},
-		Encryption: contextvm.EncryptRequired,
-		Info:       contextvm.ServerInfo{Name: "cvm demo", About: "the demo server of cvm, behind a gateway"},
+	gw, err := gateway.New(ctx, gateway.Options{
+		Upstream: gateway.InProcess(demoserver.New()),
+		Server: contextvm.ServerOptions{
+			Signer:     contextvm.NewKeySigner(nostr.Generate()),
+			Relays:     []string{r.URL},
+			Encryption: contextvm.EncryptRequired,
+			Info:       contextvm.ServerInfo{Name: "cvm demo", About: "the demo server of cvm, behind a gateway"},
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("start the gateway: %w", err)
 	}
-	defer srv.Close()
+	defer gw.Close()
+	srv := gw.Server()
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		gw.Serve(ctx, srv)
+		gw.Serve(ctx)
 	}()
 	npub := nostrx.EncodeNpub(srv.PublicKey())
 	step("gateway", fmt.Sprintf("demo server at %s…, encryption required", npub[:20]), t)
@@ -139,7 +138,6 @@ func runDemo(ctx context.Context, step func(name, detail string, start time.Time
 
 	t = time.Now()
 	cs.Close()
-	srv.Close()
 	gw.Close()
 	<-served
 	err = r.Close()

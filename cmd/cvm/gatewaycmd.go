@@ -152,15 +152,7 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	if gf.name == "" && res.ServerInfo != nil {
 		gf.name = serverInfoName(res.ServerInfo.Title, res.ServerInfo.Name)
 	}
-	gw, err := gateway.New(startCtx, opts)
-	if err != nil {
-		return fmt.Errorf("%w; %s", err, hint)
-	}
-	defer gw.Close()
-
-	relayCtx, cancelRelay := context.WithTimeout(ctx, relayWait)
-	defer cancelRelay()
-	srv, err := contextvm.NewServer(relayCtx, contextvm.ServerOptions{
+	opts.Server = contextvm.ServerOptions{
 		Signer:             contextvm.NewKeySigner(id.secret),
 		Relays:             gf.relays,
 		AllowedClients:     allowed,
@@ -168,17 +160,30 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		Encryption:         enc,
 		GiftWrap:           wrap,
 		Info:               contextvm.ServerInfo{Name: gf.name, About: gf.about, Website: gf.website, Picture: gf.pict},
-		IdleTimeout:        -1, // the gateway reaps sessions itself, with their upstreams
+		Announce:           gf.announce,
 		Prices:             prices,
 		CommonTools:        gf.commonTools,
 		ToolCategories:     gf.cats,
 		UnannounceOnClose:  gf.unannounceOnExit,
 		Logger:             a.log,
-	})
-	if err != nil {
-		return noRelay(gf.relays, relayWait, err)
 	}
-	defer srv.Close()
+	// Starting is waiting for a relay, and in shared mode for the upstream
+	// session too.
+	wait := relayWait
+	if opts.Mode == gateway.Shared {
+		wait += opts.InitializeTimeout
+	}
+	newCtx, cancelNew := context.WithTimeout(ctx, wait)
+	defer cancelNew()
+	gw, err := gateway.New(newCtx, opts)
+	switch {
+	case errors.Is(err, gateway.ErrUpstream):
+		return fmt.Errorf("%w; %s", err, hint)
+	case err != nil:
+		return noRelay(gf.relays, wait, err)
+	}
+	defer gw.Close()
+	srv := gw.Server()
 
 	var metricsURL string
 	var metrics *http.Server
@@ -194,16 +199,7 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	}
 
 	served := make(chan error, 1)
-	go func() { served <- gw.Serve(ctx, srv) }()
-	announceCtx, stopAnnouncing := context.WithCancel(ctx)
-	announcing := make(chan struct{})
-	go func() {
-		defer close(announcing)
-		if gf.announce {
-			gateway.KeepAnnounced(announceCtx, upstream, srv, a.log)
-		}
-	}()
-	defer func() { stopAnnouncing(); <-announcing }()
+	go func() { served <- gw.Serve(ctx) }()
 
 	pk := srv.PublicKey()
 	ready := struct {
@@ -227,14 +223,11 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	case err := <-served:
 		return fmt.Errorf("gateway stopped: %w", err)
 	}
-	// The announcements stop first (the server may delete them as it
-	// closes); the server answers what is in flight with an error, then the
-	// gateway stops the upstream sessions.
-	stopAnnouncing()
-	<-announcing
-	srv.Close()
+	// The gateway stops its server (which answers what is in flight with
+	// an error, and deletes the announcements if asked to), then the
+	// upstream sessions.
 	gw.Close()
-	if err := <-served; err != nil && !errors.Is(err, contextvm.ErrServerClosed) && !errors.Is(err, context.Canceled) {
+	if err := <-served; err != nil && !errors.Is(err, gateway.ErrClosed) && !errors.Is(err, context.Canceled) {
 		a.log.Debug("serve ended", "err", err)
 	}
 	return nil
