@@ -16,6 +16,11 @@ const Protocol = "mcp-x/v0"
 // Subprotocol is the WebSocket subprotocol that advertises MCPx v0 support.
 const Subprotocol = "mcp-x.v0"
 
+// DefaultProtocolVersion is the MCP version the client and the bridge ask
+// for in initialize. Peers negotiate down (MCPx v0 requires at least the
+// 2025-06-18 negotiation rules); the TypeScript SDK tops out here.
+const DefaultProtocolVersion = "2025-11-25"
+
 // GatewayID is the from of every envelope the gateway itself emits.
 const GatewayID = "system:gateway"
 
