@@ -1,3 +1,4 @@
+//lint:file-ignore SA1019 sampling and logging are deprecated (SEP-2577) but still relayed through rooms
 package interop
 
 import (

@@ -14,7 +14,3 @@ type EnvelopeError struct {
 }
 
 func (e *EnvelopeError) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
-
-func invalid(id, format string, args ...any) *EnvelopeError {
-	return &EnvelopeError{Code: CodeInvalidEnvelope, EnvelopeID: id, Message: fmt.Sprintf(format, args...)}
-}

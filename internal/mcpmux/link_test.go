@@ -28,7 +28,6 @@ func (h *recordingHandler) UpstreamDown(_ uint64, why error) {
 }
 func (h *recordingHandler) UpstreamRestarted(gen uint64, _ json.RawMessage) { h.restarted <- gen }
 
-
 // The backoff between restart attempts doubles from RestartMin to
 // RestartMax, each wait jittered within its upper half, and starts over
 // once a restarted upstream has stayed up for StableAfter. In a synctest

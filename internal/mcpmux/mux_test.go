@@ -25,7 +25,6 @@ type testUpstream struct {
 	failN  atomic.Int64 // the next failN opens fail
 	subs   atomic.Int64
 	unsubs atomic.Int64
-	levels atomic.Int64
 	hung   chan string // the text argument of each hang, once it runs
 	cancel chan string // ... once it is cancelled
 

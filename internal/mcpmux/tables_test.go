@@ -10,11 +10,20 @@ import (
 func TestSubscriptions_FirstAndLastAreTold(t *testing.T) {
 	subs := newSubscriptions()
 	a, b := &Session{}, &Session{}
-	if !subs.add(a, "u") || subs.add(b, "u") || subs.add(a, "u") {
-		t.Fatal("only the first subscriber is the upstream's business")
+	if !subs.add(a, "u") {
+		t.Fatal("the first subscriber was not told upstream")
 	}
-	if subs.remove(a, "u") || subs.remove(a, "u") {
-		t.Fatal("a subscriber other than the last, or one unsubscribed already, was told upstream")
+	if subs.add(b, "u") {
+		t.Fatal("a second subscriber was told upstream")
+	}
+	if again := subs.add(a, "u"); again {
+		t.Fatal("a subscriber subscribing again was told upstream")
+	}
+	if subs.remove(a, "u") {
+		t.Fatal("a subscriber other than the last was told upstream")
+	}
+	if twice := subs.remove(a, "u"); twice {
+		t.Fatal("a subscriber unsubscribing twice was told upstream")
 	}
 	subs.add(a, "v")
 	if got := subs.drop(b); !slices.Equal(got, []string{"u"}) {

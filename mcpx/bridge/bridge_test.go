@@ -1,3 +1,4 @@
+//lint:file-ignore SA1019 the test server asks for sampling, deprecated (SEP-2577) but still relayed
 package bridge
 
 import (

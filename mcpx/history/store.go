@@ -99,11 +99,10 @@ type Store struct {
 	mu   sync.Mutex
 	seqs map[string]uint64 // last seq handed out per topic, once loaded
 
-	in       chan op
-	done     chan struct{} // closed when the writer exits
-	closeMu  sync.RWMutex  // held for reading while sending on in
-	closed   bool
-	writeErr error // the first failed commit, guarded by mu
+	in      chan op
+	done    chan struct{} // closed when the writer exits
+	closeMu sync.RWMutex  // held for reading while sending on in
+	closed  bool
 }
 
 // op is a record to write, or a barrier (sync non-nil) to acknowledge once

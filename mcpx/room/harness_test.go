@@ -116,7 +116,6 @@ type client struct {
 	t    testing.TB
 	id   string
 	conn *websocket.Conn
-	n    atomic.Int64
 }
 
 // msg is a received envelope, decoded loosely so tests can see exactly
@@ -393,6 +392,7 @@ func (g *testGateway) dialStatus(query string, header http.Header, subprotocols 
 	}
 	if resp == nil {
 		g.t.Fatalf("dial %s: %v", query, err)
+		return 0, nil
 	}
 	var body map[string]any
 	b, _ := io.ReadAll(resp.Body)
