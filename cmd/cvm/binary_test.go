@@ -18,6 +18,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/coder/websocket"
+	"go.uber.org/goleak"
 )
 
 // cvmBinary is built once by TestMain; end-to-end tests drive it as users
@@ -41,6 +42,13 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	if code == 0 {
+		// goleak.VerifyTestMain would exit before the binaries are removed.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/cvmgo/cvm/mcpx/roomtest"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
 )
 
 // The bridge tests run this test binary as the bridge's stdio MCP server:
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 		runTestChild()
 		return
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func runTestChild() {

@@ -212,14 +212,13 @@ func (p *PeerConn) WriteRelated(ctx context.Context, req *jsonrpc.Request, relat
 func (p *PeerConn) Close() error {
 	p.once.Do(func() {
 		p.mu.Lock()
-		var open []any
+		var open []jsonrpc.ID
 		for id := range p.incoming {
 			open = append(open, id)
 		}
 		p.mu.Unlock()
 		for _, id := range open {
-			params, _ := mcpmsg.Marshal(map[string]any{"requestId": id, "reason": "the session with the peer ended"})
-			p.q.push(&jsonrpc.Request{Method: mcpmsg.MethodCancelled, Params: params})
+			p.q.push(mcpmsg.Cancelled(id, "the session with the peer ended"))
 		}
 		p.q.drainThenClose()
 		c := p.c
