@@ -81,8 +81,14 @@ func testServer() *mcp.Server {
 	type slowIn struct {
 		Ms    int `json:"ms,omitempty"`
 		Steps int `json:"steps,omitempty"`
+		// Started asks for a progress notification (progress 0) as soon
+		// as the call runs: the tests' proof that it is in flight here.
+		Started bool `json:"started,omitempty"`
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "slow"}, func(ctx context.Context, req *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, any, error) {
+		if tok := req.Params.GetProgressToken(); tok != nil && in.Started {
+			req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 0, Message: "started"})
+		}
 		steps := max(in.Steps, 1)
 		for i := 1; i <= steps; i++ {
 			select {

@@ -195,6 +195,52 @@ func within[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
 	}
 }
 
+// inFlight is a client session that can tell when a slow call of its runs
+// in the upstream.
+type inFlight struct {
+	cs      *mcp.ClientSession
+	started chan struct{}
+}
+
+// connectInFlight connects a client session (with opts, which may be nil)
+// whose first progress notification is the signal that its slow call runs.
+func (b *bench) connectInFlight(opts *mcp.ClientOptions) *inFlight {
+	b.t.Helper()
+	f := &inFlight{started: make(chan struct{}, 1)}
+	var o mcp.ClientOptions
+	if opts != nil {
+		o = *opts
+	}
+	o.ProgressNotificationHandler = func(context.Context, *mcp.ProgressNotificationClientRequest) {
+		select {
+		case f.started <- struct{}{}:
+		default:
+		}
+	}
+	f.cs = b.connect(&o)
+	return f
+}
+
+// slow starts the slow tool for ms and returns once the upstream runs it;
+// the call's outcome arrives on the channel.
+func (f *inFlight) slow(t *testing.T, ms int) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		params := &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"ms": ms, "started": true}}
+		params.SetProgressToken("in-flight")
+		res, err := f.cs.CallTool(ctx, params)
+		if err == nil && res.IsError {
+			err = errors.New(res.Content[0].(*mcp.TextContent).Text)
+		}
+		done <- err
+	}()
+	within(t, f.started, 10*time.Second, "slow call running in the upstream")
+	return done
+}
+
 func httptestGet(gw *gateway.Gateway, path string) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
 	gw.Handler().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))

@@ -35,6 +35,7 @@ func TestShared_RequestIDsAndProgressTokensDoNotCollide(t *testing.T) {
 		cs       *mcp.ClientSession
 		mu       sync.Mutex
 		progress []float64
+		totals   []float64
 	}
 	clients := make([]*client, 3)
 	for i := range clients {
@@ -42,6 +43,7 @@ func TestShared_RequestIDsAndProgressTokensDoNotCollide(t *testing.T) {
 		c.cs = b.connect(&mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			c.mu.Lock()
 			c.progress = append(c.progress, req.Params.Progress)
+			c.totals = append(c.totals, req.Params.Total)
 			c.mu.Unlock()
 		}})
 		clients[i] = c
@@ -65,12 +67,17 @@ func TestShared_RequestIDsAndProgressTokensDoNotCollide(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// Client i's call reports i+2 steps, each with total i+2: a
+	// notification with another total is another client's. (That the mux
+	// never misroutes one, even late, is internal/mcpmux's test, where
+	// delivery is synchronous.)
 	for i, c := range clients {
 		eventually(t, "progress", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.progress) >= i+2 })
-		time.Sleep(50 * time.Millisecond)
 		c.mu.Lock()
-		if len(c.progress) != i+2 {
-			t.Errorf("client %d got %d progress notifications (%v), want %d: its own only", i, len(c.progress), c.progress, i+2)
+		for _, total := range c.totals {
+			if total != float64(i+2) {
+				t.Errorf("client %d got progress of a call with %v steps (%v): another client's", i, total, c.progress)
+			}
 		}
 		c.mu.Unlock()
 	}
@@ -134,19 +141,17 @@ func TestShared_SubscriptionsAreTrackedPerClient(t *testing.T) {
 func TestShared_ServerToClientRequestsGoToTheOneClientInFlight(t *testing.T) {
 	b := newBench(t, gateway.Options{Mode: gateway.Shared})
 	a := b.connect(&mcp.ClientOptions{CreateMessageHandler: sampler})
-	other := b.connect(nil) // declares no sampling
+	other := b.connectInFlight(nil) // declares no sampling
 
 	if got := call(t, a, "sample", map[string]any{"text": "hi"}); got != "sampled: hi" {
 		t.Fatalf("with one client in flight: %q", got)
 	}
-	if _, err := tryCall(other, "sample", map[string]any{"text": "hi"}); err == nil || !strings.Contains(err.Error(), "did not declare") {
+	if _, err := tryCall(other.cs, "sample", map[string]any{"text": "hi"}); err == nil || !strings.Contains(err.Error(), "did not declare") {
 		t.Fatalf("client without sampling: %v", err)
 	}
 
 	// Two clients in flight: nothing says whose request it is.
-	slow := make(chan error, 1)
-	go func() { _, err := tryCall(other, "slow", map[string]any{"ms": 1500}); slow <- err }()
-	time.Sleep(300 * time.Millisecond)
+	slow := other.slow(t, 1500)
 	_, err := tryCall(a, "sample", map[string]any{"text": "hi"})
 	if err == nil || !strings.Contains(err.Error(), "2 clients have requests in flight") || !strings.Contains(err.Error(), "per-client") {
 		t.Fatalf("with two clients in flight: %v; want a refusal that says why and what to do", err)
@@ -165,21 +170,19 @@ func TestShared_ChildCrash(t *testing.T) {
 	a := b.connect(&mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 		updated <- req.Params.URI
 	}})
-	c := b.connect(nil)
+	c := b.connectInFlight(nil)
 	pid := call(t, a, "pid", nil)
 	if err := a.Subscribe(context.Background(), &mcp.SubscribeParams{URI: "test://a"}); err != nil {
 		t.Fatal(err)
 	}
-	slow := make(chan error, 1)
-	go func() { _, err := tryCall(c, "slow", map[string]any{"ms": 10000}); slow <- err }()
-	time.Sleep(200 * time.Millisecond)
+	slow := c.slow(t, 10000)
 	if _, err := tryCall(a, "crash", map[string]any{"code": 4}); err == nil || !strings.Contains(err.Error(), "exit status 4") {
 		t.Fatalf("crash: %v", err)
 	}
 	if err := within(t, slow, 5*time.Second, "answer to the other client's call"); err == nil || !strings.Contains(err.Error(), "exited") {
 		t.Fatalf("other client's call in flight: %v", err)
 	}
-	for _, cs := range []*mcp.ClientSession{a, c} {
+	for _, cs := range []*mcp.ClientSession{a, c.cs} {
 		var again string
 		eventually(t, "the shared upstream to be back", func() bool {
 			var err error
@@ -190,7 +193,7 @@ func TestShared_ChildCrash(t *testing.T) {
 			t.Fatal("same upstream after a crash")
 		}
 	}
-	call(t, c, "touch", map[string]any{"uri": "test://a"})
+	call(t, c.cs, "touch", map[string]any{"uri": "test://a"})
 	if uri := within(t, updated, 5*time.Second, "update after the restart"); uri != "test://a" {
 		t.Errorf("updated %q", uri)
 	}
