@@ -134,7 +134,8 @@ type tcpProxy struct {
 	t         testing.TB
 	ln        net.Listener
 	target    string
-	blackhole atomic.Bool // swallow what clients send
+	blackhole atomic.Bool   // swallow what clients send
+	swallowed chan struct{} // a signal each time the blackhole swallowed something
 	mu        sync.Mutex
 	conns     []net.Conn
 }
@@ -144,7 +145,7 @@ func newProxy(t testing.TB, target string) *tcpProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &tcpProxy{t: t, ln: ln, target: target}
+	p := &tcpProxy{t: t, ln: ln, target: target, swallowed: make(chan struct{}, 1)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -165,8 +166,14 @@ func newProxy(t testing.TB, target string) *tcpProxy {
 				buf := make([]byte, 32<<10)
 				for {
 					n, err := c.Read(buf)
-					if n > 0 && !p.blackhole.Load() {
+					switch {
+					case n > 0 && !p.blackhole.Load():
 						up.Write(buf[:n])
+					case n > 0:
+						select {
+						case p.swallowed <- struct{}{}:
+						default:
+						}
 					}
 					if err != nil {
 						up.Close()
@@ -217,7 +224,11 @@ func TestClient_UnconfirmedEnvelopesAreCheckedAfterReconnect(t *testing.T) {
 	// Lost on the way: sent again.
 	proxy.blackhole.Store(true)
 	alice.Notify(ctx, []string{"bob"}, methodChat, map[string]string{"text": "lost"})
-	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-proxy.swallowed:
+	case <-ctx.Done():
+		t.Fatal("the chat never reached the proxy")
+	}
 	proxy.cut()
 	proxy.blackhole.Store(false)
 	ev.wait(t, "disconnect", func(e Event) bool { return e.Type == EventDisconnected })
