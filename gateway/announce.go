@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
@@ -45,13 +46,15 @@ func announceSession(ctx context.Context, up Upstream, srv *contextvm.Server) er
 	if err != nil {
 		return err
 	}
-	defer cs.Close()
 	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		cs.Wait()
+	var ended sync.WaitGroup
+	ended.Go(func() {
+		cs.Wait() // the upstream session ended: stop announcing from it
 		cancel()
-	}()
+	})
+	defer ended.Wait()
+	defer cs.Close()
+	defer cancel()
 	srv.KeepAnnounced(sctx, cs, changed)
 	return ctx.Err()
 }

@@ -112,6 +112,17 @@ func (p *proc) readyLine(t testing.TB, v any) {
 	}
 }
 
+// wait returns the exit code once the process has exited by itself.
+func (p *proc) wait(t testing.TB) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("process did not exit; stderr: %s", p.stderr)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
 // stop sends sig and returns the exit code, failing if the process lingers.
 func (p *proc) stop(t testing.TB, sig os.Signal) int {
 	t.Helper()
@@ -244,14 +255,43 @@ func queryIDs(t *testing.T, url string, f nostr.Filter) []string {
 
 // syncBuffer collects a child's stderr while tests read it.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	grew chan struct{} // closed, and replaced, by every write
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.grew != nil {
+		close(b.grew)
+		b.grew = nil
+	}
 	return b.buf.Write(p)
+}
+
+// waitFor returns once what was written contains s: a process saying what
+// it did is the tests' handshake with it.
+func (b *syncBuffer) waitFor(t testing.TB, s string) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		b.mu.Lock()
+		if strings.Contains(b.buf.String(), s) {
+			b.mu.Unlock()
+			return
+		}
+		if b.grew == nil {
+			b.grew = make(chan struct{})
+		}
+		grew := b.grew
+		b.mu.Unlock()
+		select {
+		case <-grew:
+		case <-timeout:
+			t.Fatalf("never wrote %q; wrote:\n%s", s, b.String())
+		}
+	}
 }
 
 func (b *syncBuffer) String() string {

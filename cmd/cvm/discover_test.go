@@ -13,25 +13,19 @@ import (
 	"github.com/cvmgo/cvm/relay/relaytest"
 )
 
-// discoverJSON runs cvm discover --json with args until ok accepts the
-// servers it lists.
+// discoverJSON runs cvm discover --json with args and checks that ok
+// accepts the servers it lists.
 func discoverJSON(t *testing.T, c *cli, ok func([]discovery.Server) bool, args ...string) []discovery.Server {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		code, out, errOut := c.run(append([]string{"discover", "--json"}, args...)...)
-		var servers []discovery.Server
-		if code != 0 || json.Unmarshal([]byte(out), &servers) != nil {
-			t.Fatalf("discover: code %d, %q, %q", code, out, errOut)
-		}
-		if ok(servers) {
-			return servers
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("discover never listed what was expected: %s", out)
-		}
-		time.Sleep(100 * time.Millisecond)
+	code, out, errOut := c.run(append([]string{"discover", "--json"}, args...)...)
+	var servers []discovery.Server
+	if code != 0 || json.Unmarshal([]byte(out), &servers) != nil {
+		t.Fatalf("discover: code %d, %q, %q", code, out, errOut)
 	}
+	if !ok(servers) {
+		t.Fatalf("discover did not list what was expected: %s", out)
+	}
+	return servers
 }
 
 // Two gateways announce the demo server's add as a common tool at different
@@ -49,6 +43,7 @@ func TestAnnounceDiscoverAndCallBySchema(t *testing.T) {
 			"--common-tool", "add", "--category", "math", "--", demoServerBinary)
 		var ready gatewayReady
 		p.readyLine(t, &ready)
+		p.stderr.waitFor(t, `msg=announced`) // the first announcements are on the relay
 		return p, ready, key
 	}
 	cheap, cheapReady, _ := gateway("2")
@@ -153,8 +148,10 @@ func TestDiscover_BadInput(t *testing.T) {
 func TestDiscoverWatch(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	c := newCLI(t)
+	// Whether the gateway's announcements come before the watch's first
+	// query or after it, they are printed the same way (a line each), so
+	// nothing needs to wait for the watch to be live.
 	watch := startCVM(t, c, "discover", "--watch", "--json", "--relay", r.URL)
-	time.Sleep(500 * time.Millisecond) // the watch subscribes after its first query
 	key := filepath.Join(t.TempDir(), "key")
 	if code, _, errOut := c.run("keygen", "--out", key); code != 0 {
 		t.Fatal(errOut)

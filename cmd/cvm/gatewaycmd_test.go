@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
@@ -53,22 +52,14 @@ func TestGatewayCommand_ServesAndShutsDownCleanly(t *testing.T) {
 			}
 
 			// A call in flight at SIGTERM is answered with an error.
-			inflight := make(chan [3]any, 1)
-			go func() {
-				code, out, errOut := c.run("call", ready.Npub, "count", "n=100", "delay_ms=100", "--relay", r.URL)
-				inflight <- [3]any{code, out, errOut}
-			}()
-			time.Sleep(700 * time.Millisecond)
+			// Its first progress line says the call runs in the upstream.
+			inflight := startCVM(t, c, "call", ready.Npub, "count", "n=100", "delay_ms=100", "--relay", r.URL)
+			inflight.stderr.waitFor(t, "progress 1/100")
 			if code := p.stop(t, syscall.SIGTERM); code != 0 {
 				t.Fatalf("exit code %d after SIGTERM; stderr: %s", code, p.stderr)
 			}
-			select {
-			case res := <-inflight:
-				if res[0] != exitRemote || !strings.Contains(res[2].(string), "shutting down") {
-					t.Errorf("call in flight at shutdown: %v", res)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("a call in flight at shutdown was left hanging")
+			if code := inflight.wait(t); code != exitRemote || !strings.Contains(inflight.stderr.String(), "shutting down") {
+				t.Errorf("call in flight at shutdown: exit %d, stderr %s", code, inflight.stderr)
 			}
 			if rest, _ := io.ReadAll(p.stdout); len(rest) != 0 {
 				t.Errorf("stdout after the ready line: %q", rest)
