@@ -32,26 +32,19 @@ func TestReferenceAnnouncementsInTheCatalog(t *testing.T) {
 	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{r.URL}})
 	defer pool.Close()
 
-	var s discovery.Server
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c, err := discovery.Fetch(ctx, pool, discovery.Filter{})
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ok bool
-		if s, ok = c.Server(pk); ok && len(s.Tools) > 0 && len(s.Relays) > 0 {
-			if skipped := c.Skipped(); len(skipped) > 0 {
-				t.Errorf("the catalog skipped parts of the reference's announcements: %+v", skipped)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the reference's announcements never reached the catalog (last: %+v, %v)", s, ok)
-		}
-		time.Sleep(100 * time.Millisecond)
+	awaitAnnounced(t, r.URL, pk, contextvm.KindServerAnnouncement, contextvm.KindToolsList, nostr.KindRelayListMetadata)
+	fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	c, err := discovery.Fetch(fctx, pool, discovery.Filter{})
+	fcancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := c.Server(pk)
+	if !ok || len(s.Tools) == 0 || len(s.Relays) == 0 {
+		t.Fatalf("the reference's announcements are not in the catalog: %+v, %v", s, ok)
+	}
+	if skipped := c.Skipped(); len(skipped) > 0 {
+		t.Errorf("the catalog skipped parts of the reference's announcements: %+v", skipped)
 	}
 	if s.Name != "TS Reference Server" || s.About != "interop peer" || !s.Encryption || !s.EphemeralGiftWrap ||
 		s.ServerInfo.Name != "ts-reference-server" || !slices.Equal(s.Relays, []string{r.URL}) || !slices.Equal(s.Categories, []string{"math"}) {
@@ -123,15 +116,9 @@ func TestCVMAnnouncementsReadByNostrTools(t *testing.T) {
 			Computed string `json:"computed"`
 		} `json:"tools"`
 	}
+	awaitAnnounced(t, r.URL, srv.PublicKey(), contextvm.KindServerAnnouncement, contextvm.KindToolsList, contextvm.KindPromptsList, nostr.KindRelayListMetadata)
 	var got read
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		got = read{}
-		runScript(t, 30*time.Second, "read-announcements.mjs", map[string]string{"RELAY_URL": r.URL, "PUBKEY": srv.PublicKey().Hex()}, &got)
-		if got.OK && len(got.Events) == 4 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	runScript(t, 30*time.Second, "read-announcements.mjs", map[string]string{"RELAY_URL": r.URL, "PUBKEY": srv.PublicKey().Hex()}, &got)
 	if !got.OK || len(got.Events) != 4 { // 11316, 11317, 11320, 10002
 		t.Fatalf("nostr-tools read %+v", got)
 	}

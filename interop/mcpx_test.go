@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -112,8 +111,12 @@ func TestMCPx_BridgesAndGoParticipants(t *testing.T) {
 	gopts.Server = participant.SDKServer(goServer)
 	goClient := connect(t, gopts)
 
-	var progress sync.Map
-	var updated atomic.Value
+	type step struct {
+		progress float64
+		token    any
+	}
+	progress := make(chan step, 16)
+	updated := make(chan string, 4)
 	var sampled atomic.Int32
 	sdkClient := mcp.NewClient(&mcp.Implementation{Name: "go-client", Version: "1.0.0"}, &mcp.ClientOptions{
 		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
@@ -122,10 +125,13 @@ func TestMCPx_BridgesAndGoParticipants(t *testing.T) {
 				Content: &mcp.TextContent{Text: "sampled by go for: " + req.Params.Messages[0].Content.(*mcp.TextContent).Text}}, nil
 		},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-			progress.Store(req.Params.Progress, req.Params.ProgressToken)
+			progress <- step{req.Params.Progress, req.Params.ProgressToken}
 		},
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-			updated.Store(req.Params.URI)
+			select {
+			case updated <- req.Params.URI:
+			default:
+			}
 		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -188,19 +194,16 @@ func TestMCPx_BridgesAndGoParticipants(t *testing.T) {
 		if err != nil || !strings.Contains(text(t, res), "Long running operation completed") {
 			t.Fatalf("long-running: %v %v", res, err)
 		}
-		for _, step := range []float64{1, 2, 3} {
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				if tok, ok := progress.Load(step); ok {
-					if tok != "go-token" {
-						t.Fatalf("progress %v came with token %v", step, tok)
-					}
-					break
+		seen := map[float64]bool{}
+		for len(seen) < 3 {
+			select {
+			case p := <-progress:
+				if p.token != "go-token" {
+					t.Fatalf("progress %v came with token %v", p.progress, p.token)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("no progress %v", step)
-				}
-				time.Sleep(10 * time.Millisecond)
+				seen[p.progress] = true
+			case <-time.After(5 * time.Second):
+				t.Fatalf("progress of 3 steps: only %v", seen)
 			}
 		}
 	})
@@ -243,12 +246,12 @@ func TestMCPx_BridgesAndGoParticipants(t *testing.T) {
 		if _, err := alpha.CallTool(ctx, &mcp.CallToolParams{Name: "toggle-subscriber-updates"}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for updated.Load() != uri {
-			if time.Now().After(deadline) {
+		for got := ""; got != uri; {
+			select {
+			case got = <-updated:
+			case <-time.After(10 * time.Second):
 				t.Fatal("no notifications/resources/updated for the subscribed resource")
 			}
-			time.Sleep(10 * time.Millisecond)
 		}
 	})
 	t.Run("prompts and completion", func(t *testing.T) {
@@ -301,10 +304,17 @@ func TestMCPx_BridgeRestartsItsServer(t *testing.T) {
 	// A call that reports progress every 0.2 s: its first progress proves
 	// it is running in the server when the server is killed.
 	running := make(chan struct{}, 1)
+	relisted := make(chan struct{}, 1) // the bridge says so once a restarted server is initialized
 	sdk := mcp.NewClient(&mcp.Implementation{Name: "caller"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
 			select {
 			case running <- struct{}{}:
+			default:
+			}
+		},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case relisted <- struct{}{}:
 			default:
 			}
 		},
@@ -341,15 +351,13 @@ func TestMCPx_BridgeRestartsItsServer(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the server was not restarted")
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		res, err := caller.Request(ctx, "alpha", "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"message": "again"}})
-		if err == nil && strings.Contains(string(res), "Echo: again") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no service after the restart: %s %v", res, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	select {
+	case <-relisted:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no tools/list_changed after the restart")
+	}
+	res, err := caller.Request(ctx, "alpha", "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"message": "again"}})
+	if err != nil || !strings.Contains(string(res), "Echo: again") {
+		t.Fatalf("no service after the restart: %s %v", res, err)
 	}
 }

@@ -133,11 +133,5 @@ func TestCorruptTransferToReference(t *testing.T) {
 	send("missing", 2, fmt.Sprintf(`{"type":"oversized-transfer","frameType":"chunk","data":%q}`, msg))
 	send("missing", 4, `{"type":"oversized-transfer","frameType":"end"}`)
 
-	deadline := time.Now().Add(10 * time.Second)
-	for !(strings.Contains(stderr.String(), "digest mismatch") && strings.Contains(stderr.String(), "Expected 2 chunks")) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the reference did not refuse both transfers; stderr:\n%s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	stderr.waitFor(t, 10*time.Second, "digest mismatch", "Expected 2 chunks")
 }

@@ -3,13 +3,18 @@ package interop
 import (
 	"bufio"
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/nostrx"
 )
 
 // startNode starts a long-running Node script from js/ (or another path
@@ -64,14 +69,47 @@ func startNode(t *testing.T, script string, env map[string]string, ready any) *l
 }
 
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+	mu   sync.Mutex
+	b    strings.Builder
+	grew chan struct{} // closed, and replaced, by every write
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.grew != nil {
+		close(l.grew)
+		l.grew = nil
+	}
 	return l.b.Write(p)
+}
+
+// waitFor returns once every one of want has been written: what a peer
+// prints is the tests' handshake with it.
+func (l *lockedBuffer) waitFor(t *testing.T, d time.Duration, want ...string) {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		l.mu.Lock()
+		all := true
+		for _, w := range want {
+			all = all && strings.Contains(l.b.String(), w)
+		}
+		if all {
+			l.mu.Unlock()
+			return
+		}
+		if l.grew == nil {
+			l.grew = make(chan struct{})
+		}
+		grew := l.grew
+		l.mu.Unlock()
+		select {
+		case <-grew:
+		case <-timeout:
+			t.Fatalf("never wrote %q; wrote:\n%s", want, l.String())
+		}
+	}
 }
 
 func (l *lockedBuffer) String() string {
@@ -91,4 +129,28 @@ func startThirdPartyRelay(t *testing.T, tagFilters string) string {
 	var ready struct{ URL string }
 	startNode(t, "thirdparty-relay/relay.mjs", map[string]string{"TAG_FILTERS": tagFilters}, &ready)
 	return ready.URL
+}
+
+// awaitAnnounced returns once author's events of every kind are on the
+// relay, read from a live subscription: announcements are published after
+// a server says it is ready.
+func awaitAnnounced(t *testing.T, relayURL string, author nostr.PubKey, kinds ...nostr.Kind) {
+	t.Helper()
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{relayURL}})
+	defer pool.Close()
+	sub := pool.Subscribe(nostr.Filter{Authors: []nostr.PubKey{author}, Kinds: kinds}, 16)
+	defer sub.Close()
+	missing := map[nostr.Kind]bool{}
+	for _, k := range kinds {
+		missing[k] = true
+	}
+	timeout := time.After(20 * time.Second)
+	for len(missing) > 0 {
+		select {
+		case evt := <-sub.Events():
+			delete(missing, evt.Kind)
+		case <-timeout:
+			t.Fatalf("announcements of kinds %v never reached the relay", slices.Collect(maps.Keys(missing)))
+		}
+	}
 }

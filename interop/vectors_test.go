@@ -3,7 +3,6 @@ package interop
 import (
 	"context"
 	"encoding/json"
-
 	"os"
 	"path/filepath"
 	"testing"
