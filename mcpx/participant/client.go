@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -191,6 +190,9 @@ type Client struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the run loop, servers, timers' goroutines
 
+	// pending are our requests in flight, with a lock of their own.
+	pending *pendingTable
+
 	mu        sync.Mutex
 	conn      *websocket.Conn // nil while disconnected
 	ready     chan struct{}   // closed while connected
@@ -205,9 +207,6 @@ type Client struct {
 	token     string // the token of the current connection
 
 	out      outbox
-	pending  map[string]*pending       // our requests in flight, by envelope id
-	byToken  map[mcpmsg.Token]*pending // ... by the progress token we put on them
-	nextWire int64                     // JSON-RPC ids of our requests: unique per client
 	peers    map[string]*peerState
 	servers  map[string]*PeerConn         // server side, per peer
 	sessions map[string][]*clientSideConn // go-sdk client sessions, per peer
@@ -233,8 +232,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		ready:    make(chan struct{}),
 		roster:   map[string]mcpx.Participant{},
 		out:      newOutbox(),
-		pending:  map[string]*pending{},
-		byToken:  map[mcpmsg.Token]*pending{},
+		pending:  newPendingTable(opts.RequestTimeout),
 		peers:    map[string]*peerState{},
 		servers:  map[string]*PeerConn{},
 		sessions: map[string][]*clientSideConn{},
@@ -321,8 +319,8 @@ func (c *Client) Close() error {
 		conn.Close(websocket.StatusNormalClosure, "leaving")
 	}
 	c.cancel()
+	pend := c.pending.close()
 	c.mu.Lock()
-	pend := c.takePendingLocked(func(*pending) bool { return true })
 	var conns []interface{ Close() error }
 	for _, s := range c.servers {
 		conns = append(conns, s)

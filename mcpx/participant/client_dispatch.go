@@ -161,7 +161,7 @@ func (c *Client) onCancelled(e *mcpx.Envelope, m *jsonrpc.Request) {
 func (c *Client) toClientSide(e *mcpx.Envelope, m *jsonrpc.Request) {
 	c.mu.Lock()
 	var target *clientSideConn
-	if p := c.pending[e.CorrelationID]; p != nil {
+	if p := c.pending.sentIn(e.CorrelationID); p != nil {
 		if s, ok := p.sink.(*clientSideConn); ok && s.peer == e.From {
 			target = s
 		}
@@ -226,8 +226,8 @@ func (c *Client) onPresence(e *mcpx.Envelope) {
 // peerGone ends everything this participant has with a peer that left:
 // its requests fail with ErrPeerLeft, its sessions (both sides) close.
 func (c *Client) peerGone(id string) {
+	pend := c.pending.takeAll(func(p *pending) bool { return p.peer == id })
 	c.mu.Lock()
-	pend := c.takePendingLocked(func(p *pending) bool { return p.peer == id })
 	server := c.servers[id]
 	delete(c.servers, id)
 	sessions := c.sessions[id]
@@ -288,9 +288,8 @@ func (c *Client) onSystem(e *mcpx.Envelope) {
 	c.mu.Lock()
 	// Refused or (unknown_recipient) stored: either way, settled.
 	c.out.confirm(e.CorrelationID)
-	p2 := c.pending[e.CorrelationID]
-	ok := p2 != nil && c.forgetLocked(p2)
 	c.mu.Unlock()
+	p2, ok := c.pending.takeEnvelope(e.CorrelationID)
 	if ok {
 		p2.sink.fail(p2, gerr)
 	}

@@ -73,14 +73,7 @@ func TestClient_PeerLeavingFailsItsRequests(t *testing.T) {
 		done <- err
 	}()
 	eventually(t, "the call in flight", func() bool {
-		caller.mu.Lock()
-		defer caller.mu.Unlock()
-		for _, p := range caller.pending {
-			if p.method == "tools/call" {
-				return true
-			}
-		}
-		return false
+		return caller.pending.has("tools/call")
 	})
 	server.Close()
 	if err := <-done; err == nil || !errors.Is(err, ErrPeerLeft) {

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -49,7 +48,7 @@ func fuzzClient() *Client {
 	opts.defaults()
 	opts.Server = SDKServer(mcp.NewServer(&mcp.Implementation{Name: "me"}, nil))
 	c := &Client{opts: opts, log: opts.Logger, ready: make(chan struct{}), roster: map[string]mcpx.Participant{},
-		out: newOutbox(), pending: map[string]*pending{}, byToken: map[mcpmsg.Token]*pending{}, peers: map[string]*peerState{},
+		out: newOutbox(), pending: newPendingTable(0), peers: map[string]*peerState{},
 		servers: map[string]*PeerConn{}, sessions: map[string][]*clientSideConn{}, onceLog: map[string]bool{},
 		self: mcpx.Participant{ID: "me"}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())

@@ -262,14 +262,7 @@ func TestClient_PeerSlowToReconnectKeepsItsRequests(t *testing.T) {
 		done <- err
 	}()
 	eventually(t, "the call in flight", func() bool {
-		caller.mu.Lock()
-		defer caller.mu.Unlock()
-		for _, p := range caller.pending {
-			if p.method == "tools/call" {
-				return true
-			}
-		}
-		return false
+		return caller.pending.has("tools/call")
 	})
 	g.restart()
 	// The caller is back first and does not find slowpoke in its welcome.

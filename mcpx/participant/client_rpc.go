@@ -50,10 +50,7 @@ type pending struct {
 // peer's call). The request is tracked before it is sent, so even an
 // immediate answer finds it.
 func (c *Client) startRequest(ctx context.Context, peer string, req *jsonrpc.Request, s sink, related string) (*pending, error) {
-	c.mu.Lock()
-	c.nextWire++
-	p := &pending{peer: peer, method: req.Method, wireID: c.nextWire, origID: req.ID, sink: s}
-	c.mu.Unlock()
+	p := &pending{peer: peer, method: req.Method, wireID: c.pending.nextWireID(), origID: req.ID, sink: s}
 	wire := &jsonrpc.Request{ID: mcpmsg.IntID(p.wireID), Method: req.Method, Params: req.Params}
 	if tok, ok := mcpmsg.ProgressToken(req); ok {
 		p.origToken = tok
@@ -69,21 +66,11 @@ func (c *Client) startRequest(ctx context.Context, peer string, req *jsonrpc.Req
 	}
 	e := c.envelope([]string{peer}, payload, related)
 	p.envID = e.ID
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, errConnClosed
+	if err := c.pending.add(p, c.expire); err != nil {
+		return nil, err
 	}
-	c.pending[p.envID] = p
-	if !p.token.IsZero() {
-		c.byToken[p.token] = p
-	}
-	if c.opts.RequestTimeout > 0 {
-		p.timer = time.AfterFunc(c.opts.RequestTimeout, func() { c.expire(p) })
-	}
-	c.mu.Unlock()
 	if err := c.send(ctx, e); err != nil {
-		c.forget(p)
+		c.pending.forget(p)
 		return nil, err
 	}
 	return p, nil
@@ -103,43 +90,9 @@ func (c *Client) envelope(to []string, payload json.RawMessage, correlation stri
 	}
 }
 
-// forget stops tracking p; it reports false if p was already answered,
-// expired or failed, in which case nobody may complete it again.
-func (c *Client) forget(p *pending) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.forgetLocked(p)
-}
-
-func (c *Client) forgetLocked(p *pending) bool {
-	if c.pending[p.envID] != p {
-		return false
-	}
-	delete(c.pending, p.envID)
-	if !p.token.IsZero() {
-		delete(c.byToken, p.token)
-	}
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	return true
-}
-
-// takePendingLocked stops tracking every pending request matching pred and
-// returns them, for the caller to fail once the lock is released.
-func (c *Client) takePendingLocked(pred func(*pending) bool) []*pending {
-	var out []*pending
-	for _, p := range c.pending {
-		if pred(p) && c.forgetLocked(p) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // expire fails a request with no answer in time and tells the peer.
 func (c *Client) expire(p *pending) {
-	if !c.forget(p) {
+	if !c.pending.forget(p) {
 		return
 	}
 	c.goOwned(func() { c.sendCancelled(p, "timeout") })
@@ -163,15 +116,11 @@ func (c *Client) sendCancelled(p *pending, reason string) {
 
 // onResponse completes the request a response envelope answers.
 func (c *Client) onResponse(e *mcpx.Envelope, m *jsonrpc.Response) {
-	c.mu.Lock()
-	p := c.pending[e.CorrelationID]
-	if p == nil || p.peer != e.From {
-		c.mu.Unlock()
+	p, ok := c.pending.takeAnswered(e.CorrelationID, e.From)
+	if !ok {
 		c.log.Debug("response to no request of ours", "from", e.From, "correlation_id", e.CorrelationID)
 		return
 	}
-	c.forgetLocked(p)
-	c.mu.Unlock()
 	if got, ok := m.ID.Raw().(int64); !ok || got != p.wireID {
 		c.log.Warn("a peer answered with another JSON-RPC id than it was asked with; going by correlation_id",
 			"peer", p.peer, "sent", p.wireID, "got", m.ID.Raw())
@@ -184,16 +133,10 @@ func (c *Client) onResponse(e *mcpx.Envelope, m *jsonrpc.Response) {
 // with the caller's own token, and restarts that request's clock.
 func (c *Client) onProgress(e *mcpx.Envelope, m *jsonrpc.Request) bool {
 	tok, _ := mcpmsg.ProgressToken(m)
-	c.mu.Lock()
-	p := c.byToken[tok]
-	if p == nil || p.peer != e.From {
-		c.mu.Unlock()
+	p, ok := c.pending.progressed(tok, e.From)
+	if !ok {
 		return false
 	}
-	if p.timer != nil {
-		p.timer.Reset(c.opts.RequestTimeout)
-	}
-	c.mu.Unlock()
 	back, err := mcpmsg.WithProgressToken(m, p.origToken)
 	if err != nil {
 		return false
@@ -209,16 +152,7 @@ func (c *Client) cancelFor(s sink, params json.RawMessage) {
 	if !ok {
 		return
 	}
-	c.mu.Lock()
-	var found *pending
-	for _, p := range c.pending {
-		if p.sink == s && p.origID == id {
-			found = p
-			break
-		}
-	}
-	ok = found != nil && c.forgetLocked(found)
-	c.mu.Unlock()
+	found, ok := c.pending.takeOf(s, id)
 	if !ok {
 		return // answered already
 	}
@@ -279,7 +213,7 @@ func (c *Client) Call(ctx context.Context, peer, method string, params json.RawM
 	case r := <-s.done:
 		return r.result, r.err
 	case <-ctx.Done():
-		if c.forget(p) {
+		if c.pending.forget(p) {
 			c.goOwned(func() { c.sendCancelled(p, context.Cause(ctx).Error()) })
 		}
 		return nil, ctx.Err()

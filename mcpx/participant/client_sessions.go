@@ -226,8 +226,8 @@ func (p *PeerConn) Close() error {
 		if c.servers[p.peer] == p {
 			delete(c.servers, p.peer)
 		}
-		pend := c.takePendingLocked(func(x *pending) bool { return x.sink == sink(p) })
 		c.mu.Unlock()
+		pend := c.pending.takeAll(func(x *pending) bool { return x.sink == sink(p) })
 		for _, x := range pend {
 			x.sink.fail(x, errConnClosed)
 		}
@@ -384,8 +384,8 @@ func (s *clientSideConn) Close() error {
 		if len(c.sessions[s.peer]) == 0 {
 			delete(c.sessions, s.peer)
 		}
-		pend := c.takePendingLocked(func(x *pending) bool { return x.sink == sink(s) })
 		c.mu.Unlock()
+		pend := c.pending.takeAll(func(x *pending) bool { return x.sink == sink(s) })
 		for _, p := range pend {
 			c.goOwned(func() { c.sendCancelled(p, "session closed") })
 		}
