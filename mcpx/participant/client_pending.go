@@ -153,12 +153,6 @@ func (t *pendingTable) close() []*pending {
 	return all
 }
 
-// len is the number of requests in flight.
-func (t *pendingTable) len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.byEnv)
-}
 
 // has reports whether a request with method is in flight.
 func (t *pendingTable) has(method string) bool {
