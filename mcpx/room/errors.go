@@ -14,6 +14,4 @@ var (
 	ErrTokenInvalid = errors.New("mcpx room: invalid token")
 	// ErrTokenExpired is a token past its exp (it also matches ErrTokenInvalid).
 	ErrTokenExpired = fmt.Errorf("%w: expired", ErrTokenInvalid)
-	// ErrKeyExists is returned when creating a signing key that exists.
-	ErrKeyExists = errors.New("mcpx room: signing key exists")
 )

@@ -6,13 +6,12 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
+
+	"github.com/cvmgo/cvm/internal/secretfile"
 )
 
 // Key file names inside a room data directory.
@@ -75,70 +74,16 @@ func LoadOrCreateKeys(dir string) (*Keys, error) {
 	return NewKeys(ed, hs)
 }
 
-// loadOrCreate returns the contents of path, creating it from make if it
-// does not exist. An existing file readable by group or others is refused.
+// maxKeyFile bounds what is read of a key file.
+const maxKeyFile = 8 << 10
+
+// loadOrCreate returns the contents of path, creating it from generate if
+// it does not exist. An existing file readable by group or others is
+// refused.
 func loadOrCreate(path string, generate func() ([]byte, error)) ([]byte, error) {
-	data, err := readPrivate(path)
-	if !errors.Is(err, fs.ErrNotExist) {
-		return data, err
-	}
-	data, err = generate()
+	data, _, err := secretfile.LoadOrCreate(path, maxKeyFile, generate)
 	if err != nil {
-		return nil, err
-	}
-	if err := createExclusive(path, data); err != nil {
-		if errors.Is(err, ErrKeyExists) {
-			// Someone else created it first: theirs wins.
-			return readPrivate(path)
-		}
-		return nil, err
+		return nil, fmt.Errorf("mcpx room: key file: %w", err)
 	}
 	return data, nil
-}
-
-func readPrivate(path string) ([]byte, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if runtime.GOOS != "windows" && info.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("mcpx: key file %s is readable by others (mode %v); run: chmod 600 %s", path, info.Mode().Perm(), path)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("mcpx: read key: %w", err)
-	}
-	return data, nil
-}
-
-// createExclusive writes data to path with mode 0600 unless path exists
-// (then the error matches ErrKeyExists).
-func createExclusive(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("mcpx: create key: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("mcpx: create key: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("mcpx: write key: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("mcpx: write key: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("mcpx: write key: %w", err)
-	}
-	if err := os.Link(tmp.Name(), path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%w: %s", ErrKeyExists, path)
-		}
-		return fmt.Errorf("mcpx: create key: %w", err)
-	}
-	return nil
 }
