@@ -153,7 +153,6 @@ func (t *pendingTable) close() []*pending {
 	return all
 }
 
-
 // has reports whether a request with method is in flight.
 func (t *pendingTable) has(method string) bool {
 	t.mu.Lock()
