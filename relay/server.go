@@ -2,11 +2,11 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"time"
+
+	"github.com/cvmgo/cvm/internal/httpserve"
 )
 
 // Server is a Relay listening on a TCP address.
@@ -18,8 +18,7 @@ type Server struct {
 	// Addr is the address the listener is bound to.
 	Addr net.Addr
 
-	http *http.Server
-	done chan error
+	http *httpserve.Server
 }
 
 // Start builds a relay and serves it on addr ("127.0.0.1:0" picks a free
@@ -29,36 +28,18 @@ func Start(addr string, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
+	hs, err := httpserve.Listen(addr, r, r.khatru.Log)
 	if err != nil {
 		r.Close()
-		return nil, fmt.Errorf("relay: listen: %w", err)
+		return nil, fmt.Errorf("relay: %w", err)
 	}
-	s := &Server{
-		Relay: r,
-		URL:   "ws://" + ln.Addr().String(),
-		Addr:  ln.Addr(),
-		http: &http.Server{
-			Handler:           r,
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          r.khatru.Log,
-		},
-		done: make(chan error, 1),
-	}
-	go func() { s.done <- s.http.Serve(ln) }()
+	s := &Server{Relay: r, URL: "ws://" + hs.Addr.String(), Addr: hs.Addr, http: hs}
 	return s, nil
 }
 
 // Wait blocks until the server stops serving and returns why; after Close it
 // returns nil.
-func (s *Server) Wait() error {
-	err := <-s.done
-	s.done <- err
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
-}
+func (s *Server) Wait() error { return s.http.Wait() }
 
 // Close stops accepting connections, disconnects every client and closes the
 // store. Idempotent.

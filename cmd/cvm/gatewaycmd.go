@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"strings"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/gateway"
 	"github.com/cvmgo/cvm/internal/config"
+	"github.com/cvmgo/cvm/internal/httpserve"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -186,16 +185,13 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	srv := gw.Server()
 
 	var metricsURL string
-	var metrics *http.Server
 	if gf.metrics != "" {
-		ln, err := net.Listen("tcp", gf.metrics)
+		metrics, err := httpserve.Listen(gf.metrics, gw.Handler(), nil)
 		if err != nil {
 			return fmt.Errorf("--metrics: %w", err)
 		}
-		metrics = &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
-		go metrics.Serve(ln)
-		defer metrics.Close()
-		metricsURL = "http://" + ln.Addr().String() + "/metrics"
+		defer metrics.Shutdown(context.Background())
+		metricsURL = "http://" + metrics.Addr.String() + "/metrics"
 	}
 
 	served := make(chan error, 1)

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"time"
+
+	"github.com/cvmgo/cvm/internal/httpserve"
 )
 
 // Server is a Gateway listening on a TCP address.
@@ -22,8 +23,7 @@ type Server struct {
 	// Addr is the address the listener is bound to.
 	Addr net.Addr
 
-	http *http.Server
-	done chan error
+	http *httpserve.Server
 }
 
 // Start builds a gateway and serves it on addr ("127.0.0.1:0" picks a free
@@ -33,32 +33,24 @@ func Start(addr string, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
+	hs, err := httpserve.Listen(addr, g, nil)
 	if err != nil {
-		return nil, fmt.Errorf("mcpx: listen: %w", err)
+		g.Close(context.Background())
+		return nil, fmt.Errorf("mcpx room: %w", err)
 	}
 	s := &Server{
 		Gateway: g,
-		URL:     "http://" + ln.Addr().String(),
-		WSURL:   "ws://" + ln.Addr().String() + "/v0/ws",
-		Addr:    ln.Addr(),
-		http:    &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second},
-		done:    make(chan error, 1),
+		URL:     "http://" + hs.Addr.String(),
+		WSURL:   "ws://" + hs.Addr.String() + "/v0/ws",
+		Addr:    hs.Addr,
+		http:    hs,
 	}
-	go func() { s.done <- s.http.Serve(ln) }()
 	return s, nil
 }
 
 // Wait blocks until the server stops serving and returns why; after Close it
 // returns nil.
-func (s *Server) Wait() error {
-	err := <-s.done
-	s.done <- err
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
-}
+func (s *Server) Wait() error { return s.http.Wait() }
 
 // Close stops accepting connections, then closes every participant's
 // connection (1001 going away). Peers get shutdownGrace to answer the close
