@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -13,8 +14,16 @@ import (
 // the error carries the end of both outputs: a test binary reports a
 // failed benchmark on stdout, the go command on stderr.
 func runCommand(ctx context.Context, dir string, argv ...string) ([]byte, error) {
+	return runCommandEnv(ctx, dir, nil, argv...)
+}
+
+// runCommandEnv is runCommand with extra environment variables.
+func runCommandEnv(ctx context.Context, dir string, env []string, argv ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	ownProcessGroup(cmd)
 	// A grandchild that keeps the output pipes open must not hang the wait
 	// once the process group has been killed.

@@ -198,7 +198,11 @@ func compareTrees(ctx context.Context, cfg config, logger *log.Logger) (*report,
 		preps[i] = [2]prepared{sideBase: bp, sideNew: np}
 	}
 
-	r := runner{rounds: cfg.rounds, runTimeout: cfg.runTimeout, logger: logger}
+	runTmp := filepath.Join(tmp, "tmp")
+	if err := os.Mkdir(runTmp, 0o700); err != nil {
+		return nil, fmt.Errorf("making the runs' temporary directory: %w", err)
+	}
+	r := runner{rounds: cfg.rounds, runTimeout: cfg.runTimeout, tmpDir: runTmp, logger: logger}
 	results, err := r.measureAll(ctx, cfg.suites, preps)
 	if err != nil {
 		return nil, err

@@ -46,7 +46,11 @@ func (s samples) record(figs []figure, vals map[string]float64, runErr error) {
 type runner struct {
 	rounds     int
 	runTimeout time.Duration
-	logger     *log.Logger
+	// tmpDir is the runs' TMPDIR. A run killed on timeout or interrupt
+	// cannot remove its temporary files (mcpxload's gateway data, a test's
+	// TempDir); they go where bench-compare removes them.
+	tmpDir string
+	logger *log.Logger
 }
 
 // measureAll runs every prepared side of every suite once per round, one
@@ -81,7 +85,7 @@ func (r runner) measureOnce(ctx context.Context, round int, s suite, sd side, p 
 	ctx, cancel := context.WithTimeout(ctx, r.runTimeout)
 	defer cancel()
 	start := time.Now()
-	out, err := runCommand(ctx, p.dir, p.argv...)
+	out, err := runCommandEnv(ctx, p.dir, []string{"TMPDIR=" + r.tmpDir}, p.argv...)
 	if err == nil {
 		var vals map[string]float64
 		if vals, err = s.parse(out); err == nil {
