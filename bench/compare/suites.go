@@ -34,7 +34,7 @@ func allSuites() []suite {
 			label:     "relay",
 			pkg:       "./relay",
 			bench:     "^BenchmarkFanout$",
-			benchtime: "2000x",
+			benchtime: "5000x",
 			figs: []figure{
 				benchFigure("BenchmarkFanout", "ns/op", false),
 				benchFigure("BenchmarkFanout", "deliveries/s", true),
@@ -44,9 +44,9 @@ func allSuites() []suite {
 			label:   "mcpx",
 			cvmPkg:  "./cmd/cvm",
 			loadPkg: "./bench/mcpxload",
-			// Shorter than mcpxload's defaults (5s, 3000), which are meant for
-			// one careful run rather than ten.
-			args: []string{"-duration", "2s", "-rtts", "1000"},
+			// A shorter fan-out phase than mcpxload's default (5s), which is
+			// meant for one careful run rather than ten.
+			args: []string{"-duration", "3s", "-rtts", "3000"},
 			figs: []figure{
 				{name: "cpu_per_delivery_us", key: "cpu_per_delivery_us", unit: "µs"},
 				{name: "deliveries_per_s", key: "deliveries_per_s", unit: "1/s", higherIsBetter: true},
