@@ -14,11 +14,13 @@ import (
 // the error carries the end of both outputs: a test binary reports a
 // failed benchmark on stdout, the go command on stderr.
 func runCommand(ctx context.Context, dir string, argv ...string) ([]byte, error) {
-	return runCommandEnv(ctx, dir, nil, argv...)
+	out, _, err := runCommandEnv(ctx, dir, nil, argv...)
+	return out, err
 }
 
-// runCommandEnv is runCommand with extra environment variables.
-func runCommandEnv(ctx context.Context, dir string, env []string, argv ...string) ([]byte, error) {
+// runCommandEnv is runCommand with extra environment variables; it also
+// returns the process's state, for its CPU time.
+func runCommandEnv(ctx context.Context, dir string, env []string, argv ...string) ([]byte, *os.ProcessState, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
 	if env != nil {
@@ -34,10 +36,10 @@ func runCommandEnv(ctx context.Context, dir string, env []string, argv ...string
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
 		}
-		return stdout.Bytes(), fmt.Errorf("%s: %w%s%s", strings.Join(argv, " "), err,
+		return stdout.Bytes(), cmd.ProcessState, fmt.Errorf("%s: %w%s%s", strings.Join(argv, " "), err,
 			indentTail(stdout.String()), indentTail(stderr.String()))
 	}
-	return stdout.Bytes(), nil
+	return stdout.Bytes(), cmd.ProcessState, nil
 }
 
 // indentTail returns the last lines of out, indented under an error

@@ -203,7 +203,7 @@ func compareTrees(ctx context.Context, cfg config, logger *log.Logger) (*report,
 		return nil, fmt.Errorf("making the runs' temporary directory: %w", err)
 	}
 	r := runner{rounds: cfg.rounds, runTimeout: cfg.runTimeout, tmpDir: runTmp, logger: logger}
-	results, err := r.measureAll(ctx, cfg.suites, preps)
+	results, loads, err := r.measureAll(ctx, cfg.suites, preps)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func compareTrees(ctx context.Context, cfg config, logger *log.Logger) (*report,
 	for i, s := range cfg.suites {
 		figs = append(figs, compareSuite(s.name(), s.figures(), preps[i], results[i], cfg.rounds, cfg.tolerance)...)
 	}
-	return newReport(cfg.base, commit, nt, cfg.rounds, cfg.tolerance, figs), nil
+	return newReport(cfg.base, commit, nt, cfg.rounds, cfg.tolerance, figs, loads), nil
 }
 
 // makeTrees lays out both sides: the base worktree has the module at the

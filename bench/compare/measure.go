@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"runtime"
 	"time"
 )
 
@@ -18,6 +19,15 @@ func roundOrder(round int) [2]side {
 	return [2]side{sideNew, sideBase}
 }
 
+// outcome is what one run yields.
+type outcome struct {
+	values map[string]float64
+	err    error
+	// otherLoad is the share of the machine's CPUs other processes used
+	// during the run (see otherLoad); -1 where it cannot be measured.
+	otherLoad float64
+}
+
 // samples collects one suite's results on one side over the rounds.
 type samples struct {
 	values   map[string][]float64 // figure key → one value per run that reported it
@@ -29,11 +39,11 @@ func newSamples() samples {
 }
 
 // record adds one run's figures, or its failure to every figure.
-func (s samples) record(figs []figure, vals map[string]float64, runErr error) {
+func (s samples) record(figs []figure, o outcome) {
 	for _, f := range figs {
-		switch v, ok := vals[f.key]; {
-		case runErr != nil:
-			s.problems[f.key] = append(s.problems[f.key], runErr.Error())
+		switch v, ok := o.values[f.key]; {
+		case o.err != nil:
+			s.problems[f.key] = append(s.problems[f.key], o.err.Error())
 		case !ok:
 			s.problems[f.key] = append(s.problems[f.key], fmt.Sprintf("%q not in the output", f.key))
 		default:
@@ -56,45 +66,62 @@ type runner struct {
 // measureAll runs every prepared side of every suite once per round, one
 // process at a time: two benchmarks at once on a 2-core machine would
 // measure each other. It returns early only if ctx is cancelled; a failed
-// run is recorded and the rounds go on.
-func (r runner) measureAll(ctx context.Context, suites []suite, preps [][2]prepared) ([][2]samples, error) {
+// run is recorded and the rounds go on. It also returns the other load
+// during each run, where known.
+func (r runner) measureAll(ctx context.Context, suites []suite, preps [][2]prepared) ([][2]samples, []float64, error) {
 	results := make([][2]samples, len(suites))
 	for i := range results {
 		results[i] = [2]samples{newSamples(), newSamples()}
 	}
+	var loads []float64
 	for round := range r.rounds {
 		for i, s := range suites {
 			for _, sd := range roundOrder(round) {
 				if preps[i][sd].missing != "" {
 					continue
 				}
-				vals, err := r.measureOnce(ctx, round, s, sd, preps[i][sd])
+				o := r.measureOnce(ctx, round, s, sd, preps[i][sd])
 				if ctx.Err() != nil {
-					return nil, fmt.Errorf("interrupted: %w", ctx.Err())
+					return nil, nil, fmt.Errorf("interrupted: %w", ctx.Err())
 				}
-				results[i][sd].record(s.figures(), vals, err)
+				results[i][sd].record(s.figures(), o)
+				if o.otherLoad >= 0 {
+					loads = append(loads, o.otherLoad)
+				}
 			}
 		}
 	}
-	return results, nil
+	return results, loads, nil
 }
 
 // measureOnce runs one side of one suite and parses its figures.
-func (r runner) measureOnce(ctx context.Context, round int, s suite, sd side, p prepared) (map[string]float64, error) {
-	r.logger.Printf("round %d/%d: %s, %s", round+1, r.rounds, s.name(), sd)
+func (r runner) measureOnce(ctx context.Context, round int, s suite, sd side, p prepared) outcome {
+	what := fmt.Sprintf("round %d/%d: %s, %s", round+1, r.rounds, s.name(), sd)
+	r.logger.Print(what)
 	ctx, cancel := context.WithTimeout(ctx, r.runTimeout)
 	defer cancel()
+	busy0, ok0 := machineBusy()
 	start := time.Now()
-	out, err := runCommandEnv(ctx, p.dir, []string{"TMPDIR=" + r.tmpDir}, p.argv...)
-	if err == nil {
-		var vals map[string]float64
-		if vals, err = s.parse(out); err == nil {
-			r.logger.Printf("round %d/%d: %s, %s: done in %s", round+1, r.rounds, s.name(), sd, time.Since(start).Round(100*time.Millisecond))
-			return vals, nil
-		}
+	out, state, err := runCommandEnv(ctx, p.dir, []string{"TMPDIR=" + r.tmpDir}, p.argv...)
+	wall := time.Since(start)
+	busy1, ok1 := machineBusy()
+	o := outcome{err: err, otherLoad: -1}
+	if ok0 && ok1 && state != nil {
+		o.otherLoad = otherLoad(busy1-busy0, state.UserTime()+state.SystemTime(), wall, runtime.NumCPU())
 	}
-	r.logger.Printf("round %d/%d: %s, %s: failed: %v", round+1, r.rounds, s.name(), sd, err)
-	return nil, err
+	if o.err == nil {
+		o.values, o.err = s.parse(out)
+	}
+	if o.err != nil {
+		r.logger.Printf("%s: failed: %v", what, o.err)
+		return o
+	}
+	load := ""
+	if o.otherLoad >= 0 {
+		load = fmt.Sprintf("; other processes used %.0f%% of the CPUs", o.otherLoad*100)
+	}
+	r.logger.Printf("%s: done in %s%s", what, wall.Round(100*time.Millisecond), load)
+	return o
 }
 
 // compareSuite turns one suite's samples into one comparison per figure,

@@ -20,13 +20,22 @@ type report struct {
 	Tolerance  float64      `json:"tolerance"`
 	OK         bool         `json:"ok"` // every figure within the tolerance or better
 	Figures    []comparison `json:"figures"`
+	// OtherLoad is, per run, the share of the machine's CPUs that other
+	// processes kept busy (0 to 1); absent where it cannot be measured.
+	OtherLoad *sideStats `json:"other_load,omitempty"`
 }
 
+// busyMachine is the median other load above which the report warns that
+// its wall-clock figures are not to be trusted: on a 2-core machine, one
+// other busy process takes half of it.
+const busyMachine = 0.10
+
 // newReport fills in OK from the figures.
-func newReport(base, baseCommit string, t newTree, rounds int, tolerance float64, figs []comparison) *report {
+func newReport(base, baseCommit string, t newTree, rounds int, tolerance float64, figs []comparison, loads []float64) *report {
 	r := &report{
 		Base: base, BaseCommit: baseCommit, NewCommit: t.head, NewDirty: t.dirty,
 		Rounds: rounds, Tolerance: tolerance, Figures: figs, OK: len(figs) > 0,
+		OtherLoad: summarize(loads),
 	}
 	for i := range figs {
 		if !figs[i].ok() {
@@ -67,10 +76,26 @@ func (r *report) print(w io.Writer) {
 	for i, n := range fn.notes {
 		fmt.Fprintf(w, "[%d] %s\n", i+1, indentNote(n))
 	}
+	fmt.Fprintln(w)
+	r.printLoad(w)
 	if r.OK {
-		fmt.Fprintf(w, "\nOK: no figure is worse by more than the tolerance.\n")
+		fmt.Fprintf(w, "OK: no figure is worse by more than the tolerance.\n")
 	} else {
-		fmt.Fprintf(w, "\nNOT OK: a figure is worse by more than the tolerance, or could not be compared.\n")
+		fmt.Fprintf(w, "NOT OK: a figure is worse by more than the tolerance, or could not be compared.\n")
+	}
+}
+
+// printLoad says how busy other processes kept the machine during the runs,
+// and warns when that makes the verdicts doubtful.
+func (r *report) printLoad(w io.Writer) {
+	l := r.OtherLoad
+	if l == nil {
+		return
+	}
+	fmt.Fprintf(w, "Other processes used %.0f%% of the CPUs during a run (median; from %.0f%% to %.0f%%).\n",
+		l.Median*100, l.Min*100, l.Max*100)
+	if l.Median > busyMachine {
+		fmt.Fprintf(w, "The machine was busy: the times above carry its noise. Compare again when it is quieter.\n")
 	}
 }
 

@@ -17,7 +17,7 @@ func testReport() *report {
 		compare(comparison{Suite: "mcpx", Figure: "directed_rtt_p50_ms", Unit: "ms",
 			New: summarize([]float64{0.179}), Notes: []string{"base: package ./cmd/cvm does not exist"}}, 0.10),
 	}
-	return newReport("HEAD~1", "0123456789abcdef0123", newTree{head: "fedcba9", dirty: true}, 3, 0.10, figs)
+	return newReport("HEAD~1", "0123456789abcdef0123", newTree{head: "fedcba9", dirty: true}, 3, 0.10, figs, []float64{0.05, 0.4, 0.2})
 }
 
 func TestReportPrint(t *testing.T) {
@@ -35,6 +35,8 @@ func TestReportPrint(t *testing.T) {
 		"0.179",
 		"NOT MEASURED [1]",
 		"[1] mcpx: base: package ./cmd/cvm does not exist",
+		"Other processes used 20% of the CPUs during a run (median; from 5% to 40%).",
+		"The machine was busy",
 		"NOT OK",
 	} {
 		if !strings.Contains(out, want) {
@@ -48,11 +50,11 @@ func TestReportOK(t *testing.T) {
 	if r.OK {
 		t.Error("OK with a worse and an unmeasured figure")
 	}
-	r = newReport("HEAD", "x", newTree{}, 1, 0.10, r.Figures[:1])
+	r = newReport("HEAD", "x", newTree{}, 1, 0.10, r.Figures[:1], nil)
 	if !r.OK {
 		t.Error("not OK with one figure within the tolerance")
 	}
-	if newReport("HEAD", "x", newTree{}, 1, 0.10, nil).OK {
+	if newReport("HEAD", "x", newTree{}, 1, 0.10, nil, nil).OK {
 		t.Error("OK with no figures at all")
 	}
 }
@@ -146,8 +148,11 @@ func TestReportPrintNotesOnce(t *testing.T) {
 		figs = append(figs, compare(comparison{Suite: "mcpx", Figure: f, New: summarize([]float64{1}), Notes: []string{note}}, 0.10))
 	}
 	var buf bytes.Buffer
-	newReport("HEAD", "x", newTree{}, 5, 0.10, figs).print(&buf)
+	newReport("HEAD", "x", newTree{}, 5, 0.10, figs, []float64{0.01}).print(&buf)
 	out := buf.String()
+	if strings.Contains(out, "The machine was busy") {
+		t.Errorf("a warning about a busy machine at 1%% other load:\n%s", out)
+	}
 	if strings.Count(out, note) != 1 || strings.Count(out, "NOT MEASURED [1]") != 2 {
 		t.Errorf("the shared note is not printed once and referred to twice:\n%s", out)
 	}

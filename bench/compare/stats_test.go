@@ -111,12 +111,12 @@ func TestCompareSuite(t *testing.T) {
 	}
 	res := [2]samples{newSamples(), newSamples()}
 	for _, v := range []float64{100, 102, 98, 101, 99} {
-		res[sideBase].record(figs, map[string]float64{"BenchmarkFanout ns/op": v, "BenchmarkFanout deliveries/s": 1e6 / v}, nil)
+		res[sideBase].record(figs, outcome{values: map[string]float64{"BenchmarkFanout ns/op": v, "BenchmarkFanout deliveries/s": 1e6 / v}})
 	}
 	// The new side: one failed run, and a custom metric it does not report.
-	res[sideNew].record(figs, nil, errors.New("exit status 1"))
+	res[sideNew].record(figs, outcome{err: errors.New("exit status 1")})
 	for _, v := range []float64{130, 125, 120, 128} {
-		res[sideNew].record(figs, map[string]float64{"BenchmarkFanout ns/op": v}, nil)
+		res[sideNew].record(figs, outcome{values: map[string]float64{"BenchmarkFanout ns/op": v}})
 	}
 	got := compareSuite("relay", figs, [2]prepared{}, res, 5, 0.10)
 	if len(got) != 2 {
@@ -145,7 +145,7 @@ func TestCompareSuite(t *testing.T) {
 func TestCompareSuiteMissingAtBase(t *testing.T) {
 	figs := []figure{benchFigure("BenchmarkFanout", "ns/op", false)}
 	res := [2]samples{newSamples(), newSamples()}
-	res[sideNew].record(figs, map[string]float64{"BenchmarkFanout ns/op": 1}, nil)
+	res[sideNew].record(figs, outcome{values: map[string]float64{"BenchmarkFanout ns/op": 1}})
 	preps := [2]prepared{sideBase: {missing: "package ./relay does not exist"}}
 	got := compareSuite("relay", figs, preps, res, 1, 0.10)
 	want := []string{"base: package ./relay does not exist"}
