@@ -31,7 +31,13 @@ func findNewTree(ctx context.Context, goCmd string) (newTree, error) {
 	if gomod == "" || gomod == os.DevNull {
 		return newTree{}, fmt.Errorf("not inside a Go module")
 	}
-	t := newTree{moduleRoot: filepath.Dir(gomod)}
+	// git prints the top of the tree with symbolic links resolved; the
+	// module's place below it is only found on the same footing.
+	root, err := filepath.EvalSymlinks(filepath.Dir(gomod))
+	if err != nil {
+		return newTree{}, fmt.Errorf("locating the module: %w", err)
+	}
+	t := newTree{moduleRoot: root}
 	if t.gitRoot, err = gitOrGo(ctx, t.moduleRoot, "git", "rev-parse", "--show-toplevel"); err != nil {
 		return newTree{}, err
 	}
