@@ -16,7 +16,7 @@ import (
 type newTree struct {
 	moduleRoot string // the directory of go.mod
 	gitRoot    string // the top of the git working tree
-	head       string // the commit checked out, abbreviated
+	head       string // the commit checked out
 	dirty      bool   // whether there are uncommitted changes
 }
 
@@ -41,7 +41,7 @@ func findNewTree(ctx context.Context, goCmd string) (newTree, error) {
 	if t.gitRoot, err = gitOrGo(ctx, t.moduleRoot, "git", "rev-parse", "--show-toplevel"); err != nil {
 		return newTree{}, err
 	}
-	if t.head, err = gitOrGo(ctx, t.moduleRoot, "git", "rev-parse", "--short", "HEAD"); err != nil {
+	if t.head, err = gitOrGo(ctx, t.moduleRoot, "git", "rev-parse", "HEAD"); err != nil {
 		return newTree{}, err
 	}
 	status, err := gitOrGo(ctx, t.moduleRoot, "git", "status", "--porcelain", "--untracked-files=no")

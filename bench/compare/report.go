@@ -47,7 +47,7 @@ func newReport(base, baseCommit string, t newTree, rounds int, tolerance float64
 
 // print writes the table: one row per figure, then the notes.
 func (r *report) print(w io.Writer) {
-	newDesc := "working tree at " + r.NewCommit
+	newDesc := "working tree at " + shortHash(r.NewCommit)
 	if r.NewDirty {
 		newDesc += " with uncommitted changes"
 	}
