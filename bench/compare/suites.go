@@ -14,10 +14,11 @@ import (
 // edits this table and nothing else. A path missing from the new tree is an
 // error; one missing at the base makes that side "not measured".
 //
-// The run lengths are chosen so that one run takes a few seconds on a
-// 2-core machine and the medians of 5 runs of the same code agree within a
-// few percent; fixed iteration counts rather than durations, so that both
-// sides do the same work.
+// The run lengths are chosen so that one run takes 5 to 10 seconds on a
+// quiet 2-core machine (contextvm about 9 s, relay 5 s, mcpx 9 s): long
+// enough that a burst of other work is averaged over, short enough for 5
+// rounds in about 7 minutes. Fixed iteration counts rather than durations,
+// so that both sides do the same work.
 func allSuites() []suite {
 	return []suite{
 		&goBench{
