@@ -76,10 +76,10 @@ func addWorktree(ctx context.Context, logger *log.Logger, gitRoot, commit, dir s
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		if _, err := runCommand(ctx, gitRoot, "git", "worktree", "remove", "--force", dir); err != nil {
-			logger.Printf("removing the base worktree: %v", err)
-			// The directory may be half gone; make git forget it anyway.
+			// Not "git worktree prune": the repository's other worktrees
+			// belong to other people.
+			logger.Printf("removing the base worktree (run git worktree prune once it is gone): %v", err)
 			os.RemoveAll(dir)
-			runCommand(ctx, gitRoot, "git", "worktree", "prune")
 		}
 	}
 	return remove, nil
