@@ -6,7 +6,7 @@ GO ?= go
 # for that one package; the race detector stays on everywhere.
 RACE = -race -gcflags=fiatjaf.com/nostr=-d=checkptr=0
 
-.PHONY: test check interop-deps bench bench-mcpx fuzz build
+.PHONY: test check interop-deps bench bench-mcpx bench-compare fuzz build
 
 # The one command that runs every test (CI runs it through .ci/run).
 test: check interop-deps
@@ -58,3 +58,14 @@ fuzz:
 # prints deliveries/s, latency, round trips and CPU per delivery as ratios.
 bench-mcpx: build
 	$(GO) run ./bench/mcpxload -cvm bin/cvm
+
+# Is the new code no slower than the old? bench/compare builds BASE (any git
+# revision) in a temporary worktree next to the working tree, runs both
+# sides' benchmarks alternately, one at a time (N runs each, default 5):
+# contextvm round trips, relay fan-out, and the MCPx gateway under
+# bench/mcpxload; then compares the medians. Exit status 0 if every figure is
+# within 10% or better, 1 if one is worse or could not be measured, 2 on a
+# usage or build error. Takes a few minutes; run nothing heavy meanwhile.
+bench-compare: ## BASE=<rev> required
+	@test -n '$(BASE)' || { echo 'usage: make bench-compare BASE=<rev> [N=<runs>]  e.g. BASE=HEAD~1 or BASE=main' >&2; exit 2; }
+	$(GO) run ./bench/compare -go '$(GO)' -base '$(BASE)' $(if $(N),-n '$(N)')
