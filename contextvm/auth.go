@@ -13,10 +13,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
-// CodeUnauthorized answers a request the server's authorization refused; the
-// reference SDK uses the same code.
-const CodeUnauthorized = -32000
-
 // ErrUnauthorized is what an Authorize hook returns, wrapped, to refuse.
 var ErrUnauthorized = errors.New("unauthorized")
 

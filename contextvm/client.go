@@ -18,15 +18,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// JSON-RPC error codes the client transport answers with on its own.
-const (
-	// CodeRequestTimeout is MCP's code for a request that got no answer in
-	// time (the TypeScript SDK's ErrorCode.RequestTimeout).
-	CodeRequestTimeout = -32001
-	// CodeTransportError reports a request the transport could not deliver.
-	CodeTransportError = -32603
-)
-
 // ErrServerNotListening is the cause of a request that every relay accepted
 // as valid but nobody was subscribed to: the server is not running, or not
 // on these relays.

@@ -253,6 +253,46 @@ func TestBatchIsAnsweredAsOneEvent(t *testing.T) {
 	}
 }
 
+// A session with no room for another request answers "server busy", with a
+// code a client can tell from a refusal.
+func TestFullInboxAnswersBusy(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{Signer: contextvm.NewKeySigner(nostr.Generate()), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	// Nothing accepts the session, so nothing reads its inbox: the requests
+	// pile up until it is full.
+	peer := newRawPeer(t, r.URL)
+	peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`))
+	for i := range 300 {
+		peer.publish(peer.message(srv.PublicKey(), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)))
+	}
+	for {
+		evt, ok := peer.next(10 * time.Second)
+		if !ok {
+			t.Fatal("no busy answer to 300 requests nobody reads")
+		}
+		msgs, _, _ := contextvm.DecodeContent(evt.Content)
+		resp, _ := msgs[0].(*jsonrpc.Response)
+		if resp == nil || resp.Error == nil {
+			t.Fatalf("answer %s", evt.Content)
+		}
+		var werr *jsonrpc.Error
+		errors.As(resp.Error, &werr)
+		if werr.Code == contextvm.CodeUnauthorized {
+			t.Fatalf("busy is answered with the unauthorized code %d: %s", werr.Code, evt.Content)
+		}
+		if werr.Code != contextvm.CodeServerBusy {
+			t.Fatalf("answer %s, want code %d", evt.Content, contextvm.CodeServerBusy)
+		}
+		return
+	}
+}
+
 func TestShutdownEndsTheSession(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, testServer())

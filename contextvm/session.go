@@ -49,9 +49,6 @@ func RequestEventID(req mcp.Request) (nostr.ID, bool) {
 // client that overruns it gets "server busy" answers, never silence.
 const inboxSize = 256
 
-// CodeServerBusy answers a request a session has no room to queue.
-const CodeServerBusy = -32000
-
 // statelessInitID is the id of the initialize a server sends on behalf of a
 // stateless client; its answer goes nowhere.
 const statelessInitID = "cvm-stateless-initialize"
@@ -170,7 +167,7 @@ func (c *ServerConn) abort(reason string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for _, r := range routes {
-			resp := &jsonrpc.Response{ID: r.origID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "contextvm: " + reason}}
+			resp := &jsonrpc.Response{ID: r.origID, Error: &jsonrpc.Error{Code: CodeTransportError, Message: "contextvm: " + reason}}
 			c.sendResponse(ctx, r, resp)
 		}
 		close(c.closed)
@@ -587,10 +584,6 @@ func (c *ServerConn) sendResponse(ctx context.Context, r *route, resp *jsonrpc.R
 		c.srv.log.Warn("response not delivered", "session", c.id, "method", r.method, "err", err)
 	}
 }
-
-// CodeResponseTooLarge answers a request whose result does not fit in one
-// event.
-const CodeResponseTooLarge = -32012
 
 func (c *ServerConn) sendNotification(ctx context.Context, m *jsonrpc.Request) {
 	c.mu.Lock()
