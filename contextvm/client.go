@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -163,15 +164,15 @@ func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		incoming: make(chan jsonrpc.Message, 64),
 		closed:   make(chan struct{}),
 		pending:  make(map[nostr.ID]*pendingRequest),
-		byRPCID:  make(map[any]*pendingRequest),
-		inbound:  make(map[any]nostr.ID),
+		byRPCID:  make(map[jsonrpc.ID]*pendingRequest),
+		inbound:  make(map[jsonrpc.ID]nostr.ID),
 		replay:   newReplayGuard(t.opts.Freshness, 0),
-		accepts:  make(map[string]chan struct{}),
-		injected: make(map[string]bool),
-		streams:  make(map[string]*StreamReader),
+		accepts:  make(map[mcpmsg.Token]chan struct{}),
+		injected: make(map[mcpmsg.Token]bool),
+		streams:  make(map[mcpmsg.Token]*StreamReader),
 	}
-	c.transfers = newReassembler(t.opts.Transfers, func(k transferKey, token any) {
-		c.abortTransfer(token, "transfer timed out")
+	c.transfers = newReassembler(t.opts.Transfers, func(k transferKey) {
+		c.abortTransfer(k.token, "transfer timed out")
 	})
 	// A little before now, so that a server whose clock is behind ours is
 	// still heard; stale answers have no pending request and are dropped.
@@ -207,8 +208,9 @@ func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 }
 
 // OpenStream prepares to read the CEP-41 stream a server opens for the
-// request that carries progress token; call it before sending the request.
-// The transport must be connected and have OpenStreams set.
+// request that carries progress token (a string or a number); call it before
+// sending the request. The transport must be connected and have OpenStreams
+// set.
 func (t *ClientTransport) OpenStream(token any) (*StreamReader, error) {
 	t.mu.Lock()
 	c := t.conn
@@ -221,7 +223,11 @@ func (t *ClientTransport) OpenStream(token any) (*StreamReader, error) {
 	case token == nil:
 		return nil, fmt.Errorf("%w: a stream needs a progress token", ErrStreamsUnsupported)
 	}
-	return c.openStream(token), nil
+	tok, err := mcpmsg.TokenOf(token)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStreamsUnsupported, err)
+	}
+	return c.openStream(tok), nil
 }
 
 // Connect connects client to the ContextVM server of opts and performs the
@@ -251,17 +257,17 @@ type clientConn struct {
 	announcement chan struct{}
 
 	mu            sync.Mutex
-	pending       map[nostr.ID]*pendingRequest // by the event id of each copy sent
-	byRPCID       map[any]*pendingRequest      // by JSON-RPC id
-	inbound       map[any]nostr.ID             // server requests awaiting our answer: JSON-RPC id -> event id
+	pending       map[nostr.ID]*pendingRequest   // by the event id of each copy sent
+	byRPCID       map[jsonrpc.ID]*pendingRequest // by JSON-RPC id
+	inbound       map[jsonrpc.ID]nostr.ID        // server requests awaiting our answer: JSON-RPC id -> event id
 	caps          peerCaps
 	sentDiscovery bool
 	plaintext     bool // learned: this server does not read gift wraps
 	replay        *replayGuard
 	transfers     *reassembler
-	accepts       map[string]chan struct{} // outbound transfers waiting for the server's accept, by token
-	injected      map[string]bool          // progress tokens the transport added; their progress is not the go-sdk's
-	streams       map[string]*StreamReader // open streams being read, by token
+	accepts       map[mcpmsg.Token]chan struct{} // outbound transfers waiting for the server's accept, by token
+	injected      map[mcpmsg.Token]bool          // progress tokens the transport added; their progress is not the go-sdk's
+	streams       map[mcpmsg.Token]*StreamReader // open streams being read, by token
 }
 
 // pendingRequest is a request sent to the server and not yet answered.
@@ -269,7 +275,7 @@ type pendingRequest struct {
 	req      *jsonrpc.Request // as the go-sdk wrote it
 	wire     *jsonrpc.Request // as sent: with a progress token the transport added
 	events   []nostr.ID       // the event ids it went out under (two after a plaintext fallback)
-	token    any              // progress token, if the request asked for progress
+	token    mcpmsg.Token     // progress token, if the request asked for progress
 	timer    *time.Timer
 	fallback *time.Timer
 	unheard  bool // every relay said nobody listens
@@ -315,7 +321,7 @@ func (c *clientConn) deliver(msg jsonrpc.Message) {
 
 // fail answers a pending request locally with an error.
 func (c *clientConn) fail(id jsonrpc.ID, code int64, msg string) {
-	c.deliver(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: code, Message: msg}})
+	c.deliver(mcpmsg.ErrorResponse(id, code, "%s", msg))
 }
 
 func (c *clientConn) Write(ctx context.Context, msg jsonrpc.Message) error {
@@ -334,7 +340,7 @@ func (c *clientConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			// See ClientTransport: answered here so it never reaches a peer.
 			c.fail(m.ID, jsonrpc.CodeMethodNotFound, "server/discover is not supported over ContextVM")
 			return nil
-		case "initialize":
+		case mcpmsg.MethodInitialize:
 			c.mu.Lock()
 			c.caps, c.sentDiscovery = peerCaps{}, false // a new session
 			c.mu.Unlock()
@@ -347,8 +353,8 @@ func (c *clientConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return nil
 	case *jsonrpc.Response:
 		c.mu.Lock()
-		eventID, ok := c.inbound[m.ID.Raw()]
-		delete(c.inbound, m.ID.Raw())
+		eventID, ok := c.inbound[m.ID]
+		delete(c.inbound, m.ID)
 		c.mu.Unlock()
 		tags := nostr.Tags{{"p", c.server.Hex()}}
 		if ok {
@@ -370,7 +376,7 @@ func (c *clientConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 }
 
 func (c *clientConn) writeNotification(ctx context.Context, m *jsonrpc.Request) error {
-	if c.opts.Stateless && m.Method == "notifications/initialized" {
+	if c.opts.Stateless && m.Method == mcpmsg.MethodInitialized {
 		return nil // the server never saw an initialize
 	}
 	content, err := EncodeContent(m)
@@ -388,12 +394,15 @@ func (c *clientConn) writeNotification(ctx context.Context, m *jsonrpc.Request) 
 // a delivery failure, each of which reaches the go-sdk client as a response.
 func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
 	<-c.announcement
-	p := &pendingRequest{req: m, wire: m, token: progressToken(m.Params)}
-	if p.token == nil && c.fragmenting() && m.Method != "initialize" {
+	p := &pendingRequest{req: m, wire: m}
+	p.token, _ = mcpmsg.ProgressToken(m)
+	if p.token.IsZero() && c.fragmenting() && m.Method != mcpmsg.MethodInitialize {
 		// CEP-22 fragments travel on a progress token: a request without one
 		// could neither be sent in fragments nor answered in them.
-		p.token = newProgressToken()
-		p.wire = &jsonrpc.Request{ID: m.ID, Method: m.Method, Params: withMeta(m.Params, "progressToken", p.token)}
+		tok := newProgressToken()
+		if wire, err := mcpmsg.WithProgressToken(m, tok); err == nil {
+			p.wire, p.token = wire, tok
+		}
 	}
 	content, err := EncodeContent(p.wire)
 	if err != nil {
@@ -407,9 +416,9 @@ func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
 		c.sentDiscovery = true
 	}
 	wrapKind := c.wrapKindLocked()
-	c.byRPCID[m.ID.Raw()] = p
-	if p.token != nil && p.wire != m {
-		c.injected[tokenKey(p.token)] = true
+	c.byRPCID[m.ID] = p
+	if p.wire != m {
+		c.injected[p.token] = true
 	}
 	if c.opts.RequestTimeout > 0 {
 		p.timer = time.AfterFunc(c.opts.RequestTimeout, func() { c.expire(p) })
@@ -451,7 +460,7 @@ func (c *clientConn) writeFragmented(ctx context.Context, p *pendingRequest, con
 	var waitAccept func(context.Context) error
 	if !serverKnows {
 		accepted := make(chan struct{})
-		key := tokenKey(p.token)
+		key := p.token
 		c.mu.Lock()
 		c.accepts[key] = accepted
 		c.mu.Unlock()
@@ -495,7 +504,7 @@ func (c *clientConn) writeFragmented(ctx context.Context, p *pendingRequest, con
 
 // abortTransfer tells the server to give up a transfer with token, and
 // fails the request it belonged to.
-func (c *clientConn) abortTransfer(token any, reason string) {
+func (c *clientConn) abortTransfer(token mcpmsg.Token, reason string) {
 	content, err := EncodeContent(abortFrame(token, reason))
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -506,12 +515,11 @@ func (c *clientConn) abortTransfer(token any, reason string) {
 }
 
 // failByToken fails the pending request that asked for progress with token.
-func (c *clientConn) failByToken(token any, msg string) {
-	key := tokenKey(token)
+func (c *clientConn) failByToken(token mcpmsg.Token, msg string) {
 	c.mu.Lock()
 	var found *pendingRequest
 	for _, p := range c.byRPCID {
-		if p.token != nil && tokenKey(p.token) == key {
+		if !p.token.IsZero() && p.token == token {
 			found = p
 			break
 		}
@@ -546,15 +554,15 @@ func (c *clientConn) forget(p *pendingRequest) bool {
 }
 
 func (c *clientConn) forgetLocked(p *pendingRequest) bool {
-	if c.byRPCID[p.req.ID.Raw()] != p {
+	if c.byRPCID[p.req.ID] != p {
 		return false
 	}
-	delete(c.byRPCID, p.req.ID.Raw())
+	delete(c.byRPCID, p.req.ID)
 	for _, id := range p.events {
 		delete(c.pending, id)
 	}
 	if p.wire != p.req {
-		delete(c.injected, tokenKey(p.token))
+		delete(c.injected, p.token)
 	}
 	p.stopTimers()
 	return true
@@ -589,7 +597,7 @@ func (c *clientConn) expire(p *pendingRequest) {
 // once, for a server that might have encryption disabled.
 func (c *clientConn) fallBackToPlaintext(p *pendingRequest, tags nostr.Tags) {
 	c.mu.Lock()
-	if c.byRPCID[p.req.ID.Raw()] != p {
+	if c.byRPCID[p.req.ID] != p {
 		c.mu.Unlock()
 		return
 	}
@@ -613,7 +621,7 @@ func (c *clientConn) fallBackToPlaintext(p *pendingRequest, tags nostr.Tags) {
 // plaintext fallback may repeat it.
 func repeatable(method string) bool {
 	switch method {
-	case "initialize", "ping", "tools/list", "resources/list", "resources/templates/list",
+	case mcpmsg.MethodInitialize, mcpmsg.MethodPing, "tools/list", "resources/list", "resources/templates/list",
 		"prompts/list", "resources/read", "prompts/get", "completion/complete":
 		return true
 	}
@@ -701,12 +709,12 @@ func (c *clientConn) dispatch(inner nostr.Event, wrapKind nostr.Kind, msgs []jso
 		case *jsonrpc.Request:
 			if m.IsCall() {
 				c.mu.Lock()
-				c.inbound[m.ID.Raw()] = inner.ID
+				c.inbound[m.ID] = inner.ID
 				c.mu.Unlock()
 				c.deliver(m)
 				continue
 			}
-			if m.Method == "notifications/progress" {
+			if m.Method == mcpmsg.MethodProgress {
 				if frame, ok, err := parseTransferFrame(m.Params); ok {
 					c.receiveFrame(inner, wrapKind, frame, err)
 					continue
@@ -715,10 +723,10 @@ func (c *clientConn) dispatch(inner nostr.Event, wrapKind nostr.Kind, msgs []jso
 					c.receiveStreamFrame(frame, err)
 					continue
 				}
-				tok := progressToken(m.Params)
+				tok, ok := mcpmsg.ProgressToken(m)
 				c.keepAlive(tok)
 				c.mu.Lock()
-				ours := tok != nil && c.injected[tokenKey(tok)]
+				ours := ok && c.injected[tok]
 				c.mu.Unlock()
 				if ours {
 					continue // progress on a token the go-sdk never chose
@@ -739,8 +747,8 @@ func (c *clientConn) receiveFrame(inner nostr.Event, wrapKind nostr.Kind, p prog
 	switch p.CVM.FrameType {
 	case "accept":
 		c.mu.Lock()
-		ch, ok := c.accepts[tokenKey(p.ProgressToken)]
-		delete(c.accepts, tokenKey(p.ProgressToken))
+		ch, ok := c.accepts[p.ProgressToken]
+		delete(c.accepts, p.ProgressToken)
 		c.mu.Unlock()
 		if ok {
 			close(ch)
@@ -795,15 +803,16 @@ func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *j
 }
 
 // keepAlive restarts the timeout of the request that asked for progress
-// with token.
-func (c *clientConn) keepAlive(token any) {
-	if token == nil || c.opts.RequestTimeout <= 0 {
+// with token. Tokens are compared as JSON values: progress on "1" is not
+// progress on 1.
+func (c *clientConn) keepAlive(token mcpmsg.Token) {
+	if token.IsZero() || c.opts.RequestTimeout <= 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.byRPCID {
-		if p.token != nil && fmt.Sprint(p.token) == fmt.Sprint(token) && p.timer != nil {
+		if p.token == token && p.timer != nil {
 			p.timer.Reset(c.opts.RequestTimeout)
 		}
 	}
@@ -829,26 +838,6 @@ func (c *clientConn) lookupAnnouncement(ctx context.Context) {
 	case <-ctx.Done():
 	case <-c.closed:
 	}
-}
-
-// progressToken returns params._meta.progressToken, if present.
-func progressToken(params json.RawMessage) any {
-	if len(params) == 0 {
-		return nil
-	}
-	var p struct {
-		Meta struct {
-			ProgressToken any `json:"progressToken"`
-		} `json:"_meta"`
-		ProgressToken any `json:"progressToken"` // in notifications/progress
-	}
-	if json.Unmarshal(params, &p) != nil {
-		return nil
-	}
-	if p.Meta.ProgressToken != nil {
-		return p.Meta.ProgressToken
-	}
-	return p.ProgressToken
 }
 
 // isEncryptionRefusal recognizes a cvm server's answer to a gift wrap it will
@@ -893,8 +882,8 @@ func nonceTag() nostr.Tag {
 	return nostr.Tag{"nonce", hex.EncodeToString(b[:])}
 }
 
-func (c *clientConn) openStream(token any) *StreamReader {
-	key := tokenKey(token)
+func (c *clientConn) openStream(token mcpmsg.Token) *StreamReader {
+	key := token
 	r := &StreamReader{
 		token:    token,
 		limits:   c.opts.Streams.withDefaults(),
@@ -932,7 +921,7 @@ func (c *clientConn) receiveStreamFrame(p streamProgress, err error) {
 	}
 	c.keepAlive(p.ProgressToken)
 	c.mu.Lock()
-	r := c.streams[tokenKey(p.ProgressToken)]
+	r := c.streams[p.ProgressToken]
 	c.mu.Unlock()
 	if r == nil {
 		c.log.Debug("open-stream frame nobody reads", "frame", p.CVM.FrameType)

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/mcpmsg"
 )
 
 // CEP-22 oversized transfer: a JSON-RPC message too large for one event
@@ -92,7 +93,7 @@ type transferFrame struct {
 // progressFrame is the params of a notifications/progress that carries a
 // CEP-22 frame.
 type progressFrame struct {
-	ProgressToken any            `json:"progressToken"`
+	ProgressToken mcpmsg.Token   `json:"progressToken"`
 	Progress      float64        `json:"progress"`
 	Message       string         `json:"message,omitempty"`
 	CVM           *transferFrame `json:"cvm,omitempty"`
@@ -115,7 +116,7 @@ func parseTransferFrame(params json.RawMessage) (p progressFrame, ok bool, err e
 	if err := json.Unmarshal(params, &p); err != nil {
 		return p, true, fmt.Errorf("%w: malformed frame: %v", ErrTransferRefused, err)
 	}
-	if p.ProgressToken == nil {
+	if p.ProgressToken.IsZero() {
 		return p, true, fmt.Errorf("%w: frame without a progress token", ErrTransferRefused)
 	}
 	return p, true, nil
@@ -127,7 +128,7 @@ func digestOf(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
-func frameParams(token any, progress int, message string, f *transferFrame) json.RawMessage {
+func frameParams(token mcpmsg.Token, progress int, message string, f *transferFrame) json.RawMessage {
 	b, _ := json.Marshal(progressFrame{ProgressToken: token, Progress: float64(progress), Message: message, CVM: f})
 	return b
 }
@@ -173,7 +174,7 @@ func escapedLen(r rune) int {
 // peer, so they are unique only per peer (the reference keys by token alone).
 type transferKey struct {
 	peer  nostr.PubKey
-	token string
+	token mcpmsg.Token
 }
 
 // reassembler collects inbound transfers within TransferLimits. It is safe
@@ -181,7 +182,7 @@ type transferKey struct {
 type reassembler struct {
 	limits TransferLimits
 	// onExpire is told of transfers that ran out of time, to abort them.
-	onExpire func(transferKey, any)
+	onExpire func(transferKey)
 
 	mu        sync.Mutex
 	transfers map[transferKey]*transfer
@@ -189,7 +190,6 @@ type reassembler struct {
 }
 
 type transfer struct {
-	token       any        // as the peer sent it, for the abort frame
 	startTags   nostr.Tags // the start frame's tags: discovery tags travel there
 	digest      string
 	totalBytes  int
@@ -201,7 +201,7 @@ type transfer struct {
 	timer       *time.Timer
 }
 
-func newReassembler(limits TransferLimits, onExpire func(transferKey, any)) *reassembler {
+func newReassembler(limits TransferLimits, onExpire func(transferKey)) *reassembler {
 	return &reassembler{limits: limits.withDefaults(), onExpire: onExpire, transfers: make(map[transferKey]*transfer)}
 }
 
@@ -215,7 +215,7 @@ func (r *reassembler) frame(peer nostr.PubKey, p progressFrame, tags nostr.Tags)
 	if float64(progress) != p.Progress || progress <= 0 {
 		return "", nil, false, fmt.Errorf("%w: progress %v is not a positive integer", ErrTransferRefused, p.Progress)
 	}
-	key := transferKey{peer, tokenKey(p.ProgressToken)}
+	key := transferKey{peer, p.ProgressToken}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := r.transfers[key]
@@ -270,7 +270,7 @@ func (r *reassembler) startLocked(key transferKey, p progressFrame, progress int
 	case r.buffered+*f.TotalBytes > lim.MaxBufferedBytes:
 		return fmt.Errorf("%w: receiver is holding %d bytes of other transfers; retry later", ErrTransferRefused, r.buffered)
 	}
-	t := &transfer{token: p.ProgressToken, startTags: tags, digest: f.Digest, totalBytes: *f.TotalBytes, totalChunks: *f.TotalChunks,
+	t := &transfer{startTags: tags, digest: f.Digest, totalBytes: *f.TotalBytes, totalChunks: *f.TotalChunks,
 		start: progress, chunks: make(map[int]string), highest: progress}
 	// Reserve the declared size now, so that concurrent starts cannot
 	// together promise more than the budget.
@@ -283,7 +283,7 @@ func (r *reassembler) startLocked(key transferKey, p progressFrame, progress int
 		}
 		r.mu.Unlock()
 		if live && r.onExpire != nil {
-			r.onExpire(key, t.token)
+			r.onExpire(key)
 		}
 	})
 	r.transfers[key] = t

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -192,8 +193,8 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 		auth:     newAuthorization(opts),
 		replay:   newReplayGuard(opts.Freshness, 0),
 	}
-	s.transfers = newReassembler(opts.Transfers, func(k transferKey, token any) {
-		s.sendFrame(context.Background(), k.peer, abortFrame(token, "transfer timed out"), 0)
+	s.transfers = newReassembler(opts.Transfers, func(k transferKey) {
+		s.sendFrame(context.Background(), k.peer, abortFrame(k.token, "transfer timed out"), 0)
 	})
 	s.sub = pool.Subscribe(nostr.Filter{
 		Kinds: opts.GiftWrap.subscriptionKinds(),
@@ -457,7 +458,7 @@ func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Ki
 			}
 			return
 		}
-		if m.Method == "notifications/progress" && !m.IsCall() {
+		if m.Method == mcpmsg.MethodProgress && !m.IsCall() {
 			if frame, ok, err := parseTransferFrame(m.Params); ok {
 				s.receiveFrame(ctx, inner, wrapKind, frame, err)
 				return
@@ -472,7 +473,7 @@ func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Ki
 			}
 		}
 		var c *ServerConn
-		if m.IsCall() && m.Method == "initialize" {
+		if m.IsCall() && m.Method == mcpmsg.MethodInitialize {
 			c = s.newSession(client, false)
 		} else {
 			c = s.session(client, m.IsCall())

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -71,9 +72,9 @@ type ServerConn struct {
 	closeOnce sync.Once
 
 	mu            sync.Mutex
-	routes        map[string]*route // by the id the go-sdk sees (the request event id)
-	byOrigID      map[any]string    // original JSON-RPC id -> route key
-	progress      map[string]string // progress token -> route key
+	routes        map[string]*route       // by the id the go-sdk sees (the request event id)
+	byOrigID      map[jsonrpc.ID]string   // original JSON-RPC id -> route key
+	progress      map[mcpmsg.Token]string // progress token -> route key
 	caps          peerCaps
 	sentDiscovery bool
 	lastWrap      nostr.Kind // wrap kind of the latest inbound message, 0 for plaintext
@@ -88,8 +89,7 @@ type route struct {
 	origID   jsonrpc.ID
 	eventID  nostr.ID
 	wrapKind nostr.Kind
-	token    string // progress token, if any, as a map key
-	rawToken any    // the progress token as the client sent it
+	token    mcpmsg.Token // progress token, if any
 	method   string
 	progress time.Time         // when the latest progress notification for it went out
 	batch    *batch            // the batch it came in, if any
@@ -114,8 +114,8 @@ func newServerConn(s *Server, client nostr.PubKey, id string) *ServerConn {
 		inbox:      make(chan jsonrpc.Message, inboxSize),
 		closed:     make(chan struct{}),
 		routes:     make(map[string]*route),
-		byOrigID:   make(map[any]string),
-		progress:   make(map[string]string),
+		byOrigID:   make(map[jsonrpc.ID]string),
+		progress:   make(map[mcpmsg.Token]string),
 		active:     time.Now(),
 		subscribed: make(map[string]bool),
 	}
@@ -223,13 +223,8 @@ func (c *ServerConn) initializeForClient() {
 		"capabilities":    map[string]any{},
 		"clientInfo":      map[string]any{"name": "stateless-client", "version": "0"},
 	})
-	c.deliver(&jsonrpc.Request{ID: mustID(statelessInitID), Method: "initialize", Params: params})
-	c.deliver(&jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)})
-}
-
-func mustID(s string) jsonrpc.ID {
-	id, _ := jsonrpc.MakeID(s)
-	return id
+	c.deliver(&jsonrpc.Request{ID: mcpmsg.StringID(statelessInitID), Method: mcpmsg.MethodInitialize, Params: params})
+	c.deliver(&jsonrpc.Request{Method: mcpmsg.MethodInitialized, Params: json.RawMessage(`{}`)})
 }
 
 // receive takes one inbound request or notification from the client; b and
@@ -238,7 +233,7 @@ func (c *ServerConn) receive(ctx context.Context, inner nostr.Event, wrapKind no
 	c.mu.Lock()
 	c.active = time.Now()
 	c.lastWrap = wrapKind
-	if m.IsCall() && m.Method == "initialize" {
+	if m.IsCall() && m.Method == mcpmsg.MethodInitialize {
 		c.caps = peerCaps{}
 	}
 	if caps, ok := learnCaps(inner.Tags); ok {
@@ -256,70 +251,66 @@ func (c *ServerConn) receive(ctx context.Context, inner nostr.Event, wrapKind no
 		key += "/" + strconv.Itoa(i) // every member of a batch shares its event id
 	}
 	r := &route{origID: m.ID, eventID: inner.ID, wrapKind: wrapKind, method: m.Method, batch: b, index: i}
-	if tok := progressToken(m.Params); tok != nil {
-		r.token, r.rawToken = tokenKey(tok), tok
-	}
+	r.token, _ = mcpmsg.ProgressToken(m)
 	c.mu.Lock()
 	if _, dup := c.routes[key]; dup {
 		c.mu.Unlock()
 		return
 	}
 	c.routes[key] = r
-	c.byOrigID[m.ID.Raw()] = key
-	if r.token != "" {
+	c.byOrigID[m.ID] = key
+	if !r.token.IsZero() {
 		c.progress[r.token] = key
 	}
 	switch m.Method {
-	case "resources/subscribe", "resources/unsubscribe":
-		if uri := resourceURI(m.Params); uri != "" {
-			c.subscribed[uri] = m.Method == "resources/subscribe"
+	case mcpmsg.MethodSubscribe, mcpmsg.MethodUnsubscribe:
+		if uri := mcpmsg.StringParam(m.Params, "uri"); uri != "" {
+			c.subscribed[uri] = m.Method == mcpmsg.MethodSubscribe
 		}
 	}
 	c.mu.Unlock()
 
-	if m.Method == "shutdown" {
+	if m.Method == mcpmsg.MethodShutdown {
 		// Seed 002: answer with an empty result, then end the session.
 		c.srv.async(func() {
-			c.Write(ctx, &jsonrpc.Response{ID: mustID(key), Result: json.RawMessage(`{}`)})
+			c.Write(ctx, mcpmsg.EmptyResult(mcpmsg.StringID(key)))
 			c.retire()
 		})
 		return
 	}
-	fwd := &jsonrpc.Request{ID: mustID(key), Method: m.Method, Params: m.Params, Extra: &mcp.RequestExtra{Header: http.Header{
+	fwd := &jsonrpc.Request{ID: mcpmsg.StringID(key), Method: m.Method, Params: m.Params, Extra: &mcp.RequestExtra{Header: http.Header{
 		HeaderClientPubkey:   {c.client.Hex()},
 		HeaderRequestEventID: {inner.ID.Hex()},
 	}}}
 	if c.srv.opts.InjectClientPubkey {
-		fwd.Params = withMeta(fwd.Params, "clientPubkey", c.client.Hex())
+		fwd.Params = mcpmsg.SetMeta(fwd.Params, "clientPubkey", c.client.Hex())
 	}
 	if !c.deliver(fwd) {
 		c.srv.log.Warn("session inbox full; refusing a request", "session", c.id, "method", m.Method)
 		c.dropRoute(key)
 		c.srv.async(func() {
-			c.sendResponse(ctx, r, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: CodeServerBusy, Message: "server busy: too many requests in flight; retry later"}})
+			c.sendResponse(ctx, r, mcpmsg.ErrorResponse(m.ID, CodeServerBusy, "server busy: too many requests in flight; retry later"))
 		})
 	}
 }
 
 func (c *ServerConn) receiveNotification(m *jsonrpc.Request) {
-	if m.Method == "notifications/cancelled" {
+	if m.Method == mcpmsg.MethodCancelled {
 		// The client names the request by its own id; the go-sdk knows it
 		// by the event id. The reference SDK skips this and loses cancels.
-		var p struct {
-			RequestID any    `json:"requestId"`
-			Reason    string `json:"reason,omitempty"`
-		}
-		if json.Unmarshal(m.Params, &p) == nil && p.RequestID != nil {
-			id, err := jsonrpc.MakeID(p.RequestID)
+		if id, _, ok := mcpmsg.CancelledRequest(m.Params); ok {
 			c.mu.Lock()
-			key, ok := c.byOrigID[id.Raw()]
+			key, ok := c.byOrigID[id]
 			c.mu.Unlock()
-			if err != nil || !ok {
-				c.srv.log.Debug("cancel for no request in flight", "session", c.id, "requestId", p.RequestID)
+			if !ok {
+				c.srv.log.Debug("cancel for no request in flight", "session", c.id, "requestId", id.Raw())
 				return
 			}
-			params, _ := json.Marshal(map[string]any{"requestId": key, "reason": p.Reason})
-			m = &jsonrpc.Request{Method: m.Method, Params: params}
+			fwd, err := mcpmsg.WithCancelledRequest(m, mcpmsg.StringID(key))
+			if err != nil {
+				return
+			}
+			m = fwd
 		}
 	}
 	if !c.deliver(m) {
@@ -335,8 +326,8 @@ func (c *ServerConn) dropRoute(key string) *route {
 		return nil
 	}
 	delete(c.routes, key)
-	delete(c.byOrigID, r.origID.Raw())
-	if r.token != "" && c.progress[r.token] == key {
+	delete(c.byOrigID, r.origID)
+	if !r.token.IsZero() && c.progress[r.token] == key {
 		delete(c.progress, r.token)
 	}
 	return r
@@ -405,14 +396,14 @@ func (c *ServerConn) openStream(key string) (*StreamWriter, error) {
 	switch {
 	case r == nil:
 		return nil, fmt.Errorf("%w: the request is no longer in flight", ErrStreamsUnsupported)
-	case r.rawToken == nil:
+	case r.token.IsZero():
 		return nil, fmt.Errorf("%w: the request carries no progress token", ErrStreamsUnsupported)
 	case !c.caps.openStream:
 		return nil, fmt.Errorf("%w: the client has not said it reads open streams", ErrStreamsUnsupported)
 	case r.stream != nil:
 		return r.stream, nil
 	}
-	w := &StreamWriter{token: r.rawToken, aborted: make(chan struct{})}
+	w := &StreamWriter{token: r.token, aborted: make(chan struct{})}
 	w.send = func(ctx context.Context, frame *jsonrpc.Request) error {
 		content, err := EncodeContent(frame)
 		if err != nil {
@@ -476,7 +467,7 @@ func (c *ServerConn) holdBehindStream(key string, m *jsonrpc.Response) bool {
 func (c *ServerConn) streamFrame(p streamProgress) {
 	c.mu.Lock()
 	var w *StreamWriter
-	if key, ok := c.progress[tokenKey(p.ProgressToken)]; ok {
+	if key, ok := c.progress[p.ProgressToken]; ok {
 		if r := c.routes[key]; r != nil {
 			w = r.stream
 		}
@@ -552,8 +543,8 @@ func (c *ServerConn) sendResponse(ctx context.Context, r *route, resp *jsonrpc.R
 	clientCEP22 := c.caps.oversized
 	c.mu.Unlock()
 	if o := c.srv.opts; o.OversizedThreshold > 0 && finalSize(content, tags, wrap) > o.OversizedThreshold {
-		if r.rawToken != nil && clientCEP22 {
-			err = c.srv.sendFragmented(ctx, c.client, content, r.rawToken, func() nostr.Tags { return tags },
+		if !r.token.IsZero() && clientCEP22 {
+			err = c.srv.sendFragmented(ctx, c.client, content, r.token, func() nostr.Tags { return tags },
 				func() nostr.Tags { return routing }, wrap, o.OversizedThreshold, nil, nil)
 			if err == nil {
 				return
@@ -589,17 +580,18 @@ func (c *ServerConn) sendNotification(ctx context.Context, m *jsonrpc.Request) {
 	c.mu.Lock()
 	tags := nostr.Tags{{"p", c.client.Hex()}}
 	switch m.Method {
-	case "notifications/progress":
+	case mcpmsg.MethodProgress:
 		// Correlated to the request that asked for it, in this session only:
 		// the reference looks the token up across all clients and leaks.
-		if key, ok := c.progress[tokenKey(progressToken(m.Params))]; ok {
+		tok, _ := mcpmsg.ProgressToken(m)
+		if key, ok := c.progress[tok]; ok && !tok.IsZero() {
 			tags = append(tags, nostr.Tag{"e", key})
 			if r := c.routes[key]; r != nil {
 				r.progress = time.Now()
 			}
 		}
-	case "notifications/resources/updated":
-		if !c.subscribed[resourceURI(m.Params)] {
+	case mcpmsg.MethodUpdated:
+		if !c.subscribed[mcpmsg.StringParam(m.Params, "uri")] {
 			c.mu.Unlock()
 			return // the client did not subscribe to this resource
 		}
@@ -656,46 +648,8 @@ func (c *ServerConn) sendRequest(ctx context.Context, m *jsonrpc.Request) error 
 	return nil
 }
 
+// isBroadcast reports whether a notification concerns every client rather
+// than one request: list changes and log messages.
 func isBroadcast(method string) bool {
-	switch method {
-	case "notifications/tools/list_changed", "notifications/prompts/list_changed",
-		"notifications/resources/list_changed", "notifications/message":
-		return true
-	}
-	return false
-}
-
-func tokenKey(tok any) string {
-	if tok == nil {
-		return ""
-	}
-	b, _ := json.Marshal(tok)
-	return string(b)
-}
-
-func resourceURI(params json.RawMessage) string {
-	var p struct {
-		URI string `json:"uri"`
-	}
-	json.Unmarshal(params, &p)
-	return p.URI
-}
-
-// withMeta sets params._meta[key] = value, keeping everything else.
-func withMeta(params json.RawMessage, key string, value any) json.RawMessage {
-	obj := map[string]json.RawMessage{}
-	if len(params) > 0 && json.Unmarshal(params, &obj) != nil {
-		return params // not an object: leave it alone
-	}
-	meta := map[string]any{}
-	if raw, ok := obj["_meta"]; ok {
-		json.Unmarshal(raw, &meta)
-	}
-	meta[key] = value
-	obj["_meta"], _ = json.Marshal(meta)
-	out, err := json.Marshal(obj)
-	if err != nil {
-		return params
-	}
-	return out
+	return mcpmsg.ListChanged(method) || method == mcpmsg.MethodLogMessage
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -76,7 +77,7 @@ type streamFrame struct {
 }
 
 type streamProgress struct {
-	ProgressToken any          `json:"progressToken"`
+	ProgressToken mcpmsg.Token `json:"progressToken"`
 	Progress      float64      `json:"progress"`
 	CVM           *streamFrame `json:"cvm"`
 }
@@ -91,23 +92,23 @@ func parseStreamFrame(params json.RawMessage) (p streamProgress, ok bool, err er
 	if len(params) == 0 || json.Unmarshal(params, &probe) != nil || probe.CVM == nil || probe.CVM.Type != openStreamType {
 		return p, false, nil
 	}
-	if err := json.Unmarshal(params, &p); err != nil || p.ProgressToken == nil {
+	if err := json.Unmarshal(params, &p); err != nil || p.ProgressToken.IsZero() {
 		return p, true, fmt.Errorf("malformed open-stream frame: %v", err)
 	}
 	return p, true, nil
 }
 
-func streamFrameRequest(token any, progress int, f *streamFrame) *jsonrpc.Request {
+func streamFrameRequest(token mcpmsg.Token, progress int, f *streamFrame) *jsonrpc.Request {
 	f.Type = openStreamType
 	params, _ := json.Marshal(streamProgress{ProgressToken: token, Progress: float64(progress), CVM: f})
-	return &jsonrpc.Request{Method: "notifications/progress", Params: params}
+	return &jsonrpc.Request{Method: mcpmsg.MethodProgress, Params: params}
 }
 
 // StreamWriter is the server side of an open stream: a tool handler writes
 // chunks to it and closes it, after which the tool's result is sent. Its
 // methods are safe for concurrent use; frames go out in call order.
 type StreamWriter struct {
-	token any
+	token mcpmsg.Token
 	send  func(ctx context.Context, frame *jsonrpc.Request) error
 	// onDone runs once the stream is closed or aborted, to release the
 	// response that was held behind it.
@@ -237,7 +238,7 @@ func (w *StreamWriter) finish() {
 // order; io.EOF after a clean close. A reader that hears nothing for
 // IdleTimeout pings the server and aborts when no pong comes.
 type StreamReader struct {
-	token  any
+	token  mcpmsg.Token
 	limits StreamLimits
 	send   func(ctx context.Context, frame *jsonrpc.Request) error
 	onEnd  func()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -16,7 +17,7 @@ import (
 func testReader(limits StreamLimits) (*StreamReader, *[]streamFrame, *sync.Mutex) {
 	var mu sync.Mutex
 	var sent []streamFrame
-	r := &StreamReader{token: "t", limits: limits.withDefaults(), ready: make(chan struct{}, 1), buffered: map[int]string{}, lastSeen: time.Now()}
+	r := &StreamReader{token: mcpmsg.StringToken("t"), limits: limits.withDefaults(), ready: make(chan struct{}, 1), buffered: map[int]string{}, lastSeen: time.Now()}
 	r.send = func(ctx context.Context, frame *jsonrpc.Request) error {
 		p, _, _ := parseStreamFrame(frame.Params)
 		mu.Lock()
