@@ -151,29 +151,14 @@ func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		// requests as the server's, and the server would answer itself.
 		return nil, ErrClientIsServer
 	}
-	pool, ownPool := t.opts.Pool, false
-	if pool == nil {
+	var pool relayPool = t.opts.Pool
+	ownPool := t.opts.Pool == nil
+	if ownPool {
 		relays := append(slices.Clone(t.opts.Relays), t.server.Relays...)
-		pool, ownPool = nostrx.NewPool(nostrx.PoolOptions{Relays: relays, Signer: signer, Logger: t.opts.Logger}), true
+		pool = nostrx.NewPool(nostrx.PoolOptions{Relays: relays, Signer: signer, Logger: t.opts.Logger})
 	}
-	c := &clientConn{
-		opts:     t.opts,
-		endpoint: endpoint{pool: pool, signer: signer, me: me, log: t.opts.Logger.With("server", t.server.Key.Hex()[:12])},
-		server:   t.server.Key,
-		ownPool:  ownPool,
-		incoming: make(chan jsonrpc.Message, 64),
-		closed:   make(chan struct{}),
-		pending:  make(map[nostr.ID]*pendingRequest),
-		byRPCID:  make(map[jsonrpc.ID]*pendingRequest),
-		inbound:  make(map[jsonrpc.ID]nostr.ID),
-		replay:   newReplayGuard(t.opts.Freshness, 0),
-		accepts:  make(map[mcpmsg.Token]chan struct{}),
-		injected: make(map[mcpmsg.Token]bool),
-		streams:  make(map[mcpmsg.Token]*StreamReader),
-	}
-	c.transfers = newReassembler(t.opts.Transfers, func(k transferKey) {
-		c.abortTransfer(k.token, "transfer timed out")
-	})
+	c := newClientConn(t.opts, endpoint{pool: pool, signer: signer, me: me, log: t.opts.Logger.With("server", t.server.Key.Hex()[:12])}, t.server.Key)
+	c.ownPool = ownPool
 	// A little before now, so that a server whose clock is behind ours is
 	// still heard; stale answers have no pending request and are dropped.
 	since := nostr.Now() - 10
@@ -183,16 +168,14 @@ func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		Since: since,
 	}, 0)
 
-	lookup := make(chan struct{})
 	if t.opts.Encryption == EncryptOptional && t.opts.AnnouncementLookup > 0 {
-		c.wg.Go(func() {
-			defer close(lookup)
+		c.life.Go(func(context.Context) {
+			defer close(c.announcement)
 			c.lookupAnnouncement(ctx)
 		})
 	} else {
-		close(lookup)
+		close(c.announcement)
 	}
-	c.announcement = lookup
 
 	select {
 	case <-c.sub.Ready():
@@ -200,7 +183,7 @@ func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		c.Close()
 		return nil, fmt.Errorf("contextvm: no relay answered the subscription: %w", context.Cause(ctx))
 	}
-	c.wg.Go(c.readLoop)
+	c.life.Go(func(context.Context) { c.readLoop() })
 	t.mu.Lock()
 	t.conn = c
 	t.mu.Unlock()
@@ -227,7 +210,7 @@ func (t *ClientTransport) OpenStream(token any) (*StreamReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStreamsUnsupported, err)
 	}
-	return c.openStream(tok), nil
+	return c.openStream(tok)
 }
 
 // Connect connects client to the ContextVM server of opts and performs the
@@ -241,6 +224,15 @@ func Connect(ctx context.Context, client *mcp.Client, opts ClientOptions) (*mcp.
 }
 
 // clientConn is the mcp.Connection of a ClientTransport.
+//
+// Its state is kept by small owners, each with its own lock: the requests
+// in flight (pending), what it knows of the server (view), the server's
+// requests it owes an answer (inbound), its transfers waiting for the
+// server's accept (accepts), the streams it reads (streams) and the
+// transfers it reassembles (transfers). Everything it does in the
+// background (the read loop, request timeouts, plaintext fallbacks, stream
+// probes, aborts) is work of its lifetime: Close cancels it and returns
+// once it has all ended.
 type clientConn struct {
 	endpoint
 	opts    ClientOptions
@@ -248,37 +240,39 @@ type clientConn struct {
 	ownPool bool
 	sub     *nostrx.Subscription
 
+	life      *lifetime
 	incoming  chan jsonrpc.Message
 	closed    chan struct{}
 	closeOnce sync.Once
-	wg        sync.WaitGroup
 
 	// announcement is closed when the announcement lookup is over.
 	announcement chan struct{}
 
-	mu            sync.Mutex
-	pending       map[nostr.ID]*pendingRequest   // by the event id of each copy sent
-	byRPCID       map[jsonrpc.ID]*pendingRequest // by JSON-RPC id
-	inbound       map[jsonrpc.ID]nostr.ID        // server requests awaiting our answer: JSON-RPC id -> event id
-	caps          peerCaps
-	sentDiscovery bool
-	plaintext     bool // learned: this server does not read gift wraps
-	replay        *replayGuard
-	transfers     *reassembler
-	accepts       map[mcpmsg.Token]chan struct{} // outbound transfers waiting for the server's accept, by token
-	injected      map[mcpmsg.Token]bool          // progress tokens the transport added; their progress is not the go-sdk's
-	streams       map[mcpmsg.Token]*StreamReader // open streams being read, by token
+	view      serverView
+	pending   pendingTable
+	inbound   registry[jsonrpc.ID, nostr.ID]        // server requests awaiting our answer: JSON-RPC id -> event id
+	accepts   registry[mcpmsg.Token, chan struct{}] // outbound transfers waiting for the server's accept
+	streams   registry[mcpmsg.Token, *StreamReader] // open streams being read
+	replay    *replayGuard
+	transfers *reassembler
 }
 
-// pendingRequest is a request sent to the server and not yet answered.
-type pendingRequest struct {
-	req      *jsonrpc.Request // as the go-sdk wrote it
-	wire     *jsonrpc.Request // as sent: with a progress token the transport added
-	events   []nostr.ID       // the event ids it went out under (two after a plaintext fallback)
-	token    mcpmsg.Token     // progress token, if the request asked for progress
-	timer    *time.Timer
-	fallback *time.Timer
-	unheard  bool // every relay said nobody listens
+// newClientConn makes a connection that has not subscribed yet.
+func newClientConn(opts ClientOptions, e endpoint, server nostr.PubKey) *clientConn {
+	c := &clientConn{
+		endpoint:     e,
+		opts:         opts,
+		server:       server,
+		life:         newLifetime(context.Background()),
+		incoming:     make(chan jsonrpc.Message, 64),
+		closed:       make(chan struct{}),
+		announcement: make(chan struct{}),
+		replay:       newReplayGuard(opts.Freshness, 0),
+	}
+	c.transfers = newReassembler(opts.Transfers, func(k transferKey) {
+		c.life.Go(func(ctx context.Context) { c.abortTransfer(ctx, k.token, "transfer timed out") })
+	})
+	return c
 }
 
 func (c *clientConn) SessionID() string { return "" }
@@ -294,16 +288,23 @@ func (c *clientConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
+// Close ends the connection: it stops every timer, ends the streams being
+// read (with mcp.ErrConnectionClosed), cancels what is under way and
+// returns once all of the connection's work has returned. Requests still in
+// flight are the go-sdk's to fail.
 func (c *clientConn) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.closed)
-		c.mu.Lock()
-		for _, p := range c.byRPCID {
-			p.stopTimers()
+		c.life.stop()
+		c.pending.stopAll()
+		c.transfers.close()
+		for _, r := range c.streams.drain() {
+			r.end(mcp.ErrConnectionClosed)
 		}
-		c.mu.Unlock()
-		c.sub.Close()
-		c.wg.Wait()
+		if c.sub != nil {
+			c.sub.Close() // ends the read loop
+		}
+		c.life.close()
 		if c.ownPool {
 			c.pool.Close()
 		}
@@ -324,12 +325,16 @@ func (c *clientConn) fail(id jsonrpc.ID, code int64, msg string) {
 	c.deliver(mcpmsg.ErrorResponse(id, code, "%s", msg))
 }
 
+// Write sends msg to the server. A Write under way when Close is called is
+// cancelled, and Close waits for it; after Close, Write fails with
+// mcp.ErrConnectionClosed.
 func (c *clientConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	select {
-	case <-c.closed:
+	if !c.life.enter() {
 		return mcp.ErrConnectionClosed
-	default:
 	}
+	defer c.life.leave()
+	ctx, cancel := c.life.join(ctx)
+	defer cancel()
 	switch m := msg.(type) {
 	case *jsonrpc.Request:
 		if !m.IsCall() {
@@ -341,9 +346,7 @@ func (c *clientConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			c.fail(m.ID, jsonrpc.CodeMethodNotFound, "server/discover is not supported over ContextVM")
 			return nil
 		case mcpmsg.MethodInitialize:
-			c.mu.Lock()
-			c.caps, c.sentDiscovery = peerCaps{}, false // a new session
-			c.mu.Unlock()
+			c.view.newSession()
 			if c.opts.Stateless {
 				c.deliver(statelessInitializeResult(m))
 				return nil
@@ -352,10 +355,7 @@ func (c *clientConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		c.writeRequest(ctx, m)
 		return nil
 	case *jsonrpc.Response:
-		c.mu.Lock()
-		eventID, ok := c.inbound[m.ID]
-		delete(c.inbound, m.ID)
-		c.mu.Unlock()
+		eventID, ok := c.inbound.take(m.ID)
 		tags := nostr.Tags{{"p", c.server.Hex()}}
 		if ok {
 			tags = append(tags, nostr.Tag{"e", eventID.Hex()})
@@ -390,6 +390,11 @@ func (c *clientConn) writeNotification(ctx context.Context, m *jsonrpc.Request) 
 	return nil
 }
 
+// wrapKind is the gift-wrap kind of the next message, 0 for plaintext.
+func (c *clientConn) wrapKind() nostr.Kind {
+	return c.view.wrapKind(c.opts.Encryption, c.opts.GiftWrap)
+}
+
 // writeRequest sends a request and tracks it until its answer, a timeout or
 // a delivery failure, each of which reaches the go-sdk client as a response.
 func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
@@ -409,26 +414,22 @@ func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
 		c.fail(m.ID, CodeTransportError, err.Error())
 		return
 	}
-	c.mu.Lock()
 	tags := nostr.Tags{{"p", c.server.Hex()}, nonceTag()}
-	if !c.sentDiscovery {
+	if c.view.takeDiscovery() {
 		tags = append(tags, capabilityTags(c.opts.Encryption, c.opts.GiftWrap, c.fragmenting(), c.opts.OpenStreams)...)
-		c.sentDiscovery = true
 	}
-	wrapKind := c.wrapKindLocked()
-	c.byRPCID[m.ID] = p
-	if p.wire != m {
-		c.injected[p.token] = true
-	}
-	if c.opts.RequestTimeout > 0 {
-		p.timer = time.AfterFunc(c.opts.RequestTimeout, func() { c.expire(p) })
-	}
+	wrapKind := c.wrapKind()
 	oversized := c.fragmenting() && finalSize(content, tags, wrapKind) > c.opts.OversizedThreshold
-	if !oversized && wrapKind != 0 && c.opts.Encryption == EncryptOptional && c.opts.PlaintextFallback > 0 && repeatable(m.Method) {
-		p.fallback = time.AfterFunc(c.opts.PlaintextFallback, func() { c.fallBackToPlaintext(p, tags) })
-	}
-	serverKnowsCEP22 := c.caps.oversized
-	c.mu.Unlock()
+	fallback := !oversized && wrapKind != 0 && c.opts.Encryption == EncryptOptional && c.opts.PlaintextFallback > 0 && repeatable(m.Method)
+	serverKnowsCEP22 := c.view.oversized()
+	c.pending.add(p, func(p *pendingRequest) {
+		if c.opts.RequestTimeout > 0 {
+			p.timer = c.life.AfterFunc(c.opts.RequestTimeout, func(context.Context) { c.expire(p) })
+		}
+		if fallback {
+			p.fallback = c.life.AfterFunc(c.opts.PlaintextFallback, func(ctx context.Context) { c.fallBackToPlaintext(ctx, p, tags) })
+		}
+	})
 
 	if oversized {
 		c.writeFragmented(ctx, p, content, tags, wrapKind, serverKnowsCEP22)
@@ -440,12 +441,10 @@ func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
 	case errors.Is(err, nostrx.ErrUnheard):
 		// Valid, unheard: retrying does not help, but the answer may still
 		// come through a relay the server joins later. Fail at the deadline.
-		c.mu.Lock()
-		p.unheard = true
-		c.mu.Unlock()
+		p.unheard.Store(true)
 		c.log.Debug("request unheard by every relay", "method", m.Method, "event", evt.ID.Hex())
 	default:
-		if c.forget(p) {
+		if c.pending.remove(p) {
 			c.fail(m.ID, CodeTransportError, fmt.Sprintf("contextvm: %s not delivered: %v", m.Method, err))
 		}
 	}
@@ -460,21 +459,16 @@ func (c *clientConn) writeFragmented(ctx context.Context, p *pendingRequest, con
 	var waitAccept func(context.Context) error
 	if !serverKnows {
 		accepted := make(chan struct{})
-		key := p.token
-		c.mu.Lock()
-		c.accepts[key] = accepted
-		c.mu.Unlock()
-		defer func() {
-			c.mu.Lock()
-			delete(c.accepts, key)
-			c.mu.Unlock()
-		}()
+		c.accepts.put(p.token, accepted)
+		defer c.accepts.deleteIf(p.token, accepted)
 		timeout := min(30*time.Second, max(c.opts.RequestTimeout, time.Second))
 		waitAccept = func(ctx context.Context) error {
+			t := time.NewTimer(timeout)
+			defer t.Stop()
 			select {
 			case <-accepted:
 				return nil
-			case <-time.After(timeout):
+			case <-t.C:
 				return fmt.Errorf("%w: no accept within %s for a request of %d bytes (one event holds %d)",
 					ErrNoOversizedSupport, timeout, len(content), c.opts.OversizedThreshold)
 			case <-c.closed:
@@ -488,12 +482,9 @@ func (c *clientConn) writeFragmented(ctx context.Context, p *pendingRequest, con
 	err := c.sendFragmented(ctx, c.server, content, p.token, func() nostr.Tags { return startTags }, tags, wrapKind,
 		c.opts.OversizedThreshold, waitAccept, func(end nostr.Event) {
 			// The server answers the request the end frame completes.
-			c.mu.Lock()
-			p.events = append(p.events, end.ID)
-			c.pending[end.ID] = p
-			c.mu.Unlock()
+			c.pending.addEvent(p, end.ID)
 		})
-	if err != nil && !errors.Is(err, nostrx.ErrUnheard) && c.forget(p) {
+	if err != nil && !errors.Is(err, nostrx.ErrUnheard) && c.pending.remove(p) {
 		code := int64(CodeTransportError)
 		if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrNoOversizedSupport) {
 			code = CodeResponseTooLarge
@@ -502,12 +493,16 @@ func (c *clientConn) writeFragmented(ctx context.Context, p *pendingRequest, con
 	}
 }
 
+// abortTimeout bounds the publishing of an abort frame: it is a courtesy
+// to the server, which gives up the transfer on its own timeout anyway.
+const abortTimeout = 5 * time.Second
+
 // abortTransfer tells the server to give up a transfer with token, and
 // fails the request it belonged to.
-func (c *clientConn) abortTransfer(token mcpmsg.Token, reason string) {
+func (c *clientConn) abortTransfer(ctx context.Context, token mcpmsg.Token, reason string) {
 	content, err := EncodeContent(abortFrame(token, reason))
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, abortTimeout)
 		c.send(ctx, c.server, content, nostr.Tags{{"p", c.server.Hex()}, nonceTag()}, c.wrapKind())
 		cancel()
 	}
@@ -516,18 +511,11 @@ func (c *clientConn) abortTransfer(token mcpmsg.Token, reason string) {
 
 // failByToken fails the pending request that asked for progress with token.
 func (c *clientConn) failByToken(token mcpmsg.Token, msg string) {
-	c.mu.Lock()
-	var found *pendingRequest
-	for _, p := range c.byRPCID {
-		if !p.token.IsZero() && p.token == token {
-			found = p
-			break
+	for _, p := range c.pending.withToken(token) {
+		if c.pending.remove(p) {
+			c.fail(p.req.ID, CodeTransportError, msg)
+			return
 		}
-	}
-	ok := found != nil && c.forgetLocked(found)
-	c.mu.Unlock()
-	if ok {
-		c.fail(found.req.ID, CodeTransportError, msg)
 	}
 }
 
@@ -538,55 +526,16 @@ func (c *clientConn) sendTracked(ctx context.Context, p *pendingRequest, content
 	if err != nil {
 		return evt, err
 	}
-	c.mu.Lock()
-	p.events = append(p.events, evt.ID)
-	c.pending[evt.ID] = p
-	c.mu.Unlock()
+	c.pending.addEvent(p, evt.ID)
 	return evt, c.pool.Publish(ctx, out)
 }
 
-// forget removes p from the pending set; it reports false if p was already
-// answered or expired, in which case nobody may answer it again.
-func (c *clientConn) forget(p *pendingRequest) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.forgetLocked(p)
-}
-
-func (c *clientConn) forgetLocked(p *pendingRequest) bool {
-	if c.byRPCID[p.req.ID] != p {
-		return false
-	}
-	delete(c.byRPCID, p.req.ID)
-	for _, id := range p.events {
-		delete(c.pending, id)
-	}
-	if p.wire != p.req {
-		delete(c.injected, p.token)
-	}
-	p.stopTimers()
-	return true
-}
-
-func (p *pendingRequest) stopTimers() {
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	if p.fallback != nil {
-		p.fallback.Stop()
-	}
-}
-
 func (c *clientConn) expire(p *pendingRequest) {
-	c.mu.Lock()
-	unheard := p.unheard
-	ok := c.forgetLocked(p)
-	c.mu.Unlock()
-	if !ok {
+	if !c.pending.remove(p) {
 		return
 	}
 	msg := fmt.Sprintf("contextvm: %s: no response within %s", p.req.Method, c.opts.RequestTimeout)
-	if unheard {
+	if p.unheard.Load() {
 		msg = fmt.Sprintf("contextvm: %s: %v (server %s): every relay accepted the request but nobody was subscribed to it",
 			p.req.Method, ErrServerNotListening, nostrx.EncodeNpub(c.server))
 	}
@@ -595,22 +544,19 @@ func (c *clientConn) expire(p *pendingRequest) {
 
 // fallBackToPlaintext re-sends an unanswered encrypted request in plaintext,
 // once, for a server that might have encryption disabled.
-func (c *clientConn) fallBackToPlaintext(p *pendingRequest, tags nostr.Tags) {
-	c.mu.Lock()
-	if c.byRPCID[p.req.ID] != p {
-		c.mu.Unlock()
+func (c *clientConn) fallBackToPlaintext(ctx context.Context, p *pendingRequest, tags nostr.Tags) {
+	if !c.pending.isPending(p) {
 		return
 	}
 	tags = slices.DeleteFunc(slices.Clone(tags), func(t nostr.Tag) bool {
 		return len(t) > 0 && (t[0] == TagSupportEncryption || t[0] == TagSupportEncryptionEphemeral)
 	})
-	c.mu.Unlock()
 	c.log.Info("no answer to an encrypted request; trying plaintext in case the server has encryption disabled", "method", p.req.Method)
 	content, err := EncodeContent(p.wire)
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.PlaintextFallback)
+	ctx, cancel := context.WithTimeout(ctx, c.opts.PlaintextFallback)
 	defer cancel()
 	if _, err := c.sendTracked(ctx, p, content, tags, 0); err != nil && !errors.Is(err, nostrx.ErrUnheard) {
 		c.log.Debug("plaintext fallback not delivered", "err", err)
@@ -628,32 +574,6 @@ func repeatable(method string) bool {
 	return false
 }
 
-// encrypt reports whether the next message goes in a gift wrap.
-func (c *clientConn) encryptLocked() bool {
-	switch c.opts.Encryption {
-	case EncryptDisabled:
-		return false
-	case EncryptRequired:
-		return true
-	default:
-		return !c.plaintext
-	}
-}
-
-func (c *clientConn) wrapKind() nostr.Kind {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.wrapKindLocked()
-}
-
-// wrapKindLocked is the gift-wrap kind for the next message, 0 for plaintext.
-func (c *clientConn) wrapKindLocked() nostr.Kind {
-	if !c.encryptLocked() {
-		return 0
-	}
-	return wrapKindFor(c.opts.GiftWrap, c.caps.ephemeral, 0)
-}
-
 func (c *clientConn) readLoop() {
 	for evt := range c.sub.Events() {
 		c.handle(evt)
@@ -661,7 +581,7 @@ func (c *clientConn) readLoop() {
 }
 
 func (c *clientConn) handle(evt nostr.Event) {
-	ctx := context.Background()
+	ctx := c.life.ctx
 	now := time.Now()
 	if evt.Kind != KindMessage {
 		if err := c.replay.admit(evt.ID, evt.CreatedAt, now); err != nil {
@@ -683,14 +603,7 @@ func (c *clientConn) handle(evt nostr.Event) {
 		c.log.Info("dropping message", "id", inner.ID.Hex(), "err", err)
 		return
 	}
-	c.mu.Lock()
-	if caps, ok := learnCaps(inner.Tags); ok {
-		c.caps = caps
-		if !caps.encryption && c.opts.Encryption == EncryptOptional {
-			c.plaintext = true
-		}
-	}
-	c.mu.Unlock()
+	c.view.learn(inner.Tags, c.opts.Encryption == EncryptOptional)
 	msgs, _, err := DecodeContent(inner.Content)
 	if err != nil {
 		c.log.Warn("server sent something that is not JSON-RPC", "event", inner.ID.Hex(), "err", err)
@@ -708,9 +621,7 @@ func (c *clientConn) dispatch(inner nostr.Event, wrapKind nostr.Kind, msgs []jso
 			c.handleResponse(inner, wrapKind, m)
 		case *jsonrpc.Request:
 			if m.IsCall() {
-				c.mu.Lock()
-				c.inbound[m.ID] = inner.ID
-				c.mu.Unlock()
+				c.inbound.put(m.ID, inner.ID)
 				c.deliver(m)
 				continue
 			}
@@ -725,10 +636,7 @@ func (c *clientConn) dispatch(inner nostr.Event, wrapKind nostr.Kind, msgs []jso
 				}
 				tok, ok := mcpmsg.ProgressToken(m)
 				c.keepAlive(tok)
-				c.mu.Lock()
-				ours := ok && c.injected[tok]
-				c.mu.Unlock()
-				if ours {
+				if ok && c.pending.injected(tok) {
 					continue // progress on a token the go-sdk never chose
 				}
 			}
@@ -746,11 +654,7 @@ func (c *clientConn) receiveFrame(inner nostr.Event, wrapKind nostr.Kind, p prog
 	c.keepAlive(p.ProgressToken)
 	switch p.CVM.FrameType {
 	case "accept":
-		c.mu.Lock()
-		ch, ok := c.accepts[p.ProgressToken]
-		delete(c.accepts, p.ProgressToken)
-		c.mu.Unlock()
-		if ok {
+		if ch, ok := c.accepts.take(p.ProgressToken); ok {
 			close(ch)
 		}
 		return
@@ -762,7 +666,7 @@ func (c *clientConn) receiveFrame(inner nostr.Event, wrapKind nostr.Kind, p prog
 	assembled, _, done, err := c.transfers.frame(c.server, p, inner.Tags)
 	if err != nil {
 		c.log.Warn("aborting a fragmented answer", "err", err)
-		c.abortTransfer(p.ProgressToken, err.Error())
+		c.abortTransfer(c.life.ctx, p.ProgressToken, err.Error())
 		return
 	}
 	if !done {
@@ -770,7 +674,7 @@ func (c *clientConn) receiveFrame(inner nostr.Event, wrapKind nostr.Kind, p prog
 	}
 	msgs, _, err := DecodeContent(assembled)
 	if err != nil {
-		c.abortTransfer(p.ProgressToken, "reassembled message is not JSON-RPC")
+		c.abortTransfer(c.life.ctx, p.ProgressToken, "reassembled message is not JSON-RPC")
 		return
 	}
 	c.dispatch(inner, wrapKind, msgs)
@@ -779,25 +683,26 @@ func (c *clientConn) receiveFrame(inner nostr.Event, wrapKind nostr.Kind, p prog
 func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *jsonrpc.Response) {
 	ref, _ := firstTagValue(inner.Tags, "e")
 	id, err := nostr.IDFromHex(ref)
-	c.mu.Lock()
-	p := c.pending[id]
-	if err != nil || p == nil {
-		c.mu.Unlock()
+	var p *pendingRequest
+	if err == nil {
+		p = c.pending.forEvent(id)
+	}
+	if p == nil {
 		c.log.Debug("response to no pending request", "e", ref)
 		return
 	}
 	if wrapKind == 0 && c.opts.Encryption == EncryptOptional && isEncryptionRefusal(m) && p.fallback != nil {
 		// The server said it reads no gift wraps: fall back now, not later.
-		c.plaintext = true
-		c.mu.Unlock()
+		c.view.setPlaintext()
 		p.fallback.Reset(0)
 		return
 	}
-	if wrapKind == 0 && len(p.events) > 1 && c.opts.Encryption == EncryptOptional {
-		c.plaintext = true // the plaintext copy was the one answered
+	if wrapKind == 0 && c.opts.Encryption == EncryptOptional && c.pending.eventCount(p) > 1 {
+		c.view.setPlaintext() // the plaintext copy was the one answered
 	}
-	c.forgetLocked(p)
-	c.mu.Unlock()
+	if !c.pending.remove(p) {
+		return
+	}
 	m.ID = p.req.ID
 	c.deliver(m)
 }
@@ -809,13 +714,7 @@ func (c *clientConn) keepAlive(token mcpmsg.Token) {
 	if token.IsZero() || c.opts.RequestTimeout <= 0 {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range c.byRPCID {
-		if p.token == token && p.timer != nil {
-			p.timer.Reset(c.opts.RequestTimeout)
-		}
-	}
+	c.pending.keepAlive(token, c.opts.RequestTimeout)
 }
 
 // lookupAnnouncement reads the server's CEP-6 announcement, if any, to learn
@@ -829,9 +728,7 @@ func (c *clientConn) lookupAnnouncement(ctx context.Context) {
 	case evt := <-sub.Events():
 		caps, ok := learnCaps(evt.Tags)
 		if ok && !caps.encryption {
-			c.mu.Lock()
-			c.plaintext = true
-			c.mu.Unlock()
+			c.view.setPlaintext()
 			c.log.Debug("server announcement says it does not support encryption; using plaintext")
 		}
 	case <-sub.Ready(): // stored events come before EOSE: there is none
@@ -882,16 +779,21 @@ func nonceTag() nostr.Tag {
 	return nostr.Tag{"nonce", hex.EncodeToString(b[:])}
 }
 
-func (c *clientConn) openStream(token mcpmsg.Token) *StreamReader {
-	key := token
-	r := &StreamReader{
-		token:    token,
-		limits:   c.opts.Streams.withDefaults(),
-		ready:    make(chan struct{}, 1),
-		buffered: make(map[int]string),
-		lastSeen: time.Now(),
+// openStream registers a reader for the stream on token. Its frames are
+// published through the connection, its probes run as work of the
+// connection's lifetime, and Close ends it.
+func (c *clientConn) openStream(token mcpmsg.Token) (*StreamReader, error) {
+	if c.life.stopping() {
+		return nil, mcp.ErrConnectionClosed
 	}
+	r := newStreamReader(token, c.opts.Streams)
 	r.send = func(ctx context.Context, frame *jsonrpc.Request) error {
+		if !c.life.enter() {
+			return mcp.ErrConnectionClosed
+		}
+		defer c.life.leave()
+		ctx, cancel := c.life.join(ctx)
+		defer cancel()
 		content, err := EncodeContent(frame)
 		if err != nil {
 			return err
@@ -899,18 +801,16 @@ func (c *clientConn) openStream(token mcpmsg.Token) *StreamReader {
 		_, err = c.send(ctx, c.server, content, nostr.Tags{{"p", c.server.Hex()}, nonceTag()}, c.wrapKind())
 		return err
 	}
-	r.onEnd = func() {
-		c.mu.Lock()
-		if c.streams[key] == r {
-			delete(c.streams, key)
-		}
-		c.mu.Unlock()
+	r.async = func(f func(context.Context)) { c.life.Go(f) }
+	r.onEnd = func() { c.streams.deleteIf(token, r) }
+	c.streams.put(token, r)
+	r.arm(c.life.AfterFunc)
+	if c.life.stopping() {
+		// Close drained the streams before this one was put there.
+		r.end(mcp.ErrConnectionClosed)
+		return nil, mcp.ErrConnectionClosed
 	}
-	r.timer = time.AfterFunc(r.limits.IdleTimeout, r.watch)
-	c.mu.Lock()
-	c.streams[key] = r
-	c.mu.Unlock()
-	return r
+	return r, nil
 }
 
 // receiveStreamFrame hands a CEP-41 frame to the reader of its token.
@@ -920,15 +820,13 @@ func (c *clientConn) receiveStreamFrame(p streamProgress, err error) {
 		return
 	}
 	c.keepAlive(p.ProgressToken)
-	c.mu.Lock()
-	r := c.streams[p.ProgressToken]
-	c.mu.Unlock()
-	if r == nil {
+	r, ok := c.streams.get(p.ProgressToken)
+	if !ok {
 		c.log.Debug("open-stream frame nobody reads", "frame", p.CVM.FrameType)
 		return
 	}
 	if err := r.frame(p.CVM); err != nil {
 		c.log.Warn("aborting an open stream", "err", err)
-		r.Abort(context.Background(), err.Error())
+		r.Abort(c.life.ctx, err.Error())
 	}
 }

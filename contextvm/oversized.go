@@ -178,13 +178,16 @@ type transferKey struct {
 }
 
 // reassembler collects inbound transfers within TransferLimits. It is safe
-// for concurrent use.
+// for concurrent use. Each transfer has a timer; close stops them all, and
+// a timer that fires after close does nothing.
 type reassembler struct {
 	limits TransferLimits
-	// onExpire is told of transfers that ran out of time, to abort them.
+	// onExpire is told of transfers that ran out of time, to abort them. It
+	// is called without the reassembler's lock, never after close.
 	onExpire func(transferKey)
 
 	mu        sync.Mutex
+	closed    bool
 	transfers map[transferKey]*transfer
 	buffered  int
 }
@@ -218,6 +221,9 @@ func (r *reassembler) frame(peer nostr.PubKey, p progressFrame, tags nostr.Tags)
 	key := transferKey{peer, p.ProgressToken}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed {
+		return "", nil, false, fmt.Errorf("%w: the receiver is closing", ErrTransferRefused)
+	}
 	t := r.transfers[key]
 	switch p.CVM.FrameType {
 	case "start":
@@ -277,7 +283,7 @@ func (r *reassembler) startLocked(key transferKey, p progressFrame, progress int
 	r.buffered += t.totalBytes
 	t.timer = time.AfterFunc(lim.Timeout, func() {
 		r.mu.Lock()
-		_, live := r.transfers[key]
+		live := r.transfers[key] == t && !r.closed
 		if live {
 			r.dropLocked(key)
 		}
@@ -389,14 +395,14 @@ func (r *reassembler) dropLocked(key transferKey) {
 	}
 }
 
-// dropPeer forgets every transfer from peer (its session ended).
-func (r *reassembler) dropPeer(peer nostr.PubKey) {
+// close forgets every transfer and stops its timer; frames that come after
+// are refused.
+func (r *reassembler) close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.closed = true
 	for k := range r.transfers {
-		if k.peer == peer {
-			r.dropLocked(k)
-		}
+		r.dropLocked(k)
 	}
 }
 

@@ -236,12 +236,17 @@ func (w *StreamWriter) finish() {
 
 // StreamReader is the client side of an open stream. Next returns chunks in
 // order; io.EOF after a clean close. A reader that hears nothing for
-// IdleTimeout pings the server and aborts when no pong comes.
+// IdleTimeout pings the server and aborts when no pong comes. Closing the
+// client connection ends the reader with mcp.ErrConnectionClosed.
 type StreamReader struct {
 	token  mcpmsg.Token
 	limits StreamLimits
-	send   func(ctx context.Context, frame *jsonrpc.Request) error
-	onEnd  func()
+	// The connection provides: send publishes a frame and returns once it
+	// is out; async runs f on a goroutine the connection owns (or not at
+	// all once it is closing); onEnd tells it the reader has ended.
+	send  func(ctx context.Context, frame *jsonrpc.Request) error
+	async func(f func(ctx context.Context))
+	onEnd func()
 
 	mu       sync.Mutex
 	ready    chan struct{} // 1-buffered: something changed
@@ -256,8 +261,29 @@ type StreamReader struct {
 	done     bool
 	progress int // of frames this reader sends (pings, aborts)
 	lastSeen time.Time
-	probe    string // nonce of an unanswered ping
-	timer    *time.Timer
+	probe    string      // nonce of an unanswered ping
+	timer    *time.Timer // the liveness probe; set by arm, under mu
+}
+
+func newStreamReader(token mcpmsg.Token, limits StreamLimits) *StreamReader {
+	return &StreamReader{
+		token:    token,
+		limits:   limits.withDefaults(),
+		ready:    make(chan struct{}, 1),
+		buffered: make(map[int]string),
+		lastSeen: time.Now(),
+	}
+}
+
+// arm starts the liveness probe on a timer made by afterFunc. The timer is
+// set under the reader's lock, which its callback takes first: the callback
+// cannot see it unset.
+func (r *StreamReader) arm(afterFunc func(time.Duration, func(context.Context)) *time.Timer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.done {
+		r.timer = afterFunc(r.limits.IdleTimeout, func(context.Context) { r.watch() })
+	}
 }
 
 // Next returns the next chunk, io.EOF once the stream closed and every
@@ -303,6 +329,14 @@ func (r *StreamReader) Abort(ctx context.Context, reason string) error {
 	return r.send(ctx, streamFrameRequest(r.token, progress, &streamFrame{FrameType: "abort", Reason: reason}))
 }
 
+// end ends the reader with err, telling the server nothing: its
+// connection is gone.
+func (r *StreamReader) end(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.finishLocked(err)
+}
+
 func (r *StreamReader) wake() {
 	select {
 	case r.ready <- struct{}{}:
@@ -321,8 +355,14 @@ func (r *StreamReader) finishLocked(err error) {
 	}
 	r.wake()
 	if r.onEnd != nil {
-		go r.onEnd()
+		r.onEnd() // takes only the connection's stream table lock
 	}
+}
+
+// sendLater publishes frame on a goroutine of the connection: the reader's
+// lock is held, and the read loop must not wait for the network.
+func (r *StreamReader) sendLater(frame *jsonrpc.Request) {
+	r.async(func(ctx context.Context) { r.send(ctx, frame) })
 }
 
 // frame takes one inbound frame. A returned error is a protocol violation
@@ -372,9 +412,7 @@ func (r *StreamReader) frame(f *streamFrame) error {
 		}
 	case "ping":
 		r.progress++
-		progress := r.progress
-		nonce := f.Nonce
-		go r.send(context.Background(), streamFrameRequest(r.token, progress, &streamFrame{FrameType: "pong", Nonce: nonce}))
+		r.sendLater(streamFrameRequest(r.token, r.progress, &streamFrame{FrameType: "pong", Nonce: f.Nonce}))
 	}
 	if r.closed && len(r.buffered) == 0 {
 		if r.last != nil && r.next != *r.last+1 {
@@ -403,16 +441,15 @@ func (r *StreamReader) watch() {
 			r.progress++
 			progress := r.progress
 			r.finishLocked(fmt.Errorf("%w: the server did not answer a ping", ErrStreamAborted))
-			go r.send(context.Background(), streamFrameRequest(r.token, progress, &streamFrame{FrameType: "abort", Reason: "probe timeout"}))
+			r.sendLater(streamFrameRequest(r.token, progress, &streamFrame{FrameType: "abort", Reason: "probe timeout"}))
 			return
 		}
 		r.timer.Reset(r.limits.ProbeTimeout - time.Since(r.lastSeen))
 	case time.Since(r.lastSeen) >= r.limits.IdleTimeout:
 		r.progress++
 		r.probe = strconv.Itoa(r.progress)
-		progress, nonce := r.progress, r.probe
 		r.lastSeen = time.Now()
-		go r.send(context.Background(), streamFrameRequest(r.token, progress, &streamFrame{FrameType: "ping", Nonce: nonce}))
+		r.sendLater(streamFrameRequest(r.token, r.progress, &streamFrame{FrameType: "ping", Nonce: r.probe}))
 		r.timer.Reset(r.limits.ProbeTimeout)
 	default:
 		r.timer.Reset(r.limits.IdleTimeout - time.Since(r.lastSeen))
@@ -433,14 +470,7 @@ func (s *Server) OpenStream(req mcp.Request) (*StreamWriter, error) {
 	if !ok1 || !ok2 {
 		return nil, fmt.Errorf("%w: the request did not come through this server", ErrStreamsUnsupported)
 	}
-	s.mu.Lock()
-	var c *ServerConn
-	for e := s.lru.Front(); e != nil && c == nil; e = e.Next() {
-		if sc := e.Value.(*ServerConn); sc.client == client {
-			c = sc
-		}
-	}
-	s.mu.Unlock()
+	c := s.sessions.get(client)
 	if c == nil {
 		return nil, fmt.Errorf("%w: no session for the client", ErrStreamsUnsupported)
 	}
