@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/internal/mcpmsg"
@@ -131,43 +130,6 @@ func digestOf(s string) string {
 func frameParams(token mcpmsg.Token, progress int, message string, f *transferFrame) json.RawMessage {
 	b, _ := json.Marshal(progressFrame{ProgressToken: token, Progress: float64(progress), Message: message, CVM: f})
 	return b
-}
-
-// splitForFrames cuts serialized into chunks whose JSON-escaped length is at
-// most budget bytes each, never inside a code point.
-func splitForFrames(serialized string, budget int) ([]string, error) {
-	if budget < 8 {
-		return nil, fmt.Errorf("%w: no room for chunk data in an event", ErrTooLarge)
-	}
-	var chunks []string
-	start, size := 0, 0
-	for i, r := range serialized {
-		n := escapedLen(r)
-		if size+n > budget && i > start {
-			chunks = append(chunks, serialized[start:i])
-			start, size = i, 0
-		}
-		size += n
-	}
-	if start < len(serialized) {
-		chunks = append(chunks, serialized[start:])
-	}
-	return chunks, nil
-}
-
-// escapedLen is how many bytes r takes inside a JSON string as the go-sdk
-// encodes it (HTML characters are not escaped).
-func escapedLen(r rune) int {
-	switch {
-	case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t' || r == '\b' || r == '\f':
-		return 2
-	case r < 0x20 || r == 0x2028 || r == 0x2029:
-		return 6
-	case r == utf8.RuneError:
-		return 6 // encoded as \ufffd
-	default:
-		return utf8.RuneLen(r)
-	}
 }
 
 // transferKey names an inbound transfer: progress tokens are chosen by each
