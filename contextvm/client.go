@@ -749,11 +749,8 @@ func isEncryptionRefusal(m *jsonrpc.Response) bool {
 // server's real capabilities are unknown until it answers a request.
 func statelessInitializeResult(req *jsonrpc.Request) *jsonrpc.Response {
 	version := ProtocolVersion
-	var params struct {
-		ProtocolVersion string `json:"protocolVersion"`
-	}
-	if json.Unmarshal(req.Params, &params) == nil && params.ProtocolVersion != "" && params.ProtocolVersion <= ProtocolVersion {
-		version = params.ProtocolVersion
+	if asked := mcpmsg.StringParam(req.Params, "protocolVersion"); asked != "" && asked <= ProtocolVersion {
+		version = asked
 	}
 	result, _ := json.Marshal(map[string]any{
 		"protocolVersion": version,
@@ -764,7 +761,7 @@ func statelessInitializeResult(req *jsonrpc.Request) *jsonrpc.Response {
 		},
 		"serverInfo": map[string]any{"name": "Emulated-Stateless-Server", "version": "1.0.0"},
 	})
-	return &jsonrpc.Response{ID: req.ID, Result: result}
+	return mcpmsg.Result(req.ID, result)
 }
 
 // nonceTag makes every message a client sends a distinct event. An event id

@@ -604,8 +604,7 @@ func (c *ServerConn) sendResponse(ctx context.Context, r *route, resp *jsonrpc.R
 		// An answer that neither one event nor CEP-22 fragments can carry is
 		// replaced by one the caller can read, instead of silence.
 		c.srv.log.Warn("response too large for one event; answering with an error", "session", c.id, "method", r.method, "err", err)
-		tooLarge := &jsonrpc.Response{ID: resp.ID, Error: &jsonrpc.Error{Code: CodeResponseTooLarge,
-			Message: fmt.Sprintf("the %s result is too large to deliver in one Nostr event: %v", r.method, err)}}
+		tooLarge := mcpmsg.ErrorResponse(resp.ID, CodeResponseTooLarge, "the %s result is too large to deliver in one Nostr event: %v", r.method, err)
 		if content, err = EncodeContent(tooLarge); err == nil {
 			_, err = c.srv.reply(ctx, c.client, content, tags, wrap)
 		}
