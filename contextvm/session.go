@@ -444,16 +444,21 @@ func (c *ServerConn) openStream(key string) (*StreamWriter, error) {
 		_, err = c.srv.send(ctx, c.client, content, tags, wrap)
 		return err
 	}
-	w.onDone = func() {
-		// Called by whoever ended the stream, perhaps the router (a
-		// client's abort): the held result goes out on a goroutine of the
-		// session. If the session is closing, its Close answers the
-		// request, which is still in flight.
+	w.onDone = func(wait bool) {
 		r.mu.Lock()
 		held := r.held
 		r.held = nil
 		r.mu.Unlock()
-		if held != nil {
+		switch {
+		case held == nil:
+		case wait:
+			// Write runs under the session's lifetime, not the handler's
+			// context: the result must go out even if the call's context
+			// has ended.
+			c.Write(context.Background(), held)
+		default:
+			// If the session is closing, the goroutine is refused and
+			// Close answers the request, which is still in flight.
 			c.life.Go(func(ctx context.Context) { c.Write(ctx, held) })
 		}
 	}

@@ -111,8 +111,11 @@ type StreamWriter struct {
 	token mcpmsg.Token
 	send  func(ctx context.Context, frame *jsonrpc.Request) error
 	// onDone runs once the stream is closed or aborted, to release the
-	// response that was held behind it.
-	onDone func()
+	// response that was held behind it: before it returns when wait is set
+	// (the handler closed the stream), on a goroutine of the session when
+	// not (the client's abort, handled by the server's router, which must
+	// not wait for a publish).
+	onDone func(wait bool)
 
 	mu       sync.Mutex // serializes frames
 	progress int
@@ -186,7 +189,7 @@ func (w *StreamWriter) Close(ctx context.Context) error {
 	}
 	w.ended = true
 	w.mu.Unlock()
-	w.finish()
+	w.finish(true)
 	return err
 }
 
@@ -201,7 +204,7 @@ func (w *StreamWriter) Abort(ctx context.Context, reason string) error {
 	w.err = fmt.Errorf("%w: %s", ErrStreamAborted, reason)
 	err := w.frameLocked(ctx, &streamFrame{FrameType: "abort", Reason: reason})
 	w.mu.Unlock()
-	w.finish()
+	w.finish(true)
 	return err
 }
 
@@ -213,7 +216,7 @@ func (w *StreamWriter) remoteAbort(reason string) {
 		w.err = fmt.Errorf("%w by the client: %s", ErrStreamAborted, reason)
 	}
 	w.mu.Unlock()
-	w.finish()
+	w.finish(false)
 }
 
 // pong answers a client's liveness probe.
@@ -225,11 +228,11 @@ func (w *StreamWriter) pong(ctx context.Context, nonce string) {
 	}
 }
 
-func (w *StreamWriter) finish() {
+func (w *StreamWriter) finish(wait bool) {
 	w.once.Do(func() {
 		close(w.aborted)
 		if w.onDone != nil {
-			w.onDone()
+			w.onDone(wait)
 		}
 	})
 }
