@@ -193,7 +193,8 @@ func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 // OpenStream prepares to read the CEP-41 stream a server opens for the
 // request that carries progress token (a string or a number); call it before
 // sending the request. The transport must be connected and have OpenStreams
-// set.
+// set; once its connection has closed, OpenStream fails with
+// mcp.ErrConnectionClosed, and closing it ends the readers it opened.
 func (t *ClientTransport) OpenStream(token any) (*StreamReader, error) {
 	t.mu.Lock()
 	c := t.conn
