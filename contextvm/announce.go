@@ -329,17 +329,12 @@ const announceDebounce = 200 * time.Millisecond
 
 // announceServer keeps srv's announcements current: it connects a client to
 // srv in memory, announces, and announces again after every list_changed,
-// until ctx ends or the server closes. The reference announces once.
-func (s *Server) announceServer(ctx context.Context, srv *mcp.Server) {
+// until ctx (Serve's) or life (the server's intake) ends. The reference
+// announces once.
+func (s *Server) announceServer(ctx, life context.Context, srv *mcp.Server) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-s.closed:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	defer context.AfterFunc(life, cancel)()
 	client, changed := NewAnnouncementClient()
 	ct, st := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(ctx, st, nil)

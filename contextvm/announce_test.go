@@ -54,14 +54,21 @@ func announcingOptions(r *relay.Server) contextvm.ServerOptions {
 }
 
 // announcements waits until the relay holds announcements of author that
-// satisfy done, and returns them by kind.
+// satisfy done, and returns them by kind. It reads what the relay holds
+// once, and again each time the author publishes an announcement or a
+// deletion: a relay stores (or deletes) an event before it broadcasts it,
+// so every change to what it holds comes with an event on the watch.
 func announcements(t *testing.T, r *relay.Server, author nostr.PubKey, done func(map[nostr.Kind]nostr.Event) bool) map[nostr.Kind]nostr.Event {
 	t.Helper()
 	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{r.URL}})
 	defer pool.Close()
-	deadline := time.Now().Add(10 * time.Second)
+	watch := pool.Subscribe(nostr.Filter{Authors: []nostr.PubKey{author}, Kinds: append([]nostr.Kind{nostr.KindDeletion}, contextvm.AnnouncementKinds...), LimitZero: true}, 0)
+	defer watch.Close()
+	<-watch.Ready() // live from here on
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		evts, err := pool.Query(ctx, nostr.Filter{Authors: []nostr.PubKey{author}, Kinds: contextvm.AnnouncementKinds})
 		cancel()
 		if err != nil {
@@ -74,10 +81,11 @@ func announcements(t *testing.T, r *relay.Server, author nostr.PubKey, done func
 		if done(byKind) {
 			return byKind
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-watch.Events():
+		case <-deadline.C:
 			t.Fatalf("announcements never became as expected; last seen %d kinds", len(byKind))
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -2,20 +2,16 @@ package contextvm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
-
-// CodeUnauthorized answers a request the server's authorization refused; the
-// reference SDK uses the same code.
-const CodeUnauthorized = -32000
 
 // ErrUnauthorized is what an Authorize hook returns, wrapped, to refuse.
 var ErrUnauthorized = errors.New("unauthorized")
@@ -90,8 +86,8 @@ func (a authorization) isPublic(req *jsonrpc.Request) bool {
 		return false
 	}
 	switch req.Method {
-	case "initialize", "notifications/initialized", "ping", "notifications/cancelled", "shutdown",
-		"notifications/progress": // CEP-22 frames of a (still authorized) request
+	case mcpmsg.MethodInitialize, mcpmsg.MethodInitialized, mcpmsg.MethodPing, mcpmsg.MethodCancelled, mcpmsg.MethodShutdown,
+		mcpmsg.MethodProgress: // CEP-22 frames of a (still authorized) request
 
 		return true
 	}
@@ -103,13 +99,8 @@ func (a authorization) isPublic(req *jsonrpc.Request) bool {
 
 // capabilityName is the tool or prompt name, or resource URI, a request acts on.
 func capabilityName(req *jsonrpc.Request) string {
-	var p struct {
-		Name string `json:"name"`
-		URI  string `json:"uri"`
+	if name := mcpmsg.StringParam(req.Params, "name"); name != "" {
+		return name
 	}
-	json.Unmarshal(req.Params, &p)
-	if p.Name != "" {
-		return p.Name
-	}
-	return p.URI
+	return mcpmsg.StringParam(req.Params, "uri")
 }

@@ -13,18 +13,10 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-)
-
-// JSON-RPC error codes the client transport answers with on its own.
-const (
-	// CodeRequestTimeout is MCP's code for a request that got no answer in
-	// time (the TypeScript SDK's ErrorCode.RequestTimeout).
-	CodeRequestTimeout = -32001
-	// CodeTransportError reports a request the transport could not deliver.
-	CodeTransportError = -32603
 )
 
 // ErrServerNotListening is the cause of a request that every relay accepted
@@ -159,29 +151,14 @@ func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		// requests as the server's, and the server would answer itself.
 		return nil, ErrClientIsServer
 	}
-	pool, ownPool := t.opts.Pool, false
-	if pool == nil {
+	var pool relayPool = t.opts.Pool
+	ownPool := t.opts.Pool == nil
+	if ownPool {
 		relays := append(slices.Clone(t.opts.Relays), t.server.Relays...)
-		pool, ownPool = nostrx.NewPool(nostrx.PoolOptions{Relays: relays, Signer: signer, Logger: t.opts.Logger}), true
+		pool = nostrx.NewPool(nostrx.PoolOptions{Relays: relays, Signer: signer, Logger: t.opts.Logger})
 	}
-	c := &clientConn{
-		opts:     t.opts,
-		endpoint: endpoint{pool: pool, signer: signer, me: me, log: t.opts.Logger.With("server", t.server.Key.Hex()[:12])},
-		server:   t.server.Key,
-		ownPool:  ownPool,
-		incoming: make(chan jsonrpc.Message, 64),
-		closed:   make(chan struct{}),
-		pending:  make(map[nostr.ID]*pendingRequest),
-		byRPCID:  make(map[any]*pendingRequest),
-		inbound:  make(map[any]nostr.ID),
-		replay:   newReplayGuard(t.opts.Freshness, 0),
-		accepts:  make(map[string]chan struct{}),
-		injected: make(map[string]bool),
-		streams:  make(map[string]*StreamReader),
-	}
-	c.transfers = newReassembler(t.opts.Transfers, func(k transferKey, token any) {
-		c.abortTransfer(token, "transfer timed out")
-	})
+	c := newClientConn(t.opts, endpoint{pool: pool, signer: signer, me: me, log: t.opts.Logger.With("server", t.server.Key.Hex()[:12])}, t.server.Key)
+	c.ownPool = ownPool
 	// A little before now, so that a server whose clock is behind ours is
 	// still heard; stale answers have no pending request and are dropped.
 	since := nostr.Now() - 10
@@ -191,16 +168,14 @@ func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		Since: since,
 	}, 0)
 
-	lookup := make(chan struct{})
 	if t.opts.Encryption == EncryptOptional && t.opts.AnnouncementLookup > 0 {
-		c.wg.Go(func() {
-			defer close(lookup)
+		c.life.Go(func(context.Context) {
+			defer close(c.announcement)
 			c.lookupAnnouncement(ctx)
 		})
 	} else {
-		close(lookup)
+		close(c.announcement)
 	}
-	c.announcement = lookup
 
 	select {
 	case <-c.sub.Ready():
@@ -208,7 +183,7 @@ func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		c.Close()
 		return nil, fmt.Errorf("contextvm: no relay answered the subscription: %w", context.Cause(ctx))
 	}
-	c.wg.Go(c.readLoop)
+	c.life.Go(func(context.Context) { c.readLoop() })
 	t.mu.Lock()
 	t.conn = c
 	t.mu.Unlock()
@@ -216,8 +191,10 @@ func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 }
 
 // OpenStream prepares to read the CEP-41 stream a server opens for the
-// request that carries progress token; call it before sending the request.
-// The transport must be connected and have OpenStreams set.
+// request that carries progress token (a string or a number); call it before
+// sending the request. The transport must be connected and have OpenStreams
+// set; once its connection has closed, OpenStream fails with
+// mcp.ErrConnectionClosed, and closing it ends the readers it opened.
 func (t *ClientTransport) OpenStream(token any) (*StreamReader, error) {
 	t.mu.Lock()
 	c := t.conn
@@ -230,7 +207,11 @@ func (t *ClientTransport) OpenStream(token any) (*StreamReader, error) {
 	case token == nil:
 		return nil, fmt.Errorf("%w: a stream needs a progress token", ErrStreamsUnsupported)
 	}
-	return c.openStream(token), nil
+	tok, err := mcpmsg.TokenOf(token)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStreamsUnsupported, err)
+	}
+	return c.openStream(tok)
 }
 
 // Connect connects client to the ContextVM server of opts and performs the
@@ -244,6 +225,15 @@ func Connect(ctx context.Context, client *mcp.Client, opts ClientOptions) (*mcp.
 }
 
 // clientConn is the mcp.Connection of a ClientTransport.
+//
+// Its state is kept by small owners, each with its own lock: the requests
+// in flight (pending), what it knows of the server (view), the server's
+// requests it owes an answer (inbound), its transfers waiting for the
+// server's accept (accepts), the streams it reads (streams) and the
+// transfers it reassembles (transfers). Everything it does in the
+// background (the read loop, request timeouts, plaintext fallbacks, stream
+// probes, aborts) is work of its lifetime: Close cancels it and returns
+// once it has all ended.
 type clientConn struct {
 	endpoint
 	opts    ClientOptions
@@ -251,37 +241,39 @@ type clientConn struct {
 	ownPool bool
 	sub     *nostrx.Subscription
 
+	life      *lifetime
 	incoming  chan jsonrpc.Message
 	closed    chan struct{}
 	closeOnce sync.Once
-	wg        sync.WaitGroup
 
 	// announcement is closed when the announcement lookup is over.
 	announcement chan struct{}
 
-	mu            sync.Mutex
-	pending       map[nostr.ID]*pendingRequest // by the event id of each copy sent
-	byRPCID       map[any]*pendingRequest      // by JSON-RPC id
-	inbound       map[any]nostr.ID             // server requests awaiting our answer: JSON-RPC id -> event id
-	caps          peerCaps
-	sentDiscovery bool
-	plaintext     bool // learned: this server does not read gift wraps
-	replay        *replayGuard
-	transfers     *reassembler
-	accepts       map[string]chan struct{} // outbound transfers waiting for the server's accept, by token
-	injected      map[string]bool          // progress tokens the transport added; their progress is not the go-sdk's
-	streams       map[string]*StreamReader // open streams being read, by token
+	view      serverView
+	pending   pendingTable
+	inbound   registry[jsonrpc.ID, nostr.ID]        // server requests awaiting our answer: JSON-RPC id -> event id
+	accepts   registry[mcpmsg.Token, chan struct{}] // outbound transfers waiting for the server's accept
+	streams   registry[mcpmsg.Token, *StreamReader] // open streams being read
+	replay    *replayGuard
+	transfers *reassembler
 }
 
-// pendingRequest is a request sent to the server and not yet answered.
-type pendingRequest struct {
-	req      *jsonrpc.Request // as the go-sdk wrote it
-	wire     *jsonrpc.Request // as sent: with a progress token the transport added
-	events   []nostr.ID       // the event ids it went out under (two after a plaintext fallback)
-	token    any              // progress token, if the request asked for progress
-	timer    *time.Timer
-	fallback *time.Timer
-	unheard  bool // every relay said nobody listens
+// newClientConn makes a connection that has not subscribed yet.
+func newClientConn(opts ClientOptions, e endpoint, server nostr.PubKey) *clientConn {
+	c := &clientConn{
+		endpoint:     e,
+		opts:         opts,
+		server:       server,
+		life:         newLifetime(context.Background()),
+		incoming:     make(chan jsonrpc.Message, 64),
+		closed:       make(chan struct{}),
+		announcement: make(chan struct{}),
+		replay:       newReplayGuard(opts.Freshness, 0),
+	}
+	c.transfers = newReassembler(opts.Transfers, func(k transferKey) {
+		c.life.Go(func(ctx context.Context) { c.abortTransfer(ctx, k.token, "transfer timed out") })
+	})
+	return c
 }
 
 func (c *clientConn) SessionID() string { return "" }
@@ -297,16 +289,23 @@ func (c *clientConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
+// Close ends the connection: it stops every timer, ends the streams being
+// read (with mcp.ErrConnectionClosed), cancels what is under way and
+// returns once all of the connection's work has returned. Requests still in
+// flight are the go-sdk's to fail.
 func (c *clientConn) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.closed)
-		c.mu.Lock()
-		for _, p := range c.byRPCID {
-			p.stopTimers()
+		c.life.stop()
+		c.pending.stopAll()
+		c.transfers.close()
+		for _, r := range c.streams.drain() {
+			r.end(mcp.ErrConnectionClosed)
 		}
-		c.mu.Unlock()
-		c.sub.Close()
-		c.wg.Wait()
+		if c.sub != nil {
+			c.sub.Close() // ends the read loop
+		}
+		c.life.close()
 		if c.ownPool {
 			c.pool.Close()
 		}
@@ -324,15 +323,19 @@ func (c *clientConn) deliver(msg jsonrpc.Message) {
 
 // fail answers a pending request locally with an error.
 func (c *clientConn) fail(id jsonrpc.ID, code int64, msg string) {
-	c.deliver(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: code, Message: msg}})
+	c.deliver(mcpmsg.ErrorResponse(id, code, "%s", msg))
 }
 
+// Write sends msg to the server. A Write under way when Close is called is
+// cancelled, and Close waits for it; after Close, Write fails with
+// mcp.ErrConnectionClosed.
 func (c *clientConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	select {
-	case <-c.closed:
+	if !c.life.enter() {
 		return mcp.ErrConnectionClosed
-	default:
 	}
+	defer c.life.leave()
+	ctx, cancel := c.life.join(ctx)
+	defer cancel()
 	switch m := msg.(type) {
 	case *jsonrpc.Request:
 		if !m.IsCall() {
@@ -343,10 +346,8 @@ func (c *clientConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			// See ClientTransport: answered here so it never reaches a peer.
 			c.fail(m.ID, jsonrpc.CodeMethodNotFound, "server/discover is not supported over ContextVM")
 			return nil
-		case "initialize":
-			c.mu.Lock()
-			c.caps, c.sentDiscovery = peerCaps{}, false // a new session
-			c.mu.Unlock()
+		case mcpmsg.MethodInitialize:
+			c.view.newSession()
 			if c.opts.Stateless {
 				c.deliver(statelessInitializeResult(m))
 				return nil
@@ -355,10 +356,7 @@ func (c *clientConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		c.writeRequest(ctx, m)
 		return nil
 	case *jsonrpc.Response:
-		c.mu.Lock()
-		eventID, ok := c.inbound[m.ID.Raw()]
-		delete(c.inbound, m.ID.Raw())
-		c.mu.Unlock()
+		eventID, ok := c.inbound.take(m.ID)
 		tags := nostr.Tags{{"p", c.server.Hex()}}
 		if ok {
 			tags = append(tags, nostr.Tag{"e", eventID.Hex()})
@@ -379,7 +377,7 @@ func (c *clientConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 }
 
 func (c *clientConn) writeNotification(ctx context.Context, m *jsonrpc.Request) error {
-	if c.opts.Stateless && m.Method == "notifications/initialized" {
+	if c.opts.Stateless && m.Method == mcpmsg.MethodInitialized {
 		return nil // the server never saw an initialize
 	}
 	content, err := EncodeContent(m)
@@ -393,42 +391,46 @@ func (c *clientConn) writeNotification(ctx context.Context, m *jsonrpc.Request) 
 	return nil
 }
 
+// wrapKind is the gift-wrap kind of the next message, 0 for plaintext.
+func (c *clientConn) wrapKind() nostr.Kind {
+	return c.view.wrapKind(c.opts.Encryption, c.opts.GiftWrap)
+}
+
 // writeRequest sends a request and tracks it until its answer, a timeout or
 // a delivery failure, each of which reaches the go-sdk client as a response.
 func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
 	<-c.announcement
-	p := &pendingRequest{req: m, wire: m, token: progressToken(m.Params)}
-	if p.token == nil && c.fragmenting() && m.Method != "initialize" {
+	p := &pendingRequest{req: m, wire: m}
+	p.token, _ = mcpmsg.ProgressToken(m)
+	if p.token.IsZero() && c.fragmenting() && m.Method != mcpmsg.MethodInitialize {
 		// CEP-22 fragments travel on a progress token: a request without one
 		// could neither be sent in fragments nor answered in them.
-		p.token = newProgressToken()
-		p.wire = &jsonrpc.Request{ID: m.ID, Method: m.Method, Params: withMeta(m.Params, "progressToken", p.token)}
+		tok := newProgressToken()
+		if wire, err := mcpmsg.WithProgressToken(m, tok); err == nil {
+			p.wire, p.token = wire, tok
+		}
 	}
 	content, err := EncodeContent(p.wire)
 	if err != nil {
 		c.fail(m.ID, CodeTransportError, err.Error())
 		return
 	}
-	c.mu.Lock()
 	tags := nostr.Tags{{"p", c.server.Hex()}, nonceTag()}
-	if !c.sentDiscovery {
+	if c.view.takeDiscovery() {
 		tags = append(tags, capabilityTags(c.opts.Encryption, c.opts.GiftWrap, c.fragmenting(), c.opts.OpenStreams)...)
-		c.sentDiscovery = true
 	}
-	wrapKind := c.wrapKindLocked()
-	c.byRPCID[m.ID.Raw()] = p
-	if p.token != nil && p.wire != m {
-		c.injected[tokenKey(p.token)] = true
-	}
-	if c.opts.RequestTimeout > 0 {
-		p.timer = time.AfterFunc(c.opts.RequestTimeout, func() { c.expire(p) })
-	}
+	wrapKind := c.wrapKind()
 	oversized := c.fragmenting() && finalSize(content, tags, wrapKind) > c.opts.OversizedThreshold
-	if !oversized && wrapKind != 0 && c.opts.Encryption == EncryptOptional && c.opts.PlaintextFallback > 0 && repeatable(m.Method) {
-		p.fallback = time.AfterFunc(c.opts.PlaintextFallback, func() { c.fallBackToPlaintext(p, tags) })
-	}
-	serverKnowsCEP22 := c.caps.oversized
-	c.mu.Unlock()
+	fallback := !oversized && wrapKind != 0 && c.opts.Encryption == EncryptOptional && c.opts.PlaintextFallback > 0 && repeatable(m.Method)
+	serverKnowsCEP22 := c.view.oversized()
+	c.pending.add(p, func(p *pendingRequest) {
+		if c.opts.RequestTimeout > 0 {
+			p.timer = c.life.AfterFunc(c.opts.RequestTimeout, func(context.Context) { c.expire(p) })
+		}
+		if fallback {
+			p.fallback = c.life.AfterFunc(c.opts.PlaintextFallback, func(ctx context.Context) { c.fallBackToPlaintext(ctx, p, tags) })
+		}
+	})
 
 	if oversized {
 		c.writeFragmented(ctx, p, content, tags, wrapKind, serverKnowsCEP22)
@@ -440,12 +442,10 @@ func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
 	case errors.Is(err, nostrx.ErrUnheard):
 		// Valid, unheard: retrying does not help, but the answer may still
 		// come through a relay the server joins later. Fail at the deadline.
-		c.mu.Lock()
-		p.unheard = true
-		c.mu.Unlock()
+		p.unheard.Store(true)
 		c.log.Debug("request unheard by every relay", "method", m.Method, "event", evt.ID.Hex())
 	default:
-		if c.forget(p) {
+		if c.pending.remove(p) {
 			c.fail(m.ID, CodeTransportError, fmt.Sprintf("contextvm: %s not delivered: %v", m.Method, err))
 		}
 	}
@@ -460,21 +460,16 @@ func (c *clientConn) writeFragmented(ctx context.Context, p *pendingRequest, con
 	var waitAccept func(context.Context) error
 	if !serverKnows {
 		accepted := make(chan struct{})
-		key := tokenKey(p.token)
-		c.mu.Lock()
-		c.accepts[key] = accepted
-		c.mu.Unlock()
-		defer func() {
-			c.mu.Lock()
-			delete(c.accepts, key)
-			c.mu.Unlock()
-		}()
+		c.accepts.put(p.token, accepted)
+		defer c.accepts.deleteIf(p.token, accepted)
 		timeout := min(30*time.Second, max(c.opts.RequestTimeout, time.Second))
 		waitAccept = func(ctx context.Context) error {
+			t := time.NewTimer(timeout)
+			defer t.Stop()
 			select {
 			case <-accepted:
 				return nil
-			case <-time.After(timeout):
+			case <-t.C:
 				return fmt.Errorf("%w: no accept within %s for a request of %d bytes (one event holds %d)",
 					ErrNoOversizedSupport, timeout, len(content), c.opts.OversizedThreshold)
 			case <-c.closed:
@@ -488,12 +483,9 @@ func (c *clientConn) writeFragmented(ctx context.Context, p *pendingRequest, con
 	err := c.sendFragmented(ctx, c.server, content, p.token, func() nostr.Tags { return startTags }, tags, wrapKind,
 		c.opts.OversizedThreshold, waitAccept, func(end nostr.Event) {
 			// The server answers the request the end frame completes.
-			c.mu.Lock()
-			p.events = append(p.events, end.ID)
-			c.pending[end.ID] = p
-			c.mu.Unlock()
+			c.pending.addEvent(p, end.ID)
 		})
-	if err != nil && !errors.Is(err, nostrx.ErrUnheard) && c.forget(p) {
+	if err != nil && !errors.Is(err, nostrx.ErrUnheard) && c.pending.remove(p) {
 		code := int64(CodeTransportError)
 		if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrNoOversizedSupport) {
 			code = CodeResponseTooLarge
@@ -502,12 +494,16 @@ func (c *clientConn) writeFragmented(ctx context.Context, p *pendingRequest, con
 	}
 }
 
+// abortTimeout bounds the publishing of an abort frame: it is a courtesy
+// to the server, which gives up the transfer on its own timeout anyway.
+const abortTimeout = 5 * time.Second
+
 // abortTransfer tells the server to give up a transfer with token, and
 // fails the request it belonged to.
-func (c *clientConn) abortTransfer(token any, reason string) {
+func (c *clientConn) abortTransfer(ctx context.Context, token mcpmsg.Token, reason string) {
 	content, err := EncodeContent(abortFrame(token, reason))
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, abortTimeout)
 		c.send(ctx, c.server, content, nostr.Tags{{"p", c.server.Hex()}, nonceTag()}, c.wrapKind())
 		cancel()
 	}
@@ -515,20 +511,12 @@ func (c *clientConn) abortTransfer(token any, reason string) {
 }
 
 // failByToken fails the pending request that asked for progress with token.
-func (c *clientConn) failByToken(token any, msg string) {
-	key := tokenKey(token)
-	c.mu.Lock()
-	var found *pendingRequest
-	for _, p := range c.byRPCID {
-		if p.token != nil && tokenKey(p.token) == key {
-			found = p
-			break
+func (c *clientConn) failByToken(token mcpmsg.Token, msg string) {
+	for _, p := range c.pending.withToken(token) {
+		if c.pending.remove(p) {
+			c.fail(p.req.ID, CodeTransportError, msg)
+			return
 		}
-	}
-	ok := found != nil && c.forgetLocked(found)
-	c.mu.Unlock()
-	if ok {
-		c.fail(found.req.ID, CodeTransportError, msg)
 	}
 }
 
@@ -539,55 +527,16 @@ func (c *clientConn) sendTracked(ctx context.Context, p *pendingRequest, content
 	if err != nil {
 		return evt, err
 	}
-	c.mu.Lock()
-	p.events = append(p.events, evt.ID)
-	c.pending[evt.ID] = p
-	c.mu.Unlock()
+	c.pending.addEvent(p, evt.ID)
 	return evt, c.pool.Publish(ctx, out)
 }
 
-// forget removes p from the pending set; it reports false if p was already
-// answered or expired, in which case nobody may answer it again.
-func (c *clientConn) forget(p *pendingRequest) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.forgetLocked(p)
-}
-
-func (c *clientConn) forgetLocked(p *pendingRequest) bool {
-	if c.byRPCID[p.req.ID.Raw()] != p {
-		return false
-	}
-	delete(c.byRPCID, p.req.ID.Raw())
-	for _, id := range p.events {
-		delete(c.pending, id)
-	}
-	if p.wire != p.req {
-		delete(c.injected, tokenKey(p.token))
-	}
-	p.stopTimers()
-	return true
-}
-
-func (p *pendingRequest) stopTimers() {
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	if p.fallback != nil {
-		p.fallback.Stop()
-	}
-}
-
 func (c *clientConn) expire(p *pendingRequest) {
-	c.mu.Lock()
-	unheard := p.unheard
-	ok := c.forgetLocked(p)
-	c.mu.Unlock()
-	if !ok {
+	if !c.pending.remove(p) {
 		return
 	}
 	msg := fmt.Sprintf("contextvm: %s: no response within %s", p.req.Method, c.opts.RequestTimeout)
-	if unheard {
+	if p.unheard.Load() {
 		msg = fmt.Sprintf("contextvm: %s: %v (server %s): every relay accepted the request but nobody was subscribed to it",
 			p.req.Method, ErrServerNotListening, nostrx.EncodeNpub(c.server))
 	}
@@ -596,22 +545,19 @@ func (c *clientConn) expire(p *pendingRequest) {
 
 // fallBackToPlaintext re-sends an unanswered encrypted request in plaintext,
 // once, for a server that might have encryption disabled.
-func (c *clientConn) fallBackToPlaintext(p *pendingRequest, tags nostr.Tags) {
-	c.mu.Lock()
-	if c.byRPCID[p.req.ID.Raw()] != p {
-		c.mu.Unlock()
+func (c *clientConn) fallBackToPlaintext(ctx context.Context, p *pendingRequest, tags nostr.Tags) {
+	if !c.pending.isPending(p) {
 		return
 	}
 	tags = slices.DeleteFunc(slices.Clone(tags), func(t nostr.Tag) bool {
 		return len(t) > 0 && (t[0] == TagSupportEncryption || t[0] == TagSupportEncryptionEphemeral)
 	})
-	c.mu.Unlock()
 	c.log.Info("no answer to an encrypted request; trying plaintext in case the server has encryption disabled", "method", p.req.Method)
 	content, err := EncodeContent(p.wire)
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.PlaintextFallback)
+	ctx, cancel := context.WithTimeout(ctx, c.opts.PlaintextFallback)
 	defer cancel()
 	if _, err := c.sendTracked(ctx, p, content, tags, 0); err != nil && !errors.Is(err, nostrx.ErrUnheard) {
 		c.log.Debug("plaintext fallback not delivered", "err", err)
@@ -622,37 +568,11 @@ func (c *clientConn) fallBackToPlaintext(p *pendingRequest, tags nostr.Tags) {
 // plaintext fallback may repeat it.
 func repeatable(method string) bool {
 	switch method {
-	case "initialize", "ping", "tools/list", "resources/list", "resources/templates/list",
+	case mcpmsg.MethodInitialize, mcpmsg.MethodPing, "tools/list", "resources/list", "resources/templates/list",
 		"prompts/list", "resources/read", "prompts/get", "completion/complete":
 		return true
 	}
 	return false
-}
-
-// encrypt reports whether the next message goes in a gift wrap.
-func (c *clientConn) encryptLocked() bool {
-	switch c.opts.Encryption {
-	case EncryptDisabled:
-		return false
-	case EncryptRequired:
-		return true
-	default:
-		return !c.plaintext
-	}
-}
-
-func (c *clientConn) wrapKind() nostr.Kind {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.wrapKindLocked()
-}
-
-// wrapKindLocked is the gift-wrap kind for the next message, 0 for plaintext.
-func (c *clientConn) wrapKindLocked() nostr.Kind {
-	if !c.encryptLocked() {
-		return 0
-	}
-	return wrapKindFor(c.opts.GiftWrap, c.caps.ephemeral, 0)
 }
 
 func (c *clientConn) readLoop() {
@@ -662,7 +582,7 @@ func (c *clientConn) readLoop() {
 }
 
 func (c *clientConn) handle(evt nostr.Event) {
-	ctx := context.Background()
+	ctx := c.life.ctx
 	now := time.Now()
 	if evt.Kind != KindMessage {
 		if err := c.replay.admit(evt.ID, evt.CreatedAt, now); err != nil {
@@ -684,14 +604,7 @@ func (c *clientConn) handle(evt nostr.Event) {
 		c.log.Info("dropping message", "id", inner.ID.Hex(), "err", err)
 		return
 	}
-	c.mu.Lock()
-	if caps, ok := learnCaps(inner.Tags); ok {
-		c.caps = caps
-		if !caps.encryption && c.opts.Encryption == EncryptOptional {
-			c.plaintext = true
-		}
-	}
-	c.mu.Unlock()
+	c.view.learn(inner.Tags, c.opts.Encryption == EncryptOptional)
 	msgs, _, err := DecodeContent(inner.Content)
 	if err != nil {
 		c.log.Warn("server sent something that is not JSON-RPC", "event", inner.ID.Hex(), "err", err)
@@ -709,13 +622,11 @@ func (c *clientConn) dispatch(inner nostr.Event, wrapKind nostr.Kind, msgs []jso
 			c.handleResponse(inner, wrapKind, m)
 		case *jsonrpc.Request:
 			if m.IsCall() {
-				c.mu.Lock()
-				c.inbound[m.ID.Raw()] = inner.ID
-				c.mu.Unlock()
+				c.inbound.put(m.ID, inner.ID)
 				c.deliver(m)
 				continue
 			}
-			if m.Method == "notifications/progress" {
+			if m.Method == mcpmsg.MethodProgress {
 				if frame, ok, err := parseTransferFrame(m.Params); ok {
 					c.receiveFrame(inner, wrapKind, frame, err)
 					continue
@@ -724,12 +635,9 @@ func (c *clientConn) dispatch(inner nostr.Event, wrapKind nostr.Kind, msgs []jso
 					c.receiveStreamFrame(frame, err)
 					continue
 				}
-				tok := progressToken(m.Params)
+				tok, ok := mcpmsg.ProgressToken(m)
 				c.keepAlive(tok)
-				c.mu.Lock()
-				ours := tok != nil && c.injected[tokenKey(tok)]
-				c.mu.Unlock()
-				if ours {
+				if ok && c.pending.injected(tok) {
 					continue // progress on a token the go-sdk never chose
 				}
 			}
@@ -747,11 +655,7 @@ func (c *clientConn) receiveFrame(inner nostr.Event, wrapKind nostr.Kind, p prog
 	c.keepAlive(p.ProgressToken)
 	switch p.CVM.FrameType {
 	case "accept":
-		c.mu.Lock()
-		ch, ok := c.accepts[tokenKey(p.ProgressToken)]
-		delete(c.accepts, tokenKey(p.ProgressToken))
-		c.mu.Unlock()
-		if ok {
+		if ch, ok := c.accepts.take(p.ProgressToken); ok {
 			close(ch)
 		}
 		return
@@ -763,7 +667,7 @@ func (c *clientConn) receiveFrame(inner nostr.Event, wrapKind nostr.Kind, p prog
 	assembled, _, done, err := c.transfers.frame(c.server, p, inner.Tags)
 	if err != nil {
 		c.log.Warn("aborting a fragmented answer", "err", err)
-		c.abortTransfer(p.ProgressToken, err.Error())
+		c.abortTransfer(c.life.ctx, p.ProgressToken, err.Error())
 		return
 	}
 	if !done {
@@ -771,7 +675,7 @@ func (c *clientConn) receiveFrame(inner nostr.Event, wrapKind nostr.Kind, p prog
 	}
 	msgs, _, err := DecodeContent(assembled)
 	if err != nil {
-		c.abortTransfer(p.ProgressToken, "reassembled message is not JSON-RPC")
+		c.abortTransfer(c.life.ctx, p.ProgressToken, "reassembled message is not JSON-RPC")
 		return
 	}
 	c.dispatch(inner, wrapKind, msgs)
@@ -780,42 +684,38 @@ func (c *clientConn) receiveFrame(inner nostr.Event, wrapKind nostr.Kind, p prog
 func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *jsonrpc.Response) {
 	ref, _ := firstTagValue(inner.Tags, "e")
 	id, err := nostr.IDFromHex(ref)
-	c.mu.Lock()
-	p := c.pending[id]
-	if err != nil || p == nil {
-		c.mu.Unlock()
+	var p *pendingRequest
+	if err == nil {
+		p = c.pending.forEvent(id)
+	}
+	if p == nil {
 		c.log.Debug("response to no pending request", "e", ref)
 		return
 	}
 	if wrapKind == 0 && c.opts.Encryption == EncryptOptional && isEncryptionRefusal(m) && p.fallback != nil {
 		// The server said it reads no gift wraps: fall back now, not later.
-		c.plaintext = true
-		c.mu.Unlock()
+		c.view.setPlaintext()
 		p.fallback.Reset(0)
 		return
 	}
-	if wrapKind == 0 && len(p.events) > 1 && c.opts.Encryption == EncryptOptional {
-		c.plaintext = true // the plaintext copy was the one answered
+	if wrapKind == 0 && c.opts.Encryption == EncryptOptional && c.pending.eventCount(p) > 1 {
+		c.view.setPlaintext() // the plaintext copy was the one answered
 	}
-	c.forgetLocked(p)
-	c.mu.Unlock()
+	if !c.pending.remove(p) {
+		return
+	}
 	m.ID = p.req.ID
 	c.deliver(m)
 }
 
 // keepAlive restarts the timeout of the request that asked for progress
-// with token.
-func (c *clientConn) keepAlive(token any) {
-	if token == nil || c.opts.RequestTimeout <= 0 {
+// with token. Tokens are compared as JSON values: progress on "1" is not
+// progress on 1.
+func (c *clientConn) keepAlive(token mcpmsg.Token) {
+	if token.IsZero() || c.opts.RequestTimeout <= 0 {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range c.byRPCID {
-		if p.token != nil && fmt.Sprint(p.token) == fmt.Sprint(token) && p.timer != nil {
-			p.timer.Reset(c.opts.RequestTimeout)
-		}
-	}
+	c.pending.keepAlive(token, c.opts.RequestTimeout)
 }
 
 // lookupAnnouncement reads the server's CEP-6 announcement, if any, to learn
@@ -829,35 +729,13 @@ func (c *clientConn) lookupAnnouncement(ctx context.Context) {
 	case evt := <-sub.Events():
 		caps, ok := learnCaps(evt.Tags)
 		if ok && !caps.encryption {
-			c.mu.Lock()
-			c.plaintext = true
-			c.mu.Unlock()
+			c.view.setPlaintext()
 			c.log.Debug("server announcement says it does not support encryption; using plaintext")
 		}
 	case <-sub.Ready(): // stored events come before EOSE: there is none
 	case <-ctx.Done():
 	case <-c.closed:
 	}
-}
-
-// progressToken returns params._meta.progressToken, if present.
-func progressToken(params json.RawMessage) any {
-	if len(params) == 0 {
-		return nil
-	}
-	var p struct {
-		Meta struct {
-			ProgressToken any `json:"progressToken"`
-		} `json:"_meta"`
-		ProgressToken any `json:"progressToken"` // in notifications/progress
-	}
-	if json.Unmarshal(params, &p) != nil {
-		return nil
-	}
-	if p.Meta.ProgressToken != nil {
-		return p.Meta.ProgressToken
-	}
-	return p.ProgressToken
 }
 
 // isEncryptionRefusal recognizes a cvm server's answer to a gift wrap it will
@@ -872,11 +750,8 @@ func isEncryptionRefusal(m *jsonrpc.Response) bool {
 // server's real capabilities are unknown until it answers a request.
 func statelessInitializeResult(req *jsonrpc.Request) *jsonrpc.Response {
 	version := ProtocolVersion
-	var params struct {
-		ProtocolVersion string `json:"protocolVersion"`
-	}
-	if json.Unmarshal(req.Params, &params) == nil && params.ProtocolVersion != "" && params.ProtocolVersion <= ProtocolVersion {
-		version = params.ProtocolVersion
+	if asked := mcpmsg.StringParam(req.Params, "protocolVersion"); asked != "" && asked <= ProtocolVersion {
+		version = asked
 	}
 	result, _ := json.Marshal(map[string]any{
 		"protocolVersion": version,
@@ -887,7 +762,7 @@ func statelessInitializeResult(req *jsonrpc.Request) *jsonrpc.Response {
 		},
 		"serverInfo": map[string]any{"name": "Emulated-Stateless-Server", "version": "1.0.0"},
 	})
-	return &jsonrpc.Response{ID: req.ID, Result: result}
+	return mcpmsg.Result(req.ID, result)
 }
 
 // nonceTag makes every message a client sends a distinct event. An event id
@@ -902,16 +777,21 @@ func nonceTag() nostr.Tag {
 	return nostr.Tag{"nonce", hex.EncodeToString(b[:])}
 }
 
-func (c *clientConn) openStream(token any) *StreamReader {
-	key := tokenKey(token)
-	r := &StreamReader{
-		token:    token,
-		limits:   c.opts.Streams.withDefaults(),
-		ready:    make(chan struct{}, 1),
-		buffered: make(map[int]string),
-		lastSeen: time.Now(),
+// openStream registers a reader for the stream on token. Its frames are
+// published through the connection, its probes run as work of the
+// connection's lifetime, and Close ends it.
+func (c *clientConn) openStream(token mcpmsg.Token) (*StreamReader, error) {
+	if c.life.stopping() {
+		return nil, mcp.ErrConnectionClosed
 	}
+	r := newStreamReader(token, c.opts.Streams)
 	r.send = func(ctx context.Context, frame *jsonrpc.Request) error {
+		if !c.life.enter() {
+			return mcp.ErrConnectionClosed
+		}
+		defer c.life.leave()
+		ctx, cancel := c.life.join(ctx)
+		defer cancel()
 		content, err := EncodeContent(frame)
 		if err != nil {
 			return err
@@ -919,18 +799,16 @@ func (c *clientConn) openStream(token any) *StreamReader {
 		_, err = c.send(ctx, c.server, content, nostr.Tags{{"p", c.server.Hex()}, nonceTag()}, c.wrapKind())
 		return err
 	}
-	r.onEnd = func() {
-		c.mu.Lock()
-		if c.streams[key] == r {
-			delete(c.streams, key)
-		}
-		c.mu.Unlock()
+	r.async = func(f func(context.Context)) { c.life.Go(f) }
+	r.onEnd = func() { c.streams.deleteIf(token, r) }
+	c.streams.put(token, r)
+	r.arm(c.life.AfterFunc)
+	if c.life.stopping() {
+		// Close drained the streams before this one was put there.
+		r.end(mcp.ErrConnectionClosed)
+		return nil, mcp.ErrConnectionClosed
 	}
-	r.timer = time.AfterFunc(r.limits.IdleTimeout, r.watch)
-	c.mu.Lock()
-	c.streams[key] = r
-	c.mu.Unlock()
-	return r
+	return r, nil
 }
 
 // receiveStreamFrame hands a CEP-41 frame to the reader of its token.
@@ -940,15 +818,13 @@ func (c *clientConn) receiveStreamFrame(p streamProgress, err error) {
 		return
 	}
 	c.keepAlive(p.ProgressToken)
-	c.mu.Lock()
-	r := c.streams[tokenKey(p.ProgressToken)]
-	c.mu.Unlock()
-	if r == nil {
+	r, ok := c.streams.get(p.ProgressToken)
+	if !ok {
 		c.log.Debug("open-stream frame nobody reads", "frame", p.CVM.FrameType)
 		return
 	}
 	if err := r.frame(p.CVM); err != nil {
 		c.log.Warn("aborting an open stream", "err", err)
-		r.Abort(context.Background(), err.Error())
+		r.Abort(c.life.ctx, err.Error())
 	}
 }

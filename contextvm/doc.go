@@ -21,8 +21,19 @@
 // a refused plaintext or encrypted request gets an error instead of silence,
 // and every wrapped event's inner signature, kind and recipient are checked.
 //
+// Lifetimes: a Server, each ServerConn and each client connection own
+// everything they start, through a lifetime (lifetime.go): goroutines,
+// timers and the calls under way on their callers' goroutines all run under
+// a context that Close cancels, and Close returns only once all of it has
+// returned. After Close nothing of theirs is published and no timer of
+// theirs fires.
+//
 // Files: codec.go (message ⇄ event), wrap.go (CEP-4/19 gift wraps),
-// peer.go (discovery tags, CEP-35), client.go (the client transport),
-// server.go and session.go (the server and its per-client sessions),
-// endpoint.go (what both share).
+// peer.go (discovery tags, CEP-35), client.go (the client transport) and
+// pending.go (its requests in flight), server.go, sessions.go, session.go
+// and routes.go (the server, its book of sessions, a session, a session's
+// requests in flight), endpoint.go (what both share), codes.go (the
+// JSON-RPC error codes), lifetime.go and registry.go (what owners are built
+// from), fragment.go and oversized.go (CEP-22), stream.go (CEP-41),
+// auth.go and replay.go, announce.go, unannounce.go and pricing.go.
 package contextvm

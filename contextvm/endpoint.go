@@ -11,10 +11,21 @@ import (
 	"github.com/cvmgo/cvm/nostrx"
 )
 
+// relayPool is what an endpoint uses of a *nostrx.Pool. Tests put a pool
+// without relays, or one that only records what is published, in its
+// place.
+type relayPool interface {
+	Publish(ctx context.Context, evt nostr.Event) error
+	Subscribe(filter nostr.Filter, buffer int) *nostrx.Subscription
+	Query(ctx context.Context, filter nostr.Filter) ([]nostr.Event, error)
+	Relays() []string
+	Close() error
+}
+
 // endpoint is what a client and a server share: an identity and a relay pool
 // to publish through.
 type endpoint struct {
-	pool     *nostrx.Pool
+	pool     relayPool
 	signer   Signer
 	me       nostr.PubKey
 	log      *slog.Logger

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -25,10 +26,10 @@ type fragmentPlan struct {
 
 // planFragments cuts serialized so that every chunk frame, sent with token
 // under tags (gift-wrapped when wrapped), stays within threshold bytes.
-func planFragments(serialized string, token any, tags nostr.Tags, wrapKind nostr.Kind, threshold int) (fragmentPlan, error) {
+func planFragments(serialized string, token mcpmsg.Token, tags nostr.Tags, wrapKind nostr.Kind, threshold int) (fragmentPlan, error) {
 	// The largest frame without data: the progress number is bounded by the
 	// chunk count, which cannot exceed the message length.
-	empty := &jsonrpc.Request{Method: "notifications/progress",
+	empty := &jsonrpc.Request{Method: mcpmsg.MethodProgress,
 		Params: frameParams(token, len(serialized)+3, "", &transferFrame{Type: oversizedType, FrameType: "chunk", Data: strPtr("")})}
 	content, err := EncodeContent(empty)
 	if err != nil {
@@ -135,9 +136,9 @@ func twiceEscapedLen(r rune) int {
 
 // fragmentFrames turns a plan into the frames a sender publishes in order.
 // With accept, progress 2 is left for the receiver's accept frame.
-func fragmentFrames(plan fragmentPlan, token any, accept bool) (start *jsonrpc.Request, chunks []*jsonrpc.Request, end *jsonrpc.Request) {
+func fragmentFrames(plan fragmentPlan, token mcpmsg.Token, accept bool) (start *jsonrpc.Request, chunks []*jsonrpc.Request, end *jsonrpc.Request) {
 	frame := func(progress int, message string, f *transferFrame) *jsonrpc.Request {
-		return &jsonrpc.Request{Method: "notifications/progress", Params: frameParams(token, progress, message, f)}
+		return &jsonrpc.Request{Method: mcpmsg.MethodProgress, Params: frameParams(token, progress, message, f)}
 	}
 	start = frame(1, "starting oversized transfer", &transferFrame{Type: oversizedType, FrameType: "start",
 		CompletionMode: "render", Digest: plan.digest, TotalBytes: intPtr(plan.totalBytes), TotalChunks: intPtr(len(plan.chunks))})
@@ -152,22 +153,22 @@ func fragmentFrames(plan fragmentPlan, token any, accept bool) (start *jsonrpc.R
 	return start, chunks, end
 }
 
-func acceptFrame(token any) *jsonrpc.Request {
-	return &jsonrpc.Request{Method: "notifications/progress",
+func acceptFrame(token mcpmsg.Token) *jsonrpc.Request {
+	return &jsonrpc.Request{Method: mcpmsg.MethodProgress,
 		Params: frameParams(token, 2, "oversized request accepted", &transferFrame{Type: oversizedType, FrameType: "accept"})}
 }
 
-func abortFrame(token any, reason string) *jsonrpc.Request {
-	return &jsonrpc.Request{Method: "notifications/progress",
+func abortFrame(token mcpmsg.Token, reason string) *jsonrpc.Request {
+	return &jsonrpc.Request{Method: mcpmsg.MethodProgress,
 		Params: frameParams(token, 1, "", &transferFrame{Type: oversizedType, FrameType: "abort", Reason: reason})}
 }
 
 // newProgressToken makes a token for a large request that asked for none:
 // CEP-22 frames travel on a progress token.
-func newProgressToken() string {
+func newProgressToken() mcpmsg.Token {
 	var b [8]byte
 	rand.Read(b[:])
-	return "cvm-transfer-" + hex.EncodeToString(b[:])
+	return mcpmsg.StringToken("cvm-transfer-" + hex.EncodeToString(b[:]))
 }
 
 // finalSize is the size of the event a message would be published as.
@@ -194,7 +195,7 @@ func singleEventFits(content string, tags nostr.Tags, wrapKind nostr.Kind, maxEv
 // plaintext). waitAccept, when not nil, runs after the start frame and must
 // return once the receiver accepted. onEnd sees the end frame's message event
 // before it is published: the answer to a fragmented request references it.
-func (e *endpoint) sendFragmented(ctx context.Context, recipient nostr.PubKey, content string, token any,
+func (e *endpoint) sendFragmented(ctx context.Context, recipient nostr.PubKey, content string, token mcpmsg.Token,
 	startTags, tags func() nostr.Tags, wrapKind nostr.Kind, threshold int,
 	waitAccept func(context.Context) error, onEnd func(nostr.Event)) error {
 	plan, err := planFragments(content, token, tags(), wrapKind, threshold)

@@ -87,14 +87,22 @@ func (p *rawPeer) initialize(server nostr.PubKey) {
 
 // logBuffer collects a component's logs for assertions.
 type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	lines notifier // of each line written
+	mu    sync.Mutex
+	buf   bytes.Buffer
 }
 
 func (l *logBuffer) Write(p []byte) (int, error) {
+	defer l.lines.notify()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.Write(p)
+}
+
+// await waits for a log line containing text.
+func (l *logBuffer) await(t testing.TB, text string) {
+	t.Helper()
+	await(t, "a log line with "+text, &l.lines, func() bool { return strings.Contains(l.String(), text) })
 }
 
 func (l *logBuffer) String() string {
@@ -163,7 +171,7 @@ func TestStaleEventsAreDroppedWithALogLine(t *testing.T) {
 	old.Sign(peer.sk)
 	wrap, _ := contextvm.Wrap(old, srv.PublicKey(), contextvm.KindEphemeralGiftWrap)
 	peer.publish(wrap)
-	waitUntil(t, "a log line about the stale event", func() bool { return strings.Contains(logs.String(), "freshness window") })
+	logs.await(t, "freshness window")
 	if _, ok := peer.next(500 * time.Millisecond); ok {
 		t.Fatal("a stale request was answered")
 	}
@@ -179,7 +187,7 @@ func TestBadInputGetsAnErrorOrALogLine(t *testing.T) {
 
 	t.Run("malformed JSON is logged", func(t *testing.T) {
 		peer.publish(peer.message(me, `{"jsonrpc":"2.0","id":1,"method":`))
-		waitUntil(t, "the log line", func() bool { return strings.Contains(logs.String(), "not JSON-RPC") })
+		logs.await(t, "not JSON-RPC")
 	})
 	t.Run("unknown method gets method not found", func(t *testing.T) {
 		peer.publish(peer.message(me, `{"jsonrpc":"2.0","id":7,"method":"no/such/method"}`))
@@ -198,13 +206,13 @@ func TestBadInputGetsAnErrorOrALogLine(t *testing.T) {
 		bogus := nostr.Event{Kind: contextvm.KindEphemeralGiftWrap, CreatedAt: nostr.Now(), Tags: nostr.Tags{{"p", me.Hex()}}, Content: "AgAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
 		bogus.Sign(nostr.Generate())
 		peer.publish(bogus)
-		waitUntil(t, "the log line", func() bool { return strings.Contains(logs.String(), "does not decrypt") })
+		logs.await(t, "does not decrypt")
 	})
 	t.Run("a wrap hiding a message for someone else is logged", func(t *testing.T) {
 		inner := peer.message(nostr.Generate().Public(), `{"jsonrpc":"2.0","id":8,"method":"ping"}`)
 		w, _ := contextvm.Wrap(inner, me, contextvm.KindEphemeralGiftWrap)
 		peer.publish(w)
-		waitUntil(t, "the log line", func() bool { return strings.Contains(logs.String(), "names another recipient") })
+		logs.await(t, "names another recipient")
 	})
 }
 
@@ -253,18 +261,60 @@ func TestBatchIsAnsweredAsOneEvent(t *testing.T) {
 	}
 }
 
+// A session with no room for another request answers "server busy", with a
+// code a client can tell from a refusal.
+func TestFullInboxAnswersBusy(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{Signer: contextvm.NewKeySigner(nostr.Generate()), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	// Nothing accepts the session, so nothing reads its inbox: the requests
+	// pile up until it is full.
+	peer := newRawPeer(t, r.URL)
+	peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`))
+	for i := range 300 {
+		peer.publish(peer.message(srv.PublicKey(), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)))
+	}
+	// Nothing answers the requests that fit; the first answer is a refusal.
+	evt, ok := peer.next(10 * time.Second)
+	if !ok {
+		t.Fatal("no busy answer to 300 requests nobody reads")
+	}
+	msgs, _, _ := contextvm.DecodeContent(evt.Content)
+	resp, _ := msgs[0].(*jsonrpc.Response)
+	var werr *jsonrpc.Error
+	if resp == nil || !errors.As(resp.Error, &werr) {
+		t.Fatalf("answer %s", evt.Content)
+	}
+	if werr.Code == contextvm.CodeUnauthorized {
+		t.Fatalf("busy is answered with the unauthorized code %d: %s", werr.Code, evt.Content)
+	}
+	if werr.Code != contextvm.CodeServerBusy {
+		t.Fatalf("answer %s, want code %d", evt.Content, contextvm.CodeServerBusy)
+	}
+}
+
 func TestShutdownEndsTheSession(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, testServer())
+	srv, ended := serveWatched(t, contextvm.ServerOptions{Relays: []string{r.URL}}, testServer())
 	peer := newRawPeer(t, r.URL)
-	peer.initialize(srv.PublicKey())
-	waitUntil(t, "the session", func() bool { return srv.Sessions() == 1 })
+	peer.initialize(srv.PublicKey()) // answered: the session exists
+	if n := srv.Sessions(); n != 1 {
+		t.Fatalf("%d sessions after initialize", n)
+	}
 	peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"bye","method":"shutdown"}`))
 	evt, ok := peer.next(5 * time.Second)
 	if !ok || !strings.Contains(evt.Content, `"result":{}`) || !strings.Contains(evt.Content, `"id":"bye"`) {
 		t.Fatalf("shutdown answer %q", evt.Content)
 	}
-	waitUntil(t, "the session to end", func() bool { return srv.Sessions() == 0 })
+	awaitEnd(t, ended, "the session to end")
+	if n := srv.Sessions(); n != 0 {
+		t.Fatalf("%d sessions after shutdown", n)
+	}
 }
 
 func TestAuthorization(t *testing.T) {
@@ -346,11 +396,15 @@ func TestProgressIsRoutedPerClient(t *testing.T) {
 		wg.Go(func() {
 			var mu sync.Mutex
 			var seen []string
+			fifth := make(chan struct{})
 			client := mcp.NewClient(&mcp.Implementation{Name: who}, &mcp.ClientOptions{
 				ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
 					mu.Lock()
+					defer mu.Unlock()
 					seen = append(seen, req.Params.Message)
-					mu.Unlock()
+					if len(seen) == 5 {
+						close(fifth)
+					}
 				},
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -368,10 +422,10 @@ func TestProgressIsRoutedPerClient(t *testing.T) {
 				return
 			}
 			// The go-sdk may run a progress handler after it returns the
-			// result; give the last ones a moment.
-			count := func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }
-			for deadline := time.Now().Add(5 * time.Second); count() < 5 && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond)
+			// result: wait for the fifth.
+			select {
+			case <-fifth:
+			case <-time.After(5 * time.Second):
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -433,10 +487,19 @@ func TestResourceUpdatesGoOnlyToSubscribers(t *testing.T) {
 	})
 	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, s)
 	updates := map[string]*atomic.Int64{"watcher": {}, "bystander": {}}
+	watcherUpdated := make(chan struct{}, 1)
 	sessions := map[string]*mcp.ClientSession{}
 	for name, n := range updates {
 		client := mcp.NewClient(&mcp.Implementation{Name: name}, &mcp.ClientOptions{
-			ResourceUpdatedHandler: func(context.Context, *mcp.ResourceUpdatedNotificationRequest) { n.Add(1) },
+			ResourceUpdatedHandler: func(context.Context, *mcp.ResourceUpdatedNotificationRequest) {
+				n.Add(1)
+				if name == "watcher" {
+					select {
+					case watcherUpdated <- struct{}{}:
+					default:
+					}
+				}
+			},
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		cs, err := contextvm.Connect(ctx, client, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
@@ -453,7 +516,14 @@ func TestResourceUpdatesGoOnlyToSubscribers(t *testing.T) {
 	if err := s.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the watcher's update", func() bool { return updates["watcher"].Load() == 1 })
+	select {
+	case <-watcherUpdated:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watcher never got its update")
+	}
+	if n := updates["watcher"].Load(); n != 1 {
+		t.Fatalf("the watcher got %d updates, want 1", n)
+	}
 	// Give a misrouted update every chance to arrive: a round trip on the
 	// bystander's session comes after it.
 	if _, err := sessions["bystander"].ListResources(context.Background(), nil); err != nil {

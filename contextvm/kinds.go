@@ -41,12 +41,3 @@ const (
 	TagWebsite                    = "website"
 	TagPicture                    = "picture"
 )
-
-// CodeEncryptionNotAccepted answers a gift-wrapped request sent to a server
-// with encryption disabled; CodeEncryptionRequired answers a plaintext
-// request sent to a server that requires encryption. The reference SDK
-// answers neither (the client times out).
-const (
-	CodeEncryptionNotAccepted = -32010
-	CodeEncryptionRequired    = -32011
-)

@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/mcpmsg"
 )
 
 // CEP-22 oversized transfer: a JSON-RPC message too large for one event
@@ -92,7 +92,7 @@ type transferFrame struct {
 // progressFrame is the params of a notifications/progress that carries a
 // CEP-22 frame.
 type progressFrame struct {
-	ProgressToken any            `json:"progressToken"`
+	ProgressToken mcpmsg.Token   `json:"progressToken"`
 	Progress      float64        `json:"progress"`
 	Message       string         `json:"message,omitempty"`
 	CVM           *transferFrame `json:"cvm,omitempty"`
@@ -115,7 +115,7 @@ func parseTransferFrame(params json.RawMessage) (p progressFrame, ok bool, err e
 	if err := json.Unmarshal(params, &p); err != nil {
 		return p, true, fmt.Errorf("%w: malformed frame: %v", ErrTransferRefused, err)
 	}
-	if p.ProgressToken == nil {
+	if p.ProgressToken.IsZero() {
 		return p, true, fmt.Errorf("%w: frame without a progress token", ErrTransferRefused)
 	}
 	return p, true, nil
@@ -127,69 +127,34 @@ func digestOf(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
-func frameParams(token any, progress int, message string, f *transferFrame) json.RawMessage {
+func frameParams(token mcpmsg.Token, progress int, message string, f *transferFrame) json.RawMessage {
 	b, _ := json.Marshal(progressFrame{ProgressToken: token, Progress: float64(progress), Message: message, CVM: f})
 	return b
-}
-
-// splitForFrames cuts serialized into chunks whose JSON-escaped length is at
-// most budget bytes each, never inside a code point.
-func splitForFrames(serialized string, budget int) ([]string, error) {
-	if budget < 8 {
-		return nil, fmt.Errorf("%w: no room for chunk data in an event", ErrTooLarge)
-	}
-	var chunks []string
-	start, size := 0, 0
-	for i, r := range serialized {
-		n := escapedLen(r)
-		if size+n > budget && i > start {
-			chunks = append(chunks, serialized[start:i])
-			start, size = i, 0
-		}
-		size += n
-	}
-	if start < len(serialized) {
-		chunks = append(chunks, serialized[start:])
-	}
-	return chunks, nil
-}
-
-// escapedLen is how many bytes r takes inside a JSON string as the go-sdk
-// encodes it (HTML characters are not escaped).
-func escapedLen(r rune) int {
-	switch {
-	case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t' || r == '\b' || r == '\f':
-		return 2
-	case r < 0x20 || r == 0x2028 || r == 0x2029:
-		return 6
-	case r == utf8.RuneError:
-		return 6 // encoded as \ufffd
-	default:
-		return utf8.RuneLen(r)
-	}
 }
 
 // transferKey names an inbound transfer: progress tokens are chosen by each
 // peer, so they are unique only per peer (the reference keys by token alone).
 type transferKey struct {
 	peer  nostr.PubKey
-	token string
+	token mcpmsg.Token
 }
 
 // reassembler collects inbound transfers within TransferLimits. It is safe
-// for concurrent use.
+// for concurrent use. Each transfer has a timer; close stops them all, and
+// a timer that fires after close does nothing.
 type reassembler struct {
 	limits TransferLimits
-	// onExpire is told of transfers that ran out of time, to abort them.
-	onExpire func(transferKey, any)
+	// onExpire is told of transfers that ran out of time, to abort them. It
+	// is called without the reassembler's lock, never after close.
+	onExpire func(transferKey)
 
 	mu        sync.Mutex
+	closed    bool
 	transfers map[transferKey]*transfer
 	buffered  int
 }
 
 type transfer struct {
-	token       any        // as the peer sent it, for the abort frame
 	startTags   nostr.Tags // the start frame's tags: discovery tags travel there
 	digest      string
 	totalBytes  int
@@ -201,7 +166,7 @@ type transfer struct {
 	timer       *time.Timer
 }
 
-func newReassembler(limits TransferLimits, onExpire func(transferKey, any)) *reassembler {
+func newReassembler(limits TransferLimits, onExpire func(transferKey)) *reassembler {
 	return &reassembler{limits: limits.withDefaults(), onExpire: onExpire, transfers: make(map[transferKey]*transfer)}
 }
 
@@ -215,9 +180,12 @@ func (r *reassembler) frame(peer nostr.PubKey, p progressFrame, tags nostr.Tags)
 	if float64(progress) != p.Progress || progress <= 0 {
 		return "", nil, false, fmt.Errorf("%w: progress %v is not a positive integer", ErrTransferRefused, p.Progress)
 	}
-	key := transferKey{peer, tokenKey(p.ProgressToken)}
+	key := transferKey{peer, p.ProgressToken}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed {
+		return "", nil, false, fmt.Errorf("%w: the receiver is closing", ErrTransferRefused)
+	}
 	t := r.transfers[key]
 	switch p.CVM.FrameType {
 	case "start":
@@ -270,20 +238,20 @@ func (r *reassembler) startLocked(key transferKey, p progressFrame, progress int
 	case r.buffered+*f.TotalBytes > lim.MaxBufferedBytes:
 		return fmt.Errorf("%w: receiver is holding %d bytes of other transfers; retry later", ErrTransferRefused, r.buffered)
 	}
-	t := &transfer{token: p.ProgressToken, startTags: tags, digest: f.Digest, totalBytes: *f.TotalBytes, totalChunks: *f.TotalChunks,
+	t := &transfer{startTags: tags, digest: f.Digest, totalBytes: *f.TotalBytes, totalChunks: *f.TotalChunks,
 		start: progress, chunks: make(map[int]string), highest: progress}
 	// Reserve the declared size now, so that concurrent starts cannot
 	// together promise more than the budget.
 	r.buffered += t.totalBytes
 	t.timer = time.AfterFunc(lim.Timeout, func() {
 		r.mu.Lock()
-		_, live := r.transfers[key]
+		live := r.transfers[key] == t && !r.closed
 		if live {
 			r.dropLocked(key)
 		}
 		r.mu.Unlock()
 		if live && r.onExpire != nil {
-			r.onExpire(key, t.token)
+			r.onExpire(key)
 		}
 	})
 	r.transfers[key] = t
@@ -389,14 +357,14 @@ func (r *reassembler) dropLocked(key transferKey) {
 	}
 }
 
-// dropPeer forgets every transfer from peer (its session ended).
-func (r *reassembler) dropPeer(peer nostr.PubKey) {
+// close forgets every transfer and stops its timer; frames that come after
+// are refused.
+func (r *reassembler) close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.closed = true
 	for k := range r.transfers {
-		if k.peer == peer {
-			r.dropLocked(k)
-		}
+		r.dropLocked(k)
 	}
 }
 

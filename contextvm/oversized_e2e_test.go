@@ -124,7 +124,7 @@ func TestCorruptTransfersAreAborted(t *testing.T) {
 			if !strings.Contains(abort, "raw") {
 				t.Errorf("abort frame %s is not on the transfer's token", abort)
 			}
-			waitUntil(t, "the server's log line", func() bool { return strings.Contains(logs.String(), "aborting a client's transfer") })
+			logs.await(t, "aborting a client's transfer")
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -20,7 +21,7 @@ func framesFor(t testing.TB, msg string, token any, budget int, accept bool) []p
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, cs, end := fragmentFrames(fragmentPlan{digest: digestOf(msg), totalBytes: len(msg), chunks: chunks}, token, accept)
+	start, cs, end := fragmentFrames(fragmentPlan{digest: digestOf(msg), totalBytes: len(msg), chunks: chunks}, testToken(t, token), accept)
 	var out []progressFrame
 	for _, r := range append(append([]*jsonrpc.Request{start}, cs...), end) {
 		p, ok, err := parseTransferFrame(r.Params)
@@ -30,6 +31,16 @@ func framesFor(t testing.TB, msg string, token any, budget int, accept bool) []p
 		out = append(out, p)
 	}
 	return out
+}
+
+// testToken is the progress token v, a string or a number.
+func testToken(t testing.TB, v any) mcpmsg.Token {
+	t.Helper()
+	tok, err := mcpmsg.TokenOf(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }
 
 func feed(r *reassembler, peer nostr.PubKey, frames []progressFrame) (string, bool, error) {
@@ -143,15 +154,15 @@ func TestReassembler_Violations(t *testing.T) {
 
 func TestReassembler_AbortAndTimeout(t *testing.T) {
 	peer := nostr.Generate().Public()
-	expired := make(chan any, 1)
-	r := newReassembler(TransferLimits{Timeout: 50 * time.Millisecond}, func(k transferKey, token any) { expired <- token })
+	expired := make(chan mcpmsg.Token, 1)
+	r := newReassembler(TransferLimits{Timeout: 50 * time.Millisecond}, func(k transferKey) { expired <- k.token })
 	frames := framesFor(t, bigMessage(10_000), "slow", 2_000, false)
 	if _, _, _, err := r.frame(peer, frames[0], nil); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case tok := <-expired:
-		if tok != "slow" {
+		if tok != mcpmsg.StringToken("slow") {
 			t.Errorf("expired token %v", tok)
 		}
 	case <-time.After(5 * time.Second):
@@ -162,7 +173,7 @@ func TestReassembler_AbortAndTimeout(t *testing.T) {
 	}
 
 	r.frame(peer, frames[0], nil)
-	_, _, _, err := r.frame(peer, progressFrame{ProgressToken: "slow", Progress: 2, CVM: &transferFrame{Type: oversizedType, FrameType: "abort", Reason: "changed my mind"}}, nil)
+	_, _, _, err := r.frame(peer, progressFrame{ProgressToken: mcpmsg.StringToken("slow"), Progress: 2, CVM: &transferFrame{Type: oversizedType, FrameType: "abort", Reason: "changed my mind"}}, nil)
 	if !errors.Is(err, ErrTransferAborted) || !strings.Contains(err.Error(), "changed my mind") {
 		t.Fatalf("abort: %v", err)
 	}
@@ -211,13 +222,13 @@ func TestReassembler_FloodStaysWithinLimits(t *testing.T) {
 			peer = nostr.PubKey{1} // one busy peer
 		}
 		total := 100_000 + i
-		start := progressFrame{ProgressToken: i, Progress: 1, CVM: &transferFrame{Type: oversizedType, FrameType: "start",
+		start := progressFrame{ProgressToken: testToken(t, i), Progress: 1, CVM: &transferFrame{Type: oversizedType, FrameType: "start",
 			Digest: digestOf("x"), TotalBytes: intPtr(total), TotalChunks: intPtr(10)}}
 		if _, _, _, err := r.frame(peer, start, nil); err != nil {
 			refused++
 			continue
 		}
-		r.frame(peer, progressFrame{ProgressToken: i, Progress: 2, CVM: &transferFrame{Type: oversizedType, FrameType: "chunk", Data: strPtr(strings.Repeat("a", 10_000))}}, nil)
+		r.frame(peer, progressFrame{ProgressToken: testToken(t, i), Progress: 2, CVM: &transferFrame{Type: oversizedType, FrameType: "chunk", Data: strPtr(strings.Repeat("a", 10_000))}}, nil)
 		n, held := r.stats()
 		if n > limits.MaxConcurrent || held > limits.MaxBufferedBytes {
 			t.Fatalf("holding %d transfers and %d bytes; limits %d and %d", n, held, limits.MaxConcurrent, limits.MaxBufferedBytes)
@@ -238,11 +249,11 @@ func TestPlanFragments_FramesFitTheThreshold(t *testing.T) {
 	for _, wrap := range []nostr.Kind{0, KindGiftWrap, KindEphemeralGiftWrap} {
 		for _, threshold := range []int{8_000, DefaultOversizedThreshold} {
 			msg := bigMessage(150_000)
-			plan, err := planFragments(msg, "token-123", tags, wrap, threshold)
+			plan, err := planFragments(msg, mcpmsg.StringToken("token-123"), tags, wrap, threshold)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, chunks, _ := fragmentFrames(plan, "token-123", false)
+			_, chunks, _ := fragmentFrames(plan, mcpmsg.StringToken("token-123"), false)
 			for i, c := range chunks {
 				content, _ := EncodeContent(c)
 				evt, _ := newMessageEvent(context.Background(), signer, content, tags)

@@ -1,6 +1,10 @@
 package contextvm
 
-import "fiatjaf.com/nostr"
+import (
+	"sync"
+
+	"fiatjaf.com/nostr"
+)
 
 // peerCaps is what one side has learned about the other from discovery tags
 // (CEP-35). It is replaced, not merged, whenever a message carries discovery
@@ -123,4 +127,75 @@ func wrapKindFor(mode GiftWrapMode, peerEphemeral bool, mirror nostr.Kind) nostr
 	default:
 		return KindGiftWrap
 	}
+}
+
+// serverView is what a client knows of its server, under a lock of its own:
+// the capabilities the server's discovery tags announced in this session,
+// whether this session has sent the client's own discovery tags yet, and
+// whether the server is known to read no gift wraps.
+type serverView struct {
+	mu            sync.Mutex
+	caps          peerCaps
+	sentDiscovery bool
+	plaintext     bool // learned once, kept across sessions
+}
+
+// newSession forgets what the previous session learned: the client sent a
+// new initialize.
+func (v *serverView) newSession() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.caps, v.sentDiscovery = peerCaps{}, false
+}
+
+// learn reads the discovery tags of a message from the server, which
+// replace what was known. With optional encryption, a server that does not
+// advertise encryption is sent plaintext from then on.
+func (v *serverView) learn(tags nostr.Tags, optional bool) {
+	caps, ok := learnCaps(tags)
+	if !ok {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.caps = caps
+	if !caps.encryption && optional {
+		v.plaintext = true
+	}
+}
+
+// takeDiscovery reports true for the first message of a session, which
+// carries the client's discovery tags, and false after.
+func (v *serverView) takeDiscovery() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	first := !v.sentDiscovery
+	v.sentDiscovery = true
+	return first
+}
+
+// setPlaintext records that the server reads no gift wraps.
+func (v *serverView) setPlaintext() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.plaintext = true
+}
+
+// oversized reports whether the server said it takes CEP-22 transfers.
+func (v *serverView) oversized() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.caps.oversized
+}
+
+// wrapKind is the gift-wrap kind of the client's next message, 0 for
+// plaintext.
+func (v *serverView) wrapKind(enc EncryptionMode, wrap GiftWrapMode) nostr.Kind {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch {
+	case enc == EncryptDisabled, enc == EncryptOptional && v.plaintext:
+		return 0
+	}
+	return wrapKindFor(wrap, v.caps.ephemeral, 0)
 }

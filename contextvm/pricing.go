@@ -112,7 +112,7 @@ func (p Price) Range() (low, high float64, err error) {
 func (p Price) Validate() error {
 	switch kind, name, _ := strings.Cut(p.Capability, ":"); {
 	case kind != "tool" && kind != "prompt" && kind != "resource":
-		return fmt.Errorf("%w: capability %q must start with tool:, prompt: or resource:", ErrBadPrice, p.Capability)
+		return fmt.Errorf("%w: capability %q is not tool:NAME, prompt:NAME or resource:URI", ErrBadPrice, p.Capability)
 	case name == "":
 		return fmt.Errorf("%w: capability %q names nothing", ErrBadPrice, p.Capability)
 	}

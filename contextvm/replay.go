@@ -88,9 +88,3 @@ func (g *replayGuard) forget(now time.Time) {
 		g.head = 0
 	}
 }
-
-func (g *replayGuard) size() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.seen)
-}

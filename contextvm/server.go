@@ -1,7 +1,6 @@
 package contextvm
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -131,18 +131,25 @@ type Server struct {
 	accepted chan *ServerConn
 	closed   chan struct{}
 	once     sync.Once
-	wg       sync.WaitGroup
+
+	// intake is the work that brings messages in or goes on by itself: the
+	// pipeline, the idle reaper, the announcer. Close ends it first.
+	intake *lifetime
+	// life is the work that answers: refusals, transfer frames, closing
+	// retired sessions. Every publish derives its context from it, and
+	// Close ends it last, once the sessions have answered what they had in
+	// flight. Sessions' own lifetimes are its children.
+	life *lifetime
+	// answering bounds the answers sessions send at once while they close.
+	answering chan struct{}
 
 	auth      authorization
 	replay    *replayGuard
 	transfers *reassembler
 	announcer announcer
 
-	mu       sync.Mutex
-	sessions map[nostr.PubKey]*ServerConn // the current session of each client
-	lru      *list.List                   // of *ServerConn, most recently active first
-	outbound map[nostr.ID]*ServerConn     // server-to-client requests awaiting an answer
-	nextID   uint64
+	sessions *sessionTable
+	outbound registry[nostr.ID, *ServerConn] // server-to-client requests awaiting an answer, by event id
 }
 
 // NewServer subscribes to the relays and returns once the subscription is
@@ -176,25 +183,13 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("contextvm: server key: %w", err)
 	}
-	pool, own := opts.Pool, false
-	if pool == nil {
-		pool, own = nostrx.NewPool(nostrx.PoolOptions{Relays: opts.Relays, Signer: opts.Signer, Logger: opts.Logger}), true
+	var pool relayPool = opts.Pool
+	own := opts.Pool == nil
+	if own {
+		pool = nostrx.NewPool(nostrx.PoolOptions{Relays: opts.Relays, Signer: opts.Signer, Logger: opts.Logger})
 	}
-	s := &Server{
-		endpoint: endpoint{pool: pool, signer: opts.Signer, me: me, log: opts.Logger, maxEvent: opts.MaxEventBytes},
-		opts:     opts,
-		ownPool:  own,
-		accepted: make(chan *ServerConn, acceptBacklog),
-		closed:   make(chan struct{}),
-		sessions: make(map[nostr.PubKey]*ServerConn),
-		lru:      list.New(),
-		outbound: make(map[nostr.ID]*ServerConn),
-		auth:     newAuthorization(opts),
-		replay:   newReplayGuard(opts.Freshness, 0),
-	}
-	s.transfers = newReassembler(opts.Transfers, func(k transferKey, token any) {
-		s.sendFrame(context.Background(), k.peer, abortFrame(token, "transfer timed out"), 0)
-	})
+	s := newServer(opts, endpoint{pool: pool, signer: opts.Signer, me: me, log: opts.Logger, maxEvent: opts.MaxEventBytes})
+	s.ownPool = own
 	s.sub = pool.Subscribe(nostr.Filter{
 		Kinds: opts.GiftWrap.subscriptionKinds(),
 		Tags:  nostr.TagMap{"p": {me.Hex()}},
@@ -206,11 +201,38 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 		s.Close()
 		return nil, fmt.Errorf("contextvm: no relay answered the subscription: %w", context.Cause(ctx))
 	}
-	s.wg.Go(s.pipeline)
+	s.intake.Go(func(context.Context) { s.pipeline() })
 	if opts.IdleTimeout > 0 {
-		s.wg.Go(s.reapIdle)
+		s.intake.Go(func(context.Context) { s.reapIdle() })
 	}
 	return s, nil
+}
+
+// maxAnswersAtClose bounds the error answers that closing sessions publish
+// at once: a server closing with thousands of requests in flight answers
+// them concurrently, but not with thousands of goroutines signing and
+// encrypting at the same time.
+const maxAnswersAtClose = 32
+
+// newServer makes a server that has not subscribed yet; opts has its
+// defaults.
+func newServer(opts ServerOptions, e endpoint) *Server {
+	s := &Server{
+		endpoint:  e,
+		opts:      opts,
+		accepted:  make(chan *ServerConn, acceptBacklog),
+		closed:    make(chan struct{}),
+		intake:    newLifetime(context.Background()),
+		life:      newLifetime(context.Background()),
+		answering: make(chan struct{}, maxAnswersAtClose),
+		sessions:  newSessionTable(opts.MaxSessions),
+		auth:      newAuthorization(opts),
+		replay:    newReplayGuard(opts.Freshness, 0),
+	}
+	s.transfers = newReassembler(opts.Transfers, func(k transferKey) {
+		s.sendFrame(k.peer, abortFrame(k.token, "transfer timed out"), 0)
+	})
+	return s
 }
 
 // PublicKey is the server's identity.
@@ -221,11 +243,7 @@ func (s *Server) Relays() []string { return s.pool.Relays() }
 
 // Sessions is the number of client sessions in service (not counting
 // retired ones still answering their last requests).
-func (s *Server) Sessions() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.sessions)
-}
+func (s *Server) Sessions() int { return s.sessions.len() }
 
 // Accept waits for the next client session.
 func (s *Server) Accept(ctx context.Context) (*ServerConn, error) {
@@ -243,7 +261,7 @@ func (s *Server) Accept(ctx context.Context) (*ServerConn, error) {
 // is closed. It returns ErrServerClosed after Close.
 func (s *Server) Serve(ctx context.Context, srv *mcp.Server) error {
 	if s.opts.Announce {
-		if !s.spawn(func() { s.announceServer(ctx, srv) }) {
+		if !s.intake.Go(func(life context.Context) { s.announceServer(ctx, life, srv) }) {
 			return ErrServerClosed
 		}
 	}
@@ -259,31 +277,38 @@ func (s *Server) Serve(ctx context.Context, srv *mcp.Server) error {
 	}
 }
 
+// unannounceTimeout bounds the deletion of the announcements at Close.
+const unannounceTimeout = 5 * time.Second
+
 // Close stops listening, answers every request still in flight with an
-// error and closes every session.
+// error, closes every session and returns once all of the server's work has
+// ended: nothing it started runs, and no timer of it fires, after Close.
+//
+// In order: the intake stops (no event is routed, no announcement
+// published); every session, retired ones included, answers what it has in
+// flight, all at once; the announcements are deleted if so configured;
+// then what is left (refusals, transfer frames) is cancelled and waited for.
 func (s *Server) Close() error {
 	s.once.Do(func() {
-		s.mu.Lock()
-		close(s.closed) // under mu: spawn never adds to wg after this
-		s.mu.Unlock()
-		s.sub.Close()
-		s.wg.Wait()
+		close(s.closed)
+		if s.sub != nil {
+			s.sub.Close() // ends the pipeline
+		}
+		s.intake.close()
+		s.transfers.close()
+		var wg sync.WaitGroup
+		for _, c := range s.sessions.all() {
+			wg.Go(func() { c.abort("server shutting down") })
+		}
+		wg.Wait()
 		if s.opts.UnannounceOnClose {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(s.life.ctx, unannounceTimeout)
 			if _, err := s.Unannounce(ctx); err != nil {
 				s.log.Warn("could not delete the announcements", "err", err)
 			}
 			cancel()
 		}
-		s.mu.Lock()
-		var all []*ServerConn
-		for e := s.lru.Front(); e != nil; e = e.Next() {
-			all = append(all, e.Value.(*ServerConn))
-		}
-		s.mu.Unlock()
-		for _, c := range all {
-			c.abort("server shutting down")
-		}
+		s.life.close()
 		if s.ownPool {
 			s.pool.Close()
 		}
@@ -305,31 +330,31 @@ type opened struct {
 // order they arrived: a client's messages, and the frames of a fragmented
 // message, must take effect in the order the client sent them. Routing never
 // waits on the network; answers it sends go out on their own goroutines.
+// It returns, with its workers and router, when the subscription closes.
 func (s *Server) pipeline() {
+	ctx := s.intake.ctx
 	jobs := make(chan *opened, s.opts.Workers)
 	queue := make(chan *opened, 4*s.opts.Workers)
-	var workers sync.WaitGroup
+	var workers, router sync.WaitGroup
 	for range s.opts.Workers {
 		workers.Go(func() {
 			for o := range jobs {
-				o.inner, o.wrapKind, o.err = s.open(context.Background(), o.evt)
+				o.inner, o.wrapKind, o.err = s.open(ctx, o.evt)
 				close(o.ready)
 			}
 		})
 	}
-	routed := make(chan struct{})
-	go func() {
-		defer close(routed)
+	router.Go(func() {
 		for o := range queue {
 			<-o.ready
 			s.routeOpened(o)
 		}
-	}()
+	})
 	defer func() {
 		close(jobs)
 		close(queue)
 		workers.Wait()
-		<-routed
+		router.Wait()
 	}()
 	for {
 		select {
@@ -371,24 +396,7 @@ func (s *Server) routeOpened(o *opened) {
 		s.log.Info("dropping message", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex(), "err", err)
 		return
 	}
-	s.dispatch(context.Background(), o.inner, o.wrapKind)
-}
-
-// async runs f on a goroutine the server owns: the router must not wait for
-// a publish.
-func (s *Server) async(f func()) { s.wg.Go(f) }
-
-// spawn runs f on a goroutine Close waits for, unless the server is closed.
-func (s *Server) spawn(f func()) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	select {
-	case <-s.closed:
-		return false
-	default:
-	}
-	s.wg.Go(f)
-	return true
+	s.dispatch(s.life.ctx, o.inner, o.wrapKind)
 }
 
 // dispatch decodes the content of a message event (or of a reassembled
@@ -408,7 +416,7 @@ func (s *Server) dispatch(ctx context.Context, inner nostr.Event, wrapKind nostr
 		s.log.Info("refusing a message for its encryption", "client", inner.PubKey.Hex(), "encrypted", wrapKind != 0, "mode", s.opts.Encryption)
 		for i, msg := range msgs {
 			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
-				s.refuse(ctx, inner, 0, b, i, req, refusal.Code, refusal.Message)
+				s.refuse(inner, 0, b, i, req, refusal.Code, refusal.Message)
 			}
 		}
 		return
@@ -438,11 +446,11 @@ func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Ki
 	case *jsonrpc.Response:
 		ref, _ := firstTagValue(inner.Tags, "e")
 		id, err := nostr.IDFromHex(ref)
-		s.mu.Lock()
-		c := s.outbound[id]
-		delete(s.outbound, id)
-		s.mu.Unlock()
-		if err != nil || c == nil || c.client != client {
+		var c *ServerConn
+		if err == nil {
+			c, _ = s.outbound.take(id)
+		}
+		if c == nil || c.client != client {
 			s.log.Info("dropping a response to no request of ours", "client", client.Hex(), "e", ref)
 			return
 		}
@@ -453,11 +461,11 @@ func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Ki
 		if err := s.auth.check(ctx, client, m); err != nil {
 			s.log.Info("refused", "client", client.Hex(), "method", m.Method, "err", err)
 			if m.IsCall() {
-				s.refuse(ctx, inner, wrapKind, b, i, m, CodeUnauthorized, err.Error())
+				s.refuse(inner, wrapKind, b, i, m, CodeUnauthorized, err.Error())
 			}
 			return
 		}
-		if m.Method == "notifications/progress" && !m.IsCall() {
+		if m.Method == mcpmsg.MethodProgress && !m.IsCall() {
 			if frame, ok, err := parseTransferFrame(m.Params); ok {
 				s.receiveFrame(ctx, inner, wrapKind, frame, err)
 				return
@@ -472,7 +480,7 @@ func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Ki
 			}
 		}
 		var c *ServerConn
-		if m.IsCall() && m.Method == "initialize" {
+		if m.IsCall() && m.Method == mcpmsg.MethodInitialize {
 			c = s.newSession(client, false)
 		} else {
 			c = s.session(client, m.IsCall())
@@ -481,17 +489,17 @@ func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Ki
 			s.log.Info("dropping a notification from a client without a session", "client", client.Hex(), "method", m.Method)
 			return
 		}
-		c.receive(ctx, inner, wrapKind, b, i, m)
+		if !c.receive(inner, wrapKind, b, i, m) {
+			// The session closed between its lookup and now.
+			s.refuse(inner, wrapKind, b, i, m, CodeServerBusy, busyMessage)
+		}
 	}
 }
 
 // session returns the client's current session; with create, a client
 // without one gets a stateless session.
 func (s *Server) session(client nostr.PubKey, create bool) *ServerConn {
-	s.mu.Lock()
-	c := s.sessions[client]
-	s.mu.Unlock()
-	if c != nil || !create {
+	if c := s.sessions.get(client); c != nil || !create {
 		return c
 	}
 	return s.newSession(client, true)
@@ -501,23 +509,9 @@ func (s *Server) session(client nostr.PubKey, create bool) *ServerConn {
 // replaced session and any session evicted to stay within MaxSessions keep
 // answering what they have in flight, then close.
 func (s *Server) newSession(client nostr.PubKey, stateless bool) *ServerConn {
-	s.mu.Lock()
-	s.nextID++
-	c := newServerConn(s, client, fmt.Sprintf("%s-%d", client.Hex()[:12], s.nextID))
-	var retired []*ServerConn
-	if old := s.sessions[client]; old != nil {
-		retired = append(retired, old)
-		s.lru.Remove(old.elem)
-	}
-	s.sessions[client] = c
-	c.elem = s.lru.PushFront(c)
-	for s.lru.Len() > s.opts.MaxSessions {
-		victim := s.lru.Back().Value.(*ServerConn)
-		s.lru.Remove(victim.elem)
-		delete(s.sessions, victim.client)
-		retired = append(retired, victim)
-	}
-	s.mu.Unlock()
+	c, retired := s.sessions.start(client, func(n uint64) *ServerConn {
+		return newServerConn(s, client, fmt.Sprintf("%s-%d", client.Hex()[:12], n))
+	})
 	for _, old := range retired {
 		old.retire()
 	}
@@ -531,28 +525,17 @@ func (s *Server) newSession(client nostr.PubKey, stateless bool) *ServerConn {
 	return c
 }
 
-// touch marks c as the most recently active session.
-func (s *Server) touch(c *ServerConn) {
-	s.mu.Lock()
-	if s.sessions[c.client] == c {
-		s.lru.MoveToFront(c.elem)
-	}
-	s.mu.Unlock()
+// forget removes a closing session from the server's books.
+func (s *Server) forget(c *ServerConn) {
+	s.sessions.remove(c)
+	s.outbound.deleteFunc(func(_ nostr.ID, oc *ServerConn) bool { return oc == c })
 }
 
-// forget removes a closed session from the server's books.
-func (s *Server) forget(c *ServerConn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sessions[c.client] == c {
-		delete(s.sessions, c.client)
-		s.lru.Remove(c.elem)
-	}
-	for id, oc := range s.outbound {
-		if oc == c {
-			delete(s.outbound, id)
-		}
-	}
+// closeLater closes c on a goroutine of the server: the session's own work
+// must never wait for the session's Close, which waits for it. Once the
+// server is closing, its Close closes c.
+func (s *Server) closeLater(c *ServerConn) {
+	s.life.Go(func(context.Context) { c.Close() })
 }
 
 func (s *Server) reapIdle() {
@@ -564,19 +547,7 @@ func (s *Server) reapIdle() {
 		case <-s.closed:
 			return
 		case now := <-t.C:
-			s.mu.Lock()
-			var idle []*ServerConn
-			for e := s.lru.Back(); e != nil; e = e.Prev() {
-				c := e.Value.(*ServerConn)
-				if now.Sub(c.lastActive()) < s.opts.IdleTimeout {
-					break // the rest are more recent
-				}
-				if c.inFlight() == 0 {
-					idle = append(idle, c)
-				}
-			}
-			s.mu.Unlock()
-			for _, c := range idle {
+			for _, c := range s.sessions.idle(now, s.opts.IdleTimeout) {
 				s.log.Debug("closing idle session", "session", c.id)
 				c.Close()
 			}
@@ -585,16 +556,17 @@ func (s *Server) reapIdle() {
 }
 
 // refuse answers a request the server will not process, in plaintext or in
-// a wrap of wrapKind; inside a batch, the answer joins the batch's.
-func (s *Server) refuse(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, b *batch, i int, req *jsonrpc.Request, code int64, message string) {
+// a wrap of wrapKind, on a goroutine of the server; inside a batch, the
+// answer joins the batch's.
+func (s *Server) refuse(inner nostr.Event, wrapKind nostr.Kind, b *batch, i int, req *jsonrpc.Request, code int64, message string) {
 	if req == nil || !req.IsCall() {
 		return
 	}
-	s.async(func() { s.refuseNow(ctx, inner, wrapKind, b, i, req, code, message) })
+	s.life.Go(func(ctx context.Context) { s.refuseNow(ctx, inner, wrapKind, b, i, req, code, message) })
 }
 
 func (s *Server) refuseNow(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, b *batch, i int, req *jsonrpc.Request, code int64, message string) {
-	resp := &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: code, Message: message}}
+	resp := mcpmsg.ErrorResponse(req.ID, code, "%s", message)
 	if b != nil {
 		if content, done := b.answer(i, resp); done {
 			s.sendBatch(ctx, inner.PubKey, b, content, nil)
@@ -636,7 +608,7 @@ func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind n
 		return
 	}
 	if s.opts.OversizedThreshold < 0 {
-		s.sendFrame(ctx, client, abortFrame(p.ProgressToken, "this server does not accept oversized transfers"), wrapKind)
+		s.sendFrame(client, abortFrame(p.ProgressToken, "this server does not accept oversized transfers"), wrapKind)
 		return
 	}
 	assembled, startTags, done, err := s.transfers.frame(client, p, inner.Tags)
@@ -645,12 +617,12 @@ func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind n
 		s.log.Info("client aborted a transfer", "client", client.Hex(), "err", err)
 	case err != nil:
 		s.log.Warn("aborting a client's transfer", "client", client.Hex(), "err", err)
-		s.sendFrame(ctx, client, abortFrame(p.ProgressToken, err.Error()), wrapKind)
+		s.sendFrame(client, abortFrame(p.ProgressToken, err.Error()), wrapKind)
 	case p.CVM.FrameType == "start":
 		// A client waits for accept until it knows the server supports
 		// transfers, which it learns from this session's discovery tags.
 		if c := s.session(client, false); c == nil || !c.toldDiscovery() {
-			s.sendFrame(ctx, client, acceptFrame(p.ProgressToken), wrapKind)
+			s.sendFrame(client, acceptFrame(p.ProgressToken), wrapKind)
 		}
 		if c := s.session(client, false); c != nil {
 			c.observe(inner, wrapKind)
@@ -665,10 +637,10 @@ func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind n
 	}
 }
 
-// sendFrame sends a transfer control frame (accept, abort) to client, on
-// its own goroutine.
-func (s *Server) sendFrame(ctx context.Context, client nostr.PubKey, frame *jsonrpc.Request, wrapKind nostr.Kind) {
-	s.async(func() { s.sendFrameNow(ctx, client, frame, wrapKind) })
+// sendFrame sends a transfer control frame (accept, abort) to client, on a
+// goroutine of the server.
+func (s *Server) sendFrame(client nostr.PubKey, frame *jsonrpc.Request, wrapKind nostr.Kind) {
+	s.life.Go(func(ctx context.Context) { s.sendFrameNow(ctx, client, frame, wrapKind) })
 }
 
 func (s *Server) sendFrameNow(ctx context.Context, client nostr.PubKey, frame *jsonrpc.Request, wrapKind nostr.Kind) {

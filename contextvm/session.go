@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -49,12 +50,20 @@ func RequestEventID(req mcp.Request) (nostr.ID, bool) {
 // client that overruns it gets "server busy" answers, never silence.
 const inboxSize = 256
 
-// CodeServerBusy answers a request a session has no room to queue.
-const CodeServerBusy = -32000
+// busyMessage is the message of a CodeServerBusy answer.
+const busyMessage = "server busy: too many requests in flight; retry later"
 
 // statelessInitID is the id of the initialize a server sends on behalf of a
 // stateless client; its answer goes nowhere.
 const statelessInitID = "cvm-stateless-initialize"
+
+// abortGrace is how long a closing session gives itself to answer what it
+// has in flight and to let its other work (a response being published, a
+// pong) finish; then that work is cancelled. Answers go out all at once, so
+// it is the time of one publish with its retries while the client
+// subscribes (about 0.8 s, unheardRetries), with room to spare; a relay
+// that does not answer in that time holds up no shutdown for longer.
+const abortGrace = 2 * time.Second
 
 // ServerConn is one client session of a Server: an mcp.Connection carrying
 // that client's messages. Hand it to mcp.Server.Connect with Transport.
@@ -63,42 +72,33 @@ const statelessInitID = "cvm-stateless-initialize"
 // carried them, so that ids chosen by different clients, or reused by one,
 // never collide; responses get the original id back. Cancellations and
 // progress are translated the same way, per session.
+//
+// The requests in flight are its route table; what it publishes (answers,
+// notifications, stream frames, pongs) is work of its lifetime, a child of
+// the server's. Close answers every request in flight with an error, at
+// once, and returns when all of the session's work has ended; a Write after
+// Close begins publishes nothing.
 type ServerConn struct {
 	srv    *Server
 	client nostr.PubKey
 	id     string
-	elem   *list.Element // in srv.lru; guarded by srv.mu
+	elem   *list.Element // in srv.sessions' LRU; guarded by its lock
 
+	life      *lifetime
 	inbox     chan jsonrpc.Message
 	closed    chan struct{}
 	closeOnce sync.Once
 
-	mu            sync.Mutex
-	routes        map[string]*route // by the id the go-sdk sees (the request event id)
-	byOrigID      map[any]string    // original JSON-RPC id -> route key
-	progress      map[string]string // progress token -> route key
+	routes     *routeTable
+	subscribed registry[string, bool] // resource URIs the client subscribed to
+
+	mu            sync.Mutex // guards what the session knows of its client:
 	caps          peerCaps
 	sentDiscovery bool
 	lastWrap      nostr.Kind // wrap kind of the latest inbound message, 0 for plaintext
 	stateless     bool
 	retired       bool
 	active        time.Time
-	subscribed    map[string]bool // resource URIs the client subscribed to
-}
-
-// route remembers where the answer to one request goes.
-type route struct {
-	origID   jsonrpc.ID
-	eventID  nostr.ID
-	wrapKind nostr.Kind
-	token    string // progress token, if any, as a map key
-	rawToken any    // the progress token as the client sent it
-	method   string
-	progress time.Time         // when the latest progress notification for it went out
-	batch    *batch            // the batch it came in, if any
-	index    int               // its position there
-	stream   *StreamWriter     // an open stream for the request, if the tool opened one
-	held     *jsonrpc.Response // the result, held until the stream ends
 }
 
 // progressSettle is how long a response waits after the latest progress
@@ -111,16 +111,14 @@ const progressSettle = 20 * time.Millisecond
 
 func newServerConn(s *Server, client nostr.PubKey, id string) *ServerConn {
 	return &ServerConn{
-		srv:        s,
-		client:     client,
-		id:         id,
-		inbox:      make(chan jsonrpc.Message, inboxSize),
-		closed:     make(chan struct{}),
-		routes:     make(map[string]*route),
-		byOrigID:   make(map[any]string),
-		progress:   make(map[string]string),
-		active:     time.Now(),
-		subscribed: make(map[string]bool),
+		srv:    s,
+		client: client,
+		id:     id,
+		life:   newLifetime(s.life.ctx),
+		inbox:  make(chan jsonrpc.Message, inboxSize),
+		closed: make(chan struct{}),
+		routes: newRouteTable(),
+		active: time.Now(),
 	}
 }
 
@@ -161,20 +159,36 @@ func (c *ServerConn) Close() error {
 	return nil
 }
 
+// abort closes the session: from its first step nothing new is admitted
+// (Write publishes nothing, no message is routed to it, no request added);
+// then every request in flight is answered with reason, all at once, within
+// abortGrace; then the session's remaining work is cancelled and waited for.
 func (c *ServerConn) abort(reason string) {
 	c.closeOnce.Do(func() {
-		c.mu.Lock()
-		routes := c.routes
-		c.routes = make(map[string]*route)
-		c.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		for _, r := range routes {
-			resp := &jsonrpc.Response{ID: r.origID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "contextvm: " + reason}}
-			c.sendResponse(ctx, r, resp)
-		}
-		close(c.closed)
+		c.life.stop()
 		c.srv.forget(c)
+		routes := c.routes.close()
+		close(c.closed)
+		grace := time.AfterFunc(abortGrace, c.life.cancel)
+		defer grace.Stop()
+		var answers sync.WaitGroup
+		for _, r := range routes {
+			select {
+			case c.srv.answering <- struct{}{}:
+			case <-c.life.ctx.Done():
+				// Out of time: what is left is not answered.
+				c.srv.log.Warn("closing session: requests left unanswered", "session", c.id)
+			}
+			if c.life.ctx.Err() != nil {
+				break
+			}
+			answers.Go(func() {
+				defer func() { <-c.srv.answering }()
+				c.sendResponse(c.life.ctx, r, mcpmsg.ErrorResponse(r.origID, CodeTransportError, "contextvm: %s", reason))
+			})
+		}
+		answers.Wait()
+		c.life.close()
 	})
 }
 
@@ -183,10 +197,9 @@ func (c *ServerConn) abort(reason string) {
 func (c *ServerConn) retire() {
 	c.mu.Lock()
 	c.retired = true
-	idle := len(c.routes) == 0
 	c.mu.Unlock()
-	if idle {
-		c.Close()
+	if c.routes.len() == 0 {
+		c.srv.closeLater(c)
 	}
 }
 
@@ -196,11 +209,7 @@ func (c *ServerConn) lastActive() time.Time {
 	return c.active
 }
 
-func (c *ServerConn) inFlight() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.routes)
-}
+func (c *ServerConn) inFlight() int { return c.routes.len() }
 
 // deliver queues a message for the go-sdk; it reports false when there is no
 // room.
@@ -226,103 +235,101 @@ func (c *ServerConn) initializeForClient() {
 		"capabilities":    map[string]any{},
 		"clientInfo":      map[string]any{"name": "stateless-client", "version": "0"},
 	})
-	c.deliver(&jsonrpc.Request{ID: mustID(statelessInitID), Method: "initialize", Params: params})
-	c.deliver(&jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)})
-}
-
-func mustID(s string) jsonrpc.ID {
-	id, _ := jsonrpc.MakeID(s)
-	return id
+	c.deliver(&jsonrpc.Request{ID: mcpmsg.StringID(statelessInitID), Method: mcpmsg.MethodInitialize, Params: params})
+	c.deliver(&jsonrpc.Request{Method: mcpmsg.MethodInitialized, Params: json.RawMessage(`{}`)})
 }
 
 // receive takes one inbound request or notification from the client; b and
-// i place it in its batch, if it came in one.
-func (c *ServerConn) receive(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, b *batch, i int, m *jsonrpc.Request) {
+// i place it in its batch, if it came in one. It reports false for a
+// request the session can no longer take because it is closing; the caller
+// answers that one.
+func (c *ServerConn) receive(inner nostr.Event, wrapKind nostr.Kind, b *batch, i int, m *jsonrpc.Request) bool {
 	c.mu.Lock()
 	c.active = time.Now()
 	c.lastWrap = wrapKind
-	if m.IsCall() && m.Method == "initialize" {
+	if m.IsCall() && m.Method == mcpmsg.MethodInitialize {
 		c.caps = peerCaps{}
 	}
 	if caps, ok := learnCaps(inner.Tags); ok {
 		c.caps = caps
 	}
 	c.mu.Unlock()
-	c.srv.touch(c)
+	c.srv.sessions.touch(c)
 
 	if !m.IsCall() {
 		c.receiveNotification(m)
-		return
+		return true
 	}
 	key := inner.ID.Hex()
 	if b != nil {
 		key += "/" + strconv.Itoa(i) // every member of a batch shares its event id
 	}
 	r := &route{origID: m.ID, eventID: inner.ID, wrapKind: wrapKind, method: m.Method, batch: b, index: i}
-	if tok := progressToken(m.Params); tok != nil {
-		r.token, r.rawToken = tokenKey(tok), tok
-	}
-	c.mu.Lock()
-	if _, dup := c.routes[key]; dup {
-		c.mu.Unlock()
-		return
-	}
-	c.routes[key] = r
-	c.byOrigID[m.ID.Raw()] = key
-	if r.token != "" {
-		c.progress[r.token] = key
+	r.token, _ = mcpmsg.ProgressToken(m)
+	switch c.routes.add(key, r) {
+	case duplicate:
+		return true
+	case refused:
+		return false
 	}
 	switch m.Method {
-	case "resources/subscribe", "resources/unsubscribe":
-		if uri := resourceURI(m.Params); uri != "" {
-			c.subscribed[uri] = m.Method == "resources/subscribe"
+	case mcpmsg.MethodSubscribe, mcpmsg.MethodUnsubscribe:
+		if uri := mcpmsg.StringParam(m.Params, "uri"); uri != "" {
+			c.subscribed.put(uri, m.Method == mcpmsg.MethodSubscribe)
 		}
 	}
-	c.mu.Unlock()
 
-	if m.Method == "shutdown" {
+	if m.Method == mcpmsg.MethodShutdown {
 		// Seed 002: answer with an empty result, then end the session.
-		c.srv.async(func() {
-			c.Write(ctx, &jsonrpc.Response{ID: mustID(key), Result: json.RawMessage(`{}`)})
+		c.answerLater(func(ctx context.Context) {
+			c.Write(ctx, mcpmsg.EmptyResult(mcpmsg.StringID(key)))
 			c.retire()
 		})
-		return
+		return true
 	}
-	fwd := &jsonrpc.Request{ID: mustID(key), Method: m.Method, Params: m.Params, Extra: &mcp.RequestExtra{Header: http.Header{
+	fwd := &jsonrpc.Request{ID: mcpmsg.StringID(key), Method: m.Method, Params: m.Params, Extra: &mcp.RequestExtra{Header: http.Header{
 		HeaderClientPubkey:   {c.client.Hex()},
 		HeaderRequestEventID: {inner.ID.Hex()},
 	}}}
 	if c.srv.opts.InjectClientPubkey {
-		fwd.Params = withMeta(fwd.Params, "clientPubkey", c.client.Hex())
+		fwd.Params = mcpmsg.SetMeta(fwd.Params, "clientPubkey", c.client.Hex())
 	}
 	if !c.deliver(fwd) {
 		c.srv.log.Warn("session inbox full; refusing a request", "session", c.id, "method", m.Method)
-		c.dropRoute(key)
-		c.srv.async(func() {
-			c.sendResponse(ctx, r, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: CodeServerBusy, Message: "server busy: too many requests in flight; retry later"}})
-		})
+		if r := c.routes.drop(key); r != nil {
+			c.answerLater(func(ctx context.Context) {
+				c.sendResponse(ctx, r, mcpmsg.ErrorResponse(m.ID, CodeServerBusy, busyMessage))
+			})
+		}
+	}
+	return true
+}
+
+// answerLater runs f, which answers a request the session has taken out of
+// its routes, on a goroutine of the session, or of the server when the
+// session is closing: the request is no longer in flight, so the session's
+// Close would not answer it, and it must not go unanswered.
+func (c *ServerConn) answerLater(f func(ctx context.Context)) {
+	if !c.life.Go(f) {
+		c.srv.life.Go(f)
 	}
 }
 
 func (c *ServerConn) receiveNotification(m *jsonrpc.Request) {
-	if m.Method == "notifications/cancelled" {
+	if m.Method == mcpmsg.MethodCancelled {
 		// The client names the request by its own id; the go-sdk knows it
 		// by the event id. The reference SDK skips this and loses cancels.
-		var p struct {
-			RequestID any    `json:"requestId"`
-			Reason    string `json:"reason,omitempty"`
-		}
-		if json.Unmarshal(m.Params, &p) == nil && p.RequestID != nil {
-			id, err := jsonrpc.MakeID(p.RequestID)
-			c.mu.Lock()
-			key, ok := c.byOrigID[id.Raw()]
-			c.mu.Unlock()
-			if err != nil || !ok {
-				c.srv.log.Debug("cancel for no request in flight", "session", c.id, "requestId", p.RequestID)
+		if id, _, ok := mcpmsg.CancelledRequest(m.Params); ok {
+			key, ok := c.routes.keyOf(id)
+			if !ok {
+				c.srv.log.Debug("cancel for no request in flight", "session", c.id, "requestId", id.Raw())
 				return
 			}
-			params, _ := json.Marshal(map[string]any{"requestId": key, "reason": p.Reason})
-			m = &jsonrpc.Request{Method: m.Method, Params: params}
+			fwd, err := mcpmsg.WithCancelledRequest(m, mcpmsg.StringID(key))
+			if err != nil {
+				return
+			}
+			m = fwd
 		}
 	}
 	if !c.deliver(m) {
@@ -330,22 +337,22 @@ func (c *ServerConn) receiveNotification(m *jsonrpc.Request) {
 	}
 }
 
-func (c *ServerConn) dropRoute(key string) *route {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r := c.routes[key]
-	if r == nil {
-		return nil
-	}
-	delete(c.routes, key)
-	delete(c.byOrigID, r.origID.Raw())
-	if r.token != "" && c.progress[r.token] == key {
-		delete(c.progress, r.token)
-	}
-	return r
-}
-
+// Write sends msg to the client. It is work of the session: Close waits for
+// a Write under way, and cancels it when abortGrace is over. Once Close has
+// begun, a request or notification fails with mcp.ErrConnectionClosed and
+// publishes nothing; a response is dropped, its request having been
+// answered by Close.
 func (c *ServerConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if !c.life.enter() {
+		if m, ok := msg.(*jsonrpc.Response); ok {
+			c.srv.log.Debug("response after the session closed", "session", c.id, "id", m.ID.Raw())
+			return nil
+		}
+		return mcp.ErrConnectionClosed
+	}
+	defer c.life.leave()
+	ctx, cancel := c.life.join(ctx)
+	defer cancel()
 	switch m := msg.(type) {
 	case *jsonrpc.Response:
 		key, _ := m.ID.Raw().(string)
@@ -355,30 +362,32 @@ func (c *ServerConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		if c.holdBehindStream(key, m) {
 			return nil
 		}
-		r := c.dropRoute(key)
+		r := c.routes.drop(key)
 		if r == nil {
 			c.srv.log.Warn("response to no request in flight", "session", c.id, "id", m.ID.Raw())
 			return nil
 		}
 		resp := *m
 		resp.ID = r.origID
-		if wait := progressSettle - time.Since(r.progress); !r.progress.IsZero() && wait > 0 {
-			time.Sleep(wait)
+		if last := r.lastProgress(); !last.IsZero() {
+			if wait := progressSettle - time.Since(last); wait > 0 {
+				settle := time.NewTimer(wait)
+				select {
+				case <-settle.C:
+				case <-ctx.Done():
+					settle.Stop()
+				}
+			}
 		}
 		c.sendResponse(ctx, r, &resp)
 		c.mu.Lock()
-		done := c.retired && len(c.routes) == 0
+		retired := c.retired
 		c.mu.Unlock()
-		if done {
-			c.Close()
+		if retired && c.routes.len() == 0 {
+			c.srv.closeLater(c)
 		}
 		return nil
 	case *jsonrpc.Request:
-		select {
-		case <-c.closed:
-			return mcp.ErrConnectionClosed
-		default:
-		}
 		if m.IsCall() {
 			return c.sendRequest(ctx, m)
 		}
@@ -402,21 +411,28 @@ func (c *ServerConn) discoveryLocked() nostr.Tags {
 
 // openStream opens a CEP-41 stream for the request with route key.
 func (c *ServerConn) openStream(key string) (*StreamWriter, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r := c.routes[key]
+	r := c.routes.get(key)
 	switch {
 	case r == nil:
 		return nil, fmt.Errorf("%w: the request is no longer in flight", ErrStreamsUnsupported)
-	case r.rawToken == nil:
+	case r.token.IsZero():
 		return nil, fmt.Errorf("%w: the request carries no progress token", ErrStreamsUnsupported)
-	case !c.caps.openStream:
+	case !c.readsStreams():
 		return nil, fmt.Errorf("%w: the client has not said it reads open streams", ErrStreamsUnsupported)
-	case r.stream != nil:
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stream != nil {
 		return r.stream, nil
 	}
-	w := &StreamWriter{token: r.rawToken, aborted: make(chan struct{})}
+	w := &StreamWriter{token: r.token, aborted: make(chan struct{})}
 	w.send = func(ctx context.Context, frame *jsonrpc.Request) error {
+		if !c.life.enter() {
+			return mcp.ErrConnectionClosed
+		}
+		defer c.life.leave()
+		ctx, cancel := c.life.join(ctx)
+		defer cancel()
 		content, err := EncodeContent(frame)
 		if err != nil {
 			return err
@@ -428,48 +444,65 @@ func (c *ServerConn) openStream(key string) (*StreamWriter, error) {
 		_, err = c.srv.send(ctx, c.client, content, tags, wrap)
 		return err
 	}
-	w.onDone = func() {
-		c.mu.Lock()
+	w.onDone = func(wait bool) {
+		r.mu.Lock()
 		held := r.held
 		r.held = nil
-		c.mu.Unlock()
-		if held != nil {
+		r.mu.Unlock()
+		switch {
+		case held == nil:
+		case wait:
+			// Write runs under the session's lifetime, not the handler's
+			// context: the result must go out even if the call's context
+			// has ended.
 			c.Write(context.Background(), held)
+		default:
+			// If the session is closing, the goroutine is refused and
+			// Close answers the request, which is still in flight.
+			c.life.Go(func(ctx context.Context) { c.Write(ctx, held) })
 		}
 	}
 	r.stream = w
 	return w, nil
 }
 
+// readsStreams reports whether the client said it reads open streams.
+func (c *ServerConn) readsStreams() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.caps.openStream
+}
+
 // holdBehindStream keeps the response to a request whose stream is still
 // open, to be sent when the stream ends (CEP-41: the result follows the
 // close). It reports whether it kept it. The stream's own frames take its
-// lock and then c.mu, so c.mu is never held while asking the stream.
+// lock and then c.mu, so neither c.mu nor the route's lock is held while
+// asking the stream.
 func (c *ServerConn) holdBehindStream(key string, m *jsonrpc.Response) bool {
-	c.mu.Lock()
-	r := c.routes[key]
-	var w *StreamWriter
-	if r != nil {
-		w = r.stream
+	r := c.routes.get(key)
+	if r == nil {
+		return false
 	}
-	c.mu.Unlock()
+	r.mu.Lock()
+	w := r.stream
+	r.mu.Unlock()
 	if w == nil || w.finished() {
 		return false
 	}
 	held := *m
-	c.mu.Lock()
+	r.mu.Lock()
 	r.held = &held
-	c.mu.Unlock()
+	r.mu.Unlock()
 	if !w.finished() {
 		return true // the stream's end sends it
 	}
 	// The stream ended meanwhile: whoever takes held back sends it.
-	c.mu.Lock()
+	r.mu.Lock()
 	mine := r.held == &held
 	if mine {
 		r.held = nil
 	}
-	c.mu.Unlock()
+	r.mu.Unlock()
 	return !mine
 }
 
@@ -477,21 +510,20 @@ func (c *ServerConn) holdBehindStream(key string, m *jsonrpc.Response) bool {
 // session's streams, or an abort. Routed by this session's tokens only: the
 // reference looks tokens up across clients and pongs the wrong one.
 func (c *ServerConn) streamFrame(p streamProgress) {
-	c.mu.Lock()
 	var w *StreamWriter
-	if key, ok := c.progress[tokenKey(p.ProgressToken)]; ok {
-		if r := c.routes[key]; r != nil {
-			w = r.stream
-		}
+	if _, r := c.routes.forToken(p.ProgressToken); r != nil {
+		r.mu.Lock()
+		w = r.stream
+		r.mu.Unlock()
 	}
-	c.mu.Unlock()
 	if w == nil {
 		c.srv.log.Debug("open-stream frame for no stream", "session", c.id, "frame", p.CVM.FrameType)
 		return
 	}
 	switch p.CVM.FrameType {
 	case "ping":
-		c.srv.async(func() { w.pong(context.Background(), p.CVM.Nonce) })
+		nonce := p.CVM.Nonce
+		c.life.Go(func(ctx context.Context) { w.pong(ctx, nonce) })
 	case "abort":
 		w.remoteAbort(p.CVM.Reason)
 	}
@@ -555,8 +587,8 @@ func (c *ServerConn) sendResponse(ctx context.Context, r *route, resp *jsonrpc.R
 	clientCEP22 := c.caps.oversized
 	c.mu.Unlock()
 	if o := c.srv.opts; o.OversizedThreshold > 0 && finalSize(content, tags, wrap) > o.OversizedThreshold {
-		if r.rawToken != nil && clientCEP22 {
-			err = c.srv.sendFragmented(ctx, c.client, content, r.rawToken, func() nostr.Tags { return tags },
+		if !r.token.IsZero() && clientCEP22 {
+			err = c.srv.sendFragmented(ctx, c.client, content, r.token, func() nostr.Tags { return tags },
 				func() nostr.Tags { return routing }, wrap, o.OversizedThreshold, nil, nil)
 			if err == nil {
 				return
@@ -577,8 +609,7 @@ func (c *ServerConn) sendResponse(ctx context.Context, r *route, resp *jsonrpc.R
 		// An answer that neither one event nor CEP-22 fragments can carry is
 		// replaced by one the caller can read, instead of silence.
 		c.srv.log.Warn("response too large for one event; answering with an error", "session", c.id, "method", r.method, "err", err)
-		tooLarge := &jsonrpc.Response{ID: resp.ID, Error: &jsonrpc.Error{Code: CodeResponseTooLarge,
-			Message: fmt.Sprintf("the %s result is too large to deliver in one Nostr event: %v", r.method, err)}}
+		tooLarge := mcpmsg.ErrorResponse(resp.ID, CodeResponseTooLarge, "the %s result is too large to deliver in one Nostr event: %v", r.method, err)
 		if content, err = EncodeContent(tooLarge); err == nil {
 			_, err = c.srv.reply(ctx, c.client, content, tags, wrap)
 		}
@@ -588,33 +619,28 @@ func (c *ServerConn) sendResponse(ctx context.Context, r *route, resp *jsonrpc.R
 	}
 }
 
-// CodeResponseTooLarge answers a request whose result does not fit in one
-// event.
-const CodeResponseTooLarge = -32012
-
 func (c *ServerConn) sendNotification(ctx context.Context, m *jsonrpc.Request) {
-	c.mu.Lock()
 	tags := nostr.Tags{{"p", c.client.Hex()}}
 	switch m.Method {
-	case "notifications/progress":
+	case mcpmsg.MethodProgress:
 		// Correlated to the request that asked for it, in this session only:
 		// the reference looks the token up across all clients and leaks.
-		if key, ok := c.progress[tokenKey(progressToken(m.Params))]; ok {
+		tok, _ := mcpmsg.ProgressToken(m)
+		if key, r := c.routes.forToken(tok); r != nil {
 			tags = append(tags, nostr.Tag{"e", key})
-			if r := c.routes[key]; r != nil {
-				r.progress = time.Now()
-			}
+			r.mu.Lock()
+			r.progress = time.Now()
+			r.mu.Unlock()
 		}
-	case "notifications/resources/updated":
-		if !c.subscribed[resourceURI(m.Params)] {
-			c.mu.Unlock()
+	case mcpmsg.MethodUpdated:
+		if subscribed, _ := c.subscribed.get(mcpmsg.StringParam(m.Params, "uri")); !subscribed {
 			return // the client did not subscribe to this resource
 		}
-	default:
-		if c.stateless && isBroadcast(m.Method) {
-			c.mu.Unlock()
-			return // a stateless client keeps no session to notify
-		}
+	}
+	c.mu.Lock()
+	if c.stateless && isBroadcast(m.Method) {
+		c.mu.Unlock()
+		return // a stateless client keeps no session to notify
 	}
 	tags = append(tags, c.discoveryLocked()...)
 	wrap := c.wrapKindLocked(c.lastWrap)
@@ -643,9 +669,7 @@ func (c *ServerConn) sendRequest(ctx context.Context, m *jsonrpc.Request) error 
 	if err != nil {
 		return err
 	}
-	c.srv.mu.Lock()
-	c.srv.outbound[evt.ID] = c
-	c.srv.mu.Unlock()
+	c.srv.outbound.put(evt.ID, c)
 	out := evt
 	if wrap != 0 {
 		if out, err = Wrap(evt, c.client, wrap); err != nil {
@@ -653,56 +677,16 @@ func (c *ServerConn) sendRequest(ctx context.Context, m *jsonrpc.Request) error 
 		}
 	}
 	if err := c.srv.pool.Publish(ctx, out); err != nil {
-		c.srv.mu.Lock()
-		delete(c.srv.outbound, evt.ID)
-		c.srv.mu.Unlock()
+		c.srv.outbound.take(evt.ID)
 		// The go-sdk would close the session on a Write error; answer the
 		// request locally instead so that only this call fails.
-		c.deliver(&jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: CodeTransportError, Message: fmt.Sprintf("contextvm: %s not delivered to the client: %v", m.Method, err)}})
+		c.deliver(mcpmsg.ErrorResponse(m.ID, CodeTransportError, "contextvm: %s not delivered to the client: %v", m.Method, err))
 	}
 	return nil
 }
 
+// isBroadcast reports whether a notification concerns every client rather
+// than one request: list changes and log messages.
 func isBroadcast(method string) bool {
-	switch method {
-	case "notifications/tools/list_changed", "notifications/prompts/list_changed",
-		"notifications/resources/list_changed", "notifications/message":
-		return true
-	}
-	return false
-}
-
-func tokenKey(tok any) string {
-	if tok == nil {
-		return ""
-	}
-	b, _ := json.Marshal(tok)
-	return string(b)
-}
-
-func resourceURI(params json.RawMessage) string {
-	var p struct {
-		URI string `json:"uri"`
-	}
-	json.Unmarshal(params, &p)
-	return p.URI
-}
-
-// withMeta sets params._meta[key] = value, keeping everything else.
-func withMeta(params json.RawMessage, key string, value any) json.RawMessage {
-	obj := map[string]json.RawMessage{}
-	if len(params) > 0 && json.Unmarshal(params, &obj) != nil {
-		return params // not an object: leave it alone
-	}
-	meta := map[string]any{}
-	if raw, ok := obj["_meta"]; ok {
-		json.Unmarshal(raw, &meta)
-	}
-	meta[key] = value
-	obj["_meta"], _ = json.Marshal(meta)
-	out, err := json.Marshal(obj)
-	if err != nil {
-		return params
-	}
-	return out
+	return mcpmsg.ListChanged(method) || method == mcpmsg.MethodLogMessage
 }

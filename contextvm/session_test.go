@@ -22,9 +22,10 @@ import (
 // tap records every ContextVM event on a relay, opening the wraps it can
 // with the keys it is given.
 type tap struct {
-	mu     sync.Mutex
-	events []tapped
-	keys   map[nostr.PubKey]nostr.SecretKey
+	changes notifier // of each event seen
+	mu      sync.Mutex
+	events  []tapped
+	keys    map[nostr.PubKey]nostr.SecretKey
 }
 
 type tapped struct {
@@ -64,6 +65,7 @@ func (tp *tap) add(evt nostr.Event) {
 	tp.mu.Lock()
 	tp.events = append(tp.events, entry)
 	tp.mu.Unlock()
+	tp.changes.notify()
 }
 
 // messages returns what was seen so far, decoded, in arrival order.
@@ -107,14 +109,99 @@ func tagNames(tags nostr.Tags) []string {
 	return out
 }
 
-func waitUntil(t testing.TB, what string, cond func() bool) {
+// notifier tells waiters that something changed: a tap saw an event, a
+// log line was written. Its zero value is ready.
+type notifier struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// changed returns a channel closed at the next notify.
+func (n *notifier) changed() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ch == nil {
+		n.ch = make(chan struct{})
+	}
+	return n.ch
+}
+
+func (n *notifier) notify() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ch != nil {
+		close(n.ch)
+		n.ch = nil
+	}
+}
+
+// await waits until cond holds, checking it again at each change n
+// reports, and fails the test if that takes more than ten seconds.
+func await(t testing.TB, what string, n *notifier, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		changed := n.changed() // before the check: a change during it is not missed
+		if cond() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// serveWatched is serve, with the sessions connected by the test rather
+// than by Serve, so that it hears each session end: ended receives every
+// session whose connection has closed, once the server has forgotten it.
+func serveWatched(t testing.TB, opts contextvm.ServerOptions, mcpServer *mcp.Server) (srv *contextvm.Server, ended <-chan *contextvm.ServerConn) {
+	t.Helper()
+	if opts.Signer == nil {
+		opts.Signer = contextvm.NewKeySigner(nostr.Generate())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv, err := contextvm.NewServer(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan *contextvm.ServerConn, 64)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := srv.Accept(context.Background())
+			if err != nil {
+				return // the server closed
+			}
+			ss, err := mcpServer.Connect(context.Background(), c.Transport(), nil)
+			if err != nil {
+				t.Error(err)
+				c.Close()
+				continue
+			}
+			wg.Go(func() {
+				ss.Wait()
+				ch <- c
+			})
+		}
+	})
+	t.Cleanup(func() {
+		srv.Close()
+		wg.Wait()
+	})
+	return srv, ch
+}
+
+// awaitEnd waits for the next session to end.
+func awaitEnd(t testing.TB, ended <-chan *contextvm.ServerConn, what string) {
+	t.Helper()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 
@@ -133,7 +220,7 @@ func TestWireFormat(t *testing.T) {
 	cs.Close()
 	cs = connect(t, opts) // a new session with the same key
 	callEcho(t, cs, "two")
-	waitUntil(t, "all messages", func() bool { return len(tp.messages()) >= 10 })
+	await(t, "all messages", &tp.changes, func() bool { return len(tp.messages()) >= 10 })
 
 	sp, cp := serverKey.Public().Hex(), clientKey.Public().Hex()
 	byID := map[nostr.ID]tapMsg{}
@@ -387,10 +474,13 @@ func TestSessionEvictionKeepsInFlightRequests(t *testing.T) {
 
 func TestIdleSessionsExpire(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, IdleTimeout: 200 * time.Millisecond}, testServer())
+	srv, ended := serveWatched(t, contextvm.ServerOptions{Relays: []string{r.URL}, IdleTimeout: 200 * time.Millisecond}, testServer())
 	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
 	callEcho(t, cs, "before")
-	waitUntil(t, "the idle session to close", func() bool { return srv.Sessions() == 0 })
+	awaitEnd(t, ended, "the idle session to close")
+	if n := srv.Sessions(); n != 0 {
+		t.Fatalf("%d sessions after the only one closed", n)
+	}
 	if got := callEcho(t, cs, "after"); got != "after" {
 		t.Fatalf("after expiry: %q", got)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -76,7 +77,7 @@ type streamFrame struct {
 }
 
 type streamProgress struct {
-	ProgressToken any          `json:"progressToken"`
+	ProgressToken mcpmsg.Token `json:"progressToken"`
 	Progress      float64      `json:"progress"`
 	CVM           *streamFrame `json:"cvm"`
 }
@@ -91,27 +92,30 @@ func parseStreamFrame(params json.RawMessage) (p streamProgress, ok bool, err er
 	if len(params) == 0 || json.Unmarshal(params, &probe) != nil || probe.CVM == nil || probe.CVM.Type != openStreamType {
 		return p, false, nil
 	}
-	if err := json.Unmarshal(params, &p); err != nil || p.ProgressToken == nil {
+	if err := json.Unmarshal(params, &p); err != nil || p.ProgressToken.IsZero() {
 		return p, true, fmt.Errorf("malformed open-stream frame: %v", err)
 	}
 	return p, true, nil
 }
 
-func streamFrameRequest(token any, progress int, f *streamFrame) *jsonrpc.Request {
+func streamFrameRequest(token mcpmsg.Token, progress int, f *streamFrame) *jsonrpc.Request {
 	f.Type = openStreamType
 	params, _ := json.Marshal(streamProgress{ProgressToken: token, Progress: float64(progress), CVM: f})
-	return &jsonrpc.Request{Method: "notifications/progress", Params: params}
+	return &jsonrpc.Request{Method: mcpmsg.MethodProgress, Params: params}
 }
 
 // StreamWriter is the server side of an open stream: a tool handler writes
 // chunks to it and closes it, after which the tool's result is sent. Its
 // methods are safe for concurrent use; frames go out in call order.
 type StreamWriter struct {
-	token any
+	token mcpmsg.Token
 	send  func(ctx context.Context, frame *jsonrpc.Request) error
 	// onDone runs once the stream is closed or aborted, to release the
-	// response that was held behind it.
-	onDone func()
+	// response that was held behind it: before it returns when wait is set
+	// (the handler closed the stream), on a goroutine of the session when
+	// not (the client's abort, handled by the server's router, which must
+	// not wait for a publish).
+	onDone func(wait bool)
 
 	mu       sync.Mutex // serializes frames
 	progress int
@@ -185,7 +189,7 @@ func (w *StreamWriter) Close(ctx context.Context) error {
 	}
 	w.ended = true
 	w.mu.Unlock()
-	w.finish()
+	w.finish(true)
 	return err
 }
 
@@ -200,7 +204,7 @@ func (w *StreamWriter) Abort(ctx context.Context, reason string) error {
 	w.err = fmt.Errorf("%w: %s", ErrStreamAborted, reason)
 	err := w.frameLocked(ctx, &streamFrame{FrameType: "abort", Reason: reason})
 	w.mu.Unlock()
-	w.finish()
+	w.finish(true)
 	return err
 }
 
@@ -212,7 +216,7 @@ func (w *StreamWriter) remoteAbort(reason string) {
 		w.err = fmt.Errorf("%w by the client: %s", ErrStreamAborted, reason)
 	}
 	w.mu.Unlock()
-	w.finish()
+	w.finish(false)
 }
 
 // pong answers a client's liveness probe.
@@ -224,23 +228,28 @@ func (w *StreamWriter) pong(ctx context.Context, nonce string) {
 	}
 }
 
-func (w *StreamWriter) finish() {
+func (w *StreamWriter) finish(wait bool) {
 	w.once.Do(func() {
 		close(w.aborted)
 		if w.onDone != nil {
-			w.onDone()
+			w.onDone(wait)
 		}
 	})
 }
 
 // StreamReader is the client side of an open stream. Next returns chunks in
 // order; io.EOF after a clean close. A reader that hears nothing for
-// IdleTimeout pings the server and aborts when no pong comes.
+// IdleTimeout pings the server and aborts when no pong comes. Closing the
+// client connection ends the reader with mcp.ErrConnectionClosed.
 type StreamReader struct {
-	token  any
+	token  mcpmsg.Token
 	limits StreamLimits
-	send   func(ctx context.Context, frame *jsonrpc.Request) error
-	onEnd  func()
+	// The connection provides: send publishes a frame and returns once it
+	// is out; async runs f on a goroutine the connection owns (or not at
+	// all once it is closing); onEnd tells it the reader has ended.
+	send  func(ctx context.Context, frame *jsonrpc.Request) error
+	async func(f func(ctx context.Context))
+	onEnd func()
 
 	mu       sync.Mutex
 	ready    chan struct{} // 1-buffered: something changed
@@ -255,8 +264,29 @@ type StreamReader struct {
 	done     bool
 	progress int // of frames this reader sends (pings, aborts)
 	lastSeen time.Time
-	probe    string // nonce of an unanswered ping
-	timer    *time.Timer
+	probe    string      // nonce of an unanswered ping
+	timer    *time.Timer // the liveness probe; set by arm, under mu
+}
+
+func newStreamReader(token mcpmsg.Token, limits StreamLimits) *StreamReader {
+	return &StreamReader{
+		token:    token,
+		limits:   limits.withDefaults(),
+		ready:    make(chan struct{}, 1),
+		buffered: make(map[int]string),
+		lastSeen: time.Now(),
+	}
+}
+
+// arm starts the liveness probe on a timer made by afterFunc. The timer is
+// set under the reader's lock, which its callback takes first: the callback
+// cannot see it unset.
+func (r *StreamReader) arm(afterFunc func(time.Duration, func(context.Context)) *time.Timer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.done {
+		r.timer = afterFunc(r.limits.IdleTimeout, func(context.Context) { r.watch() })
+	}
 }
 
 // Next returns the next chunk, io.EOF once the stream closed and every
@@ -302,6 +332,14 @@ func (r *StreamReader) Abort(ctx context.Context, reason string) error {
 	return r.send(ctx, streamFrameRequest(r.token, progress, &streamFrame{FrameType: "abort", Reason: reason}))
 }
 
+// end ends the reader with err, telling the server nothing: its
+// connection is gone.
+func (r *StreamReader) end(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.finishLocked(err)
+}
+
 func (r *StreamReader) wake() {
 	select {
 	case r.ready <- struct{}{}:
@@ -320,8 +358,14 @@ func (r *StreamReader) finishLocked(err error) {
 	}
 	r.wake()
 	if r.onEnd != nil {
-		go r.onEnd()
+		r.onEnd() // takes only the connection's stream table lock
 	}
+}
+
+// sendLater publishes frame on a goroutine of the connection: the reader's
+// lock is held, and the read loop must not wait for the network.
+func (r *StreamReader) sendLater(frame *jsonrpc.Request) {
+	r.async(func(ctx context.Context) { r.send(ctx, frame) })
 }
 
 // frame takes one inbound frame. A returned error is a protocol violation
@@ -371,9 +415,7 @@ func (r *StreamReader) frame(f *streamFrame) error {
 		}
 	case "ping":
 		r.progress++
-		progress := r.progress
-		nonce := f.Nonce
-		go r.send(context.Background(), streamFrameRequest(r.token, progress, &streamFrame{FrameType: "pong", Nonce: nonce}))
+		r.sendLater(streamFrameRequest(r.token, r.progress, &streamFrame{FrameType: "pong", Nonce: f.Nonce}))
 	}
 	if r.closed && len(r.buffered) == 0 {
 		if r.last != nil && r.next != *r.last+1 {
@@ -402,16 +444,15 @@ func (r *StreamReader) watch() {
 			r.progress++
 			progress := r.progress
 			r.finishLocked(fmt.Errorf("%w: the server did not answer a ping", ErrStreamAborted))
-			go r.send(context.Background(), streamFrameRequest(r.token, progress, &streamFrame{FrameType: "abort", Reason: "probe timeout"}))
+			r.sendLater(streamFrameRequest(r.token, progress, &streamFrame{FrameType: "abort", Reason: "probe timeout"}))
 			return
 		}
 		r.timer.Reset(r.limits.ProbeTimeout - time.Since(r.lastSeen))
 	case time.Since(r.lastSeen) >= r.limits.IdleTimeout:
 		r.progress++
 		r.probe = strconv.Itoa(r.progress)
-		progress, nonce := r.progress, r.probe
 		r.lastSeen = time.Now()
-		go r.send(context.Background(), streamFrameRequest(r.token, progress, &streamFrame{FrameType: "ping", Nonce: nonce}))
+		r.sendLater(streamFrameRequest(r.token, r.progress, &streamFrame{FrameType: "ping", Nonce: r.probe}))
 		r.timer.Reset(r.limits.ProbeTimeout)
 	default:
 		r.timer.Reset(r.limits.IdleTimeout - time.Since(r.lastSeen))
@@ -432,14 +473,7 @@ func (s *Server) OpenStream(req mcp.Request) (*StreamWriter, error) {
 	if !ok1 || !ok2 {
 		return nil, fmt.Errorf("%w: the request did not come through this server", ErrStreamsUnsupported)
 	}
-	s.mu.Lock()
-	var c *ServerConn
-	for e := s.lru.Front(); e != nil && c == nil; e = e.Next() {
-		if sc := e.Value.(*ServerConn); sc.client == client {
-			c = sc
-		}
-	}
-	s.mu.Unlock()
+	c := s.sessions.get(client)
 	if c == nil {
 		return nil, fmt.Errorf("%w: no session for the client", ErrStreamsUnsupported)
 	}

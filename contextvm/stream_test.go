@@ -2,6 +2,7 @@ package contextvm_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -51,13 +52,21 @@ func streamingServer(srv **contextvm.Server, stopped chan<- error) *mcp.Server {
 }
 
 func serveStreaming(t *testing.T, r *relay.Server, stopped chan<- error) *contextvm.Server {
+	return serveStreamingAs(t, r, nostr.Generate(), stopped)
+}
+
+func serveStreamingAs(t *testing.T, r *relay.Server, key nostr.SecretKey, stopped chan<- error) *contextvm.Server {
 	var srv *contextvm.Server
-	srv = serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, OpenStreams: true}, streamingServer(&srv, stopped))
+	srv = serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, OpenStreams: true, Signer: contextvm.NewKeySigner(key)}, streamingServer(&srv, stopped))
 	return srv
 }
 
 func streamClient(t *testing.T, srv *contextvm.Server, r *relay.Server, limits contextvm.StreamLimits) (*mcp.ClientSession, *contextvm.ClientTransport) {
-	tr, err := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, OpenStreams: true, Streams: limits, Signer: contextvm.NewKeySigner(nostr.Generate())})
+	return streamClientAs(t, srv, r, limits, nostr.Generate())
+}
+
+func streamClientAs(t *testing.T, srv *contextvm.Server, r *relay.Server, limits contextvm.StreamLimits, key nostr.SecretKey) (*mcp.ClientSession, *contextvm.ClientTransport) {
+	tr, err := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, OpenStreams: true, Streams: limits, Signer: contextvm.NewKeySigner(key)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,23 +187,81 @@ func TestOpenStreamClientAbort(t *testing.T) {
 	}
 }
 
-// Two clients use the same token; each one's pings are answered to it (the
-// reference answers by token alone and pongs the wrong client).
+// Two clients use the same token; a client's pings are answered to it, and
+// only to it (the reference answers by token alone and pongs the wrong
+// client). Only one client pings, in turn: pings carry their sender's own
+// counter as nonce, so with both pinging a pong sent to the wrong client
+// could not be told from a right one.
+//
+// The test watches the pings and pongs on the relay rather than waiting for
+// a reader to abort for a missing pong: that made it a race between a probe
+// timeout and a round trip through the relay, which a loaded machine running
+// the race detector lost.
 func TestOpenStreamPingsArePerClient(t *testing.T) {
-	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
-	srv := serveStreaming(t, r, nil)
-	// A ping 100 ms into each 1.2 s gap must be answered within 800 ms: a
-	// pong sent to the other client would leave this one to abort.
-	limits := contextvm.StreamLimits{IdleTimeout: 100 * time.Millisecond, ProbeTimeout: 800 * time.Millisecond}
-	var wg sync.WaitGroup
-	for range 2 {
-		cs, tr := streamClient(t, srv, r, limits)
-		wg.Go(func() {
-			chunks, _, err := callStream(t, cs, tr, "same-token", streamArgs{Chunks: 3, PauseM: 1200})
-			if err != nil || len(chunks) != 3 {
-				t.Errorf("stream with pings: %d chunks, err %v", len(chunks), err)
+	for pinger := range 2 {
+		t.Run(fmt.Sprint("client ", pinger, " pings"), func(t *testing.T) {
+			r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+			serverKey, clientKeys := nostr.Generate(), []nostr.SecretKey{nostr.Generate(), nostr.Generate()}
+			tp := newTap(t, r.URL, append(clientKeys, serverKey)...)
+			srv := serveStreamingAs(t, r, serverKey, nil)
+			var wg sync.WaitGroup
+			for i, key := range clientKeys {
+				// The pinger probes after each 100 ms of silence, several
+				// times in the pause between chunks; the other never does.
+				// Neither gives up on a probe, however slow the machine.
+				limits := contextvm.StreamLimits{IdleTimeout: time.Hour, ProbeTimeout: time.Hour}
+				if i == pinger {
+					limits.IdleTimeout = 100 * time.Millisecond
+				}
+				cs, tr := streamClientAs(t, srv, r, limits, key)
+				wg.Go(func() {
+					chunks, _, err := callStream(t, cs, tr, "same-token", streamArgs{Chunks: 2, PauseM: 600})
+					if err != nil || len(chunks) != 2 {
+						t.Errorf("client %d: %d chunks, err %v", i, len(chunks), err)
+					}
+				})
+			}
+			wg.Wait()
+
+			// pings are the nonces the pinger sent; pongs the nonces of the
+			// pongs addressed to each client.
+			probes := func() (pings map[string]bool, pongs map[nostr.PubKey][]string) {
+				pings, pongs = map[string]bool{}, map[nostr.PubKey][]string{}
+				for _, m := range tp.messages() {
+					var msg struct {
+						Params struct {
+							CVM struct {
+								Type, FrameType, Nonce string
+							} `json:"cvm"`
+						} `json:"params"`
+					}
+					if m.method != "notifications/progress" || json.Unmarshal([]byte(m.evt.Content), &msg) != nil || msg.Params.CVM.Type != "open-stream" {
+						continue
+					}
+					switch f := msg.Params.CVM; {
+					case f.FrameType == "ping" && m.evt.PubKey == clientKeys[pinger].Public():
+						pings[f.Nonce] = true
+					case f.FrameType == "pong" && m.evt.PubKey == serverKey.Public():
+						to, _ := firstTag(m.evt.Tags, "p")
+						pk := nostr.MustPubKeyFromHex(to)
+						pongs[pk] = append(pongs[pk], f.Nonce)
+					}
+				}
+				return pings, pongs
+			}
+			await(t, "a pong for the client that pinged", &tp.changes, func() bool {
+				_, pongs := probes()
+				return len(pongs[clientKeys[pinger].Public()]) > 0
+			})
+			pings, pongs := probes()
+			if other := clientKeys[1-pinger].Public(); len(pongs[other]) > 0 {
+				t.Errorf("the client that never pinged got %d pongs", len(pongs[other]))
+			}
+			for _, nonce := range pongs[clientKeys[pinger].Public()] {
+				if !pings[nonce] {
+					t.Errorf("a pong for ping %q, which was never sent", nonce)
+				}
 			}
 		})
 	}
-	wg.Wait()
 }

@@ -7,16 +7,20 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
-// testReader is a StreamReader whose outbound frames are recorded.
+// testReader is a StreamReader whose outbound frames are recorded. Its
+// background sends run on goroutines of their own: inside a synctest
+// bubble, synctest.Wait waits for them.
 func testReader(limits StreamLimits) (*StreamReader, *[]streamFrame, *sync.Mutex) {
 	var mu sync.Mutex
 	var sent []streamFrame
-	r := &StreamReader{token: "t", limits: limits.withDefaults(), ready: make(chan struct{}, 1), buffered: map[int]string{}, lastSeen: time.Now()}
+	r := newStreamReader(mcpmsg.StringToken("t"), limits)
 	r.send = func(ctx context.Context, frame *jsonrpc.Request) error {
 		p, _, _ := parseStreamFrame(frame.Params)
 		mu.Lock()
@@ -24,7 +28,13 @@ func testReader(limits StreamLimits) (*StreamReader, *[]streamFrame, *sync.Mutex
 		mu.Unlock()
 		return nil
 	}
+	r.async = func(f func(context.Context)) { go f(context.Background()) }
 	return r, &sent, &mu
+}
+
+// afterFunc arms a plain timer, for a reader outside a connection.
+func afterFunc(d time.Duration, f func(context.Context)) *time.Timer {
+	return time.AfterFunc(d, func() { f(context.Background()) })
 }
 
 func chunk(i int, data string) *streamFrame {
@@ -93,40 +103,65 @@ func TestStreamReader_Violations(t *testing.T) {
 }
 
 func TestStreamReader_ProbesAndAborts(t *testing.T) {
-	r, sent, mu := testReader(StreamLimits{IdleTimeout: 20 * time.Millisecond, ProbeTimeout: 50 * time.Millisecond})
-	r.timer = time.AfterFunc(r.limits.IdleTimeout, r.watch)
-	r.frame(&streamFrame{FrameType: "start"})
-	_, err := r.Next(context.Background())
-	if !errors.Is(err, ErrStreamAborted) {
-		t.Fatalf("a silent server: %v, want an abort", err)
-	}
-	time.Sleep(20 * time.Millisecond) // the abort frame goes out on its own goroutine
-	mu.Lock()
-	defer mu.Unlock()
-	var kinds []string
-	for _, f := range *sent {
-		kinds = append(kinds, f.FrameType)
-	}
-	if len(kinds) < 2 || kinds[0] != "ping" || kinds[len(kinds)-1] != "abort" {
-		t.Fatalf("frames sent %v, want a ping then an abort", kinds)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r, sent, mu := testReader(StreamLimits{IdleTimeout: 20 * time.Millisecond, ProbeTimeout: 50 * time.Millisecond})
+		r.arm(afterFunc)
+		r.frame(&streamFrame{FrameType: "start"})
+		_, err := r.Next(context.Background())
+		if !errors.Is(err, ErrStreamAborted) {
+			t.Fatalf("a silent server: %v, want an abort", err)
+		}
+		synctest.Wait() // the abort frame goes out on its own goroutine
+		mu.Lock()
+		defer mu.Unlock()
+		var kinds []string
+		for _, f := range *sent {
+			kinds = append(kinds, f.FrameType)
+		}
+		if len(kinds) != 2 || kinds[0] != "ping" || kinds[1] != "abort" {
+			t.Fatalf("frames sent %v, want a ping then an abort", kinds)
+		}
+	})
+}
+
+// A pong in time keeps the stream alive; the next silence is probed again.
+func TestStreamReader_PongKeepsItAlive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, sent, mu := testReader(StreamLimits{IdleTimeout: 20 * time.Millisecond, ProbeTimeout: 50 * time.Millisecond})
+		r.arm(afterFunc)
+		r.frame(&streamFrame{FrameType: "start"})
+		time.Sleep(30 * time.Millisecond) // the first ping went out at 20 ms
+		synctest.Wait()
+		mu.Lock()
+		nonce := (*sent)[0].Nonce
+		mu.Unlock()
+		r.frame(&streamFrame{FrameType: "pong", Nonce: nonce})
+		time.Sleep(45 * time.Millisecond) // the probe's deadline, had the pong not come
+		r.frame(chunk(0, "still here"))
+		if got, err := r.Next(context.Background()); err != nil || got != "still here" {
+			t.Fatalf("after a pong: %q, %v", got, err)
+		}
+		r.end(nil)
+	})
 }
 
 // Before start the server may not have reached the tool: no ping, no abort.
 func TestStreamReader_NoProbeBeforeStart(t *testing.T) {
-	r, sent, mu := testReader(StreamLimits{IdleTimeout: 10 * time.Millisecond, ProbeTimeout: 10 * time.Millisecond})
-	r.timer = time.AfterFunc(r.limits.IdleTimeout, r.watch)
-	defer r.timer.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
-	defer cancel()
-	if _, err := r.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("a stream not yet started: %v, want to keep waiting", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(*sent) != 0 {
-		t.Fatalf("sent %d frames before start", len(*sent))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r, sent, mu := testReader(StreamLimits{IdleTimeout: 10 * time.Millisecond, ProbeTimeout: 10 * time.Millisecond})
+		r.arm(afterFunc)
+		defer r.end(nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+		defer cancel()
+		if _, err := r.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a stream not yet started: %v, want to keep waiting", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(*sent) != 0 {
+			t.Fatalf("sent %d frames before start", len(*sent))
+		}
+	})
 }
 
 func FuzzStreamFrames(f *testing.F) {

@@ -20,7 +20,7 @@ func Unannounce(ctx context.Context, pool *nostrx.Pool, signer nostr.Signer) (in
 	return unannounce(ctx, pool, signer, nil)
 }
 
-func unannounce(ctx context.Context, pool *nostrx.Pool, signer nostr.Signer, known []nostr.ID) (int, error) {
+func unannounce(ctx context.Context, pool relayPool, signer nostr.Signer, known []nostr.ID) (int, error) {
 	me, err := signer.GetPublicKey(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("contextvm: unannounce: %w", err)

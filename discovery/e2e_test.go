@@ -67,10 +67,17 @@ func pool(t *testing.T, r *relay.Server) *nostrx.Pool {
 	return p
 }
 
-// schemaHash is the hash the providers announce for translate.
+// schemaHash waits until want providers have announced translate, and
+// returns the hash they announce for it. It fetches the catalog once, and
+// again each time an announcement reaches the relay: the providers announce
+// in the background, and a relay stores an event before it broadcasts it.
 func schemaHash(t *testing.T, p *nostrx.Pool, want int) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	watch := p.Subscribe(nostr.Filter{Kinds: contextvm.AnnouncementKinds, LimitZero: true}, 0)
+	defer watch.Close()
+	<-watch.Ready() // live from here on
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c, err := discovery.Fetch(ctx, p, discovery.Filter{Category: "language"})
@@ -81,10 +88,11 @@ func schemaHash(t *testing.T, p *nostrx.Pool, want int) string {
 		if servers := c.Servers(discovery.Filter{}); len(servers) == want && len(servers[0].Tools) == 1 && servers[want-1].Tools[0].Verified {
 			return servers[0].Tools[0].SchemaHash
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-watch.Events():
+		case <-deadline.C:
 			t.Fatalf("the providers never announced themselves")
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -110,7 +118,9 @@ func TestFetchAndWatch(t *testing.T) {
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- c.Watch(watchCtx, p, func(pk nostr.PubKey) { changes <- pk }) }()
-	time.Sleep(200 * time.Millisecond) // let the subscriptions reach the relay
+	// No need to wait for the watch's subscriptions to reach the relay: a
+	// watch starts a minute back, so what Beta announces before they are
+	// live still reaches it, as stored events.
 	b := startProvider(t, r, "Beta", "7")
 	// Beta's announcements arrive one by one; each is a change.
 	waitFor(t, changes, b.PublicKey(), func() bool {

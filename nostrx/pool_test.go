@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,19 +52,12 @@ func TestPool_PublishAndSubscribeAcrossRelays(t *testing.T) {
 	defer sub.Close()
 
 	other := nostr.Generate()
-	// Wait until both relays have the subscription, then publish one event.
-	var evt nostr.Event
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		evt = signed(t, other, 25910, "hi", nostr.Tag{"p", me.Public().Hex()})
-		err := p.Publish(context.Background(), evt)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, nostrx.ErrUnheard) || time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	// Once both relays have sent EOSE, both have the subscription live
+	// (a relay registers it before it replays what it stores).
+	<-sub.Complete()
+	evt := signed(t, other, 25910, "hi", nostr.Tag{"p", me.Public().Hex()})
+	if err := p.Publish(context.Background(), evt); err != nil {
+		t.Fatal(err)
 	}
 	got, ok := within(t, sub.Events(), 5*time.Second)
 	if !ok || got.ID != evt.ID {
@@ -203,13 +198,17 @@ func TestPool_PublishRacesClose(t *testing.T) {
 	for range 20 {
 		p := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{r.URL}})
 		start := make(chan struct{})
+		publishing := make(chan struct{}, 4)
 		done := make(chan struct{})
 		for range 4 {
 			go func() {
 				defer func() { done <- struct{}{} }()
 				<-start
-				for {
+				for first := true; ; first = false {
 					err := p.Publish(context.Background(), signed(t, sk, 1, "x"))
+					if first {
+						publishing <- struct{}{}
+					}
 					if errors.Is(err, nostrx.ErrPoolClosed) {
 						return
 					}
@@ -217,10 +216,48 @@ func TestPool_PublishRacesClose(t *testing.T) {
 			}()
 		}
 		close(start)
-		time.Sleep(2 * time.Millisecond)
+		// Close once every publisher is in its loop, so that publishes are
+		// starting while the pool closes.
+		for range 4 {
+			<-publishing
+		}
 		p.Close()
 		for range 4 {
 			<-done
 		}
+	}
+}
+
+// slowAuthSigner signs everything but AUTH events at once; an AUTH event it
+// holds until its context ends, then takes a while more to give up, as a
+// remote signer might.
+type slowAuthSigner struct {
+	nostr.Signer
+	asked    chan struct{} // closed when an AUTH event reaches the signer
+	once     sync.Once
+	returned atomic.Bool
+}
+
+func (s *slowAuthSigner) SignEvent(ctx context.Context, evt *nostr.Event) error {
+	if evt.Kind != nostr.KindClientAuthentication {
+		return s.Signer.SignEvent(ctx, evt)
+	}
+	s.once.Do(func() { close(s.asked) })
+	<-ctx.Done()
+	<-time.After(50 * time.Millisecond) // giving up takes a while
+	s.returned.Store(true)
+	return ctx.Err()
+}
+
+// Close waits for the answer to an AUTH challenge that is still under way:
+// nothing the pool started outlives it.
+func TestPool_CloseWaitsForAuthentication(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Auth: true})
+	signer := &slowAuthSigner{Signer: keyer.NewPlainKeySigner(nostr.Generate()), asked: make(chan struct{})}
+	p := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{r.URL}, Signer: signer})
+	<-signer.asked
+	p.Close()
+	if !signer.returned.Load() {
+		t.Fatal("Close returned while the AUTH answer was still running")
 	}
 }

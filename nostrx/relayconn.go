@@ -123,6 +123,10 @@ func (rc *relayConn) detach() {
 }
 
 // serve reads from conn until it fails, probing it with pings meanwhile.
+// Every goroutine it starts for the connection (the pinger, NIP-42
+// answers) ends with it: they run under a context serve cancels, and serve
+// waits for them before it returns, so the pool's Close, which waits for
+// run, waits for them too.
 func (rc *relayConn) serve(ctx context.Context, conn *websocket.Conn) error {
 	var wg sync.WaitGroup
 	defer wg.Wait() // after cancel, which runs first
@@ -152,11 +156,15 @@ func (rc *relayConn) serve(ctx context.Context, conn *websocket.Conn) error {
 		if err != nil {
 			return err
 		}
-		rc.handle(ctx, conn, string(data))
+		rc.handle(ctx, conn, string(data), &wg)
 	}
 }
 
-func (rc *relayConn) handle(ctx context.Context, conn *websocket.Conn, msg string) {
+// handle takes one message from the relay. Work that must wait for the
+// relay (an AUTH round trip) goes on a goroutine in wg, serve's, so that the
+// read loop never waits for it; only serve's goroutine adds to wg, before it
+// waits, so no Add can race the Wait.
+func (rc *relayConn) handle(ctx context.Context, conn *websocket.Conn, msg string, wg *sync.WaitGroup) {
 	env, err := nostr.ParseMessage(msg)
 	if env == nil {
 		rc.log.Debug("unparseable relay message", "err", err)
@@ -191,7 +199,7 @@ func (rc *relayConn) handle(ctx context.Context, conn *websocket.Conn, msg strin
 	case *nostr.ClosedEnvelope:
 		if strings.HasPrefix(env.Reason, "auth-required:") && rc.pool.opts.Signer != nil {
 			rc.log.Debug("subscription needs AUTH; will resend after authenticating", "sub", env.SubscriptionID)
-			go rc.resubscribeAfterAuth(ctx, conn, env.SubscriptionID)
+			wg.Go(func() { rc.resubscribeAfterAuth(ctx, conn, env.SubscriptionID) })
 			return
 		}
 		rc.log.Warn("relay closed a subscription", "sub", env.SubscriptionID, "reason", env.Reason)
@@ -199,7 +207,8 @@ func (rc *relayConn) handle(ctx context.Context, conn *websocket.Conn, msg strin
 		rc.log.Info("relay notice", "notice", string(*env))
 	case *nostr.AuthEnvelope:
 		if env.Challenge != nil && rc.pool.opts.Signer != nil {
-			go rc.authenticate(ctx, conn, *env.Challenge)
+			challenge := *env.Challenge
+			wg.Go(func() { rc.authenticate(ctx, conn, challenge) })
 		}
 	}
 }

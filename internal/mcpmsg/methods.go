@@ -5,6 +5,7 @@ const (
 	MethodInitialize       = "initialize"
 	MethodInitialized      = "notifications/initialized"
 	MethodPing             = "ping"
+	MethodShutdown         = "shutdown" // seed 002; gone from MCP since 2024-11-05, still sent by some clients
 	MethodCancelled        = "notifications/cancelled"
 	MethodProgress         = "notifications/progress"
 	MethodSubscribe        = "resources/subscribe"

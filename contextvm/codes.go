@@ -1,0 +1,71 @@
+package contextvm
+
+// JSON-RPC error codes that the ContextVM side of cvm answers with on its
+// own, rather than passing on a peer's answer. docs/error-codes.md has the
+// same table for readers who do not read Go.
+//
+// JSON-RPC 2.0 keeps -32768..-32000 for itself: -32700..-32600 are its
+// standard errors and -32000..-32099 are "reserved for implementation-defined
+// server errors". MCP leaves that range to implementations too, so numbers
+// in it mean only what the implementation that sent them says. cvm's choices:
+// where a peer already gives a number a meaning (the reference ContextVM SDK,
+// the TypeScript MCP SDK it is built on), cvm uses that number for that
+// meaning, so that one client can read either server; everything of cvm's
+// own lives in -32010..-32019, clear of the numbers the MCP SDKs use (the
+// TypeScript SDK: -32000, -32001, -32042; go-sdk: -32002, -32020..-32022,
+// -32042).
+//
+// Seed 002's table gives -32001..-32007 other meanings ("Resource not
+// found", "Resource access denied", …). No MCP SDK uses that table: the MCP
+// specification and go-sdk answer a missing resource with -32002, and the
+// TypeScript SDK, which every reference peer runs, uses -32001 for a request
+// timeout. cvm follows the SDKs, because their clients read its errors.
+const (
+	// CodeUnauthorized answers a request that the server's authorization
+	// (AllowedClients, PublicCapabilities, Authorize) refused. -32000 is
+	// what the reference SDK answers ({"code":-32000,"message":"Unauthorized"}),
+	// so a client written for it recognizes the refusal.
+	CodeUnauthorized = -32000
+
+	// CodeRequestTimeout answers, locally, a client request that got no
+	// response within ClientOptions.RequestTimeout, or that every relay
+	// accepted while nobody was listening (ErrServerNotListening).
+	// -32001 is the TypeScript MCP SDK's ErrorCode.RequestTimeout (its
+	// ErrorCode.ConnectionClosed is -32000), so a host that handles the
+	// SDK's timeouts handles these.
+	CodeRequestTimeout = -32001
+
+	// CodeTransportError answers a request that the transport failed rather
+	// than the peer: the client could not deliver it (signing, encoding,
+	// every relay refusing it), a fragmented answer to it was aborted, a
+	// server-to-client request could not be published, or its server session
+	// closed before it was answered. It is JSON-RPC's "internal error",
+	// -32603: nothing more specific is true of all of them, and the message
+	// says which it was.
+	CodeTransportError = -32603
+
+	// CodeEncryptionNotAccepted answers a gift-wrapped request sent to a
+	// server that has encryption disabled, in plaintext. The reference
+	// drops such a request, and its client times out; an optional-mode cvm
+	// client that reads this code falls back to plaintext at once. First of
+	// cvm's own block, -32010..-32019.
+	CodeEncryptionNotAccepted = -32010
+
+	// CodeEncryptionRequired answers a plaintext request sent to a server
+	// that requires encryption. The reference drops it in silence.
+	CodeEncryptionRequired = -32011
+
+	// CodeResponseTooLarge answers a request whose answer fits neither in
+	// one event (MaxEventBytes, and NIP-44's 65,535-byte plaintext when
+	// wrapped) nor in CEP-22 fragments (the client sent no progress token,
+	// or does not support oversized transfers); the client also gets it for
+	// a request of its own that it could not send in fragments. The
+	// reference publishes such an event anyway, and relays refuse it.
+	CodeResponseTooLarge = -32012
+
+	// CodeServerBusy answers a request that a server session has no room
+	// to queue (its inbox of pending messages is full): retry later. It has
+	// a number of its own, not -32000, so that a client can tell "retry
+	// later" from "you may not" (CodeUnauthorized).
+	CodeServerBusy = -32013
+)

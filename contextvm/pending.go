@@ -1,0 +1,195 @@
+package contextvm
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/mcpmsg"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// pendingRequest is a request sent to the server and not yet answered.
+type pendingRequest struct {
+	req   *jsonrpc.Request // as the go-sdk wrote it
+	wire  *jsonrpc.Request // as sent: with a progress token the transport added
+	token mcpmsg.Token     // progress token, if the request asked for progress
+
+	// Set by the start function of pendingTable.add, under the table's
+	// lock, and only read after that.
+	timer    *time.Timer // the request timeout
+	fallback *time.Timer // the plaintext fallback, if any
+
+	unheard atomic.Bool // every relay said nobody listens
+
+	events []nostr.ID // guarded by the table's lock: the event ids it went out under
+}
+
+// injected reports whether the transport added the request's progress
+// token: progress on it is the transport's own, not the go-sdk's.
+func (p *pendingRequest) injected() bool { return p.wire != p.req }
+
+// pendingTable holds a client's requests in flight, by JSON-RPC id, by the
+// ids of the events they went out under (the server's answer names one)
+// and by progress token. Taking a request out (remove) is the right to
+// answer it: of a response, a timeout and a delivery failure racing for one
+// request, exactly one removes it and answers; the others find it gone. The
+// zero value is empty and ready to use.
+type pendingTable struct {
+	mu      sync.Mutex
+	byID    map[jsonrpc.ID]*pendingRequest
+	byEvent map[nostr.ID]*pendingRequest
+	byToken map[mcpmsg.Token][]*pendingRequest // MCP wants tokens unique; a client may still reuse one
+}
+
+// add registers p, then calls start, still under the table's lock, to arm
+// p's timers: a timer armed there can neither fire before p is registered
+// nor be seen unset. A request with p's id is replaced.
+func (t *pendingTable) add(p *pendingRequest, start func(*pendingRequest)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID == nil {
+		t.byID = make(map[jsonrpc.ID]*pendingRequest)
+		t.byEvent = make(map[nostr.ID]*pendingRequest)
+		t.byToken = make(map[mcpmsg.Token][]*pendingRequest)
+	}
+	if old := t.byID[p.req.ID]; old != nil {
+		t.removeLocked(old)
+	}
+	t.byID[p.req.ID] = p
+	if !p.token.IsZero() {
+		t.byToken[p.token] = append(t.byToken[p.token], p)
+	}
+	if start != nil {
+		start(p)
+	}
+}
+
+// addEvent records that p went out under the event id, so that an answer
+// naming it finds p. It reports false if p is no longer pending.
+func (t *pendingTable) addEvent(p *pendingRequest, id nostr.ID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID[p.req.ID] != p {
+		return false
+	}
+	p.events = append(p.events, id)
+	t.byEvent[id] = p
+	return true
+}
+
+// eventCount is how many events p went out under (two after a plaintext
+// fallback).
+func (t *pendingTable) eventCount(p *pendingRequest) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(p.events)
+}
+
+// isPending reports whether p is still waiting for its answer.
+func (t *pendingTable) isPending(p *pendingRequest) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[p.req.ID] == p
+}
+
+// forEvent returns the request that went out under the event id.
+func (t *pendingTable) forEvent(id nostr.ID) *pendingRequest {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byEvent[id]
+}
+
+// withToken returns the requests that asked for progress under tok, oldest
+// first. Tokens are compared as JSON values: 1 and "1" differ.
+func (t *pendingTable) withToken(tok mcpmsg.Token) []*pendingRequest {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]*pendingRequest(nil), t.byToken[tok]...)
+}
+
+// injected reports whether tok is a token the transport added to one of
+// its requests in flight.
+func (t *pendingTable) injected(tok mcpmsg.Token) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range t.byToken[tok] {
+		if p.injected() {
+			return true
+		}
+	}
+	return false
+}
+
+// keepAlive restarts, with d, the timeout of every request that asked for
+// progress under tok.
+func (t *pendingTable) keepAlive(tok mcpmsg.Token, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range t.byToken[tok] {
+		if p.timer != nil {
+			p.timer.Reset(d)
+		}
+	}
+}
+
+// remove takes p out of the table and stops its timers. It reports false if
+// p was no longer there: someone else answered it.
+func (t *pendingTable) remove(p *pendingRequest) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID[p.req.ID] != p {
+		return false
+	}
+	t.removeLocked(p)
+	return true
+}
+
+func (t *pendingTable) removeLocked(p *pendingRequest) {
+	delete(t.byID, p.req.ID)
+	for _, id := range p.events {
+		delete(t.byEvent, id)
+	}
+	if !p.token.IsZero() {
+		ps := t.byToken[p.token]
+		for i, q := range ps {
+			if q == p {
+				ps = append(ps[:i:i], ps[i+1:]...)
+				break
+			}
+		}
+		if len(ps) == 0 {
+			delete(t.byToken, p.token)
+		} else {
+			t.byToken[p.token] = ps
+		}
+	}
+	stopTimers(p)
+}
+
+// stopAll stops the timers of every request, which stay in the table: the
+// connection is closing, and the go-sdk fails what it has in flight.
+func (t *pendingTable) stopAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range t.byID {
+		stopTimers(p)
+	}
+}
+
+// len is the number of requests in flight.
+func (t *pendingTable) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byID)
+}
+
+func stopTimers(p *pendingRequest) {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	if p.fallback != nil {
+		p.fallback.Stop()
+	}
+}
