@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/gateway"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -146,8 +147,13 @@ func TestPerClient_SessionBound(t *testing.T) {
 	b2 := newBench(t, gateway.Options{MaxSessions: 1})
 	busy := b2.connectInFlight(nil)
 	done := busy.slow(t, 1500)
-	if _, err := b2.tryConnect(nil); err == nil || !strings.Contains(err.Error(), "gateway busy") {
+	_, err := b2.tryConnect(nil)
+	if err == nil || !strings.Contains(err.Error(), "gateway busy") {
 		t.Fatalf("connect beyond the bound with every session busy: %v; want a busy refusal", err)
+	}
+	// Busy has a code of its own, not unauthorized's -32000: retry later.
+	if code := rpcError(t, err).Code; code != contextvm.CodeServerBusy || code == contextvm.CodeUnauthorized {
+		t.Errorf("busy refusal code %d, want %d", code, contextvm.CodeServerBusy)
 	}
 	if err := within(t, done, 10*time.Second, "slow call"); err != nil {
 		t.Fatal(err)
