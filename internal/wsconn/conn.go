@@ -36,9 +36,9 @@
 //   - the connection drops itself as a slow consumer: a Push over the
 //     queue's bounds, a PushWait that found no room within
 //     Options.MaxWait, or a write past Options.WriteTimeout. Queued
-//     messages are dropped, and the socket is reset or sent
-//     Options.DropStatus, as the options say. The cause matches
-//     ErrSlowConsumer.
+//     messages are dropped, a write in progress is cut short, and the
+//     socket is reset, or sent Options.DropStatus and closed, as the
+//     options say. The cause matches ErrSlowConsumer.
 //   - a message over Options.CloseLimit: the library closes with 1009
 //     (ErrMessageTooBig), and no data message follows the close frame.
 //   - a write fails: the socket is closed.
@@ -110,10 +110,11 @@ type Options struct {
 	CloseLimit int64
 
 	// DropStatus, if not zero, is the close status sent, with DropReason,
-	// to a connection dropped as a slow consumer, best effort: only if no
-	// write was cut short, and within a second. Then the socket is closed.
-	// Zero resets the socket instead (an abortive close: the kernel
-	// discards what it still holds for the peer).
+	// to a connection dropped as a slow consumer, before its socket is
+	// closed: best effort, if no write was cut short, within a second.
+	// Zero, or a close frame that could not be sent, resets the socket
+	// instead (an abortive close: the kernel discards what it still holds
+	// for the peer).
 	DropStatus websocket.StatusCode
 	DropReason string
 }
@@ -347,8 +348,11 @@ func (c *Conn) finish() {
 		// peer's, so that the peer reads the 1009 rather than a reset.
 		c.handshake(websocket.StatusMessageTooBig, "")
 	case endSlow:
-		if c.opts.DropStatus != 0 {
-			c.sock.writeCloseFrame(c.opts.DropStatus, c.opts.DropReason, dropCloseTimeout)
+		// A peer that cannot take even the close frame is reset: a
+		// graceful close would leave the kernel trickling what it holds to
+		// a peer that reads slowly, long after the connection was given up.
+		if c.opts.DropStatus != 0 && !c.sock.writeCloseFrame(c.opts.DropStatus, c.opts.DropReason, dropCloseTimeout) {
+			c.sock.reset()
 		}
 	}
 }

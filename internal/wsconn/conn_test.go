@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -214,6 +215,25 @@ func TestConn_OverflowSendsDropStatus(t *testing.T) {
 	}
 	if err := wait(t, s.runErr, "Run"); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// A dropped peer that cannot take even the close frame is reset, rather
+// than left to the kernel to trickle megabytes to.
+func TestConn_DropStatusResetsAPeerThatCannotTakeIt(t *testing.T) {
+	ts := startServer(t, Options{MaxQueueBytes: 1 << 20, MaxWait: 200 * time.Millisecond, DropStatus: websocket.StatusPolicyViolation, WriteTimeout: 10 * time.Second}, false)
+	client, s := ts.dialRaw(4096) // and does not read until dropped
+	// Each push waits for room, so the drop comes when the writer has been
+	// stuck on the full socket for MaxWait.
+	big := make([]byte, 256<<10)
+	for s.c.PushWait(big) == nil {
+	}
+	if err := wait(t, s.runErr, "Run"); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("Run: %v", err)
+	}
+	client.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, client.br); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("client read after the drop: %v, want a reset", err)
 	}
 }
 

@@ -115,18 +115,21 @@ func (s *sock) closeData() {
 }
 
 // writeCloseFrame sends a close frame, stopped or not, within timeout,
-// unless the stream ends inside a frame. The connection is closed right
-// after: it is best effort, for a peer that may not be reading.
-func (s *sock) writeCloseFrame(code websocket.StatusCode, reason string, timeout time.Duration) {
+// unless the stream ends inside a frame, and reports whether it was sent.
+// It is best effort, for a peer that may not be reading; the connection is
+// closed right after.
+func (s *sock) writeCloseFrame(code websocket.StatusCode, reason string, timeout time.Duration) bool {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.torn || s.noData {
-		return
+		return false
 	}
 	s.dmu.Lock()
 	s.Conn.SetWriteDeadline(time.Now().Add(timeout))
 	s.dmu.Unlock()
-	s.Conn.Write(appendCloseFrame(nil, code, reason))
+	f := appendCloseFrame(nil, code, reason)
+	n, err := s.Conn.Write(f)
+	return err == nil && n == len(f)
 }
 
 // reset closes the socket abortively: the kernel discards what it still
