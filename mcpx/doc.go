@@ -14,7 +14,8 @@
 //   - ws.go, session.go: one session per connection. Its read loop decodes
 //     and validates every frame (envelope.go) and answers anything it
 //     refuses with an error envelope (errors.go, system.go); its writer
-//     drains a bounded queue (queue.go) in corked batches; its pinger
+//     drains a bounded queue in batches it frames itself (internal/wsconn,
+//     shared with the relay); its pinger
 //     drops peers that stop answering and publishes presence heartbeats
 //     for those that do.
 //   - topic.go: a topic orders its envelopes (sequence numbers, history,
