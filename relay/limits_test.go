@@ -128,9 +128,16 @@ func TestRelay_ConnectionRateLimit(t *testing.T) {
 	s := relaytest.Start(t, relay.Options{Limits: relay.Limits{ConnectionsPerSecond: 0.001, ConnectionBurst: 2}})
 	dial(t, s.URL)
 	dial(t, s.URL)
-	_, err := dialErr(s.URL, nil)
-	if err == nil || !strings.Contains(err.Error(), "429") {
+	c, resp, err := websocket.Dial(t.Context(), s.URL, nil)
+	if err == nil {
+		c.CloseNow()
+	}
+	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("third connection: err=%v, want HTTP 429", err)
+	}
+	var body struct{ Error string }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || !strings.HasPrefix(body.Error, "rate-limited:") {
+		t.Fatalf("429 body: %+v %v, want a rate-limited: error", body, err)
 	}
 }
 

@@ -19,7 +19,9 @@
 //
 // The goroutine that accepted a Conn owns it. It runs Run exactly once, in
 // a goroutine of its own, and waits for it; Run returns after the socket
-// is closed. It reads with ReadMessage from one goroutine at a time.
+// is closed. It reads with ReadMessage from one goroutine at a time, and
+// when reading ends it ends the connection (Close, CloseNow or Abort): a
+// read error does not, and Run waits for an end.
 //
 // Push and PushWait may be called by any number of goroutines at once.
 // Messages leave in the order their pushes returned: those of one goroutine
