@@ -245,6 +245,24 @@ func TestRelay_StalledSubscriberDoesNotDelayOthers(t *testing.T) {
 	}
 }
 
+// A connection's own answers wait for room instead: a query larger than
+// the outbound queue is paced by the client's reading, not refused.
+func TestRelay_LargeQueryIsPacedNotDropped(t *testing.T) {
+	s := relaytest.Start(t, relay.Options{Limits: relay.Limits{OutboundQueueBytes: 4 << 10, EventsPerSecond: -1}})
+	c := dial(t, s.URL)
+	id := newIdentity()
+	const n = 50 // 50 KiB of answers through a 4 KiB queue
+	for i := range n {
+		c.mustPublish(id.sign(t, 1, fmt.Sprintf("%d %s", i, strings.Repeat("q", 1000))))
+	}
+	if got := c.query("big", nostr.Filter{Kinds: []nostr.Kind{1}, Limit: n}); len(got) != n {
+		t.Fatalf("query answered %d events, want %d", len(got), n)
+	}
+	if v := metricValue(t, s, "cvm_relay_slow_consumers_total"); v != 0 {
+		t.Fatalf("slow consumers dropped = %v, want 0", v)
+	}
+}
+
 // dialStalled opens a websocket by hand with a tiny receive buffer, so that
 // the relay's writes back up fast, subscribes to kind 1 as sub, reads until
 // the EOSE (the subscription is live), and never reads again.

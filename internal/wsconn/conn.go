@@ -13,7 +13,8 @@
 // every queued message at once, frames the batch itself (a server's frames
 // are unmasked and compression is off) and sends it in one write with a
 // deadline. The writer yields once before taking a batch, so that a
-// fan-out in progress fills it.
+// fan-out in progress fills it; on a saturated machine that yield can last
+// a scheduling slice, which the queue's bounds must absorb.
 //
 // # Contract
 //
@@ -41,14 +42,15 @@
 //     messages are dropped, a write in progress is cut short, and the
 //     socket is reset, or sent Options.DropStatus and closed, as the
 //     options say. The cause matches ErrSlowConsumer.
-//   - a message over Options.CloseLimit: the library closes with 1009
-//     (ErrMessageTooBig), and no data message follows the close frame.
+//   - a message over the limit that closes (see Options.ReadLimit): the
+//     library sends 1009 (ErrMessageTooBig), no data message follows it,
+//     and the close handshake runs.
 //   - a write fails: the socket is closed.
 //
 // After the end, Push and PushWait fail with ErrClosed and drop the
 // message. CloseNow and Abort still take effect on a connection that is
-// ending in an orderly way (a close handshake waits for the peer up to
-// five seconds); Close after the end does nothing.
+// still ending (a close handshake waits for the peer up to five seconds);
+// Close after the end does nothing.
 package wsconn
 
 import (
