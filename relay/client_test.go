@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,8 +15,9 @@ import (
 // wsClient is a deliberately raw NIP-01 client: the conformance tests speak
 // JSON frames so that they test the wire, not a client library's view of it.
 type wsClient struct {
-	t    testing.TB
-	conn *websocket.Conn
+	t     testing.TB
+	conn  *websocket.Conn
+	syncs int
 }
 
 func dial(t testing.TB, url string) *wsClient {
@@ -26,6 +26,7 @@ func dial(t testing.TB, url string) *wsClient {
 	if err != nil {
 		t.Fatalf("dial %s: %v", url, err)
 	}
+	t.Cleanup(func() { c.CloseNow() })
 	return &wsClient{t: t, conn: c}
 }
 
@@ -151,6 +152,26 @@ func (c *wsClient) query(sub string, filters ...nostr.Filter) []nostr.Event {
 	}
 }
 
+// sync sends a request that matches nothing and returns every frame that
+// arrived before its answer. The relay handles a connection's messages in
+// order and writes its frames in order, so everything the relay did for
+// earlier messages of this connection has then taken effect, and every
+// frame it queued for the connection before has arrived.
+func (c *wsClient) sync() [][]json.RawMessage {
+	c.t.Helper()
+	c.syncs++
+	sub := fmt.Sprintf("sync-%d", c.syncs)
+	c.send("REQ", sub, nostr.Filter{IDs: []nostr.ID{{}}})
+	var before [][]json.RawMessage
+	for {
+		msg := c.next(5 * time.Second)
+		if label(msg) == "EOSE" && str(msg[1]) == sub {
+			return before
+		}
+		before = append(before, msg)
+	}
+}
+
 // nextEvent waits for a live event on sub.
 func (c *wsClient) nextEvent(sub string, d time.Duration) (nostr.Event, error) {
 	deadline := time.Now().Add(d)
@@ -201,5 +222,3 @@ func ids(events []nostr.Event) []string {
 	}
 	return out
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }

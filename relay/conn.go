@@ -17,12 +17,14 @@ import (
 	"fiatjaf.com/nostr/nip42"
 	"fiatjaf.com/nostr/nip70"
 	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/internal/wsconn"
 )
 
 // Timing of a connection.
 const (
-	// writeTimeout bounds each frame written to a client: a peer that takes
-	// no bytes for this long is gone, whatever its TCP stack says.
+	// writeTimeout bounds each write to a client: a peer that takes no
+	// bytes for this long is gone, whatever its TCP stack says, and is
+	// dropped as a slow consumer.
 	writeTimeout = 10 * time.Second
 	// pingInterval and pongTimeout detect dead peers, so that their
 	// subscriptions do not outlive them.
@@ -31,17 +33,19 @@ const (
 )
 
 // conn is one websocket client. Its messages are handled in order, one at a
-// time; broadcasts from other connections reach it through its outbox.
+// time; broadcasts from other connections reach it through the queue of its
+// websocket connection.
+//
+// The goroutine serving the upgrade request owns it: it runs the read loop
+// and starts the writer and the pinger, and waits for both.
 type conn struct {
-	r    *Relay
-	ws   *websocket.Conn
-	cork *corkConn
-	req  *http.Request
-	ip   string
-	url  string // this relay's URL as the client reached it, for NIP-42
-	out  *outbox
+	r   *Relay
+	ws  *wsconn.Conn
+	req *http.Request
+	ip  string
+	url string // this relay's URL as the client reached it, for NIP-42
 
-	ctx    context.Context
+	ctx    context.Context // canceled by close
 	cancel context.CancelFunc
 
 	challenge string
@@ -59,6 +63,26 @@ func connFrom(ctx context.Context) *conn {
 	return c
 }
 
+// wsOptions is the relay's policy for its connections: a broadcast never
+// waits (Push), and a subscriber whose queue is full is dropped; the
+// connection's own answers wait for room up to SlowConsumerTimeout
+// (PushWait); a slow consumer is told why with 1008 when its socket still
+// takes bytes; any message over MaxMessageBytes closes the connection with
+// 1009.
+func (r *Relay) wsOptions() wsconn.Options {
+	return wsconn.Options{
+		Accept: websocket.AcceptOptions{
+			InsecureSkipVerify: true, // a public relay serves pages of any origin
+		},
+		MaxQueueBytes: r.limits.OutboundQueueBytes,
+		MaxWait:       r.limits.SlowConsumerTimeout,
+		WriteTimeout:  writeTimeout,
+		ReadLimit:     r.limits.MaxMessageBytes,
+		DropStatus:    websocket.StatusPolicyViolation,
+		DropReason:    "slow consumer",
+	}
+}
+
 func (r *Relay) serveWebsocket(w http.ResponseWriter, req *http.Request) {
 	ip := r.clientIP(req)
 	if !r.guard.allowConnection(ip) {
@@ -69,31 +93,20 @@ func (r *Relay) serveWebsocket(w http.ResponseWriter, req *http.Request) {
 		fmt.Fprintln(w, `{"error":"rate-limited: too many new connections from your address; retry later"}`)
 		return
 	}
-	cw := &corkingWriter{ResponseWriter: w}
-	ws, err := websocket.Accept(cw, req, &websocket.AcceptOptions{
-		InsecureSkipVerify: true, // a public relay serves pages of any origin
-		CompressionMode:    websocket.CompressionDisabled,
-	})
+	ws, err := wsconn.Accept(w, req, r.wsOptions())
 	if err != nil {
 		r.log.Debug("websocket upgrade failed", "ip", ip, "err", err)
 		return
 	}
-	if cw.conn == nil {
-		ws.CloseNow()
-		return
-	}
-	ws.SetReadLimit(r.limits.MaxMessageBytes)
 	challenge := make([]byte, 16)
 	rand.Read(challenge)
 	ctx, cancel := context.WithCancel(r.ctx)
 	c := &conn{
 		r:         r,
 		ws:        ws,
-		cork:      cw.conn,
 		req:       req,
 		ip:        ip,
 		url:       "ws://" + req.Host + req.URL.Path,
-		out:       newOutbox(r.limits.OutboundQueueBytes),
 		ctx:       ctx,
 		cancel:    cancel,
 		challenge: hex.EncodeToString(challenge),
@@ -103,19 +116,20 @@ func (r *Relay) serveWebsocket(w http.ResponseWriter, req *http.Request) {
 		c.url = "wss://" + req.Host + req.URL.Path
 	}
 	if !r.conns.add(c) {
+		cancel()
 		ws.Close(websocket.StatusGoingAway, "relay shutting down")
+		ws.Run()
 		return
 	}
 	r.metrics.connections.Inc()
 	defer func() {
-		c.close(nil)
 		r.conns.remove(c)
 		r.metrics.connections.Dec()
 	}()
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	defer cancel()
+	defer c.close()
 	wg.Go(c.writeLoop)
 	wg.Go(c.pingLoop)
 	if r.opts.Auth {
@@ -153,13 +167,17 @@ func (c *conn) readLoop() {
 	defer func() {
 		close(queue)
 		<-done
+		// Wait for the verifiers too, of messages never queued among them.
+		for range verifyAhead {
+			sem <- struct{}{}
+		}
 	}()
 	for {
-		_, data, err := c.ws.Read(c.ctx)
+		_, data, err := c.ws.ReadMessage(c.ctx)
 		if err != nil {
-			if websocket.CloseStatus(err) == websocket.StatusMessageTooBig || strings.Contains(err.Error(), "read limited") {
+			if errors.Is(err, wsconn.ErrMessageTooBig) {
 				c.r.metrics.rejected.WithLabelValues("too-big").Inc()
-				c.r.log.Info("closing a connection that sent an oversized message", "ip", c.ip, "limit", c.r.limits.MaxMessageBytes)
+				c.r.log.Info("closed a connection that sent an oversized message", "ip", c.ip, "limit", c.r.limits.MaxMessageBytes)
 			}
 			return
 		}
@@ -188,28 +206,13 @@ func (c *conn) readLoop() {
 	}
 }
 
+// writeLoop runs the connection's writer. When it is done, the connection
+// is: the rest of it is torn down.
 func (c *conn) writeLoop() {
-	for {
-		frames, err := c.out.take(c.ctx)
-		if err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(c.ctx, writeTimeout)
-		c.cork.cork()
-		for _, f := range frames {
-			if err = c.ws.Write(ctx, websocket.MessageText, f); err != nil {
-				break
-			}
-		}
-		if uerr := c.cork.uncork(writeTimeout); err == nil {
-			err = uerr
-		}
-		cancel()
-		if err != nil {
-			c.close(err)
-			return
-		}
+	if err := c.ws.Run(); errors.Is(err, wsconn.ErrWriteTimeout) {
+		c.dropSlow(err)
 	}
+	c.close()
 }
 
 func (c *conn) pingLoop() {
@@ -224,41 +227,39 @@ func (c *conn) pingLoop() {
 			err := c.ws.Ping(ctx)
 			cancel()
 			if err != nil {
-				c.close(fmt.Errorf("no pong: %w", err))
+				c.r.log.Debug("no pong; closing the connection", "ip", c.ip, "err", err)
+				c.close()
 				return
 			}
 		}
 	}
 }
 
-// close ends the connection: its listeners go, its outbox fails, its socket
-// closes. why is nil for an orderly end. It is idempotent.
-func (c *conn) close(why error) {
+// close ends the connection: its listeners go, its socket closes, and its
+// context is canceled, which ends the reader and the pinger. Any goroutine
+// may call it, any number of times; it does not block.
+func (c *conn) close() {
+	c.unsubscribeAll()
+	c.ws.CloseNow()
+	c.cancel()
+}
+
+// unsubscribeAll removes every listener of the connection.
+func (c *conn) unsubscribeAll() {
 	c.mu.Lock()
 	subs := c.subs
 	c.subs = map[string][]*listener{}
 	c.mu.Unlock()
+	if len(subs) == 0 {
+		return
+	}
 	for _, ls := range subs {
 		for _, l := range ls {
 			c.r.dispatch.remove(l)
 		}
 	}
 	c.r.metrics.listeners.Set(float64(c.r.dispatch.size()))
-	switch {
-	case errors.Is(why, errSlowConsumer):
-		c.out.close(why)
-		c.ws.Close(websocket.StatusPolicyViolation, "slow consumer")
-	case why != nil:
-		c.out.close(why)
-		c.ws.CloseNow()
-	default:
-		c.out.close(errConnClosed)
-		c.ws.CloseNow()
-	}
-	c.cancel()
 }
-
-var errConnClosed = errors.New("connection closed")
 
 // envelope is what nostr's envelope types have in common.
 type envelope interface{ MarshalJSON() ([]byte, error) }
@@ -270,26 +271,30 @@ func (c *conn) send(env envelope) {
 		c.r.log.Error("encode envelope", "err", err)
 		return
 	}
-	if err := c.out.push(frame, true, c.r.limits.SlowConsumerTimeout); err != nil && errors.Is(err, errSlowConsumer) {
-		c.dropSlow()
+	if err := c.ws.PushWait(frame); errors.Is(err, wsconn.ErrSlowConsumer) {
+		c.dropSlow(err)
 	}
 }
 
-// deliver queues a broadcast without waiting; a full outbox drops the
-// connection instead of delaying the publisher.
+// deliver queues a broadcast without waiting and reports whether it was
+// queued; a full queue drops the connection instead of delaying the
+// publisher.
 func (c *conn) deliver(frame []byte) bool {
-	err := c.out.push(frame, false, 0)
-	if errors.Is(err, errSlowConsumer) {
-		c.dropSlow()
-		return false
+	err := c.ws.Push(frame)
+	if errors.Is(err, wsconn.ErrSlowConsumer) {
+		c.dropSlow(err)
 	}
 	return err == nil
 }
 
-func (c *conn) dropSlow() {
+// dropSlow accounts for a connection the websocket layer dropped as a slow
+// consumer; it learns that once, from the push that overflowed or from its
+// writer. The listeners go at once: the connection itself may take a
+// moment longer, while it tries to send its close frame.
+func (c *conn) dropSlow(why error) {
 	c.r.metrics.slowConsumers.Inc()
-	c.r.log.Warn("dropped slow consumer", "ip", c.ip)
-	go c.close(errSlowConsumer) // not under the caller's locks
+	c.r.log.Warn("dropped slow consumer", "ip", c.ip, "why", why)
+	c.unsubscribeAll()
 }
 
 func (c *conn) notice(msg string) { c.send(nostr.NoticeEnvelope(msg)) }

@@ -10,10 +10,11 @@
 // What cvm adds to khatru, which remains the event engine (policy hooks,
 // storage and replacement semantics, NIP-11, NIP-40 sweeps):
 //
-//   - Its own websocket layer (conn.go, dispatch.go, outbox.go): a locked
-//     subscription index (khatru's races under concurrent subscribe and
-//     broadcast), a bounded outbox per connection (khatru's synchronous
-//     fan-out lets one stalled reader block every publisher), and live
+//   - Its own websocket layer (conn.go, dispatch.go, and internal/wsconn,
+//     shared with the MCPx gateway): a locked subscription index (khatru's
+//     races under concurrent subscribe and broadcast), a bounded queue and
+//     a batching writer per connection (khatru's synchronous fan-out lets
+//     one stalled reader block every publisher), and live
 //     listeners registered before the stored query (khatru's order loses
 //     events published in between). See docs/architecture.md.
 //   - Limits (limits.go): message size, subscriptions and filters per

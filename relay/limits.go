@@ -37,8 +37,10 @@ type Limits struct {
 	ConnectionBurst      int
 
 	// OutboundQueueBytes is how much may wait to be sent to one connection
-	// before publishers must wait for it (default 4 MiB); a connection that
-	// does not make room within SlowConsumerTimeout (default 2 s) is dropped.
+	// (default 4 MiB). A broadcast that does not fit drops the connection
+	// as a slow consumer at once: publishers never wait for a subscriber.
+	// The connection's own answers (stored events for its REQ) wait for
+	// room instead, up to SlowConsumerTimeout (default 2 s), then drop it.
 	OutboundQueueBytes  int
 	SlowConsumerTimeout time.Duration
 

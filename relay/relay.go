@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
@@ -248,12 +247,10 @@ func (t *connTracker) closeAll() {
 	}
 	t.mu.Unlock()
 	for _, c := range conns {
-		c.close(errRelayClosing)
+		c.close()
 	}
 	t.wg.Wait()
 }
-
-var errRelayClosing = errors.New("relay shutting down")
 
 // lockedStore serializes access to a store that is not safe for concurrent
 // queries and writes (slicestore reads its slice without a lock). Queries

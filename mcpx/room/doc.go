@@ -15,7 +15,7 @@
 //   - ws.go, session.go: one session per connection. Its read loop decodes
 //     and validates every frame (mcpx.DecodeEnvelope) and answers anything
 //     it refuses with an error envelope (envelopes.go); its writer drains a
-//     bounded queue in batches; its pinger drops peers that stop answering
+//     bounded queue in batches (internal/wsconn, shared with the relay); its pinger drops peers that stop answering
 //     and publishes presence heartbeats for those that do.
 //   - topic.go: a topic orders its envelopes (sequence numbers, history,
 //     publish), keeps the roster, replaces a participant's older

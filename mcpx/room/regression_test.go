@@ -6,6 +6,7 @@ package room
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -33,7 +34,8 @@ func TestReferenceBug_DuplicateIDReplacesOldConnectionWithoutGhost(t *testing.T)
 	}
 	// The old socket is closed with the reference's status and reason.
 	_, err := old.tryRead(5 * time.Second)
-	if websocket.CloseStatus(err) != websocket.StatusNormalClosure || !strings.Contains(err.Error(), "Duplicate connection - disconnecting old session") {
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.StatusNormalClosure || ce.Reason != "Duplicate connection - disconnecting old session" {
 		t.Fatalf("old connection: %v", err)
 	}
 	// Others see the old session leave, then the new one join: a roster

@@ -4,26 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"os"
-	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/internal/wsconn"
 	"github.com/cvmgo/cvm/mcpx"
 	"golang.org/x/time/rate"
 )
 
 // Close statuses the gateway sends.
 const (
-	closeNormal       = websocket.StatusNormalClosure
-	closeGoingAway    = websocket.StatusGoingAway
-	closeTryAgainLate = websocket.StatusTryAgainLater
+	closeNormal    = websocket.StatusNormalClosure
+	closeGoingAway = websocket.StatusGoingAway
 )
 
 // hardFrameLimitFactor times MaxFrameBytes is where the gateway stops
@@ -37,32 +33,44 @@ const hardFrameLimitFactor = 16
 // session is one participant's WebSocket connection. The goroutine serving
 // the HTTP request owns it and runs its read loop; it starts one writer and
 // one pinger goroutine and waits for both before returning.
+//
+// The connection (wsconn) carries the gateway's policy: a push that
+// overflows the send queue (frames or bytes) drops the connection at once,
+// and so does a write past WriteTimeout, both with an abortive close.
 type session struct {
 	g       *Gateway
 	t       *topic
 	p       mcpx.Participant
-	conn    *websocket.Conn
-	raw     *frameConn
-	q       *outQueue
+	ws      *wsconn.Conn
 	limiter *rate.Limiter // nil: unlimited; set by join
 	log     *slog.Logger
 
-	closeOnce   sync.Once
-	done        chan struct{}    // closed when the session starts to close
-	why         mcpx.LeaveReason // set before done is closed
-	closeCode   websocket.StatusCode
-	closeReason string
-	killed      atomic.Bool // the socket was closed without a close handshake
+	closeOnce sync.Once
+	done      chan struct{}    // closed when the session starts to close
+	why       mcpx.LeaveReason // set before done is closed
 }
 
-func newSession(g *Gateway, t *topic, p mcpx.Participant, conn *websocket.Conn, raw *frameConn) *session {
+// wsOptions is the gateway's policy for its connections (see session).
+func (g *Gateway) wsOptions() wsconn.Options {
+	return wsconn.Options{
+		Accept: websocket.AcceptOptions{
+			Subprotocols:       []string{mcpx.Subprotocol},
+			InsecureSkipVerify: true, // originAllowed ran before, with a JSON refusal
+		},
+		MaxQueueFrames: g.opts.SendQueueFrames,
+		MaxQueueBytes:  g.opts.SendQueueBytes,
+		WriteTimeout:   g.opts.WriteTimeout,
+		ReadLimit:      g.opts.MaxFrameBytes,
+		CloseLimit:     g.opts.MaxFrameBytes * hardFrameLimitFactor,
+	}
+}
+
+func newSession(g *Gateway, t *topic, p mcpx.Participant, ws *wsconn.Conn) *session {
 	return &session{
 		g:    g,
 		t:    t,
 		p:    p,
-		conn: conn,
-		raw:  raw,
-		q:    newOutQueue(g.opts.SendQueueFrames, g.opts.SendQueueBytes),
+		ws:   ws,
 		log:  g.log.With("topic", t.name, "participant", p.ID),
 		done: make(chan struct{}),
 	}
@@ -71,16 +79,10 @@ func newSession(g *Gateway, t *topic, p mcpx.Participant, conn *websocket.Conn, 
 // run serves the connection until it ends.
 func (s *session) run() {
 	ctx := context.Background()
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		s.writeLoop()
-	}()
-	pingerDone := make(chan struct{})
-	go func() {
-		defer close(pingerDone)
-		s.pingLoop(ctx)
-	}()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(s.writeLoop)
+	wg.Go(func() { s.pingLoop(ctx) })
 	if err := s.t.join(ctx, s); err != nil {
 		s.log.Error("join failed", "err", err)
 		s.close(websocket.StatusInternalError, "Internal server error", mcpx.LeaveClosed)
@@ -88,13 +90,14 @@ func (s *session) run() {
 		s.log.Info("participant joined", "name", s.p.Name, "kind", s.p.Kind)
 		s.readLoop(ctx)
 	}
-	s.close(closeNormal, "", mcpx.LeaveClosed)
+	why := mcpx.LeaveClosed
+	if errors.Is(s.ws.Err(), wsconn.ErrSlowConsumer) {
+		why = mcpx.LeaveSlowConsumer // the connection dropped itself; the read ended with it
+	}
+	s.close(closeNormal, "", why)
 	s.t.leave(ctx, s, s.why)
 	s.g.metrics.dropped.WithLabelValues(string(s.why)).Inc()
 	s.log.Info("participant left", "reason", s.why)
-	<-writerDone
-	<-pingerDone
-	s.conn.CloseNow()
 }
 
 // close starts an orderly close: the writer flushes what is queued, sends a
@@ -102,32 +105,26 @@ func (s *session) run() {
 // call counts.
 func (s *session) close(code websocket.StatusCode, reason string, why mcpx.LeaveReason) {
 	s.closeOnce.Do(func() {
-		s.why, s.closeCode, s.closeReason = why, code, reason
-		s.q.close()
+		s.why = why
+		s.ws.Close(code, reason)
 		close(s.done)
 	})
 }
 
-// kill drops the connection at once, without a close handshake: for peers
+// kill drops the connection at once, with an abortive close: for peers
 // that are not reading or not answering. It never blocks, so fan-out can
 // call it.
 func (s *session) kill(why mcpx.LeaveReason) {
-	// killed first: a writer woken by the close must not start a close
-	// handshake on a socket about to be reset.
-	s.killed.Store(true)
-	s.close(closeTryAgainLate, string(why), why)
-	// An abortive close (RST): otherwise the kernel keeps trickling the
-	// megabytes in the socket's send buffer to a peer that reads slowly,
-	// long after the gateway gave up on it.
-	if tc, ok := s.raw.Conn.(*net.TCPConn); ok {
-		tc.SetLinger(0)
-	}
-	s.raw.Conn.Close() // unblocks the reader, the writer and a ping
+	s.closeOnce.Do(func() {
+		s.why = why
+		close(s.done)
+	})
+	s.ws.Abort() // also unblocks the reader, the writer and a ping
 }
 
 // send queues a frame; a full queue drops the connection.
 func (s *session) send(f []byte) {
-	if !s.q.push(f) {
+	if err := s.ws.Push(f); errors.Is(err, wsconn.ErrSlowConsumer) {
 		s.log.Warn("slow consumer dropped: send queue full", "queued_frames_max", s.g.opts.SendQueueFrames, "queued_bytes_max", s.g.opts.SendQueueBytes)
 		s.kill(mcpx.LeaveSlowConsumer)
 	}
@@ -143,16 +140,9 @@ func (s *session) reject(code mcpx.Code, correlation, message string, retryAfter
 
 func (s *session) readLoop(ctx context.Context) {
 	limit := s.g.opts.MaxFrameBytes
-	s.conn.SetReadLimit(limit * hardFrameLimitFactor)
-	var buf []byte
 	for {
-		typ, r, err := s.conn.Reader(ctx)
-		if err != nil {
-			s.readEnded(err)
-			return
-		}
-		buf, err = readFrame(r, buf[:0], limit)
-		if errors.Is(err, errFrameTooLarge) {
+		typ, data, err := s.ws.ReadMessage(ctx)
+		if errors.Is(err, wsconn.ErrMessageDiscarded) {
 			s.reject(mcpx.CodeTooLarge, "", fmt.Sprintf("frame is larger than the %d bytes allowed; it was discarded", limit), 0)
 			continue
 		}
@@ -164,49 +154,19 @@ func (s *session) readLoop(ctx context.Context) {
 			s.reject(mcpx.CodeInvalidEnvelope, "", "binary frames are not envelopes; send each envelope as a JSON text frame", 0)
 			continue
 		}
-		s.handle(ctx, buf)
-		if cap(buf) > 64<<10 {
-			buf = nil // one large envelope should not pin its buffer
-		}
-	}
-}
-
-var errFrameTooLarge = errors.New("frame too large")
-
-// readFrame reads one message into buf. A message over limit is read to
-// its end and discarded, and errFrameTooLarge returned.
-func readFrame(r io.Reader, buf []byte, limit int64) ([]byte, error) {
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if int64(len(buf)) > limit {
-			if _, err := io.Copy(io.Discard, r); err != nil {
-				return buf[:0], err
-			}
-			return buf[:0], errFrameTooLarge
-		}
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
+		s.handle(ctx, data)
 	}
 }
 
 func (s *session) readEnded(err error) {
 	switch {
+	case errors.Is(err, wsconn.ErrMessageTooBig):
+		s.log.Warn("frame over the hard limit; connection closed", "limit", s.g.opts.MaxFrameBytes*hardFrameLimitFactor)
 	case websocket.CloseStatus(err) != -1:
 		s.log.Debug("client closed", "status", websocket.CloseStatus(err))
-	case s.killed.Load(), errors.Is(err, net.ErrClosed):
+	case errors.Is(err, net.ErrClosed), s.ws.Err() != nil:
 	default:
 		s.log.Debug("read ended", "err", err)
-		if strings.Contains(err.Error(), "read limited at") {
-			s.log.Warn("frame over the hard limit; connection closed", "limit", s.g.opts.MaxFrameBytes*hardFrameLimitFactor)
-		}
 	}
 }
 
@@ -271,50 +231,12 @@ func allow(l *rate.Limiter, now time.Time) (bool, time.Duration) {
 	return false, wait
 }
 
+// writeLoop runs the connection's writer until the connection ends.
 func (s *session) writeLoop() {
-	var batch [][]byte
-	for {
-		select {
-		case <-s.q.wake:
-		case <-s.done:
-			if s.killed.Load() {
-				return
-			}
-			// Orderly close: flush what was queued, then the close frame.
-			if err := s.flush(s.q.take(batch)); err != nil {
-				return
-			}
-			s.conn.Close(s.closeCode, s.closeReason)
-			return
-		}
-		// Let the goroutine fanning out (and other writers) run first, so
-		// that more frames are queued by the time this one takes them:
-		// one write(2) per batch is most of a delivery's cost, and at low
-		// load this waits for nothing.
-		runtime.Gosched()
-		batch = s.q.take(batch)
-		if err := s.flush(batch); err != nil {
-			if s.killed.Load() {
-				return
-			}
-			why := mcpx.LeaveClosed
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				why = mcpx.LeaveSlowConsumer
-				s.log.Warn("slow consumer dropped: write timed out", "timeout", s.g.opts.WriteTimeout)
-			}
-			s.kill(why)
-			return
-		}
-		clear(batch)
+	if err := s.ws.Run(); errors.Is(err, wsconn.ErrWriteTimeout) {
+		s.log.Warn("slow consumer dropped: write timed out", "timeout", s.g.opts.WriteTimeout)
+		s.kill(mcpx.LeaveSlowConsumer)
 	}
-}
-
-// flush writes frames in one batch.
-func (s *session) flush(frames [][]byte) error {
-	if len(frames) == 0 {
-		return nil
-	}
-	return s.raw.WriteFrames(frames)
 }
 
 // pingLoop checks liveness: a peer that does not answer a ping within
@@ -333,7 +255,7 @@ func (s *session) pingLoop(ctx context.Context) {
 		case <-tick.C:
 		}
 		pctx, cancel := context.WithTimeout(ctx, s.g.opts.PongTimeout)
-		err := s.conn.Ping(pctx)
+		err := s.ws.Ping(pctx)
 		cancel()
 		select {
 		case <-s.done:
@@ -341,6 +263,9 @@ func (s *session) pingLoop(ctx context.Context) {
 		default:
 		}
 		if err != nil {
+			if s.ws.Err() != nil {
+				return // the connection ended on its own account; run says why
+			}
 			s.log.Info("no pong in time; dropping the connection", "timeout", s.g.opts.PongTimeout, "err", err)
 			s.kill(mcpx.LeaveTimeout)
 			return

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/internal/wsconn"
 	"github.com/cvmgo/cvm/mcpx"
 )
 
@@ -52,12 +52,7 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("Topic %s is full (%d participants)", name, g.opts.MaxParticipants)})
 		return
 	}
-	cw := &hijackWriter{ResponseWriter: w, writeTimeout: g.opts.WriteTimeout}
-	conn, err := websocket.Accept(cw, r, &websocket.AcceptOptions{
-		Subprotocols:       []string{mcpx.Subprotocol},
-		InsecureSkipVerify: true, // originAllowed ran above, with a JSON refusal
-		CompressionMode:    websocket.CompressionDisabled,
-	})
+	conn, err := wsconn.Accept(w, r, g.wsOptions())
 	if err != nil {
 		t.release(claims.Subject)
 		g.log.Info("websocket upgrade failed", "err", err, "remote", r.RemoteAddr)
@@ -66,10 +61,11 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	if conn.Subprotocol() == "" {
 		g.log.Debug("client did not offer the mcp-x.v0 subprotocol", "participant", claims.Subject)
 	}
-	s := newSession(g, t, claims.Participant(), conn, cw.conn)
+	s := newSession(g, t, claims.Participant(), conn)
 	if !g.track(s) {
 		t.release(claims.Subject)
 		conn.Close(closeGoingAway, "gateway shutting down")
+		conn.Run()
 		return
 	}
 	defer g.handlers.Done()

@@ -1,7 +1,6 @@
 package room
 
 import (
-	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,38 +9,10 @@ import (
 	"github.com/cvmgo/cvm/mcpx"
 )
 
-func TestOutQueue_BoundsByFramesAndBytes(t *testing.T) {
-	q := newOutQueue(3, 100)
-	if !q.push(make([]byte, 500)) {
-		t.Fatal("a single frame larger than the byte bound must fit an empty queue")
-	}
-	if q.push(make([]byte, 1)) {
-		t.Fatal("pushed past the byte bound")
-	}
-	if got := q.take(nil); len(got) != 1 {
-		t.Fatalf("took %d frames", len(got))
-	}
-	for i := 0; i < 3; i++ {
-		if !q.push([]byte("x")) {
-			t.Fatalf("push %d refused", i)
-		}
-	}
-	if q.push([]byte("x")) {
-		t.Fatal("pushed past the frame bound")
-	}
-	q.take(nil)
-	q.close()
-	if !q.push(make([]byte, 1000)) {
-		t.Fatal("a closed queue must swallow pushes, not report a slow consumer")
-	}
-	if got := q.take(nil); len(got) != 0 {
-		t.Fatalf("a closed queue kept %d frames", len(got))
-	}
-}
-
-// The gateway frames data messages itself (frameConn.WriteFrames). Frames
-// on each side of the length encodings' boundaries must reach a standard
-// client intact.
+// The gateway frames data messages itself (internal/wsconn). Frames on
+// each side of the length encodings' boundaries must reach a standard
+// client intact. (wsconn's tests cover the framing; this is the gateway's
+// path, envelope encoding included.)
 func TestGateway_FramesOfEverySizeReachClientsIntact(t *testing.T) {
 	g := startGateway(t, Options{MaxFrameBytes: 1 << 20})
 	a, _ := g.join("room:x", "alice")
@@ -80,33 +51,6 @@ func envelopeOfSize(t *testing.T, size int) (string, string) {
 	}
 	t.Fatalf("no pad makes a %d-byte frame", size)
 	return "", ""
-}
-
-func TestAppendTextFrame_LengthEncodings(t *testing.T) {
-	for _, n := range []int{0, 1, 125, 126, 127, 65535, 65536, 70000} {
-		p := []byte(strings.Repeat("y", n))
-		f := appendTextFrame([]byte("prefix"), p)[len("prefix"):]
-		if f[0] != 0x81 {
-			t.Fatalf("%d: first byte %#x, want FIN+text", n, f[0])
-		}
-		var length, header int
-		switch l := int(f[1]); {
-		case l&0x80 != 0:
-			t.Fatalf("%d: server frames must not be masked", n)
-		case l < 126:
-			length, header = l, 2
-		case l == 126:
-			length, header = int(f[2])<<8|int(f[3]), 4
-		default:
-			length, header = int(binary.BigEndian.Uint64(f[2:10])), 10
-		}
-		if length != n || len(f) != header+n || string(f[header:]) != string(p) {
-			t.Fatalf("%d: decoded length %d header %d total %d", n, length, header, len(f))
-		}
-		if n < 126 && header != 2 {
-			t.Fatalf("%d: %d-byte header; lengths under 126 take the short form", n, header)
-		}
-	}
 }
 
 func TestGateway_PingsInterleaveWithBatchedFrames(t *testing.T) {
