@@ -12,11 +12,16 @@ RACE = -race -gcflags=fiatjaf.com/nostr=-d=checkptr=0
 test: check interop-deps
 	$(GO) test $(RACE) -timeout 25m ./...
 
-# Static checks: formatting, vet, and a tidy module.
+# staticcheck, pinned: go run fetches and builds exactly this version (the
+# module proxy serves it as v0.6.1, not by its release name 2025.1.1).
+STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.6.1
+
+# Static checks: formatting, vet, a tidy module, and staticcheck.
 check:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "run gofmt -w"; exit 1; }
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
+	$(GO) run $(STATICCHECK) ./...
 
 # Node packages the interop tests run (pinned by interop/package-lock.json).
 interop-deps: interop/node_modules/.package-lock.json interop/thirdparty-relay/node_modules/.package-lock.json
