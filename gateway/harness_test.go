@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,6 +43,48 @@ type bench struct {
 	relay string
 	srv   *contextvm.Server
 	gw    *gateway.Gateway
+	logs  *logBuffer // what the gateway logs
+}
+
+// logBuffer keeps log output and wakes whoever waits for a line: what the
+// gateway says it did is the tests' handshake with it.
+type logBuffer struct {
+	mu   sync.Mutex
+	buf  strings.Builder
+	grew chan struct{} // closed, and replaced, by every write
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.grew != nil {
+		close(l.grew)
+		l.grew = nil
+	}
+	return l.buf.Write(p)
+}
+
+// waitFor returns once the log contains s.
+func (l *logBuffer) waitFor(t *testing.T, s string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		l.mu.Lock()
+		if strings.Contains(l.buf.String(), s) {
+			l.mu.Unlock()
+			return
+		}
+		if l.grew == nil {
+			l.grew = make(chan struct{})
+		}
+		grew := l.grew
+		l.mu.Unlock()
+		select {
+		case <-grew:
+		case <-timeout:
+			t.Fatalf("the gateway never logged %q", s)
+		}
+	}
 }
 
 func newBench(t *testing.T, opts gateway.Options) *bench {
@@ -61,6 +105,10 @@ func newBenchServer(t *testing.T, opts gateway.Options, sopts contextvm.ServerOp
 	if opts.RestartMin == 0 {
 		opts.RestartMin = 20 * time.Millisecond
 	}
+	logs := &logBuffer{}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	sopts.Signer = contextvm.NewKeySigner(nostr.Generate())
 	sopts.Relays = []string{r.URL}
 	opts.Server = sopts
@@ -77,7 +125,7 @@ func newBenchServer(t *testing.T, opts gateway.Options, sopts contextvm.ServerOp
 		gw.Close()
 		<-served
 	})
-	return &bench{t: t, relay: r.URL, srv: gw.Server(), gw: gw}
+	return &bench{t: t, relay: r.URL, srv: gw.Server(), gw: gw, logs: logs}
 }
 
 // connect opens a client session (a fresh client key) through the gateway.
