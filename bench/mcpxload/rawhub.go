@@ -41,6 +41,9 @@ func serveRawHub() {
 		mu.Lock()
 		conns[out] = struct{}{}
 		mu.Unlock()
+		// Registered: only now may the client count on every broadcast
+		// (the gateway's welcome plays the same part).
+		out <- []byte(`{"hello":true}`)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -103,6 +106,12 @@ func newRawRoom(url string, n int) (*swarm, error) {
 			return nil, fmt.Errorf("raw client %d: %w", i, err)
 		}
 		conn.SetReadLimit(1 << 20)
+		ctx, cancel = withTimeout(10 * time.Second)
+		_, _, err = conn.Read(ctx) // the hub's hello: registered
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("raw client %d: no hello: %w", i, err)
+		}
 		s.conns, s.ids = append(s.conns, conn), append(s.ids, fmt.Sprintf("p%03d", i))
 	}
 	s.start()
