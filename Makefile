@@ -57,6 +57,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParamsToken -fuzztime 30s ./internal/mcpmsg
 	$(GO) test -run '^$$' -fuzz FuzzSetMember -fuzztime 30s ./internal/mcpmsg
 	$(GO) test -run '^$$' -fuzz FuzzParseChatLine -fuzztime 30s ./cmd/cvm
+	$(GO) test -run '^$$' -fuzz FuzzReadLimited -fuzztime 30s ./internal/wsconn
+	$(GO) test -run '^$$' -fuzz FuzzReadMessage -fuzztime 30s ./internal/wsconn
+	$(GO) test -run '^$$' -fuzz FuzzStreamFrames -fuzztime 30s ./contextvm
+	$(GO) test -run '^$$' -fuzz FuzzTransferFrames -fuzztime 30s ./contextvm
+	$(GO) test -run '^$$' -fuzz FuzzCatalogAdd -fuzztime 30s ./discovery
 
 # The MCPx gateway benchmark: the load generator (bench/mcpxload) runs in its
 # own process against "cvm room serve" and a minimal baseline hub, and
