@@ -1,11 +1,9 @@
 package contextvm_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +12,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -86,34 +85,7 @@ func (p *rawPeer) initialize(server nostr.PubKey) {
 }
 
 // logBuffer collects a component's logs for assertions.
-type logBuffer struct {
-	lines notifier // of each line written
-	mu    sync.Mutex
-	buf   bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	defer l.lines.notify()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// await waits for a log line containing text.
-func (l *logBuffer) await(t testing.TB, text string) {
-	t.Helper()
-	await(t, "a log line with "+text, &l.lines, func() bool { return strings.Contains(l.String(), text) })
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
+type logBuffer = waitbuf.Buffer
 
 func counterServer(calls *atomic.Int64) *mcp.Server {
 	s := testServer()
@@ -162,7 +134,7 @@ func TestReplayedEventExecutesOnce(t *testing.T) {
 func TestStaleEventsAreDroppedWithALogLine(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	var logs logBuffer
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Freshness: time.Minute, Logger: logs.logger()}, testServer())
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Freshness: time.Minute, Logger: logs.Logger()}, testServer())
 	peer := newRawPeer(t, r.URL)
 	old := nostr.Event{Kind: contextvm.KindMessage, CreatedAt: nostr.Now() - 5, Content: `{"jsonrpc":"2.0","id":1,"method":"ping"}`,
 		Tags: nostr.Tags{{"p", srv.PublicKey().Hex()}}}
@@ -171,7 +143,7 @@ func TestStaleEventsAreDroppedWithALogLine(t *testing.T) {
 	old.Sign(peer.sk)
 	wrap, _ := contextvm.Wrap(old, srv.PublicKey(), contextvm.KindEphemeralGiftWrap)
 	peer.publish(wrap)
-	logs.await(t, "freshness window")
+	logs.Await(t, 10*time.Second, "freshness window")
 	if _, ok := peer.next(500 * time.Millisecond); ok {
 		t.Fatal("a stale request was answered")
 	}
@@ -180,14 +152,14 @@ func TestStaleEventsAreDroppedWithALogLine(t *testing.T) {
 func TestBadInputGetsAnErrorOrALogLine(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	var logs logBuffer
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Logger: logs.logger()}, testServer())
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Logger: logs.Logger()}, testServer())
 	peer := newRawPeer(t, r.URL)
 	peer.initialize(srv.PublicKey())
 	me := srv.PublicKey()
 
 	t.Run("malformed JSON is logged", func(t *testing.T) {
 		peer.publish(peer.message(me, `{"jsonrpc":"2.0","id":1,"method":`))
-		logs.await(t, "not JSON-RPC")
+		logs.Await(t, 10*time.Second, "not JSON-RPC")
 	})
 	t.Run("unknown method gets method not found", func(t *testing.T) {
 		peer.publish(peer.message(me, `{"jsonrpc":"2.0","id":7,"method":"no/such/method"}`))
@@ -206,13 +178,13 @@ func TestBadInputGetsAnErrorOrALogLine(t *testing.T) {
 		bogus := nostr.Event{Kind: contextvm.KindEphemeralGiftWrap, CreatedAt: nostr.Now(), Tags: nostr.Tags{{"p", me.Hex()}}, Content: "AgAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
 		bogus.Sign(nostr.Generate())
 		peer.publish(bogus)
-		logs.await(t, "does not decrypt")
+		logs.Await(t, 10*time.Second, "does not decrypt")
 	})
 	t.Run("a wrap hiding a message for someone else is logged", func(t *testing.T) {
 		inner := peer.message(nostr.Generate().Public(), `{"jsonrpc":"2.0","id":8,"method":"ping"}`)
 		w, _ := contextvm.Wrap(inner, me, contextvm.KindEphemeralGiftWrap)
 		peer.publish(w)
-		logs.await(t, "names another recipient")
+		logs.Await(t, 10*time.Second, "names another recipient")
 	})
 }
 

@@ -94,7 +94,7 @@ func rawTransfer(t *testing.T, peer *rawPeer, server nostr.PubKey, msg string, m
 func TestCorruptTransfersAreAborted(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	var logs logBuffer
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Logger: logs.logger()}, testServer())
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Logger: logs.Logger()}, testServer())
 	request := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("z", 5000) + `"},"_meta":{"progressToken":"raw"}}}`
 	for name, mangle := range map[string]func(int, map[string]any) bool{
 		"digest mismatch": func(i int, f map[string]any) bool {
@@ -124,7 +124,7 @@ func TestCorruptTransfersAreAborted(t *testing.T) {
 			if !strings.Contains(abort, "raw") {
 				t.Errorf("abort frame %s is not on the transfer's token", abort)
 			}
-			logs.await(t, "aborting a client's transfer")
+			logs.Await(t, 10*time.Second, "aborting a client's transfer")
 		})
 	}
 }

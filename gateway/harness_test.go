@@ -4,18 +4,17 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"log/slog"
 	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/gateway"
+	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -46,46 +45,9 @@ type bench struct {
 	logs  *logBuffer // what the gateway logs
 }
 
-// logBuffer keeps log output and wakes whoever waits for a line: what the
-// gateway says it did is the tests' handshake with it.
-type logBuffer struct {
-	mu   sync.Mutex
-	buf  strings.Builder
-	grew chan struct{} // closed, and replaced, by every write
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.grew != nil {
-		close(l.grew)
-		l.grew = nil
-	}
-	return l.buf.Write(p)
-}
-
-// waitFor returns once the log contains s.
-func (l *logBuffer) waitFor(t *testing.T, s string) {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		l.mu.Lock()
-		if strings.Contains(l.buf.String(), s) {
-			l.mu.Unlock()
-			return
-		}
-		if l.grew == nil {
-			l.grew = make(chan struct{})
-		}
-		grew := l.grew
-		l.mu.Unlock()
-		select {
-		case <-grew:
-		case <-timeout:
-			t.Fatalf("the gateway never logged %q", s)
-		}
-	}
-}
+// logBuffer is what the gateway logs: what it says it did is the tests'
+// handshake with it.
+type logBuffer = waitbuf.Buffer
 
 func newBench(t *testing.T, opts gateway.Options) *bench {
 	t.Helper()
@@ -107,7 +69,7 @@ func newBenchServer(t *testing.T, opts gateway.Options, sopts contextvm.ServerOp
 	}
 	logs := &logBuffer{}
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		opts.Logger = logs.Logger()
 	}
 	sopts.Signer = contextvm.NewKeySigner(nostr.Generate())
 	sopts.Relays = []string{r.URL}

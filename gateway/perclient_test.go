@@ -167,7 +167,7 @@ func TestPerClient_IdleSessionsAreReaped(t *testing.T) {
 	b := newBench(t, gateway.Options{IdleTimeout: 300 * time.Millisecond})
 	cs := b.connect(nil)
 	pid := call(t, cs, "pid", nil)
-	b.logs.waitFor(t, "closed idle sessions")
+	b.logs.Await(t, 10*time.Second, "closed idle sessions")
 	if n := b.metric("cvm_gateway_sessions_reaped_total"); n < 1 {
 		t.Fatalf("reaped %v sessions", n)
 	}

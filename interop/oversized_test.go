@@ -133,5 +133,5 @@ func TestCorruptTransferToReference(t *testing.T) {
 	send("missing", 2, fmt.Sprintf(`{"type":"oversized-transfer","frameType":"chunk","data":%q}`, msg))
 	send("missing", 4, `{"type":"oversized-transfer","frameType":"end"}`)
 
-	stderr.waitFor(t, 10*time.Second, "digest mismatch", "Expected 2 chunks")
+	stderr.Await(t, 10*time.Second, "digest mismatch", "Expected 2 chunks")
 }

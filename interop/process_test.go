@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/nostrx"
 )
 
@@ -68,55 +68,7 @@ func startNode(t *testing.T, script string, env map[string]string, ready any) *l
 	return &stderr
 }
 
-type lockedBuffer struct {
-	mu   sync.Mutex
-	b    strings.Builder
-	grew chan struct{} // closed, and replaced, by every write
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.grew != nil {
-		close(l.grew)
-		l.grew = nil
-	}
-	return l.b.Write(p)
-}
-
-// waitFor returns once every one of want has been written: what a peer
-// prints is the tests' handshake with it.
-func (l *lockedBuffer) waitFor(t *testing.T, d time.Duration, want ...string) {
-	t.Helper()
-	timeout := time.After(d)
-	for {
-		l.mu.Lock()
-		all := true
-		for _, w := range want {
-			all = all && strings.Contains(l.b.String(), w)
-		}
-		if all {
-			l.mu.Unlock()
-			return
-		}
-		if l.grew == nil {
-			l.grew = make(chan struct{})
-		}
-		grew := l.grew
-		l.mu.Unlock()
-		select {
-		case <-grew:
-		case <-timeout:
-			t.Fatalf("never wrote %q; wrote:\n%s", want, l.String())
-		}
-	}
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = waitbuf.Buffer
 
 // startThirdPartyRelay runs the @nostr-relay/core relay; tagFilters "live"
 // makes it honour #p on live subscriptions, "off" leaves its default of

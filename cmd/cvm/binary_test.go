@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,13 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"fiatjaf.com/nostr"
 	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/internal/waitbuf"
 	"go.uber.org/goleak"
 )
 
@@ -254,48 +253,4 @@ func queryIDs(t *testing.T, url string, f nostr.Filter) []string {
 }
 
 // syncBuffer collects a child's stderr while tests read it.
-type syncBuffer struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	grew chan struct{} // closed, and replaced, by every write
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.grew != nil {
-		close(b.grew)
-		b.grew = nil
-	}
-	return b.buf.Write(p)
-}
-
-// waitFor returns once what was written contains s: a process saying what
-// it did is the tests' handshake with it.
-func (b *syncBuffer) waitFor(t testing.TB, s string) {
-	t.Helper()
-	timeout := time.After(20 * time.Second)
-	for {
-		b.mu.Lock()
-		if strings.Contains(b.buf.String(), s) {
-			b.mu.Unlock()
-			return
-		}
-		if b.grew == nil {
-			b.grew = make(chan struct{})
-		}
-		grew := b.grew
-		b.mu.Unlock()
-		select {
-		case <-grew:
-		case <-timeout:
-			t.Fatalf("never wrote %q; wrote:\n%s", s, b.String())
-		}
-	}
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = waitbuf.Buffer

@@ -43,7 +43,7 @@ func TestAnnounceDiscoverAndCallBySchema(t *testing.T) {
 			"--common-tool", "add", "--category", "math", "--", demoServerBinary)
 		var ready gatewayReady
 		p.readyLine(t, &ready)
-		p.stderr.waitFor(t, `msg=announced`) // the first announcements are on the relay
+		p.stderr.Await(t, 20*time.Second, `msg=announced`) // the first announcements are on the relay
 		return p, ready, key
 	}
 	cheap, cheapReady, _ := gateway("2")

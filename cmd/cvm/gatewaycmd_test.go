@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
@@ -54,7 +55,7 @@ func TestGatewayCommand_ServesAndShutsDownCleanly(t *testing.T) {
 			// A call in flight at SIGTERM is answered with an error.
 			// Its first progress line says the call runs in the upstream.
 			inflight := startCVM(t, c, "call", ready.Npub, "count", "n=100", "delay_ms=100", "--relay", r.URL)
-			inflight.stderr.waitFor(t, "progress 1/100")
+			inflight.stderr.Await(t, 20*time.Second, "progress 1/100")
 			if code := p.stop(t, syscall.SIGTERM); code != 0 {
 				t.Fatalf("exit code %d after SIGTERM; stderr: %s", code, p.stderr)
 			}
