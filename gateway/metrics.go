@@ -5,15 +5,14 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/promreg"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // metrics are per gateway, in a registry of their own, so that two gateways
 // in one process never share counters.
 type metrics struct {
-	reg              *prometheus.Registry
+	reg              *promreg.Registry
 	mode             SessionMode
 	sessions         prometheus.Gauge
 	upstreamSessions prometheus.Gauge
@@ -28,44 +27,21 @@ type metrics struct {
 }
 
 func newMetrics(mode SessionMode) *metrics {
+	r := promreg.New()
 	m := &metrics{
-		reg:  prometheus.NewRegistry(),
-		mode: mode,
-		sessions: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "cvm_gateway_sessions", Help: "Client sessions being served.",
-		}),
-		upstreamSessions: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "cvm_gateway_upstream_sessions", Help: "Live upstream sessions (child processes or HTTP sessions).",
-		}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cvm_gateway_requests_total", Help: "Client requests answered, by method and outcome (ok, error, upstream_down).",
-		}, []string{"method", "outcome"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "cvm_gateway_request_seconds", Help: "Time from a client request reaching the gateway to the upstream's answer.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-		}, []string{"method"}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cvm_gateway_refused_total", Help: "Requests refused by the gateway, by reason (unroutable: a shared upstream's request to no single client).",
-		}, []string{"reason"}),
-		upstreamExits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cvm_gateway_upstream_exits_total", Help: "Upstream sessions that ended on their own (a child process died).",
-		}),
-		restarts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cvm_gateway_upstream_restarts_total", Help: "Upstream sessions restarted after they ended.",
-		}),
-		sessionsRefused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cvm_gateway_sessions_refused_total", Help: "Client sessions refused because every upstream session was busy.",
-		}),
-		sessionsEvicted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cvm_gateway_sessions_evicted_total", Help: "Idle client sessions closed to make room for a new one.",
-		}),
-		sessionsReaped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cvm_gateway_sessions_reaped_total", Help: "Client sessions closed after IdleTimeout without a message.",
-		}),
+		reg:              r,
+		mode:             mode,
+		sessions:         r.Gauge("cvm_gateway_sessions", "Client sessions being served."),
+		upstreamSessions: r.Gauge("cvm_gateway_upstream_sessions", "Live upstream sessions (child processes or HTTP sessions)."),
+		requests:         r.CounterVec("cvm_gateway_requests_total", "Client requests answered, by method and outcome (ok, error, upstream_down, cancelled).", "method", "outcome"),
+		latency:          r.HistogramVec("cvm_gateway_request_seconds", "Time from a client request reaching the gateway to the upstream's answer.", prometheus.ExponentialBuckets(0.0005, 4, 10), "method"),
+		refused:          r.CounterVec("cvm_gateway_refused_total", "Requests refused by the gateway, by reason (unroutable: a shared upstream's request to no single client).", "reason"),
+		upstreamExits:    r.Counter("cvm_gateway_upstream_exits_total", "Upstream sessions that ended on their own (a child process died)."),
+		restarts:         r.Counter("cvm_gateway_upstream_restarts_total", "Upstream sessions restarted after they ended."),
+		sessionsRefused:  r.Counter("cvm_gateway_sessions_refused_total", "Client sessions refused because every upstream session was busy."),
+		sessionsEvicted:  r.Counter("cvm_gateway_sessions_evicted_total", "Idle client sessions closed to make room for a new one."),
+		sessionsReaped:   r.Counter("cvm_gateway_sessions_reaped_total", "Client sessions closed after IdleTimeout without a message."),
 	}
-	m.reg.MustRegister(m.sessions, m.upstreamSessions, m.requests, m.latency, m.refused, m.upstreamExits,
-		m.restarts, m.sessionsRefused, m.sessionsEvicted, m.sessionsReaped,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -99,7 +75,7 @@ func (m *metrics) answered(method string, start time.Time, outcome string) {
 // closed, or its shared upstream is down).
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", g.metrics.reg.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
 		closed, sessions := g.closed, len(g.sessions)

@@ -3,15 +3,14 @@ package room
 import (
 	"net/http"
 
+	"github.com/cvmgo/cvm/internal/promreg"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // metrics are per gateway, in a registry of their own, so that two gateways
 // in one process (tests do this) never share counters.
 type metrics struct {
-	reg          *prometheus.Registry
+	reg          *promreg.Registry
 	connections  prometheus.Gauge
 	participants prometheus.Gauge
 	accepted     prometheus.Counter
@@ -22,35 +21,20 @@ type metrics struct {
 }
 
 func newMetrics() *metrics {
+	r := promreg.New()
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		connections: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "cvm_mcpx_connections", Help: "Open WebSocket connections.",
-		}),
-		participants: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "cvm_mcpx_participants", Help: "Participants present, over all topics.",
-		}),
-		accepted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cvm_mcpx_envelopes_accepted_total", Help: "Envelopes published to a topic.",
-		}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cvm_mcpx_envelopes_rejected_total", Help: "Frames answered with an error envelope, by code.",
-		}, []string{"code"}),
-		deliveries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cvm_mcpx_deliveries_total", Help: "Envelopes queued to a participant's connection.",
-		}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cvm_mcpx_disconnects_total", Help: "Connections ended, by leave reason.",
-		}, []string{"reason"}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cvm_mcpx_http_refusals_total", Help: "WebSocket upgrades and REST calls refused, by code.",
-		}, []string{"code"}),
+		reg:          r,
+		connections:  r.Gauge("cvm_mcpx_connections", "Open WebSocket connections."),
+		participants: r.Gauge("cvm_mcpx_participants", "Participants present, over all topics."),
+		accepted:     r.Counter("cvm_mcpx_envelopes_accepted_total", "Envelopes published to a topic."),
+		rejected:     r.CounterVec("cvm_mcpx_envelopes_rejected_total", "Frames answered with an error envelope, by code.", "code"),
+		deliveries:   r.Counter("cvm_mcpx_deliveries_total", "Envelopes queued to a participant's connection."),
+		dropped:      r.CounterVec("cvm_mcpx_disconnects_total", "Connections ended, by leave reason.", "reason"),
+		refused:      r.CounterVec("cvm_mcpx_http_refusals_total", "WebSocket upgrades and REST calls refused, by code.", "code"),
 	}
-	m.reg.MustRegister(m.connections, m.participants, m.accepted, m.rejected, m.deliveries, m.dropped, m.refused,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return m.reg.Handler()
 }
