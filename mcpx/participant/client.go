@@ -99,7 +99,8 @@ type Options struct {
 	OnEvent func(Event)
 
 	// HTTPClient is used for the WebSocket upgrade and the history
-	// endpoint (default http.DefaultClient).
+	// endpoint (default: a client of the participant's own, whose idle
+	// connections Close closes).
 	HTTPClient *http.Client
 	Logger     *slog.Logger
 }
@@ -128,7 +129,9 @@ func (o *Options) defaults() error {
 	o.HandshakeRetryMin = cmp.Or(o.HandshakeRetryMin, time.Second)
 	o.HandshakeRetryMax = cmp.Or(o.HandshakeRetryMax, 30*time.Second)
 	if o.HTTPClient == nil {
-		o.HTTPClient = http.DefaultClient
+		// A client of its own, whose idle connections Close closes: the
+		// default client's would outlive the participant.
+		o.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -182,6 +185,7 @@ type Event struct {
 // Connect and stop it with Close; it is safe for concurrent use.
 type Client struct {
 	opts    Options
+	ownHTTP bool // opts.HTTPClient is the client's own, to close
 	log     *slog.Logger
 	wsURL   string
 	restURL string // .../v0/topics/{topic}
@@ -217,6 +221,7 @@ type Client struct {
 // participant. A refusal (bad token, wrong topic, full topic) is an error
 // here; once connected, the client reconnects by itself until Close.
 func Connect(ctx context.Context, opts Options) (*Client, error) {
+	ownHTTP := opts.HTTPClient == nil
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
@@ -226,6 +231,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c := &Client{
 		opts:     opts,
+		ownHTTP:  ownHTTP,
 		log:      opts.Logger.With("topic", opts.Topic),
 		wsURL:    ws,
 		restURL:  rest,
@@ -338,6 +344,9 @@ func (c *Client) Close() error {
 		s.Close()
 	}
 	c.wg.Wait()
+	if c.ownHTTP {
+		c.opts.HTTPClient.CloseIdleConnections()
+	}
 	return nil
 }
 

@@ -109,8 +109,13 @@ func (c *Client) send(ctx context.Context, e *mcpx.Envelope) error {
 	werr := conn.Write(ctx, websocket.MessageText, frame)
 	c.mu.Lock()
 	entry.written = true
-	// A resume that already ran did not see this entry; check it here.
-	recheck := werr != nil && c.scanned >= gen && !entry.checking && c.out.entries[e.ID] == entry
+	// The resume of the next connection claims the entries written by
+	// then, and checks them once history can answer. One that ran while
+	// this write was under way did not see this entry: check it here,
+	// whatever the write returned (a write into a dying socket often
+	// succeeds). A failed write on the current connection is left to the
+	// next resume: checking now, with the gateway away, could not tell.
+	recheck := c.scanned > gen && !entry.checking && c.out.entries[e.ID] == entry
 	if recheck {
 		entry.checking = true
 	}
@@ -173,7 +178,7 @@ func (c *Client) recheck(e *outEntry, conn *websocket.Conn, gen int) {
 		c.dropEntry(e)
 		return
 	}
-	_, _, err := c.historyPage(ctx, tok, HistoryQuery{After: e.id, Limit: 1})
+	err := c.lookup(ctx, tok, e.id)
 	var herr *HTTPError
 	switch {
 	case err == nil: // stored: it was published
@@ -186,6 +191,33 @@ func (c *Client) recheck(e *outEntry, conn *websocket.Conn, gen int) {
 		// lesser harm, and the caller's timeout reports it.
 		c.log.Warn("could not tell whether an envelope sent before the disconnect was published; not sending it again", "envelope", e.id, "err", err)
 		c.dropEntry(e)
+	}
+}
+
+// lookupAttempts bounds the history lookups of one recheck. A lookup that
+// fails without an answer (the gateway restarting, a network blip) is tried
+// again: giving up means not sending the envelope again, which loses it if
+// the gateway never got it.
+const lookupAttempts = 5
+
+// lookup asks history whether the envelope id is stored: nil if it is, an
+// HTTPError with CodeUnknownCursor if it is not.
+func (c *Client) lookup(ctx context.Context, tok, id string) error {
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		_, _, err := c.historyPage(ctx, tok, HistoryQuery{After: id, Limit: 1})
+		var herr *HTTPError
+		if err == nil || errors.As(err, &herr) || attempt == lookupAttempts {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		wait *= 2
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/mcpx/room"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -27,7 +28,8 @@ func TestClient_GatewayRestartMidConversation(t *testing.T) {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "finally"}}}, nil, nil
 	})
-	alice, aev := g.client("room:x", "alice", Options{})
+	var alog waitbuf.Buffer
+	alice, aev := g.client("room:x", "alice", Options{Logger: alog.Logger()})
 	_, bev := g.client("room:x", "bob", Options{Server: SDKServer(srv)})
 	aev.wait(t, "bob's join", func(e Event) bool { return e.Type == EventJoin })
 	ctx := ctx10(t)
@@ -83,6 +85,15 @@ func TestClient_GatewayRestartMidConversation(t *testing.T) {
 		want = append(want, fmt.Sprint("m", i))
 	}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
+		envs, _, err := alice.History(ctx, HistoryQuery{Limit: 200})
+		var h []string
+		for _, e := range envs {
+			h = append(h, fmt.Sprintf("%d:%s", e.Seq, e.Payload))
+		}
+		t.Logf("history (%v): %d entries; alice's log:\n%s", err, len(h), alog.String())
+		for _, e := range bev.snapshot() {
+			t.Logf("bob event %s %v", e.Type, e.Chat)
+		}
 		t.Fatalf("bob got\n%v\nwant\n%v", got, want)
 	}
 }
