@@ -12,6 +12,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
@@ -128,6 +129,81 @@ func TestReplayedEventExecutesOnce(t *testing.T) {
 	}
 	if answers != 2 {
 		t.Errorf("got %d answers, want 2", answers)
+	}
+}
+
+// A request captured from a relay and sent again after the server restarts
+// with the same key and state does not run again, plaintext or wrapped.
+func TestReplayAfterRestartDoesNotExecute(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	dir := t.TempDir()
+	sk := nostr.Generate()
+	var calls atomic.Int64
+	start := func() (*contextvm.Server, *durable.File) {
+		state, err := durable.Open(dir, sk.Public().Hex(), durable.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(sk), State: state}, counterServer(&calls))
+		return srv, state
+	}
+	srv, state := start()
+	peer := newRawPeer(t, r.URL)
+	peer.initialize(srv.PublicKey())
+	plain := peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
+	inner := peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
+	wrap, err := contextvm.Wrap(inner, srv.PublicKey(), contextvm.KindEphemeralGiftWrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer.publish(plain)
+	peer.publish(wrap)
+	for range 2 {
+		if _, ok := peer.next(10 * time.Second); !ok {
+			t.Fatal("a request was not answered")
+		}
+	}
+	srv.Close()
+	state.Close()
+
+	srv, state = start()
+	defer state.Close()
+	defer srv.Close()
+	peer.publish(plain)
+	peer.publish(wrap)
+	rewrapped, _ := contextvm.Wrap(inner, srv.PublicKey(), contextvm.KindGiftWrap)
+	peer.publish(rewrapped)
+	// A new request after the replays: once it is answered, the replays,
+	// published before it on the same connection, have been seen.
+	fresh := peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
+	peer.publish(fresh)
+	if _, ok := peer.next(10 * time.Second); !ok {
+		t.Fatal("the fresh request after the restart was not answered")
+	}
+	if _, ok := peer.next(500 * time.Millisecond); ok {
+		t.Error("a replay was answered after the restart")
+	}
+	if got := calls.Load(); got != 3 {
+		t.Fatalf("tool executed %d times; want 3 (two requests, then one fresh one; the replays never)", got)
+	}
+}
+
+// A server whose store of executed requests is full refuses new requests
+// with the busy code instead of forgetting an id that still guards one.
+func TestFullReplayStoreRefusesWithBusy(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	var calls atomic.Int64
+	// initialize and notifications/initialized take two records.
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, State: durable.NewMemory(durable.Options{MaxRecords: 2})}, counterServer(&calls))
+	peer := newRawPeer(t, r.URL)
+	peer.initialize(srv.PublicKey())
+	peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"count","arguments":{}}}`))
+	answer, ok := peer.next(10 * time.Second)
+	if !ok {
+		t.Fatal("no answer: a refused request must be answered")
+	}
+	if !strings.Contains(answer.Content, `"code":-32013`) || calls.Load() != 0 {
+		t.Fatalf("answer %s after %d calls; want the busy code and no call", answer.Content, calls.Load())
 	}
 }
 

@@ -1,6 +1,7 @@
 package contextvm
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -52,12 +53,20 @@ func newReplayGuard(window time.Duration, max int) *replayGuard {
 	return &replayGuard{window: window, max: max, seen: make(map[nostr.ID]nostr.Timestamp)}
 }
 
+// fresh fails with ErrStale if createdAt is outside the window around now.
+func fresh(window time.Duration, createdAt nostr.Timestamp, now time.Time) error {
+	t := createdAt.Time()
+	if t.Before(now.Add(-window)) || t.After(now.Add(window)) {
+		return fmt.Errorf("%w: created %s ago, window ±%s", ErrStale, now.Sub(t).Round(time.Second), window)
+	}
+	return nil
+}
+
 // admit checks the freshness of createdAt and records id; it fails with
 // ErrStale or ErrReplay.
 func (g *replayGuard) admit(id nostr.ID, createdAt nostr.Timestamp, now time.Time) error {
-	t := createdAt.Time()
-	if t.Before(now.Add(-g.window)) || t.After(now.Add(g.window)) {
-		return fmt.Errorf("%w: created %s ago, window ±%s", ErrStale, now.Sub(t).Round(time.Second), g.window)
+	if err := fresh(g.window, createdAt, now); err != nil {
+		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -87,4 +96,25 @@ func (g *replayGuard) forget(now time.Time) {
 		g.order = append(g.order[:0], g.order[g.head:]...)
 		g.head = 0
 	}
+}
+
+// replaySpace is the durable.Store space of the server's executed
+// requests: the ids of the message events (inside their wraps) it has
+// accepted.
+const replaySpace = "contextvm.executed"
+
+// claimExecution records, in the server's durable state, that the message
+// event id is being acted on: it fails with ErrReplay if it was before,
+// restarts of the server included. The record lasts until the event leaves
+// the freshness window, after which it is refused as stale anyway.
+func (s *Server) claimExecution(ctx context.Context, evt nostr.Event) error {
+	expires := evt.CreatedAt.Time().Add(s.window + time.Second)
+	ok, err := s.opts.State.Claim(ctx, replaySpace, evt.ID[:], expires)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return ErrReplay
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -56,6 +57,16 @@ type ServerOptions struct {
 	AllowedClients     []nostr.PubKey
 	PublicCapabilities []Capability
 	Authorize          Authorizer
+
+	// State is where the server keeps what must survive its restart: the
+	// ids of the requests it has acted on, so that a request replayed
+	// after a restart is not executed again. Nil keeps them in memory
+	// (durable.NewMemory): a replay within the freshness window of a
+	// restart would then run again. cvm gateway keeps them in its data
+	// directory (durable.Open), one store per server key. The Store's
+	// bound applies: when it is full of ids still fresh, new requests are
+	// refused (CodeServerBusy) rather than an id forgotten.
+	State durable.Store
 
 	// Freshness is how far from now an event's created_at may be
 	// (default DefaultFreshness). Older and newer events are dropped, with a
@@ -144,7 +155,8 @@ type Server struct {
 	answering chan struct{}
 
 	auth      authorization
-	replay    *replayGuard
+	replay    *replayGuard  // outer wrap ids: refused before paying to decrypt
+	window    time.Duration // the freshness window
 	transfers *reassembler
 	announcer announcer
 
@@ -178,6 +190,12 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	}
 	if opts.OversizedThreshold == 0 {
 		opts.OversizedThreshold = DefaultOversizedThreshold
+	}
+	if opts.Freshness <= 0 {
+		opts.Freshness = DefaultFreshness
+	}
+	if opts.State == nil {
+		opts.State = durable.NewMemory(durable.Options{})
 	}
 	me, err := opts.Signer.GetPublicKey(ctx)
 	if err != nil {
@@ -228,6 +246,7 @@ func newServer(opts ServerOptions, e endpoint) *Server {
 		sessions:  newSessionTable(opts.MaxSessions),
 		auth:      newAuthorization(opts),
 		replay:    newReplayGuard(opts.Freshness, 0),
+		window:    opts.Freshness,
 	}
 	s.transfers = newReassembler(opts.Transfers, func(k transferKey) {
 		s.sendFrame(k.peer, abortFrame(k.token, "transfer timed out"), 0)
@@ -392,11 +411,45 @@ func (s *Server) routeOpened(o *opened) {
 		s.log.Info("dropping event", "id", o.evt.ID.Hex(), "kind", int(o.evt.Kind), "err", o.err)
 		return
 	}
-	if err := s.replay.admit(o.inner.ID, o.inner.CreatedAt, time.Now()); err != nil {
+	if err := fresh(s.window, o.inner.CreatedAt, time.Now()); err != nil {
 		s.log.Info("dropping message", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex(), "err", err)
 		return
 	}
+	// Recorded before anything acts on it, so that it never runs twice.
+	switch err := s.claimExecution(s.life.ctx, o.inner); {
+	case errors.Is(err, ErrReplay):
+		s.log.Info("dropping message", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex(), "err", err)
+		return
+	case errors.Is(err, durable.ErrFull):
+		s.log.Warn("refusing a message: the store of executed requests is full", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex())
+		s.refuseEvent(o.inner, o.wrapKind, &jsonrpc.Error{Code: CodeServerBusy,
+			Message: "server busy: it remembers too many recent requests to take another without risking running one twice; retry later"})
+		return
+	case err != nil:
+		s.log.Error("refusing a message: its execution could not be recorded", "id", o.inner.ID.Hex(), "err", err)
+		s.refuseEvent(o.inner, o.wrapKind, &jsonrpc.Error{Code: CodeTransportError,
+			Message: "the server could not record the request, so it did not run it; retry later"})
+		return
+	}
 	s.dispatch(s.life.ctx, o.inner, o.wrapKind)
+}
+
+// refuseEvent answers every request the message event carries with refusal,
+// and runs none of them.
+func (s *Server) refuseEvent(inner nostr.Event, wrapKind nostr.Kind, refusal *jsonrpc.Error) {
+	msgs, isBatch, err := DecodeContent(inner.Content)
+	if err != nil {
+		return
+	}
+	var b *batch
+	if isBatch {
+		b = newBatch(inner, wrapKind, msgs)
+	}
+	for i, msg := range msgs {
+		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+			s.refuse(inner, wrapKind, b, i, req, refusal.Code, refusal.Message)
+		}
+	}
 }
 
 // dispatch decodes the content of a message event (or of a reassembled

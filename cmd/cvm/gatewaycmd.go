@@ -9,6 +9,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/gateway"
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/internal/httpserve"
@@ -23,6 +24,7 @@ type gatewayFlags struct {
 	allow, public, env         []string
 	name, about, website, pict string
 	mode, upstreamURL, metrics string
+	data                       string
 	maxSessions                int
 	idleTimeout                time.Duration
 
@@ -84,6 +86,7 @@ it down, answering what is in flight with an error.`,
 	f.StringVar(&gf.mode, "session-mode", "per-client", "per-client or shared")
 	f.StringArrayVarP(&gf.env, "env", "e", nil, "KEY=VALUE for the upstream command's environment (repeatable)")
 	f.StringVar(&gf.upstreamURL, "upstream-url", "", "a streamable-HTTP MCP server to expose instead of a command")
+	f.StringVar(&gf.data, "data", "", "directory for state that must survive a restart (default: gateway in the data directory)")
 	f.StringVar(&gf.metrics, "metrics", "", "serve /metrics and /healthz on this address, e.g. 127.0.0.1:9090")
 	f.IntVar(&gf.maxSessions, "max-sessions", 64, "upstream sessions at once in per-client mode")
 	f.DurationVar(&gf.idleTimeout, "idle-timeout", 10*time.Minute, "close a client session after this long without a message (0: never)")
@@ -93,7 +96,7 @@ it down, answering what is in flight with an error.`,
 	f.StringArrayVar(&gf.commonTools, "common-tool", nil, "declare a tool as implementing a common schema (repeatable)")
 	f.StringArrayVar(&gf.cats, "category", nil, "a category for the common tools' announcement (repeatable)")
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
-		"session-mode", "env", "upstream-url", "metrics", "max-sessions", "idle-timeout",
+		"session-mode", "env", "upstream-url", "metrics", "data", "max-sessions", "idle-timeout",
 		"announce", "unannounce-on-exit", "price", "common-tool", "category"} {
 		config.Bind(f, name, "gateway."+name)
 	}
@@ -151,7 +154,23 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	if gf.name == "" && res.ServerInfo != nil {
 		gf.name = serverInfoName(res.ServerInfo.Title, res.ServerInfo.Name)
 	}
+	// The ids of executed requests survive a restart: a replay then never
+	// runs twice. One store per server key, so that gateways with other
+	// keys may share the directory, and one process per key.
+	dataDir, err := a.dataSubdir(gf.data, "gateway")
+	if err != nil {
+		return err
+	}
+	state, err := durable.Open(dataDir, id.secret.Public().Hex(), durable.Options{})
+	if errors.Is(err, durable.ErrLocked) {
+		return fmt.Errorf("another cvm gateway with this key already runs on %s; stop it, or give this one another --key or --data", dataDir)
+	}
+	if err != nil {
+		return fmt.Errorf("gateway state: %w", err)
+	}
+	defer state.Close()
 	opts.Server = contextvm.ServerOptions{
+		State:              state,
 		Signer:             contextvm.NewKeySigner(id.secret),
 		Relays:             gf.relays,
 		AllowedClients:     allowed,

@@ -185,3 +185,27 @@ func TestGatewayCommand_AllowAndPublic(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 }
+
+// Two gateways with one key and one data directory would both act on every
+// request; the second is refused at once, with what to do.
+func TestGatewayCommand_OneProcessPerKeyAndDataDirectory(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	c := newCLI(t)
+	key := filepath.Join(t.TempDir(), "key")
+	if code, _, errOut := c.run("keygen", "--out", key); code != 0 {
+		t.Fatal(errOut)
+	}
+	data := t.TempDir()
+	first := startCVM(t, c, "gateway", "--relay", r.URL, "--key", key, "--data", data, "--", demoServerBinary)
+	var ready gatewayReady
+	first.readyLine(t, &ready)
+	code, _, errOut := c.run("gateway", "--relay", r.URL, "--key", key, "--data", data, "--", demoServerBinary)
+	if code != exitLocal || !strings.Contains(errOut, "already runs") {
+		t.Fatalf("second gateway: exit %d, %q", code, errOut)
+	}
+	// Another key may share the directory.
+	other := filepath.Join(t.TempDir(), "key")
+	c.run("keygen", "--out", other)
+	second := startCVM(t, c, "gateway", "--relay", r.URL, "--key", other, "--data", data, "--", demoServerBinary)
+	second.readyLine(t, &ready)
+}

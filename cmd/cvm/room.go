@@ -29,7 +29,10 @@ gateway runs); "cvm room bridge" makes a stdio MCP server a participant;
 }
 
 // roomDataDir is --data, else "room" in the data directory.
-func (a *app) roomDataDir(flag string) (string, error) {
+func (a *app) roomDataDir(flag string) (string, error) { return a.dataSubdir(flag, "room") }
+
+// dataSubdir is flag if set, else name in the data directory.
+func (a *app) dataSubdir(flag, name string) (string, error) {
 	if flag != "" {
 		return flag, nil
 	}
@@ -37,7 +40,7 @@ func (a *app) roomDataDir(flag string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(dir, "room"), nil
+	return filepath.Join(dir, name), nil
 }
 
 func (a *app) roomServeCommand() *cobra.Command {
