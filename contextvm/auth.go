@@ -58,6 +58,20 @@ func newAuthorization(opts ServerOptions) authorization {
 	return a
 }
 
+// transferClass says what a peer may send as CEP-22 fragments. A start
+// frame names no method, so it cannot be authorized like a request; the
+// budget it may use follows from whether the server serves the peer.
+func (a authorization) transferClass(peer nostr.PubKey) peerClass {
+	switch {
+	case a.allowed == nil || a.allowed[peer]:
+		return peerTrusted
+	case len(a.public) > 0:
+		return peerStranger
+	default:
+		return peerRefused
+	}
+}
+
 // check returns nil if client may send req.
 func (a authorization) check(ctx context.Context, client nostr.PubKey, req *jsonrpc.Request) error {
 	if a.allowed != nil && !a.allowed[client] && !a.isPublic(req) {

@@ -45,17 +45,30 @@ var (
 )
 
 // TransferLimits bound what a receiver accepts. Zero fields take the
-// defaults beside them (the reference's, plus a total byte budget the
-// reference lacks: 64 transfers of 100 MiB would be 6.4 GB).
+// defaults beside them: the reference's, plus byte budgets the reference
+// lacks (64 transfers of 100 MiB would be 6.4 GB). Bytes are counted as they
+// arrive, never reserved as declared: a start frame costs nothing but a
+// slot, so that a few small frames cannot lock everyone out.
 type TransferLimits struct {
-	MaxBytes         int           // one message (100 MiB)
+	MaxBytes         int           // one message (100 MiB, and at most MaxPeerBytes)
 	MaxChunks        int           // chunks of one message (10,000)
 	MaxConcurrent    int           // transfers in progress at once, all peers (64)
 	MaxPerPeer       int           // transfers in progress at once from one peer (8)
 	MaxBufferedBytes int           // bytes held by all transfers in progress (256 MiB)
+	MaxPeerBytes     int           // bytes held by one peer's transfers (MaxBufferedBytes/8)
 	Timeout          time.Duration // from start to end (5 min)
+	StallTimeout     time.Duration // without a frame, a transfer is dropped after this long (30 s)
 	OutOfOrderWindow int           // how far ahead of the next expected chunk a chunk may be (21)
 	MaxOutOfOrder    int           // chunks buffered ahead of a gap (42)
+
+	// Strangers are the peers a server does not serve except for its public
+	// capabilities (outside AllowedClients while some capability is
+	// public): all of them together may hold at most MaxStrangerBytes
+	// (1 MiB) in at most MaxStrangerTransfers (8) transfers. Where no
+	// capability is public, they may not start a transfer at all. The
+	// reassembled message is authorized like any other.
+	MaxStrangerBytes     int
+	MaxStrangerTransfers int
 }
 
 func (l TransferLimits) withDefaults() TransferLimits {
@@ -69,13 +82,28 @@ func (l TransferLimits) withDefaults() TransferLimits {
 	d(&l.MaxConcurrent, 64)
 	d(&l.MaxPerPeer, 8)
 	d(&l.MaxBufferedBytes, 256<<20)
+	d(&l.MaxPeerBytes, l.MaxBufferedBytes/8)
 	d(&l.OutOfOrderWindow, 21)
 	d(&l.MaxOutOfOrder, 42)
+	d(&l.MaxStrangerBytes, 1<<20)
+	d(&l.MaxStrangerTransfers, 8)
 	if l.Timeout <= 0 {
 		l.Timeout = 5 * time.Minute
 	}
+	if l.StallTimeout <= 0 {
+		l.StallTimeout = 30 * time.Second
+	}
 	return l
 }
+
+// peerClass is what a receiver knows of a peer that sends it a transfer.
+type peerClass int
+
+const (
+	peerTrusted  peerClass = iota // served: the peer budgets apply
+	peerStranger                  // outside the allow-list, with something public: the strangers' budget applies
+	peerRefused                   // outside the allow-list, nothing public: no transfer at all
+)
 
 // transferFrame is params.cvm of a CEP-22 frame.
 type transferFrame struct {
@@ -140,18 +168,23 @@ type transferKey struct {
 }
 
 // reassembler collects inbound transfers within TransferLimits. It is safe
-// for concurrent use. Each transfer has a timer; close stops them all, and
-// a timer that fires after close does nothing.
+// for concurrent use. Each transfer has a timer (no frame for
+// StallTimeout, or past its Timeout); close stops them all, and a timer
+// that fires after close does nothing.
 type reassembler struct {
 	limits TransferLimits
 	// onExpire is told of transfers that ran out of time, to abort them. It
 	// is called without the reassembler's lock, never after close.
 	onExpire func(transferKey)
+	// classify says what a peer may send (nil: every peer is trusted).
+	classify func(nostr.PubKey) peerClass
 
 	mu        sync.Mutex
 	closed    bool
 	transfers map[transferKey]*transfer
-	buffered  int
+	buffered  int                  // bytes held, all transfers
+	byPeer    map[nostr.PubKey]int // bytes held, by peer
+	strangers struct{ transfers, bytes int }
 }
 
 type transfer struct {
@@ -163,11 +196,14 @@ type transfer struct {
 	chunks      map[int]string
 	bytes       int
 	highest     int
+	stranger    bool
+	deadline    time.Time // Timeout from the start
 	timer       *time.Timer
 }
 
 func newReassembler(limits TransferLimits, onExpire func(transferKey)) *reassembler {
-	return &reassembler{limits: limits.withDefaults(), onExpire: onExpire, transfers: make(map[transferKey]*transfer)}
+	return &reassembler{limits: limits.withDefaults(), onExpire: onExpire,
+		transfers: make(map[transferKey]*transfer), byPeer: make(map[nostr.PubKey]int)}
 }
 
 // frame processes one inbound frame, which came in an event with tags. When
@@ -222,28 +258,39 @@ func (r *reassembler) startLocked(key transferKey, p progressFrame, progress int
 		r.dropLocked(key)
 		return fmt.Errorf("%w: a second start for a transfer in progress", ErrTransferRefused)
 	}
+	class := peerTrusted
+	if r.classify != nil {
+		class = r.classify(key.peer)
+	}
+	maxBytes := min(lim.MaxBytes, lim.MaxPeerBytes)
+	if class == peerStranger {
+		maxBytes = min(maxBytes, lim.MaxStrangerBytes)
+	}
 	switch {
+	case class == peerRefused:
+		return fmt.Errorf("%w: this server takes oversized transfers only from the clients it serves", ErrTransferRefused)
 	case f.TotalBytes == nil || f.TotalChunks == nil || *f.TotalBytes < 0 || *f.TotalChunks < 0:
 		return fmt.Errorf("%w: start frame without totalBytes and totalChunks", ErrTransferRefused)
 	case len(f.Digest) != len("sha256:")+64 || f.Digest[:7] != "sha256:":
 		return fmt.Errorf("%w: digest %q is not sha256:<64 hex digits>", ErrTransferRefused, f.Digest)
-	case *f.TotalBytes > lim.MaxBytes:
-		return fmt.Errorf("%w: %d bytes exceeds the limit of %d", ErrTransferRefused, *f.TotalBytes, lim.MaxBytes)
+	case *f.TotalBytes > maxBytes:
+		return fmt.Errorf("%w: %d bytes exceeds the limit of %d", ErrTransferRefused, *f.TotalBytes, maxBytes)
 	case *f.TotalChunks > lim.MaxChunks:
 		return fmt.Errorf("%w: %d chunks exceeds the limit of %d", ErrTransferRefused, *f.TotalChunks, lim.MaxChunks)
 	case len(r.transfers) >= lim.MaxConcurrent:
-		return fmt.Errorf("%w: %d transfers already in progress", ErrTransferRefused, len(r.transfers))
+		return fmt.Errorf("%w: %d transfers already in progress; retry later", ErrTransferRefused, len(r.transfers))
 	case r.perPeerLocked(key.peer) >= lim.MaxPerPeer:
 		return fmt.Errorf("%w: %d transfers from this peer already in progress", ErrTransferRefused, lim.MaxPerPeer)
-	case r.buffered+*f.TotalBytes > lim.MaxBufferedBytes:
-		return fmt.Errorf("%w: receiver is holding %d bytes of other transfers; retry later", ErrTransferRefused, r.buffered)
+	case class == peerStranger && r.strangers.transfers >= lim.MaxStrangerTransfers:
+		return fmt.Errorf("%w: %d transfers from clients this server does not serve already in progress; retry later", ErrTransferRefused, r.strangers.transfers)
 	}
 	t := &transfer{startTags: tags, digest: f.Digest, totalBytes: *f.TotalBytes, totalChunks: *f.TotalChunks,
-		start: progress, chunks: make(map[int]string), highest: progress}
-	// Reserve the declared size now, so that concurrent starts cannot
-	// together promise more than the budget.
-	r.buffered += t.totalBytes
-	t.timer = time.AfterFunc(lim.Timeout, func() {
+		start: progress, chunks: make(map[int]string), highest: progress, stranger: class == peerStranger,
+		deadline: time.Now().Add(lim.Timeout)}
+	if t.stranger {
+		r.strangers.transfers++
+	}
+	t.timer = time.AfterFunc(min(lim.StallTimeout, lim.Timeout), func() {
 		r.mu.Lock()
 		live := r.transfers[key] == t && !r.closed
 		if live {
@@ -256,6 +303,12 @@ func (r *reassembler) startLocked(key transferKey, p progressFrame, progress int
 	})
 	r.transfers[key] = t
 	return nil
+}
+
+// heard restarts t's timer: StallTimeout from now, but not past its
+// deadline.
+func (r *reassembler) heard(t *transfer) {
+	t.timer.Reset(min(r.limits.StallTimeout, time.Until(t.deadline)))
 }
 
 func (r *reassembler) perPeerLocked(peer nostr.PubKey) int {
@@ -290,12 +343,28 @@ func (r *reassembler) chunkLocked(key transferKey, t *transfer, p progressFrame,
 	if t.bytes+len(data) > t.totalBytes {
 		return fail("more data than the %d bytes declared", t.totalBytes)
 	}
+	// Bytes count against the budgets as they arrive.
+	lim := r.limits
+	switch n := len(data); {
+	case r.buffered+n > lim.MaxBufferedBytes:
+		return fail("the receiver is holding %d bytes of transfers; retry later", r.buffered)
+	case r.byPeer[key.peer]+n > lim.MaxPeerBytes:
+		return fail("this peer's transfers hold %d bytes, the limit is %d", r.byPeer[key.peer], lim.MaxPeerBytes)
+	case t.stranger && r.strangers.bytes+n > lim.MaxStrangerBytes:
+		return fail("transfers from clients this server does not serve hold %d bytes, the limit is %d; retry later", r.strangers.bytes, lim.MaxStrangerBytes)
+	}
 	if gap := progress - t.nextExpected(); gap > r.limits.OutOfOrderWindow {
 		return fail("chunk %d is %d ahead of the next expected one (window %d)", progress, gap, r.limits.OutOfOrderWindow)
 	}
 	t.chunks[progress] = data
 	t.bytes += len(data)
+	r.buffered += len(data)
+	r.byPeer[key.peer] += len(data)
+	if t.stranger {
+		r.strangers.bytes += len(data)
+	}
 	t.highest = max(t.highest, progress)
+	r.heard(t)
 	if ahead := len(t.chunks) - (t.nextExpected() - t.firstChunk()); ahead > r.limits.MaxOutOfOrder {
 		return fail("%d chunks buffered ahead of a gap (limit %d)", ahead, r.limits.MaxOutOfOrder)
 	}
@@ -348,13 +417,22 @@ func (r *reassembler) endLocked(key transferKey, t *transfer, progress int) (str
 	return assembled, true, nil
 }
 
-// dropLocked forgets a transfer and releases its reservation.
+// dropLocked forgets a transfer and releases the bytes it held.
 func (r *reassembler) dropLocked(key transferKey) {
-	if t, ok := r.transfers[key]; ok {
-		t.timer.Stop()
-		r.buffered -= t.totalBytes
-		delete(r.transfers, key)
+	t, ok := r.transfers[key]
+	if !ok {
+		return
 	}
+	t.timer.Stop()
+	r.buffered -= t.bytes
+	if r.byPeer[key.peer] -= t.bytes; r.byPeer[key.peer] == 0 {
+		delete(r.byPeer, key.peer)
+	}
+	if t.stranger {
+		r.strangers.transfers--
+		r.strangers.bytes -= t.bytes
+	}
+	delete(r.transfers, key)
 }
 
 // close forgets every transfer and stops its timer; frames that come after
@@ -368,7 +446,7 @@ func (r *reassembler) close() {
 	}
 }
 
-// stats reports the transfers in progress and the bytes reserved for them.
+// stats reports the transfers in progress and the bytes they hold.
 func (r *reassembler) stats() (transfers, buffered int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

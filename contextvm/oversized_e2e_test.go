@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -216,4 +217,33 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 func sha256hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// A key outside AllowedClients, on a server with a public capability,
+// cannot lock the clients it serves out of large requests with a few start
+// frames declaring the whole byte budget.
+func TestOversized_StrangerCannotExhaustTheBudget(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	friend := nostr.Generate()
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+		AllowedClients: []nostr.PubKey{friend.Public()}, PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}}}, testServer())
+	stranger := newRawPeer(t, r.URL)
+	for i, declared := range []int{100 << 20, 100 << 20, 56 << 20} {
+		stranger.publish(stranger.message(srv.PublicKey(), fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"s%d","progress":1,"cvm":{"type":"oversized-transfer","frameType":"start","completionMode":"render","digest":"sha256:%s","totalBytes":%d,"totalChunks":3000}}}`,
+			i, strings.Repeat("0", 64), declared)))
+	}
+	// The server refuses each start with an abort frame: the stranger has
+	// been heard before the friend begins.
+	for range 3 {
+		abort, ok := stranger.next(10 * time.Second)
+		if !ok || !strings.Contains(abort.Content, `"frameType":"abort"`) {
+			t.Fatalf("a stranger's oversized start was not refused: %+v", abort)
+		}
+	}
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+		Signer: contextvm.NewKeySigner(friend)})
+	arg := bigText(200_000)
+	if got := callEcho(t, cs, arg); got != arg {
+		t.Fatal("the friend's large request failed")
+	}
 }

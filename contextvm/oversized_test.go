@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"fiatjaf.com/nostr"
@@ -234,7 +235,8 @@ func TestReassembler_FloodStaysWithinLimits(t *testing.T) {
 			t.Fatalf("holding %d transfers and %d bytes; limits %d and %d", n, held, limits.MaxConcurrent, limits.MaxBufferedBytes)
 		}
 	}
-	if refused < 990 {
+	// Bytes count as they arrive, so what bounds the starts is the slots.
+	if refused < 1000-limits.MaxConcurrent {
 		t.Errorf("only %d of 1000 starts refused", refused)
 	}
 }
@@ -328,6 +330,124 @@ func FuzzTransferFrames(f *testing.F) {
 			if _, held := r.stats(); held > 1<<20 {
 				t.Fatalf("holding %d bytes", held)
 			}
+		}
+	})
+}
+
+func declaredStart(t testing.TB, token any, total int) progressFrame {
+	return progressFrame{ProgressToken: testToken(t, token), Progress: 1, CVM: &transferFrame{Type: oversizedType, FrameType: "start",
+		Digest: digestOf("x"), TotalBytes: intPtr(total), TotalChunks: intPtr(1000)}}
+}
+
+// Start frames that declare large messages and send nothing no longer lock
+// anyone out: bytes count as they arrive. (Before, three starts declaring
+// 100 + 100 + 56 MiB reserved the whole 256 MiB budget for five minutes.)
+func TestReassembler_DeclaredSizesReserveNothing(t *testing.T) {
+	r := newReassembler(TransferLimits{}, nil)
+	defer r.close()
+	for i := range 8 { // 8 × 32 MiB: the whole 256 MiB, were declarations reserved
+		attacker := nostr.Generate().Public()
+		if _, _, _, err := r.frame(attacker, declaredStart(t, i, 32<<20), nil); err != nil {
+			t.Fatalf("start %d: %v", i, err)
+		}
+	}
+	msg := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"blob":"` + strings.Repeat("b", 3<<20) + `"}}}`
+	got, done, err := feed(r, nostr.Generate().Public(), framesFor(t, msg, "honest", 40_000, false))
+	if err != nil || !done || got != msg {
+		t.Fatalf("an honest transfer after the attackers' starts: done %v, %v", done, err)
+	}
+	if _, _, _, err := r.frame(nostr.Generate().Public(), declaredStart(t, "big", 64<<20), nil); !errors.Is(err, ErrTransferRefused) {
+		t.Fatalf("a start beyond one peer's budget: %v", err)
+	}
+}
+
+// Peers the server does not serve share 1 MiB and 8 transfers when some
+// capability is public, and get none when nothing is.
+func TestReassembler_StrangersShareASmallBudget(t *testing.T) {
+	friend := nostr.Generate().Public()
+	for _, tc := range []struct {
+		name  string
+		class peerClass
+	}{{"with public capabilities", peerStranger}, {"without", peerRefused}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newReassembler(TransferLimits{}, nil)
+			defer r.close()
+			r.classify = func(pk nostr.PubKey) peerClass {
+				if pk == friend {
+					return peerTrusted
+				}
+				return tc.class
+			}
+			stranger := nostr.Generate().Public()
+			_, _, _, err := r.frame(stranger, declaredStart(t, 0, 1000), nil)
+			if tc.class == peerRefused {
+				if !errors.Is(err, ErrTransferRefused) {
+					t.Fatalf("a stranger started a transfer where nothing is public: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 1; i < 8; i++ {
+				if _, _, _, err := r.frame(nostr.Generate().Public(), declaredStart(t, i, 1000), nil); err != nil {
+					t.Fatalf("stranger start %d: %v", i, err)
+				}
+			}
+			if _, _, _, err := r.frame(nostr.Generate().Public(), declaredStart(t, 8, 1000), nil); !errors.Is(err, ErrTransferRefused) {
+				t.Fatalf("a ninth stranger transfer: %v", err)
+			}
+			if _, _, _, err := r.frame(nostr.Generate().Public(), declaredStart(t, 9, 2<<20), nil); !errors.Is(err, ErrTransferRefused) {
+				t.Fatalf("a stranger declaring more than the strangers' budget: %v", err)
+			}
+			// Bytes: 1 MiB for all strangers together.
+			r2 := newReassembler(TransferLimits{}, nil)
+			defer r2.close()
+			r2.classify = r.classify
+			chunk := strings.Repeat("c", 600<<10)
+			for i, peer := range []nostr.PubKey{nostr.Generate().Public(), nostr.Generate().Public()} {
+				r2.frame(peer, progressFrame{ProgressToken: testToken(t, i), Progress: 1, CVM: &transferFrame{Type: oversizedType, FrameType: "start",
+					Digest: digestOf("x"), TotalBytes: intPtr(len(chunk)), TotalChunks: intPtr(1)}}, nil)
+				_, _, _, err := r2.frame(peer, progressFrame{ProgressToken: testToken(t, i), Progress: 2, CVM: &transferFrame{Type: oversizedType, FrameType: "chunk", Data: &chunk}}, nil)
+				if i == 0 && err != nil {
+					t.Fatalf("the first stranger's chunk: %v", err)
+				}
+				if i == 1 && !errors.Is(err, ErrTransferRefused) {
+					t.Fatalf("strangers together beyond 1 MiB: %v", err)
+				}
+			}
+			// The friend is not held back by the strangers.
+			msg := strings.Repeat("f", 2<<20)
+			if _, done, err := feed(r, friend, framesFor(t, msg, "friend", 40_000, false)); !done || err != nil {
+				t.Fatalf("the friend's transfer: %v", err)
+			}
+		})
+	}
+}
+
+// A transfer that stops sending is dropped after StallTimeout, not Timeout.
+func TestReassembler_StalledTransferIsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		expired := make(chan transferKey, 1)
+		r := newReassembler(TransferLimits{}, func(k transferKey) { expired <- k })
+		defer r.close()
+		peer := nostr.Generate().Public()
+		if _, _, _, err := r.frame(peer, declaredStart(t, "slow", 1000), nil); err != nil {
+			t.Fatal(err)
+		}
+		chunk := "abc"
+		time.Sleep(25 * time.Second)
+		r.frame(peer, progressFrame{ProgressToken: testToken(t, "slow"), Progress: 2, CVM: &transferFrame{Type: oversizedType, FrameType: "chunk", Data: &chunk}}, nil)
+		time.Sleep(25 * time.Second) // 50 s after the start, 25 s after the chunk: alive
+		if n, _ := r.stats(); n != 1 {
+			t.Fatal("a transfer that made progress was dropped")
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		select {
+		case <-expired:
+		default:
+			t.Fatal("a transfer silent for 35 s was kept")
 		}
 	})
 }

@@ -251,6 +251,7 @@ func newServer(opts ServerOptions, e endpoint) *Server {
 	s.transfers = newReassembler(opts.Transfers, func(k transferKey) {
 		s.sendFrame(k.peer, abortFrame(k.token, "transfer timed out"), 0)
 	})
+	s.transfers.classify = s.auth.transferClass
 	return s
 }
 

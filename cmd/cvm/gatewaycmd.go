@@ -26,6 +26,7 @@ type gatewayFlags struct {
 	mode, upstreamURL, metrics string
 	data                       string
 	maxSessions                int
+	transferBytes              int
 	idleTimeout                time.Duration
 
 	announce, unannounceOnExit bool
@@ -86,6 +87,7 @@ it down, answering what is in flight with an error.`,
 	f.StringVar(&gf.mode, "session-mode", "per-client", "per-client or shared")
 	f.StringArrayVarP(&gf.env, "env", "e", nil, "KEY=VALUE for the upstream command's environment (repeatable)")
 	f.StringVar(&gf.upstreamURL, "upstream-url", "", "a streamable-HTTP MCP server to expose instead of a command")
+	f.IntVar(&gf.transferBytes, "max-transfer-bytes", 32<<20, "bytes one client's large (CEP-22) requests may hold while they arrive; clients outside --allow share 1 MiB")
 	f.StringVar(&gf.data, "data", "", "directory for state that must survive a restart (default: gateway in the data directory)")
 	f.StringVar(&gf.metrics, "metrics", "", "serve /metrics and /healthz on this address, e.g. 127.0.0.1:9090")
 	f.IntVar(&gf.maxSessions, "max-sessions", 64, "upstream sessions at once in per-client mode")
@@ -96,7 +98,7 @@ it down, answering what is in flight with an error.`,
 	f.StringArrayVar(&gf.commonTools, "common-tool", nil, "declare a tool as implementing a common schema (repeatable)")
 	f.StringArrayVar(&gf.cats, "category", nil, "a category for the common tools' announcement (repeatable)")
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
-		"session-mode", "env", "upstream-url", "metrics", "data", "max-sessions", "idle-timeout",
+		"session-mode", "env", "upstream-url", "metrics", "data", "max-transfer-bytes", "max-sessions", "idle-timeout",
 		"announce", "unannounce-on-exit", "price", "common-tool", "category"} {
 		config.Bind(f, name, "gateway."+name)
 	}
@@ -171,6 +173,7 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	defer state.Close()
 	opts.Server = contextvm.ServerOptions{
 		State:              state,
+		Transfers:          contextvm.TransferLimits{MaxPeerBytes: gf.transferBytes},
 		Signer:             contextvm.NewKeySigner(id.secret),
 		Relays:             gf.relays,
 		AllowedClients:     allowed,
