@@ -58,6 +58,12 @@ func newAuthorization(opts ServerOptions) authorization {
 	return a
 }
 
+// serves reports whether the server serves client at all (it is allowed,
+// or there is no allow-list).
+func (a authorization) serves(client nostr.PubKey) bool {
+	return a.allowed == nil || a.allowed[client]
+}
+
 // transferClass says what a peer may send as CEP-22 fragments. A start
 // frame names no method, so it cannot be authorized like a request; the
 // budget it may use follows from whether the server serves the peer.

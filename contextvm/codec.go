@@ -30,41 +30,101 @@ func EncodeContent(msg jsonrpc.Message) (string, error) {
 	return string(b), nil
 }
 
+// ContentError says why an event's content is not JSON-RPC that can be
+// acted on, in the terms of a JSON-RPC error answer: Code is -32700 (not
+// JSON) or -32600 (JSON, but not a valid request, or a batch that is empty
+// or too large), and ID the message's id when one could be read (else the
+// invalid ID, which encodes as null). It matches ErrNotMessage.
+type ContentError struct {
+	Code   int64
+	ID     jsonrpc.ID
+	Reason string
+}
+
+func (e *ContentError) Error() string { return fmt.Sprintf("%v: %s", ErrNotMessage, e.Reason) }
+func (e *ContentError) Unwrap() error { return ErrNotMessage }
+
+// answer is the JSON-RPC error answer to the content.
+func (e *ContentError) answer() *jsonrpc.Response {
+	return &jsonrpc.Response{ID: e.ID, Error: &jsonrpc.Error{Code: e.Code, Message: e.Reason}}
+}
+
+// invalidContent classifies data that did not decode as a message.
+func invalidContent(data []byte, err error, where string) *ContentError {
+	if !json.Valid(data) {
+		return &ContentError{Code: jsonrpc.CodeParseError, Reason: where + "not JSON: " + err.Error()}
+	}
+	e := &ContentError{Code: jsonrpc.CodeInvalidRequest, Reason: where + "not a JSON-RPC 2.0 message: " + err.Error()}
+	var probe struct {
+		ID any `json:"id"`
+	}
+	if json.Unmarshal(data, &probe) == nil {
+		switch probe.ID.(type) {
+		case string, float64:
+			e.ID, _ = jsonrpc.MakeID(probe.ID)
+		}
+	}
+	return e
+}
+
 // DecodeContent parses the content of a KindMessage event. A JSON array is a
-// batch (seed 002); batch reports which it was. An empty batch, a batch
-// larger than 100 messages and any member that is not a JSON-RPC 2.0
-// message are errors wrapping ErrNotMessage.
+// batch (seed 002); batch reports which it was. Content that is not JSON,
+// not a JSON-RPC 2.0 message, an empty batch, a batch larger than 100
+// messages or with a member that is not a message, is a *ContentError.
 func DecodeContent(content string) (msgs []jsonrpc.Message, batch bool, err error) {
 	data := bytes.TrimSpace([]byte(content))
 	if len(data) == 0 {
-		return nil, false, fmt.Errorf("%w: empty content", ErrNotMessage)
+		return nil, false, &ContentError{Code: jsonrpc.CodeParseError, Reason: "empty content"}
 	}
 	if data[0] != '[' {
 		msg, err := jsonrpc.DecodeMessage(data)
 		if err != nil {
-			return nil, false, fmt.Errorf("%w: %v", ErrNotMessage, err)
+			return nil, false, invalidContent(data, err, "")
 		}
 		return []jsonrpc.Message{msg}, false, nil
 	}
 	var raws []json.RawMessage
 	if err := json.Unmarshal(data, &raws); err != nil {
-		return nil, true, fmt.Errorf("%w: %v", ErrNotMessage, err)
+		return nil, true, &ContentError{Code: jsonrpc.CodeParseError, Reason: "not JSON: " + err.Error()}
 	}
 	switch {
 	case len(raws) == 0:
-		return nil, true, fmt.Errorf("%w: empty batch", ErrNotMessage)
+		return nil, true, &ContentError{Code: jsonrpc.CodeInvalidRequest, Reason: "empty batch"}
 	case len(raws) > maxBatch:
-		return nil, true, fmt.Errorf("%w: batch of %d messages exceeds %d", ErrNotMessage, len(raws), maxBatch)
+		return nil, true, &ContentError{Code: jsonrpc.CodeInvalidRequest, Reason: fmt.Sprintf("batch of %d messages exceeds %d", len(raws), maxBatch)}
 	}
 	msgs = make([]jsonrpc.Message, 0, len(raws))
 	for i, raw := range raws {
 		msg, err := jsonrpc.DecodeMessage(raw)
 		if err != nil {
-			return nil, true, fmt.Errorf("%w: batch member %d: %v", ErrNotMessage, i, err)
+			// The whole batch is refused, none of it run: an answer per
+			// member would need ids the invalid member may not have.
+			e := invalidContent(raw, err, fmt.Sprintf("batch member %d: ", i))
+			e.Code, e.ID = jsonrpc.CodeInvalidRequest, jsonrpc.ID{}
+			return nil, true, e
 		}
 		msgs = append(msgs, msg)
 	}
 	return msgs, true, nil
+}
+
+// encodeErrorAnswer encodes an error answer. One to a message whose id
+// could not be read says "id": null, as JSON-RPC requires; the go-sdk's
+// encoder would leave the member out.
+func encodeErrorAnswer(resp *jsonrpc.Response) (string, error) {
+	if resp.ID.IsValid() {
+		return EncodeContent(resp)
+	}
+	var werr *jsonrpc.Error
+	if !errors.As(resp.Error, &werr) {
+		return "", fmt.Errorf("contextvm: an answer without an id must be an error")
+	}
+	b, err := json.Marshal(struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      any            `json:"id"`
+		Error   *jsonrpc.Error `json:"error"`
+	}{"2.0", nil, werr})
+	return string(b), err
 }
 
 // encodeBatch is the content of a batch event.

@@ -2,6 +2,7 @@ package contextvm_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -233,9 +234,49 @@ func TestBadInputGetsAnErrorOrALogLine(t *testing.T) {
 	peer.initialize(srv.PublicKey())
 	me := srv.PublicKey()
 
-	t.Run("malformed JSON is logged", func(t *testing.T) {
-		peer.publish(peer.message(me, `{"jsonrpc":"2.0","id":1,"method":`))
+	// What is not JSON-RPC is answered as JSON-RPC says, correlated by the
+	// event, with id null where none can be read.
+	for _, tc := range []struct {
+		name, content string
+		code          int64
+		id            string
+	}{
+		{"unparsable JSON", `{"jsonrpc":"2.0","id":1,"method":`, jsonrpc.CodeParseError, "null"},
+		{"JSON-RPC 1.0", `{"jsonrpc":"1.0","id":5,"method":"ping"}`, jsonrpc.CodeInvalidRequest, "5"},
+		{"an object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, jsonrpc.CodeInvalidRequest, "null"},
+		{"an empty batch", `[]`, jsonrpc.CodeInvalidRequest, "null"},
+		{"a batch over the limit", "[" + strings.Repeat(`{"jsonrpc":"2.0","method":"ping","id":1},`, 100) + `{"jsonrpc":"2.0","method":"ping","id":1}]`, jsonrpc.CodeInvalidRequest, "null"},
+		{"a batch with a bad member", `[{"jsonrpc":"2.0","id":1,"method":"ping"},1]`, jsonrpc.CodeInvalidRequest, "null"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evt := peer.message(me, tc.content)
+			peer.publish(evt)
+			answer, ok := peer.next(10 * time.Second)
+			if !ok {
+				t.Fatal("no answer")
+			}
+			var got struct {
+				ID    json.RawMessage `json:"id"`
+				Error struct {
+					Code int64 `json:"code"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal([]byte(answer.Content), &got); err != nil || got.Error.Code != tc.code || string(got.ID) != tc.id {
+				t.Fatalf("answer %s; want code %d and id %s", answer.Content, tc.code, tc.id)
+			}
+			if e, _ := firstTag(answer.Tags, "e"); e != evt.ID.Hex() {
+				t.Fatalf("the answer is not correlated with the event: e=%q", e)
+			}
+		})
+	}
+	t.Run("a server that does not serve the author stays silent", func(t *testing.T) {
+		guarded := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Logger: logs.Logger(),
+			AllowedClients: []nostr.PubKey{nostr.Generate().Public()}}, testServer())
+		peer.publish(peer.message(guarded.PublicKey(), `{"jsonrpc":"1.0","id":5,"method":"ping"}`))
 		logs.Await(t, 10*time.Second, "not JSON-RPC")
+		if answer, ok := peer.next(300 * time.Millisecond); ok {
+			t.Fatalf("a stranger got an answer: %s", answer.Content)
+		}
 	})
 	t.Run("unknown method gets method not found", func(t *testing.T) {
 		peer.publish(peer.message(me, `{"jsonrpc":"2.0","id":7,"method":"no/such/method"}`))

@@ -458,8 +458,14 @@ func (s *Server) refuseEvent(inner nostr.Event, wrapKind nostr.Kind, refusal *js
 func (s *Server) dispatch(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind) {
 	msgs, isBatch, err := DecodeContent(inner.Content)
 	if err != nil {
-		// Without a message there is no id to answer.
-		s.log.Info("dropping a message that is not JSON-RPC", "id", inner.ID.Hex(), "client", inner.PubKey.Hex(), "err", err)
+		s.log.Info("a message that is not JSON-RPC", "id", inner.ID.Hex(), "client", inner.PubKey.Hex(), "err", err)
+		// Answered as JSON-RPC says (id null where none could be read),
+		// correlated by the event, to an author the server serves; a
+		// stranger learns nothing of a server that would not serve it.
+		var ce *ContentError
+		if errors.As(err, &ce) && s.auth.serves(inner.PubKey) {
+			s.life.Go(func(ctx context.Context) { s.answerContent(ctx, inner, wrapKind, ce.answer()) })
+		}
 		return
 	}
 	var b *batch
@@ -634,6 +640,20 @@ func (s *Server) refuseNow(ctx context.Context, inner nostr.Event, wrapKind nost
 	tags := nostr.Tags{{"p", inner.PubKey.Hex()}, {"e", inner.ID.Hex()}}
 	if _, err := s.reply(ctx, inner.PubKey, content, tags, wrapKind); err != nil {
 		s.log.Info("could not deliver a refusal", "client", inner.PubKey.Hex(), "err", err)
+	}
+}
+
+// answerContent publishes resp, the answer to the message event inner as a
+// whole.
+func (s *Server) answerContent(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, resp *jsonrpc.Response) {
+	content, err := encodeErrorAnswer(resp)
+	if err != nil {
+		s.log.Error("could not encode an error answer", "client", inner.PubKey.Hex(), "err", err)
+		return
+	}
+	tags := nostr.Tags{{"p", inner.PubKey.Hex()}, {"e", inner.ID.Hex()}}
+	if _, err := s.reply(ctx, inner.PubKey, content, tags, wrapKind); err != nil {
+		s.log.Info("could not deliver an error answer", "client", inner.PubKey.Hex(), "err", err)
 	}
 }
 

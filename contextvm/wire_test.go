@@ -229,8 +229,21 @@ func FuzzDecodeContent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, content string) {
 		msgs, _, err := DecodeContent(content)
 		if err != nil {
-			if !errors.Is(err, ErrNotMessage) {
-				t.Fatalf("error does not wrap ErrNotMessage: %v", err)
+			var ce *ContentError
+			if !errors.As(err, &ce) || !errors.Is(err, ErrNotMessage) {
+				t.Fatalf("error is not a ContentError wrapping ErrNotMessage: %v", err)
+			}
+			if ce.Code != jsonrpc.CodeParseError && ce.Code != jsonrpc.CodeInvalidRequest {
+				t.Fatalf("code %d", ce.Code)
+			}
+			// The answer always encodes, as an error with an id or null.
+			answer, err := encodeErrorAnswer(ce.answer())
+			if err != nil {
+				t.Fatalf("encode the answer: %v", err)
+			}
+			var probe map[string]json.RawMessage
+			if json.Unmarshal([]byte(answer), &probe) != nil || probe["id"] == nil || probe["error"] == nil {
+				t.Fatalf("answer %s", answer)
 			}
 			return
 		}
