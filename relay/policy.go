@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"fmt"
-	"iter"
 	"net"
 	"net/http"
 	"slices"
@@ -62,39 +61,6 @@ func (r *Relay) onRequest(ctx context.Context, f nostr.Filter) (reject bool, msg
 	return false, ""
 }
 
-// filterStored hides stored events a client must not get: expired ones, gift
-// wraps past their retention (until the sweeper deletes them), and, with
-// Auth, gift wraps addressed to someone the connection has not authenticated
-// as.
-func (r *Relay) filterStored(ctx context.Context, events iter.Seq[nostr.Event]) iter.Seq[nostr.Event] {
-	if khatru.IsInternalCall(ctx) {
-		return events // deletion and expiration must see everything
-	}
-	now := time.Now()
-	var authed []nostr.PubKey
-	if c := connFrom(ctx); r.opts.Auth && c != nil {
-		authed = c.authedKeys()
-	}
-	return func(yield func(nostr.Event) bool) {
-		for evt := range events {
-			if exp := nip40.GetExpiration(evt.Tags); exp >= 0 && exp.Time().Before(now) {
-				continue
-			}
-			if evt.Kind == KindGiftWrap {
-				if r.opts.GiftWrapTTL > 0 && evt.CreatedAt.Time().Before(now.Add(-r.opts.GiftWrapTTL)) {
-					continue
-				}
-				if r.opts.Auth && !addressedTo(evt, authed) {
-					continue
-				}
-			}
-			if !yield(evt) {
-				return
-			}
-		}
-	}
-}
-
 // clientIP is the address limits are keyed on. X-Forwarded-For is believed
 // only when the relay is told it sits behind a proxy: otherwise any client
 // could pick a fresh address per message and escape every limit.
@@ -107,19 +73,6 @@ func (r *Relay) clientIP(req *http.Request) string {
 		return req.RemoteAddr
 	}
 	return host
-}
-
-func addressedTo(evt nostr.Event, keys []nostr.PubKey) bool {
-	for _, tag := range evt.Tags {
-		if len(tag) >= 2 && tag[0] == "p" {
-			for _, k := range keys {
-				if k.Hex() == tag[1] {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 // expireGiftWraps deletes stored gift wraps once they are older than the

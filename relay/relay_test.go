@@ -279,6 +279,32 @@ func TestRelay_Expiration(t *testing.T) {
 	})
 }
 
+// khatru's NIP-40 sweeper reads through the relay's visibility filter,
+// which hides expired events from everyone but khatru itself: after a
+// restart its first scan must still find the events that expired while the
+// relay was down, or they would stay stored forever.
+func TestRelay_ExpiredEventsSweptAfterRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opts := relay.Options{DBPath: filepath.Join(t.TempDir(), "events.db")}
+		first := startPipeRelay(t, opts)
+		id := newIdentity()
+		first.dial().mustPublish(id.sign(t, 1, "soon", nostr.Tag{"expiration", strconv.FormatInt(time.Now().Add(2*time.Second).Unix(), 10)}))
+		first.Relay.Close()
+
+		time.Sleep(3 * time.Second)
+		second := startPipeRelay(t, opts)
+		mine := nostr.Filter{Authors: []nostr.PubKey{id.pk}}
+		if n, _ := second.Store().CountEvents(mine); n != 1 {
+			t.Fatalf("%d events stored after the restart, want the expired one", n)
+		}
+		time.Sleep(time.Hour + time.Second) // khatru's sweeper runs hourly
+		synctest.Wait()
+		if n, _ := second.Store().CountEvents(mine); n != 0 {
+			t.Fatal("the expired event was not swept after the restart")
+		}
+	})
+}
+
 func TestRelay_FutureTimestampRejected(t *testing.T) {
 	s := relaytest.Start(t, relay.Options{})
 	c := dial(t, s.URL)
