@@ -348,16 +348,14 @@ func (c *conn) handleEvent(ctx context.Context, evt nostr.Event) {
 		c.ok(evt.ID, false, "auth-required: this event may only be published by its author")
 		return
 	}
+	// khatru runs the policies and stores the event here; every refusal,
+	// a deletion's included (storeEvent), comes back as an error before
+	// anything is stored, so an event answered OK false is neither stored
+	// nor broadcast.
 	skip, err := c.r.khatru.AddEvent(ctx, evt)
 	if err != nil {
 		c.ok(evt.ID, false, err.Error())
 		return
-	}
-	if evt.Kind == nostr.KindDeletion {
-		if reason, ok := c.r.deleteTargets(ctx, evt); !ok {
-			c.ok(evt.ID, false, reason)
-			return
-		}
 	}
 	if skip {
 		if !c.r.viewerFor(ctx).sees(evt) {
@@ -551,63 +549,4 @@ func (r *Relay) broadcast(evt nostr.Event) int {
 	}
 	r.metrics.deliveries.Add(float64(n))
 	return n
-}
-
-// deleteTargets carries out a NIP-09 deletion request: the events it names
-// by "e" and "a" that belong to its author are deleted. Naming someone
-// else's event refuses the whole request. An event the requester may not
-// see (viewer.sees) is passed over instead: a refusal would tell it the
-// event exists.
-func (r *Relay) deleteTargets(ctx context.Context, del nostr.Event) (reason string, ok bool) {
-	v := r.viewerFor(ctx)
-	var targets []nostr.ID
-	for _, tag := range del.Tags {
-		if len(tag) < 2 {
-			continue
-		}
-		var f nostr.Filter
-		switch tag[0] {
-		case "e":
-			id, err := nostr.IDFromHex(tag[1])
-			if err != nil {
-				return "invalid: bad e tag in deletion request", false
-			}
-			f = nostr.Filter{IDs: []nostr.ID{id}}
-		case "a":
-			parts := strings.SplitN(tag[1], ":", 3)
-			if len(parts) != 3 {
-				continue
-			}
-			var kind int
-			if _, err := fmt.Sscan(parts[0], &kind); err != nil {
-				continue
-			}
-			author, err := nostr.PubKeyFromHex(parts[1])
-			if err != nil {
-				continue
-			}
-			f = nostr.Filter{Kinds: []nostr.Kind{nostr.Kind(kind)}, Authors: []nostr.PubKey{author}, Until: del.CreatedAt}
-			if nostr.Kind(kind).IsAddressable() {
-				// A replaceable event's address ends in an empty identifier
-				// ("10002:<pubkey>:"): it has no d tag to match.
-				f.Tags = nostr.TagMap{"d": {parts[2]}}
-			}
-		default:
-			continue
-		}
-		for target := range r.store.QueryEvents(f, 100) {
-			switch {
-			case target.PubKey == del.PubKey:
-				targets = append(targets, target.ID)
-			case v.sees(target):
-				return "blocked: you are not the author of the event you asked to delete", false
-			}
-		}
-	}
-	for _, id := range targets {
-		if err := r.store.DeleteEvent(id); err != nil {
-			return "error: " + err.Error(), false
-		}
-	}
-	return "", true
 }

@@ -177,6 +177,10 @@ func (r *Relay) install(kr *khatru.Relay) {
 	kr.QueryStored = func(ctx context.Context, f nostr.Filter) iter.Seq[nostr.Event] {
 		return r.viewerFor(ctx).visible(query(ctx, f))
 	}
+	// A deletion request is checked, and carried out, before it is stored:
+	// khatru stores an event before the relay answers it, so a refusal
+	// decided afterwards would leave the refused event stored.
+	kr.StoreEvent = r.storeEvent(kr.StoreEvent)
 }
 
 // ServeHTTP serves websocket upgrades (NIP-01), NIP-11 documents, /metrics

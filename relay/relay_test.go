@@ -230,6 +230,58 @@ func TestRelay_Deletion(t *testing.T) {
 	}
 }
 
+// A deletion the relay refuses is neither stored nor delivered: only what
+// the relay answers OK true exists for anyone else.
+func TestRelay_RefusedDeletionIsNeitherStoredNorDelivered(t *testing.T) {
+	s := relaytest.Start(t, relay.Options{})
+	c := dial(t, s.URL)
+	watcher := dial(t, s.URL)
+	watcher.query("dels", nostr.Filter{Kinds: []nostr.Kind{5}})
+	alice, mallory := newIdentity(), newIdentity()
+	note := alice.sign(t, 1, "not mallory's")
+	c.mustPublish(note)
+
+	del := mallory.sign(t, 5, "", nostr.Tag{"e", note.ID.Hex()})
+	if ok, reason := c.publish(del); ok || !strings.HasPrefix(reason, "blocked:") {
+		t.Fatalf("deletion by another author: ok=%v reason=%q", ok, reason)
+	}
+	// The broadcast, had there been one, was queued for the watcher before
+	// the OK was: it arrives before the answer to the watcher's next REQ.
+	for _, msg := range watcher.sync() {
+		if label(msg) == "EVENT" {
+			t.Fatalf("refused deletion delivered live: %s", msg)
+		}
+	}
+	if got := c.query("del", nostr.Filter{IDs: []nostr.ID{del.ID}}); len(got) != 0 {
+		t.Fatal("refused deletion is served by id")
+	}
+	if got := c.query("kind5", nostr.Filter{Kinds: []nostr.Kind{5}}); len(got) != 0 {
+		t.Fatalf("refused deletion is served by kind: %v", ids(got))
+	}
+	if got := c.query("note", nostr.Filter{IDs: []nostr.ID{note.ID}}); len(got) != 1 {
+		t.Fatal("the event named by the refused deletion is gone")
+	}
+}
+
+// A deletion accepted (and stored) earlier is answered as a duplicate when
+// sent again, even if it now names someone else's event: an event the
+// relay holds is never answered OK false.
+func TestRelay_ResentDeletionIsDuplicateNotRefused(t *testing.T) {
+	s := relaytest.Start(t, relay.Options{})
+	c := dial(t, s.URL)
+	alice, mallory := newIdentity(), newIdentity()
+	note := alice.sign(t, 1, "published after the deletion")
+	del := mallory.sign(t, 5, "", nostr.Tag{"e", note.ID.Hex()})
+	c.mustPublish(del) // names nothing the relay has yet
+	c.mustPublish(note)
+	if ok, reason := c.publish(del); !ok || !strings.HasPrefix(reason, "duplicate:") {
+		t.Fatalf("stored deletion sent again: ok=%v reason=%q, want duplicate", ok, reason)
+	}
+	if got := c.query("note", nostr.Filter{IDs: []nostr.ID{note.ID}}); len(got) != 1 {
+		t.Fatal("the resent deletion removed someone else's event")
+	}
+}
+
 // An "a" tag deletes every version of a replaceable event up to the
 // request's created_at, and of an addressable event only the one with its d.
 func TestRelay_DeletionByAddress(t *testing.T) {
