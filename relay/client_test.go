@@ -222,3 +222,64 @@ func ids(events []nostr.Event) []string {
 	}
 	return out
 }
+
+// reqCount runs a REQ and returns how many stored events it got, or the
+// CLOSED reason; the subscription is closed again.
+func (c *wsClient) reqCount(sub string, f nostr.Filter) (n int, closed string) {
+	c.t.Helper()
+	c.send("REQ", sub, f)
+	defer c.send("CLOSE", sub)
+	for {
+		msg := c.next(5 * time.Second)
+		if len(msg) < 2 || str(msg[1]) != sub {
+			continue
+		}
+		switch label(msg) {
+		case "EVENT":
+			n++
+		case "EOSE":
+			return n, ""
+		case "CLOSED":
+			return 0, str(msg[2])
+		}
+	}
+}
+
+// count runs a COUNT and returns its answer, or the CLOSED reason.
+func (c *wsClient) count(sub string, f nostr.Filter) (n int, approximate bool, closed string) {
+	c.t.Helper()
+	c.send("COUNT", sub, f)
+	for {
+		msg := c.next(5 * time.Second)
+		if len(msg) < 3 || str(msg[1]) != sub {
+			continue
+		}
+		switch label(msg) {
+		case "COUNT":
+			var body struct {
+				Count       *int `json:"count"`
+				Approximate bool `json:"approximate"`
+			}
+			if err := json.Unmarshal(msg[2], &body); err != nil || body.Count == nil {
+				c.t.Fatalf("bad COUNT answer: %s", msg[2])
+			}
+			return *body.Count, body.Approximate, ""
+		case "CLOSED":
+			return 0, false, str(msg[2])
+		}
+	}
+}
+
+// authenticate answers the challenge a relay with Options.Auth sends on
+// connecting, as id.
+func (c *wsClient) authenticate(id identity, url string) {
+	c.t.Helper()
+	msg := c.next(5 * time.Second)
+	if label(msg) != "AUTH" {
+		c.t.Fatalf("first frame %s, want an AUTH challenge", msg)
+	}
+	c.send("AUTH", id.sign(c.t, 22242, "", nostr.Tag{"relay", url}, nostr.Tag{"challenge", str(msg[1])}))
+	if msg := c.next(5 * time.Second); label(msg) != "OK" || string(msg[2]) != "true" {
+		c.t.Fatalf("AUTH: %s", msg)
+	}
+}

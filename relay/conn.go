@@ -348,18 +348,22 @@ func (c *conn) handleEvent(ctx context.Context, evt nostr.Event) {
 		c.ok(evt.ID, false, "auth-required: this event may only be published by its author")
 		return
 	}
+	// khatru runs the policies and stores the event here; every refusal,
+	// a deletion's included (storeEvent), comes back as an error before
+	// anything is stored, so an event answered OK false is neither stored
+	// nor broadcast.
 	skip, err := c.r.khatru.AddEvent(ctx, evt)
 	if err != nil {
 		c.ok(evt.ID, false, err.Error())
 		return
 	}
-	if evt.Kind == nostr.KindDeletion {
-		if reason, ok := c.r.deleteTargets(ctx, evt); !ok {
-			c.ok(evt.ID, false, reason)
+	if skip {
+		if !c.r.viewerFor(ctx).sees(evt) {
+			// Stored, and hidden from this connection: it is told what it
+			// would be told of a new event, not that the relay holds it.
+			c.ok(evt.ID, true, "")
 			return
 		}
-	}
-	if skip {
 		c.ok(evt.ID, true, "duplicate: already have this event")
 		return
 	}
@@ -381,10 +385,7 @@ func (c *conn) handleReq(ctx context.Context, id string, filters []nostr.Filter)
 	c.unsubscribe(id) // a REQ with an open id replaces it
 	for _, f := range filters {
 		if reject, msg := c.r.onRequest(ctx, f); reject {
-			if strings.HasPrefix(msg, "auth-required:") {
-				c.send(nostr.AuthEnvelope{Challenge: &c.challenge})
-			}
-			c.send(nostr.ClosedEnvelope{SubscriptionID: id, Reason: msg})
+			c.refuse(id, msg)
 			return
 		}
 	}
@@ -462,17 +463,22 @@ func (c *conn) unsubscribe(id string) {
 	}
 }
 
+// refuse closes a REQ or COUNT; one refused for want of authentication
+// comes with a challenge, so that the client knows to answer it.
+func (c *conn) refuse(sub, msg string) {
+	if strings.HasPrefix(msg, "auth-required:") {
+		c.send(nostr.AuthEnvelope{Challenge: &c.challenge})
+	}
+	c.send(nostr.ClosedEnvelope{SubscriptionID: sub, Reason: msg})
+}
+
 func (c *conn) handleCount(ctx context.Context, env *nostr.CountEnvelope) {
 	if reject, msg := c.r.onRequest(ctx, env.Filter); reject {
-		c.send(nostr.ClosedEnvelope{SubscriptionID: env.SubscriptionID, Reason: msg})
+		c.refuse(env.SubscriptionID, msg)
 		return
 	}
-	n, err := c.r.khatru.Count(ctx, env.Filter)
-	if err != nil {
-		c.send(nostr.ClosedEnvelope{SubscriptionID: env.SubscriptionID, Reason: "error: " + err.Error()})
-		return
-	}
-	c.send(nostr.CountEnvelope{SubscriptionID: env.SubscriptionID, Count: &n})
+	n, approximate := c.r.count(ctx, env.Filter)
+	c.send(countAnswer{sub: env.SubscriptionID, n: n, approximate: approximate})
 }
 
 func (c *conn) handleAuth(evt nostr.Event) {
@@ -501,6 +507,23 @@ func (c *conn) authedKeys() []nostr.PubKey {
 	return slices.Clone(c.authed)
 }
 
+// authedFor reports whether the connection authenticated as a key evt
+// names in a "p" tag.
+func (c *conn) authedFor(evt nostr.Event) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tag := range evt.Tags {
+		if len(tag) >= 2 && tag[0] == "p" {
+			for _, k := range c.authed {
+				if k.Hex() == tag[1] {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // broadcast sends evt to every live listener it matches and returns how
 // many got it. The event is encoded once.
 func (r *Relay) broadcast(evt nostr.Event) int {
@@ -513,8 +536,9 @@ func (r *Relay) broadcast(evt nostr.Event) int {
 		return 0
 	}
 	n := 0
+	now := time.Now()
 	for _, l := range ls {
-		if r.opts.Auth && evt.Kind == KindGiftWrap && !addressedTo(evt, l.conn.authedKeys()) {
+		if !(viewer{r: r, c: l.conn, now: now}).sees(evt) {
 			continue
 		}
 		frame := make([]byte, 0, len(l.prefix)+len(body)+1)
@@ -525,58 +549,4 @@ func (r *Relay) broadcast(evt nostr.Event) int {
 	}
 	r.metrics.deliveries.Add(float64(n))
 	return n
-}
-
-// deleteTargets carries out a NIP-09 deletion request: the events it names
-// by "e" and "a" that belong to its author are deleted. Naming someone
-// else's event refuses the whole request.
-func (r *Relay) deleteTargets(ctx context.Context, del nostr.Event) (reason string, ok bool) {
-	var targets []nostr.ID
-	for _, tag := range del.Tags {
-		if len(tag) < 2 {
-			continue
-		}
-		var f nostr.Filter
-		switch tag[0] {
-		case "e":
-			id, err := nostr.IDFromHex(tag[1])
-			if err != nil {
-				return "invalid: bad e tag in deletion request", false
-			}
-			f = nostr.Filter{IDs: []nostr.ID{id}}
-		case "a":
-			parts := strings.SplitN(tag[1], ":", 3)
-			if len(parts) != 3 {
-				continue
-			}
-			var kind int
-			if _, err := fmt.Sscan(parts[0], &kind); err != nil {
-				continue
-			}
-			author, err := nostr.PubKeyFromHex(parts[1])
-			if err != nil {
-				continue
-			}
-			f = nostr.Filter{Kinds: []nostr.Kind{nostr.Kind(kind)}, Authors: []nostr.PubKey{author}, Until: del.CreatedAt}
-			if nostr.Kind(kind).IsAddressable() {
-				// A replaceable event's address ends in an empty identifier
-				// ("10002:<pubkey>:"): it has no d tag to match.
-				f.Tags = nostr.TagMap{"d": {parts[2]}}
-			}
-		default:
-			continue
-		}
-		for target := range r.store.QueryEvents(f, 100) {
-			if target.PubKey != del.PubKey {
-				return "blocked: you are not the author of the event you asked to delete", false
-			}
-			targets = append(targets, target.ID)
-		}
-	}
-	for _, id := range targets {
-		if err := r.store.DeleteEvent(id); err != nil {
-			return "error: " + err.Error(), false
-		}
-	}
-	return "", true
 }

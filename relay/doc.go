@@ -23,8 +23,12 @@
 //   - Event policies (policy.go): NIP-40 expiration enforced on arrival and on
 //     query, a bound on future timestamps, a retention time for kind 1059 gift
 //     wraps, and, with Options.Auth, gift wraps served only to their
-//     NIP-42-authenticated recipient.
+//     NIP-42-authenticated recipient. What is hidden is decided by one
+//     function (visibility.go) that every read path calls: REQ, COUNT,
+//     live delivery, NIP-09 lookups and the duplicate answer.
+//   - NIP-09 deletion, checked before the request is stored: a refused
+//     request is neither stored nor broadcast.
 //
-// Kind semantics (ephemeral, replaceable, addressable, NIP-09 deletion) are
-// khatru's and the eventstore's.
+// Kind semantics (ephemeral, replaceable, addressable) are khatru's and the
+// eventstore's.
 package relay

@@ -26,6 +26,12 @@ type Limits struct {
 	// (default 500).
 	MaxQueryLimit int
 
+	// MaxCount caps the stored events one COUNT examines (default 10,000):
+	// each is checked for whether the connection may see it, as a query's
+	// are. A count that stops at the cap is answered "approximate": true
+	// (NIP-45). Zero or less means the default.
+	MaxCount int
+
 	// EventsPerSecond and EventBurst form a token bucket per client IP for
 	// EVENT messages (default 200/s, burst 1000).
 	EventsPerSecond float64
@@ -61,6 +67,10 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxSubscriptions, 64)
 	def(&l.MaxFilters, 256)
 	def(&l.MaxQueryLimit, 500)
+	if l.MaxCount <= 0 {
+		// Not "unlimited": the stores size their buffers by the limit.
+		l.MaxCount = 10_000
+	}
 	if l.EventsPerSecond == 0 {
 		l.EventsPerSecond = 200
 	}

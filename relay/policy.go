@@ -2,14 +2,16 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"iter"
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"fiatjaf.com/nostr"
+	"fiatjaf.com/nostr/eventstore"
 	"fiatjaf.com/nostr/khatru"
 	"fiatjaf.com/nostr/nip40"
 )
@@ -62,37 +64,96 @@ func (r *Relay) onRequest(ctx context.Context, f nostr.Filter) (reject bool, msg
 	return false, ""
 }
 
-// filterStored hides stored events a client must not get: expired ones, gift
-// wraps past their retention (until the sweeper deletes them), and, with
-// Auth, gift wraps addressed to someone the connection has not authenticated
-// as.
-func (r *Relay) filterStored(ctx context.Context, events iter.Seq[nostr.Event]) iter.Seq[nostr.Event] {
-	if khatru.IsInternalCall(ctx) {
-		return events // deletion and expiration must see everything
+// storeEvent wraps khatru's StoreEvent hook (regular kinds, 5 among them)
+// to carry out NIP-09 deletion requests. khatru stores an event before the
+// relay answers it, so a request is checked here, before it is stored: one
+// that is refused is answered OK false and is neither stored nor
+// broadcast. The events it names are deleted before it is stored, so that
+// a failed deletion leaves nothing stored either; a failed store after
+// them is answered with an error, and the client sends the request again.
+func (r *Relay) storeEvent(save func(context.Context, nostr.Event) error) func(context.Context, nostr.Event) error {
+	return func(ctx context.Context, evt nostr.Event) error {
+		if evt.Kind != nostr.KindDeletion {
+			return save(ctx, evt)
+		}
+		targets, reason := r.planDeletion(ctx, evt)
+		if reason != "" {
+			if r.has(evt.ID) {
+				// Accepted when it named nothing else, it has been stored
+				// since: it cannot be answered OK false now.
+				return eventstore.ErrDupEvent
+			}
+			r.metrics.rejected.WithLabelValues(reasonPrefix(reason)).Inc()
+			return errors.New(reason)
+		}
+		for _, id := range targets {
+			if err := r.store.DeleteEvent(id); err != nil {
+				return fmt.Errorf("error: deleting %s: %w", id.Hex(), err)
+			}
+		}
+		return save(ctx, evt)
 	}
-	now := time.Now()
-	var authed []nostr.PubKey
-	if c := connFrom(ctx); r.opts.Auth && c != nil {
-		authed = c.authedKeys()
-	}
-	return func(yield func(nostr.Event) bool) {
-		for evt := range events {
-			if exp := nip40.GetExpiration(evt.Tags); exp >= 0 && exp.Time().Before(now) {
+}
+
+// planDeletion returns the stored events a NIP-09 request deletes: those
+// it names by "e" and "a" that belong to its author. Naming someone else's
+// event refuses the whole request, with the reason. An event the requester
+// may not see (viewer.sees) is passed over instead: a refusal would tell
+// it the event exists.
+func (r *Relay) planDeletion(ctx context.Context, del nostr.Event) (targets []nostr.ID, reason string) {
+	v := r.viewerFor(ctx)
+	for _, tag := range del.Tags {
+		if len(tag) < 2 {
+			continue
+		}
+		var f nostr.Filter
+		switch tag[0] {
+		case "e":
+			id, err := nostr.IDFromHex(tag[1])
+			if err != nil {
+				return nil, "invalid: bad e tag in deletion request"
+			}
+			f = nostr.Filter{IDs: []nostr.ID{id}}
+		case "a":
+			parts := strings.SplitN(tag[1], ":", 3)
+			if len(parts) != 3 {
 				continue
 			}
-			if evt.Kind == KindGiftWrap {
-				if r.opts.GiftWrapTTL > 0 && evt.CreatedAt.Time().Before(now.Add(-r.opts.GiftWrapTTL)) {
-					continue
-				}
-				if r.opts.Auth && !addressedTo(evt, authed) {
-					continue
-				}
+			var kind int
+			if _, err := fmt.Sscan(parts[0], &kind); err != nil {
+				continue
 			}
-			if !yield(evt) {
-				return
+			author, err := nostr.PubKeyFromHex(parts[1])
+			if err != nil {
+				continue
+			}
+			f = nostr.Filter{Kinds: []nostr.Kind{nostr.Kind(kind)}, Authors: []nostr.PubKey{author}, Until: del.CreatedAt}
+			if nostr.Kind(kind).IsAddressable() {
+				// A replaceable event's address ends in an empty identifier
+				// ("10002:<pubkey>:"): it has no d tag to match.
+				f.Tags = nostr.TagMap{"d": {parts[2]}}
+			}
+		default:
+			continue
+		}
+		for target := range r.store.QueryEvents(f, 100) {
+			switch {
+			case target.PubKey == del.PubKey:
+				targets = append(targets, target.ID)
+			case v.sees(target):
+				return nil, "blocked: you are not the author of the event you asked to delete"
 			}
 		}
 	}
+	return targets, ""
+}
+
+// has reports whether an event with this id is stored.
+func (r *Relay) has(id nostr.ID) bool {
+	for range r.store.QueryEvents(nostr.Filter{IDs: []nostr.ID{id}}, 1) {
+		return true
+	}
+	return false
 }
 
 // clientIP is the address limits are keyed on. X-Forwarded-For is believed
@@ -107,19 +168,6 @@ func (r *Relay) clientIP(req *http.Request) string {
 		return req.RemoteAddr
 	}
 	return host
-}
-
-func addressedTo(evt nostr.Event, keys []nostr.PubKey) bool {
-	for _, tag := range evt.Tags {
-		if len(tag) >= 2 && tag[0] == "p" {
-			for _, k := range keys {
-				if k.Hex() == tag[1] {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 // expireGiftWraps deletes stored gift wraps once they are older than the

@@ -33,8 +33,9 @@ type Options struct {
 	// Version is reported as the NIP-11 software version.
 	Version string
 
-	// Auth enables NIP-42: stored gift wraps (kind 1059) are served only to a
-	// connection authenticated as their recipient (the "p" tag).
+	// Auth enables NIP-42: gift wraps (kind 1059), stored or live, reach
+	// only a connection authenticated as their recipient (the "p" tag), and
+	// no other answer (COUNT, a deletion's, a duplicate's) reveals them.
 	Auth bool
 
 	// GiftWrapTTL is how long stored gift wraps (kind 1059) are kept.
@@ -169,10 +170,17 @@ func openStore(path string) (eventstore.Store, error) {
 func (r *Relay) install(kr *khatru.Relay) {
 	kr.OnEvent = r.onEvent
 	kr.OnEventSaved = func(ctx context.Context, evt nostr.Event) { r.metrics.stored.Inc() }
+	// Stored events reach a client through the viewer (visibility.go).
+	// khatru's Count is left as it is: only its websocket handler, unused
+	// here, calls it; COUNT is conn.go's.
 	query := kr.QueryStored
 	kr.QueryStored = func(ctx context.Context, f nostr.Filter) iter.Seq[nostr.Event] {
-		return r.filterStored(ctx, query(ctx, f))
+		return r.viewerFor(ctx).visible(query(ctx, f))
 	}
+	// A deletion request is checked, and carried out, before it is stored:
+	// khatru stores an event before the relay answers it, so a refusal
+	// decided afterwards would leave the refused event stored.
+	kr.StoreEvent = r.storeEvent(kr.StoreEvent)
 }
 
 // ServeHTTP serves websocket upgrades (NIP-01), NIP-11 documents, /metrics

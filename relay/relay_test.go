@@ -230,6 +230,58 @@ func TestRelay_Deletion(t *testing.T) {
 	}
 }
 
+// A deletion the relay refuses is neither stored nor delivered: only what
+// the relay answers OK true exists for anyone else.
+func TestRelay_RefusedDeletionIsNeitherStoredNorDelivered(t *testing.T) {
+	s := relaytest.Start(t, relay.Options{})
+	c := dial(t, s.URL)
+	watcher := dial(t, s.URL)
+	watcher.query("dels", nostr.Filter{Kinds: []nostr.Kind{5}})
+	alice, mallory := newIdentity(), newIdentity()
+	note := alice.sign(t, 1, "not mallory's")
+	c.mustPublish(note)
+
+	del := mallory.sign(t, 5, "", nostr.Tag{"e", note.ID.Hex()})
+	if ok, reason := c.publish(del); ok || !strings.HasPrefix(reason, "blocked:") {
+		t.Fatalf("deletion by another author: ok=%v reason=%q", ok, reason)
+	}
+	// The broadcast, had there been one, was queued for the watcher before
+	// the OK was: it arrives before the answer to the watcher's next REQ.
+	for _, msg := range watcher.sync() {
+		if label(msg) == "EVENT" {
+			t.Fatalf("refused deletion delivered live: %s", msg)
+		}
+	}
+	if got := c.query("del", nostr.Filter{IDs: []nostr.ID{del.ID}}); len(got) != 0 {
+		t.Fatal("refused deletion is served by id")
+	}
+	if got := c.query("kind5", nostr.Filter{Kinds: []nostr.Kind{5}}); len(got) != 0 {
+		t.Fatalf("refused deletion is served by kind: %v", ids(got))
+	}
+	if got := c.query("note", nostr.Filter{IDs: []nostr.ID{note.ID}}); len(got) != 1 {
+		t.Fatal("the event named by the refused deletion is gone")
+	}
+}
+
+// A deletion accepted (and stored) earlier is answered as a duplicate when
+// sent again, even if it now names someone else's event: an event the
+// relay holds is never answered OK false.
+func TestRelay_ResentDeletionIsDuplicateNotRefused(t *testing.T) {
+	s := relaytest.Start(t, relay.Options{})
+	c := dial(t, s.URL)
+	alice, mallory := newIdentity(), newIdentity()
+	note := alice.sign(t, 1, "published after the deletion")
+	del := mallory.sign(t, 5, "", nostr.Tag{"e", note.ID.Hex()})
+	c.mustPublish(del) // names nothing the relay has yet
+	c.mustPublish(note)
+	if ok, reason := c.publish(del); !ok || !strings.HasPrefix(reason, "duplicate:") {
+		t.Fatalf("stored deletion sent again: ok=%v reason=%q, want duplicate", ok, reason)
+	}
+	if got := c.query("note", nostr.Filter{IDs: []nostr.ID{note.ID}}); len(got) != 1 {
+		t.Fatal("the resent deletion removed someone else's event")
+	}
+}
+
 // An "a" tag deletes every version of a replaceable event up to the
 // request's created_at, and of an addressable event only the one with its d.
 func TestRelay_DeletionByAddress(t *testing.T) {
@@ -275,6 +327,32 @@ func TestRelay_Expiration(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		if got := c.query("after", nostr.Filter{IDs: []nostr.ID{soon.ID}}); len(got) != 0 {
 			t.Fatal("event served after its expiration")
+		}
+	})
+}
+
+// khatru's NIP-40 sweeper reads through the relay's visibility filter,
+// which hides expired events from everyone but khatru itself: after a
+// restart its first scan must still find the events that expired while the
+// relay was down, or they would stay stored forever.
+func TestRelay_ExpiredEventsSweptAfterRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opts := relay.Options{DBPath: filepath.Join(t.TempDir(), "events.db")}
+		first := startPipeRelay(t, opts)
+		id := newIdentity()
+		first.dial().mustPublish(id.sign(t, 1, "soon", nostr.Tag{"expiration", strconv.FormatInt(time.Now().Add(2*time.Second).Unix(), 10)}))
+		first.Relay.Close()
+
+		time.Sleep(3 * time.Second)
+		second := startPipeRelay(t, opts)
+		mine := nostr.Filter{Authors: []nostr.PubKey{id.pk}}
+		if n, _ := second.Store().CountEvents(mine); n != 1 {
+			t.Fatalf("%d events stored after the restart, want the expired one", n)
+		}
+		time.Sleep(time.Hour + time.Second) // khatru's sweeper runs hourly
+		synctest.Wait()
+		if n, _ := second.Store().CountEvents(mine); n != 0 {
+			t.Fatal("the expired event was not swept after the restart")
 		}
 	})
 }
