@@ -64,6 +64,12 @@ func (a authorization) serves(client nostr.PubKey) bool {
 	return a.allowed == nil || a.allowed[client]
 }
 
+// known reports whether client is named by AllowedClients: its session is
+// never displaced by a client that is not.
+func (a authorization) known(client nostr.PubKey) bool {
+	return a.allowed[client]
+}
+
 // transferClass says what a peer may send as CEP-22 fragments. A start
 // frame names no method, so it cannot be authorized like a request; the
 // budget it may use follows from whether the server serves the peer.

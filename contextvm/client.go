@@ -698,6 +698,14 @@ func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *j
 		p.fallback.Reset(0)
 		return
 	}
+	if delay, ok := RetryAfter(m.Error); ok && c.retryable(p, delay) {
+		// Busy means not acted on: asking again is safe, and soon enough
+		// it is what the server asked for.
+		p.busyRetries++
+		c.log.Debug("server busy; asking again", "method", p.req.Method, "after", delay)
+		c.life.AfterFunc(delay, func(ctx context.Context) { c.retryBusy(ctx, p) })
+		return
+	}
 	if wrapKind == 0 && c.opts.Encryption == EncryptOptional && c.pending.eventCount(p) > 1 {
 		c.view.setPlaintext() // the plaintext copy was the one answered
 	}
@@ -706,6 +714,49 @@ func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *j
 	}
 	m.ID = p.req.ID
 	c.deliver(m)
+}
+
+// Busy answers that ask for a retry (CodeServerBusy with RetryAfter) are
+// retried by the transport at most maxBusyRetries times per request, and
+// only when the wait is at most maxBusyWait and half the request timeout:
+// a longer wait is the caller's to decide on.
+const (
+	maxBusyRetries = 3
+	maxBusyWait    = 5 * time.Second
+)
+
+// retryable reports whether p, answered busy with a retry after delay, is
+// sent again rather than failed.
+func (c *clientConn) retryable(p *pendingRequest, delay time.Duration) bool {
+	if p.busyRetries >= maxBusyRetries || delay > maxBusyWait {
+		return false
+	}
+	if c.opts.RequestTimeout > 0 && delay > c.opts.RequestTimeout/2 {
+		return false
+	}
+	return c.pending.isPending(p)
+}
+
+// retryBusy sends p again, as a new event with the client's capability
+// tags (the server that refused it may not have kept them), unless it has
+// been answered (a timeout, Close) meanwhile.
+func (c *clientConn) retryBusy(ctx context.Context, p *pendingRequest) {
+	if !c.pending.isPending(p) {
+		return
+	}
+	content, err := EncodeContent(p.wire)
+	if err != nil {
+		return
+	}
+	tags := append(nostr.Tags{{"p", c.server.Hex()}, nonceTag()}, capabilityTags(c.opts.Encryption, c.opts.GiftWrap, c.fragmenting(), c.opts.OpenStreams)...)
+	wrapKind := c.wrapKind()
+	if c.fragmenting() && finalSize(content, tags, wrapKind) > c.opts.OversizedThreshold {
+		c.writeFragmented(ctx, p, content, tags, wrapKind, c.view.oversized())
+		return
+	}
+	if _, err := c.sendTracked(ctx, p, content, tags, wrapKind); err != nil && !errors.Is(err, nostrx.ErrUnheard) && c.pending.remove(p) {
+		c.fail(p.req.ID, CodeTransportError, fmt.Sprintf("contextvm: %s not delivered on retry: %v", p.req.Method, err))
+	}
 }
 
 // keepAlive restarts the timeout of the request that asked for progress

@@ -1,5 +1,13 @@
 package contextvm
 
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
 // JSON-RPC error codes that the ContextVM side of cvm answers with on its
 // own, rather than passing on a peer's answer. docs/error-codes.md has the
 // same table for readers who do not read Go.
@@ -63,9 +71,41 @@ const (
 	// reference publishes such an event anyway, and relays refuse it.
 	CodeResponseTooLarge = -32012
 
-	// CodeServerBusy answers a request that a server session has no room
-	// to queue (its inbox of pending messages is full): retry later. It has
-	// a number of its own, not -32000, so that a client can tell "retry
-	// later" from "you may not" (CodeUnauthorized).
+	// CodeServerBusy answers a request the server did not act on for want
+	// of room: its session's inbox is full, no session could be started
+	// for its client (all MaxSessions in use, or new sessions coming too
+	// fast), or the store of executed requests is full. Retry later; the
+	// error's data says when, where the server knows (see RetryAfter). It
+	// has a number of its own, not -32000, so that a client can tell
+	// "retry later" from "you may not" (CodeUnauthorized).
 	CodeServerBusy = -32013
 )
+
+// retryAfterData is the data of a CodeServerBusy error that says when to
+// retry, in the shape MCPx's rate_limited errors use.
+type retryAfterData struct {
+	RetryAfterMS int64 `json:"retry_after_ms"`
+}
+
+// BusyError is a CodeServerBusy error that asks the client to retry after
+// wait (rounded up to a millisecond): {"retry_after_ms": N} as its data.
+func BusyError(message string, wait time.Duration) *jsonrpc.Error {
+	ms := max((wait+time.Millisecond-1)/time.Millisecond, 1)
+	data, _ := json.Marshal(retryAfterData{RetryAfterMS: int64(ms)})
+	return &jsonrpc.Error{Code: CodeServerBusy, Message: message, Data: data}
+}
+
+// RetryAfter reports when the server that answered err asked to be tried
+// again: err is, or wraps, a CodeServerBusy *jsonrpc.Error whose data
+// holds retry_after_ms.
+func RetryAfter(err error) (time.Duration, bool) {
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) || werr.Code != CodeServerBusy {
+		return 0, false
+	}
+	var d retryAfterData
+	if json.Unmarshal(werr.Data, &d) != nil || d.RetryAfterMS <= 0 {
+		return 0, false
+	}
+	return time.Duration(d.RetryAfterMS) * time.Millisecond, true
+}

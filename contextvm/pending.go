@@ -23,6 +23,8 @@ type pendingRequest struct {
 
 	unheard atomic.Bool // every relay said nobody listens
 
+	busyRetries int // times a busy answer was retried; only the read loop touches it
+
 	events []nostr.ID // guarded by the table's lock: the event ids it went out under
 }
 

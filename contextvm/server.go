@@ -12,6 +12,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/durable"
+	"github.com/cvmgo/cvm/internal/admission"
 	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -43,9 +44,24 @@ type ServerOptions struct {
 	Info ServerInfo
 
 	// MaxSessions bounds the client sessions kept at once (default 1000).
-	// Beyond it the least recently active session is evicted; an evicted
-	// session still answers the requests it has in flight.
+	// When they are all taken, a new client's session replaces one only if
+	// it has nothing in flight and has been quiet for SessionGrace: the
+	// least recently active of a client outside AllowedClients first, and
+	// a client in AllowedClients only for another one. When no session may
+	// give way, the new client's request is refused with CodeServerBusy
+	// and a RetryAfter. A replaced session still answers what it has in
+	// flight.
 	MaxSessions int
+	// SessionGrace is how long after its last message a session is safe
+	// from being replaced (default 30 s, admission.DefaultGrace).
+	SessionGrace time.Duration
+	// SessionRate and SessionBurst bound how fast new sessions start:
+	// overall, SessionRate a second with bursts of SessionBurst (default
+	// 20 and 64), and for one client key, a quarter of each. A start over
+	// the limit is refused with CodeServerBusy and a RetryAfter. A
+	// negative SessionRate is no limit.
+	SessionRate  float64
+	SessionBurst int
 	// IdleTimeout closes a session with nothing in flight after this long
 	// without a message (default 30 min; negative: never).
 	IdleTimeout time.Duration
@@ -161,7 +177,46 @@ type Server struct {
 	announcer announcer
 
 	sessions *sessionTable
-	outbound registry[nostr.ID, *ServerConn] // server-to-client requests awaiting an answer, by event id
+	starts   *admission.Limiter[nostr.PubKey] // new sessions, per client and overall
+	outbound registry[nostr.ID, *ServerConn]  // server-to-client requests awaiting an answer, by event id
+}
+
+// withDefaults fills in the zero values that have defaults.
+func (o ServerOptions) withDefaults() ServerOptions {
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = 1000
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 30 * time.Minute
+	}
+	if o.SessionGrace <= 0 {
+		o.SessionGrace = admission.DefaultGrace
+	}
+	if o.SessionRate == 0 {
+		o.SessionRate = admission.DefaultRate
+	}
+	if o.SessionBurst <= 0 {
+		o.SessionBurst = admission.DefaultBurst
+	}
+	if o.Workers <= 0 {
+		o.Workers = 2 * runtime.GOMAXPROCS(0)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxEventBytes <= 0 {
+		o.MaxEventBytes = DefaultMaxEventBytes
+	}
+	if o.OversizedThreshold == 0 {
+		o.OversizedThreshold = DefaultOversizedThreshold
+	}
+	if o.Freshness <= 0 {
+		o.Freshness = DefaultFreshness
+	}
+	if o.State == nil {
+		o.State = durable.NewMemory(durable.Options{})
+	}
+	return o
 }
 
 // NewServer subscribes to the relays and returns once the subscription is
@@ -173,30 +228,7 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	if opts.Pool == nil && len(opts.Relays) == 0 {
 		return nil, errors.New("contextvm: no relays: give at least one relay URL")
 	}
-	if opts.MaxSessions <= 0 {
-		opts.MaxSessions = 1000
-	}
-	if opts.IdleTimeout == 0 {
-		opts.IdleTimeout = 30 * time.Minute
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = 2 * runtime.GOMAXPROCS(0)
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.MaxEventBytes <= 0 {
-		opts.MaxEventBytes = DefaultMaxEventBytes
-	}
-	if opts.OversizedThreshold == 0 {
-		opts.OversizedThreshold = DefaultOversizedThreshold
-	}
-	if opts.Freshness <= 0 {
-		opts.Freshness = DefaultFreshness
-	}
-	if opts.State == nil {
-		opts.State = durable.NewMemory(durable.Options{})
-	}
+	opts = opts.withDefaults()
 	me, err := opts.Signer.GetPublicKey(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("contextvm: server key: %w", err)
@@ -243,11 +275,12 @@ func newServer(opts ServerOptions, e endpoint) *Server {
 		intake:    newLifetime(context.Background()),
 		life:      newLifetime(context.Background()),
 		answering: make(chan struct{}, maxAnswersAtClose),
-		sessions:  newSessionTable(opts.MaxSessions),
 		auth:      newAuthorization(opts),
+		starts:    admission.NewLimiter[nostr.PubKey](opts.SessionRate, opts.SessionBurst),
 		replay:    newReplayGuard(opts.Freshness, 0),
 		window:    opts.Freshness,
 	}
+	s.sessions = newSessionTable(opts.MaxSessions, opts.SessionGrace, s.auth.known)
 	s.transfers = newReassembler(opts.Transfers, func(k transferKey) {
 		s.sendFrame(k.peer, abortFrame(k.token, "transfer timed out"), 0)
 	})
@@ -318,7 +351,7 @@ func (s *Server) Close() error {
 		s.transfers.close()
 		var wg sync.WaitGroup
 		for _, c := range s.sessions.all() {
-			wg.Go(func() { c.abort("server shutting down") })
+			wg.Go(func() { c.abort(transportError("server shutting down")) })
 		}
 		wg.Wait()
 		if s.opts.UnannounceOnClose {
@@ -448,7 +481,7 @@ func (s *Server) refuseEvent(inner nostr.Event, wrapKind nostr.Kind, refusal *js
 	}
 	for i, msg := range msgs {
 		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
-			s.refuse(inner, wrapKind, b, i, req, refusal.Code, refusal.Message)
+			s.refuse(inner, wrapKind, b, i, req, refusal)
 		}
 	}
 }
@@ -476,7 +509,7 @@ func (s *Server) dispatch(ctx context.Context, inner nostr.Event, wrapKind nostr
 		s.log.Info("refusing a message for its encryption", "client", inner.PubKey.Hex(), "encrypted", wrapKind != 0, "mode", s.opts.Encryption)
 		for i, msg := range msgs {
 			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
-				s.refuse(inner, 0, b, i, req, refusal.Code, refusal.Message)
+				s.refuse(inner, 0, b, i, req, refusal)
 			}
 		}
 		return
@@ -521,7 +554,7 @@ func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Ki
 		if err := s.auth.check(ctx, client, m); err != nil {
 			s.log.Info("refused", "client", client.Hex(), "method", m.Method, "err", err)
 			if m.IsCall() {
-				s.refuse(inner, wrapKind, b, i, m, CodeUnauthorized, err.Error())
+				s.refuse(inner, wrapKind, b, i, m, &jsonrpc.Error{Code: CodeUnauthorized, Message: err.Error()})
 			}
 			return
 		}
@@ -531,7 +564,7 @@ func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Ki
 				return
 			}
 			if frame, ok, err := parseStreamFrame(m.Params); ok {
-				if c := s.session(client, false); c != nil && err == nil {
+				if c, _ := s.session(client, false); c != nil && err == nil {
 					c.streamFrame(frame)
 				} else {
 					s.log.Info("dropping an open-stream frame", "client", client.Hex(), "err", err)
@@ -540,10 +573,15 @@ func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Ki
 			}
 		}
 		var c *ServerConn
+		var refusal *jsonrpc.Error
 		if m.IsCall() && m.Method == mcpmsg.MethodInitialize {
-			c = s.newSession(client, false)
+			c, refusal = s.newSession(client, false)
 		} else {
-			c = s.session(client, m.IsCall())
+			c, refusal = s.session(client, m.IsCall())
+		}
+		if refusal != nil {
+			s.refuse(inner, wrapKind, b, i, m, refusal)
+			return
 		}
 		if c == nil {
 			s.log.Info("dropping a notification from a client without a session", "client", client.Hex(), "method", m.Method)
@@ -551,27 +589,38 @@ func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Ki
 		}
 		if !c.receive(inner, wrapKind, b, i, m) {
 			// The session closed between its lookup and now.
-			s.refuse(inner, wrapKind, b, i, m, CodeServerBusy, busyMessage)
+			s.refuse(inner, wrapKind, b, i, m, &jsonrpc.Error{Code: CodeServerBusy, Message: busyMessage})
 		}
 	}
 }
 
 // session returns the client's current session; with create, a client
-// without one gets a stateless session.
-func (s *Server) session(client nostr.PubKey, create bool) *ServerConn {
+// without one gets a stateless session, or the refusal newSession gives.
+func (s *Server) session(client nostr.PubKey, create bool) (*ServerConn, *jsonrpc.Error) {
 	if c := s.sessions.get(client); c != nil || !create {
-		return c
+		return c, nil
 	}
 	return s.newSession(client, true)
 }
 
-// newSession starts a session for client, replacing its current one. The
-// replaced session and any session evicted to stay within MaxSessions keep
-// answering what they have in flight, then close.
-func (s *Server) newSession(client nostr.PubKey, stateless bool) *ServerConn {
-	c, retired := s.sessions.start(client, func(n uint64) *ServerConn {
+// newSession starts a session for client, replacing its current one, or
+// refuses to (with CodeServerBusy and when to retry) when the client
+// starts sessions too fast, or when all MaxSessions are taken and none may
+// give way. The sessions replaced keep answering what they have in flight,
+// then close.
+func (s *Server) newSession(client nostr.PubKey, stateless bool) (*ServerConn, *jsonrpc.Error) {
+	now := time.Now()
+	if ok, retry := s.starts.Allow(client, now); !ok {
+		s.log.Info("refusing a new session: too many new sessions", "client", client.Hex(), "retry_after", retry)
+		return nil, BusyError("server busy: too many new sessions; retry later", retry)
+	}
+	c, retired, retry, err := s.sessions.start(client, now, func(n uint64) *ServerConn {
 		return newServerConn(s, client, fmt.Sprintf("%s-%d", client.Hex()[:12], n))
 	})
+	if err != nil {
+		s.log.Info("refusing a new session: all sessions taken", "client", client.Hex(), "max", s.opts.MaxSessions, "retry_after", retry)
+		return nil, BusyError(fmt.Sprintf("server busy: all %d sessions are in use (%v); retry later", s.opts.MaxSessions, err), retry)
+	}
 	for _, old := range retired {
 		old.retire()
 	}
@@ -582,7 +631,7 @@ func (s *Server) newSession(client nostr.PubKey, stateless bool) *ServerConn {
 	case s.accepted <- c:
 	case <-s.closed:
 	}
-	return c
+	return c, nil
 }
 
 // forget removes a closing session from the server's books.
@@ -618,15 +667,15 @@ func (s *Server) reapIdle() {
 // refuse answers a request the server will not process, in plaintext or in
 // a wrap of wrapKind, on a goroutine of the server; inside a batch, the
 // answer joins the batch's.
-func (s *Server) refuse(inner nostr.Event, wrapKind nostr.Kind, b *batch, i int, req *jsonrpc.Request, code int64, message string) {
+func (s *Server) refuse(inner nostr.Event, wrapKind nostr.Kind, b *batch, i int, req *jsonrpc.Request, refusal *jsonrpc.Error) {
 	if req == nil || !req.IsCall() {
 		return
 	}
-	s.life.Go(func(ctx context.Context) { s.refuseNow(ctx, inner, wrapKind, b, i, req, code, message) })
+	s.life.Go(func(ctx context.Context) { s.refuseNow(ctx, inner, wrapKind, b, i, req, refusal) })
 }
 
-func (s *Server) refuseNow(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, b *batch, i int, req *jsonrpc.Request, code int64, message string) {
-	resp := mcpmsg.ErrorResponse(req.ID, code, "%s", message)
+func (s *Server) refuseNow(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, b *batch, i int, req *jsonrpc.Request, refusal *jsonrpc.Error) {
+	resp := &jsonrpc.Response{ID: req.ID, Error: refusal}
 	if b != nil {
 		if content, done := b.answer(i, resp); done {
 			s.sendBatch(ctx, inner.PubKey, b, content, nil)
@@ -695,10 +744,10 @@ func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind n
 	case p.CVM.FrameType == "start":
 		// A client waits for accept until it knows the server supports
 		// transfers, which it learns from this session's discovery tags.
-		if c := s.session(client, false); c == nil || !c.toldDiscovery() {
+		if c, _ := s.session(client, false); c == nil || !c.toldDiscovery() {
 			s.sendFrame(client, acceptFrame(p.ProgressToken), wrapKind)
 		}
-		if c := s.session(client, false); c != nil {
+		if c, _ := s.session(client, false); c != nil {
 			c.observe(inner, wrapKind)
 		}
 	case done:

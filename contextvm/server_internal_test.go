@@ -20,17 +20,8 @@ import (
 // nothing: tests hand it frames and sessions themselves.
 func newTestServer(t *testing.T, opts ServerOptions, pool relayPool) *Server {
 	t.Helper()
-	if opts.MaxSessions == 0 {
-		opts.MaxSessions = 1000
-	}
-	if opts.MaxEventBytes == 0 {
-		opts.MaxEventBytes = DefaultMaxEventBytes
-	}
-	if opts.OversizedThreshold == 0 {
-		opts.OversizedThreshold = DefaultOversizedThreshold
-	}
 	opts.Logger = slog.New(slog.DiscardHandler)
-	return newServer(opts, testEndpoint(t, pool))
+	return newServer(opts.withDefaults(), testEndpoint(t, pool))
 }
 
 // inFlight puts n requests in flight on c, as if the go-sdk were handling
@@ -88,7 +79,7 @@ func TestServerConn_CloseAnswersInFlightConcurrently(t *testing.T) {
 		pool := &fakePool{latency: 100 * time.Millisecond}
 		s := newTestServer(t, ServerOptions{}, pool)
 		defer s.Close()
-		c := s.newSession(nostr.Generate().Public(), false)
+		c, _ := s.newSession(nostr.Generate().Public(), false)
 		inFlight(t, c, 100)
 		start := time.Now()
 		c.Close()
@@ -114,7 +105,7 @@ func TestServerConn_CloseIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newTestServer(t, ServerOptions{}, &fakePool{block: true})
 		defer s.Close()
-		c := s.newSession(nostr.Generate().Public(), false)
+		c, _ := s.newSession(nostr.Generate().Public(), false)
 		inFlight(t, c, 3*maxAnswersAtClose)
 		start := time.Now()
 		c.Close()
@@ -131,7 +122,7 @@ func TestServerConn_WriteDuringCloseSendsNothing(t *testing.T) {
 		pool := &fakePool{block: true}
 		s := newTestServer(t, ServerOptions{}, pool)
 		defer s.Close()
-		c := s.newSession(nostr.Generate().Public(), false)
+		c, _ := s.newSession(nostr.Generate().Public(), false)
 		inFlight(t, c, 1)
 		closed := make(chan struct{})
 		go func() {
@@ -164,7 +155,7 @@ func TestServer_CloseAnswersRetiredSessions(t *testing.T) {
 		pool := &fakePool{}
 		s := newTestServer(t, ServerOptions{}, pool)
 		client := nostr.Generate().Public()
-		old := s.newSession(client, false)
+		old, _ := s.newSession(client, false)
 		inFlight(t, old, 2)
 		s.newSession(client, false) // a new initialize retires old
 		synctest.Wait()
@@ -184,7 +175,7 @@ func TestServer_RetiredIdleSessionCloses(t *testing.T) {
 		s := newTestServer(t, ServerOptions{}, &fakePool{})
 		defer s.Close()
 		client := nostr.Generate().Public()
-		old := s.newSession(client, false)
+		old, _ := s.newSession(client, false)
 		s.newSession(client, false)
 		synctest.Wait()
 		select {

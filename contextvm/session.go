@@ -99,6 +99,7 @@ type ServerConn struct {
 	stateless     bool
 	retired       bool
 	active        time.Time
+	failed        *jsonrpc.Error // why the session could not start, if it could not
 }
 
 // progressSettle is how long a response waits after the latest progress
@@ -155,15 +156,27 @@ func (c *ServerConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // Close ends the session. Requests still in flight are answered with an
 // error first.
 func (c *ServerConn) Close() error {
-	c.abort("session closed")
+	c.mu.Lock()
+	answer := c.failed
+	c.mu.Unlock()
+	if answer == nil {
+		answer = transportError("session closed")
+	}
+	c.abort(answer)
 	return nil
+}
+
+// transportError is the error that answers requests a session could not
+// finish for reason.
+func transportError(reason string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: CodeTransportError, Message: "contextvm: " + reason}
 }
 
 // abort closes the session: from its first step nothing new is admitted
 // (Write publishes nothing, no message is routed to it, no request added);
-// then every request in flight is answered with reason, all at once, within
+// then every request in flight is answered with answer, all at once, within
 // abortGrace; then the session's remaining work is cancelled and waited for.
-func (c *ServerConn) abort(reason string) {
+func (c *ServerConn) abort(answer *jsonrpc.Error) {
 	c.closeOnce.Do(func() {
 		c.life.stop()
 		c.srv.forget(c)
@@ -184,7 +197,7 @@ func (c *ServerConn) abort(reason string) {
 			}
 			answers.Go(func() {
 				defer func() { <-c.srv.answering }()
-				c.sendResponse(c.life.ctx, r, mcpmsg.ErrorResponse(r.origID, CodeTransportError, "contextvm: %s", reason))
+				c.sendResponse(c.life.ctx, r, &jsonrpc.Response{ID: r.origID, Error: answer})
 			})
 		}
 		answers.Wait()
@@ -357,7 +370,19 @@ func (c *ServerConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	case *jsonrpc.Response:
 		key, _ := m.ID.Raw().(string)
 		if key == statelessInitID {
-			return nil // answer to our own handshake on a stateless client's behalf
+			// The answer to our own handshake on a stateless client's
+			// behalf goes nowhere; if the handshake failed (a gateway
+			// refusing the session, busy), so do the client's requests,
+			// with that answer rather than a bare "session closed".
+			var refusal *jsonrpc.Error
+			if errors.As(m.Error, &refusal) {
+				c.srv.log.Info("a stateless session could not start", "session", c.id, "err", refusal.Message)
+				c.mu.Lock()
+				c.failed = refusal
+				c.mu.Unlock()
+				c.srv.closeLater(c)
+			}
+			return nil
 		}
 		if c.holdBehindStream(key, m) {
 			return nil

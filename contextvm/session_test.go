@@ -2,7 +2,9 @@ package contextvm_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -439,11 +441,15 @@ func slowServer(release <-chan struct{}, started chan<- struct{}) *mcp.Server {
 	return s
 }
 
-// Sessions are bounded; evicting one never strands its in-flight request.
-func TestSessionEvictionKeepsInFlightRequests(t *testing.T) {
+// Sessions are bounded, and a full table evicts no session with a request
+// in flight or a recent message: the newcomer is refused with busy and a
+// retry_after, and the client transport tries again when told, so that it
+// gets in once a session has been quiet for the grace period.
+func TestFullSessionTableEvictsOnlyQuietSessions(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	release, started := make(chan struct{}), make(chan struct{}, 4)
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, MaxSessions: 1}, slowServer(release, started))
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, MaxSessions: 1, SessionGrace: 300 * time.Millisecond},
+		slowServer(release, started))
 	first := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
 	result := make(chan error, 1)
 	go func() {
@@ -454,19 +460,31 @@ func TestSessionEvictionKeepsInFlightRequests(t *testing.T) {
 		result <- err
 	}()
 	<-started
-	// A second client takes the only session slot.
-	second := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
-	callEcho(t, second, "evicts the first")
+
+	// A client that will not wait for a retry is refused at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "impatient", Version: "1"}, nil),
+		contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, RequestTimeout: time.Second})
+	if wait, ok := contextvm.RetryAfter(err); !ok || wait < time.Second {
+		t.Fatalf("a newcomer while the only session has a call in flight: %v; want busy with a retry after 1s or more", err)
+	}
+
 	close(release)
 	select {
 	case err := <-result:
 		if err != nil {
-			t.Fatalf("in-flight request of the evicted session: %v", err)
+			t.Fatalf("the call in flight: %v", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("the evicted session's in-flight request was stranded")
+		t.Fatal("the call in flight was never answered")
 	}
-	// The evicted client can go on: its next request opens a new session.
+	// Once the first session has been quiet for 300 ms, a newcomer gets
+	// its place: the transport retries the busy initialize by itself.
+	second := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+	callEcho(t, second, "in")
+	// And the first client gets back in the same way, once the second
+	// has been quiet.
 	if got := callEcho(t, first, "back"); got != "back" {
 		t.Fatalf("after eviction: %q", got)
 	}
@@ -497,5 +515,56 @@ func TestClientWithTheServersKeyIsRefused(t *testing.T) {
 	})
 	if !errors.Is(err, contextvm.ErrClientIsServer) {
 		t.Fatalf("connect with the server's key: %v; want ErrClientIsServer", err)
+	}
+}
+
+// New sessions are bounded per key (a quarter of the overall rate and
+// burst) and overall; a start over either limit is answered busy, with
+// when to retry, and costs the session nothing.
+func TestNewSessionRateLimits(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	// Overall 4 a second, burst 4; a key: 1 a second, burst 1.
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, SessionRate: 4, SessionBurst: 4}, testServer())
+	me := srv.PublicKey()
+	id := 0
+	answer := func(p *rawPeer) (retry time.Duration, busy bool) {
+		t.Helper()
+		id++ // no two events alike
+		p.publish(p.message(me, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, id)))
+		evt, ok := p.next(10 * time.Second)
+		if !ok {
+			t.Fatal("no answer to initialize")
+		}
+		var resp struct {
+			Error *jsonrpc.Error `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(evt.Content), &resp); err != nil {
+			t.Fatal(err)
+		}
+		if resp.Error == nil {
+			return 0, false
+		}
+		retry, ok = contextvm.RetryAfter(resp.Error)
+		if !ok {
+			t.Fatalf("refused without a retry_after: %s", evt.Content)
+		}
+		return retry, true
+	}
+	a := newRawPeer(t, r.URL)
+	if _, busy := answer(a); busy {
+		t.Fatal("a key's first session refused")
+	}
+	if retry, busy := answer(a); !busy || retry > time.Second {
+		t.Fatalf("a key's second session at once: busy %v, retry %v; want busy within 1s", busy, retry)
+	}
+	// Three other keys take the rest of the overall burst; a fifth key is
+	// refused although it has started nothing.
+	for range 3 {
+		if _, busy := answer(newRawPeer(t, r.URL)); busy {
+			t.Fatal("a new key within the overall burst refused")
+		}
+	}
+	if retry, busy := answer(newRawPeer(t, r.URL)); !busy || retry > 250*time.Millisecond {
+		t.Fatalf("a fifth key beyond the overall burst: busy %v, retry %v; want busy within 250ms", busy, retry)
 	}
 }

@@ -2,10 +2,13 @@ package contextvm
 
 import (
 	"container/list"
+	"errors"
+	"iter"
 	"sync"
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/admission"
 )
 
 // sessionTable is a server's book of client sessions, under a lock of its
@@ -15,9 +18,11 @@ import (
 // in flight) included, so that the server's Close can reach them all.
 //
 // Lock order: the table's lock may be held while taking a session's lock
-// (idle reads each session's activity), never the reverse.
+// (idle and start read each session's activity), never the reverse.
 type sessionTable struct {
-	max int
+	max   int
+	grace time.Duration                  // a session quiet for less is never evicted
+	known func(client nostr.PubKey) bool // on the allow-list
 
 	mu      sync.Mutex
 	current map[nostr.PubKey]*ServerConn
@@ -26,9 +31,11 @@ type sessionTable struct {
 	nextID  uint64
 }
 
-func newSessionTable(max int) *sessionTable {
+func newSessionTable(max int, grace time.Duration, known func(nostr.PubKey) bool) *sessionTable {
 	return &sessionTable{
 		max:     max,
+		grace:   grace,
+		known:   known,
 		current: make(map[nostr.PubKey]*ServerConn),
 		lru:     list.New(),
 		live:    make(map[*ServerConn]struct{}),
@@ -42,29 +49,54 @@ func (t *sessionTable) get(client nostr.PubKey) *ServerConn {
 	return t.current[client]
 }
 
+// errNoSession is why start made no session: the table is full and no
+// session may give way.
+var errNoSession = errors.New("every session is busy or was active within the grace period")
+
 // start makes the client's new current session with newConn, which gets a
 // number unique in the table and is called under its lock, and returns it
-// with the sessions it retires: the client's previous one, and the least
-// recently active ones beyond max.
-func (t *sessionTable) start(client nostr.PubKey, newConn func(n uint64) *ServerConn) (c *ServerConn, retired []*ServerConn) {
+// with the sessions it retires: the client's previous one, and, when the
+// table is full, the one admission.Victim picks. When it may pick none,
+// start makes nothing and returns errNoSession and when to try again.
+func (t *sessionTable) start(client nostr.PubKey, now time.Time, newConn func(n uint64) *ServerConn) (c *ServerConn, retired []*ServerConn, retryAfter time.Duration, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.nextID++
-	c = newConn(t.nextID)
-	if old := t.current[client]; old != nil {
-		retired = append(retired, old)
-		t.lru.Remove(old.elem)
-	}
-	t.current[client] = c
-	c.elem = t.lru.PushFront(c)
-	t.live[c] = struct{}{}
-	for t.lru.Len() > t.max {
-		victim := t.lru.Back().Value.(*ServerConn)
+	old := t.current[client]
+	if old == nil && t.lru.Len() >= t.max {
+		victim, ok, retry := admission.Victim(now, t.grace, t.known(client), t.oldestFirst(), t.state)
+		if !ok {
+			return nil, nil, retry, errNoSession
+		}
 		t.lru.Remove(victim.elem)
 		delete(t.current, victim.client)
 		retired = append(retired, victim)
 	}
-	return c, retired
+	if old != nil {
+		retired = append(retired, old)
+		t.lru.Remove(old.elem)
+	}
+	t.nextID++
+	c = newConn(t.nextID)
+	t.current[client] = c
+	c.elem = t.lru.PushFront(c)
+	t.live[c] = struct{}{}
+	return c, retired, 0, nil
+}
+
+// oldestFirst yields the current sessions, least recently active first;
+// the caller holds the lock.
+func (t *sessionTable) oldestFirst() iter.Seq[*ServerConn] {
+	return func(yield func(*ServerConn) bool) {
+		for e := t.lru.Back(); e != nil; e = e.Prev() {
+			if !yield(e.Value.(*ServerConn)) {
+				return
+			}
+		}
+	}
+}
+
+func (t *sessionTable) state(c *ServerConn) admission.State {
+	return admission.State{LastActive: c.lastActive(), Busy: c.inFlight() > 0, Known: t.known(c.client)}
 }
 
 // touch marks c as the most recently active session, if it is current.

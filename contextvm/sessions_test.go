@@ -1,6 +1,7 @@
 package contextvm
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -10,38 +11,84 @@ import (
 func TestSessionTable(t *testing.T) {
 	s := &Server{} // for newServerConn's parent lifetime
 	s.life = newLifetime(t.Context())
-	tab := newSessionTable(2)
+	const grace = 30 * time.Second
+	now := time.Now()
+	allowed := nostr.Generate().Public()
+	tab := newSessionTable(2, grace, func(pk nostr.PubKey) bool { return pk == allowed })
 	conn := func(client nostr.PubKey) func(uint64) *ServerConn {
 		return func(n uint64) *ServerConn { return newServerConn(s, client, "") }
 	}
+	start := func(client nostr.PubKey) (*ServerConn, []*ServerConn, time.Duration, error) {
+		return tab.start(client, now, conn(client))
+	}
+	quiet := func(c *ServerConn, d time.Duration) { c.active = now.Add(-d) }
+
 	a, b, c := nostr.Generate().Public(), nostr.Generate().Public(), nostr.Generate().Public()
-	ca, retired := tab.start(a, conn(a))
-	if len(retired) != 0 || tab.get(a) != ca {
+	ca, retired, _, err := start(a)
+	if err != nil || len(retired) != 0 || tab.get(a) != ca {
 		t.Fatal("first session")
 	}
-	ca2, retired := tab.start(a, conn(a))
+	ca2, retired, _, _ := start(a)
 	if len(retired) != 1 || retired[0] != ca || tab.get(a) != ca2 {
 		t.Fatal("a new session of a client retires its old one")
 	}
-	cb, _ := tab.start(b, conn(b))
-	tab.touch(ca2) // a is now the most recent
-	_, retired = tab.start(c, conn(c))
-	if len(retired) != 1 || retired[0] != cb || tab.get(b) != nil {
-		t.Fatal("beyond max, the least recently active session is evicted")
+	cb, _, _, _ := start(b)
+	quiet(ca2, 10*time.Second)
+	quiet(cb, 20*time.Second)
+
+	// Full, and both sessions were active within the grace period.
+	_, _, retry, err := start(c)
+	if !errors.Is(err, errNoSession) || retry != 10*time.Second {
+		t.Fatalf("a newcomer to a table of young sessions: %v, retry %v; want errNoSession, retry 10s", err, retry)
 	}
-	if tab.len() != 2 || len(tab.all()) != 4 {
-		t.Fatalf("%d current, %d live; want 2 and 4 (retired ones live until closed)", tab.len(), len(tab.all()))
+	if _, retired, _, err := start(a); err != nil || len(retired) != 1 {
+		t.Fatal("a client may always replace its own session")
 	}
-	tab.remove(ca)
-	tab.remove(cb)
-	if len(tab.all()) != 2 {
-		t.Fatal("removed sessions are still live")
+	ca3 := tab.get(a)
+
+	// Quiet for longer than the grace period, but with a request in flight.
+	quiet(cb, time.Hour)
+	inFlight(t, cb, 1)
+	if _, _, _, err := start(c); !errors.Is(err, errNoSession) {
+		t.Fatalf("a session with a request in flight was evicted: %v", err)
 	}
-	ca2.active = time.Now().Add(-time.Hour)
-	if idle := tab.idle(time.Now(), time.Minute); len(idle) != 1 || idle[0] != ca2 {
+	cb.routes = newRouteTable()
+	cc, retired, _, err := start(c)
+	if err != nil || len(retired) != 1 || retired[0] != cb || tab.get(b) != nil {
+		t.Fatalf("an old idle session does not give way: %v", err)
+	}
+
+	// An allowed client's session gives way to no stranger, and a
+	// stranger's goes first.
+	tab.remove(ca3)
+	cal, _, _, _ := start(allowed)
+	quiet(cal, 2*time.Hour)
+	quiet(cc, time.Hour)
+	if _, retired, _, err := start(b); err != nil || retired[0] != cc {
+		t.Fatalf("a stranger's idle session should give way first: %v", err)
+	}
+	quiet(tab.get(b), time.Hour)
+	d := nostr.Generate().Public()
+	stranger, _, _, _ := start(d)
+	if stranger == nil {
+		t.Fatal("the other stranger's idle session should give way")
+	}
+	quiet(stranger, time.Hour)
+	tab.remove(stranger)
+	if _, _, _, err := start(nostr.Generate().Public()); err != nil {
+		t.Fatal("a free slot is refused")
+	}
+	if _, _, retry, err := start(nostr.Generate().Public()); !errors.Is(err, errNoSession) || retry != grace {
+		t.Fatalf("a stranger displaced an allowed client: %v, retry %v", err, retry)
+	}
+	if tab.get(allowed) != cal || tab.len() != 2 {
+		t.Fatal("the allowed client's session is gone")
+	}
+
+	if idle := tab.idle(time.Now(), time.Minute); len(idle) != 1 || idle[0] != cal {
 		t.Fatalf("idle: %v", idle)
 	}
-	inFlight(t, ca2, 1)
+	inFlight(t, cal, 1)
 	if idle := tab.idle(time.Now(), time.Minute); len(idle) != 0 {
 		t.Fatal("a session with a request in flight is not idle")
 	}

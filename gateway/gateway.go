@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/admission"
 	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/cvmgo/cvm/internal/mcpmux"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -72,9 +75,16 @@ type Options struct {
 
 	// MaxSessions bounds the upstream sessions of PerClient mode (default
 	// 64): child processes are not cheap. A client session beyond it
-	// replaces the least recently active session with nothing in flight;
-	// when every session is busy, its initialize is refused (CodeBusy).
+	// replaces a session that has nothing in flight and has been quiet for
+	// SessionGrace: the least recently active of a client outside
+	// Server.AllowedClients first, an allowed client's only for another
+	// allowed client. When none may give way, its initialize is refused
+	// (CodeBusy, with contextvm.RetryAfter).
 	MaxSessions int
+	// SessionGrace is how long after its last message a session is safe
+	// from being replaced (default 30 s), in the gateway's books and the
+	// server's (Server.SessionGrace is set to it).
+	SessionGrace time.Duration
 	// IdleTimeout ends a client session (and in PerClient mode its
 	// upstream session) that has had no message from its client for this
 	// long and has nothing in flight (default 10 min; negative: never).
@@ -100,6 +110,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = 10 * time.Minute
+	}
+	if o.SessionGrace <= 0 {
+		o.SessionGrace = admission.DefaultGrace
 	}
 	if o.ClientInfo == nil {
 		o.ClientInfo = &mcp.Implementation{Name: "cvm-gateway", Version: "1"}
@@ -133,6 +146,8 @@ type session interface {
 	// in flight. A session is reaped or replaced only when not busy.
 	idleSince() time.Time
 	busy() bool
+	// client is the session's client key.
+	client() nostr.PubKey
 	// end closes the client session; its goroutine then cleans up.
 	end()
 }
@@ -149,11 +164,19 @@ type Gateway struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	known  map[nostr.PubKey]bool // Server.AllowedClients
+	starts chan struct{}         // a slot per upstream session starting in PerClient mode
+
 	mu       sync.Mutex
 	sessions map[session]bool // every session served; true if it holds a PerClient slot
 	slots    int
 	closed   bool
 }
+
+// startsAtOnce bounds the upstream sessions of PerClient mode that start
+// at the same time: one a core, two at least, since a start also waits on
+// the upstream's answer.
+func startsAtOnce() int { return max(2, runtime.GOMAXPROCS(0)) }
 
 // serverSlack is how many client sessions beyond MaxSessions the server
 // keeps in PerClient mode: sessions the gateway is refusing or replacing
@@ -172,6 +195,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	opts = opts.withDefaults()
 	opts.Server.IdleTimeout = -1
+	opts.Server.SessionGrace = opts.SessionGrace
 	opts.Server.MaxSessions = 0 // the server's default
 	if opts.Mode == PerClient {
 		opts.Server.MaxSessions = opts.MaxSessions + serverSlack
@@ -186,6 +210,11 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		ctx:      gctx,
 		cancel:   cancel,
 		sessions: make(map[session]bool),
+		known:    make(map[nostr.PubKey]bool),
+		starts:   make(chan struct{}, startsAtOnce()),
+	}
+	for _, pk := range opts.Server.AllowedClients {
+		g.known[pk] = true
 	}
 	if opts.Mode == Shared {
 		h, err := newHub(ctx, g)
@@ -330,10 +359,23 @@ func (g *Gateway) Sessions() int {
 	return len(g.sessions)
 }
 
+// slotError refuses a session for want of a free upstream session.
+type slotError struct {
+	max        int
+	grace      time.Duration
+	retryAfter time.Duration
+}
+
+func (e *slotError) Error() string {
+	return fmt.Sprintf("gateway busy: all %d upstream sessions are in use (busy, or active within %v); retry later", e.max, e.grace)
+}
+
 // track adds a client session to the books (slot: it holds one of the
 // MaxSessions upstream sessions of PerClient mode). When no slot is free,
-// the least recently active session with nothing in flight gives up its
-// own; if there is none, track fails.
+// a session gives way as admission.Victim decides: one with nothing in
+// flight that has been quiet for SessionGrace, a client's outside
+// Server.AllowedClients first, an allowed client's only to another. If
+// none may, track fails with a *slotError.
 func (g *Gateway) track(s session, slot bool) error {
 	g.mu.Lock()
 	if g.closed {
@@ -342,15 +384,13 @@ func (g *Gateway) track(s session, slot bool) error {
 	}
 	var victim session
 	if slot && g.slots >= g.opts.MaxSessions {
-		for other, holds := range g.sessions {
-			if holds && !other.busy() && (victim == nil || other.idleSince().Before(victim.idleSince())) {
-				victim = other
-			}
-		}
-		if victim == nil {
+		var ok bool
+		var retry time.Duration
+		victim, ok, retry = admission.Victim(time.Now(), g.opts.SessionGrace, g.known[s.client()], g.slotHolders(), g.state)
+		if !ok {
 			g.mu.Unlock()
 			g.metrics.sessionsRefused.Inc()
-			return fmt.Errorf("gateway busy: all %d upstream sessions have requests in flight; retry shortly", g.opts.MaxSessions)
+			return &slotError{max: g.opts.MaxSessions, grace: g.opts.SessionGrace, retryAfter: retry}
 		}
 		delete(g.sessions, victim)
 		g.slots--
@@ -363,11 +403,27 @@ func (g *Gateway) track(s session, slot bool) error {
 	g.mu.Unlock()
 	g.metrics.sessions.Inc()
 	if victim != nil {
-		g.opts.Logger.Info("session limit reached: closing the least recently active idle session", "max", g.opts.MaxSessions)
+		g.opts.Logger.Info("session limit reached: closing an idle session", "max", g.opts.MaxSessions, "client", victim.client().Hex())
 		g.metrics.sessionsEvicted.Inc()
 		victim.end()
 	}
 	return nil
+}
+
+// slotHolders yields the sessions holding an upstream session; the caller
+// holds g.mu.
+func (g *Gateway) slotHolders() iter.Seq[session] {
+	return func(yield func(session) bool) {
+		for s, slot := range g.sessions {
+			if slot && !yield(s) {
+				return
+			}
+		}
+	}
+}
+
+func (g *Gateway) state(s session) admission.State {
+	return admission.State{LastActive: s.idleSince(), Busy: s.busy(), Known: g.known[s.client()]}
 }
 
 // untrack removes a session that has ended.
@@ -442,6 +498,16 @@ func (g *Gateway) linkEvents() mcpmux.LinkEvents {
 		Exited:    m.upstreamExits.Inc,
 		Restarted: m.restarts.Inc,
 	}
+}
+
+// refuseSession answers the initialize of a session track refused.
+func refuseSession(ctx context.Context, c clientConn, init *jsonrpc.Request, err error) {
+	var full *slotError
+	if errors.As(err, &full) {
+		c.Write(ctx, &jsonrpc.Response{ID: init.ID, Error: contextvm.BusyError(err.Error(), full.retryAfter)})
+		return
+	}
+	refuse(ctx, c, init, CodeBusy, "%v", err)
 }
 
 // refuse answers a client's request with an error.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/cvmgo/cvm/internal/mcpmux"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -67,6 +68,8 @@ func (s *perClient) busy() bool {
 
 func (s *perClient) end() { s.conn.Close() }
 
+func (s *perClient) client() nostr.PubKey { return s.conn.Client() }
+
 // run serves the session until the client session ends.
 func (s *perClient) run() {
 	ctx := s.g.ctx
@@ -86,13 +89,23 @@ func (s *perClient) run() {
 		return
 	}
 	if err := s.g.track(s, true); err != nil {
-		refuse(ctx, s.conn, init, CodeBusy, "%v", err)
+		refuseSession(ctx, s.conn, init, err)
 		return
 	}
 	defer s.g.untrack(s)
 
 	start := time.Now()
+	// Starting an upstream is the costliest thing a client can ask for (a
+	// process of its own), so only a few start at once: a crowd of new
+	// clients then waits its turn rather than starving the sessions that
+	// run.
+	select {
+	case s.g.starts <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
 	l, hs, err := mcpmux.OpenLink(ctx, s.g.linkOptions(init.Params, false))
+	<-s.g.starts
 	if err != nil {
 		s.log.Warn("upstream session did not start", "err", err)
 		s.g.metrics.answered(init.Method, start, "upstream_down")

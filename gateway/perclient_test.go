@@ -125,12 +125,14 @@ func TestPerClient_ProgressSubscriptionsAndListChanged(t *testing.T) {
 }
 
 func TestPerClient_SessionBound(t *testing.T) {
-	b := newBench(t, gateway.Options{MaxSessions: 2})
+	b := newBench(t, gateway.Options{MaxSessions: 2, SessionGrace: 200 * time.Millisecond})
 	first, second := b.connect(nil), b.connect(nil)
 	firstPID := call(t, first, "pid", nil)
 	call(t, second, "pid", nil)
 
-	// A third client replaces the least recently active idle session.
+	// A third client takes the place of the least recently active session
+	// once that has been quiet for the grace period; until then it is told
+	// to retry, and its transport does.
 	third := b.connect(nil)
 	call(t, third, "pid", nil)
 	if n := b.metric("cvm_gateway_sessions_evicted_total"); n != 1 {
@@ -138,12 +140,17 @@ func TestPerClient_SessionBound(t *testing.T) {
 	}
 	eventually(t, "two upstream sessions", func() bool { return b.metric("cvm_gateway_upstream_sessions") == 2 })
 	// The evicted client's next request starts a new session (initialized
-	// on its behalf by the contextvm server), on a new upstream.
+	// on its behalf by the contextvm server), on a new upstream: refused
+	// as busy while the other two are young, then let in.
 	if pid := call(t, first, "pid", nil); pid == firstPID {
 		t.Errorf("evicted client still on upstream %s", pid)
 	}
+	if n := b.metric("cvm_gateway_sessions_evicted_total"); n != 2 {
+		t.Fatalf("evicted %v, want 2", n)
+	}
 
-	// With every session busy, a newcomer is refused, not queued.
+	// With every session busy, a newcomer is refused, not queued, with
+	// busy's code and when to retry.
 	b2 := newBench(t, gateway.Options{MaxSessions: 1})
 	busy := b2.connectInFlight(nil)
 	done := busy.slow(t, 1500)
@@ -155,11 +162,35 @@ func TestPerClient_SessionBound(t *testing.T) {
 	if code := rpcError(t, err).Code; code != contextvm.CodeServerBusy || code == contextvm.CodeUnauthorized {
 		t.Errorf("busy refusal code %d, want %d", code, contextvm.CodeServerBusy)
 	}
+	if wait, ok := contextvm.RetryAfter(err); !ok || wait < time.Second {
+		t.Errorf("busy refusal without a retry_after: %v", err)
+	}
 	if err := within(t, done, 10*time.Second, "slow call"); err != nil {
 		t.Fatal(err)
 	}
-	if n := metricOf(t, b2.gw, "cvm_gateway_sessions_refused_total"); n != 1 {
+	if n := metricOf(t, b2.gw, "cvm_gateway_sessions_refused_total"); n < 1 {
 		t.Errorf("refused %v", n)
+	}
+}
+
+// A session the gateway refuses for a client without one (stateless, or
+// evicted) answers the client's request with the refusal: busy, with when
+// to retry, not a bare "session closed".
+func TestPerClient_StatelessRefusalSaysBusy(t *testing.T) {
+	b := newBench(t, gateway.Options{MaxSessions: 1})
+	b.connect(nil) // young for 30 s: nobody else gets in
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := contextvm.Connect(ctx, newClient(nil), contextvm.ClientOptions{
+		Server: b.srv.PublicKey().Hex(), Relays: []string{b.relay}, Stateless: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	_, err = tryCall(cs, "pid", nil)
+	if wait, ok := contextvm.RetryAfter(err); !ok || wait < 20*time.Second {
+		t.Fatalf("a stateless call beyond the bound: %v; want busy with the young session's wait", err)
 	}
 }
 

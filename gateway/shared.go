@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/internal/mcpmux"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -83,6 +84,8 @@ func (m *member) busy() bool { return m.sess.InFlight() > 0 }
 
 func (m *member) end() { m.conn.Close() }
 
+func (m *member) client() nostr.PubKey { return m.conn.Client() }
+
 // Send implements mcpmux.Caller: it queues msg for the member's writer.
 func (m *member) Send(msg jsonrpc.Message, _ jsonrpc.ID) error {
 	select {
@@ -141,7 +144,7 @@ func (h *hub) serve(c clientConn) {
 		writer.Wait()
 	}()
 	if err := h.g.track(m, false); err != nil {
-		refuse(ctx, c, init, CodeBusy, "%v", err)
+		refuseSession(ctx, c, init, err)
 		return
 	}
 	defer h.g.untrack(m)

@@ -11,6 +11,7 @@ import (
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/gateway"
+	"github.com/cvmgo/cvm/internal/admission"
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/internal/httpserve"
 	"github.com/cvmgo/cvm/nostrx"
@@ -25,7 +26,8 @@ type gatewayFlags struct {
 	name, about, website, pict string
 	mode, upstreamURL, metrics string
 	data                       string
-	maxSessions                int
+	maxSessions, sessionBurst  int
+	sessionRate                float64
 	transferBytes              int
 	idleTimeout                time.Duration
 
@@ -44,7 +46,12 @@ gateway's public key through the relays.
 
 --session-mode per-client (the default) gives each client session its own
 upstream session (a process, or an HTTP session), at most --max-sessions at
-once, closed after --idle-timeout without a message. shared runs one upstream
+once, closed after --idle-timeout without a message. When all are in use, a
+new client replaces a session only if that one has nothing in flight and
+has been quiet for 30 s, a client's outside --allow first, never an --allow
+client's for a stranger; otherwise it is told to retry later (busy, with
+retry_after_ms), as is a client starting sessions faster than --session-rate
+and --session-burst allow. shared runs one upstream
 session for all clients; requests of the upstream's to a client (sampling,
 elicitation) then reach a client only when exactly one has requests in
 flight, and are refused otherwise.
@@ -91,6 +98,8 @@ it down, answering what is in flight with an error.`,
 	f.StringVar(&gf.data, "data", "", "directory for state that must survive a restart (default: gateway in the data directory)")
 	f.StringVar(&gf.metrics, "metrics", "", "serve /metrics and /healthz on this address, e.g. 127.0.0.1:9090")
 	f.IntVar(&gf.maxSessions, "max-sessions", 64, "upstream sessions at once in per-client mode")
+	f.Float64Var(&gf.sessionRate, "session-rate", admission.DefaultRate, "new client sessions a second, overall; one client key gets a quarter (-1: no limit)")
+	f.IntVar(&gf.sessionBurst, "session-burst", admission.DefaultBurst, "new client sessions at once beyond --session-rate, overall; one client key gets a quarter")
 	f.DurationVar(&gf.idleTimeout, "idle-timeout", 10*time.Minute, "close a client session after this long without a message (0: never)")
 	f.BoolVar(&gf.announce, "announce", false, "publish the server's announcements (CEP-6) and keep them current")
 	f.BoolVar(&gf.unannounceOnExit, "unannounce-on-exit", false, "delete the announcements when the gateway stops")
@@ -98,7 +107,7 @@ it down, answering what is in flight with an error.`,
 	f.StringArrayVar(&gf.commonTools, "common-tool", nil, "declare a tool as implementing a common schema (repeatable)")
 	f.StringArrayVar(&gf.cats, "category", nil, "a category for the common tools' announcement (repeatable)")
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
-		"session-mode", "env", "upstream-url", "metrics", "data", "max-transfer-bytes", "max-sessions", "idle-timeout",
+		"session-mode", "env", "upstream-url", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-rate", "session-burst", "idle-timeout",
 		"announce", "unannounce-on-exit", "price", "common-tool", "category"} {
 		config.Bind(f, name, "gateway."+name)
 	}
@@ -117,6 +126,9 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	opts, err := a.gatewayOptions(gf)
 	if err != nil {
 		return err
+	}
+	if gf.sessionRate == 0 || gf.sessionRate < -1 || gf.sessionBurst < 1 {
+		return fmt.Errorf("--session-rate must be positive (or -1 for no limit) and --session-burst at least 1")
 	}
 	allowed, public, err := a.access(gf)
 	if err != nil {
@@ -174,6 +186,8 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	opts.Server = contextvm.ServerOptions{
 		State:              state,
 		Transfers:          contextvm.TransferLimits{MaxPeerBytes: gf.transferBytes},
+		SessionRate:        gf.sessionRate,
+		SessionBurst:       gf.sessionBurst,
 		Signer:             contextvm.NewKeySigner(id.secret),
 		Relays:             gf.relays,
 		AllowedClients:     allowed,

@@ -89,6 +89,8 @@ func TestGatewayCommand_BadInput(t *testing.T) {
 		{[]string{"gateway", "--allow", "npub1nope", "--", "true"}, "--allow: invalid key"},
 		{[]string{"gateway", "--public", "get_weather", "--", "true"}, "want METHOD[:NAME]"},
 		{[]string{"gateway", "-e", "TOKEN", "--", "true"}, `-e "TOKEN": want KEY=VALUE`},
+		{[]string{"gateway", "--session-rate", "0", "--", "true"}, "--session-rate must be positive"},
+		{[]string{"gateway", "--session-burst", "0", "--", "true"}, "--session-burst at least 1"},
 	} {
 		code, out, errOut := c.run(tc.args...)
 		lines := strings.Split(strings.TrimSpace(errOut), "\n")
