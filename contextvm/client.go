@@ -2,8 +2,6 @@ package contextvm
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -384,7 +382,7 @@ func (c *clientConn) writeNotification(ctx context.Context, m *jsonrpc.Request) 
 	if err != nil {
 		return err
 	}
-	if _, err := c.send(ctx, c.server, content, nostr.Tags{{"p", c.server.Hex()}, nonceTag()}, c.wrapKind()); err != nil {
+	if _, err := c.send(ctx, c.server, content, nostr.Tags{{"p", c.server.Hex()}}, c.wrapKind()); err != nil {
 		// A lost notification must not end the session; say so and go on.
 		c.log.Warn("notification not delivered", "method", m.Method, "err", err)
 	}
@@ -415,7 +413,7 @@ func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
 		c.fail(m.ID, CodeTransportError, err.Error())
 		return
 	}
-	tags := nostr.Tags{{"p", c.server.Hex()}, nonceTag()}
+	tags := nostr.Tags{{"p", c.server.Hex()}}
 	if c.view.takeDiscovery() {
 		tags = append(tags, capabilityTags(c.opts.Encryption, c.opts.GiftWrap, c.fragmenting(), c.opts.OpenStreams)...)
 	}
@@ -479,7 +477,7 @@ func (c *clientConn) writeFragmented(ctx context.Context, p *pendingRequest, con
 			}
 		}
 	}
-	tags := func() nostr.Tags { return nostr.Tags{{"p", c.server.Hex()}, nonceTag()} }
+	tags := func() nostr.Tags { return nostr.Tags{{"p", c.server.Hex()}} }
 	err := c.sendFragmented(ctx, c.server, content, p.token, func() nostr.Tags { return startTags }, tags, wrapKind,
 		c.opts.OversizedThreshold, waitAccept, func(end nostr.Event) {
 			// The server answers the request the end frame completes.
@@ -504,7 +502,7 @@ func (c *clientConn) abortTransfer(ctx context.Context, token mcpmsg.Token, reas
 	content, err := EncodeContent(abortFrame(token, reason))
 	if err == nil {
 		ctx, cancel := context.WithTimeout(ctx, abortTimeout)
-		c.send(ctx, c.server, content, nostr.Tags{{"p", c.server.Hex()}, nonceTag()}, c.wrapKind())
+		c.send(ctx, c.server, content, nostr.Tags{{"p", c.server.Hex()}}, c.wrapKind())
 		cancel()
 	}
 	c.failByToken(token, fmt.Sprintf("contextvm: the fragmented answer was aborted: %s", reason))
@@ -586,7 +584,7 @@ func (c *clientConn) handle(evt nostr.Event) {
 	now := time.Now()
 	if evt.Kind != KindMessage {
 		if err := c.replay.admit(evt.ID, evt.CreatedAt, now); err != nil {
-			c.log.Info("dropping event", "id", evt.ID.Hex(), "err", err)
+			c.log.Log(ctx, dropLevel(err), "dropping event", "id", evt.ID.Hex(), "err", err)
 			return
 		}
 	}
@@ -601,7 +599,7 @@ func (c *clientConn) handle(evt nostr.Event) {
 		return
 	}
 	if err := c.replay.admit(inner.ID, inner.CreatedAt, now); err != nil {
-		c.log.Info("dropping message", "id", inner.ID.Hex(), "err", err)
+		c.log.Log(ctx, dropLevel(err), "dropping message", "id", inner.ID.Hex(), "err", err)
 		return
 	}
 	c.view.learn(inner.Tags, c.opts.Encryption == EncryptOptional)
@@ -748,7 +746,7 @@ func (c *clientConn) retryBusy(ctx context.Context, p *pendingRequest) {
 	if err != nil {
 		return
 	}
-	tags := append(nostr.Tags{{"p", c.server.Hex()}, nonceTag()}, capabilityTags(c.opts.Encryption, c.opts.GiftWrap, c.fragmenting(), c.opts.OpenStreams)...)
+	tags := append(nostr.Tags{{"p", c.server.Hex()}}, capabilityTags(c.opts.Encryption, c.opts.GiftWrap, c.fragmenting(), c.opts.OpenStreams)...)
 	wrapKind := c.wrapKind()
 	if c.fragmenting() && finalSize(content, tags, wrapKind) > c.opts.OversizedThreshold {
 		c.writeFragmented(ctx, p, content, tags, wrapKind, c.view.oversized())
@@ -816,18 +814,6 @@ func statelessInitializeResult(req *jsonrpc.Request) *jsonrpc.Response {
 	return mcpmsg.Result(req.ID, result)
 }
 
-// nonceTag makes every message a client sends a distinct event. An event id
-// is the hash of its content, tags and created_at in seconds: a client that
-// runs twice within a second (a script calling cvm in a loop) would send the
-// same initialize event twice, and the server, rightly deduplicating replays,
-// would drop the second. Peers ignore tags they do not know; NIP-13 uses the
-// same tag name to vary an id.
-func nonceTag() nostr.Tag {
-	var b [8]byte
-	rand.Read(b[:])
-	return nostr.Tag{"nonce", hex.EncodeToString(b[:])}
-}
-
 // openStream registers a reader for the stream on token. Its frames are
 // published through the connection, its probes run as work of the
 // connection's lifetime, and Close ends it.
@@ -847,7 +833,7 @@ func (c *clientConn) openStream(token mcpmsg.Token) (*StreamReader, error) {
 		if err != nil {
 			return err
 		}
-		_, err = c.send(ctx, c.server, content, nostr.Tags{{"p", c.server.Hex()}, nonceTag()}, c.wrapKind())
+		_, err = c.send(ctx, c.server, content, nostr.Tags{{"p", c.server.Hex()}}, c.wrapKind())
 		return err
 	}
 	r.async = func(f func(context.Context)) { c.life.Go(f) }

@@ -3,6 +3,8 @@ package contextvm
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -145,18 +147,40 @@ func encodeBatch(msgs []jsonrpc.Message) (string, error) {
 	return buf.String(), nil
 }
 
-// newMessageEvent builds and signs a KindMessage event.
+// newMessageEvent builds and signs a KindMessage event, with a nonce tag
+// unless tags has one (see nonceTag).
 func newMessageEvent(ctx context.Context, signer nostr.Signer, content string, tags nostr.Tags) (nostr.Event, error) {
 	evt := nostr.Event{
 		Kind:      KindMessage,
 		CreatedAt: nostr.Now(),
-		Tags:      tags,
+		Tags:      withNonce(tags),
 		Content:   content,
 	}
 	if err := signer.SignEvent(ctx, &evt); err != nil {
 		return nostr.Event{}, fmt.Errorf("sign message: %w", err)
 	}
 	return evt, nil
+}
+
+// nonceTag makes every message event a distinct event. An event id is the
+// hash of its content, tags and created_at in seconds: two messages alike
+// within a second (a script calling cvm in a loop sends the same
+// initialize; an upstream sends the same list_changed twice; two identical
+// log lines) would otherwise be one event, and the peer, rightly
+// deduplicating replays, would drop the second. Peers ignore tags they do
+// not know; NIP-13 uses the same tag name to vary an id.
+func nonceTag() nostr.Tag {
+	var b [8]byte
+	rand.Read(b[:])
+	return nostr.Tag{"nonce", hex.EncodeToString(b[:])}
+}
+
+// withNonce returns tags with a nonce tag, added if it has none.
+func withNonce(tags nostr.Tags) nostr.Tags {
+	if _, ok := firstTagValue(tags, "nonce"); ok {
+		return tags
+	}
+	return append(tags[:len(tags):len(tags)], nonceTag())
 }
 
 // firstTagValue returns the value of the first tag named name.

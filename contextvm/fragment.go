@@ -35,7 +35,7 @@ func planFragments(serialized string, token mcpmsg.Token, tags nostr.Tags, wrapK
 	if err != nil {
 		return fragmentPlan{}, err
 	}
-	base := eventSize(KindMessage, tags, content)
+	base := messageSize(tags, content)
 	maxInner := threshold
 	if wrapKind != 0 {
 		maxInner = maxWrappedPlaintext(threshold)
@@ -53,6 +53,12 @@ func eventSize(kind nostr.Kind, tags nostr.Tags, content string) int {
 	// Non-zero id, key and signature: the encoder leaves zero ones out.
 	evt := nostr.Event{ID: nostr.ID{1}, PubKey: nostr.PubKey{1}, Sig: [64]byte{1}, Kind: kind, CreatedAt: 1 << 32, Tags: tags, Content: content}
 	return len(evt.String())
+}
+
+// messageSize is the length of the JSON of the message event
+// newMessageEvent makes of tags and content, its nonce included.
+func messageSize(tags nostr.Tags, content string) int {
+	return eventSize(KindMessage, withNonce(tags), content)
 }
 
 // maxWrappedPlaintext is the largest inner event a gift wrap of at most
@@ -173,7 +179,7 @@ func newProgressToken() mcpmsg.Token {
 
 // finalSize is the size of the event a message would be published as.
 func finalSize(content string, tags nostr.Tags, wrapKind nostr.Kind) int {
-	inner := eventSize(KindMessage, tags, content)
+	inner := messageSize(tags, content)
 	if wrapKind == 0 {
 		return inner
 	}
@@ -184,7 +190,7 @@ func finalSize(content string, tags nostr.Tags, wrapKind nostr.Kind) int {
 // one event at all: under NIP-44's limit when wrapped, under the publishing
 // limit always.
 func singleEventFits(content string, tags nostr.Tags, wrapKind nostr.Kind, maxEvent int) bool {
-	if wrapKind != 0 && eventSize(KindMessage, tags, content) > MaxPlaintext {
+	if wrapKind != 0 && messageSize(tags, content) > MaxPlaintext {
 		return false
 	}
 	return finalSize(content, tags, wrapKind) <= maxEvent

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -117,4 +118,14 @@ func (s *Server) claimExecution(ctx context.Context, evt nostr.Event) error {
 		return ErrReplay
 	}
 	return nil
+}
+
+// dropLevel is the level a dropped event is logged at: a duplicate is
+// routine (a pool of relays delivers each event once per relay), a stale
+// or forged event is worth a line.
+func dropLevel(err error) slog.Level {
+	if errors.Is(err, ErrReplay) {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }

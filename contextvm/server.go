@@ -419,7 +419,7 @@ func (s *Server) pipeline() {
 				// A wrap replayed under the same outer id is refused before
 				// paying for its decryption.
 				if err := s.replay.admit(evt.ID, evt.CreatedAt, time.Now()); err != nil {
-					s.log.Info("dropping event", "id", evt.ID.Hex(), "err", err)
+					s.log.Log(ctx, dropLevel(err), "dropping event", "id", evt.ID.Hex(), "err", err)
 					continue
 				}
 			}
@@ -452,7 +452,7 @@ func (s *Server) routeOpened(o *opened) {
 	// Recorded before anything acts on it, so that it never runs twice.
 	switch err := s.claimExecution(s.life.ctx, o.inner); {
 	case errors.Is(err, ErrReplay):
-		s.log.Info("dropping message", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex(), "err", err)
+		s.log.Debug("dropping message", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex(), "err", err)
 		return
 	case errors.Is(err, durable.ErrFull):
 		s.log.Warn("refusing a message: the store of executed requests is full", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex())
@@ -588,8 +588,13 @@ func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Ki
 			return
 		}
 		if !c.receive(inner, wrapKind, b, i, m) {
-			// The session closed between its lookup and now.
-			s.refuse(inner, wrapKind, b, i, m, &jsonrpc.Error{Code: CodeServerBusy, Message: busyMessage})
+			// The session closed between its lookup and now: it could not
+			// start (a gateway refused it, and says why), or it ended.
+			refusal := c.failure()
+			if refusal == nil {
+				refusal = &jsonrpc.Error{Code: CodeServerBusy, Message: busyMessage}
+			}
+			s.refuse(inner, wrapKind, b, i, m, refusal)
 		}
 	}
 }

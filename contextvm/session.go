@@ -156,14 +156,19 @@ func (c *ServerConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // Close ends the session. Requests still in flight are answered with an
 // error first.
 func (c *ServerConn) Close() error {
-	c.mu.Lock()
-	answer := c.failed
-	c.mu.Unlock()
+	answer := c.failure()
 	if answer == nil {
 		answer = transportError("session closed")
 	}
 	c.abort(answer)
 	return nil
+}
+
+// failure is why the session could not start, or nil.
+func (c *ServerConn) failure() *jsonrpc.Error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failed
 }
 
 // transportError is the error that answers requests a session could not

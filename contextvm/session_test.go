@@ -240,7 +240,7 @@ func TestWireFormat(t *testing.T) {
 		case fromClient && m.method == "initialize":
 			inits++
 			// Encryption disabled: of the support_* flags, only CEP-22's.
-			if names := tagNames(m.evt.Tags); !slices.Equal(names, []string{"p", "nonce", contextvm.TagSupportOversizedTransfer}) {
+			if names := tagNames(m.evt.Tags); !slices.Equal(names, []string{"p", contextvm.TagSupportOversizedTransfer, "nonce"}) {
 				t.Errorf("initialize request tags %v", m.evt.Tags)
 			}
 		case fromClient:
@@ -257,12 +257,12 @@ func TestWireFormat(t *testing.T) {
 			names := tagNames(m.evt.Tags)
 			if req.method == "initialize" {
 				initResponses++
-				want := []string{"p", "e", "name", "about", "website", "picture", contextvm.TagSupportOversizedTransfer}
+				want := []string{"p", "e", "name", "about", "website", "picture", contextvm.TagSupportOversizedTransfer, "nonce"}
 				if !slices.Equal(names, want) {
 					t.Errorf("first response of a session has tags %v, want %v", names, want)
 				}
-			} else if !slices.Equal(names, []string{"p", "e"}) {
-				t.Errorf("later response to %s has tags %v, want p and e only", req.method, names)
+			} else if !slices.Equal(names, []string{"p", "e", "nonce"}) {
+				t.Errorf("later response to %s has tags %v, want p, e and nonce only", req.method, names)
 			}
 		}
 	}

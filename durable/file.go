@@ -14,6 +14,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // lockWait is how long Open waits for bbolt's file lock: long enough for a
@@ -62,7 +63,7 @@ func Open(dir, name string, opts Options) (*File, error) {
 	}
 	base := filepath.Join(dir, name)
 	db, err := bolt.Open(base+".db", 0o600, &bolt.Options{Timeout: lockWait})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s.db (one process per server key and data directory)", ErrLocked, base)
 	}
 	if err != nil {
