@@ -3,19 +3,35 @@ package history
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"math"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
 
-// Query selects a page of a topic's history. Bounds are exclusive; zero
-// values mean unbounded.
+// Cursor is an exclusive bound of a Query: a seq, or, when Time is set, the
+// time the gateway received a record.
+type Cursor struct {
+	Seq  uint64
+	Time time.Time
+}
+
+// AtSeq is a cursor at seq n.
+func AtSeq(n uint64) *Cursor { return &Cursor{Seq: n} }
+
+// AtTime is a cursor at receive time t. The zero time is the cursor at seq
+// 0: every record is after both.
+func AtTime(t time.Time) *Cursor { return &Cursor{Time: t} }
+
+// Query selects a page of a topic's history.
 type Query struct {
-	Limit      int       // at most this many records (must be > 0)
-	AfterSeq   uint64    // only records with a larger seq
-	BeforeSeq  uint64    // only records with a smaller seq
-	AfterTime  time.Time // only records received later
-	BeforeTime time.Time // only records received earlier
+	Limit int // at most this many records (must be > 0)
+	// After and Before are exclusive bounds; nil is no bound. With After
+	// (even at seq 0) the page is the Limit records right after it, so that
+	// a reader walks forward from a cursor without gaps; without, the
+	// newest Limit records below Before.
+	After, Before *Cursor
 	// Visible, when set, hides records the reader may not see. Hidden
 	// records do not count against Limit.
 	Visible func(from string, to []string) bool
@@ -28,11 +44,9 @@ type Page struct {
 	More    bool
 }
 
-// Query returns a page of topic's history, newest first. Without a lower
-// bound it is the newest Limit records (below BeforeSeq/BeforeTime); with
-// AfterSeq or AfterTime it is the Limit records right after that bound, so
-// a reader can walk forward from a cursor without gaps. It first waits for
-// pending writes (Sync), so it sees every record appended before it.
+// Query returns a page of topic's history, newest first (see Query). It
+// first waits for pending writes (Sync), so it sees every record appended
+// before it.
 func (s *Store) Query(ctx context.Context, topic string, q Query) (Page, error) {
 	if err := s.Sync(ctx); err != nil {
 		return Page{}, err
@@ -40,7 +54,8 @@ func (s *Store) Query(ctx context.Context, topic string, q Query) (Page, error) 
 	if q.Limit <= 0 {
 		return Page{}, nil
 	}
-	forward := q.AfterSeq > 0 || !q.AfterTime.IsZero()
+	forward := q.After != nil
+	after, before := bound(q.After), bound(q.Before)
 	cutoff := s.cutoff()
 	var page Page
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -51,17 +66,19 @@ func (s *Store) Query(ctx context.Context, topic string, q Query) (Page, error) 
 		c := tb.Bucket(seqBucket).Cursor()
 		var k, v []byte
 		step := c.Prev
-		if forward {
+		switch {
+		case forward && after.seq == math.MaxUint64:
+			return nil // nothing comes after the last possible seq
+		case forward:
 			step = c.Next
-			k, v = c.Seek(encodeUint(q.AfterSeq + 1))
-		} else if q.BeforeSeq > 0 {
-			k, _ = c.Seek(encodeUint(q.BeforeSeq))
-			if k == nil {
+			k, v = c.Seek(encodeUint(after.seq + 1))
+		case before.isSeq:
+			if k, _ = c.Seek(encodeUint(before.seq)); k == nil {
 				k, v = c.Last()
 			} else {
 				k, v = c.Prev()
 			}
-		} else {
+		default:
 			k, v = c.Last()
 		}
 		for ; k != nil; k, v = step() {
@@ -69,11 +86,11 @@ func (s *Store) Query(ctx context.Context, topic string, q Query) (Page, error) 
 			if err != nil {
 				return err
 			}
-			if forward && q.BeforeSeq > 0 && r.Seq >= q.BeforeSeq {
-				break
-			}
-			if !forward && r.Seq <= q.AfterSeq {
-				break
+			if before.isSeq && r.Seq >= before.seq {
+				if forward {
+					break
+				}
+				continue
 			}
 			if !cutoff.IsZero() && r.Received.Before(cutoff) {
 				if forward {
@@ -81,10 +98,10 @@ func (s *Store) Query(ctx context.Context, topic string, q Query) (Page, error) 
 				}
 				break // older ones are expired too
 			}
-			if !q.AfterTime.IsZero() && !r.Received.After(q.AfterTime) {
+			if !after.time.IsZero() && !r.Received.After(after.time) {
 				continue
 			}
-			if !q.BeforeTime.IsZero() && !r.Received.Before(q.BeforeTime) {
+			if !before.time.IsZero() && !r.Received.Before(before.time) {
 				continue
 			}
 			if q.Visible != nil && !q.Visible(r.From, r.To) {
@@ -107,19 +124,64 @@ func (s *Store) Query(ctx context.Context, topic string, q Query) (Page, error) 
 	return page, err
 }
 
-// Lookup returns the seq of the newest stored record with envelope id in
-// topic.
-func (s *Store) Lookup(ctx context.Context, topic, id string) (seq uint64, ok bool, err error) {
+// cursorBound is a Cursor resolved: a seq bound (isSeq) or a time bound.
+type cursorBound struct {
+	isSeq bool
+	seq   uint64
+	time  time.Time
+}
+
+func bound(c *Cursor) cursorBound {
+	switch {
+	case c == nil:
+		return cursorBound{}
+	case c.Time.IsZero():
+		return cursorBound{isSeq: true, seq: c.Seq}
+	default:
+		return cursorBound{time: c.Time}
+	}
+}
+
+// Lookup returns the seq of the newest record of topic with envelope id
+// that the reader may see (visible, as in Query; nil: any) and that has not
+// expired. A record the reader may not read is not a cursor for it either:
+// otherwise its answer would tell the reader that the record exists.
+func (s *Store) Lookup(ctx context.Context, topic, id string, visible func(from string, to []string) bool) (seq uint64, ok bool, err error) {
 	if err := s.Sync(ctx); err != nil {
 		return 0, false, err
 	}
+	cutoff := s.cutoff()
 	err = s.db.View(func(tx *bolt.Tx) error {
 		tb := tx.Bucket(topicsBucket).Bucket([]byte(topic))
 		if tb == nil {
 			return nil
 		}
-		if v := tb.Bucket(idBucket).Get([]byte(id)); v != nil {
-			seq, ok = decodeUint(v), true
+		ids, seqs := tb.Bucket(idsBucket), tb.Bucket(seqBucket)
+		prefix := idPrefix(id)
+		var found []uint64 // oldest first; an id is normally used once
+		c := ids.Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			if len(k) == len(prefix)+8 {
+				found = append(found, binary.BigEndian.Uint64(k[len(prefix):]))
+			}
+		}
+		for i := len(found) - 1; i >= 0; i-- {
+			key := encodeUint(found[i])
+			v := seqs.Get(key)
+			if v == nil {
+				continue // the index outlived its record: nothing to find
+			}
+			r, err := decodeRecord(key, v)
+			if err != nil {
+				return err
+			}
+			if !cutoff.IsZero() && r.Received.Before(cutoff) {
+				return nil // older ones are expired too
+			}
+			if visible == nil || visible(r.From, r.To) {
+				seq, ok = r.Seq, true
+				return nil
+			}
 		}
 		return nil
 	})

@@ -210,7 +210,11 @@ type Client struct {
 	pageLimit int
 	token     string // the token of the current connection
 
-	out      outbox
+	out outbox
+	// wlock (a token) is held from an envelope's place in the outbox to
+	// the end of its write, so that outbox order is wire order: finding
+	// one envelope in history then confirms every earlier one (pinger).
+	wlock    chan struct{}
 	peers    map[string]*peerState
 	servers  map[string]*PeerConn         // server side, per peer
 	sessions map[string][]*clientSideConn // go-sdk client sessions, per peer
@@ -243,6 +247,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		servers:  map[string]*PeerConn{},
 		sessions: map[string][]*clientSideConn{},
 		onceLog:  map[string]bool{},
+		wlock:    make(chan struct{}, 1),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	cs, err := c.dial(ctx)

@@ -12,7 +12,7 @@ import (
 )
 
 // outboxMax bounds the envelopes kept for re-checking after a reconnect.
-// Pings confirm entries every PingInterval, so only a client sending
+// The pinger confirms entries every PingInterval, so only a client sending
 // thousands of envelopes between two pings reaches it; the oldest are then
 // forgotten (and could be lost if the connection fails right then).
 const outboxMax = 4096
@@ -25,11 +25,15 @@ const maxRateRetries = 5
 // receipt the gateway has not confirmed.
 //
 // A frame written to a socket may still be lost: the gateway can die before
-// reading it, or the connection can be half-open. Confirmation comes from
-// the echo of a broadcast, from seeing the envelope in history while
-// resuming, or from an answered ping (the gateway reads a connection's
-// frames in order and publishes each before reading the next, so a pong
-// means every earlier frame was handled). After a reconnect, the entries
+// reading it or before committing it, or the connection can be half-open.
+// Confirmation means the envelope is stored. It comes from the echo of a
+// broadcast (the gateway echoes only after the commit), from seeing the
+// envelope in history while resuming, or from the pinger finding in
+// history the newest envelope written on the connection (the gateway
+// handles a connection's frames in order and commits them in order, so
+// every earlier one was stored with it or refused with an error). A pong
+// alone confirms nothing: the gateway answers it once the earlier frames
+// are read, before they are committed. After a reconnect, the entries
 // still unconfirmed are looked up in history by id and sent again only if
 // the gateway never stored them: no loss, no duplicate.
 type outEntry struct {
@@ -103,12 +107,16 @@ func (c *Client) send(ctx context.Context, e *mcpx.Envelope) error {
 	if err != nil {
 		return err
 	}
+	if err := c.lockWrite(ctx); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	entry := c.out.add(e.ID, frame, gen)
 	c.mu.Unlock()
 	werr := conn.Write(ctx, websocket.MessageText, frame)
 	c.mu.Lock()
 	entry.written = true
+	<-c.wlock
 	// The resume of the next connection claims the entries written by
 	// then, and checks them once history can answer. One that ran while
 	// this write was under way did not see this entry: check it here,
@@ -127,6 +135,16 @@ func (c *Client) send(ctx context.Context, e *mcpx.Envelope) error {
 		return ctx.Err()
 	}
 	return nil
+}
+
+// lockWrite takes the write lock (see Client.wlock), within ctx.
+func (c *Client) lockWrite(ctx context.Context) error {
+	select {
+	case c.wlock <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // waitConn returns the current connection, waiting for one.
@@ -231,12 +249,18 @@ func (c *Client) rewrite(ctx context.Context, e *outEntry, conn *websocket.Conn,
 			return
 		}
 	}
+	if err := c.lockWrite(ctx); err != nil {
+		c.dropEntry(e)
+		return
+	}
 	c.mu.Lock()
-	e.gen, e.written, e.checking = gen, false, false
+	c.out.n++
+	e.n, e.gen, e.written, e.checking = c.out.n, gen, false, false // its new place on the wire
 	c.mu.Unlock()
 	werr := conn.Write(ctx, websocket.MessageText, e.frame)
 	c.mu.Lock()
 	e.written = true
+	<-c.wlock
 	c.mu.Unlock()
 	if werr != nil {
 		c.log.Debug("resend failed; the next connection checks it again", "envelope", e.id, "err", werr)
@@ -289,6 +313,9 @@ func (c *Client) pinger(ctx context.Context, conn *websocket.Conn, gen int) {
 			}
 			return
 		}
+		if !c.stored(ctx, mark) {
+			continue // they stay for the next round, or the next resume
+		}
 		c.mu.Lock()
 		for _, e := range mark {
 			if c.out.entries[e.id] == e && e.gen == gen {
@@ -297,6 +324,32 @@ func (c *Client) pinger(ctx context.Context, conn *websocket.Conn, gen int) {
 		}
 		c.mu.Unlock()
 	}
+}
+
+// stored reports whether the entries in mark, all written to one
+// connection, are stored: whether history holds the last of them written.
+// Without history nothing can be checked, now or after a reconnect: they
+// count as stored, so that the outbox does not grow.
+func (c *Client) stored(ctx context.Context, mark []*outEntry) bool {
+	if len(mark) == 0 {
+		return false
+	}
+	c.mu.Lock()
+	tok, history := c.token, c.history
+	c.mu.Unlock()
+	if !history {
+		return true
+	}
+	last := mark[0]
+	for _, e := range mark {
+		if e.n > last.n {
+			last = e
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, c.opts.PingTimeout)
+	defer cancel()
+	_, _, err := c.historyPage(lctx, tok, HistoryQuery{After: last.id, Limit: 1})
+	return err == nil
 }
 
 // rateLimited sends an envelope the gateway refused for the rate limit

@@ -1,7 +1,9 @@
 package participant
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -147,8 +149,11 @@ type tcpProxy struct {
 	target    string
 	blackhole atomic.Bool   // swallow what clients send
 	swallowed chan struct{} // a signal each time the blackhole swallowed something
+	refuse    atomic.Bool   // close new connections at once
 	mu        sync.Mutex
 	conns     []net.Conn
+	pings     int           // WebSocket pings clients sent through
+	pinged    chan struct{} // closed, and replaced, at each ping
 }
 
 func newProxy(t testing.TB, target string) *tcpProxy {
@@ -156,7 +161,7 @@ func newProxy(t testing.TB, target string) *tcpProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &tcpProxy{t: t, ln: ln, target: target, swallowed: make(chan struct{}, 1)}
+	p := &tcpProxy{t: t, ln: ln, target: target, swallowed: make(chan struct{}, 1), pinged: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -164,6 +169,10 @@ func newProxy(t testing.TB, target string) *tcpProxy {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if p.refuse.Load() {
+				c.Close()
+				continue
 			}
 			up, err := net.Dial("tcp", target)
 			if err != nil {
@@ -175,8 +184,14 @@ func newProxy(t testing.TB, target string) *tcpProxy {
 			p.mu.Unlock()
 			go func() {
 				buf := make([]byte, 32<<10)
+				var scan frameScanner
 				for {
 					n, err := c.Read(buf)
+					if n > 0 {
+						for range scan.feed(buf[:n]) {
+							p.ping()
+						}
+					}
 					switch {
 					case n > 0 && !p.blackhole.Load():
 						up.Write(buf[:n])
@@ -200,6 +215,91 @@ func newProxy(t testing.TB, target string) *tcpProxy {
 }
 
 func (p *tcpProxy) url() string { return "http://" + p.ln.Addr().String() }
+
+func (p *tcpProxy) ping() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pings++
+	close(p.pinged)
+	p.pinged = make(chan struct{})
+}
+
+// waitPings waits until clients have sent n more pings than when it was
+// called.
+func (p *tcpProxy) waitPings(t testing.TB, n int) {
+	t.Helper()
+	p.mu.Lock()
+	want := p.pings + n
+	p.mu.Unlock()
+	deadline := time.After(10 * time.Second)
+	for {
+		p.mu.Lock()
+		got, wake := p.pings, p.pinged
+		p.mu.Unlock()
+		if got >= want {
+			return
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			t.Fatalf("%d pings of %d in 10 s", got-want+n, n)
+		}
+	}
+}
+
+// frameScanner counts the pings in what a WebSocket client sends, once
+// past the HTTP upgrade request; other HTTP requests are not scanned.
+type frameScanner struct {
+	buf      []byte
+	upgraded bool
+	other    bool // not a WebSocket connection
+}
+
+// feed takes the next bytes of the stream and returns how many ping
+// frames they completed.
+func (s *frameScanner) feed(b []byte) (pings int) {
+	if s.other {
+		return 0
+	}
+	s.buf = append(s.buf, b...)
+	if !s.upgraded {
+		end := bytes.Index(s.buf, []byte("\r\n\r\n"))
+		if end < 0 {
+			return 0
+		}
+		if !bytes.HasPrefix(s.buf, []byte("GET /v0/ws")) {
+			s.other, s.buf = true, nil
+			return 0
+		}
+		s.upgraded, s.buf = true, s.buf[end+4:]
+	}
+	for len(s.buf) >= 2 {
+		// A client's frame: opcode, a masked length (7 bits, or 126 and
+		// 2 bytes, or 127 and 8), the 4-byte mask, the payload.
+		n, head := uint64(s.buf[1]&0x7f), 2
+		switch n {
+		case 126:
+			if len(s.buf) < 4 {
+				return pings
+			}
+			n, head = uint64(binary.BigEndian.Uint16(s.buf[2:])), 4
+		case 127:
+			if len(s.buf) < 10 {
+				return pings
+			}
+			n, head = binary.BigEndian.Uint64(s.buf[2:]), 10
+		}
+		size := uint64(head) + 4 + n
+		if uint64(len(s.buf)) < size {
+			return pings
+		}
+		if s.buf[0]&0x0f == 0x9 {
+			pings++
+		}
+		s.buf = s.buf[size:]
+	}
+	return pings
+}
 
 // cut closes every connection through the proxy.
 func (p *tcpProxy) cut() {

@@ -49,14 +49,22 @@ type TokenVerifier interface {
 	Verify(token string, now time.Time) (*Claims, error)
 }
 
-// HistoryStore keeps each topic's envelopes. *history.Store is one. The
-// gateway calls NextSeq and Append for a topic under that topic's lock.
+// HistoryStore keeps each topic's envelopes. *history.Store is one.
+//
+// The gateway reserves a place in the commit queue (Reserve) before it
+// takes a topic's lock, waiting there while the queue is full, then, under
+// the lock, calls NextSeq and Append, which must not wait. It echoes an
+// envelope to its sender, and so acknowledges it, only from Append's
+// committed callback. Query and Lookup see every record appended before
+// them.
 type HistoryStore interface {
 	NextSeq(topic string) (uint64, error)
 	LatestSeq(topic string) (uint64, error)
-	Append(ctx context.Context, topic string, r history.Record) error
+	Reserve(ctx context.Context) error
+	Release()
+	Append(topic string, r history.Record, committed func(error)) error
 	Query(ctx context.Context, topic string, q history.Query) (history.Page, error)
-	Lookup(ctx context.Context, topic, id string) (seq uint64, ok bool, err error)
+	Lookup(ctx context.Context, topic, id string, visible func(from string, to []string) bool) (seq uint64, ok bool, err error)
 	Topics() ([]string, error)
 }
 
@@ -90,6 +98,10 @@ type Options struct {
 	// (defaults 50/s, burst 100); a negative rate disables limiting.
 	RatePerSecond float64
 	RateBurst     int
+	// MaxUncommitted is how many of one connection's envelopes may wait
+	// for their commit (default 256); its next frame is read once one is
+	// stored. It keeps one publisher from taking the whole commit queue.
+	MaxUncommitted int
 
 	// HeartbeatInterval is how often each connection is pinged and, when it
 	// answers, a presence heartbeat is published (default 30 s; negative
@@ -136,6 +148,7 @@ func (o *Options) defaults() error {
 	o.SendQueueBytes = cmp.Or(o.SendQueueBytes, 8<<20)
 	o.RatePerSecond = cmp.Or(o.RatePerSecond, 50)
 	o.RateBurst = cmp.Or(o.RateBurst, 100)
+	o.MaxUncommitted = cmp.Or(o.MaxUncommitted, 256)
 	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, 30*time.Second)
 	o.PongTimeout = cmp.Or(o.PongTimeout, 10*time.Second)
 	o.WriteTimeout = cmp.Or(o.WriteTimeout, 10*time.Second)

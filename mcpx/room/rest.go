@@ -73,9 +73,9 @@ type historyResponse struct {
 // serveHistory is GET /v0/topics/{topic}/history?limit&before&after. Pages
 // are most recent first. before and after are exclusive cursors, each a
 // seq (digits), an RFC 3339 time (compared with the time the gateway
-// received the envelope) or an envelope id. With after, the page is the
-// envelopes right after the cursor, so a reconnecting client can walk
-// forward without a gap.
+// received the envelope) or the id of an envelope the caller may see. With
+// after, even after=0, the page is the envelopes right after the cursor, so
+// a reconnecting client can walk forward without a gap.
 func (g *Gateway) serveHistory(w http.ResponseWriter, r *http.Request) {
 	name, claims, ok := g.topicRequest(w, r)
 	if !ok {
@@ -101,18 +101,19 @@ func (g *Gateway) serveHistory(w http.ResponseWriter, r *http.Request) {
 		q.Limit = n
 	}
 	for _, c := range []struct {
-		param string
-		seq   *uint64
-		at    *time.Time
-	}{{"before", &q.BeforeSeq, &q.BeforeTime}, {"after", &q.AfterSeq, &q.AfterTime}} {
+		param  string
+		cursor **history.Cursor
+	}{{"before", &q.Before}, {"after", &q.After}} {
 		v := params.Get(c.param)
 		if v == "" {
 			continue
 		}
-		if herr := g.resolveCursor(r, name, c.param, v, c.seq, c.at); herr != nil {
+		cursor, herr := g.resolveCursor(r, name, c.param, v, q.Visible)
+		if herr != nil {
 			g.refuse(w, r, herr)
 			return
 		}
+		*c.cursor = cursor
 	}
 	page, err := h.Query(r.Context(), name, q)
 	if err != nil {
@@ -127,34 +128,30 @@ func (g *Gateway) serveHistory(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// resolveCursor turns a cursor value into a seq or a time bound.
-func (g *Gateway) resolveCursor(r *http.Request, topic, param, v string, seq *uint64, at *time.Time) *httpError {
+// resolveCursor turns a cursor value into a seq or a time bound. An
+// envelope id names the newest envelope with that id the reader may see
+// (visible): one it may not see is unknown to it, as it is in pages.
+func (g *Gateway) resolveCursor(r *http.Request, topic, param, v string, visible func(string, []string) bool) (*history.Cursor, *httpError) {
 	if isDigits(v) {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return &httpError{http.StatusBadRequest, mcpx.CodeBadRequest, fmt.Sprintf("%s=%s: seq out of range", param, v)}
+			return nil, &httpError{http.StatusBadRequest, mcpx.CodeBadRequest, fmt.Sprintf("%s=%s: seq out of range", param, v)}
 		}
-		if n == 0 && param == "before" {
-			n = 1 // seqs start at 1: before=0 and before=1 both select nothing
-		}
-		*seq = n
-		return nil
+		return history.AtSeq(n), nil
 	}
 	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		*at = t
-		return nil
+		return history.AtTime(t), nil
 	}
-	n, ok, err := g.opts.History.Lookup(r.Context(), topic, v)
+	n, ok, err := g.opts.History.Lookup(r.Context(), topic, v, visible)
 	if err != nil {
 		g.log.Error("history lookup", "topic", topic, "err", err)
-		return &httpError{http.StatusInternalServerError, mcpx.CodeInternal, "could not read history"}
+		return nil, &httpError{http.StatusInternalServerError, mcpx.CodeInternal, "could not read history"}
 	}
 	if !ok {
-		return &httpError{http.StatusBadRequest, mcpx.CodeUnknownCursor,
-			fmt.Sprintf("%s=%s names no envelope in the history of %s (it may have expired); use a seq cursor", param, v, topic)}
+		return nil, &httpError{http.StatusBadRequest, mcpx.CodeUnknownCursor,
+			fmt.Sprintf("%s=%s names no envelope in the history of %s that you may read (it may have expired, or not be stored yet); use a seq cursor", param, v, topic)}
 	}
-	*seq = n
-	return nil
+	return history.AtSeq(n), nil
 }
 
 func isDigits(s string) bool {

@@ -48,6 +48,29 @@ type session struct {
 	closeOnce sync.Once
 	done      chan struct{}    // closed when the session starts to close
 	why       mcpx.LeaveReason // set before done is closed
+	ctx       context.Context  // ends when the session starts to close: for waits of the read loop
+	cancel    context.CancelFunc
+
+	// window holds a token per envelope of this connection that waits for
+	// its commit (Options.MaxUncommitted).
+	window chan struct{}
+
+	// outMu orders what reaches the connection. While one of the
+	// participant's own envelopes waits for its commit, every frame for it
+	// queued later is held behind its echo (a slot), so that the echo
+	// keeps its place in the topic's order: a client may count on seqs
+	// only rising.
+	outMu     sync.Mutex
+	held      []*slot
+	heldBytes int
+}
+
+// slot is a place in a session's outbound order: frames ready to go, or,
+// until fill, a frame that is not ready yet (an echo waiting for its
+// commit, a welcome waiting for its history).
+type slot struct {
+	frames [][]byte
+	ready  bool
 }
 
 // wsOptions is the gateway's policy for its connections (see session).
@@ -66,14 +89,17 @@ func (g *Gateway) wsOptions() wsconn.Options {
 }
 
 func newSession(g *Gateway, t *topic, p mcpx.Participant, ws *wsconn.Conn) *session {
-	return &session{
-		g:    g,
-		t:    t,
-		p:    p,
-		ws:   ws,
-		log:  g.log.With("topic", t.name, "participant", p.ID),
-		done: make(chan struct{}),
+	s := &session{
+		g:      g,
+		t:      t,
+		p:      p,
+		ws:     ws,
+		log:    g.log.With("topic", t.name, "participant", p.ID),
+		done:   make(chan struct{}),
+		window: make(chan struct{}, g.opts.MaxUncommitted),
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s
 }
 
 // run serves the connection until it ends.
@@ -108,6 +134,7 @@ func (s *session) close(code websocket.StatusCode, reason string, why mcpx.Leave
 		s.why = why
 		s.ws.Close(code, reason)
 		close(s.done)
+		s.cancel()
 	})
 }
 
@@ -118,15 +145,112 @@ func (s *session) kill(why mcpx.LeaveReason) {
 	s.closeOnce.Do(func() {
 		s.why = why
 		close(s.done)
+		s.cancel()
 	})
 	s.ws.Abort() // also unblocks the reader, the writer and a ping
 }
 
-// send queues a frame; a full queue drops the connection.
+// send queues a frame, behind any slot still held; a full queue drops the
+// connection. Frames held count against the send queue's bounds too.
 func (s *session) send(f []byte) {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	if len(s.held) == 0 {
+		s.push(f)
+		return
+	}
+	s.held = append(s.held, &slot{frames: [][]byte{f}, ready: true})
+	s.heldBytes += len(f)
+	if len(s.held) > s.g.opts.SendQueueFrames || s.heldBytes > s.g.opts.SendQueueBytes {
+		s.log.Warn("slow consumer dropped: too much queued behind an envelope waiting for its commit",
+			"queued_frames_max", s.g.opts.SendQueueFrames, "queued_bytes_max", s.g.opts.SendQueueBytes)
+		s.held, s.heldBytes = nil, 0
+		s.kill(mcpx.LeaveSlowConsumer)
+	}
+}
+
+// push hands f to the connection; outMu must be held.
+func (s *session) push(f []byte) {
 	if err := s.ws.Push(f); errors.Is(err, wsconn.ErrSlowConsumer) {
 		s.log.Warn("slow consumer dropped: send queue full", "queued_frames_max", s.g.opts.SendQueueFrames, "queued_bytes_max", s.g.opts.SendQueueBytes)
 		s.kill(mcpx.LeaveSlowConsumer)
+	}
+}
+
+// hold reserves the next place in the connection's order for frames that
+// are not ready yet; everything sent later waits behind it until fill.
+func (s *session) hold() *slot {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	p := &slot{}
+	s.held = append(s.held, p)
+	return p
+}
+
+// fill gives p its frames (none: p leaves nothing) and sends everything
+// no longer held behind a slot that is not ready.
+func (s *session) fill(p *slot, frames ...[]byte) {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	p.frames, p.ready = frames, true
+	for _, f := range frames {
+		s.heldBytes += len(f)
+	}
+	for len(s.held) > 0 && s.held[0].ready {
+		for _, f := range s.held[0].frames {
+			s.heldBytes -= len(f)
+			s.push(f)
+		}
+		s.held[0] = nil
+		s.held = s.held[1:]
+	}
+	if len(s.held) == 0 {
+		s.held, s.heldBytes = nil, 0 // let the array go
+	}
+}
+
+// errEnding: the session started to close while its read loop waited.
+var errEnding = errors.New("session ending")
+
+// reserve waits for room for one more envelope of this connection: in its
+// window, then in the commit queue. The read loop waits here, outside the
+// topic's lock, so a full queue pushes back only this publisher (and,
+// through TCP, the client), never the topic.
+func (s *session) reserve(h HistoryStore) error {
+	select {
+	case s.window <- struct{}{}:
+	case <-s.ctx.Done():
+		return errEnding
+	}
+	if err := h.Reserve(s.ctx); err != nil {
+		<-s.window
+		if s.ctx.Err() != nil {
+			return errEnding
+		}
+		return err
+	}
+	return nil
+}
+
+// stored runs when the commit of the participant's envelope id ends (from
+// the history writer: it must not block). Only now is the envelope
+// acknowledged: its echo (frame, in the slot echo held for it) goes out,
+// or, if it could not be stored, an error.
+func (s *session) stored(echo *slot, frame []byte, id string, err error) {
+	<-s.window
+	if err != nil {
+		s.log.Error("envelope delivered but not stored", "envelope", id, "err", err)
+		s.g.metrics.rejected.WithLabelValues(string(mcpx.CodeInternal)).Inc()
+		e := errorEnvelope(s.g.opts.Now(), s.p.ID, mcpx.CodeInternal, id,
+			"the envelope was delivered to the participants present but could not be stored in history", 0)
+		frame = e.AppendJSON(nil)
+		if echo == nil {
+			s.send(frame)
+			return
+		}
+	}
+	if echo != nil {
+		s.fill(echo, frame)
 	}
 }
 
@@ -202,6 +326,8 @@ func (s *session) handle(ctx context.Context, data []byte) {
 	}
 	absent, err := s.t.publish(ctx, s, e)
 	switch {
+	case errors.Is(err, errEnding):
+		return // the connection is closing: nobody to answer
 	case errors.Is(err, errReplaced):
 		s.log.Info("envelope from a replaced connection refused", "envelope", e.ID)
 		s.reject(mcpx.CodeFromMismatch, e.ID, "this connection was replaced by a newer one for the same participant", 0)
@@ -213,7 +339,8 @@ func (s *session) handle(ctx context.Context, data []byte) {
 	}
 	s.g.metrics.accepted.Inc()
 	if len(absent) > 0 {
-		s.reject(mcpx.CodeUnknownRecipient, e.ID, fmt.Sprintf("not in the topic, so not delivered live: %s (the envelope is in history)", strings.Join(absent, ", ")), 0)
+		// Not "it is in history": that is true only once it is committed.
+		s.reject(mcpx.CodeUnknownRecipient, e.ID, fmt.Sprintf("not in the topic, so not delivered live: %s", strings.Join(absent, ", ")), 0)
 	}
 }
 

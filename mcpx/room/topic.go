@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -122,6 +123,18 @@ func (t *topic) limiter(id string) *rate.Limiter {
 // join to everyone else. Reference order: the join to everyone, the joiner
 // included, then the welcome.
 func (t *topic) join(ctx context.Context, s *session) error {
+	welcome, err := t.joinLocked(ctx, s)
+	if err != nil || welcome == nil {
+		return err
+	}
+	return welcome()
+}
+
+// joinLocked does join's work under mu. The reference welcome carries a
+// history tail, and reading history waits for the commit queue: it is
+// returned for join to build after mu is released, in a slot of the
+// joiner's order that holds back whatever comes after it.
+func (t *topic) joinLocked(ctx context.Context, s *session) (welcome func() error, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	id := s.p.ID
@@ -136,26 +149,38 @@ func (t *topic) join(ctx context.Context, s *session) error {
 		t.g.log.Info("participant reconnected; old connection replaced", "topic", t.name, "participant", id)
 	}
 	if t.g.opts.Compat == CompatReference {
+		var latest uint64
+		if h := t.g.opts.History; h != nil {
+			if latest, err = h.LatestSeq(t.name); err != nil {
+				return nil, fmt.Errorf("history: %w", err)
+			}
+		}
 		t.setMember(id, s)
 		t.publishPresence(ctx, mcpx.PresenceJoin, s.p, "", "")
-		welcome, err := t.referenceWelcome(ctx, s)
-		if err != nil {
-			return err
-		}
-		s.send(welcome)
-		return nil
+		// Envelopes up to latest are in the tail, later ones arrive live,
+		// behind the welcome.
+		place := s.hold()
+		return func() error {
+			w, err := t.referenceWelcome(ctx, s, latest)
+			if err != nil {
+				s.fill(place)
+				return err
+			}
+			s.fill(place, w)
+			return nil
+		}, nil
 	}
-	welcome, err := t.specWelcome(s)
+	w, err := t.specWelcome(s)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Membership before the welcome, so that a client that reads its
 	// welcome finds itself in the participants endpoint. The welcome is
 	// still the first frame queued: nothing reaches s without mu.
 	t.setMember(id, s)
-	s.send(welcome)
+	s.send(w)
 	t.publishPresence(ctx, mcpx.PresenceJoin, s.p, "", id)
-	return nil
+	return nil, nil
 }
 
 // leave removes s if it is still the participant's connection and tells the
@@ -192,38 +217,66 @@ func (t *topic) publishPresence(ctx context.Context, event string, p mcpx.Partic
 	}
 }
 
-// publish assigns e its sequence number, stores it and fans it out. It
-// returns the recipients e names that are not in the topic.
+// publish assigns e its sequence number, queues it for history and fans it
+// out to the others at once. The sender's own copy (the echo of a
+// broadcast, or a directed envelope addressed to itself) is its
+// acknowledgement: it goes out only once history has committed the
+// envelope, in the place the envelope has in the topic's order (see
+// session.stored). It returns the recipients e names that are not in the
+// topic.
 func (t *topic) publish(ctx context.Context, s *session, e *mcpx.Envelope) (absent []string, err error) {
+	h := t.g.opts.History
+	if h != nil {
+		if err := s.reserve(h); err != nil {
+			return nil, err
+		}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	unreserve := func() {
+		if h != nil {
+			h.Release()
+			<-s.window
+		}
+	}
 	if t.members[s.p.ID] != s {
+		unreserve()
 		return nil, errReplaced
 	}
 	now := t.g.opts.Now()
-	h := t.g.opts.History
 	if h != nil {
 		if e.Seq, err = h.NextSeq(t.name); err != nil {
+			unreserve()
 			return nil, fmt.Errorf("sequence: %w", err)
 		}
 	}
 	frame := e.AppendJSON(make([]byte, 0, len(e.Payload)+192+len(e.ID)+len(e.CorrelationID)))
-	if h != nil {
-		rec := history.Record{Seq: e.Seq, ID: e.ID, From: e.From, To: e.To, Received: now, Data: frame}
-		if err := h.Append(ctx, t.name, rec); err != nil {
-			return nil, fmt.Errorf("history: %w", err)
-		}
+	d := Delivery{Topic: t.name, Frame: frame, Except: e.From}
+	own := e.Broadcast()
+	if !e.Broadcast() && t.g.opts.Visibility != VisibilityTopic {
+		d.To = e.To
+		own = slices.Contains(e.To, e.From)
 	}
-	d := Delivery{Topic: t.name, Frame: frame}
-	if !e.Broadcast() {
-		if t.g.opts.Visibility == VisibilityTopic {
-			d.Except = e.From
-		} else {
-			d.To = e.To
+	if h != nil {
+		var echo *slot
+		if own {
+			echo = s.hold()
+		}
+		rec := history.Record{Seq: e.Seq, ID: e.ID, From: e.From, To: e.To, Received: now, Data: frame}
+		err := h.Append(t.name, rec, func(err error) { s.stored(echo, frame, e.ID, err) })
+		if err != nil {
+			<-s.window // Append gave the queue's place back
+			if echo != nil {
+				s.fill(echo)
+			}
+			return nil, fmt.Errorf("history: %w", err)
 		}
 	}
 	if err := t.g.broker.Publish(ctx, d); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
+	}
+	if h == nil && own {
+		s.send(frame) // nothing to wait for
 	}
 	for _, r := range e.To {
 		if t.members[r] == nil {
@@ -298,7 +351,9 @@ func (t *topic) specWelcome(s *session) ([]byte, error) {
 	return gatewayEnvelope(t.g.opts.Now(), mcpx.KindSystem, nil, "", p).AppendJSON(nil), nil
 }
 
-func (t *topic) referenceWelcome(ctx context.Context, s *session) ([]byte, error) {
+// referenceWelcome builds the reference welcome, whose history tail ends
+// at seq latest. It reads history: never call it under mu.
+func (t *topic) referenceWelcome(ctx context.Context, s *session, latest uint64) ([]byte, error) {
 	p := mcpx.ReferenceWelcome{
 		Type:          "welcome",
 		ParticipantID: s.p.ID,
@@ -307,7 +362,7 @@ func (t *topic) referenceWelcome(ctx context.Context, s *session) ([]byte, error
 		History:       []json.RawMessage{},
 	}
 	if h := t.g.opts.History; h != nil && t.g.opts.WelcomeHistory > 0 {
-		page, err := h.Query(ctx, t.name, history.Query{Limit: t.g.opts.WelcomeHistory, Visible: t.g.visibleTo(s.p.ID)})
+		page, err := h.Query(ctx, t.name, history.Query{Limit: t.g.opts.WelcomeHistory, Before: history.AtSeq(latest + 1), Visible: t.g.visibleTo(s.p.ID)})
 		if err != nil {
 			return nil, fmt.Errorf("history: %w", err)
 		}

@@ -1,0 +1,262 @@
+package room
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cvmgo/cvm/mcpx"
+	"github.com/cvmgo/cvm/mcpx/history"
+)
+
+// stallStore is a history whose commits a test holds back: while stalled,
+// appended records wait in memory (they have their place in the queue, and
+// nobody hears of their commit) until release hands them on, in order.
+type stallStore struct {
+	*history.Store
+	mu        sync.Mutex
+	stalled   bool
+	held      []stalledAppend
+	failWith  error         // commits are reported with this error
+	queryGate chan struct{} // Query waits for it to close
+}
+
+type stalledAppend struct {
+	topic     string
+	r         history.Record
+	committed func(error)
+}
+
+func newStallStore(t *testing.T, opts history.Options) *stallStore {
+	st, err := history.Open(filepath.Join(t.TempDir(), "history.db"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stallStore{Store: st}
+	t.Cleanup(func() {
+		s.release()
+		st.Close()
+	})
+	return s
+}
+
+func (s *stallStore) stall() {
+	s.mu.Lock()
+	s.stalled = true
+	s.mu.Unlock()
+}
+
+// release commits what was held back and stops stalling.
+func (s *stallStore) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stalled = false
+	for _, a := range s.held {
+		s.Store.Append(a.topic, a.r, a.committed) // under mu: in order with later appends
+	}
+	s.held = nil
+}
+
+func (s *stallStore) Append(topic string, r history.Record, committed func(error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failWith != nil {
+		fail := s.failWith
+		return s.Store.Append(topic, r, func(error) { committed(fail) })
+	}
+	if s.stalled {
+		s.held = append(s.held, stalledAppend{topic, r, committed})
+		return nil
+	}
+	return s.Store.Append(topic, r, committed)
+}
+
+func (s *stallStore) Query(ctx context.Context, topic string, q history.Query) (history.Page, error) {
+	s.mu.Lock()
+	gate := s.queryGate
+	s.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return s.Store.Query(ctx, topic, q)
+}
+
+// An envelope is echoed to its sender, with its seq, only once it is
+// committed, in its place in the topic's order: whatever the sender would
+// have received after it waits behind it. The other participants get it
+// at once.
+func TestGateway_EchoWaitsForTheCommitAndKeepsItsPlace(t *testing.T) {
+	st := newStallStore(t, history.Options{})
+	g := startGateway(t, Options{History: st})
+	a, _ := g.join("room:x", "alice")
+	b, _ := g.join("room:x", "bob")
+	c, _ := g.join("room:x", "carol")
+	a.read() // bob's join
+	a.read() // carol's join
+	b.read()
+
+	st.stall()
+	var released atomic.Bool
+	type frame struct {
+		id    string
+		early bool // arrived before the commit was released
+		err   error
+	}
+	got := make(chan frame, 2)
+	go func() {
+		for range 2 {
+			m, err := a.tryRead(10 * time.Second)
+			if err != nil {
+				got <- frame{err: err}
+				return
+			}
+			got <- frame{id: m.ID, early: !released.Load()}
+		}
+	}()
+	sent := a.chat("first")
+	if m := b.read(); m.ID != sent["id"] || m.Seq == 0 {
+		t.Fatalf("bob got %s, want alice's envelope before its commit", m)
+	}
+	later := b.chat("second")
+	for _, want := range []any{sent["id"], later["id"]} {
+		if m := c.read(); m.ID != want {
+			t.Fatalf("carol got %s, want %s", m, want)
+		}
+	}
+	released.Store(true)
+	st.release()
+	// Her echo, then bob's envelope: the order every connection sees.
+	for _, want := range []any{sent["id"], later["id"]} {
+		f := <-got
+		switch {
+		case f.err != nil:
+			t.Fatalf("alice: %v", f.err)
+		case f.early:
+			t.Fatalf("alice got %s before her envelope was committed", f.id)
+		case f.id != want:
+			t.Fatalf("alice got %s, want %s", f.id, want)
+		}
+	}
+}
+
+// A full commit queue holds the publisher's read loop, outside the topic's
+// lock: the topic goes on (joins, presence, what was already published
+// reaches everyone) and the waiting envelope goes out once there is room.
+func TestGateway_FullCommitQueuePushesBackThePublisherNotTheTopic(t *testing.T) {
+	st := newStallStore(t, history.Options{QueueSize: 1})
+	g := startGateway(t, Options{History: st})
+	a, _ := g.join("room:x", "alice")
+	b, _ := g.join("room:x", "bob")
+	a.read()
+	st.stall()
+	first := a.chat("takes the only place")
+	if m := b.read(); m.ID != first["id"] {
+		t.Fatalf("bob got %s", m)
+	}
+	second := a.chat("waits for room")
+	// carol's join goes through the topic while alice's read loop waits.
+	g.join("room:x", "carol")
+	if m := b.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "carol" {
+		t.Fatalf("bob got %s, want carol's join while alice waits for room", m)
+	}
+	st.release()
+	if m := b.read(); m.ID != second["id"] || m.Seq <= 1 {
+		t.Fatalf("bob got %s, want alice's second envelope once there was room", m)
+	}
+	for _, want := range []any{first["id"], nil, second["id"]} { // nil: carol's join
+		if m := a.read(); want != nil && m.ID != want {
+			t.Fatalf("alice got %s, want %v", m, want)
+		}
+	}
+}
+
+// One connection may have at most MaxUncommitted envelopes waiting for
+// their commit, so that it cannot take the whole queue from the others.
+func TestGateway_OnePublisherCannotTakeTheWholeCommitQueue(t *testing.T) {
+	st := newStallStore(t, history.Options{QueueSize: 3})
+	g := startGateway(t, Options{History: st, MaxUncommitted: 2})
+	a, _ := g.join("room:x", "alice")
+	b, _ := g.join("room:x", "bob")
+	c, _ := g.join("room:x", "carol")
+	a.read()
+	a.read()
+	b.read()
+	st.stall()
+	var sent []any
+	for i := range 3 {
+		sent = append(sent, a.chat(fmt.Sprint("a", i))["id"])
+	}
+	for _, want := range sent[:2] {
+		if m := c.read(); m.ID != want {
+			t.Fatalf("carol got %s, want %s", m, want)
+		}
+	}
+	bobs := b.chat("bob gets the third place")
+	if m := c.read(); m.ID != bobs["id"] {
+		t.Fatalf("carol got %s, want bob's envelope: alice's third waits for her window", m)
+	}
+	st.release()
+	if m := c.read(); m.ID != sent[2] {
+		t.Fatalf("carol got %s, want alice's third", m)
+	}
+}
+
+// An envelope that could not be stored was still delivered; its sender
+// gets an error instead of an echo, so it does not count it as stored.
+func TestGateway_FailedCommitIsAnErrorNotAnEcho(t *testing.T) {
+	st := newStallStore(t, history.Options{})
+	g := startGateway(t, Options{History: st})
+	a, _ := g.join("room:x", "alice")
+	b, _ := g.join("room:x", "bob")
+	a.read()
+	st.mu.Lock()
+	st.failWith = errors.New("disk on fire")
+	st.mu.Unlock()
+	sent := a.chat("lost")
+	if m := b.read(); m.ID != sent["id"] {
+		t.Fatalf("bob got %s", m)
+	}
+	a.expectError(mcpx.CodeInternal, sent["id"].(string))
+}
+
+// The reference welcome's history tail is read outside the topic's lock:
+// a query waits for the commit queue, and the topic must not. What is
+// published meanwhile reaches the joiner after its welcome, not in it.
+func TestGateway_ReferenceWelcomeReadsHistoryOutsideTheTopicLock(t *testing.T) {
+	st := newStallStore(t, history.Options{})
+	g := startGateway(t, Options{History: st, Compat: CompatReference})
+	a, _ := g.join("room:x", "alice")
+	before := a.chat("before carol")
+	a.read()
+	gate := make(chan struct{})
+	var open sync.Once
+	t.Cleanup(func() { open.Do(func() { close(gate) }) }) // before the gateway's close, which waits for carol's join
+	st.mu.Lock()
+	st.queryGate = gate
+	st.mu.Unlock()
+	c := g.dial("room:x", "carol")
+	if m := a.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "carol" {
+		t.Fatalf("alice got %s, want carol's join", m)
+	}
+	during := a.chat("while carol's welcome reads history")
+	if m := a.read(); m.ID != during["id"] {
+		t.Fatalf("alice got %s, want her envelope while carol's welcome waits", m)
+	}
+	open.Do(func() { close(gate) })
+	if m := c.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "carol" {
+		t.Fatalf("carol got %s, want her join first", m)
+	}
+	w := c.read()
+	tail, _ := w.field("history").([]any)
+	if w.event() != "welcome" || len(tail) != 1 || tail[0].(map[string]any)["id"] != before["id"] {
+		t.Fatalf("carol's welcome %s, want a tail of %s only", w, before["id"])
+	}
+	if m := c.read(); m.ID != during["id"] {
+		t.Fatalf("carol got %s, want the envelope published during her welcome", m)
+	}
+}
