@@ -83,4 +83,3 @@ func side(evt nostr.Event, srv *contextvm.Server) string {
 	}
 	return "client"
 }
-
