@@ -212,6 +212,30 @@ func (t *ClientTransport) OpenStream(token any) (*StreamReader, error) {
 	return c.openStream(tok)
 }
 
+// Prices returns the prices the server stated on its answers to list
+// requests (tools/list and the like: CEP-8 puts its cap tags on every one),
+// sorted by capability. A price whose tag named the capability but whose
+// amount could not be read is returned as written: Validate refuses it, and
+// it means the price is unknown, not that the capability is free. A
+// capability with no price here was listed free, or not listed yet.
+func (t *ClientTransport) Prices() []Price {
+	t.mu.Lock()
+	c := t.conn
+	t.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.view.knownPrices()
+}
+
+// listedKind is the kind of capability each list request lists.
+var listedKind = map[string]string{
+	"tools/list":               "tool",
+	"resources/list":           "resource",
+	"resources/templates/list": "resource",
+	"prompts/list":             "prompt",
+}
+
 // Connect connects client to the ContextVM server of opts and performs the
 // MCP handshake at ProtocolVersion.
 func Connect(ctx context.Context, client *mcp.Client, opts ClientOptions) (*mcp.ClientSession, error) {
@@ -709,6 +733,9 @@ func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *j
 	}
 	if !c.pending.remove(p) {
 		return
+	}
+	if list, ok := listedKind[p.req.Method]; ok && m.Error == nil {
+		c.view.learnPrices(inner.Tags, list)
 	}
 	m.ID = p.req.ID
 	c.deliver(m)

@@ -1,6 +1,9 @@
 package contextvm
 
 import (
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 
 	"fiatjaf.com/nostr"
@@ -137,7 +140,47 @@ type serverView struct {
 	mu            sync.Mutex
 	caps          peerCaps
 	sentDiscovery bool
-	plaintext     bool // learned once, kept across sessions
+	plaintext     bool             // learned once, kept across sessions
+	prices        map[string]Price // by capability, from list answers
+}
+
+// learnPrices reads the cap tags of the server's answer to a list request
+// (CEP-8 puts them on every one), list being the kind of capability it
+// lists. A price the server states again replaces the one known; one whose
+// amount cannot be read is kept as written, for Price.Validate to refuse.
+func (v *serverView) learnPrices(tags nostr.Tags, list string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, t := range tags {
+		if len(t) == 0 || t[0] != TagCap {
+			continue
+		}
+		p, err := ReadCapTag(t, list)
+		if p.Capability == "" {
+			continue
+		}
+		if old, ok := v.prices[p.Capability]; ok && err != nil && old.Validate() == nil {
+			continue // a readable price beats an unreadable one
+		}
+		if v.prices == nil {
+			v.prices = map[string]Price{}
+		}
+		if len(v.prices) < maxKnownPrices {
+			v.prices[p.Capability] = p
+		}
+	}
+}
+
+// maxKnownPrices bounds what a server's answers can make a client keep.
+const maxKnownPrices = 10000
+
+// knownPrices returns the prices learned, by capability.
+func (v *serverView) knownPrices() []Price {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := slices.Collect(maps.Values(v.prices))
+	slices.SortFunc(out, func(a, b Price) int { return strings.Compare(a.Capability, b.Capability) })
+	return out
 }
 
 // newSession forgets what the previous session learned: the client sent a

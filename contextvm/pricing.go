@@ -69,6 +69,54 @@ func ParseCapTag(t nostr.Tag) (Price, error) {
 	return p, nil
 }
 
+// ReadCapTag reads a cap tag as servers write it, found where list says:
+// "tool", "resource" or "prompt" for a list (its announcement, kinds
+// 11317–11320, or an answer to tools/list and the like), "" for the server
+// announcement (11316). Seed 000's own example names the capability bare,
+// ["cap","get_weather","100","sats"], while the reference SDK writes
+// "tool:get_weather": on a list, a capability with no "tool:", "prompt:"
+// or "resource:" prefix is one of that list's, so a resource URI needs none
+// either.
+//
+// When the tag names a capability but its price cannot be read (no amount,
+// a malformed one), the Price is returned as written, Capability set, with
+// an error wrapping ErrBadPrice: such a price is unknown, which is not free.
+// Capability is empty when the tag names nothing usable, and when it names
+// a bare capability outside a list; the second error wraps ErrBareCapability,
+// and the caller that knows the server's lists may resolve the name with
+// ReadCapTag(t, kind) for the kind that has it.
+func ReadCapTag(t nostr.Tag, list string) (Price, error) {
+	if len(t) < 2 || t[0] != TagCap || t[1] == "" {
+		return Price{}, fmt.Errorf("%w: %q is not a [\"cap\", capability, amount, unit] tag", ErrBadPrice, []string(t))
+	}
+	p := Price{Capability: t[1], Unit: DefaultPriceUnit}
+	if !HasPrefix(p.Capability) {
+		if list == "" {
+			return Price{}, fmt.Errorf("%w: %q", ErrBareCapability, p.Capability)
+		}
+		p.Capability = list + ":" + p.Capability
+	}
+	if len(t) < 3 {
+		return p, fmt.Errorf("%w: %s has no amount", ErrBadPrice, p.Capability)
+	}
+	p.Amount = t[2]
+	if len(t) > 3 && t[3] != "" {
+		p.Unit = t[3]
+	}
+	return p, p.Validate()
+}
+
+// ErrBareCapability is returned by ReadCapTag for a capability named
+// without its kind outside a list.
+var ErrBareCapability = errors.New("a capability without tool:, prompt: or resource: outside a list")
+
+// HasPrefix reports whether capability names its kind: "tool:NAME",
+// "prompt:NAME" or "resource:URI".
+func HasPrefix(capability string) bool {
+	kind, name, ok := strings.Cut(capability, ":")
+	return ok && name != "" && (kind == "tool" || kind == "prompt" || kind == "resource")
+}
+
 // Tag is the price's ["cap", …] tag.
 func (p Price) Tag() nostr.Tag {
 	unit := p.Unit

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/commonschema"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -43,6 +45,11 @@ type CallOptions struct {
 	// History ranks the providers and records the outcomes (nil: no
 	// memory between calls).
 	History *History
+	// Policy and Trusted decide which providers may be called, and rank
+	// them (see Choose). The zero Policy, TrustedOnly, calls only the
+	// Trusted keys.
+	Policy  TrustPolicy
+	Trusted map[nostr.PubKey]bool
 
 	Logger *slog.Logger
 }
@@ -61,9 +68,12 @@ type CallResult struct {
 	Attempts []Attempt
 }
 
-// Call calls the tool of a common schema on the best provider, in the order
-// Choose gives, failing over to the next when a provider cannot be reached,
-// does not answer in time or answers with a protocol error. A tool's own
+// Call calls the tool of a common schema on the best provider the trust
+// policy allows, in the order Choose gives, failing over to the next when a
+// provider cannot be reached, does not answer in time, answers with a
+// protocol error, or does not serve the schema its announcement claims:
+// before the arguments are sent, the provider's live tools/list is read and
+// the tool's schemas must still hash to SchemaHash (ErrClaimNotServed). A tool's own
 // error result (isError) and invalid arguments (-32602) are answers, not
 // failures: they would be the same elsewhere, and trying elsewhere would run
 // the call twice.
@@ -91,8 +101,11 @@ func Call(ctx context.Context, opts CallOptions) (*CallResult, error) {
 			return nil, err
 		}
 	}
-	providers := catalog.Providers(opts.SchemaHash, opts.History, time.Now())
-	if len(providers) == 0 {
+	providers, excluded := catalog.Providers(opts.SchemaHash, Ranking{Policy: opts.Policy, Trusted: opts.Trusted, History: opts.History})
+	switch {
+	case len(providers) == 0 && excluded > 0:
+		return nil, fmt.Errorf("discovery: %w: %d untrusted server(s) implement %s", ErrNoTrustedProvider, excluded, opts.SchemaHash)
+	case len(providers) == 0:
 		return nil, fmt.Errorf("discovery: %w: %s", ErrNoProvider, opts.SchemaHash)
 	}
 	if opts.Tool != "" && providers[0].Tool.Name != opts.Tool {
@@ -145,7 +158,42 @@ func callOne(ctx context.Context, opts CallOptions, p Provider) (*mcp.CallToolRe
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	defer cs.Close()
+	if err := recheck(ctx, cs, p.Tool.Name, opts.SchemaHash); err != nil {
+		return nil, err
+	}
 	return cs.CallTool(ctx, &mcp.CallToolParams{Name: p.Tool.Name, Arguments: opts.Arguments})
+}
+
+// ErrClaimNotServed means a provider's live tools/list does not serve the
+// common schema its announcement claims: the tool is missing, or its
+// schemas hash to something else. The announcement may be stale, or a lure.
+var ErrClaimNotServed = errors.New("the server does not serve the schema its announcement claims")
+
+// recheck reads the provider's live tools/list before any argument is sent:
+// an announcement is only what the server said once, and the arguments go
+// to what it serves now (seed 004 §4.2: verify the tools/list response).
+func recheck(ctx context.Context, cs *mcp.ClientSession, name, hash string) error {
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return fmt.Errorf("tools/list: %w", err)
+		}
+		if tool.Name != name {
+			continue
+		}
+		raw, err := json.Marshal(tool)
+		if err != nil {
+			return err
+		}
+		var t commonschema.Tool
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return fmt.Errorf("%w: its tool %q: %v", ErrClaimNotServed, name, err)
+		}
+		if err := commonschema.Verify(t, hash); err != nil {
+			return fmt.Errorf("%w: %v", ErrClaimNotServed, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: its tools/list has no tool %q", ErrClaimNotServed, name)
 }
 
 // failover reports whether an error is the provider's rather than the

@@ -20,45 +20,32 @@ import (
 
 // Server is one announced server as the catalog knows it.
 type Server struct {
-	Pubkey            nostr.PubKey   `json:"pubkey"`
-	Npub              string         `json:"npub"`
-	Name              string         `json:"name"`
-	About             string         `json:"about"`
-	Website           string         `json:"website"`
-	Picture           string         `json:"picture"`
-	Encryption        bool           `json:"encryption"`
-	EphemeralGiftWrap bool           `json:"ephemeralGiftWrap"`
-	Relays            []string       `json:"relays"`
-	UpdatedAt         time.Time      `json:"updatedAt"`
-	ProtocolVersion   string         `json:"protocolVersion"`
-	ServerInfo        Implementation `json:"serverInfo"`
-	Categories        []string       `json:"categories"`
-	Tools             []Tool         `json:"tools"`
-	Resources         []Resource     `json:"resources"`
-	Templates         []Template     `json:"templates"`
-	Prompts           []Prompt       `json:"prompts"`
+	Pubkey            nostr.PubKey `json:"pubkey"`
+	Npub              string       `json:"npub"`
+	Name              string       `json:"name"`
+	About             string       `json:"about"`
+	Website           string       `json:"website"`
+	Picture           string       `json:"picture"`
+	Encryption        bool         `json:"encryption"`
+	EphemeralGiftWrap bool         `json:"ephemeralGiftWrap"`
+	Relays            []string     `json:"relays"`
+	// PriceWarnings are the cap tags that price nothing the server lists
+	// and were left out.
+	PriceWarnings   []string       `json:"priceWarnings,omitempty"`
+	UpdatedAt       time.Time      `json:"updatedAt"`
+	ProtocolVersion string         `json:"protocolVersion"`
+	ServerInfo      Implementation `json:"serverInfo"`
+	Categories      []string       `json:"categories"`
+	Tools           []Tool         `json:"tools"`
+	Resources       []Resource     `json:"resources"`
+	Templates       []Template     `json:"templates"`
+	Prompts         []Prompt       `json:"prompts"`
 }
 
 // Implementation is the serverInfo of an initialize result.
 type Implementation struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
-}
-
-// Price is an announced price: Amount is a decimal number or a range
-// "MIN-MAX", in Unit.
-type Price struct {
-	Amount string `json:"amount"`
-	Unit   string `json:"unit"`
-}
-
-// High is the most a call can cost: the top of a range.
-func (p *Price) High() float64 {
-	if p == nil {
-		return 0
-	}
-	_, hi, _ := contextvm.Price{Capability: "tool:x", Amount: p.Amount}.Range()
-	return hi
 }
 
 // Tool is one announced tool.
@@ -394,21 +381,6 @@ func parseTool(raw json.RawMessage, tags nostr.Tags) (Tool, error) {
 	return t, nil
 }
 
-// prices reads the cap tags of tags into a map by capability; malformed
-// tags are skipped.
-func prices(tags nostr.Tags) map[string]*Price {
-	out := map[string]*Price{}
-	for _, t := range tags {
-		if len(t) == 0 || t[0] != contextvm.TagCap {
-			continue
-		}
-		if p, err := contextvm.ParseCapTag(t); err == nil {
-			out[p.Capability] = &Price{Amount: p.Amount, Unit: p.Unit}
-		}
-	}
-	return out
-}
-
 // server builds the listing of one author, or nil without a usable 11316.
 func (s *serverState) server(pk nostr.PubKey) *Server {
 	if s.init == nil {
@@ -445,13 +417,8 @@ func (s *serverState) server(pk nostr.PubKey) *Server {
 		}
 	}
 	srv.Name = cmp.Or(srv.Name, srv.ServerInfo.Name)
-	// Prices on a list win over the same capability priced on the 11316.
-	priced := prices(initEvt.Tags)
-	for _, k := range []nostr.Kind{contextvm.KindToolsList, contextvm.KindResourcesList, contextvm.KindPromptsList} {
-		for capability, p := range prices(s.events[k].Tags) {
-			priced[capability] = p
-		}
-	}
+	priced, warnings := s.prices()
+	srv.PriceWarnings = warnings
 	for _, t := range s.toolTags {
 		if len(t) >= 2 && t[0] == "t" && !slices.Contains(srv.Categories, t[1]) {
 			srv.Categories = append(srv.Categories, t[1])

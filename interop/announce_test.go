@@ -66,7 +66,8 @@ func TestReferenceAnnouncementsInTheCatalog(t *testing.T) {
 	defer cancel()
 	res, err := discovery.Call(ctx, discovery.CallOptions{
 		SchemaHash: add.SchemaHash, Tool: "add", Arguments: map[string]any{"a": 2, "b": 3}, Pool: pool,
-		Client: contextvm.ClientOptions{Signer: contextvm.NewKeySigner(nostr.Generate())},
+		Trusted: map[nostr.PubKey]bool{pk: true},
+		Client:  contextvm.ClientOptions{Signer: contextvm.NewKeySigner(nostr.Generate())},
 	})
 	if err != nil || res.Provider.Server.Pubkey != pk || res.Result.Content[0].(*mcp.TextContent).Text != "5" {
 		t.Fatalf("call through the schema: %+v, %v", res, err)

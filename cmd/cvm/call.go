@@ -16,6 +16,7 @@ import (
 func (a *app) callCommand() *cobra.Command {
 	var cf clientFlags
 	var schema string
+	var tf trustFlags
 	cmd := &cobra.Command{
 		Use:   "call SERVER TOOL [JSON | key=value…] | call --schema HASH TOOL [JSON | key=value…]",
 		Short: "Call a tool of a ContextVM server",
@@ -33,15 +34,21 @@ Progress goes to stderr. Exit status 1 when the tool reports an error
 
 With --schema HASH and no SERVER, the tool is called on a server chosen
 among those that announce a verified implementation of that common schema
-(see cvm discover): the cheapest first, then the fastest to answer before,
-skipping servers that failed in the last 10 minutes (they are tried last).
-On an error or a timeout the next one is tried; invalid arguments and the
+(see cvm discover). An announcement is no reason to trust a server with
+your arguments: by default only servers you trust are called (--trust NPUB,
+repeatable, or the [trust] table of config.toml); --trust-policy
+trusted-first calls them first and others after, any ranks all alike.
+Then: prices in sats (or free) before other units, which are never
+compared as numbers; the cheapest; the fastest to answer before; servers
+that failed in the last 10 minutes last. Before the arguments are sent, the
+chosen server's live tools/list must still serve the schema; if not, or on
+an error or a timeout, the next one is tried. Invalid arguments and the
 tool's own errors are answers, not reasons to try elsewhere. Outcomes are
 remembered in providers.json in the cache directory. The chosen server is
 named on stderr; --json prints {"result", "provider", "attempts"}.`,
 		Example: `  cvm call npub1… add a=2 b=3
   cvm call weather forecast '{"city":"Lyon","days":3}'
-  cvm call --schema 7c61a439f00669bd… translate text=hello to=fr`,
+  cvm call --schema 7c61a439f00669bd… --trust npub1… translate text=hello to=fr`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if schema != "" {
 				return cobra.MinimumNArgs(1)(cmd, args)
@@ -50,7 +57,7 @@ named on stderr; --json prints {"result", "provider", "attempts"}.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if schema != "" {
-				return a.callSchema(cmd.Context(), cf, strings.ToLower(schema), args[0], args[1:])
+				return a.callSchema(cmd.Context(), cf, tf, strings.ToLower(schema), args[0], args[1:])
 			}
 			server, name := args[0], args[1]
 			ctx := cmd.Context()
@@ -99,6 +106,7 @@ named on stderr; --json prints {"result", "provider", "attempts"}.`,
 	}
 	a.addClientFlags(cmd, &cf, 30*time.Second)
 	cmd.Flags().StringVar(&schema, "schema", "", "call the tool of this common schema hash on the best server that announces it")
+	addTrustFlags(cmd, &tf)
 	return cmd
 }
 

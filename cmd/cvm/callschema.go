@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
@@ -17,10 +18,14 @@ import (
 
 // callSchema is cvm call --schema: the tool of a common schema, on the best
 // provider, failing over to the next.
-func (a *app) callSchema(ctx context.Context, cf clientFlags, hash, name string, rawArgs []string) error {
+func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, hash, name string, rawArgs []string) error {
 	enc, err := contextvm.ParseEncryptionMode(cf.encryption)
 	if err != nil {
 		return fmt.Errorf("--encryption: %w", err)
+	}
+	policy, trusted, err := a.trust(tf)
+	if err != nil {
+		return err
 	}
 	id, err := a.resolveIdentity(cf.key, clientKey)
 	if err != nil {
@@ -44,9 +49,16 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, hash, name string,
 	} else {
 		history = discovery.OpenHistory("")
 	}
-	providers := catalog.Providers(hash, history, time.Now())
-	if len(providers) == 0 {
+	ranking := discovery.Ranking{Policy: policy, Trusted: trusted, History: history}
+	providers, excluded := catalog.Providers(hash, ranking)
+	switch {
+	case len(providers) == 0 && excluded > 0:
+		return remote(fmt.Errorf("%d server(s) announce schema %s, none of them trusted: trust one with --trust NPUB (see: cvm discover --schema %s), or call any with --trust-policy any", excluded, shorten(hash, 16), hash))
+	case len(providers) == 0:
 		return remote(fmt.Errorf("no server announces a verified implementation of schema %s on %d relay(s) (see: cvm discover --schema %s)", hash, len(pool.Relays()), hash))
+	}
+	if units := discovery.Units(providers); units != nil {
+		fmt.Fprintf(a.stderr, "note: the servers price this tool in different units (%s); prices in different units are not compared\n", strings.Join(units, ", "))
 	}
 	tool := providers[0].Tool
 	if tool.Name != name {
@@ -66,7 +78,7 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, hash, name string,
 
 	res, err := discovery.Call(ctx, discovery.CallOptions{
 		SchemaHash: hash, Tool: name, Arguments: arguments,
-		Catalog: catalog, Pool: pool, History: history,
+		Catalog: catalog, Pool: pool, History: history, Policy: policy, Trusted: trusted,
 		Client: contextvm.ClientOptions{
 			Signer: contextvm.NewKeySigner(id.secret), Encryption: enc, RequestTimeout: cf.timeout, Logger: a.log,
 		},
@@ -92,7 +104,7 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, hash, name string,
 		return remoteFailure("tools/call "+name, "the providers of "+shorten(hash, 12), cf.relays, err)
 	}
 	p := res.Provider
-	fmt.Fprintf(a.stderr, "answered by %s (%s), %s\n", p.Server.Name, p.Server.Npub, price(p.Tool.Price))
+	fmt.Fprintf(a.stderr, "answered by %s (%s), %s\n", p.Server.Name, p.Server.Npub, p.Tool.Price)
 	if a.jsonOut {
 		type attempt struct {
 			Npub      string `json:"npub"`

@@ -175,23 +175,30 @@ func relayWaitFor(timeout time.Duration) time.Duration {
 // connect opens an MCP session with a ContextVM server for a one-shot
 // command.
 func (a *app) connect(ctx context.Context, cf clientFlags, serverArg string, copts *mcp.ClientOptions) (*mcp.ClientSession, error) {
+	cs, _, err := a.connectTransport(ctx, cf, serverArg, copts)
+	return cs, err
+}
+
+// connectTransport is connect, also returning the transport, which knows
+// what the server's messages said beside their JSON-RPC content (prices).
+func (a *app) connectTransport(ctx context.Context, cf clientFlags, serverArg string, copts *mcp.ClientOptions) (*mcp.ClientSession, *contextvm.ClientTransport, error) {
 	opts, err := a.clientOptions(cf, serverArg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	t, err := contextvm.NewClientTransport(opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "cvm", Version: currentVersion().Version}, copts)
 	cs, err := client.Connect(ctx, relayStage{t, opts.Relays, relayWaitFor(cf.timeout)}, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
 	if err != nil {
 		if errors.Is(err, errNoRelay) {
-			return nil, err
+			return nil, nil, err
 		}
-		return nil, remoteFailure("initialize", serverArg, opts.Relays, err)
+		return nil, nil, remoteFailure("initialize", serverArg, opts.Relays, err)
 	}
-	return cs, nil
+	return cs, t, nil
 }
 
 // remoteFailure describes a request the server failed or never answered;

@@ -24,7 +24,7 @@ type discoverFlags struct {
 	tool, schema, category string
 	maxPrice               float64
 	encrypted, watch       bool
-	verbose                bool
+	verbose, schemas       bool
 	timeout                time.Duration
 }
 
@@ -43,10 +43,17 @@ Filters: --tool NAME, --schema HASH (verified implementations only),
 top; free tools always pass), --encrypted. --json prints one JSON array of
 servers; --watch then follows changes (with --json, one server object per
 line, or {"pubkey":…,"removed":true} when a server withdraws). --verbose
-explains, on stderr, every announcement that was skipped and why.`,
+explains, on stderr, every announcement that was skipped and why.
+
+--schemas lists the common schemas instead: those of the servers whose tools
+announcement is marked ["k","io.contextvm/common-schema"], by hash, with the
+tool's name, how many servers claim each and how many of those claims are
+verified (the tool's own schemas hash to it). --json prints an array of
+{"hash","tool","claimed","verified","categories"}.`,
 		Example: `  cvm discover
   cvm discover --schema 7c61a439f006… --max-price 10
-  cvm discover --json --watch --relay wss://relay.example.com`,
+  cvm discover --json --watch --relay wss://relay.example.com
+  cvm discover --schemas`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.runDiscover(cmd, df) },
 	}
@@ -57,6 +64,7 @@ explains, on stderr, every announcement that was skipped and why.`,
 	f.StringVar(&df.category, "category", "", "only servers whose tools announcement has this category")
 	f.Float64Var(&df.maxPrice, "max-price", 0, "only servers with a matching tool at most this price")
 	f.BoolVar(&df.encrypted, "encrypted", false, "only servers that support encryption")
+	f.BoolVar(&df.schemas, "schemas", false, "list the common schemas found, with how many servers claim and verify each")
 	f.BoolVar(&df.watch, "watch", false, "keep following announcements until interrupted")
 	f.BoolVarP(&df.verbose, "verbose", "v", false, "say on stderr which announcements were skipped and why")
 	f.DurationVar(&df.timeout, "timeout", 10*time.Second, "how long to wait for the relays to answer")
@@ -82,6 +90,9 @@ func (a *app) runDiscover(cmd *cobra.Command, df discoverFlags) error {
 	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: df.relays, Logger: poolLog})
 	defer pool.Close()
 
+	if df.schemas {
+		return a.listSchemas(ctx, pool, df)
+	}
 	stop := a.spinner("asking " + strings.Join(pool.Relays(), ", "))
 	qctx, cancel := context.WithTimeout(ctx, df.timeout)
 	catalog, err := discovery.Fetch(qctx, pool, filter)
@@ -90,10 +101,15 @@ func (a *app) runDiscover(cmd *cobra.Command, df discoverFlags) error {
 	if err != nil {
 		return noRelay(df.relays, df.timeout, err)
 	}
+	servers := catalog.Servers(filter)
 	if df.verbose {
 		a.printSkipped(catalog.Skipped())
+		for _, s := range servers {
+			for _, w := range s.PriceWarnings {
+				fmt.Fprintf(a.stderr, "%s (%s): ignored %s\n", s.Name, shorten(s.Npub, 20), w)
+			}
+		}
 	}
-	servers := catalog.Servers(filter)
 	switch {
 	case a.jsonOut && df.watch:
 		for _, s := range servers {
@@ -168,6 +184,39 @@ func (a *app) watchCatalog(ctx context.Context, pool *nostrx.Pool, catalog *disc
 	return nil
 }
 
+// listSchemas is cvm discover --schemas.
+func (a *app) listSchemas(ctx context.Context, pool *nostrx.Pool, df discoverFlags) error {
+	if df.watch || df.tool != "" || df.schema != "" || df.category != "" || df.encrypted || df.maxPrice != 0 {
+		return errors.New("--schemas lists every common schema: it takes no --watch or filter")
+	}
+	stop := a.spinner("asking " + strings.Join(pool.Relays(), ", "))
+	qctx, cancel := context.WithTimeout(ctx, df.timeout)
+	catalog := discovery.NewCatalog()
+	err := catalog.FetchSchemas(qctx, pool)
+	cancel()
+	stop()
+	if err != nil {
+		return noRelay(df.relays, df.timeout, err)
+	}
+	if df.verbose {
+		a.printSkipped(catalog.Skipped())
+	}
+	schemas := catalog.Schemas()
+	switch {
+	case a.jsonOut:
+		return a.printJSON(schemas)
+	case len(schemas) == 0:
+		fmt.Fprintln(a.stderr, "no common schemas found")
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCHEMA\tTOOL\tSERVERS\tVERIFIED\tCATEGORIES")
+	for _, sc := range schemas {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", sc.Hash, shorten(sc.Tool, 40), sc.Claimed, sc.Verified, strings.Join(sc.Categories, ", "))
+	}
+	return tw.Flush()
+}
+
 func (a *app) printSkipped(skipped []discovery.Skipped) {
 	for _, s := range skipped {
 		fmt.Fprintf(a.stderr, "skipped kind %d %s from %s: %s\n", s.Kind, s.Event.Hex()[:12], nostrx.EncodeNpub(s.Pubkey), s.Reason)
@@ -206,7 +255,7 @@ func printServer(w io.Writer, s discovery.Server, filter discovery.Filter) {
 		case t.SchemaHash != "":
 			schema = "schema " + shorten(t.SchemaHash, 12) + " NOT VERIFIED: " + firstLine(t.SchemaError)
 		}
-		fmt.Fprintf(tw, "  %s %s\t%s\t%s\t%s\n", mark, t.Name, price(t.Price), schema, firstLine(t.Description))
+		fmt.Fprintf(tw, "  %s %s\t%s\t%s\t%s\n", mark, t.Name, t.Price, schema, firstLine(t.Description))
 	}
 	tw.Flush()
 	var more []string
@@ -221,13 +270,6 @@ func printServer(w io.Writer, s discovery.Server, filter discovery.Filter) {
 	if len(more) > 0 {
 		fmt.Fprintf(w, "  and %s (--json lists them)\n", strings.Join(more, ", "))
 	}
-}
-
-func price(p *discovery.Price) string {
-	if p == nil {
-		return "free"
-	}
-	return p.Amount + " " + p.Unit
 }
 
 func shorten(s string, n int) string {

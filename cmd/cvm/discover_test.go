@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -74,10 +75,47 @@ func TestAnnounceDiscoverAndCallBySchema(t *testing.T) {
 		t.Errorf("human output:\n%s", out)
 	}
 
-	call := func() (int, string, string) {
-		return c.run("call", "--schema", hash, "add", "a=1", "b=2", "--relay", r.URL, "--timeout", "3s", "--json")
+	// cvm tools shows the price from the cap tags on the tools/list answer,
+	// and the claim's status.
+	if code, out, errOut := c.run("tools", cheapReady.Pubkey, "--relay", r.URL); code != 0 || !regexp.MustCompile(`(?m)^add +2 sats +schema [0-9a-f]{12}… verified`).MatchString(out) {
+		t.Errorf("tools: code %d\n%s%s", code, out, errOut)
 	}
-	code, out, errOut := call()
+	code, out, errOut := c.run("tools", cheapReady.Pubkey, "--relay", r.URL, "--json")
+	var listed struct {
+		Prices map[string]discovery.Price `json:"prices"`
+		Claims map[string]struct {
+			SchemaHash string `json:"schemaHash"`
+			Verified   bool   `json:"verified"`
+		} `json:"claims"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || listed.Prices["add"].Amount != "2" || !listed.Claims["add"].Verified || listed.Claims["add"].SchemaHash != hash {
+		t.Errorf("tools --json: code %d, %s, %s", code, out, errOut)
+	}
+
+	// cvm discover --schemas: one schema, claimed and verified by both.
+	code, out, errOut = c.run("discover", "--schemas", "--relay", r.URL, "--json")
+	var schemas []discovery.Schema
+	if code != 0 || json.Unmarshal([]byte(out), &schemas) != nil || len(schemas) != 1 || schemas[0].Hash != hash || schemas[0].Tool != "add" || schemas[0].Claimed != 2 || schemas[0].Verified != 2 {
+		t.Errorf("discover --schemas: code %d, %s, %s", code, out, errOut)
+	}
+
+	// By default only trusted servers get the arguments.
+	code, _, errOut = c.run("call", "--schema", hash, "add", "a=1", "b=2", "--relay", r.URL, "--timeout", "3s")
+	if code != exitRemote || !strings.Contains(errOut, "2 server(s) announce schema") || !strings.Contains(errOut, "--trust NPUB") {
+		t.Errorf("untrusted: code %d, %s", code, errOut)
+	}
+	if code, _, errOut := c.run("call", "--schema", hash, "add", "--trust", "npub1nope", "--relay", r.URL); code != exitLocal || !strings.Contains(errOut, "--trust") {
+		t.Errorf("a malformed --trust: code %d, %s", code, errOut)
+	}
+	if code, _, errOut := c.run("call", "--schema", hash, "add", "--trust-policy", "some", "--relay", r.URL); code != exitLocal || !strings.Contains(errOut, "trusted-only, trusted-first, any") {
+		t.Errorf("a malformed --trust-policy: code %d, %s", code, errOut)
+	}
+
+	call := func() (int, string, string) {
+		return c.run("call", "--schema", hash, "add", "a=1", "b=2", "--relay", r.URL, "--timeout", "3s", "--json",
+			"--trust", cheapReady.Pubkey, "--trust", dearReady.Pubkey)
+	}
+	code, out, errOut = call()
 	var res struct {
 		Result struct {
 			StructuredContent map[string]float64 `json:"structuredContent"`
@@ -98,11 +136,11 @@ func TestAnnounceDiscoverAndCallBySchema(t *testing.T) {
 	if !strings.Contains(errOut, "failed after") {
 		t.Errorf("the failed provider is not reported: %s", errOut)
 	}
-	// The failure is remembered: the next call goes to the dear one first.
-	code, out, _ = call()
+	// Trusting only the dear one sends the call there first.
+	code, out, errOut = c.run("call", "--schema", hash, "add", "a=1", "b=2", "--relay", r.URL, "--timeout", "3s", "--json", "--trust", dearReady.Pubkey)
 	res.Attempts = nil
 	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || len(res.Attempts) != 1 || res.Provider.Pubkey != dearReady.Pubkey {
-		t.Fatalf("after a failure: code %d, %s", code, out)
+		t.Fatalf("trusting the dear one: code %d, %s, %s", code, out, errOut)
 	}
 
 	if code, out, errOut := c.run("unannounce", "--key", dearKey, "--relay", r.URL); code != 0 || !strings.Contains(out, "announcement") {
@@ -120,7 +158,7 @@ func TestAnnounceDiscoverAndCallBySchema(t *testing.T) {
 	if code, _, errOut := c.run("call", "--schema", strings.Repeat("0", 64), "add", "--relay", r.URL); code != exitRemote || !strings.Contains(errOut, "no server announces") {
 		t.Errorf("unknown schema: %d %s", code, errOut)
 	}
-	if code, _, errOut := c.run("call", "--schema", hash, "subtract", "--relay", r.URL); code != exitLocal || !strings.Contains(errOut, `is the tool "add"`) {
+	if code, _, errOut := c.run("call", "--schema", hash, "subtract", "--relay", r.URL, "--trust-policy", "any"); code != exitLocal || !strings.Contains(errOut, `is the tool "add"`) {
 		t.Errorf("wrong tool name: %d %s", code, errOut)
 	}
 }

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"iter"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/cvmgo/cvm/commonschema"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/discovery"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 )
@@ -16,12 +20,16 @@ func (a *app) toolsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tools SERVER",
 		Short: "List the tools of a ContextVM server",
-		Long: `List the tools of SERVER with their descriptions. --json prints a tools/list
-result, {"tools":[…]}, with every input schema (cvm schema hash reads it).`,
+		Long: `List the tools of SERVER: name, price, the common schema a tool claims
+(verified when the tool's own schemas hash to it) and description. Prices
+are those the server states in cap tags on its tools/list answer; a price
+that cannot be read is shown as unknown, never as free. --json prints a
+tools/list result, {"tools":[…]}, with every input schema (cvm schema hash
+reads it), and beside it "prices" and "claims", by tool name.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			cs, err := a.connect(ctx, cf, args[0], nil)
+			cs, t, err := a.connectTransport(ctx, cf, args[0], nil)
 			if err != nil {
 				return err
 			}
@@ -30,12 +38,23 @@ result, {"tools":[…]}, with every input schema (cvm schema hash reads it).`,
 			if err != nil {
 				return remoteFailure("tools/list", args[0], cf.relays, err)
 			}
+			prices := toolPrices(t.Prices())
+			claims := make(map[string]toolClaim)
+			for _, tool := range tools {
+				if c, ok := claimOf(tool); ok {
+					claims[tool.Name] = c
+				}
+			}
 			if a.jsonOut {
-				return a.printJSON(mcp.ListToolsResult{Tools: nonNil(tools)})
+				return a.printJSON(struct {
+					Tools  []*mcp.Tool                 `json:"tools"`
+					Prices map[string]*discovery.Price `json:"prices"`
+					Claims map[string]toolClaim        `json:"claims"`
+				}{nonNil(tools), prices, claims})
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			for _, t := range tools {
-				fmt.Fprintf(tw, "%s\t%s\n", t.Name, firstLine(t.Description))
+			for _, tool := range tools {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", tool.Name, prices[tool.Name], claims[tool.Name], firstLine(tool.Description))
 			}
 			return tw.Flush()
 		},
@@ -209,4 +228,54 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// toolPrices are the tool prices of a server's list answers, by tool name;
+// a tool without one is free.
+func toolPrices(prices []contextvm.Price) map[string]*discovery.Price {
+	out := make(map[string]*discovery.Price)
+	for _, p := range prices {
+		if p.Kind() != "tool" {
+			continue
+		}
+		out[p.Name()] = discovery.PriceOf(p)
+	}
+	return out
+}
+
+// toolClaim is the common schema a tool claims in its _meta, and whether
+// the claim holds.
+type toolClaim struct {
+	SchemaHash string `json:"schemaHash"`
+	Verified   bool   `json:"verified"`
+	Error      string `json:"error,omitempty"`
+}
+
+func (c toolClaim) String() string {
+	switch {
+	case c.SchemaHash == "":
+		return ""
+	case c.Verified:
+		return "schema " + shorten(c.SchemaHash, 12) + " verified"
+	}
+	return "schema " + shorten(c.SchemaHash, 12) + " NOT VERIFIED: " + firstLine(c.Error)
+}
+
+// claimOf checks the common schema tool claims, if any.
+func claimOf(tool *mcp.Tool) (toolClaim, bool) {
+	raw, err := json.Marshal(tool)
+	if err != nil {
+		return toolClaim{}, false
+	}
+	hash, ok := commonschema.Claimed(raw)
+	if !ok {
+		return toolClaim{}, false
+	}
+	c := toolClaim{SchemaHash: hash}
+	if _, err := commonschema.VerifyClaim(raw); err != nil {
+		c.Error = err.Error()
+	} else {
+		c.Verified = true
+	}
+	return c, true
 }
