@@ -32,6 +32,7 @@ type gatewayFlags struct {
 	idleTimeout                time.Duration
 
 	announce, unannounceOnExit bool
+	injectClientPubkey         bool
 	prices, commonTools, cats  []string
 }
 
@@ -59,6 +60,9 @@ flight, and are refused otherwise.
 --allow PUBKEY (repeatable) serves only those clients; --public METHOD[:NAME]
 (repeatable) opens a capability to everyone anyway, e.g. --public tools/list
 --public tools/call:get_weather. An upstream that dies is restarted.
+--inject-client-pubkey tells the upstream who is calling: each request's
+params._meta.clientPubkey is the caller's public key (hex, CEP-16), for a
+server that authorizes or bills by caller but sees only stdio or HTTP.
 
 --announce publishes the server's public announcements (its initialize result
 and lists, CEP-6, and its relay list) to --relay, from an upstream session of
@@ -101,13 +105,14 @@ it down, answering what is in flight with an error.`,
 	f.Float64Var(&gf.sessionRate, "session-rate", admission.DefaultRate, "new client sessions a second, overall; one client key gets a quarter (-1: no limit)")
 	f.IntVar(&gf.sessionBurst, "session-burst", admission.DefaultBurst, "new client sessions at once beyond --session-rate, overall; one client key gets a quarter")
 	f.DurationVar(&gf.idleTimeout, "idle-timeout", 10*time.Minute, "close a client session after this long without a message (0: never)")
+	f.BoolVar(&gf.injectClientPubkey, "inject-client-pubkey", false, "pass the caller's public key to the upstream in each request's params._meta.clientPubkey (CEP-16)")
 	f.BoolVar(&gf.announce, "announce", false, "publish the server's announcements (CEP-6) and keep them current")
 	f.BoolVar(&gf.unannounceOnExit, "unannounce-on-exit", false, "delete the announcements when the gateway stops")
 	f.StringArrayVar(&gf.prices, "price", nil, "advertise a price: tool:NAME=AMOUNT[:UNIT], prompt:… or resource:URI=… (repeatable)")
 	f.StringArrayVar(&gf.commonTools, "common-tool", nil, "declare a tool as implementing a common schema (repeatable)")
 	f.StringArrayVar(&gf.cats, "category", nil, "a category for the common tools' announcement (repeatable)")
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
-		"session-mode", "env", "upstream-url", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-rate", "session-burst", "idle-timeout",
+		"session-mode", "env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-rate", "session-burst", "idle-timeout",
 		"announce", "unannounce-on-exit", "price", "common-tool", "category"} {
 		config.Bind(f, name, "gateway."+name)
 	}
@@ -195,6 +200,7 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		Encryption:         enc,
 		GiftWrap:           wrap,
 		Info:               contextvm.ServerInfo{Name: gf.name, About: gf.about, Website: gf.website, Picture: gf.pict},
+		InjectClientPubkey: gf.injectClientPubkey,
 		Announce:           gf.announce,
 		Prices:             prices,
 		CommonTools:        gf.commonTools,

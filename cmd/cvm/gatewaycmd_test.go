@@ -188,6 +188,37 @@ func TestGatewayCommand_AllowAndPublic(t *testing.T) {
 	}
 }
 
+// --inject-client-pubkey tells a stdio upstream who is calling (CEP-16),
+// in each mode; without it the upstream learns nothing.
+func TestGatewayCommand_InjectsTheClientPubkey(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	c := newCLI(t)
+	key := filepath.Join(t.TempDir(), "client")
+	code, out, errOut := c.run("keygen", "--out", key, "--json")
+	var client struct{ Pubkey string }
+	if code != 0 || json.Unmarshal([]byte(out), &client) != nil {
+		t.Fatalf("keygen: %d %s", code, errOut)
+	}
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--inject-client-pubkey"}, client.Pubkey},
+		{[]string{"--inject-client-pubkey", "--session-mode", "shared"}, client.Pubkey},
+		{nil, "unknown"},
+	} {
+		args := append([]string{"gateway", "--relay", r.URL}, tc.flags...)
+		p := startCVM(t, c, append(args, "--", demoServerBinary)...)
+		var ready gatewayReady
+		p.readyLine(t, &ready)
+		code, out, errOut := c.run("call", ready.Npub, "caller", "--relay", r.URL, "--key", key)
+		if code != 0 || strings.TrimSpace(out) != tc.want {
+			t.Errorf("%v: code %d, %q, %q; want %s", tc.flags, code, out, errOut, tc.want)
+		}
+		p.stop(t, syscall.SIGTERM)
+	}
+}
+
 // Two gateways with one key and one data directory would both act on every
 // request; the second is refused at once, with what to do.
 func TestGatewayCommand_OneProcessPerKeyAndDataDirectory(t *testing.T) {

@@ -33,6 +33,7 @@ func New() *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "word_count", Description: "Count the words, lines and characters of a text."}, wordCount)
 	mcp.AddTool(s, &mcp.Tool{Name: "time", Description: "The current time in an IANA time zone (default UTC)."}, now)
 	mcp.AddTool(s, &mcp.Tool{Name: "count", Description: "Count from 1 to n, reporting progress at each step."}, count)
+	mcp.AddTool(s, &mcp.Tool{Name: "caller", Description: "Who is calling: the public key a ContextVM gateway passes in _meta.clientPubkey (cvm gateway --inject-client-pubkey), or \"unknown\"."}, caller)
 	s.AddResource(&mcp.Resource{
 		URI:         ReadmeURI,
 		Name:        "readme",
@@ -70,6 +71,16 @@ type textIn struct {
 
 func echo(_ context.Context, _ *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, any, error) {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+}
+
+// caller answers with _meta.clientPubkey (CEP-16): the gateway passes the
+// caller's key there, since a stdio server sees no transport to ask.
+func caller(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+	who := "unknown"
+	if pk, ok := req.Params.GetMeta()["clientPubkey"].(string); ok {
+		who = pk
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: who}}}, nil, nil
 }
 
 type stats struct {
