@@ -25,12 +25,16 @@ type route struct {
 	held     *jsonrpc.Response // the result, held until the stream ends
 }
 
-// lastProgress is when the latest progress notification for the request
-// went out, zero if none did.
-func (r *route) lastProgress() time.Time {
+// settle is how long the response must still wait for the request's
+// latest progress notification to settle (see progressSettle): zero when
+// none went out within it.
+func (r *route) settle() time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.progress
+	if r.progress.IsZero() {
+		return 0
+	}
+	return max(0, progressSettle-time.Since(r.progress))
 }
 
 // routeTable holds a session's requests in flight, under a lock of its own:

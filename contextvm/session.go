@@ -104,10 +104,15 @@ type ServerConn struct {
 
 // progressSettle is how long a response waits after the latest progress
 // notification of its request. The reference TypeScript client handles
-// inbound events five at a time, concurrently, and drops progress that it
-// finishes handling after the response; events that a Go server emits within
-// a millisecond of each other get reordered there. A short pause keeps
-// progress ahead of the result.
+// inbound events five at a time, concurrently (its TaskQueue), and drops
+// progress that it finishes handling after the response: events published
+// within a millisecond of each other get reordered there, and a relay's OK
+// for the progress, which the server has before it writes the response,
+// says nothing of the client's queue. Nothing on the wire tells the server
+// when the client has handled an event, so the wait is a time: only what
+// is left of it since the latest progress (none for a request that sent
+// its progress earlier, or none), and spent on a goroutine of the response's
+// own, so that the session's other writes never wait behind it.
 const progressSettle = 20 * time.Millisecond
 
 func newServerConn(s *Server, client nostr.PubKey, id string) *ServerConn {
@@ -399,23 +404,20 @@ func (c *ServerConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 		resp := *m
 		resp.ID = r.origID
-		if last := r.lastProgress(); !last.IsZero() {
-			if wait := progressSettle - time.Since(last); wait > 0 {
-				settle := time.NewTimer(wait)
-				select {
-				case <-settle.C:
-				case <-ctx.Done():
-					settle.Stop()
-				}
+		if wait := r.settle(); wait > 0 && c.life.Go(func(ctx context.Context) {
+			// The response waits on a goroutine of its own, not on the
+			// caller's: nothing else the session writes waits with it.
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
 			}
+			c.answer(ctx, r, &resp)
+		}) {
+			return nil
 		}
-		c.sendResponse(ctx, r, &resp)
-		c.mu.Lock()
-		retired := c.retired
-		c.mu.Unlock()
-		if retired && c.routes.len() == 0 {
-			c.srv.closeLater(c)
-		}
+		c.answer(ctx, r, &resp)
 		return nil
 	case *jsonrpc.Request:
 		if m.IsCall() {
@@ -425,6 +427,18 @@ func (c *ServerConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return nil
 	}
 	return fmt.Errorf("contextvm: unknown message type %T", msg)
+}
+
+// answer sends the response to the request of r, and closes a retired
+// session once it has answered everything.
+func (c *ServerConn) answer(ctx context.Context, r *route, resp *jsonrpc.Response) {
+	c.sendResponse(ctx, r, resp)
+	c.mu.Lock()
+	retired := c.retired
+	c.mu.Unlock()
+	if retired && c.routes.len() == 0 {
+		c.srv.closeLater(c)
+	}
 }
 
 // discoveryLocked returns the tags to add to the next message and marks

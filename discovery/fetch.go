@@ -97,21 +97,13 @@ func (c *Catalog) Watch(ctx context.Context, pool *nostrx.Pool, changed func(nos
 	deletions := pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{nostr.KindDeletion}, Tags: nostr.TagMap{"k": announcementKindNames()}, Since: since}, 0)
 	defer deletions.Close()
 
-	// The relay lists of the servers known, resubscribed as servers appear.
-	var relayLists *nostrx.Subscription
-	var relayEvents <-chan nostr.Event
-	follow := func() {
-		if relayLists != nil {
-			relayLists.Close()
-		}
-		c.mu.Lock()
-		authors := slices.Collect(maps.Keys(c.servers))
-		c.mu.Unlock()
-		relayLists = pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{contextvm.KindRelayList}, Authors: authors, Since: since}, 0)
-		relayEvents = relayLists.Events()
-	}
-	follow()
-	defer func() { relayLists.Close() }()
+	// The relay lists of the servers known, followed as servers appear.
+	c.mu.Lock()
+	known := slices.Collect(maps.Keys(c.servers))
+	c.mu.Unlock()
+	relayLists := newAuthorWatch(pool, nostr.Filter{Kinds: []nostr.Kind{contextvm.KindRelayList}, Since: since})
+	defer relayLists.close()
+	relayLists.add(known...)
 
 	for {
 		var evt nostr.Event
@@ -121,7 +113,7 @@ func (c *Catalog) Watch(ctx context.Context, pool *nostrx.Pool, changed func(nos
 			return nil
 		case evt, ok = <-announcements.Events():
 		case evt, ok = <-deletions.Events():
-		case evt, ok = <-relayEvents:
+		case evt, ok = <-relayLists.events:
 		}
 		if !ok {
 			return errors.New("discovery: the relay pool closed")
@@ -138,7 +130,7 @@ func (c *Catalog) Watch(ctx context.Context, pool *nostrx.Pool, changed func(nos
 			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			c.fetchAuthors(qctx, pool, []nostr.PubKey{evt.PubKey})
 			cancel()
-			follow()
+			relayLists.add(evt.PubKey)
 		}
 		changed(evt.PubKey)
 	}
