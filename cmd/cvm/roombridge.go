@@ -11,8 +11,9 @@ import (
 
 func (a *app) roomBridgeCommand() *cobra.Command {
 	var (
-		join       joinFlags
-		restartMax time.Duration
+		join          joinFlags
+		restartMax    time.Duration
+		announceTools bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bridge --topic T (--token T | --token-file F) -- COMMAND [ARG...]",
@@ -24,7 +25,10 @@ themselves. The server's own initialize result is passed through; JSON-RPC
 ids and progress tokens are remapped per peer; error codes are kept; the
 server's sampling and elicitation requests go to the peer whose call caused
 them. If the server exits it is restarted with backoff, and the calls it
-took with it fail rather than hang.
+took with it fail rather than hang. A peer's shutdown is answered by the
+bridge: the server serves every peer and is not stopped by one. With
+--announce-tools the bridge broadcasts the server's tools (name, title,
+description) each time it joins, as notifications/tools/available.
 
 When the bridge has joined, one JSON line is printed on stdout:
   {"ready":true,"participant":"alpha","topic":"room:x","server":{...},...}
@@ -45,9 +49,10 @@ topic and stops the server.`,
 				Command: func() *exec.Cmd {
 					return exec.Command(args[0], args[1:]...)
 				},
-				Stderr:     a.stderr,
-				RestartMax: restartMax,
-				Logger:     a.log,
+				Stderr:        a.stderr,
+				RestartMax:    restartMax,
+				AnnounceTools: announceTools,
+				Logger:        a.log,
 			})
 			if err != nil {
 				return joinError(err)
@@ -72,6 +77,7 @@ topic and stops the server.`,
 	}
 	f := cmd.Flags()
 	join.register(f)
+	f.BoolVar(&announceTools, "announce-tools", false, "broadcast the server's tools to the topic on every join (notifications/tools/available)")
 	f.DurationVar(&restartMax, "restart-max", 30*time.Second, "longest wait between restarts of a server that keeps exiting")
 	return cmd
 }

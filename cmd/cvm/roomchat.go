@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/cvmgo/cvm/mcpx/participant"
@@ -19,6 +21,7 @@ import (
 
 const chatHelp = `commands:
   TEXT                      say TEXT to the room (//TEXT says /TEXT)
+  /md TEXT                  say TEXT as markdown
   /who                      who is here
   /tools PEER               list PEER's tools
   /call PEER TOOL [{json}]  call PEER's TOOL with JSON arguments
@@ -35,6 +38,10 @@ say things, and use the other participants' tools.
 
 Each line read on stdin is said to the room, or is a command:
 ` + chatHelp + `
+
+Markdown messages (/md, or a peer's) are shown as their text. Other
+participants may call this participant's chat.say and presence.get tools
+(seed 001 §8.2); what chat.say makes you say is shown with the caller's name.
 
 It works in a terminal and when a program drives it through stdin and
 stdout. With --json every line printed is one JSON object (the first one
@@ -104,12 +111,13 @@ func chatLoop(ctx context.Context, c *participant.Client, in io.Reader, out *cha
 
 // chatCommand is one parsed input line.
 type chatCommand struct {
-	name string // say, who, tools, call, history, help, quit; "" for nothing
-	text string // say
-	peer string // tools, call
-	tool string // call
-	args json.RawMessage
-	n    int // history
+	name   string // say, who, tools, call, history, help, quit; "" for nothing
+	text   string // say
+	format string // say: plain or markdown
+	peer   string // tools, call
+	tool   string // call
+	args   json.RawMessage
+	n      int // history
 }
 
 // parseChatLine parses a line of chat input. Anything not starting with a
@@ -120,10 +128,10 @@ func parseChatLine(line string) (chatCommand, error) {
 		return chatCommand{}, nil
 	}
 	if !strings.HasPrefix(line, "/") {
-		return chatCommand{name: "say", text: line}, nil
+		return chatCommand{name: "say", text: line, format: participant.FormatPlain}, nil
 	}
 	if strings.HasPrefix(line, "//") {
-		return chatCommand{name: "say", text: line[1:]}, nil
+		return chatCommand{name: "say", text: line[1:], format: participant.FormatPlain}, nil
 	}
 	fields := strings.Fields(line)
 	name, rest := strings.TrimPrefix(fields[0], "/"), fields[1:]
@@ -133,6 +141,17 @@ func parseChatLine(line string) (chatCommand, error) {
 			return chatCommand{}, fmt.Errorf("/%s takes no arguments", name)
 		}
 		return chatCommand{name: name}, nil
+	case "md":
+		// The text is the rest of the line, spaces and all: they can
+		// matter in markdown.
+		text := afterFields(line, 1)
+		if text != "" {
+			text = text[1:] // the one blank after /md
+		}
+		if strings.TrimSpace(text) == "" {
+			return chatCommand{}, errors.New("usage: /md TEXT")
+		}
+		return chatCommand{name: "say", text: text, format: participant.FormatMarkdown}, nil
 	case "tools":
 		if len(rest) != 1 {
 			return chatCommand{}, errors.New("usage: /tools PEER")
@@ -193,7 +212,7 @@ func runChatCommand(ctx context.Context, c *participant.Client, cmd chatCommand,
 	switch cmd.name {
 	case "":
 	case "say":
-		if _, err := c.Chat(ctx, cmd.text); err != nil {
+		if _, err := c.Say(ctx, cmd.text, cmd.format); err != nil {
 			out.fail("say", err)
 		}
 	case "help":
@@ -243,7 +262,7 @@ func (o *chatOutput) line(human string, obj map[string]any) {
 		}
 		return
 	}
-	fmt.Fprintln(o.w, human)
+	fmt.Fprintln(o.w, termText(human, ""))
 }
 
 func (o *chatOutput) text(s string) { o.line(s, map[string]any{"event": "help", "text": s}) }
@@ -270,13 +289,13 @@ func (o *chatOutput) who(self mcpx.Participant, others []mcpx.Participant) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "* %s (you)", self.ID)
 	for _, p := range others {
-		fmt.Fprintf(&b, "\n* %s (%s, %s)", p.ID, p.Name, p.Kind)
+		fmt.Fprintf(&b, "\n* %s (%s, %s)", p.ID, termField(p.Name), termField(string(p.Kind)))
 	}
 	o.line(b.String(), map[string]any{"event": "who", "participant": self, "participants": others})
 }
 
 func (o *chatOutput) fail(what string, err error) {
-	o.line(fmt.Sprintf("! %s: %v", what, err), map[string]any{"event": "error", "command": what, "error": err.Error()})
+	o.line(fmt.Sprintf("! %s: %s", termField(what), termField(err.Error())), map[string]any{"event": "error", "command": what, "error": err.Error()})
 }
 
 // event prints what the client saw. It runs on the client's receive
@@ -284,12 +303,27 @@ func (o *chatOutput) fail(what string, err error) {
 func (o *chatOutput) event(e participant.Event) {
 	switch e.Type {
 	case participant.EventChat:
-		if e.Chat.Mine && !o.json {
+		m := e.Chat
+		if m.Mine && m.SaidFor == "" && !o.json {
 			return // a person sees what they typed
 		}
-		o.line(fmt.Sprintf("<%s> %s", e.Chat.From, e.Chat.Text), map[string]any{
-			"event": "chat", "from": e.Chat.From, "text": e.Chat.Text, "format": e.Chat.Format,
-			"id": e.Chat.ID, "seq": e.Chat.Seq, "mine": e.Chat.Mine, "replayed": e.Replayed})
+		who := m.From
+		if m.SaidFor != "" {
+			who += " (chat.say by " + m.SaidFor + ")" // someone spoke in your name
+		}
+		obj := map[string]any{"event": "chat", "from": m.From, "text": m.Text, "format": m.Format,
+			"id": m.ID, "seq": m.Seq, "mine": m.Mine, "replayed": e.Replayed}
+		if m.SaidFor != "" {
+			obj["said_for"] = m.SaidFor
+		}
+		// Markdown is shown as its text: a terminal has no better
+		// rendering than the source, which markdown is meant to be
+		// readable as.
+		o.line(fmt.Sprintf("<%s> %s", who, termText(m.Text, chatIndent)), obj)
+	case participant.EventNotification:
+		if e.Method == methodToolsAvailable {
+			o.toolsAvailable(e)
+		}
 	case participant.EventJoin:
 		o.line(fmt.Sprintf("* %s joined", e.Participant.ID), map[string]any{"event": "join", "participant": e.Participant})
 	case participant.EventLeave:
@@ -311,6 +345,30 @@ func (o *chatOutput) event(e participant.Event) {
 	}
 }
 
+// methodToolsAvailable is how a participant (a cvm bridge with
+// --announce-tools, the reference bridge) advertises its tools.
+const methodToolsAvailable = "notifications/tools/available"
+
+func (o *chatOutput) toolsAvailable(e participant.Event) {
+	var p struct {
+		Params struct {
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(e.Envelope.Payload, &p) != nil {
+		return
+	}
+	names, shown := []string{}, []string{}
+	for _, t := range p.Params.Tools {
+		names = append(names, t.Name)
+		shown = append(shown, termField(t.Name))
+	}
+	o.line(fmt.Sprintf("* %s offers %d tools: %s", e.Envelope.From, len(names), strings.Join(shown, ", ")),
+		map[string]any{"event": "tools_available", "from": e.Envelope.From, "tools": names, "replayed": e.Replayed})
+}
+
 func (o *chatOutput) tools(peer string, raw json.RawMessage) {
 	var res struct {
 		Tools []struct {
@@ -322,7 +380,7 @@ func (o *chatOutput) tools(peer string, raw json.RawMessage) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "* %s has %d tools:", peer, len(res.Tools))
 	for _, t := range res.Tools {
-		fmt.Fprintf(&b, "\n  %s", t.Name)
+		fmt.Fprintf(&b, "\n  %s", termField(t.Name))
 		if d, _, _ := strings.Cut(t.Description, "\n"); d != "" {
 			fmt.Fprintf(&b, ": %s", d)
 		}
@@ -351,7 +409,7 @@ func (o *chatOutput) callResult(peer, tool string, raw json.RawMessage) {
 	if res.IsError {
 		mark = "!"
 	}
-	o.line(fmt.Sprintf("%s %s %s: %s", mark, peer, tool, strings.Join(parts, "\n")),
+	o.line(fmt.Sprintf("%s %s %s: %s", mark, peer, tool, termText(strings.Join(parts, "\n"), chatIndent)),
 		map[string]any{"event": "result", "peer": peer, "tool": tool, "result": raw})
 }
 
@@ -371,7 +429,7 @@ func (o *chatOutput) history(envs []*mcpx.Envelope) {
 		json.Unmarshal(e.Payload, &p)
 		switch {
 		case p.Method == "notifications/chat/message":
-			fmt.Fprintf(&b, "\n  [%d] <%s> %s", e.Seq, e.From, p.Params.Text)
+			fmt.Fprintf(&b, "\n  [%d] <%s> %s", e.Seq, e.From, termText(p.Params.Text, "    "))
 		case p.Method != "":
 			fmt.Fprintf(&b, "\n  [%d] %s -> %s: %s", e.Seq, e.From, strings.Join(e.To, ","), p.Method)
 		default:
@@ -379,4 +437,46 @@ func (o *chatOutput) history(envs []*mcpx.Envelope) {
 		}
 	}
 	o.line(b.String(), map[string]any{"event": "history", "envelopes": list})
+}
+
+// chatIndent starts each continuation line of a peer's text.
+const chatIndent = "  "
+
+// termText makes untrusted text safe to print on a terminal. Control
+// characters (escape sequences can move the cursor, rewrite lines already
+// shown or retitle the window; a carriage return overwrites the line),
+// bidirectional overrides and invalid UTF-8 are shown escaped, as \x1b or
+// \u202e. Each line after the first starts with indent, so that a peer's
+// message cannot forge a line of the chat's own ("* dave joined") unless
+// indent is "".
+func termText(s, indent string) string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case r == '\n':
+			b.WriteByte('\n')
+			b.WriteString(indent)
+		case r == '\t':
+			b.WriteByte('\t')
+		case r < 0x80 && unicode.IsControl(r):
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r):
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// termField is termText for what must stay on one line: a newline is
+// shown as \n too.
+func termField(s string) string {
+	return termText(strings.NewReplacer("\r\n", `\n`, "\n", `\n`).Replace(s), "")
 }

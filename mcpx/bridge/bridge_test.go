@@ -65,10 +65,41 @@ func runTestChild() {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{res.Content}}, nil, nil
 	})
+	mcp.AddTool(s, &mcp.Tool{Name: "elicit"}, func(ctx context.Context, req *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: a.Text, RequestedSchema: map[string]any{
+			"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(res.Action, " ", res.Content["name"])}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "pid"}, func(context.Context, *mcp.CallToolRequest, in) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(os.Getpid())}}}, nil, nil
+	})
 	s.AddResource(&mcp.Resource{URI: "test://r", Name: "r"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://r", Text: "r"}}}, nil
 	})
-	s.Run(context.Background(), &mcp.StdioTransport{})
+	s.Run(context.Background(), exitOnShutdown{&mcp.StdioTransport{}})
+}
+
+// exitOnShutdown makes the test child a server that takes seed 002's
+// shutdown at its word and exits, so that a test sees whether one reached
+// it.
+type exitOnShutdown struct{ mcp.Transport }
+
+func (t exitOnShutdown) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	return shutdownConn{c}, err
+}
+
+type shutdownConn struct{ mcp.Connection }
+
+func (c shutdownConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	m, err := c.Connection.Read(ctx)
+	if r, ok := m.(*jsonrpc.Request); ok && r.Method == "shutdown" {
+		os.Exit(0)
+	}
+	return m, err
 }
 
 // testGateway is a room gateway for the bridge's tests.
@@ -112,14 +143,17 @@ func eventually(t testing.TB, what string, cond func() bool) {
 }
 
 func (g *testGateway) bridge(topic, id string) *Bridge {
+	return g.bridgeWith(topic, id, Options{})
+}
+
+func (g *testGateway) bridgeWith(topic, id string, opts Options) *Bridge {
 	g.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	b, err := Start(ctx, Options{
-		Participant: participant.Options{Gateway: g.URL, Topic: topic, Token: g.Token(topic, id)},
-		Command:     childCommand,
-		Stderr:      os.Stderr,
-	})
+	opts.Participant = participant.Options{Gateway: g.URL, Topic: topic, Token: g.Token(topic, id),
+		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond}
+	opts.Command, opts.Stderr = childCommand, os.Stderr
+	b, err := Start(ctx, opts)
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -286,4 +320,117 @@ func asWireError(err error) (*jsonrpc.Error, bool) {
 	var werr *jsonrpc.Error
 	ok := errors.As(err, &werr)
 	return werr, ok
+}
+
+// The server's elicitation request goes to the peer whose call caused it,
+// like sampling, and the answer comes back into the tool's result.
+func TestBridge_ElicitationGoesToTheCaller(t *testing.T) {
+	g := startGateway(t, room.Options{})
+	g.bridge("room:x", "child")
+	var asked atomic.Int32
+	for _, id := range []string{"bystander", "caller"} {
+		c, _ := g.client("room:x", id, participant.Options{})
+		cl := mcp.NewClient(&mcp.Implementation{Name: id}, &mcp.ClientOptions{
+			ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				if id != "caller" {
+					asked.Add(1)
+					return nil, errors.New("not me")
+				}
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "answered by " + id + " to " + r.Params.Message}}, nil
+			},
+		})
+		cs, err := cl.Connect(ctx10(t), c.PeerTransport("child"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		if id != "caller" {
+			continue
+		}
+		res, err := cs.CallTool(ctx10(t), &mcp.CallToolParams{Name: "elicit", Arguments: map[string]any{"text": "who?"}})
+		if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "accept answered by caller to who?" {
+			t.Fatalf("elicit: %+v %v", res, err)
+		}
+	}
+	if asked.Load() != 0 {
+		t.Fatal("the bystander was asked")
+	}
+}
+
+// Seed 002's shutdown from one peer is answered by the bridge: the server
+// that serves every peer never sees it (the test child would exit).
+func TestBridge_ShutdownDoesNotStopTheServer(t *testing.T) {
+	g := startGateway(t, room.Options{})
+	g.bridge("room:x", "child")
+	pid := func(c *participant.Client) string {
+		t.Helper()
+		res, err := c.Request(ctx10(t), "child", "tools/call", map[string]any{"name": "pid", "arguments": map[string]any{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r mcp.CallToolResult
+		json.Unmarshal(res, &r)
+		return r.Content[0].(*mcp.TextContent).Text
+	}
+	quitter, _ := g.client("room:x", "quitter", participant.Options{})
+	other, _ := g.client("room:x", "other", participant.Options{})
+	before := pid(other)
+	res, err := quitter.Request(ctx10(t), "child", "shutdown", nil)
+	if err != nil || string(res) != "{}" {
+		t.Fatalf("shutdown: %s %v; want {}", res, err)
+	}
+	if after := pid(other); after != before {
+		t.Fatalf("the server was restarted (pid %s, then %s): the shutdown reached it", before, after)
+	}
+	if after := pid(quitter); after != before {
+		t.Fatalf("pid %s for the quitter, %s before", after, before)
+	}
+}
+
+// With AnnounceTools the bridge broadcasts its server's tools when it
+// joins, and again when it rejoins after a reconnect.
+func TestBridge_AnnouncesToolsOnJoin(t *testing.T) {
+	g := startGateway(t, room.Options{})
+	seen := make(chan participant.Event, 16)
+	g.client("room:x", "watcher", participant.Options{OnEvent: func(e participant.Event) {
+		if e.Type == participant.EventNotification && e.Method == methodToolsAvailable {
+			seen <- e
+		}
+	}})
+	g.bridgeWith("room:x", "child", Options{AnnounceTools: true})
+	check := func(e participant.Event) {
+		t.Helper()
+		var p struct {
+			Params struct {
+				Tools       []announcedTool `json:"tools"`
+				Participant struct {
+					ID string `json:"id"`
+				} `json:"participant"`
+			} `json:"params"`
+		}
+		if err := json.Unmarshal(e.Envelope.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tool := range p.Params.Tools {
+			names = append(names, tool.Name)
+		}
+		if e.Envelope.From != "child" || !e.Envelope.Broadcast() || p.Params.Participant.ID != "child" ||
+			!strings.Contains(strings.Join(names, ","), "elicit") || len(names) != 6 {
+			t.Fatalf("announcement %s from %s to %v", e.Envelope.Payload, e.Envelope.From, e.Envelope.To)
+		}
+	}
+	wait := func(what string) participant.Event {
+		t.Helper()
+		select {
+		case e := <-seen:
+			return e
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s", what)
+		}
+		return participant.Event{}
+	}
+	check(wait("announcement on join"))
+	g.Restart() // everyone rejoins; the watcher may be back after the bridge, and then reads it from history
+	check(wait("announcement on rejoin"))
 }

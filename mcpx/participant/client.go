@@ -58,9 +58,11 @@ type Options struct {
 	TokenSource func(context.Context) (string, error)
 
 	// Server answers the MCP requests peers address to this participant.
-	// Nil means a go-sdk server with no features, so that every participant
+	// Nil means a go-sdk server whose only tools are seed 001 §8.2's
+	// chat.say and presence.get (AddRoomTools), so that every participant
 	// still answers initialize and ping (seed 001 §3: every participant
-	// behaves like an MCP server).
+	// behaves like an MCP server). Whatever the server, seed 002's shutdown
+	// is answered by the client (PeerConn).
 	Server PeerServer
 
 	// ClientInfo and Capabilities are what this participant says in the
@@ -219,6 +221,7 @@ type Client struct {
 	servers  map[string]*PeerConn         // server side, per peer
 	sessions map[string][]*clientSideConn // go-sdk client sessions, per peer
 	onceLog  map[string]bool
+	saidFor  map[string]string // chat.say envelope id -> the peer that called it, until the echo
 }
 
 // Connect joins the topic and returns once the gateway welcomed this
@@ -247,6 +250,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		servers:  map[string]*PeerConn{},
 		sessions: map[string][]*clientSideConn{},
 		onceLog:  map[string]bool{},
+		saidFor:  map[string]string{},
 		wlock:    make(chan struct{}, 1),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -256,7 +260,9 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		return nil, err
 	}
 	if c.opts.Server == nil {
-		c.opts.Server = SDKServer(mcp.NewServer(&mcp.Implementation{Name: cs.self.ID, Version: "0"}, nil))
+		s := mcp.NewServer(&mcp.Implementation{Name: cs.self.ID, Version: "0"}, nil)
+		AddRoomTools(s, c)
+		c.opts.Server = SDKServer(s)
 	}
 	started := make(chan error, 1)
 	c.wg.Add(1)
@@ -353,6 +359,12 @@ func (c *Client) Close() error {
 		c.opts.HTTPClient.CloseIdleConnections()
 	}
 	return nil
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }
 
 func (c *Client) emit(e Event) {

@@ -125,7 +125,10 @@ func (c *Client) run(cs *connState, started chan<- error) {
 	for {
 		err := c.serve(cs, started)
 		started = nil
-		if c.ctx.Err() != nil {
+		// Close closes the connection before it cancels the context, so a
+		// read that failed because we are leaving can get here first: that
+		// is no disconnection to report.
+		if c.ctx.Err() != nil || c.isClosed() {
 			return
 		}
 		c.log.Info("disconnected from the gateway; reconnecting", "err", err)

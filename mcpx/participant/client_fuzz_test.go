@@ -24,6 +24,8 @@ func FuzzClientFrame(f *testing.F) {
 		`{"protocol":"mcp-x/v0","id":"q","ts":"2025-08-17T14:00:00Z","from":"p","to":["me"],"kind":"mcp","correlation_id":"r","payload":{"jsonrpc":"2.0","id":1,"result":{}}}`,
 		`{"protocol":"mcp-x/v0","id":"n","ts":"2025-08-17T14:00:00Z","from":"p","to":["me"],"kind":"mcp","payload":{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"mcpx-1","progress":1}}}`,
 		`{"protocol":"mcp-x/v0","id":"k","ts":"2025-08-17T14:00:00Z","from":"p","to":["me"],"kind":"mcp","payload":{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}}`,
+		`{"protocol":"mcp-x/v0","id":"d","ts":"2025-08-17T14:00:00Z","from":"p","to":["me"],"kind":"mcp","payload":{"jsonrpc":"2.0","id":2,"method":"shutdown"}}`,
+		`{"protocol":"mcp-x/v0","id":"m","ts":"2025-08-17T14:00:00Z","from":"me","kind":"mcp","payload":{"jsonrpc":"2.0","method":"notifications/chat/message","params":{"text":"# hi","format":"markdown"}},"seq":8}`,
 		`not json`,
 	} {
 		f.Add([]byte(seed))
@@ -49,7 +51,7 @@ func fuzzClient() *Client {
 	opts.Server = SDKServer(mcp.NewServer(&mcp.Implementation{Name: "me"}, nil))
 	c := &Client{opts: opts, log: opts.Logger, ready: make(chan struct{}), roster: map[string]mcpx.Participant{},
 		out: newOutbox(), pending: newPendingTable(0), peers: map[string]*peerState{},
-		servers: map[string]*PeerConn{}, sessions: map[string][]*clientSideConn{}, onceLog: map[string]bool{},
+		servers: map[string]*PeerConn{}, sessions: map[string][]*clientSideConn{}, onceLog: map[string]bool{}, saidFor: map[string]string{},
 		self: mcpx.Participant{ID: "me"}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c

@@ -182,6 +182,10 @@ type PeerConn struct {
 // Peer is the participant id of the other side.
 func (p *PeerConn) Peer() string { return p.peer }
 
+// SessionID implements mcp.Connection: the peer's participant id, so that
+// a go-sdk tool handler knows who calls it (req.Session.ID()).
+func (p *PeerConn) SessionID() string { return p.peer }
+
 // Write implements mcp.Connection.
 func (p *PeerConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if r, ok := msg.(*jsonrpc.Response); ok && r.Error == nil {
@@ -236,8 +240,18 @@ func (p *PeerConn) Close() error {
 }
 
 // receive takes a server-side message from the peer, answering a repeated
-// initialize itself.
+// initialize and seed 002's shutdown itself.
 func (p *PeerConn) receive(e *mcpx.Envelope, m *jsonrpc.Request) {
+	if m.IsCall() && m.Method == mcpmsg.MethodShutdown {
+		// The peer is done with this participant, but the session is not
+		// its to end: MCPx has one session per pair of participants, which
+		// lasts while both are present (decision 13), and behind a bridge
+		// one server serves every peer. So shutdown is acknowledged and
+		// nothing stops; the server never sees it.
+		p.c.log.Debug("peer sent shutdown; acknowledged", "peer", p.peer)
+		p.answer(e, &jsonrpc.Response{ID: m.ID, Result: []byte("{}")})
+		return
+	}
 	p.mu.Lock()
 	switch {
 	case m.IsCall() && m.Method == mcpmsg.MethodInitialize && !p.initID.IsValid():
@@ -247,15 +261,7 @@ func (p *PeerConn) receive(e *mcpx.Envelope, m *jsonrpc.Request) {
 		p.reinit = true
 		p.mu.Unlock()
 		p.c.log.Debug("peer initialized again; answering with the session's first result", "peer", p.peer)
-		payload, err := encodeRPC(&jsonrpc.Response{ID: m.ID, Result: result})
-		if err == nil {
-			c := p.c
-			c.goOwned(func() {
-				ctx, cancel := context.WithTimeout(c.ctx, cancelNotifyTimeout)
-				defer cancel()
-				c.send(ctx, c.envelope([]string{p.peer}, payload, e.ID))
-			})
-		}
+		p.answer(e, &jsonrpc.Response{ID: m.ID, Result: result})
 		return
 	case !m.IsCall() && m.Method == mcpmsg.MethodInitialized && p.reinit:
 		p.reinit = false
@@ -264,6 +270,24 @@ func (p *PeerConn) receive(e *mcpx.Envelope, m *jsonrpc.Request) {
 	}
 	p.mu.Unlock()
 	p.rpcConn.receive(e, m)
+}
+
+// answer sends resp to the peer, correlated with the request envelope e,
+// from a goroutine of the client's: receive runs on the receive goroutine,
+// which must not wait for a send.
+func (p *PeerConn) answer(e *mcpx.Envelope, resp *jsonrpc.Response) {
+	payload, err := encodeRPC(resp)
+	if err != nil {
+		return
+	}
+	c := p.c
+	c.goOwned(func() {
+		ctx, cancel := context.WithTimeout(c.ctx, cancelNotifyTimeout)
+		defer cancel()
+		if err := c.send(ctx, c.envelope([]string{p.peer}, payload, e.ID)); err != nil {
+			c.log.Debug("answer not sent", "peer", p.peer, "err", err)
+		}
+	})
 }
 
 // serverConn returns the server-side connection of peer, starting the
