@@ -44,24 +44,18 @@ bench: interop-deps
 	$(GO) test -run '^$$' -bench GatewayOverhead -benchtime 300x ./cmd/cvm
 	$(GO) test -run '^$$' -bench GatewaySessionMemory -benchtime 1x ./cmd/cvm
 
-# A short run of every fuzz target.
+# A short run of every fuzz target: every func Fuzz* in a _test.go file,
+# found in the code, so that a new one cannot be left out. FUZZTIME per
+# target (default 30s).
+FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParsePublicKey -fuzztime 30s ./nostrx
-	$(GO) test -run '^$$' -fuzz FuzzParseSecretKey -fuzztime 30s ./nostrx
-	$(GO) test -run '^$$' -fuzz FuzzRelayFrames -fuzztime 30s ./relay
-	$(GO) test -run '^$$' -fuzz FuzzDecodeContent -fuzztime 30s ./contextvm
-	$(GO) test -run '^$$' -fuzz FuzzUnwrap -fuzztime 30s ./contextvm
-	$(GO) test -run '^$$' -fuzz FuzzHash -fuzztime 30s ./commonschema
-	$(GO) test -run '^$$' -fuzz FuzzDecodeEnvelope -fuzztime 30s ./mcpx
-	$(GO) test -run '^$$' -fuzz FuzzClientFrame -fuzztime 30s ./mcpx/participant
-	$(GO) test -run '^$$' -fuzz FuzzParamsToken -fuzztime 30s ./internal/mcpmsg
-	$(GO) test -run '^$$' -fuzz FuzzSetMember -fuzztime 30s ./internal/mcpmsg
-	$(GO) test -run '^$$' -fuzz FuzzParseChatLine -fuzztime 30s ./cmd/cvm
-	$(GO) test -run '^$$' -fuzz FuzzReadLimited -fuzztime 30s ./internal/wsconn
-	$(GO) test -run '^$$' -fuzz FuzzReadMessage -fuzztime 30s ./internal/wsconn
-	$(GO) test -run '^$$' -fuzz FuzzStreamFrames -fuzztime 30s ./contextvm
-	$(GO) test -run '^$$' -fuzz FuzzTransferFrames -fuzztime 30s ./contextvm
-	$(GO) test -run '^$$' -fuzz FuzzCatalogAdd -fuzztime 30s ./discovery
+	@git grep -l '^func Fuzz' -- '*_test.go' | while read -r f; do \
+		dir=./$$(dirname "$$f"); \
+		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$f"); do \
+			echo "$$fn $$dir"; \
+			$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) "$$dir" || exit 1; \
+		done; \
+	done
 
 # The MCPx gateway benchmark: the load generator (bench/mcpxload) runs in its
 # own process against "cvm room serve" and a minimal baseline hub, and
