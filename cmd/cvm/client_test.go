@@ -56,7 +56,7 @@ func TestCall(t *testing.T) {
 		{"progress on stderr", []string{"count", "n=3", "delay_ms=1"}, 0, "counted to 3", "progress 3/3: counted 3", false},
 		{"tool reports an error", []string{"time", "zone=Nowhere/Atlantis"}, exitRemote, "", "tool time reported an error: unknown time zone", true},
 		{"JSON-RPC error", []string{"refuse"}, exitRemote, "", "tools/call refuse: refused on principle (code -32602)", true},
-		{"no such tool", []string{"nosuch"}, exitRemote, "", `the server has no tool "nosuch"; it has: add, count, echo, refuse, time, word_count`, true},
+		{"no such tool", []string{"nosuch"}, exitRemote, "", `the server has no tool "nosuch"; it has: add, caller, count, echo, refuse, time, word_count`, true},
 		{"value of the wrong type", []string{"add", "a=two", "b=1"}, exitLocal, "", `argument a: "two" is not a number`, true},
 		{"arguments that fail the schema", []string{"add", "a=1"}, exitLocal, "", `arguments for add do not fit its input schema`, true},
 		{"not key=value", []string{"add", "a"}, exitLocal, "", `want key=value`, true},
@@ -152,7 +152,7 @@ func TestToolsResourcesPrompts(t *testing.T) {
 	}
 	out, _ = run(0, "tools", npub, "--json")
 	var list mcp.ListToolsResult
-	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Tools) != 6 || list.Tools[0].InputSchema == nil {
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Tools) != 7 || list.Tools[0].InputSchema == nil {
 		t.Errorf("tools --json: %v %q", err, out)
 	}
 	out, _ = run(0, "resources", npub)

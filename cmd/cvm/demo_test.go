@@ -14,7 +14,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("demo: code %d, stderr %s", code, errOut)
 	}
 	for _, want := range []string{"1. relay", "2. gateway", "encryption required", "3. connect", "cvm-demo 1.0.0, MCP 2025-11-25",
-		"4. tools", "add, count, echo, time, word_count", `5. call      add {"a":2,"b":3} → {"sum":5}`, "6. shutdown"} {
+		"4. tools", "add, caller, count, echo, time, word_count", `5. call      add {"a":2,"b":3} → {"sum":5}`, "6. shutdown"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}

@@ -45,7 +45,7 @@ func TestRoomChat_MarkdownChatToolsAndAnnouncedTools(t *testing.T) {
 	if av["from"] != "alpha" || !strings.Contains(string(mustJSON(t, av["tools"])), `"word_count"`) {
 		t.Fatalf("alice's tools_available %v", av)
 	}
-	bob.expect(t, "* alpha offers 5 tools: add, count, echo, time, word_count")
+	bob.expect(t, "* alpha offers 6 tools: add, caller, count, echo, time, word_count")
 
 	bob.say(t, "/md **bold**  and _it_")
 	m := alice.expectJSON(t, "chat", func(m map[string]any) bool { return m["from"] == "bob" })
