@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,41 +16,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/mcpx"
-	"github.com/cvmgo/cvm/mcpx/history"
 )
-
-// childGatewayEnv names the data directory of a gateway the test binary
-// serves instead of running tests (see TestMain).
-const childGatewayEnv = "CVM_ROOM_TEST_CHILD_GATEWAY"
-
-// serveChildGateway does what "cvm room serve --data dir --rate -1
-// --history-max -1 --listen 127.0.0.1:0" does: keys and history from dir,
-// a ready line on stdout, then serving until the process is killed.
-func serveChildGateway(dir string) int {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	keys, err := LoadOrCreateKeys(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	store, err := history.Open(filepath.Join(dir, "history.db"), history.Options{MaxPerTopic: -1, Logger: log})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer store.Close()
-	s, err := Start("127.0.0.1:0", Options{Tokens: keys, History: store, RatePerSecond: -1, Logger: log})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	json.NewEncoder(os.Stdout).Encode(map[string]any{"ready": true, "url": s.WSURL, "rest": s.URL})
-	if err := s.Wait(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
-}
 
 // childGateway is a gateway process started by a test.
 type childGateway struct {
@@ -63,12 +27,12 @@ type childGateway struct {
 	rest   string
 }
 
-// startChildGateway starts a gateway process on dir and waits for its
-// ready line.
+// startChildGateway starts "cvm room serve" on dir, with no rate limit and
+// no retention bound, and waits for its ready line.
 func startChildGateway(t *testing.T, dir string) *childGateway {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childGatewayEnv+"="+dir)
+	cmd := exec.Command(cvmBinary, "room", "serve", "--data", dir, "--listen", "127.0.0.1:0", "--rate", "-1", "--history-max", "-1")
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "CVM_LOG_LEVEL=warn")
 	var stdout waitbuf.Buffer
 	c := &childGateway{cmd: cmd, stderr: &waitbuf.Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = &stdout, c.stderr
