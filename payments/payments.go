@@ -1,0 +1,62 @@
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Charge is what a server asks a client to pay for one request.
+type Charge struct {
+	Amount      int64  // in Unit
+	Unit        string // "sats" unless a PMI says otherwise
+	Description string
+	// RequestID identifies the request being paid for (for ContextVM, the
+	// request event id): the idempotency key, never charged twice.
+	RequestID string
+	// Client is the paying client's identity (for ContextVM, its public
+	// key, hex).
+	Client string
+}
+
+// PaymentRequired is a processor's request for payment, as it travels in
+// CEP-8's notifications/payment_required and in explicit gating's
+// payment_options.
+type PaymentRequired struct {
+	Amount      int64           `json:"amount"`
+	PayReq      string          `json:"pay_req"`
+	PMI         string          `json:"pmi"`
+	Description string          `json:"description,omitempty"`
+	TTL         int64           `json:"ttl,omitempty"` // seconds
+	Meta        json.RawMessage `json:"_meta,omitempty"`
+}
+
+// Processor is a payment method on the server side: it issues a payment
+// request for a charge and verifies that it was paid.
+type Processor interface {
+	PMI() string
+	// Require issues the payment request for c.
+	Require(ctx context.Context, c Charge) (PaymentRequired, error)
+	// Verify returns nil once the payment of req is verified, or an error
+	// when it cannot be (expired, refused); it waits at most until ctx
+	// ends.
+	Verify(ctx context.Context, c Charge, req PaymentRequired) error
+}
+
+// Handler is a payment method on the client side: it pays a payment
+// request. It must check that req asks for no more than the price the
+// caller agreed to before paying (the caller passes the most it will pay).
+type Handler interface {
+	PMI() string
+	// Pay pays req, which must not cost more than maxAmount (in the unit
+	// of the request), and returns what proves the payment, if anything.
+	Pay(ctx context.Context, req PaymentRequired, maxAmount int64) (Receipt, error)
+}
+
+// Receipt is what a handler knows of a payment it made.
+type Receipt struct {
+	Amount   int64
+	PMI      string
+	Preimage string // Lightning: the preimage, hex
+	PaidAt   time.Time
+}
