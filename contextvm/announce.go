@@ -80,7 +80,7 @@ func (s *Server) Announce(ctx context.Context, src AnnouncementSource) error {
 		if err := s.signer.SignEvent(ctx, &d); err != nil {
 			return fmt.Errorf("contextvm: sign announcement %d: %w", d.Kind, err)
 		}
-		if err := s.pool.Publish(ctx, d); err != nil {
+		if err := s.publishAnnouncement(ctx, d); err != nil {
 			errs = append(errs, fmt.Errorf("announcement %d: %w", d.Kind, err))
 			continue
 		}
@@ -93,7 +93,27 @@ func (s *Server) Announce(ctx context.Context, src AnnouncementSource) error {
 	return nil
 }
 
-// Unannounce deletes the server's announcements (see the package function).
+// publishAnnouncement publishes one announcement to the server's relays
+// and to its announce relays, at once. It counts as published only when
+// both took it: a failed one is retried whole, and a relay that has it
+// already answers the repeat as a duplicate.
+func (s *Server) publishAnnouncement(ctx context.Context, evt nostr.Event) error {
+	if s.announcePool == nil {
+		return s.pool.Publish(ctx, evt)
+	}
+	var own, extra error
+	var wg sync.WaitGroup
+	wg.Go(func() { own = s.pool.Publish(ctx, evt) })
+	extra = s.announcePool.Publish(ctx, evt)
+	wg.Wait()
+	if extra != nil {
+		extra = fmt.Errorf("announce relays: %w", extra)
+	}
+	return errors.Join(own, extra)
+}
+
+// Unannounce deletes the server's announcements (see the package function)
+// from its relays and its announce relays.
 func (s *Server) Unannounce(ctx context.Context) (int, error) {
 	s.announcer.mu.Lock()
 	defer s.announcer.mu.Unlock()
@@ -102,6 +122,13 @@ func (s *Server) Unannounce(ctx context.Context) (int, error) {
 		known = append(known, e.ID)
 	}
 	n, err := unannounce(ctx, s.pool, s.signer, known)
+	if s.announcePool != nil {
+		m, aerr := unannounce(ctx, s.announcePool, s.signer, known)
+		n = max(n, m)
+		if aerr != nil {
+			err = errors.Join(err, fmt.Errorf("announce relays: %w", aerr))
+		}
+	}
 	if err == nil {
 		clear(s.announcer.published)
 	}

@@ -236,6 +236,32 @@ var listedKind = map[string]string{
 	"prompts/list":             "prompt",
 }
 
+// ServerSupport is what a server said it supports in the discovery tags of
+// its messages (CEP-35): Known is false until a message of the current
+// session carried them (in stateless mode, until the first answer).
+type ServerSupport struct {
+	Known             bool
+	Encryption        bool
+	EphemeralGiftWrap bool
+	OversizedTransfer bool // CEP-22
+	OpenStreams       bool // CEP-41
+}
+
+// ServerSupport reports what the server has said of itself in this
+// connection's current session; the zero value before Connect.
+func (t *ClientTransport) ServerSupport() ServerSupport {
+	t.mu.Lock()
+	c := t.conn
+	t.mu.Unlock()
+	if c == nil {
+		return ServerSupport{}
+	}
+	v := &c.view
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return ServerSupport{Known: v.caps.known, Encryption: v.caps.encryption, EphemeralGiftWrap: v.caps.ephemeral, OversizedTransfer: v.caps.oversized, OpenStreams: v.caps.openStream}
+}
+
 // Connect connects client to the ContextVM server of opts and performs the
 // MCP handshake at ProtocolVersion.
 func Connect(ctx context.Context, client *mcp.Client, opts ClientOptions) (*mcp.ClientSession, error) {

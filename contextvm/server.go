@@ -116,6 +116,12 @@ type ServerOptions struct {
 	Announce          bool
 	NoRelayList       bool
 	UnannounceOnClose bool
+	// AnnounceRelays are relays the announcements and the relay list are
+	// also published to (and deleted from), without the server listening
+	// there: where clients look servers up (CEP-17), as the reference SDK
+	// publishes to its bootstrap relays. The relay list still names only
+	// the relays the server listens on.
+	AnnounceRelays []string
 
 	// Prices are advertised as cap tags on the announcements and on every
 	// list response (CEP-8). They are not collected here.
@@ -175,6 +181,8 @@ type Server struct {
 	window    time.Duration // the freshness window
 	transfers *reassembler
 	announcer announcer
+	// announcePool publishes to ServerOptions.AnnounceRelays; nil without.
+	announcePool *nostrx.Pool
 
 	sessions *sessionTable
 	starts   *admission.Limiter[nostr.PubKey] // new sessions, per client and overall
@@ -240,6 +248,9 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	}
 	s := newServer(opts, endpoint{pool: pool, signer: opts.Signer, me: me, log: opts.Logger, maxEvent: opts.MaxEventBytes})
 	s.ownPool = own
+	if len(opts.AnnounceRelays) > 0 {
+		s.announcePool = nostrx.NewPool(nostrx.PoolOptions{Relays: opts.AnnounceRelays, Signer: opts.Signer, Logger: opts.Logger})
+	}
 	s.sub = pool.Subscribe(nostr.Filter{
 		Kinds: opts.GiftWrap.subscriptionKinds(),
 		Tags:  nostr.TagMap{"p": {me.Hex()}},
@@ -364,6 +375,9 @@ func (s *Server) Close() error {
 		s.life.close()
 		if s.ownPool {
 			s.pool.Close()
+		}
+		if s.announcePool != nil {
+			s.announcePool.Close()
 		}
 	})
 	return nil

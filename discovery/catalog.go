@@ -28,6 +28,8 @@ type Server struct {
 	Picture           string       `json:"picture"`
 	Encryption        bool         `json:"encryption"`
 	EphemeralGiftWrap bool         `json:"ephemeralGiftWrap"`
+	OversizedTransfer bool         `json:"oversizedTransfer"` // CEP-22
+	OpenStreams       bool         `json:"openStreams"`       // CEP-41
 	Relays            []string     `json:"relays"`
 	// PriceWarnings are the cap tags that price nothing the server lists
 	// and were left out.
@@ -406,6 +408,10 @@ func (s *serverState) server(pk nostr.PubKey) *Server {
 			srv.Encryption = true
 		case len(t) == 1 && t[0] == contextvm.TagSupportEncryptionEphemeral:
 			srv.EphemeralGiftWrap = true
+		case len(t) == 1 && t[0] == contextvm.TagSupportOversizedTransfer:
+			srv.OversizedTransfer = true
+		case len(t) == 1 && t[0] == contextvm.TagSupportOpenStream:
+			srv.OpenStreams = true
 		case len(t) >= 2 && t[0] == contextvm.TagName:
 			srv.Name = t[1]
 		case len(t) >= 2 && t[0] == contextvm.TagAbout:

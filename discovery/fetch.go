@@ -135,3 +135,59 @@ func (c *Catalog) Watch(ctx context.Context, pool *nostrx.Pool, changed func(nos
 		changed(evt.PubKey)
 	}
 }
+
+// serverSettle is how long FetchServer waits for the other relays once one
+// has answered: the newest announcement is usually on the first, and a
+// relay that is down must not hold up every call by the whole timeout.
+const serverSettle = 250 * time.Millisecond
+
+// FetchServer reads the announcements of one server (its initialize result
+// and lists; not its relay list, nor deletions, which the relays apply) on
+// pool's relays. It returns when every relay has answered, serverSettle
+// after the first one did, or when ctx ends; ok is false when the server
+// has no usable announcement there.
+func FetchServer(ctx context.Context, pool *nostrx.Pool, server nostr.PubKey) (s Server, ok bool, err error) {
+	kinds := slices.DeleteFunc(slices.Clone(contextvm.AnnouncementKinds), func(k nostr.Kind) bool { return k == contextvm.KindRelayList })
+	sub := pool.Subscribe(nostr.Filter{Authors: []nostr.PubKey{server}, Kinds: kinds}, 0)
+	defer sub.Close()
+	c := NewCatalog()
+	settle := time.NewTimer(time.Hour)
+	settle.Stop()
+	defer settle.Stop()
+	ready := sub.Ready()
+wait:
+	for {
+		select {
+		case evt, open := <-sub.Events():
+			if !open {
+				break wait // the pool closed
+			}
+			c.Add(evt) // what cannot be used is skipped
+		case <-ready:
+			ready = nil
+			settle.Reset(serverSettle)
+		case <-sub.Complete():
+			break wait
+		case <-settle.C:
+			break wait
+		case <-ctx.Done():
+			if ready != nil {
+				return Server{}, false, fmt.Errorf("discovery: no relay answered: %w", context.Cause(ctx))
+			}
+			break wait
+		}
+	}
+	// Events that arrived with the last EOSE may still be queued.
+	for {
+		select {
+		case evt, open := <-sub.Events():
+			if open {
+				c.Add(evt)
+				continue
+			}
+		default:
+		}
+		s, ok = c.Server(server)
+		return s, ok, nil
+	}
+}

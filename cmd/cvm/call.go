@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/cvmgo/cvm/contextvm"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 )
@@ -17,6 +19,7 @@ func (a *app) callCommand() *cobra.Command {
 	var cf clientFlags
 	var schema string
 	var tf trustFlags
+	var stream bool
 	cmd := &cobra.Command{
 		Use:   "call SERVER TOOL [JSON | key=value…] | call --schema HASH TOOL [JSON | key=value…]",
 		Short: "Call a tool of a ContextVM server",
@@ -27,6 +30,14 @@ Arguments are one JSON object, or key=value pairs typed by the tool's input
 schema: a=2 is the number 2 where the schema wants a number and the string
 "2" where it wants a string; arrays and objects are given as JSON. They are
 checked against the schema before the call is sent.
+
+The call is sent without an MCP session (CEP-35 stateless, one round trip)
+when the server is known to take it: it announces itself, or it answered
+before; --stateful opens a session first, --stateless forces it. Arguments
+are typed from the server's tools announcement or the tools it listed last
+time, remembered in the cache directory; tools/list is asked only without
+them. --stream writes the chunks of the tool's open stream (CEP-41) to
+stdout as they arrive.
 
 The result's text goes to stdout; --json prints the whole CallToolResult.
 Progress goes to stderr. Exit status 1 when the tool reports an error
@@ -59,56 +70,122 @@ named on stderr; --json prints {"result", "provider", "attempts"}.`,
 			if schema != "" {
 				return a.callSchema(cmd.Context(), cf, tf, strings.ToLower(schema), args[0], args[1:])
 			}
-			server, name := args[0], args[1]
-			ctx := cmd.Context()
-			cs, err := a.connect(ctx, cf, server, &mcp.ClientOptions{
-				ProgressNotificationHandler: a.printProgress,
-			})
-			if err != nil {
-				return err
-			}
-			defer cs.Close()
-			tools, err := all(cs.Tools(ctx, nil))
-			if err != nil {
-				return remoteFailure("tools/list", server, cf.relays, err)
-			}
-			i := slices.IndexFunc(tools, func(t *mcp.Tool) bool { return t.Name == name })
-			if i < 0 {
-				return remote(fmt.Errorf("the server has no tool %q; it has: %s (see: cvm tools %s)", name, toolNames(tools), server))
-			}
-			tool := tools[i]
-			arguments, err := toolArguments(args[2:], tool.InputSchema)
-			if err != nil {
-				return fmt.Errorf("%w (see: cvm tools %s --json)", err, server)
-			}
-			if err := validateArguments(arguments, tool.InputSchema); err != nil {
-				return fmt.Errorf("arguments for %s do not fit its input schema: %w (see: cvm tools %s --json)", name, err, server)
-			}
-			params := &mcp.CallToolParams{Name: name, Arguments: arguments}
-			params.SetProgressToken(fmt.Sprintf("cvm-%d", time.Now().UnixNano()))
-			res, err := cs.CallTool(ctx, params)
-			if err != nil {
-				return remoteFailure("tools/call "+name, server, cf.relays, err)
-			}
-			if a.jsonOut {
-				if err := a.printJSON(res); err != nil {
-					return err
-				}
-			}
-			if res.IsError {
-				return remote(fmt.Errorf("tool %s reported an error: %s", name, oneLine(contentText(res.Content))))
-			}
-			if !a.jsonOut {
-				printContent(a.stdout, res)
-			}
-			return nil
+			return a.call(cmd.Context(), cf, args[0], args[1], args[2:], stream)
 		},
 	}
 	a.addClientFlags(cmd, &cf, 30*time.Second)
+	addModeFlags(cmd, &cf, true)
+	cmd.Flags().BoolVar(&stream, "stream", false, "read the tool's open stream (CEP-41) and write its chunks to stdout as they arrive")
 	cmd.Flags().StringVar(&schema, "schema", "", "call the tool of this common schema hash on the best server that announces it")
 	addTrustFlags(cmd, &tf)
 	return cmd
 }
+
+// call calls tool name on server with args given as JSON or key=value.
+func (a *app) call(ctx context.Context, cf clientFlags, server, name string, args []string, stream bool) error {
+	cs, err := a.dial(ctx, cf, server, dialOptions{client: &mcp.ClientOptions{ProgressNotificationHandler: a.printProgress}, stream: stream})
+	if err != nil {
+		return err
+	}
+	defer cs.Close()
+	if stream {
+		if sup := cs.transport.ServerSupport(); (sup.Known && !sup.OpenStreams) || (!sup.Known && cs.ann != nil && !cs.ann.OpenStreams) {
+			return remote(fmt.Errorf("%s does not offer open streams (CEP-41: it did not say support_open_stream); call it without --stream", server))
+		}
+	}
+	tool, tools, err := cs.tool(ctx, name)
+	if err != nil {
+		cs.answered(err)
+		return remoteFailure("tools/list", server, cs.relays, err)
+	}
+	if tool == nil {
+		return remote(fmt.Errorf("the server has no tool %q; it has: %s (see: cvm tools %s)", name, toolNames(tools), server))
+	}
+	arguments, err := toolArguments(args, tool.InputSchema)
+	if err != nil {
+		return fmt.Errorf("%w (see: cvm tools %s --json)", err, server)
+	}
+	if err := validateArguments(arguments, tool.InputSchema); err != nil {
+		return fmt.Errorf("arguments for %s do not fit its input schema: %w (see: cvm tools %s --json)", name, err, server)
+	}
+	params := &mcp.CallToolParams{Name: name, Arguments: arguments}
+	token := fmt.Sprintf("cvm-%d", time.Now().UnixNano())
+	params.SetProgressToken(token)
+	var chunks *chunkWriter
+	if stream {
+		reader, err := cs.transport.OpenStream(token)
+		if err != nil {
+			return err
+		}
+		chunks = a.writeChunks(ctx, reader)
+	}
+	res, err := cs.CallTool(ctx, params)
+	cs.answered(err)
+	if chunks != nil {
+		// The result follows the stream's close: what is left is queued.
+		if serr := chunks.finish(); serr != nil && err == nil {
+			return remote(fmt.Errorf("tools/call %s: the stream ended: %w", name, serr))
+		}
+		if err == nil && !chunks.started() {
+			a.log.Warn("the tool answered without opening a stream", "tool", name)
+		}
+	}
+	if err != nil {
+		return remoteFailure("tools/call "+name, server, cs.relays, err)
+	}
+	if a.jsonOut {
+		if err := a.printJSON(res); err != nil {
+			return err
+		}
+	}
+	if res.IsError {
+		return remote(fmt.Errorf("tool %s reported an error: %s", name, oneLine(contentText(res.Content))))
+	}
+	if !a.jsonOut && (chunks == nil || !chunks.started()) {
+		printContent(a.stdout, res)
+	}
+	return nil
+}
+
+// chunkWriter copies an open stream's chunks to stdout as they arrive, on
+// a goroutine it owns.
+type chunkWriter struct {
+	reader *contextvm.StreamReader
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+	n      atomic.Int64
+}
+
+func (a *app) writeChunks(ctx context.Context, r *contextvm.StreamReader) *chunkWriter {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &chunkWriter{reader: r, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for {
+			data, err := r.Next(ctx)
+			if err != nil {
+				if !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
+					w.err = err
+				}
+				return
+			}
+			w.n.Add(1)
+			io.WriteString(a.stdout, data)
+		}
+	}()
+	return w
+}
+
+// finish writes what the stream has delivered and stops reading: the
+// stream closed before the result was sent, so nothing more is coming.
+func (w *chunkWriter) finish() error {
+	w.cancel()
+	<-w.done
+	return w.err
+}
+
+func (w *chunkWriter) started() bool { return w.n.Load() > 0 }
 
 // printProgress reports progress notifications on stderr.
 func (a *app) printProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/discovery"
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -28,10 +31,15 @@ const relayWait = 10 * time.Second
 // clientFlags are the flags of every command that talks to a ContextVM
 // server.
 type clientFlags struct {
-	relays     []string
-	key        string
-	encryption string
-	timeout    time.Duration
+	relays          []string
+	discoveryRelays []string
+	key             string
+	encryption      string
+	timeout         time.Duration
+	// stateless forces CEP-35 stateless requests; stateful forbids them.
+	// Neither: one-shot commands go stateless when the server is known to
+	// take it, cvm proxy stays stateful.
+	stateless, stateful bool
 }
 
 // addRelayFlag adds --relay, shared through the "relays" configuration key
@@ -44,12 +52,116 @@ func addRelayFlag(cmd *cobra.Command, relays *[]string) {
 
 func (a *app) addClientFlags(cmd *cobra.Command, cf *clientFlags, timeout time.Duration) {
 	addRelayFlag(cmd, &cf.relays)
+	addDiscoveryRelayFlag(cmd, &cf.discoveryRelays)
 	f := cmd.Flags()
 	f.StringVar(&cf.key, "key", "", "secret key file (default: the configured identity, else a throwaway key)")
 	f.StringVar(&cf.encryption, "encryption", "optional", "encryption: optional, required or disabled")
 	f.DurationVar(&cf.timeout, "timeout", timeout, "how long to wait for each answer (progress notifications restart the clock)")
 	config.Bind(f, "encryption", "encryption")
 	config.Bind(f, "timeout", "timeout")
+}
+
+// addDiscoveryRelayFlag adds --discovery-relay, where servers' relay lists
+// and announcements are looked up (config key "discovery-relays").
+func addDiscoveryRelayFlag(cmd *cobra.Command, relays *[]string) {
+	f := cmd.Flags()
+	f.StringSliceVar(relays, "discovery-relay", nil, "relay URL where servers' relay lists and announcements are looked up (repeatable; default: the configured relays)")
+	config.Bind(f, "discovery-relay", "discovery-relays")
+}
+
+// addModeFlags adds --stateless and, for one-shot commands, --stateful.
+func addModeFlags(cmd *cobra.Command, cf *clientFlags, oneShot bool) {
+	f := cmd.Flags()
+	f.BoolVar(&cf.stateless, "stateless", false, "send requests without an MCP session (CEP-35): one round trip fewer")
+	if oneShot {
+		f.BoolVar(&cf.stateful, "stateful", false, "open an MCP session first even when the server takes stateless requests")
+		cmd.MarkFlagsMutuallyExclusive("stateless", "stateful")
+	}
+}
+
+// discoveryRelays returns --discovery-relay checked and normalized, or the
+// configured relays when it is not set.
+func (cf clientFlags) discoveryRelayURLs() ([]string, error) {
+	if len(cf.discoveryRelays) == 0 {
+		return cf.relays, nil
+	}
+	var out []string
+	for _, u := range cf.discoveryRelays {
+		p, err := nostrx.ParseRelayURL(nostrx.NormalizeRelayURL(u))
+		if uerr := (*nostrx.RelayURLError)(nil); errors.As(err, &uerr) {
+			return nil, fmt.Errorf("--discovery-relay %q: %s; give a relay URL such as wss://relay.example", clip(u, 80), uerr.Reason)
+		} else if err != nil {
+			return nil, fmt.Errorf("--discovery-relay %q: %w", clip(u, 80), err)
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// target is a server named on the command line: its key, where it
+// listens and how that is known, and its announcement when one was read.
+type target struct {
+	arg       string
+	key       nostrx.PublicKey
+	loc       discovery.Location
+	discovery []string
+}
+
+// locate resolves SERVER and finds its relays (CEP-17): a --relay given on
+// the command line is used as it is; else an nprofile's hints; else the
+// server's relay list, cached or looked up on the discovery relays; else
+// the configured relays. Where they came from is said on stderr, unless
+// the user named them.
+func (a *app) locate(ctx context.Context, cf clientFlags, serverArg string) (target, error) {
+	server, err := a.resolveServer(serverArg)
+	if err != nil {
+		return target{}, err
+	}
+	disc, err := cf.discoveryRelayURLs()
+	if err != nil {
+		return target{}, err
+	}
+	var given []string
+	if a.source("relays") == config.Flag {
+		given = cf.relays
+	}
+	var cache *discovery.RelayCache
+	if dir, err := config.CacheDir(a.getenv); err == nil {
+		cache = discovery.OpenRelayCache(filepath.Join(dir, "relays.json"), discovery.RelayCacheOptions{})
+	}
+	wait := min(discovery.DefaultLocateTimeout, relayWaitFor(cf.timeout))
+	loc, err := discovery.Locate(ctx, server, discovery.LocateOptions{
+		Relays: given, DiscoveryRelays: disc, Fallback: cf.relays, Cache: cache, Timeout: wait, Logger: a.log,
+	})
+	if err != nil {
+		return target{}, err
+	}
+	if loc.Source == discovery.FromFallback && errors.Is(loc.LookupErr, discovery.ErrLookupUnanswered) && subset(loc.Relays, disc) {
+		// The relays to try next are the ones that just did not answer.
+		return target{}, noRelay(loc.Relays, wait, nil)
+	}
+	if loc.Source != discovery.FromGiven {
+		a.log.Info(loc.Explain(), "server", nostrx.EncodeNpub(server.Key), "relays", loc.Relays, "source", string(loc.Source))
+	}
+	return target{arg: serverArg, key: server, loc: loc, discovery: disc}, nil
+}
+
+func subset(a, b []string) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
 
 // source says which layer a setting came from.
@@ -95,13 +207,10 @@ func looksLikeKey(s string) bool {
 	return len(s) == 64
 }
 
-// clientOptions resolves the server, the identity and the flags into the
-// options of a client transport.
-func (a *app) clientOptions(cf clientFlags, serverArg string) (contextvm.ClientOptions, error) {
-	server, err := a.resolveServer(serverArg)
-	if err != nil {
-		return contextvm.ClientOptions{}, err
-	}
+// clientOptions resolves the identity and the flags into the options of a
+// client transport to the located server.
+func (a *app) clientOptions(cf clientFlags, tg target) (contextvm.ClientOptions, error) {
+	server := tg.key
 	enc, err := contextvm.ParseEncryptionMode(cf.encryption)
 	if err != nil {
 		return contextvm.ClientOptions{}, fmt.Errorf("--encryption: %w", err)
@@ -118,13 +227,12 @@ func (a *app) clientOptions(cf clientFlags, serverArg string) (contextvm.ClientO
 		a.log.Debug("your identity is the server's own; using a throwaway key to call it", "identity", id.origin)
 		signer = contextvm.NewKeySigner(nostr.Generate())
 	}
-	relays := cf.relays
-	if len(server.Relays) > 0 && a.source("relays") == config.Default {
-		relays = nil // an nprofile says where the server is
-	}
 	return contextvm.ClientOptions{
+		// The npub, not the nprofile: its hints are in the location
+		// already, or were overruled by --relay.
 		Server:         nostrx.EncodeNpub(server.Key),
-		Relays:         append(relays, server.Relays...),
+		Relays:         tg.loc.Relays,
+		Stateless:      cf.stateless,
 		Signer:         signer,
 		Encryption:     enc,
 		RequestTimeout: cf.timeout,
@@ -158,7 +266,7 @@ func (r relayStage) Connect(ctx context.Context) (mcp.Connection, error) {
 // says that time ran out.
 func noRelay(relays []string, wait time.Duration, err error) error {
 	msg := fmt.Errorf("%w within %s (%s): is the relay running? give another with --relay URL", errNoRelay, wait, strings.Join(relays, ", "))
-	if errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
 		return msg
 	}
 	return fmt.Errorf("%w: %w", msg, err)
@@ -170,35 +278,6 @@ func relayWaitFor(timeout time.Duration) time.Duration {
 		return min(relayWait, timeout)
 	}
 	return relayWait
-}
-
-// connect opens an MCP session with a ContextVM server for a one-shot
-// command.
-func (a *app) connect(ctx context.Context, cf clientFlags, serverArg string, copts *mcp.ClientOptions) (*mcp.ClientSession, error) {
-	cs, _, err := a.connectTransport(ctx, cf, serverArg, copts)
-	return cs, err
-}
-
-// connectTransport is connect, also returning the transport, which knows
-// what the server's messages said beside their JSON-RPC content (prices).
-func (a *app) connectTransport(ctx context.Context, cf clientFlags, serverArg string, copts *mcp.ClientOptions) (*mcp.ClientSession, *contextvm.ClientTransport, error) {
-	opts, err := a.clientOptions(cf, serverArg)
-	if err != nil {
-		return nil, nil, err
-	}
-	t, err := contextvm.NewClientTransport(opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "cvm", Version: currentVersion().Version}, copts)
-	cs, err := client.Connect(ctx, relayStage{t, opts.Relays, relayWaitFor(cf.timeout)}, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
-	if err != nil {
-		if errors.Is(err, errNoRelay) {
-			return nil, nil, err
-		}
-		return nil, nil, remoteFailure("initialize", serverArg, opts.Relays, err)
-	}
-	return cs, t, nil
 }
 
 // remoteFailure describes a request the server failed or never answered;

@@ -21,6 +21,7 @@ import (
 
 type discoverFlags struct {
 	relays                 []string
+	discoveryRelays        []string
 	tool, schema, category string
 	maxPrice               float64
 	encrypted, watch       bool
@@ -58,6 +59,7 @@ verified (the tool's own schemas hash to it). --json prints an array of
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.runDiscover(cmd, df) },
 	}
 	addRelayFlag(cmd, &df.relays)
+	addDiscoveryRelayFlag(cmd, &df.discoveryRelays)
 	f := cmd.Flags()
 	f.StringVar(&df.tool, "tool", "", "only servers with a tool of this name")
 	f.StringVar(&df.schema, "schema", "", "only servers with a verified implementation of this common schema hash")
@@ -80,6 +82,13 @@ func (a *app) runDiscover(cmd *cobra.Command, df discoverFlags) error {
 		}
 		filter.MaxPrice = &df.maxPrice
 	}
+	// Announcements are where clients look servers up: the discovery
+	// relays, which are the configured relays unless set.
+	relays, err := clientFlags{relays: df.relays, discoveryRelays: df.discoveryRelays}.discoveryRelayURLs()
+	if err != nil {
+		return err
+	}
+	df.relays = relays
 	ctx := cmd.Context()
 	// The pool drops events with bad signatures, saying so in its log:
 	// part of what --verbose explains.

@@ -21,6 +21,7 @@ import (
 
 type gatewayFlags struct {
 	relays                     []string
+	announceRelays             []string
 	key, encryption, giftWrap  string
 	allow, public, env         []string
 	name, about, website, pict string
@@ -107,19 +108,42 @@ it down, answering what is in flight with an error.`,
 	f.DurationVar(&gf.idleTimeout, "idle-timeout", 10*time.Minute, "close a client session after this long without a message (0: never)")
 	f.BoolVar(&gf.injectClientPubkey, "inject-client-pubkey", false, "pass the caller's public key to the upstream in each request's params._meta.clientPubkey (CEP-16)")
 	f.BoolVar(&gf.announce, "announce", false, "publish the server's announcements (CEP-6) and keep them current")
+	f.StringSliceVar(&gf.announceRelays, "announce-relay", nil, "also publish the announcements and relay list to this relay, where clients look servers up (repeatable; needs --announce)")
 	f.BoolVar(&gf.unannounceOnExit, "unannounce-on-exit", false, "delete the announcements when the gateway stops")
 	f.StringArrayVar(&gf.prices, "price", nil, "advertise a price: tool:NAME=AMOUNT[:UNIT], prompt:… or resource:URI=… (repeatable)")
 	f.StringArrayVar(&gf.commonTools, "common-tool", nil, "declare a tool as implementing a common schema (repeatable)")
 	f.StringArrayVar(&gf.cats, "category", nil, "a category for the common tools' announcement (repeatable)")
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
 		"session-mode", "env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-rate", "session-burst", "idle-timeout",
-		"announce", "unannounce-on-exit", "price", "common-tool", "category"} {
+		"announce", "announce-relay", "unannounce-on-exit", "price", "common-tool", "category"} {
 		config.Bind(f, name, "gateway."+name)
 	}
 	return cmd
 }
 
+// announceRelayURLs checks --announce-relay, which needs --announce.
+func announceRelayURLs(gf gatewayFlags) ([]string, error) {
+	if len(gf.announceRelays) > 0 && !gf.announce {
+		return nil, errors.New("--announce-relay publishes the announcements: give --announce too")
+	}
+	var out []string
+	for _, u := range gf.announceRelays {
+		p, err := nostrx.ParseRelayURL(nostrx.NormalizeRelayURL(u))
+		if uerr := (*nostrx.RelayURLError)(nil); errors.As(err, &uerr) {
+			return nil, fmt.Errorf("--announce-relay %q: %s; give a relay URL such as wss://relay.example", clip(u, 80), uerr.Reason)
+		} else if err != nil {
+			return nil, fmt.Errorf("--announce-relay %q: %w", clip(u, 80), err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) error {
+	announceRelays, err := announceRelayURLs(gf)
+	if err != nil {
+		return err
+	}
 	upstream, describe, err := a.gatewayUpstream(cmd, args, gf)
 	if err != nil {
 		return err
@@ -202,6 +226,7 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		Info:               contextvm.ServerInfo{Name: gf.name, About: gf.about, Website: gf.website, Picture: gf.pict},
 		InjectClientPubkey: gf.injectClientPubkey,
 		Announce:           gf.announce,
+		AnnounceRelays:     announceRelays,
 		Prices:             prices,
 		CommonTools:        gf.commonTools,
 		ToolCategories:     gf.cats,

@@ -29,16 +29,18 @@ reads it), and beside it "prices" and "claims", by tool name.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			cs, t, err := a.connectTransport(ctx, cf, args[0], nil)
+			cs, err := a.dial(ctx, cf, args[0], dialOptions{})
 			if err != nil {
 				return err
 			}
 			defer cs.Close()
 			tools, err := all(cs.Tools(ctx, nil))
+			cs.answered(err)
 			if err != nil {
-				return remoteFailure("tools/list", args[0], cf.relays, err)
+				return remoteFailure("tools/list", args[0], cs.relays, err)
 			}
-			prices := toolPrices(t.Prices())
+			cs.rec.Tools, cs.rec.Announced = tools, announced(cs.ann)
+			prices := toolPrices(cs.transport.Prices())
 			claims := make(map[string]toolClaim)
 			for _, tool := range tools {
 				if c, ok := claimOf(tool); ok {
@@ -60,6 +62,7 @@ reads it), and beside it "prices" and "claims", by tool name.`,
 		},
 	}
 	a.addClientFlags(cmd, &cf, 30*time.Second)
+	addModeFlags(cmd, &cf, true)
 	return cmd
 }
 
@@ -76,15 +79,16 @@ resources/read result.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			cs, err := a.connect(ctx, cf, args[0], nil)
+			cs, err := a.dial(ctx, cf, args[0], dialOptions{})
 			if err != nil {
 				return err
 			}
 			defer cs.Close()
 			if read != "" {
 				res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: read})
+				cs.answered(err)
 				if err != nil {
-					return remoteFailure("resources/read "+read, args[0], cf.relays, err)
+					return remoteFailure("resources/read "+read, args[0], cs.relays, err)
 				}
 				if a.jsonOut {
 					return a.printJSON(res)
@@ -102,12 +106,13 @@ resources/read result.`,
 				return nil
 			}
 			resources, err := all(cs.Resources(ctx, nil))
+			cs.answered(err)
 			if err != nil {
-				return remoteFailure("resources/list", args[0], cf.relays, err)
+				return remoteFailure("resources/list", args[0], cs.relays, err)
 			}
 			templates, err := all(cs.ResourceTemplates(ctx, nil))
 			if err != nil {
-				return remoteFailure("resources/templates/list", args[0], cf.relays, err)
+				return remoteFailure("resources/templates/list", args[0], cs.relays, err)
 			}
 			if a.jsonOut {
 				return a.printJSON(struct {
@@ -127,6 +132,7 @@ resources/read result.`,
 	}
 	cmd.Flags().StringVar(&read, "read", "", "read the resource at this URI")
 	a.addClientFlags(cmd, &cf, 30*time.Second)
+	addModeFlags(cmd, &cf, true)
 	return cmd
 }
 
@@ -153,15 +159,16 @@ with --get NAME print the messages of one, its arguments given as key=value.
 				promptArgs[k] = v
 			}
 			ctx := cmd.Context()
-			cs, err := a.connect(ctx, cf, args[0], nil)
+			cs, err := a.dial(ctx, cf, args[0], dialOptions{})
 			if err != nil {
 				return err
 			}
 			defer cs.Close()
 			if get != "" {
 				res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: get, Arguments: promptArgs})
+				cs.answered(err)
 				if err != nil {
-					return remoteFailure("prompts/get "+get, args[0], cf.relays, err)
+					return remoteFailure("prompts/get "+get, args[0], cs.relays, err)
 				}
 				if a.jsonOut {
 					return a.printJSON(res)
@@ -172,8 +179,9 @@ with --get NAME print the messages of one, its arguments given as key=value.
 				return nil
 			}
 			prompts, err := all(cs.Prompts(ctx, nil))
+			cs.answered(err)
 			if err != nil {
-				return remoteFailure("prompts/list", args[0], cf.relays, err)
+				return remoteFailure("prompts/list", args[0], cs.relays, err)
 			}
 			if a.jsonOut {
 				return a.printJSON(mcp.ListPromptsResult{Prompts: nonNil(prompts)})
@@ -195,6 +203,7 @@ with --get NAME print the messages of one, its arguments given as key=value.
 	}
 	cmd.Flags().StringVar(&get, "get", "", "get the prompt with this name")
 	a.addClientFlags(cmd, &cf, 30*time.Second)
+	addModeFlags(cmd, &cf, true)
 	return cmd
 }
 

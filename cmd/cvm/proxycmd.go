@@ -39,8 +39,14 @@ The proxy ends when the host closes its input, or on SIGINT or SIGTERM.`,
 				if log, err = newLogger(f, a.logLevel, a.logFormat); err != nil {
 					return err
 				}
+				a.log = log // where the relays used are explained, too
 			}
-			opts, err := a.clientOptions(cf, args[0])
+			ctx := cmd.Context()
+			tg, err := a.locate(ctx, cf, args[0])
+			if err != nil {
+				return err
+			}
+			opts, err := a.clientOptions(cf, tg)
 			if err != nil {
 				return err
 			}
@@ -49,7 +55,6 @@ The proxy ends when the host closes its input, or on SIGINT or SIGTERM.`,
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
 			// Subscribed before the host's first message is read, so
 			// that no answer can come before anyone listens for it.
 			remote, err := relayStage{t, opts.Relays, relayWait}.Connect(ctx)
@@ -72,6 +77,7 @@ The proxy ends when the host closes its input, or on SIGINT or SIGTERM.`,
 	cmd.Flags().StringVar(&logFile, "log-file", "", "write logs to this file instead of stderr")
 	config.Bind(cmd.Flags(), "log-file", "proxy.log-file")
 	a.addClientFlags(cmd, &cf, 60*time.Second)
+	addModeFlags(cmd, &cf, false)
 	return cmd
 }
 
