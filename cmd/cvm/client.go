@@ -149,7 +149,15 @@ func (a *app) locate(ctx context.Context, cf clientFlags, serverArg string) (tar
 		// The relays to try next are the ones that just did not answer.
 		return target{}, noRelay(loc.Relays, wait, nil)
 	}
-	if loc.Source != discovery.FromGiven {
+	switch {
+	case loc.Source == discovery.FromGiven:
+	case loc.Source == discovery.FromFallback && loc.List.Dropped == 0:
+		// No relay list: the configured relays, as before there were
+		// relay lists. Worth a line only to someone debugging (a failed
+		// call names the relays it tried); a list with nothing usable in
+		// it is another matter, said below.
+		a.log.Debug(loc.Explain(), "server", nostrx.EncodeNpub(server.Key), "relays", loc.Relays, "source", string(loc.Source))
+	default:
 		a.log.Info(loc.Explain(), "server", nostrx.EncodeNpub(server.Key), "relays", loc.Relays, "source", string(loc.Source))
 	}
 	return target{arg: serverArg, key: server, loc: loc, discovery: disc}, nil
