@@ -118,8 +118,11 @@ type ServerOptions struct {
 	UnannounceOnClose bool
 
 	// Prices are advertised as cap tags on the announcements and on every
-	// list response (CEP-8). They are not collected here.
+	// list response (CEP-8). They are collected only with Payments.
 	Prices []Price
+	// Payments, if set, makes the server collect Prices before it runs a
+	// priced request: see PaymentOptions.
+	Payments *PaymentOptions
 
 	// CommonTools are the names of the tools this server declares as
 	// implementing a common schema (CEP-15): their schema hash is written
@@ -179,6 +182,7 @@ type Server struct {
 	sessions *sessionTable
 	starts   *admission.Limiter[nostr.PubKey] // new sessions, per client and overall
 	outbound registry[nostr.ID, *ServerConn]  // server-to-client requests awaiting an answer, by event id
+	gate     *gate                            // collects payments, with ServerOptions.Payments
 }
 
 // withDefaults fills in the zero values that have defaults.
@@ -240,6 +244,12 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	}
 	s := newServer(opts, endpoint{pool: pool, signer: opts.Signer, me: me, log: opts.Logger, maxEvent: opts.MaxEventBytes})
 	s.ownPool = own
+	if opts.Payments != nil {
+		if s.gate, err = newGate(s, *opts.Payments, opts.Prices); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	s.sub = pool.Subscribe(nostr.Filter{
 		Kinds: opts.GiftWrap.subscriptionKinds(),
 		Tags:  nostr.TagMap{"p": {me.Hex()}},
@@ -453,6 +463,10 @@ func (s *Server) routeOpened(o *opened) {
 	switch err := s.claimExecution(s.life.ctx, o.inner); {
 	case errors.Is(err, ErrReplay):
 		s.log.Debug("dropping message", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex(), "err", err)
+		if s.gate != nil {
+			inner, wrapKind := o.inner, o.wrapKind
+			s.life.Go(func(ctx context.Context) { s.gate.replayed(ctx, inner, wrapKind) })
+		}
 		return
 	case errors.Is(err, durable.ErrFull):
 		s.log.Warn("refusing a message: the store of executed requests is full", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex())
