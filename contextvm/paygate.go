@@ -113,9 +113,9 @@ type gate struct {
 
 // grant is an explicit-gating payment under way.
 type grant struct {
-	req      payments.PaymentRequired
-	charge   payments.Charge
-	failed   error
+	req    payments.PaymentRequired
+	charge payments.Charge
+	failed error
 }
 
 type chargeRecord struct {

@@ -17,6 +17,7 @@ func (a *app) callCommand() *cobra.Command {
 	var cf clientFlags
 	var schema string
 	var tf trustFlags
+	var pf payFlags
 	cmd := &cobra.Command{
 		Use:   "call SERVER TOOL [JSON | key=value…] | call --schema HASH TOOL [JSON | key=value…]",
 		Short: "Call a tool of a ContextVM server",
@@ -45,7 +46,17 @@ chosen server's live tools/list must still serve the schema; if not, or on
 an error or a timeout, the next one is tried. Invalid arguments and the
 tool's own errors are answers, not reasons to try elsewhere. Outcomes are
 remembered in providers.json in the cache directory. The chosen server is
-named on stderr; --json prints {"result", "provider", "attempts"}.`,
+named on stderr; --json prints {"result", "provider", "attempts"}.
+
+A priced tool is paid for only within --max-sats (or payments.max-sats in
+config.toml): a priced call without a cap exits 2. On a terminal cvm asks
+before paying, unless --yes; without one it pays only with --yes. Daily
+limits (payments.max-sats-per-day, payments.max-sats-per-server-per-day)
+are kept in the data directory, shared by every cvm on the machine, and
+payments.allow names the servers allowed to charge. The wallet URI comes
+from --wallet-file FILE (mode 0600) or $CVM_WALLET, never from a flag.
+Each payment is reported on stderr, and with --json in the result's
+_meta["cvm/payments"].`,
 		Example: `  cvm call npub1… add a=2 b=3
   cvm call weather forecast '{"city":"Lyon","days":3}'
   cvm call --schema 7c61a439f00669bd… --trust npub1… translate text=hello to=fr`,
@@ -56,6 +67,11 @@ named on stderr; --json prints {"result", "provider", "attempts"}.`,
 			return cobra.MinimumNArgs(2)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			pay, paid, err := a.payOptions(pf, a.askOnTerminal(pf.yes))
+			if err != nil {
+				return err
+			}
+			cf.pay = pay
 			if schema != "" {
 				return a.callSchema(cmd.Context(), cf, tf, strings.ToLower(schema), args[0], args[1:])
 			}
@@ -87,8 +103,17 @@ named on stderr; --json prints {"result", "provider", "attempts"}.`,
 			params := &mcp.CallToolParams{Name: name, Arguments: arguments}
 			params.SetProgressToken(fmt.Sprintf("cvm-%d", time.Now().UnixNano()))
 			res, err := cs.CallTool(ctx, params)
+			if derr, ok := declinedError(err); ok {
+				return derr
+			}
 			if err != nil {
 				return remoteFailure("tools/call "+name, server, cf.relays, err)
+			}
+			if ps := paid.payments(); len(ps) > 0 && a.jsonOut {
+				if res.Meta == nil {
+					res.Meta = mcp.Meta{}
+				}
+				res.Meta["cvm/payments"] = ps
 			}
 			if a.jsonOut {
 				if err := a.printJSON(res); err != nil {
@@ -107,6 +132,7 @@ named on stderr; --json prints {"result", "provider", "attempts"}.`,
 	a.addClientFlags(cmd, &cf, 30*time.Second)
 	cmd.Flags().StringVar(&schema, "schema", "", "call the tool of this common schema hash on the best server that announces it")
 	addTrustFlags(cmd, &tf)
+	a.addPayFlags(cmd, &pf, true)
 	return cmd
 }
 

@@ -32,6 +32,7 @@ type clientFlags struct {
 	key        string
 	encryption string
 	timeout    time.Duration
+	pay        *contextvm.PayOptions // payments the client may make (pay.go)
 }
 
 // addRelayFlag adds --relay, shared through the "relays" configuration key
@@ -128,6 +129,7 @@ func (a *app) clientOptions(cf clientFlags, serverArg string) (contextvm.ClientO
 		Signer:         signer,
 		Encryption:     enc,
 		RequestTimeout: cf.timeout,
+		Pay:            cf.pay,
 		Logger:         a.log,
 	}, nil
 }
