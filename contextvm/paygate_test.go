@@ -566,3 +566,26 @@ func FuzzParsePaymentRequired(f *testing.F) {
 	})
 }
 func jsonInt(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// BenchmarkPaidCall measures a call through a relay on loopback, free and
+// paid on the Fake rail (transparent: payment_required, pay, verify,
+// payment_accepted, result): the difference is what a payment adds.
+func BenchmarkPaidCall(b *testing.B) {
+	r := relaytest.Start(b, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	ledger := payments.NewLedger(map[string]int64{"alice": 1 << 50})
+	p, _ := contextvm.ParsePrice("tool:count=1")
+	var calls atomic.Int64
+	srv := serve(b, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
+		Payments: &contextvm.PaymentOptions{Processors: []payments.Processor{&payments.FakeProcessor{Ledger: ledger, Payee: "srv"}}}}, counterServer(&calls))
+	cs := connect(b, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+		Pay: &contextvm.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: ledger, Payer: "alice"}}, Budget: &payments.Budget{PerCall: 1}}})
+	for _, c := range []struct{ name, tool string }{{"free", "echo"}, {"paid", "count"}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := call(cs, c.tool, map[string]any{"text": "x"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
