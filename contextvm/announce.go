@@ -155,6 +155,9 @@ func (s *Server) announcementDrafts(ctx context.Context, src AnnouncementSource)
 		return nil
 	}
 	tags := serverDiscoveryTags(o.Info, o.Encryption, o.GiftWrap, o.OversizedThreshold > 0, o.OpenStreams)
+	if s.gate != nil {
+		tags = append(tags, s.gate.pmiTags()...)
+	}
 	if err := add(KindServerAnnouncement, init, append(tags, priceTags(o.Prices)...)); err != nil {
 		return nil, err
 	}

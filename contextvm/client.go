@@ -80,6 +80,10 @@ type ClientOptions struct {
 	// DefaultFreshness); within it each event is processed once.
 	Freshness time.Duration
 
+	// Pay makes the client pay for priced requests (CEP-8); nil pays
+	// nothing, and fails such requests at once.
+	Pay *PayOptions
+
 	// AnnouncementLookup bounds the wait, in optional mode, for the server's
 	// announcement, which says whether it supports encryption (default 1 s;
 	// negative skips the lookup).
@@ -466,6 +470,7 @@ func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
 	tags := nostr.Tags{{"p", c.server.Hex()}}
 	if c.view.takeDiscovery() {
 		tags = append(tags, capabilityTags(c.opts.Encryption, c.opts.GiftWrap, c.fragmenting(), c.opts.OpenStreams)...)
+		tags = append(tags, c.paymentTags()...)
 	}
 	wrapKind := c.wrapKind()
 	oversized := c.fragmenting() && finalSize(content, tags, wrapKind) > c.opts.OversizedThreshold
@@ -674,6 +679,9 @@ func (c *clientConn) dispatch(inner nostr.Event, wrapKind nostr.Kind, msgs []jso
 				c.deliver(m)
 				continue
 			}
+			if c.paymentNotification(inner, m) {
+				continue
+			}
 			if m.Method == mcpmsg.MethodProgress {
 				if frame, ok, err := parseTransferFrame(m.Params); ok {
 					c.receiveFrame(inner, wrapKind, frame, err)
@@ -744,6 +752,9 @@ func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *j
 		// The server said it reads no gift wraps: fall back now, not later.
 		c.view.setPlaintext()
 		p.fallback.Reset(0)
+		return
+	}
+	if m.Error != nil && c.gatedAnswer(p, m) {
 		return
 	}
 	if delay, ok := RetryAfter(m.Error); ok && c.retryable(p, delay) {

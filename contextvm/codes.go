@@ -81,6 +81,37 @@ const (
 	CodeServerBusy = -32013
 )
 
+// Error codes of payments (CEP-8): see PaymentOptions and PayOptions.
+const (
+	// CodePaymentRejected answers a priced request whose payment was not
+	// verified in time (or was refused by the processor); the request did
+	// not run. It follows notifications/payment_rejected.
+	CodePaymentRejected = -32014
+	// CodePaidResultLost answers a replay of a paid request whose answer
+	// the server no longer has: it crashed or closed while the call ran.
+	// The payment stands; the call may or may not have taken effect.
+	CodePaidResultLost = -32015
+	// CodePriceRefused answers a priced request the server will not serve
+	// at any price (its pricer refused it), or could not price within the
+	// price it announced. Nothing was charged.
+	CodePriceRefused = -32016
+	// CodePaymentDeclined is the client's own answer to a call it did not
+	// pay for: no per-call cap, a price over the cap or a budget, a unit
+	// the budget does not hold, a server not allowed to charge, no
+	// handler for the payment method, the person declining, or the wallet
+	// failing. data.reason says which.
+	CodePaymentDeclined = -32017
+	// CodePaymentRequired is CEP-8's explicit-gating "Payment Required",
+	// with data.payment_options. MCP 2025-11-25 gives -32042 to
+	// URLElicitationRequired, with data.elicitations instead: tell them
+	// apart by the data (IsPaymentRequired).
+	CodePaymentRequired = -32042
+	// CodePaymentPending is CEP-8's "Payment Pending": the payment for
+	// this request is not verified yet; retry after data.retry_after
+	// seconds.
+	CodePaymentPending = -32043
+)
+
 // retryAfterData is the data of a CodeServerBusy error that says when to
 // retry, in the shape MCPx's rate_limited errors use.
 type retryAfterData struct {

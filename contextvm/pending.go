@@ -25,6 +25,11 @@ type pendingRequest struct {
 
 	busyRetries int // times a busy answer was retried; only the read loop touches it
 
+	paying  atomic.Bool // a payment for it was asked for (CEP-8): one per request
+	paidFor atomic.Bool // and made
+	payMu   sync.Mutex
+	payment PaymentOffer
+
 	events []nostr.ID // guarded by the table's lock: the event ids it went out under
 }
 
@@ -134,6 +139,27 @@ func (t *pendingTable) keepAlive(tok mcpmsg.Token, d time.Duration) {
 			p.timer.Reset(d)
 		}
 	}
+}
+
+// restart restarts p's timeout with d.
+func (t *pendingTable) restart(p *pendingRequest, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID[p.req.ID] == p && p.timer != nil {
+		p.timer.Reset(d)
+	}
+}
+
+func (p *pendingRequest) setOffer(o PaymentOffer) {
+	p.payMu.Lock()
+	defer p.payMu.Unlock()
+	p.payment = o
+}
+
+func (p *pendingRequest) offer() PaymentOffer {
+	p.payMu.Lock()
+	defer p.payMu.Unlock()
+	return p.payment
 }
 
 // remove takes p out of the table and stops its timers. It reports false if

@@ -16,13 +16,15 @@ type route struct {
 	wrapKind nostr.Kind
 	token    mcpmsg.Token // progress token, if any
 	method   string
-	batch    *batch // the batch it came in, if any
-	index    int    // its position there
+	batch    *batch          // the batch it came in, if any
+	index    int             // its position there
+	created  nostr.Timestamp // created_at of the event it came in
 
 	mu       sync.Mutex        // guards what follows
 	progress time.Time         // when the latest progress notification for it went out
 	stream   *StreamWriter     // an open stream for the request, if the tool opened one
 	held     *jsonrpc.Response // the result, held until the stream ends
+	paid     bool              // its payment was verified: its answer is kept for replays
 }
 
 // settle is how long the response must still wait for the request's

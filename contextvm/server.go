@@ -124,8 +124,11 @@ type ServerOptions struct {
 	AnnounceRelays []string
 
 	// Prices are advertised as cap tags on the announcements and on every
-	// list response (CEP-8). They are not collected here.
+	// list response (CEP-8). They are collected only with Payments.
 	Prices []Price
+	// Payments, if set, makes the server collect Prices before it runs a
+	// priced request: see PaymentOptions.
+	Payments *PaymentOptions
 
 	// CommonTools are the names of the tools this server declares as
 	// implementing a common schema (CEP-15): their schema hash is written
@@ -187,6 +190,7 @@ type Server struct {
 	sessions *sessionTable
 	starts   *admission.Limiter[nostr.PubKey] // new sessions, per client and overall
 	outbound registry[nostr.ID, *ServerConn]  // server-to-client requests awaiting an answer, by event id
+	gate     *gate                            // collects payments, with ServerOptions.Payments
 }
 
 // withDefaults fills in the zero values that have defaults.
@@ -250,6 +254,12 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	s.ownPool = own
 	if len(opts.AnnounceRelays) > 0 {
 		s.announcePool = nostrx.NewPool(nostrx.PoolOptions{Relays: opts.AnnounceRelays, Signer: opts.Signer, Logger: opts.Logger})
+	}
+	if opts.Payments != nil {
+		if s.gate, err = newGate(s, *opts.Payments, opts.Prices); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	s.sub = pool.Subscribe(nostr.Filter{
 		Kinds: opts.GiftWrap.subscriptionKinds(),
@@ -467,6 +477,10 @@ func (s *Server) routeOpened(o *opened) {
 	switch err := s.claimExecution(s.life.ctx, o.inner); {
 	case errors.Is(err, ErrReplay):
 		s.log.Debug("dropping message", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex(), "err", err)
+		if s.gate != nil {
+			inner, wrapKind := o.inner, o.wrapKind
+			s.life.Go(func(ctx context.Context) { s.gate.replayed(ctx, inner, wrapKind) })
+		}
 		return
 	case errors.Is(err, durable.ErrFull):
 		s.log.Warn("refusing a message: the store of executed requests is full", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex())

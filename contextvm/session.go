@@ -100,6 +100,8 @@ type ServerConn struct {
 	retired       bool
 	active        time.Time
 	failed        *jsonrpc.Error // why the session could not start, if it could not
+	payMode       string         // CEP-8 payment interaction the client asked for and was granted
+	payRefused    string         // a payment interaction asked for and not supported
 }
 
 // progressSettle is how long a response waits after the latest progress
@@ -276,6 +278,7 @@ func (c *ServerConn) receive(inner nostr.Event, wrapKind nostr.Kind, b *batch, i
 	if caps, ok := learnCaps(inner.Tags); ok {
 		c.caps = caps
 	}
+	c.learnPaymentModeLocked(inner.Tags)
 	c.mu.Unlock()
 	c.srv.sessions.touch(c)
 
@@ -287,7 +290,7 @@ func (c *ServerConn) receive(inner nostr.Event, wrapKind nostr.Kind, b *batch, i
 	if b != nil {
 		key += "/" + strconv.Itoa(i) // every member of a batch shares its event id
 	}
-	r := &route{origID: m.ID, eventID: inner.ID, wrapKind: wrapKind, method: m.Method, batch: b, index: i}
+	r := &route{origID: m.ID, eventID: inner.ID, wrapKind: wrapKind, method: m.Method, batch: b, index: i, created: inner.CreatedAt}
 	r.token, _ = mcpmsg.ProgressToken(m)
 	switch c.routes.add(key, r) {
 	case duplicate:
@@ -317,6 +320,23 @@ func (c *ServerConn) receive(inner nostr.Event, wrapKind nostr.Kind, b *batch, i
 	if c.srv.opts.InjectClientPubkey {
 		fwd.Params = mcpmsg.SetMeta(fwd.Params, "clientPubkey", c.client.Hex())
 	}
+	if g := c.srv.gate; g != nil {
+		if refusal := c.paymentRefusal(); refusal != nil {
+			c.answerLater(func(ctx context.Context) { c.answerError(ctx, key, refusal) })
+			return true
+		}
+		if price, ok := g.priced(m); ok {
+			g.admit(c, key, r, inner, m, price, func() { c.forward(key, m, fwd) })
+			return true
+		}
+	}
+	c.forward(key, m, fwd)
+	return true
+}
+
+// forward hands a request to the MCP handler, or answers it busy when the
+// session's inbox is full.
+func (c *ServerConn) forward(key string, m, fwd *jsonrpc.Request) {
 	if !c.deliver(fwd) {
 		c.srv.log.Warn("session inbox full; refusing a request", "session", c.id, "method", m.Method)
 		if r := c.routes.drop(key); r != nil {
@@ -325,7 +345,6 @@ func (c *ServerConn) receive(inner nostr.Event, wrapKind nostr.Kind, b *batch, i
 			})
 		}
 	}
-	return true
 }
 
 // answerLater runs f, which answers a request the session has taken out of
@@ -404,6 +423,11 @@ func (c *ServerConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 		resp := *m
 		resp.ID = r.origID
+		if g := c.srv.gate; g != nil && r.isPaid() {
+			if content, err := EncodeContent(&resp); err == nil {
+				g.stored(ctx, key, r, content)
+			}
+		}
 		if wait := r.settle(); wait > 0 && c.life.Go(func(ctx context.Context) {
 			// The response waits on a goroutine of its own, not on the
 			// caller's: nothing else the session writes waits with it.
@@ -450,7 +474,14 @@ func (c *ServerConn) discoveryLocked() nostr.Tags {
 	}
 	c.sentDiscovery = true
 	o := c.srv.opts
-	return serverDiscoveryTags(o.Info, o.Encryption, o.GiftWrap, o.OversizedThreshold > 0, o.OpenStreams)
+	tags := serverDiscoveryTags(o.Info, o.Encryption, o.GiftWrap, o.OversizedThreshold > 0, o.OpenStreams)
+	if g := c.srv.gate; g != nil {
+		tags = append(tags, g.pmiTags()...)
+		if c.payMode == PaymentExplicitGating {
+			tags = append(tags, nostr.Tag{TagPaymentInteraction, PaymentExplicitGating})
+		}
+	}
+	return tags
 }
 
 // openStream opens a CEP-41 stream for the request with route key.

@@ -20,6 +20,7 @@ func (a *app) callCommand() *cobra.Command {
 	var schema string
 	var tf trustFlags
 	var stream bool
+	var pf payFlags
 	cmd := &cobra.Command{
 		Use:   "call SERVER TOOL [JSON | key=value…] | call --schema HASH TOOL [JSON | key=value…]",
 		Short: "Call a tool of a ContextVM server",
@@ -56,7 +57,17 @@ chosen server's live tools/list must still serve the schema; if not, or on
 an error or a timeout, the next one is tried. Invalid arguments and the
 tool's own errors are answers, not reasons to try elsewhere. Outcomes are
 remembered in providers.json in the cache directory. The chosen server is
-named on stderr; --json prints {"result", "provider", "attempts"}.`,
+named on stderr; --json prints {"result", "provider", "attempts"}.
+
+A priced tool is paid for only within --max-sats (or payments.max-sats in
+config.toml): a priced call without a cap exits 2. On a terminal cvm asks
+before paying, unless --yes; without one it pays only with --yes. Daily
+limits (payments.max-sats-per-day, payments.max-sats-per-server-per-day)
+are kept in the data directory, shared by every cvm on the machine, and
+payments.allow names the servers allowed to charge. The wallet URI comes
+from --wallet-file FILE (mode 0600) or $CVM_WALLET, never from a flag.
+Each payment is reported on stderr, and with --json in the result's
+_meta["cvm/payments"].`,
 		Example: `  cvm call npub1… add a=2 b=3
   cvm call weather forecast '{"city":"Lyon","days":3}'
   cvm call --schema 7c61a439f00669bd… --trust npub1… translate text=hello to=fr`,
@@ -67,10 +78,15 @@ named on stderr; --json prints {"result", "provider", "attempts"}.`,
 			return cobra.MinimumNArgs(2)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			pay, paid, err := a.payOptions(pf, a.askOnTerminal(pf.yes))
+			if err != nil {
+				return err
+			}
+			cf.pay = pay
 			if schema != "" {
 				return a.callSchema(cmd.Context(), cf, tf, strings.ToLower(schema), args[0], args[1:])
 			}
-			return a.call(cmd.Context(), cf, args[0], args[1], args[2:], stream)
+			return a.call(cmd.Context(), cf, args[0], args[1], args[2:], stream, paid)
 		},
 	}
 	a.addClientFlags(cmd, &cf, 30*time.Second)
@@ -78,11 +94,12 @@ named on stderr; --json prints {"result", "provider", "attempts"}.`,
 	cmd.Flags().BoolVar(&stream, "stream", false, "read the tool's open stream (CEP-41) and write its chunks to stdout as they arrive")
 	cmd.Flags().StringVar(&schema, "schema", "", "call the tool of this common schema hash on the best server that announces it")
 	addTrustFlags(cmd, &tf)
+	a.addPayFlags(cmd, &pf, true)
 	return cmd
 }
 
 // call calls tool name on server with args given as JSON or key=value.
-func (a *app) call(ctx context.Context, cf clientFlags, server, name string, args []string, stream bool) error {
+func (a *app) call(ctx context.Context, cf clientFlags, server, name string, args []string, stream bool, paid *payLog) error {
 	cs, err := a.dial(ctx, cf, server, dialOptions{client: &mcp.ClientOptions{ProgressNotificationHandler: a.printProgress}, stream: stream})
 	if err != nil {
 		return err
@@ -121,6 +138,9 @@ func (a *app) call(ctx context.Context, cf clientFlags, server, name string, arg
 	}
 	res, err := cs.CallTool(ctx, params)
 	cs.answered(err)
+	if derr, ok := declinedError(err); ok {
+		return derr
+	}
 	if chunks != nil {
 		// The result follows the stream's close: what is left is queued.
 		if serr := chunks.finish(); serr != nil && err == nil {
@@ -132,6 +152,12 @@ func (a *app) call(ctx context.Context, cf clientFlags, server, name string, arg
 	}
 	if err != nil {
 		return remoteFailure("tools/call "+name, server, cs.relays, err)
+	}
+	if ps := paid.payments(); len(ps) > 0 && a.jsonOut {
+		if res.Meta == nil {
+			res.Meta = mcp.Meta{}
+		}
+		res.Meta["cvm/payments"] = ps
 	}
 	if a.jsonOut {
 		if err := a.printJSON(res); err != nil {

@@ -40,6 +40,7 @@ type clientFlags struct {
 	// Neither: one-shot commands go stateless when the server is known to
 	// take it, cvm proxy stays stateful.
 	stateless, stateful bool
+	pay                 *contextvm.PayOptions // payments the client may make (pay.go)
 }
 
 // addRelayFlag adds --relay, shared through the "relays" configuration key
@@ -244,6 +245,7 @@ func (a *app) clientOptions(cf clientFlags, tg target) (contextvm.ClientOptions,
 		Signer:         signer,
 		Encryption:     enc,
 		RequestTimeout: cf.timeout,
+		Pay:            cf.pay,
 		Logger:         a.log,
 	}, nil
 }

@@ -77,6 +77,9 @@ func (a *app) allSettings(root *cobra.Command) ([]config.Setting, error) {
 		return nil, err
 	}
 	byKey["key"] = a.keySetting()
+	if a.getenv(walletEnv) != "" {
+		byKey["wallet"] = config.Setting{Key: "wallet", Value: "(secret from the environment)", Source: config.Env, Origin: walletEnv}
+	}
 	for alias, target := range a.file.Table("servers") {
 		byKey["servers."+alias] = config.Setting{Key: "servers." + alias, Value: target, Source: config.File, Origin: a.file.Path}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/internal/httpserve"
 	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/payments"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 )
@@ -35,6 +36,7 @@ type gatewayFlags struct {
 	announce, unannounceOnExit bool
 	injectClientPubkey         bool
 	prices, commonTools, cats  []string
+	walletFile                 string
 }
 
 func (a *app) gatewayCommand() *cobra.Command {
@@ -70,7 +72,9 @@ and lists, CEP-6, and its relay list) to --relay, from an upstream session of
 their own, and again whenever the upstream's lists change. --price
 tool:NAME=AMOUNT[:UNIT] (repeatable; also prompt: and resource:, AMOUNT may be
 a range MIN-MAX, UNIT defaults to sats) is advertised on the announcements
-and on every list answer; prices are not collected yet. --common-tool NAME
+and on every list answer; with --wallet-file FILE (mode 0600, or $CVM_WALLET),
+the receiving wallet's connection URI, they are collected (CEP-8): a priced
+request runs only once paid, and is charged at most once. --common-tool NAME
 (repeatable) declares a tool as implementing a common schema (CEP-15): its
 schema hash goes into its _meta and the announcement's tags, with each
 --category. --unannounce-on-exit deletes the announcements at shutdown; cvm
@@ -111,6 +115,7 @@ it down, answering what is in flight with an error.`,
 	f.StringSliceVar(&gf.announceRelays, "announce-relay", nil, "also publish the announcements and relay list to this relay, where clients look servers up (repeatable; needs --announce)")
 	f.BoolVar(&gf.unannounceOnExit, "unannounce-on-exit", false, "delete the announcements when the gateway stops")
 	f.StringArrayVar(&gf.prices, "price", nil, "advertise a price: tool:NAME=AMOUNT[:UNIT], prompt:… or resource:URI=… (repeatable)")
+	f.StringVar(&gf.walletFile, "wallet-file", "", "file (mode 0600) holding the receiving wallet's connection URI (else $"+walletEnv+"): collect the prices")
 	f.StringArrayVar(&gf.commonTools, "common-tool", nil, "declare a tool as implementing a common schema (repeatable)")
 	f.StringArrayVar(&gf.cats, "category", nil, "a category for the common tools' announcement (repeatable)")
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
@@ -184,6 +189,19 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	if err != nil {
 		return err
 	}
+	var pay *contextvm.PaymentOptions
+	if uri, err := a.walletURI(gf.walletFile); err != nil {
+		return err
+	} else if uri != "" {
+		proc, _, err := walletPMI(uri)
+		if err != nil {
+			return err
+		}
+		if len(prices) == 0 {
+			a.log.Warn("a wallet but no --price: nothing is charged")
+		}
+		pay = &contextvm.PaymentOptions{Processors: []payments.Processor{proc}}
+	}
 	ctx := cmd.Context()
 
 	// Start the upstream once before serving anyone: a command that is not
@@ -228,6 +246,7 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		Announce:           gf.announce,
 		AnnounceRelays:     announceRelays,
 		Prices:             prices,
+		Payments:           pay,
 		CommonTools:        gf.commonTools,
 		ToolCategories:     gf.cats,
 		UnannounceOnClose:  gf.unannounceOnExit,

@@ -34,7 +34,10 @@ func newCLI(t testing.TB) *cli {
 
 func (c *cli) run(args ...string) (code int, stdout, stderr string) {
 	c.t.Helper()
-	var out, errb bytes.Buffer
+	// stderr takes the logger's lines and the command's own, which may
+	// come from several goroutines (progress, payments).
+	var out bytes.Buffer
+	var errb syncBuffer
 	code = run(context.Background(), args, env{
 		stdin:  strings.NewReader(""),
 		stdout: &out,

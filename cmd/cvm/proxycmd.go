@@ -16,6 +16,7 @@ import (
 func (a *app) proxyCommand() *cobra.Command {
 	var cf clientFlags
 	var logFile string
+	var pf payFlags
 	cmd := &cobra.Command{
 		Use:   "proxy SERVER",
 		Short: "Serve a remote ContextVM server to a local MCP host over stdio",
@@ -26,7 +27,11 @@ use it. In an MCP host's configuration:
   {"mcpServers": {"weather": {"command": "cvm", "args": ["proxy", "npub1…"]}}}
 
 Nothing but MCP is written to stdout; logs go to stderr, or to --log-file.
-The proxy ends when the host closes its input, or on SIGINT or SIGTERM.`,
+The proxy ends when the host closes its input, or on SIGINT or SIGTERM.
+
+A priced tool is paid for only within --max-sats (payments.max-sats in
+config.toml, how a proxy started by a host gets one), from the wallet of
+--wallet-file or $CVM_WALLET; the host is not asked.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := a.log
@@ -41,6 +46,12 @@ The proxy ends when the host closes its input, or on SIGINT or SIGTERM.`,
 				}
 				a.log = log // where the relays used are explained, too
 			}
+			// The host is not asked (yet): payments only within the cap.
+			pay, _, err := a.payOptions(pf, nil)
+			if err != nil {
+				return err
+			}
+			cf.pay = pay
 			ctx := cmd.Context()
 			tg, err := a.locate(ctx, cf, args[0])
 			if err != nil {
@@ -78,6 +89,7 @@ The proxy ends when the host closes its input, or on SIGINT or SIGTERM.`,
 	config.Bind(cmd.Flags(), "log-file", "proxy.log-file")
 	a.addClientFlags(cmd, &cf, 60*time.Second)
 	addModeFlags(cmd, &cf, false)
+	a.addPayFlags(cmd, &pf, false)
 	return cmd
 }
 

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/config"
+	"github.com/cvmgo/cvm/internal/secretfile"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/payments"
+	"github.com/spf13/cobra"
+)
+
+// walletEnv is the environment variable that may hold the wallet URI, a
+// secret that is never given as a plain flag value.
+const walletEnv = "CVM_WALLET"
+
+// payFlags are the flags of the commands that may pay for a call.
+type payFlags struct {
+	maxSats         int64
+	perServerPerDay int64
+	perDay          int64
+	allow           []string
+	yes             bool
+	walletFile      string
+}
+
+func (a *app) addPayFlags(cmd *cobra.Command, pf *payFlags, withYes bool) {
+	f := cmd.Flags()
+	f.Int64Var(&pf.maxSats, "max-sats", 0, "pay at most this many sats for one call (no payment without it)")
+	f.Int64Var(&pf.perServerPerDay, "max-sats-per-server-per-day", 0, "pay at most this many sats a day to one server (0: no daily limit)")
+	f.Int64Var(&pf.perDay, "max-sats-per-day", 0, "pay at most this many sats a day in all (0: no daily limit)")
+	f.StringSliceVar(&pf.allow, "pay-allow", nil, "servers allowed to charge (npub, hex or alias; default: any)")
+	f.StringVar(&pf.walletFile, "wallet-file", "", "file (mode 0600) holding the wallet connection URI; else $"+walletEnv)
+	config.Bind(f, "max-sats", "payments.max-sats")
+	config.Bind(f, "max-sats-per-server-per-day", "payments.max-sats-per-server-per-day")
+	config.Bind(f, "max-sats-per-day", "payments.max-sats-per-day")
+	config.Bind(f, "pay-allow", "payments.allow")
+	config.Bind(f, "wallet-file", "payments.wallet-file")
+	if withYes {
+		f.BoolVar(&pf.yes, "yes", false, "pay without asking, within --max-sats")
+	}
+}
+
+// walletURI reads the wallet connection URI from --wallet-file (which must
+// be private to its owner) or $CVM_WALLET; "" when neither is set.
+func (a *app) walletURI(file string) (string, error) {
+	if file != "" {
+		b, err := secretfile.Read(file, 4096)
+		if err != nil {
+			return "", fmt.Errorf("--wallet-file: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return strings.TrimSpace(a.getenv(walletEnv)), nil
+}
+
+// redactURI shows a wallet URI without its secret: scheme and host only.
+func redactURI(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme == "" {
+		return "(wallet URI)"
+	}
+	return u.Scheme + "://" + u.Host + "/…(redacted)"
+}
+
+// walletPMI makes the payment method of a wallet URI: the processor a
+// server collects with and the handler a client pays with.
+//
+// Built so far: the Fake payment method's simulator, for tests and demos,
+// whose "wallet" is an account in a ledger file that processes share:
+// fake://NAME?ledger=PATH[&ttl=DURATION]. No money moves. Nostr Wallet
+// Connect URIs are refused until the Lightning rail is wired here.
+func walletPMI(uri string) (payments.Processor, payments.Handler, error) {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the wallet URI %s does not parse", redactURI(uri))
+	}
+	switch u.Scheme {
+	case "fake":
+		name, path := u.Host, u.Query().Get("ledger")
+		if name == "" || path == "" {
+			return nil, nil, errors.New("a fake (simulated, test/demo) wallet is fake://NAME?ledger=PATH")
+		}
+		var ttl time.Duration
+		if s := u.Query().Get("ttl"); s != "" {
+			if ttl, err = time.ParseDuration(s); err != nil {
+				return nil, nil, fmt.Errorf("fake wallet ttl: %w", err)
+			}
+		}
+		ledger := payments.OpenLedger(path)
+		return &payments.FakeProcessor{Ledger: ledger, Payee: name, TTL: ttl}, &payments.FakeHandler{Ledger: ledger, Payer: name}, nil
+	case "nostr+walletconnect":
+		return nil, nil, fmt.Errorf("wallets of Nostr Wallet Connect (%s) are not built yet", redactURI(uri))
+	}
+	return nil, nil, fmt.Errorf("unknown wallet URI scheme %q (known: fake:// for the simulator)", u.Scheme)
+}
+
+// payment is one payment a command made or refused, for reports.
+type payment struct {
+	Amount   int64  `json:"amount"`
+	Unit     string `json:"unit"`
+	Server   string `json:"server"`
+	What     string `json:"capability"`
+	PMI      string `json:"pmi"`
+	Accepted bool   `json:"accepted"`
+	Rejected bool   `json:"rejected,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// payLog collects a command's payments and reports each on stderr.
+type payLog struct {
+	a  *app
+	mu sync.Mutex
+	// paid are the payments made, in order.
+	paid []payment
+}
+
+func (l *payLog) report(r contextvm.PaymentReport) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	server := r.Server
+	if pk, err := nostrx.ParsePublicKey(server); err == nil {
+		server = nostrx.EncodeNpub(pk.Key)
+	}
+	switch {
+	case r.Paid && !r.Accepted && !r.Rejected:
+		l.paid = append(l.paid, payment{Amount: r.Amount, Unit: r.Unit, Server: server, What: r.Capability, PMI: r.PMI})
+		fmt.Fprintf(l.a.stderr, "paid %d %s to %s for %s (%s)\n", r.Amount, r.Unit, server, r.Capability, r.PMI)
+	case r.Accepted:
+		if n := len(l.paid); n > 0 {
+			l.paid[n-1].Accepted = true
+		}
+	case r.Rejected:
+		if n := len(l.paid); n > 0 {
+			l.paid[n-1].Rejected = true
+		}
+		fmt.Fprintf(l.a.stderr, "the server rejected the payment of %d %s for %s: %s\n", r.Amount, r.Unit, r.Capability, r.Message)
+	}
+}
+
+func (l *payLog) payments() []payment {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]payment(nil), l.paid...)
+}
+
+// payOptions are the client's payment options from the flags and the
+// config: a budget whose daily totals live in the data directory, the
+// wallet's handler, and how to ask. ask is nil where nobody can be asked
+// (pay within the cap only).
+func (a *app) payOptions(pf payFlags, ask func(context.Context, contextvm.PaymentOffer) bool) (*contextvm.PayOptions, *payLog, error) {
+	log := &payLog{a: a}
+	opts := &contextvm.PayOptions{Report: log.report, Confirm: ask}
+	uri, err := a.walletURI(pf.walletFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	if uri != "" {
+		_, h, err := walletPMI(uri)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts.Handlers = []payments.Handler{h}
+	}
+	if pf.maxSats > 0 {
+		dir, err := a.dataSubdir("", "payments")
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, nil, err
+		}
+		var allow []string
+		for _, s := range pf.allow {
+			pk, err := a.resolveServer(s)
+			if err != nil {
+				return nil, nil, fmt.Errorf("--pay-allow: %w", err)
+			}
+			allow = append(allow, pk.Key.Hex())
+		}
+		opts.Budget = &payments.Budget{Unit: "sats", PerCall: pf.maxSats, PerServerPerDay: pf.perServerPerDay, PerDay: pf.perDay,
+			Allow: allow, Path: filepath.Join(dir, "budget.json")}
+	}
+	return opts, log, nil
+}
+
+// askOnTerminal asks the person at the terminal to approve each payment;
+// with --yes, or where stdin is no terminal, it returns nil or a refusal:
+// without a terminal only --yes pays.
+func (a *app) askOnTerminal(yes bool) func(context.Context, contextvm.PaymentOffer) bool {
+	if yes {
+		return nil
+	}
+	in, ok := a.stdin.(*os.File)
+	if fi, err := statOf(in, ok); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return func(_ context.Context, o contextvm.PaymentOffer) bool {
+			fmt.Fprintf(a.stderr, "not paying %d %s for %s: no terminal to ask; give --yes to pay within --max-sats\n", o.Amount, o.Unit, o.Capability)
+			return false
+		}
+	}
+	var mu sync.Mutex
+	return func(ctx context.Context, o contextvm.PaymentOffer) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		server := o.Server
+		if pk, err := nostrx.ParsePublicKey(server); err == nil {
+			server = nostrx.EncodeNpub(pk.Key)
+		}
+		fmt.Fprintf(a.stderr, "pay %d %s to %s for %s? [y/N] ", o.Amount, o.Unit, server, o.Capability)
+		line, err := bufio.NewReader(in).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return false
+		}
+		answer := strings.ToLower(strings.TrimSpace(line))
+		return answer == "y" || answer == "yes"
+	}
+}
+
+func statOf(f *os.File, ok bool) (os.FileInfo, error) {
+	if !ok || f == nil {
+		return nil, errors.New("not a file")
+	}
+	return f.Stat()
+}
+
+// declinedError turns a payment the client would not make into the
+// command's error: exit 2, saying what to do.
+func declinedError(err error) (error, bool) {
+	d, ok := contextvm.Declined(err)
+	if !ok {
+		return nil, false
+	}
+	what := fmt.Sprintf("the call costs %d %s", d.Amount, d.Unit)
+	switch d.Reason {
+	case contextvm.DeclinedNoCap, contextvm.DeclinedNoPayments:
+		return fmt.Errorf("%s; give --max-sats %d (or set payments.max-sats) and a wallet (--wallet-file or $%s) to pay for it", what, d.Amount, walletEnv), true
+	case contextvm.DeclinedOverCap:
+		return fmt.Errorf("%s, more than --max-sats; raise --max-sats to pay it", what), true
+	case contextvm.DeclinedOverDaily:
+		return fmt.Errorf("%s, more than is left of a daily limit (payments.max-sats-per-day, payments.max-sats-per-server-per-day): %w", what, err), true
+	case contextvm.DeclinedNotAllowed:
+		return fmt.Errorf("%s and the server is not in payments.allow (--pay-allow)", what), true
+	case contextvm.DeclinedUnit:
+		return fmt.Errorf("%s, a unit the budget (in sats) does not hold; not paid", what), true
+	case contextvm.DeclinedNoHandler:
+		return fmt.Errorf("%s in %q, and no wallet here pays that way; give --wallet-file or $%s", what, d.PMI, walletEnv), true
+	case contextvm.DeclinedByPerson:
+		return fmt.Errorf("%s; not paid (declined, or no terminal to ask: give --yes to pay within --max-sats)", what), true
+	}
+	return fmt.Errorf("%s and was not paid: %w", what, err), true
+}

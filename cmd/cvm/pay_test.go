@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+)
+
+// payWorld is a relay, a fake ledger shared by files, and a cvm gateway
+// charging 10 sats for the demo server's add tool, paid to "srv".
+type payWorld struct {
+	relay      string
+	ledger     *payments.Ledger
+	npub       string
+	clientFile string // the client's wallet file: fake://alice
+	gateway    *proc
+}
+
+func writeSecret(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func newPayWorld(t *testing.T, price string) *payWorld {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	dir := t.TempDir()
+	ledgerPath := filepath.Join(dir, "ledger.json")
+	w := &payWorld{relay: r.URL, ledger: payments.OpenLedger(ledgerPath)}
+	if err := w.ledger.Fund(context.Background(), "alice", 100); err != nil {
+		t.Fatal(err)
+	}
+	srvWallet := writeSecret(t, dir, "srv.wallet", "fake://srv?ledger="+ledgerPath)
+	w.clientFile = writeSecret(t, dir, "alice.wallet", "fake://alice?ledger="+ledgerPath)
+	w.gateway = startCVM(t, newCLI(t), "gateway", "--relay", r.URL, "--price", price, "--wallet-file", srvWallet, "--", demoServerBinary)
+	var ready gatewayReady
+	w.gateway.readyLine(t, &ready)
+	w.npub = ready.Npub
+	return w
+}
+
+func (w *payWorld) balances(t *testing.T) (alice, srv int64) {
+	t.Helper()
+	alice, _ = w.ledger.Balance(context.Background(), "alice")
+	srv, _ = w.ledger.Balance(context.Background(), "srv")
+	return alice, srv
+}
+
+func TestPayCLI_CallPaysWithinTheCapAndReports(t *testing.T) {
+	w := newPayWorld(t, "tool:add=10")
+	c := newCLI(t)
+	code, out, errOut := c.run("call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--wallet-file", w.clientFile, "--max-sats", "10", "--yes")
+	if code != 0 || out != `{"sum":3}`+"\n" || !strings.Contains(errOut, "paid 10 sats to "+w.npub+" for tool:add") {
+		t.Fatalf("paid call: code %d, %q, %q", code, out, errOut)
+	}
+	code, out, errOut = c.run("--json", "call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--wallet-file", w.clientFile, "--max-sats", "10", "--yes")
+	var res struct {
+		Meta map[string][]payment `json:"_meta"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || len(res.Meta["cvm/payments"]) != 1 {
+		t.Fatalf("--json: code %d, %q, %q", code, out, errOut)
+	}
+	if p := res.Meta["cvm/payments"][0]; p.Amount != 10 || p.Unit != "sats" || p.What != "tool:add" || p.Server != w.npub || !p.Accepted {
+		t.Fatalf("--json payment %+v", p)
+	}
+	if a, s := w.balances(t); a != 80 || s != 20 {
+		t.Fatalf("balances alice %d srv %d; want 80 and 20", a, s)
+	}
+}
+
+func TestPayCLI_RefusesWithoutCapTerminalOrBudget(t *testing.T) {
+	w := newPayWorld(t, "tool:add=10")
+	c := newCLI(t)
+	base := []string{"call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--wallet-file", w.clientFile}
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		want  string
+	}{
+		{"no cap", []string{"--yes"}, "--max-sats 10"},
+		{"over the cap", []string{"--max-sats", "9", "--yes"}, "raise --max-sats"},
+		{"no terminal, no --yes", []string{"--max-sats", "10"}, "--yes"},
+		{"not allowed", []string{"--max-sats", "10", "--yes", "--pay-allow", strings.Repeat("ab", 32)}, "payments.allow"},
+	} {
+		code, _, errOut := c.run(append(base, tc.extra...)...)
+		if code != exitLocal || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: code %d, stderr %q; want 2 and %q", tc.name, code, errOut, tc.want)
+		}
+	}
+	if a, s := w.balances(t); a != 100 || s != 0 {
+		t.Fatalf("balances alice %d srv %d after refusals", a, s)
+	}
+}
+
+func TestPayCLI_WalletSecrets(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	open := filepath.Join(dir, "open.wallet")
+	os.WriteFile(open, []byte("fake://a?ledger=/x"), 0o644)
+	if code, _, errOut := c.run("call", strings.Repeat("ab", 32), "add", "--wallet-file", open, "--max-sats", "1"); code != exitLocal || !strings.Contains(errOut, "--wallet-file") {
+		t.Errorf("a wallet file others can read: code %d, %q", code, errOut)
+	}
+	const secret = "deadbeefcafef00d"
+	nwc := writeSecret(t, dir, "nwc.wallet", "nostr+walletconnect://"+strings.Repeat("cd", 32)+"?relay=ws://x&secret="+secret)
+	code, out, errOut := c.run("call", strings.Repeat("ab", 32), "add", "--wallet-file", nwc, "--max-sats", "1")
+	if code != exitLocal || !strings.Contains(errOut, "not built yet") || strings.Contains(out+errOut, secret) {
+		t.Errorf("an NWC wallet: code %d, %q", code, errOut)
+	}
+	c.env[walletEnv] = "nostr+walletconnect://x?secret=" + secret
+	if code, out, errOut := c.run("config"); code != 0 || strings.Contains(out+errOut, secret) || !strings.Contains(out, "CVM_WALLET") {
+		t.Errorf("cvm config with $CVM_WALLET: %d %q %q", code, out, errOut)
+	}
+}
+
+// Two cvm call processes at once, sharing one daily budget that holds one
+// call: one pays, the other is refused, and no more than the limit is
+// spent.
+func TestPayCLI_ConcurrentCallsShareTheDailyBudget(t *testing.T) {
+	w := newPayWorld(t, "tool:add=10")
+	c := newCLI(t)
+	c.writeConfig("[payments]\nmax-sats = 10\nmax-sats-per-day = 15\n")
+	var procs []*proc
+	for range 2 {
+		procs = append(procs, startCVM(t, c, "call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--wallet-file", w.clientFile, "--yes"))
+	}
+	ok, refused := 0, 0
+	for _, p := range procs {
+		switch code := p.wait(t); {
+		case code == 0:
+			ok++
+		case code == exitLocal && strings.Contains(p.stderr.String(), "daily limit"):
+			refused++
+		default:
+			t.Errorf("exit %d: %s", code, p.stderr)
+		}
+	}
+	if ok != 1 || refused != 1 {
+		t.Fatalf("%d paid, %d refused; want 1 and 1", ok, refused)
+	}
+	if a, s := w.balances(t); a != 90 || s != 10 {
+		t.Fatalf("balances alice %d srv %d; want 90 and 10", a, s)
+	}
+}

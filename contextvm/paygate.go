@@ -1,0 +1,539 @@
+package contextvm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/mcpmsg"
+	"github.com/cvmgo/cvm/payments"
+	"github.com/gowebpki/jcs"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// Methods and tags of CEP-8 payments.
+const (
+	MethodPaymentRequired = "notifications/payment_required"
+	MethodPaymentAccepted = "notifications/payment_accepted"
+	MethodPaymentRejected = "notifications/payment_rejected"
+
+	TagPMI                = "pmi"
+	TagPaymentInteraction = "payment_interaction"
+
+	PaymentTransparent    = "transparent"
+	PaymentExplicitGating = "explicit_gating"
+)
+
+// PaymentOptions make a Server collect the prices in ServerOptions.Prices
+// (CEP-8) instead of only advertising them. A request for a priced
+// capability (tools/call, prompts/get, resources/read) reaches the MCP
+// handler only once its payment is verified, and each request event is
+// charged at most once: a replayed event (through another relay, or after
+// a restart) is never run again, and is answered from the stored result.
+//
+// Transparent (the default, what the reference SDK does): the server
+// sends notifications/payment_required, correlated by the request's event
+// id, waits for the payment, sends notifications/payment_accepted and then
+// the result, or notifications/payment_rejected and an error
+// (CodePaymentRejected). Explicit gating, for a client that opts in with
+// ["payment_interaction","explicit_gating"]: the request is answered with
+// CodePaymentRequired and data.payment_options; the client pays and sends
+// the same request again, answered with CodePaymentPending until the
+// payment is verified, then run once per payment.
+//
+// Once a payment is verified the charge stands: if the MCP handler fails,
+// times out or the client cancels, the client paid. The answer of a paid
+// request is kept in ServerOptions.State for the freshness window, and the
+// same request event arriving again is answered from it. After a crash
+// during the call, the replay is answered with CodePaidResultLost.
+type PaymentOptions struct {
+	// Pricer says what each priced request costs (payments.Announced when
+	// nil: the announced amount). Its price must fall inside the announced
+	// one; a price outside it is never charged.
+	Pricer payments.Pricer
+	// Processors are the payment methods accepted; the first one issues
+	// payment requests. At least one is required.
+	Processors []payments.Processor
+	// VerifyTimeout bounds the wait for a payment (default 5 min; never
+	// longer than the payment request's own ttl).
+	VerifyTimeout time.Duration
+	// NoExplicitGating refuses clients that ask for explicit gating
+	// (-32602) instead of serving them that way.
+	NoExplicitGating bool
+}
+
+// Durable spaces of the gate.
+const (
+	chargeSpace     = "contextvm.charges"
+	resultSpace     = "contextvm.results"
+	grantSpace      = "contextvm.grants"
+	grantUsedSpace  = "contextvm.grants.used"
+	defaultVerify   = 5 * time.Minute
+	pendingRetrySec = 1
+)
+
+// pricedMethods are the methods whose requests can carry a price, and the
+// capability each names.
+func pricedCapability(m *jsonrpc.Request) (string, bool) {
+	switch m.Method {
+	case "tools/call":
+		if n := mcpmsg.StringParam(m.Params, "name"); n != "" {
+			return "tool:" + n, true
+		}
+	case "prompts/get":
+		if n := mcpmsg.StringParam(m.Params, "name"); n != "" {
+			return "prompt:" + n, true
+		}
+	case "resources/read":
+		if u := mcpmsg.StringParam(m.Params, "uri"); u != "" {
+			return "resource:" + u, true
+		}
+	}
+	return "", false
+}
+
+// gate collects payments in front of a Server's MCP handler.
+type gate struct {
+	s      *Server
+	opts   PaymentOptions
+	prices map[string]payments.Cap
+	procs  map[string]payments.Processor
+
+	running registry[string, bool] // route keys of paid requests in this process
+
+	mu      sync.Mutex
+	pending map[string]*grant // explicit gating: payments issued, by grant key
+}
+
+// grant is an explicit-gating payment under way.
+type grant struct {
+	req    payments.PaymentRequired
+	charge payments.Charge
+	failed error
+}
+
+type chargeRecord struct {
+	ID     json.RawMessage `json:"id"`
+	Amount int64           `json:"amount"`
+	Unit   string          `json:"unit"`
+	PMI    string          `json:"pmi"`
+}
+
+func newGate(s *Server, opts PaymentOptions, prices []Price) (*gate, error) {
+	if len(opts.Processors) == 0 {
+		return nil, errors.New("contextvm: PaymentOptions needs at least one Processor")
+	}
+	if opts.VerifyTimeout <= 0 {
+		opts.VerifyTimeout = defaultVerify
+	}
+	g := &gate{s: s, opts: opts, prices: map[string]payments.Cap{}, procs: map[string]payments.Processor{}, pending: map[string]*grant{}}
+	for _, p := range opts.Processors {
+		g.procs[p.PMI()] = p
+	}
+	for _, p := range prices {
+		lo, hi, err := p.Range()
+		if err != nil {
+			return nil, fmt.Errorf("contextvm: price of %s: %w", p.Capability, err)
+		}
+		unit := p.Unit
+		if unit == "" {
+			unit = DefaultPriceUnit
+		}
+		g.prices[p.Capability] = payments.Cap{Capability: p.Capability, Low: lo, High: hi, Unit: unit}
+	}
+	return g, nil
+}
+
+// pmiTags are the pmi tags of the processors.
+func (g *gate) pmiTags() nostr.Tags {
+	tags := make(nostr.Tags, 0, len(g.opts.Processors))
+	for _, p := range g.opts.Processors {
+		tags = append(tags, nostr.Tag{TagPMI, p.PMI()})
+	}
+	return tags
+}
+
+// priced returns the announced price of m, if it has one.
+func (g *gate) priced(m *jsonrpc.Request) (payments.Cap, bool) {
+	capability, ok := pricedCapability(m)
+	if !ok {
+		return payments.Cap{}, false
+	}
+	c, ok := g.prices[capability]
+	return c, ok
+}
+
+// admit takes a priced request in place of its delivery to the MCP
+// handler: the payment is collected on a goroutine of the session, and the
+// request forwarded (by forward) once paid.
+func (g *gate) admit(c *ServerConn, key string, r *route, inner nostr.Event, m *jsonrpc.Request, price payments.Cap, forward func()) {
+	explicit := c.paymentMode() == PaymentExplicitGating
+	c.answerLater(func(ctx context.Context) {
+		charge := payments.Charge{Unit: price.Unit, Description: price.Capability, RequestID: inner.ID.Hex(), Client: c.client.Hex()}
+		quote, err := payments.Resolve(ctx, g.opts.Pricer, payments.PriceRequest{Cap: price, Method: m.Method, Params: m.Params,
+			Client: charge.Client, RequestID: charge.RequestID})
+		if err != nil {
+			g.s.log.Info("refusing a priced request", "client", charge.Client, "capability", price.Capability, "err", err)
+			msg := err.Error()
+			if errors.Is(err, payments.ErrOutOfRange) {
+				msg = "the server could not price this request within the price it announced; nothing was charged"
+			}
+			c.answerError(ctx, key, &jsonrpc.Error{Code: CodePriceRefused, Message: msg})
+			return
+		}
+		if quote.Waive {
+			forward()
+			return
+		}
+		charge.Amount = quote.Amount
+		if quote.Description != "" {
+			charge.Description = quote.Description
+		}
+		if explicit {
+			g.gated(ctx, c, key, r, m, charge, forward)
+			return
+		}
+		g.transparent(ctx, c, key, r, charge, forward)
+	})
+}
+
+// transparent collects the payment of one request with CEP-8's
+// notifications.
+func (g *gate) transparent(ctx context.Context, c *ServerConn, key string, r *route, charge payments.Charge, forward func()) {
+	proc := g.opts.Processors[0]
+	req, err := proc.Require(ctx, charge)
+	if err != nil {
+		g.s.log.Error("could not issue a payment request", "pmi", proc.PMI(), "err", err)
+		c.answerError(ctx, key, &jsonrpc.Error{Code: CodeTransportError, Message: "the server could not issue a payment request; nothing was charged; retry later"})
+		return
+	}
+	c.notifyFor(ctx, r, MethodPaymentRequired, req)
+	vctx, cancel := context.WithTimeout(ctx, g.verifyTimeout(req))
+	err = proc.Verify(vctx, charge, req)
+	cancel()
+	if err != nil {
+		g.s.log.Info("payment not verified", "client", charge.Client, "request", charge.RequestID, "err", err)
+		msg := fmt.Sprintf("payment not verified: %v; the request did not run", err)
+		c.notifyFor(ctx, r, MethodPaymentRejected, map[string]any{"pmi": req.PMI, "amount": req.Amount, "message": msg})
+		c.answerError(ctx, key, &jsonrpc.Error{Code: CodePaymentRejected, Message: msg})
+		return
+	}
+	g.paid(ctx, key, r, charge, req.PMI)
+	c.notifyFor(ctx, r, MethodPaymentAccepted, map[string]any{"amount": req.Amount, "pmi": req.PMI})
+	forward()
+}
+
+func (g *gate) verifyTimeout(req payments.PaymentRequired) time.Duration {
+	d := g.opts.VerifyTimeout
+	if req.TTL > 0 {
+		d = min(d, time.Duration(req.TTL)*time.Second)
+	}
+	return d
+}
+
+// paid records that the request under key was paid for, before it runs:
+// from now on its replays are answered from its result, or told that it
+// was lost.
+func (g *gate) paid(ctx context.Context, key string, r *route, charge payments.Charge, pmi string) {
+	r.mu.Lock()
+	r.paid = true
+	r.mu.Unlock()
+	g.running.put(key, true)
+	rec, _ := json.Marshal(chargeRecord{ID: rawID(r.origID), Amount: charge.Amount, Unit: charge.Unit, PMI: pmi})
+	if err := g.s.opts.State.Put(ctx, chargeSpace, []byte(key), rec, g.expiry(r)); err != nil {
+		g.s.log.Error("a verified payment could not be recorded; running the request anyway", "request", key, "err", err)
+	}
+	g.s.log.Info("payment verified", "client", charge.Client, "request", key, "amount", charge.Amount, "unit", charge.Unit, "pmi", pmi)
+}
+
+// expiry is when the records of a request may be forgotten: when its
+// event leaves the freshness window, and a replay of it is stale anyway.
+func (g *gate) expiry(r *route) time.Time {
+	return r.created.Time().Add(g.s.window + time.Second)
+}
+
+// stored keeps the answer of a paid request, to answer its replays.
+func (g *gate) stored(ctx context.Context, key string, r *route, content string) {
+	defer g.running.take(key)
+	if err := g.s.opts.State.Put(ctx, resultSpace, []byte(key), []byte(content), g.expiry(r)); err != nil {
+		g.s.log.Error("the answer of a paid request could not be stored", "request", key, "err", err)
+	}
+}
+
+// replayed answers a replay of a paid request event: from its stored
+// answer, or with CodePaidResultLost when the server lost it. A replay of
+// a request still running, or not paid for, gets nothing.
+func (g *gate) replayed(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind) {
+	key := inner.ID.Hex()
+	rec, ok, err := g.s.opts.State.Get(ctx, chargeSpace, []byte(key))
+	if err != nil || !ok {
+		return
+	}
+	if running, _ := g.running.get(key); running {
+		return
+	}
+	content, ok, err := g.s.opts.State.Get(ctx, resultSpace, []byte(key))
+	if err != nil {
+		return
+	}
+	if !ok {
+		var cr chargeRecord
+		if json.Unmarshal(rec, &cr) != nil {
+			return
+		}
+		id, err := jsonrpc.MakeID(decodeRawID(cr.ID))
+		if err != nil {
+			return
+		}
+		resp := mcpmsg.ErrorResponse(id, CodePaidResultLost,
+			"paid, result lost: the server stopped while running this request; the payment of %d %s stands and the call may or may not have taken effect", cr.Amount, cr.Unit)
+		enc, err := EncodeContent(resp)
+		if err != nil {
+			return
+		}
+		content = []byte(enc)
+	}
+	if wrapKind == 0 && g.s.opts.Encryption == EncryptRequired {
+		wrapKind = KindGiftWrap
+	} else if g.s.opts.Encryption == EncryptDisabled {
+		wrapKind = 0
+	}
+	tags := nostr.Tags{{"p", inner.PubKey.Hex()}, {"e", key}}
+	if _, err := g.s.reply(ctx, inner.PubKey, string(content), tags, wrapKind); err != nil {
+		g.s.log.Info("could not answer a replayed paid request", "request", key, "err", err)
+	}
+}
+
+// gated serves a priced request under explicit gating: it runs once per
+// verified payment for the same client, method and params.
+func (g *gate) gated(ctx context.Context, c *ServerConn, key string, r *route, m *jsonrpc.Request, charge payments.Charge, forward func()) {
+	gk, err := grantKey(c.client, m)
+	if err != nil {
+		c.answerError(ctx, key, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()})
+		return
+	}
+	if pmi, ok := g.consume(ctx, gk); ok {
+		g.paid(ctx, key, r, charge, pmi)
+		forward()
+		return
+	}
+	g.mu.Lock()
+	gr := g.pending[gk]
+	switch {
+	case gr != nil && gr.failed == nil:
+		g.mu.Unlock()
+		data, _ := json.Marshal(map[string]any{"instructions": "the payment is not verified yet; send the same request again after retry_after seconds",
+			"retry_after": pendingRetrySec})
+		c.answerError(ctx, key, &jsonrpc.Error{Code: CodePaymentPending, Message: "Payment Pending", Data: data})
+		return
+	case gr != nil:
+		delete(g.pending, gk) // a failed payment: issue a new one
+	}
+	g.mu.Unlock()
+	proc := g.opts.Processors[0]
+	req, err := proc.Require(ctx, charge)
+	if err != nil {
+		g.s.log.Error("could not issue a payment request", "pmi", proc.PMI(), "err", err)
+		c.answerError(ctx, key, &jsonrpc.Error{Code: CodeTransportError, Message: "the server could not issue a payment request; nothing was charged; retry later"})
+		return
+	}
+	gr = &grant{req: req, charge: charge}
+	g.mu.Lock()
+	g.pending[gk] = gr
+	g.mu.Unlock()
+	if !g.s.life.Go(func(ctx context.Context) { g.verifyGrant(ctx, gk, gr) }) {
+		return
+	}
+	data, _ := json.Marshal(map[string]any{
+		"instructions":    "pay one of payment_options, then send the same request again",
+		"payment_options": []payments.PaymentRequired{req},
+	})
+	c.answerError(ctx, key, &jsonrpc.Error{Code: CodePaymentRequired, Message: "Payment Required", Data: data})
+}
+
+// verifyGrant waits for an explicit-gating payment and records the grant
+// it buys.
+func (g *gate) verifyGrant(ctx context.Context, gk string, gr *grant) {
+	proc := g.procs[gr.req.PMI]
+	vctx, cancel := context.WithTimeout(ctx, g.verifyTimeout(gr.req))
+	err := proc.Verify(vctx, gr.charge, gr.req)
+	cancel()
+	if err == nil {
+		rec, _ := json.Marshal(map[string]string{"pay_req": gr.req.PayReq, "pmi": gr.req.PMI})
+		err = g.s.opts.State.Put(ctx, grantSpace, []byte(gk), rec, time.Now().Add(g.s.window))
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err != nil {
+		gr.failed = err
+		g.s.log.Info("explicit-gating payment not verified", "client", gr.charge.Client, "err", err)
+		return
+	}
+	if g.pending[gk] == gr {
+		delete(g.pending, gk)
+	}
+}
+
+// consume takes the grant under gk, once: of requests racing for it, one
+// wins.
+func (g *gate) consume(ctx context.Context, gk string) (pmi string, ok bool) {
+	rec, found, err := g.s.opts.State.Get(ctx, grantSpace, []byte(gk))
+	if err != nil || !found {
+		return "", false
+	}
+	var v map[string]string
+	if json.Unmarshal(rec, &v) != nil || v["pay_req"] == "" {
+		return "", false
+	}
+	claimed, err := g.s.opts.State.Claim(ctx, grantUsedSpace, []byte(v["pay_req"]), time.Now().Add(g.s.window))
+	if err != nil || !claimed {
+		return "", false
+	}
+	// The grant is spent: it expires now.
+	g.s.opts.State.Put(ctx, grantSpace, []byte(gk), rec, time.Now())
+	return v["pmi"], true
+}
+
+// grantKey is CEP-8's key of an explicit-gating grant: the client and the
+// hex sha256 of the JCS form of {method, params without _meta}.
+func grantKey(client nostr.PubKey, m *jsonrpc.Request) (string, error) {
+	var params map[string]json.RawMessage
+	if len(m.Params) > 0 && string(m.Params) != "null" {
+		if err := json.Unmarshal(m.Params, &params); err != nil {
+			return "", fmt.Errorf("params are not an object: %w", err)
+		}
+	}
+	delete(params, "_meta")
+	if params == nil {
+		params = map[string]json.RawMessage{}
+	}
+	raw, err := json.Marshal(map[string]any{"method": m.Method, "params": params})
+	if err != nil {
+		return "", err
+	}
+	canon, err := jcs.Transform(raw)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(canon)
+	return client.Hex() + ":" + hex.EncodeToString(sum[:]), nil
+}
+
+// IsPaymentRequired tells CEP-8's -32042 Payment Required (with
+// data.payment_options) from MCP's -32042 URLElicitationRequired (with
+// data.elicitations), and returns the payment options.
+func IsPaymentRequired(err error) ([]payments.PaymentRequired, bool) {
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) || werr.Code != CodePaymentRequired {
+		return nil, false
+	}
+	var d struct {
+		Options []payments.PaymentRequired `json:"payment_options"`
+	}
+	if json.Unmarshal(werr.Data, &d) != nil || d.Options == nil {
+		return nil, false
+	}
+	return d.Options, true
+}
+
+func rawID(id jsonrpc.ID) json.RawMessage {
+	b, _ := json.Marshal(id.Raw())
+	return b
+}
+
+func decodeRawID(b json.RawMessage) any {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return nil
+	}
+	if f, ok := v.(float64); ok {
+		return int64(f)
+	}
+	return v
+}
+
+// isPaid reports whether the request's payment was verified.
+func (r *route) isPaid() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.paid
+}
+
+// learnPaymentModeLocked reads the payment interaction a client asks for
+// (CEP-8), on any of its messages: explicit gating if the server serves
+// it, transparent otherwise; an unknown mode is remembered, to be refused.
+func (c *ServerConn) learnPaymentModeLocked(tags nostr.Tags) {
+	if c.srv.gate == nil {
+		return
+	}
+	for _, t := range tags {
+		if len(t) < 2 || t[0] != TagPaymentInteraction {
+			continue
+		}
+		c.payRefused = ""
+		switch {
+		case t[1] == PaymentTransparent:
+			c.payMode = ""
+		case t[1] == PaymentExplicitGating && !c.srv.gate.opts.NoExplicitGating:
+			c.payMode = PaymentExplicitGating
+		default:
+			c.payRefused = t[1]
+		}
+	}
+}
+
+func (c *ServerConn) paymentMode() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.payMode
+}
+
+// paymentRefusal is the answer to a request of a client that asked for a
+// payment interaction the server does not support, or nil.
+func (c *ServerConn) paymentRefusal() *jsonrpc.Error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.payRefused == "" {
+		return nil
+	}
+	supported := []string{PaymentTransparent}
+	if !c.srv.gate.opts.NoExplicitGating {
+		supported = append(supported, PaymentExplicitGating)
+	}
+	data, _ := json.Marshal(map[string]any{"requested": c.payRefused, "supported": supported})
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unsupported payment_interaction %q", c.payRefused), Data: data}
+}
+
+// answerError answers the request under key with e, if it is still in
+// flight.
+func (c *ServerConn) answerError(ctx context.Context, key string, e *jsonrpc.Error) {
+	if r := c.routes.drop(key); r != nil {
+		c.answer(ctx, r, &jsonrpc.Response{ID: r.origID, Error: e})
+	}
+}
+
+// notifyFor sends a notification about the request of r, correlated by
+// its event id.
+func (c *ServerConn) notifyFor(ctx context.Context, r *route, method string, params any) {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return
+	}
+	content, err := EncodeContent(&jsonrpc.Request{Method: method, Params: raw})
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	tags := append(nostr.Tags{{"p", c.client.Hex()}, {"e", r.eventID.Hex()}}, c.discoveryLocked()...)
+	wrap := c.wrapKindLocked(r.wrapKind)
+	c.mu.Unlock()
+	if _, err := c.srv.reply(ctx, c.client, content, tags, wrap); err != nil {
+		c.srv.log.Info("payment notification not delivered", "session", c.id, "method", method, "err", err)
+	}
+}

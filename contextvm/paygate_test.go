@@ -1,0 +1,591 @@
+package contextvm_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/durable"
+	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// payFixture is a relay, a ledger and a server charging 10 sats for its
+// count tool, paid to "srv" in the ledger.
+type payFixture struct {
+	relay  *relay.Server
+	ledger *payments.Ledger
+	calls  atomic.Int64
+}
+
+func newPayFixture(t *testing.T, alice int64) *payFixture {
+	return &payFixture{
+		relay:  relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}}),
+		ledger: payments.NewLedger(map[string]int64{"alice": alice}),
+	}
+}
+
+func (f *payFixture) serverOptions(ttl time.Duration, prices ...string) contextvm.ServerOptions {
+	if len(prices) == 0 {
+		prices = []string{"tool:count=10"}
+	}
+	var ps []contextvm.Price
+	for _, s := range prices {
+		p, err := contextvm.ParsePrice(s)
+		if err != nil {
+			panic(err)
+		}
+		ps = append(ps, p)
+	}
+	return contextvm.ServerOptions{Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled, Prices: ps,
+		Payments: &contextvm.PaymentOptions{Processors: []payments.Processor{&payments.FakeProcessor{Ledger: f.ledger, Payee: "srv", TTL: ttl}}}}
+}
+
+func (f *payFixture) balances(t *testing.T) (alice, srv int64) {
+	t.Helper()
+	alice, _ = f.ledger.Balance(context.Background(), "alice")
+	srv, _ = f.ledger.Balance(context.Background(), "srv")
+	return alice, srv
+}
+
+// reports collects a client's payment reports.
+type reports struct {
+	mu  sync.Mutex
+	all []contextvm.PaymentReport
+}
+
+func (r *reports) add(p contextvm.PaymentReport) {
+	r.mu.Lock()
+	r.all = append(r.all, p)
+	r.mu.Unlock()
+}
+func (r *reports) count(f func(contextvm.PaymentReport) bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, p := range r.all {
+		if f(p) {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *payFixture) client(t *testing.T, srv *contextvm.Server, pay *contextvm.PayOptions) *mcp.ClientSession {
+	return connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL},
+		Encryption: contextvm.EncryptDisabled, RequestTimeout: 20 * time.Second, Pay: pay})
+}
+
+func call(cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+}
+
+func rpcCode(err error) int64 {
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) {
+		return werr.Code
+	}
+	return 0
+}
+
+// A priced call through cvm client and server, transparent flow: paid once,
+// balances moved by exactly the price, reported paid then accepted.
+func TestPayTransparent_GoClientPaysExactlyThePrice(t *testing.T) {
+	f := newPayFixture(t, 100)
+	srv := serve(t, f.serverOptions(0), counterServer(&f.calls))
+	var rep reports
+	cs := f.client(t, srv, &contextvm.PayOptions{
+		Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+		Budget:   &payments.Budget{PerCall: 10},
+		Report:   rep.add,
+	})
+	for i := range 2 {
+		res, err := call(cs, "count", nil)
+		if err != nil {
+			t.Fatalf("paid call %d: %v", i, err)
+		}
+		if got := res.Content[0].(*mcp.TextContent).Text; got != []string{"1", "2"}[i] {
+			t.Fatalf("call %d answered %q", i, got)
+		}
+	}
+	if callEcho(t, cs, "free") != "free" {
+		t.Fatal("free tool")
+	}
+	if a, s := f.balances(t); a != 80 || s != 20 {
+		t.Fatalf("balances alice %d srv %d; want 80 and 20", a, s)
+	}
+	if paid, accepted := rep.count(func(p contextvm.PaymentReport) bool { return p.Paid && !p.Accepted }),
+		rep.count(func(p contextvm.PaymentReport) bool { return p.Accepted }); paid != 2 || accepted != 2 {
+		t.Fatalf("%d paid and %d accepted reports; want 2 and 2: %+v", paid, accepted, rep.all)
+	}
+	if r := rep.all[0]; r.Amount != 10 || r.Unit != "sats" || r.Capability != "tool:count" || r.Server != srv.PublicKey().Hex() {
+		t.Fatalf("report %+v", r)
+	}
+}
+
+// notification reads the next message of the peer as a notification.
+func nextMessage(t *testing.T, p *rawPeer) (nostr.Event, map[string]json.RawMessage) {
+	t.Helper()
+	evt, ok := p.next(10 * time.Second)
+	if !ok {
+		t.Fatal("no message from the server")
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(evt.Content), &m); err != nil {
+		t.Fatal(err)
+	}
+	return evt, m
+}
+
+func method(m map[string]json.RawMessage) string {
+	var s string
+	json.Unmarshal(m["method"], &s)
+	return s
+}
+
+// The same paid request event, replayed 100 times and once more after a
+// restart, is charged once and run once; every replay is answered from the
+// stored result.
+func TestPayTransparent_ReplayChargedOnceAnsweredFromStore(t *testing.T) {
+	f := newPayFixture(t, 100)
+	dir := t.TempDir()
+	sk := nostr.Generate()
+	start := func() (*contextvm.Server, *durable.File) {
+		state, err := durable.Open(dir, sk.Public().Hex(), durable.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := f.serverOptions(0)
+		opts.Signer, opts.State = contextvm.NewKeySigner(sk), state
+		opts.Encryption = contextvm.EncryptOptional
+		return serve(t, opts, counterServer(&f.calls)), state
+	}
+	srv, state := start()
+	peer := newRawPeer(t, f.relay.URL)
+	peer.initialize(srv.PublicKey())
+	req := peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
+	peer.publish(req)
+
+	evt, m := nextMessage(t, peer)
+	if method(m) != contextvm.MethodPaymentRequired || evt.Tags.Find("e")[1] != req.ID.Hex() {
+		t.Fatalf("first answer %s", evt.Content)
+	}
+	pr, unit, err := contextvm.ParsePaymentRequired(m["params"])
+	if err != nil || pr.Amount != 10 || pr.PMI != payments.PMIFake || unit != "" {
+		t.Fatalf("payment_required %s: %v", m["params"], err)
+	}
+	if _, err := (&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}).Pay(context.Background(), pr, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, m := nextMessage(t, peer); method(m) != contextvm.MethodPaymentAccepted {
+		t.Fatalf("after paying: %v", m)
+	}
+	_, result := nextMessage(t, peer)
+	want := string(result["result"])
+	if !strings.Contains(want, `"text":"1"`) {
+		t.Fatalf("result %s", want)
+	}
+
+	// The relay pool drops an event id it has just delivered, so the same
+	// request event comes again in fresh gift wraps, as its client would
+	// send it again.
+	for i := range 100 {
+		wrap, err := contextvm.Wrap(req, srv.PublicKey(), []nostr.Kind{contextvm.KindGiftWrap, contextvm.KindEphemeralGiftWrap}[i%2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		peer.publish(wrap)
+	}
+	for i := range 100 {
+		evt, m := nextMessage(t, peer)
+		if string(m["result"]) != want || string(m["id"]) != "7" || evt.Tags.Find("e")[1] != req.ID.Hex() {
+			t.Fatalf("replay %d answered %s", i, evt.Content)
+		}
+	}
+	srv.Close()
+	state.Close()
+
+	srv, state = start()
+	defer state.Close()
+	defer srv.Close()
+	peer.publish(req)
+	if _, m := nextMessage(t, peer); string(m["result"]) != want {
+		t.Fatalf("replay after restart answered %v", m)
+	}
+	if got := f.calls.Load(); got != 1 {
+		t.Fatalf("the paid tool ran %d times", got)
+	}
+	if a, s := f.balances(t); a != 90 || s != 10 {
+		t.Fatalf("balances alice %d srv %d; want 90 and 10", a, s)
+	}
+}
+
+// A server that stops while a paid call runs answers the call's replay,
+// after its restart, with "paid, result lost", and does not run it again.
+func TestPayTransparent_CrashMidCallReplayGetsResultLost(t *testing.T) {
+	f := newPayFixture(t, 100)
+	dir := t.TempDir()
+	sk := nostr.Generate()
+	started := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	var runs atomic.Int64
+	mcpServer := func() *mcp.Server {
+		s := testServer()
+		mcp.AddTool(s, &mcp.Tool{Name: "slow"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			runs.Add(1)
+			started <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return &mcp.CallToolResult{}, nil, nil
+		})
+		return s
+	}
+	start := func() (*contextvm.Server, *durable.File) {
+		state, err := durable.Open(dir, sk.Public().Hex(), durable.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := f.serverOptions(0, "tool:slow=10")
+		opts.Signer, opts.State = contextvm.NewKeySigner(sk), state
+		return serve(t, opts, mcpServer()), state
+	}
+	srv, state := start()
+	peer := newRawPeer(t, f.relay.URL)
+	peer.initialize(srv.PublicKey())
+	req := peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"slow","arguments":{}}}`)
+	peer.publish(req)
+	_, m := nextMessage(t, peer)
+	pr, _, _ := contextvm.ParsePaymentRequired(m["params"])
+	if _, err := (&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}).Pay(context.Background(), pr, 10); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	srv.Close() // answers the call "server shutting down"
+	state.Close()
+	srv, state = start()
+	defer state.Close()
+	defer srv.Close()
+	for {
+		_, m = nextMessage(t, peer)
+		if method(m) == "" && strings.Contains(string(m["error"]), "shutting down") {
+			break
+		}
+	}
+	peer.publish(req)
+	_, m = nextMessage(t, peer)
+	var resp struct {
+		ID    string        `json:"id"`
+		Error jsonrpc.Error `json:"error"`
+	}
+	b, _ := json.Marshal(m)
+	json.Unmarshal(b, &resp)
+	if resp.ID != "s" || resp.Error.Code != contextvm.CodePaidResultLost || !strings.Contains(resp.Error.Message, "paid, result lost") {
+		t.Fatalf("replay after a crash answered %s", b)
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("ran %d times", runs.Load())
+	}
+	if a, _ := f.balances(t); a != 90 {
+		t.Fatalf("alice has %d; want 90", a)
+	}
+}
+
+// A pricer may waive a price or refuse a request; neither charges, and a
+// price computed outside the announced range is never charged.
+func TestPayTransparent_WaivedRefusedAndOutOfRange(t *testing.T) {
+	f := newPayFixture(t, 100)
+	opts := f.serverOptions(0, "tool:echo=1-5")
+	opts.Payments.Pricer = payments.PricerFunc(func(_ context.Context, r payments.PriceRequest) (payments.Quote, error) {
+		var p struct {
+			Arguments struct{ Text string } `json:"arguments"`
+		}
+		json.Unmarshal(r.Params, &p)
+		switch p.Arguments.Text {
+		case "free":
+			return payments.Quote{Waive: true}, nil
+		case "nope":
+			return payments.Quote{}, payments.Refuse("not today")
+		}
+		return payments.Quote{Amount: int64(len(p.Arguments.Text))}, nil
+	})
+	srv := serve(t, opts, counterServer(&f.calls))
+	cs := f.client(t, srv, &contextvm.PayOptions{
+		Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+		Budget:   &payments.Budget{PerCall: 10},
+	})
+	if res, err := call(cs, "echo", map[string]any{"text": "free"}); err != nil || res.Content[0].(*mcp.TextContent).Text != "free" {
+		t.Fatalf("waived: %v", err)
+	}
+	if _, err := call(cs, "echo", map[string]any{"text": "nope"}); rpcCode(err) != contextvm.CodePriceRefused || !strings.Contains(err.Error(), "not today") {
+		t.Fatalf("refused: %v", err)
+	}
+	if _, err := call(cs, "echo", map[string]any{"text": "too long a text"}); rpcCode(err) != contextvm.CodePriceRefused {
+		t.Fatalf("out of range: %v", err)
+	}
+	if a, _ := f.balances(t); a != 100 {
+		t.Fatalf("alice has %d; want 100", a)
+	}
+	if res, err := call(cs, "echo", map[string]any{"text": "abc"}); err != nil || res.Content[0].(*mcp.TextContent).Text != "abc" {
+		t.Fatalf("computed price: %v", err)
+	}
+	if a, s := f.balances(t); a != 97 || s != 3 {
+		t.Fatalf("balances %d %d; want 97 and 3", a, s)
+	}
+}
+
+// lyingHandler says it paid and pays nothing.
+type lyingHandler struct{}
+
+func (lyingHandler) PMI() string { return payments.PMIFake }
+func (lyingHandler) Pay(context.Context, payments.PaymentRequired, int64) (payments.Receipt, error) {
+	return payments.Receipt{}, nil
+}
+
+// A payment never made expires: payment_rejected, an error, no execution.
+func TestPayTransparent_ExpiredPaymentIsRejected(t *testing.T) {
+	f := newPayFixture(t, 100)
+	srv := serve(t, f.serverOptions(time.Second), counterServer(&f.calls))
+	var rep reports
+	cs := f.client(t, srv, &contextvm.PayOptions{Handlers: []payments.Handler{lyingHandler{}}, Budget: &payments.Budget{PerCall: 10}, Report: rep.add})
+	_, err := call(cs, "count", nil)
+	if rpcCode(err) != contextvm.CodePaymentRejected {
+		t.Fatalf("unpaid call: %v", err)
+	}
+	if f.calls.Load() != 0 {
+		t.Fatal("an unpaid call ran")
+	}
+	if rep.count(func(p contextvm.PaymentReport) bool { return p.Rejected }) != 1 {
+		t.Fatalf("reports %+v", rep.all)
+	}
+}
+
+// The client refuses, before paying, a price over its cap, one without a
+// cap, one in a unit its budget does not hold, and one from a server not
+// allowed to charge.
+func TestPayClient_BudgetRefusesBeforePaying(t *testing.T) {
+	f := newPayFixture(t, 100)
+	opts := f.serverOptions(0, "tool:count=10", "tool:echo=1:usd")
+	srv := serve(t, opts, counterServer(&f.calls))
+	h := []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}}
+	for _, c := range []struct {
+		pay    *contextvm.PayOptions
+		tool   string
+		reason string
+	}{
+		{nil, "count", contextvm.DeclinedNoPayments},
+		{&contextvm.PayOptions{Handlers: h}, "count", contextvm.DeclinedNoCap},
+		{&contextvm.PayOptions{Handlers: h, Budget: &payments.Budget{PerCall: 9}}, "count", contextvm.DeclinedOverCap},
+		{&contextvm.PayOptions{Handlers: h, Budget: &payments.Budget{PerCall: 10, Allow: []string{"someone-else"}}}, "count", contextvm.DeclinedNotAllowed},
+		{&contextvm.PayOptions{Handlers: h, Budget: &payments.Budget{PerCall: 10}}, "echo", contextvm.DeclinedUnit},
+		{&contextvm.PayOptions{Handlers: h, Budget: &payments.Budget{PerCall: 10}, Confirm: func(context.Context, contextvm.PaymentOffer) bool { return false }}, "count", contextvm.DeclinedByPerson},
+		{&contextvm.PayOptions{Budget: &payments.Budget{PerCall: 10}}, "count", contextvm.DeclinedNoHandler},
+	} {
+		cs := f.client(t, srv, c.pay)
+		for range cs.Tools(context.Background(), nil) { // learns the prices and their units
+		}
+		_, err := call(cs, c.tool, map[string]any{"text": "x"})
+		d, ok := contextvm.Declined(err)
+		if rpcCode(err) != contextvm.CodePaymentDeclined || !ok || d.Reason != c.reason {
+			t.Errorf("%s: %v (%+v), want reason %s", c.reason, err, d, c.reason)
+		}
+	}
+	if a, _ := f.balances(t); a != 100 || f.calls.Load() != 0 {
+		t.Fatalf("alice has %d, %d calls ran", a, f.calls.Load())
+	}
+}
+
+// A payment_accepted or payment_rejected not from the server is ignored.
+func TestPayClient_ForgedNotificationsIgnored(t *testing.T) {
+	f := newPayFixture(t, 100)
+	srv := serve(t, f.serverOptions(0), counterServer(&f.calls))
+	forger := newRawPeer(t, f.relay.URL)
+	sk := nostr.Generate()
+	var rep reports
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL}, Signer: contextvm.NewKeySigner(sk),
+		Encryption: contextvm.EncryptDisabled, Pay: &contextvm.PayOptions{
+			Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+			Budget:   &payments.Budget{PerCall: 10},
+			Report:   rep.add,
+			Confirm: func(_ context.Context, o contextvm.PaymentOffer) bool {
+				reqID := strings.Split(o.PayReq, ":")[1]
+				for _, m := range []string{
+					`{"jsonrpc":"2.0","method":"notifications/payment_rejected","params":{"pmi":"fake","amount":10,"message":"forged"}}`,
+					`{"jsonrpc":"2.0","method":"notifications/payment_accepted","params":{"pmi":"fake","amount":10}}`,
+				} {
+					evt := nostr.Event{Kind: contextvm.KindMessage, CreatedAt: nostr.Now(), Content: m, Tags: nostr.Tags{{"p", sk.Public().Hex()}, {"e", reqID}}}
+					evt.Sign(forger.sk)
+					forger.publish(evt)
+				}
+				return true
+			},
+		}})
+	if _, err := call(cs, "count", nil); err != nil {
+		t.Fatalf("the call failed on forged notifications: %v", err)
+	}
+	if n := rep.count(func(p contextvm.PaymentReport) bool { return p.Accepted || p.Rejected }); n != 1 {
+		t.Fatalf("%d accepted/rejected reports; want the server's one: %+v", n, rep.all)
+	}
+}
+
+// Explicit gating by hand: -32042 with payment options, -32043 while the
+// payment is pending, the result once paid, and the grant consumed once.
+func TestPayExplicit_PendingThenPaidThenConsumed(t *testing.T) {
+	f := newPayFixture(t, 100)
+	srv := serve(t, f.serverOptions(0), counterServer(&f.calls))
+	peer := newRawPeer(t, f.relay.URL)
+	peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`,
+		nostr.Tag{"payment_interaction", "explicit_gating"}))
+	evt, _ := nextMessage(t, peer)
+	if tag := evt.Tags.Find("pmi"); tag == nil || tag[1] != payments.PMIFake {
+		t.Errorf("the server's first message has no pmi tag: %v", evt.Tags)
+	}
+	if tag := evt.Tags.Find("payment_interaction"); tag == nil || tag[1] != "explicit_gating" {
+		t.Fatalf("the server did not echo explicit_gating: %v", evt.Tags)
+	}
+	peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	const callJSON = `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"count","arguments":{},"_meta":{"progressToken":%d}}}`
+	send := func(id int) (int64, json.RawMessage, json.RawMessage) {
+		peer.publish(peer.message(srv.PublicKey(), strings.NewReplacer("%d", jsonInt(id)).Replace(callJSON)))
+		_, m := nextMessage(t, peer)
+		var e struct {
+			Code int64           `json:"code"`
+			Data json.RawMessage `json:"data"`
+		}
+		json.Unmarshal(m["error"], &e)
+		return e.Code, e.Data, m["result"]
+	}
+	code, data, _ := send(1)
+	opts, ok := contextvm.IsPaymentRequired(&jsonrpc.Error{Code: code, Data: data})
+	if !ok || len(opts) != 1 || opts[0].Amount != 10 {
+		t.Fatalf("first answer %d %s", code, data)
+	}
+	if code, data, _ := send(2); code != contextvm.CodePaymentPending || !strings.Contains(string(data), "retry_after") {
+		t.Fatalf("before paying: %d %s", code, data)
+	}
+	if _, err := (&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}).Pay(context.Background(), opts[0], 10); err != nil {
+		t.Fatal(err)
+	}
+	var result json.RawMessage
+	for id := 3; result == nil; id++ {
+		var code int64
+		code, _, result = send(id)
+		if result == nil && code != contextvm.CodePaymentPending {
+			t.Fatalf("after paying: %d", code)
+		}
+	}
+	if !strings.Contains(string(result), `"text":"1"`) {
+		t.Fatalf("result %s", result)
+	}
+	if code, _, _ := send(100); code != contextvm.CodePaymentRequired {
+		t.Fatalf("the grant was used twice: %d", code)
+	}
+	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
+		t.Fatalf("balances %d %d, %d runs", a, s, f.calls.Load())
+	}
+
+	bogus := newRawPeer(t, f.relay.URL)
+	bogus.publish(bogus.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count"}}`,
+		nostr.Tag{"payment_interaction", "barter"}))
+	if _, m := nextMessage(t, bogus); !strings.Contains(string(m["error"]), `-32602`) || !strings.Contains(string(m["error"]), `"requested":"barter"`) {
+		t.Fatalf("unsupported mode answered %s", m["error"])
+	}
+}
+
+// A cvm client that asks for explicit gating pays and calls again on its
+// own.
+func TestPayExplicit_GoClient(t *testing.T) {
+	f := newPayFixture(t, 100)
+	srv := serve(t, f.serverOptions(0), counterServer(&f.calls))
+	cs := f.client(t, srv, &contextvm.PayOptions{
+		Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+		Budget:         &payments.Budget{PerCall: 10},
+		ExplicitGating: true,
+	})
+	for i := range 2 {
+		if _, err := call(cs, "count", nil); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if a, s := f.balances(t); a != 80 || s != 20 || f.calls.Load() != 2 {
+		t.Fatalf("balances %d %d, %d runs", a, s, f.calls.Load())
+	}
+}
+
+func TestIsPaymentRequired_TellsURLElicitationApart(t *testing.T) {
+	if _, ok := contextvm.IsPaymentRequired(&jsonrpc.Error{Code: -32042, Data: json.RawMessage(`{"elicitations":[{"url":"https://x"}]}`)}); ok {
+		t.Fatal("URLElicitationRequired taken for a payment")
+	}
+	if o, ok := contextvm.IsPaymentRequired(&jsonrpc.Error{Code: -32042, Data: json.RawMessage(`{"payment_options":[{"amount":3,"pmi":"fake","pay_req":"x"}]}`)}); !ok || o[0].Amount != 3 {
+		t.Fatal("payment options not read")
+	}
+}
+
+func TestParsePaymentRequired_BothForms(t *testing.T) {
+	req, unit, err := contextvm.ParsePaymentRequired(json.RawMessage(`{"amount":1000,"currency":"sats","invoice":"lnbc10u1p…","description":"Payment for tool execution"}`))
+	if err != nil || req.Amount != 1000 || req.PayReq != "lnbc10u1p…" || req.PMI != payments.PMILightningBolt11 || unit != "sats" {
+		t.Fatalf("seed form: %+v %q %v", req, unit, err)
+	}
+	req, _, err = contextvm.ParsePaymentRequired(json.RawMessage(`{"amount":10,"pay_req":"fake:a:b:10","pmi":"fake","ttl":300,"_meta":{}}`))
+	if err != nil || req.TTL != 300 || req.PMI != "fake" {
+		t.Fatalf("CEP-8 form: %+v %v", req, err)
+	}
+	for _, bad := range []string{`{"amount":-1,"pay_req":"x","pmi":"y"}`, `{"amount":1.5,"pay_req":"x","pmi":"y"}`, `{"pay_req":"x","pmi":"y"}`, `{"amount":1}`, `{"amount":1,"invoice":"cashuB…"}`, `[]`} {
+		if _, _, err := contextvm.ParsePaymentRequired(json.RawMessage(bad)); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+func FuzzParsePaymentRequired(f *testing.F) {
+	f.Add([]byte(`{"amount":1000,"currency":"sats","invoice":"lnbc1","description":"d"}`))
+	f.Add([]byte(`{"amount":10,"pay_req":"fake:a:b:10","pmi":"fake","ttl":300,"_meta":{}}`))
+	f.Add([]byte(`{"amount":1e3,"pay_req":"x","pmi":"y","ttl":1.0}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, _, err := contextvm.ParsePaymentRequired(b)
+		if err != nil {
+			return
+		}
+		if req.Amount < 0 || req.TTL < 0 || req.PayReq == "" || req.PMI == "" {
+			t.Fatalf("accepted %q as %+v", b, req)
+		}
+	})
+}
+func jsonInt(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// BenchmarkPaidCall measures a call through a relay on loopback, free and
+// paid on the Fake rail (transparent: payment_required, pay, verify,
+// payment_accepted, result): the difference is what a payment adds.
+func BenchmarkPaidCall(b *testing.B) {
+	r := relaytest.Start(b, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	ledger := payments.NewLedger(map[string]int64{"alice": 1 << 50})
+	p, _ := contextvm.ParsePrice("tool:count=1")
+	var calls atomic.Int64
+	srv := serve(b, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
+		Payments: &contextvm.PaymentOptions{Processors: []payments.Processor{&payments.FakeProcessor{Ledger: ledger, Payee: "srv"}}}}, counterServer(&calls))
+	cs := connect(b, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+		Pay: &contextvm.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: ledger, Payer: "alice"}}, Budget: &payments.Budget{PerCall: 1}}})
+	for _, c := range []struct{ name, tool string }{{"free", "echo"}, {"paid", "count"}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := call(cs, c.tool, map[string]any{"text": "x"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
