@@ -41,6 +41,11 @@ const (
 	// CodeInternal: the gateway failed (history could not store it); the
 	// envelope was not published.
 	CodeInternal Code = "internal"
+	// CodeUnavailable: a clustered gateway (cvm room serve --nats) has
+	// lost its link to NATS, so the envelope could not be stored or
+	// delivered; it was not published. payload.retry_after_ms says when to
+	// send it again. The connection stays open.
+	CodeUnavailable Code = "unavailable"
 )
 
 // Codes of refused HTTP requests (the WebSocket upgrade, REST), in a JSON

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/internal/config"
+	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/cvmgo/cvm/mcpx/history"
 	"github.com/cvmgo/cvm/mcpx/room"
@@ -46,6 +47,8 @@ func (a *app) dataSubdir(flag, name string) (string, error) {
 func (a *app) roomServeCommand() *cobra.Command {
 	var (
 		listen, data, compat, visibility string
+		natsURL                          string
+		natsReplicas                     int
 		opts                             room.Options
 		hist                             history.Options
 	)
@@ -55,6 +58,14 @@ func (a *app) roomServeCommand() *cobra.Command {
 		Long: `Run an MCPx v0 gateway: WebSocket rooms at /v0/ws?topic=NAME, the REST helpers
 (/v0/topics, /v0/topics/{topic}/participants, /v0/topics/{topic}/history),
 /healthz and /metrics. History and the token signing keys live in --data.
+
+With --nats URL the gateway is one node of several sharing that NATS server
+(with JetStream: nats-server -js): history, seq, delivery, the roster and
+presence live in NATS, and --data holds only the signing keys, which every
+node needs (share the directory or copy it). Switching a gateway to --nats
+starts a fresh history. A NATS server that cannot be reached at start is
+an error (exit 2); one lost later makes the node answer new envelopes with
+"unavailable" until it returns. See docs/mcpx.md, "Several nodes".
 
 When the gateway is ready, one JSON line is printed on stdout:
   {"ready":true,"url":"ws://127.0.0.1:7070/v0/ws",...}
@@ -70,13 +81,28 @@ exits.`,
 			if err != nil {
 				return err
 			}
-			hist.Logger = a.log
-			store, err := history.Open(filepath.Join(dir, "history.db"), hist)
-			if err != nil {
-				return fmt.Errorf("%w (is another gateway using --data %s?)", err, dir)
+			opts.Tokens, opts.Logger = keys, a.log
+			if natsURL != "" {
+				conn, err := natsx.Connect(cmd.Context(), natsURL, natsx.Options{Name: "cvm room serve", Logger: a.log})
+				if err != nil {
+					return fmt.Errorf("--nats: %w (is nats-server -js running there?)", err)
+				}
+				defer conn.Close()
+				cl, err := room.NewCluster(cmd.Context(), conn, room.ClusterOptions{MaxPerTopic: hist.MaxPerTopic, Replicas: natsReplicas, Logger: a.log})
+				if err != nil {
+					return fmt.Errorf("--nats: %w", err)
+				}
+				defer cl.Close()
+				opts.Cluster = cl
+			} else {
+				hist.Logger = a.log
+				store, err := history.Open(filepath.Join(dir, "history.db"), hist)
+				if err != nil {
+					return fmt.Errorf("%w (is another gateway using --data %s?)", err, dir)
+				}
+				defer store.Close()
+				opts.History = store
 			}
-			defer store.Close()
-			opts.Tokens, opts.History, opts.Logger = keys, store, a.log
 			opts.Compat, opts.Visibility = room.Compat(compat), room.Visibility(visibility)
 			s, err := room.Start(listen, opts)
 			if err != nil {
@@ -90,7 +116,12 @@ exits.`,
 				Data       string `json:"data"`
 				Compat     string `json:"compat"`
 				Visibility string `json:"visibility"`
-			}{true, s.WSURL, s.URL, s.URL + "/metrics", dir, compat, visibility}
+				NATS       string `json:"nats,omitempty"`
+				Node       string `json:"node,omitempty"`
+			}{true, s.WSURL, s.URL, s.URL + "/metrics", dir, compat, visibility, natsURL, ""}
+			if opts.Cluster != nil {
+				ready.Node = opts.Cluster.Node()
+			}
 			if err := a.printJSON(ready); err != nil {
 				s.Close()
 				return err
@@ -121,10 +152,12 @@ exits.`,
 	f.DurationVar(&opts.HeartbeatInterval, "heartbeat", 30*time.Second, "ping and presence heartbeat interval (-1s: off)")
 	f.DurationVar(&opts.PongTimeout, "pong-timeout", 10*time.Second, "how long a pong may take before the peer is dropped")
 	f.IntVar(&hist.MaxPerTopic, "history-max", 10000, "envelopes kept per topic (-1: all)")
-	f.DurationVar(&hist.MaxAge, "history-max-age", 30*24*time.Hour, "how long envelopes are kept (-1s: forever)")
+	f.DurationVar(&hist.MaxAge, "history-max-age", 30*24*time.Hour, "how long envelopes are kept (-1s: forever; not applied with --nats)")
+	f.StringVar(&natsURL, "nats", "", "NATS server URL (JetStream enabled): join the gateway nodes sharing it, e.g. nats://127.0.0.1:4222")
+	f.IntVar(&natsReplicas, "nats-replicas", 1, "with --nats: replicas of the stream and roster bucket (3 on a 3-server NATS cluster)")
 	for _, name := range []string{"listen", "data", "compat", "visibility", "allow-origin", "max-frame-bytes",
 		"max-participants", "send-queue-frames", "send-queue-bytes", "rate", "burst", "heartbeat", "pong-timeout",
-		"history-max", "history-max-age"} {
+		"history-max", "history-max-age", "nats", "nats-replicas"} {
 		config.Bind(f, name, "room."+name)
 	}
 	return cmd

@@ -28,10 +28,11 @@ type childGateway struct {
 }
 
 // startChildGateway starts "cvm room serve" on dir, with no rate limit and
-// no retention bound, and waits for its ready line.
-func startChildGateway(t *testing.T, dir string) *childGateway {
+// no retention bound, and waits for its ready line. extra are more flags.
+func startChildGateway(t *testing.T, dir string, extra ...string) *childGateway {
 	t.Helper()
-	cmd := exec.Command(cvmBinary, "room", "serve", "--data", dir, "--listen", "127.0.0.1:0", "--rate", "-1", "--history-max", "-1")
+	args := append([]string{"room", "serve", "--data", dir, "--listen", "127.0.0.1:0", "--rate", "-1", "--history-max", "-1"}, extra...)
+	cmd := exec.Command(cvmBinary, args...)
 	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "CVM_LOG_LEVEL=warn")
 	var stdout waitbuf.Buffer
 	c := &childGateway{cmd: cmd, stderr: &waitbuf.Buffer{}, exited: make(chan struct{})}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cvmgo/cvm/mcpx"
@@ -58,11 +59,17 @@ type TokenVerifier interface {
 // committed callback. Query and Lookup see every record appended before
 // them.
 type HistoryStore interface {
+	HistoryReader
 	NextSeq(topic string) (uint64, error)
-	LatestSeq(topic string) (uint64, error)
 	Reserve(ctx context.Context) error
 	Release()
 	Append(topic string, r history.Record, committed func(error)) error
+}
+
+// HistoryReader is the reading side of history: what the welcome and the
+// REST endpoints need. A HistoryStore is one, and so is a *Cluster.
+type HistoryReader interface {
+	LatestSeq(topic string) (uint64, error)
 	Query(ctx context.Context, topic string, q history.Query) (history.Page, error)
 	Lookup(ctx context.Context, topic, id string, visible func(from string, to []string) bool) (seq uint64, ok bool, err error)
 	Topics() ([]string, error)
@@ -77,6 +84,10 @@ type Options struct {
 	History HistoryStore
 	// Broker fans envelopes out; nil uses an in-process LocalBroker.
 	Broker Broker
+	// Cluster, when set, makes this gateway one node of several sharing
+	// NATS JetStream: history, seq, delivery, the roster and presence go
+	// through it, and History and Broker must be nil. See NewCluster.
+	Cluster *Cluster
 
 	Compat     Compat     // default CompatSpec
 	Visibility Visibility // default VisibilityDirected
@@ -158,6 +169,14 @@ func (o *Options) defaults() error {
 	if o.DefaultHistoryPage > o.HistoryPageLimit {
 		o.DefaultHistoryPage = o.HistoryPageLimit
 	}
+	if o.Cluster != nil {
+		if o.History != nil || o.Broker != nil {
+			return errors.New("mcpx: Options.Cluster replaces History and Broker; set neither")
+		}
+		if o.Compat == CompatReference {
+			return errors.New("mcpx: compat reference is not supported on a cluster (--nats)")
+		}
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -175,6 +194,9 @@ type Gateway struct {
 	log     *slog.Logger
 	broker  Broker
 	ownsBkr bool
+	hist    HistoryReader // nil: history disabled
+	cluster *Cluster      // nil: a single node
+	pubs    atomic.Uint64 // numbers this node's appends to the cluster log
 	metrics *metrics
 	mux     *http.ServeMux
 	started time.Time
@@ -201,9 +223,15 @@ func New(opts Options) (*Gateway, error) {
 		sessions: map[*session]struct{}{},
 		started:  opts.Now(),
 	}
-	if g.broker == nil {
+	switch {
+	case opts.Cluster != nil:
+		g.cluster, g.broker, g.hist = opts.Cluster, opts.Cluster, opts.Cluster
+	case g.broker == nil:
 		g.broker = NewLocalBroker()
 		g.ownsBkr = true
+	}
+	if opts.History != nil {
+		g.hist = opts.History
 	}
 	g.routes()
 	return g, nil
@@ -250,6 +278,12 @@ func (g *Gateway) topic(name string) (*topic, error) {
 		return nil, fmt.Errorf("mcpx: subscribe %s: %w", name, err)
 	}
 	t.unsubscribe = unsub
+	if g.cluster != nil {
+		if err := t.followCluster(); err != nil {
+			unsub()
+			return nil, err
+		}
+	}
 	g.topics[name] = t
 	return t, nil
 }
@@ -341,8 +375,8 @@ func (g *Gateway) knownTopics() ([]string, error) {
 		}
 	}
 	g.mu.Unlock()
-	if g.opts.History != nil {
-		stored, err := g.opts.History.Topics()
+	if g.hist != nil {
+		stored, err := g.hist.Topics()
 		if err != nil {
 			return nil, err
 		}

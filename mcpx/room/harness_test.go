@@ -58,7 +58,7 @@ func startGateway(t testing.TB, opts Options) *testGateway {
 	}
 	if opts.History == withoutHistory {
 		opts.History = nil
-	} else if opts.History == nil {
+	} else if opts.History == nil && opts.Cluster == nil {
 		st, err := history.Open(filepath.Join(g.dir, "history.db"), history.Options{})
 		if err != nil {
 			t.Fatal(err)

@@ -57,7 +57,9 @@ func (g *Gateway) serveParticipants(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	list := []mcpx.Participant{}
-	if t := g.existingTopic(name); t != nil {
+	if g.cluster != nil {
+		list = g.cluster.participants(name, "")
+	} else if t := g.existingTopic(name); t != nil {
 		list = t.roster("")
 	}
 	writeJSON(w, http.StatusOK, map[string][]mcpx.Participant{"participants": list})
@@ -81,7 +83,7 @@ func (g *Gateway) serveHistory(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	h := g.opts.History
+	h := g.hist
 	if h == nil {
 		g.refuse(w, r, &httpError{http.StatusNotFound, mcpx.CodeNotFound, "history is disabled on this gateway"})
 		return
@@ -142,7 +144,7 @@ func (g *Gateway) resolveCursor(r *http.Request, topic, param, v string, visible
 	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 		return history.AtTime(t), nil
 	}
-	n, ok, err := g.opts.History.Lookup(r.Context(), topic, v, visible)
+	n, ok, err := g.hist.Lookup(r.Context(), topic, v, visible)
 	if err != nil {
 		g.log.Error("history lookup", "topic", topic, "err", err)
 		return nil, &httpError{http.StatusInternalServerError, mcpx.CodeInternal, "could not read history"}
@@ -166,12 +168,23 @@ func isDigits(s string) bool {
 // serveHealth is GET /healthz.
 func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 	status, code := "ok", http.StatusOK
+	body := map[string]any{
+		"protocol": mcpx.Protocol,
+		"uptime_s": g.opts.Now().Sub(g.started).Seconds(),
+	}
+	if c := g.cluster; c != nil {
+		// A node without NATS keeps its connections but can store and
+		// deliver nothing: a load balancer should send newcomers elsewhere.
+		body["node"] = c.Node()
+		body["nats"] = "up"
+		if !c.Up() {
+			body["nats"] = "down"
+			status, code = "nats_down", http.StatusServiceUnavailable
+		}
+	}
 	if g.isClosing() {
 		status, code = "shutting_down", http.StatusServiceUnavailable
 	}
-	writeJSON(w, code, map[string]any{
-		"status":   status,
-		"protocol": mcpx.Protocol,
-		"uptime_s": g.opts.Now().Sub(g.started).Seconds(),
-	})
+	body["status"] = status
+	writeJSON(w, code, body)
 }

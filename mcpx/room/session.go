@@ -43,7 +43,11 @@ type session struct {
 	p       mcpx.Participant
 	ws      *wsconn.Conn
 	limiter *rate.Limiter // nil: unlimited; set by join
-	log     *slog.Logger
+	// On a cluster node: the connection's name in the roster, and the
+	// entry of an older connection of the participant that it replaced.
+	connID   string
+	replaced *member
+	log      *slog.Logger
 
 	closeOnce sync.Once
 	done      chan struct{}    // closed when the session starts to close
@@ -328,6 +332,11 @@ func (s *session) handle(ctx context.Context, data []byte) {
 	switch {
 	case errors.Is(err, errEnding):
 		return // the connection is closing: nobody to answer
+	case errors.Is(err, ErrUnavailable):
+		retry := s.g.cluster.opts.RetryAfter
+		s.log.Warn("envelope refused: NATS unavailable", "envelope", e.ID, "err", err)
+		s.reject(mcpx.CodeUnavailable, e.ID, fmt.Sprintf("the gateway lost its link to NATS, so the envelope was not published; send it again in %d ms", retry.Milliseconds()), retry)
+		return
 	case errors.Is(err, errReplaced):
 		s.log.Info("envelope from a replaced connection refused", "envelope", e.ID)
 		s.reject(mcpx.CodeFromMismatch, e.ID, "this connection was replaced by a newer one for the same participant", 0)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/cvmgo/cvm/mcpx/history"
@@ -38,10 +39,16 @@ type topic struct {
 
 	rosterMu sync.RWMutex
 	members  map[string]*session
+
+	// On a cluster node: the seq of the last log entry delivered, and the
+	// participants' own envelopes waiting for their echo, by append number.
+	delivered atomic.Uint64
+	echoMu    sync.Mutex
+	echoes    map[uint64]*echoWait
 }
 
 func newTopic(g *Gateway, name string) *topic {
-	return &topic{g: g, name: name, members: map[string]*session{}, limiters: map[string]*rate.Limiter{}, pending: map[string]int{}}
+	return &topic{g: g, name: name, members: map[string]*session{}, limiters: map[string]*rate.Limiter{}, pending: map[string]int{}, echoes: map[uint64]*echoWait{}}
 }
 
 func (t *topic) size() int {
@@ -123,6 +130,9 @@ func (t *topic) limiter(id string) *rate.Limiter {
 // join to everyone else. Reference order: the join to everyone, the joiner
 // included, then the welcome.
 func (t *topic) join(ctx context.Context, s *session) error {
+	if t.g.cluster != nil {
+		return t.joinCluster(ctx, s)
+	}
 	welcome, err := t.joinLocked(ctx, s)
 	if err != nil || welcome == nil {
 		return err
@@ -186,6 +196,10 @@ func (t *topic) joinLocked(ctx context.Context, s *session) (welcome func() erro
 // leave removes s if it is still the participant's connection and tells the
 // others. Safe to call more than once.
 func (t *topic) leave(ctx context.Context, s *session, why mcpx.LeaveReason) {
+	if t.g.cluster != nil {
+		t.leaveCluster(ctx, s, why)
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.members[s.p.ID] != s {
@@ -225,6 +239,9 @@ func (t *topic) publishPresence(ctx context.Context, event string, p mcpx.Partic
 // session.stored). It returns the recipients e names that are not in the
 // topic.
 func (t *topic) publish(ctx context.Context, s *session, e *mcpx.Envelope) (absent []string, err error) {
+	if t.g.cluster != nil {
+		return t.publishCluster(ctx, s, e)
+	}
 	h := t.g.opts.History
 	if h != nil {
 		if err := s.reserve(h); err != nil {
@@ -332,7 +349,7 @@ func (t *topic) roster(except string) []mcpx.Participant {
 
 func (t *topic) specWelcome(s *session) ([]byte, error) {
 	info := mcpx.HistoryInfo{Limit: t.g.opts.HistoryPageLimit}
-	if h := t.g.opts.History; h != nil {
+	if h := t.g.hist; h != nil {
 		latest, err := h.LatestSeq(t.name)
 		if err != nil {
 			return nil, fmt.Errorf("history: %w", err)
@@ -361,7 +378,7 @@ func (t *topic) referenceWelcome(ctx context.Context, s *session, latest uint64)
 		Participants:  t.roster(s.p.ID),
 		History:       []json.RawMessage{},
 	}
-	if h := t.g.opts.History; h != nil && t.g.opts.WelcomeHistory > 0 {
+	if h := t.g.hist; h != nil && t.g.opts.WelcomeHistory > 0 {
 		page, err := h.Query(ctx, t.name, history.Query{Limit: t.g.opts.WelcomeHistory, Before: history.AtSeq(latest + 1), Visible: t.g.visibleTo(s.p.ID)})
 		if err != nil {
 			return nil, fmt.Errorf("history: %w", err)

@@ -1,10 +1,12 @@
 package room
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/cvmgo/cvm/internal/wsconn"
 	"github.com/cvmgo/cvm/mcpx"
@@ -47,14 +49,38 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, r, &httpError{http.StatusServiceUnavailable, mcpx.CodeInternal, "the gateway is shutting down; reconnect shortly"})
 		return
 	}
-	if err := t.admit(claims.Subject); errors.Is(err, errTopicFull) {
+	var (
+		connID   string
+		replaced *member
+	)
+	if g.cluster != nil {
+		connID = newConnID()
+		replaced, err = t.admitCluster(r.Context(), claims.Participant(), connID)
+	} else {
+		err = t.admit(claims.Subject)
+	}
+	switch {
+	case errors.Is(err, errTopicFull):
 		g.refuse(w, r, &httpError{http.StatusForbidden, mcpx.CodeTopicFull,
 			fmt.Sprintf("Topic %s is full (%d participants)", name, g.opts.MaxParticipants)})
 		return
+	case err != nil:
+		g.log.Warn("admission failed", "topic", name, "err", err)
+		g.refuse(w, r, &httpError{http.StatusServiceUnavailable, mcpx.CodeUnavailable, "the gateway cannot reach NATS; try another gateway node, or again shortly"})
+		return
+	}
+	release := func() {
+		if g.cluster != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			g.cluster.release(ctx, name, claims.Subject, connID)
+		} else {
+			t.release(claims.Subject)
+		}
 	}
 	conn, err := wsconn.Accept(w, r, g.wsOptions())
 	if err != nil {
-		t.release(claims.Subject)
+		release()
 		g.log.Info("websocket upgrade failed", "err", err, "remote", r.RemoteAddr)
 		return
 	}
@@ -62,8 +88,9 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 		g.log.Debug("client did not offer the mcp-x.v0 subprotocol", "participant", claims.Subject)
 	}
 	s := newSession(g, t, claims.Participant(), conn)
+	s.connID, s.replaced = connID, replaced
 	if !g.track(s) {
-		t.release(claims.Subject)
+		release()
 		conn.Close(closeGoingAway, "gateway shutting down")
 		conn.Run()
 		return

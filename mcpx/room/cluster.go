@@ -1,0 +1,905 @@
+package room
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cvmgo/cvm/internal/natsx"
+	"github.com/cvmgo/cvm/mcpx"
+	"github.com/cvmgo/cvm/mcpx/history"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrUnavailable is returned by Cluster operations while the link to NATS
+// is down; the gateway answers with an unavailable error envelope.
+var ErrUnavailable = errors.New("mcpx: NATS unavailable")
+
+// NATS names. A topic becomes one subject token, base64url-encoded, since
+// topics may contain dots.
+const (
+	clusterStream  = "MCPX"
+	rosterBucket   = "mcpx-roster"
+	logPrefix      = "mcpx.h."
+	presencePrefix = "mcpx.p."
+	nodeHeartbeat  = "mcpx.nodes.hb"
+
+	hdrSeq    = "Mcpx-Seq"
+	hdrID     = "Mcpx-Id"
+	hdrFrom   = "Mcpx-From"
+	hdrTo     = "Mcpx-To"
+	hdrExcept = "Mcpx-Except"
+	hdrNode   = "Mcpx-Node"
+	hdrPub    = "Mcpx-Pub"
+)
+
+func topicToken(topic string) string { return base64.RawURLEncoding.EncodeToString([]byte(topic)) }
+
+func logSubject(topic string) string { return logPrefix + topicToken(topic) }
+
+func rosterKey(topic string) string { return "t." + topicToken(topic) }
+
+// ClusterOptions configure NewCluster. Zero values select the defaults.
+type ClusterOptions struct {
+	// Node names this gateway node in the roster (default random).
+	Node string
+	// MaxPerTopic is how many envelopes each topic keeps (default 10000;
+	// -1 keeps all): the stream's limit of messages per subject.
+	MaxPerTopic int
+	// Replicas of the stream and the roster bucket (default 1; 3 on a
+	// 3-server NATS cluster).
+	Replicas int
+	// NodeTimeout is how long a node may go unheard before the others
+	// report its participants as left (default 5 s). Nodes announce
+	// themselves every NodeTimeout/5.
+	NodeTimeout time.Duration
+	// RetryAfter is what unavailable error envelopes advise (default 1 s).
+	RetryAfter time.Duration
+	Logger     *slog.Logger
+}
+
+// Cluster is what several gateway nodes share through NATS JetStream:
+// each topic's history and order (one stream, a subject per topic, seq in
+// a header, guarded by Nats-Expected-Last-Subject-Sequence), its roster (a
+// key-value bucket, one key per topic, changed by compare-and-set), and
+// presence (core NATS, a subject per topic). Give it to Options.Cluster;
+// see docs/mcpx.md, "Several nodes". Safe for concurrent use.
+type Cluster struct {
+	conn   *natsx.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	roster jetstream.KeyValue
+	opts   ClusterOptions
+	log    *slog.Logger
+	node   string
+
+	seqMu sync.Mutex
+	seqs  map[string]*topicSeq
+
+	mu       sync.Mutex
+	rosters  map[string]*rosterSnap // from the bucket's watcher and our own writes
+	watchers map[string][]*rosterWatch
+	seen     map[string]time.Time // node -> last heartbeat
+	upSince  time.Time
+	retries  []pendingLeave // roster removals that failed while NATS was down
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// topicSeq is this node's view of the end of a topic's log; mu serializes
+// this node's appends to the topic.
+type topicSeq struct {
+	mu         sync.Mutex
+	loaded     bool
+	last       uint64 // the topic's last seq
+	lastStream uint64 // its stream sequence
+}
+
+// member is one participant's entry in a topic's roster.
+type member struct {
+	Node string           `json:"node"`
+	Conn string           `json:"conn"`
+	P    mcpx.Participant `json:"p"`
+}
+
+type rosterSnap struct {
+	rev     uint64
+	members map[string]member
+}
+
+// NewCluster creates (or updates) the stream and the roster bucket and
+// starts the node's heartbeat and the roster watcher. Close it after the
+// gateways using it.
+func NewCluster(ctx context.Context, conn *natsx.Conn, opts ClusterOptions) (*Cluster, error) {
+	if opts.Node == "" {
+		var b [6]byte
+		rand.Read(b[:])
+		opts.Node = hex.EncodeToString(b[:])
+	}
+	if opts.MaxPerTopic == 0 {
+		opts.MaxPerTopic = 10000
+	}
+	if opts.Replicas <= 0 {
+		opts.Replicas = 1
+	}
+	if opts.NodeTimeout <= 0 {
+		opts.NodeTimeout = 5 * time.Second
+	}
+	if opts.RetryAfter <= 0 {
+		opts.RetryAfter = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	c := &Cluster{
+		conn: conn, js: conn.JS, opts: opts, node: opts.Node,
+		log:      opts.Logger.With("node", opts.Node),
+		seqs:     map[string]*topicSeq{},
+		rosters:  map[string]*rosterSnap{},
+		watchers: map[string][]*rosterWatch{},
+		seen:     map[string]time.Time{},
+		upSince:  time.Now(),
+	}
+	perSubject := int64(opts.MaxPerTopic)
+	if perSubject < 0 {
+		perSubject = -1
+	}
+	st, err := c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:              clusterStream,
+		Description:       "cvm MCPx rooms: every topic's envelopes, a subject per topic",
+		Subjects:          []string{logPrefix + ">"},
+		Storage:           jetstream.FileStorage,
+		Replicas:          opts.Replicas,
+		MaxMsgsPerSubject: perSubject,
+		Discard:           jetstream.DiscardOld,
+		AllowDirect:       true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mcpx cluster: stream %s: %w", clusterStream, err)
+	}
+	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      rosterBucket,
+		Description: "cvm MCPx rooms: each topic's participants",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    opts.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mcpx cluster: bucket %s: %w", rosterBucket, err)
+	}
+	c.stream, c.roster = st, kv
+	// The watcher lives as long as the Cluster, not as long as ctx.
+	bg, cancel := context.WithCancel(context.Background())
+	w, err := kv.WatchAll(bg)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("mcpx cluster: watch %s: %w", rosterBucket, err)
+	}
+	hb, err := conn.NC.Subscribe(nodeHeartbeat, func(m *nats.Msg) {
+		c.mu.Lock()
+		c.seen[string(m.Data)] = time.Now()
+		c.mu.Unlock()
+	})
+	if err != nil {
+		w.Stop()
+		cancel()
+		return nil, fmt.Errorf("mcpx cluster: %w", err)
+	}
+	c.cancel = cancel
+	c.wg.Go(func() {
+		defer w.Stop()
+		c.watch(bg, w)
+	})
+	c.wg.Go(func() {
+		defer hb.Unsubscribe()
+		c.heartbeat(bg)
+	})
+	return c, nil
+}
+
+// Close stops the node's heartbeat and watcher. It does not close the NATS
+// connection.
+func (c *Cluster) Close() {
+	c.cancel()
+	c.wg.Wait()
+}
+
+// Node is this node's name.
+func (c *Cluster) Node() string { return c.node }
+
+// Up reports whether the link to NATS is up.
+func (c *Cluster) Up() bool { return c.conn.Up() }
+
+// watch applies every change of the roster bucket to the cache and tells
+// the topics that follow it.
+func (c *Cluster) watch(ctx context.Context, w jetstream.KeyWatcher) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				continue // the end of the initial values
+			}
+			topic, ok := topicFromKey(e.Key())
+			if !ok {
+				continue
+			}
+			snap := &rosterSnap{rev: e.Revision(), members: map[string]member{}}
+			if e.Operation() == jetstream.KeyValuePut {
+				if err := json.Unmarshal(e.Value(), &snap.members); err != nil {
+					c.log.Error("unreadable roster entry", "topic", topic, "err", err)
+					continue
+				}
+			}
+			c.apply(topic, snap, true)
+		}
+	}
+}
+
+func topicFromKey(key string) (string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(key, "t."))
+	if err != nil || !strings.HasPrefix(key, "t.") {
+		return "", false
+	}
+	return string(b), true
+}
+
+// apply makes snap the cached roster of topic if it is newer, and tells
+// the topic's followers when it comes from the watcher (notify): this
+// node's own writes need no telling.
+func (c *Cluster) apply(topic string, snap *rosterSnap, notify bool) {
+	c.mu.Lock()
+	if old := c.rosters[topic]; old != nil && old.rev >= snap.rev {
+		c.mu.Unlock()
+		return
+	}
+	c.rosters[topic] = snap
+	if !notify {
+		c.mu.Unlock()
+		return
+	}
+	ws := append([]*rosterWatch{}, c.watchers[topic]...)
+	c.mu.Unlock()
+	for _, w := range ws {
+		w.fn(snap)
+	}
+}
+
+// followRoster calls fn with every later roster of topic until the
+// returned function is called. fn must not block.
+func (c *Cluster) followRoster(topic string, fn func(*rosterSnap)) func() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := &rosterWatch{fn: fn}
+	c.watchers[topic] = append(c.watchers[topic], w)
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		ws := c.watchers[topic]
+		for i, x := range ws {
+			if x == w {
+				c.watchers[topic] = append(ws[:i:i], ws[i+1:]...)
+				break
+			}
+		}
+		if len(c.watchers[topic]) == 0 {
+			delete(c.watchers, topic)
+		}
+	}
+}
+
+type rosterWatch struct{ fn func(*rosterSnap) }
+
+// members returns topic's cached roster (never nil).
+func (c *Cluster) members(topic string) map[string]member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.rosters[topic]; s != nil {
+		return s.members
+	}
+	return map[string]member{}
+}
+
+// heartbeat announces the node and reports the participants of nodes not
+// heard from in NodeTimeout as left.
+func (c *Cluster) heartbeat(ctx context.Context) {
+	tick := time.NewTicker(c.opts.NodeTimeout / 5)
+	defer tick.Stop()
+	wasUp := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		up := c.conn.Up()
+		if !up {
+			wasUp = false
+			continue
+		}
+		now := time.Now()
+		if !wasUp {
+			// Back from an outage: nobody was heard meanwhile, which
+			// proves nothing about them.
+			c.mu.Lock()
+			c.upSince = now
+			c.mu.Unlock()
+			wasUp = true
+		}
+		if err := c.conn.NC.Publish(nodeHeartbeat, []byte(c.node)); err != nil {
+			continue
+		}
+		c.retryLeaves(ctx)
+		c.sweep(ctx, now)
+	}
+}
+
+// sweep removes the roster entries of dead nodes and publishes their
+// leaves; of several nodes sweeping, the one whose write wins publishes.
+func (c *Cluster) sweep(ctx context.Context, now time.Time) {
+	c.mu.Lock()
+	if now.Sub(c.upSince) < c.opts.NodeTimeout {
+		c.mu.Unlock()
+		return
+	}
+	type gone struct {
+		topic string
+		m     member
+	}
+	var dead []gone
+	for topic, s := range c.rosters {
+		for _, m := range s.members {
+			if m.Node == c.node {
+				continue
+			}
+			if last, ok := c.seen[m.Node]; !ok || now.Sub(last) > c.opts.NodeTimeout {
+				dead = append(dead, gone{topic, m})
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, d := range dead {
+		ok, err := c.release(ctx, d.topic, d.m.P.ID, d.m.Conn)
+		if err != nil || !ok {
+			continue
+		}
+		c.log.Info("participant of a dead node reported left", "topic", d.topic, "participant", d.m.P.ID, "dead_node", d.m.Node)
+		e := presenceEnvelope(time.Now(), mcpx.PresenceLeave, d.m.P, mcpx.LeaveTimeout)
+		if err := c.Publish(ctx, Delivery{Topic: d.topic, Frame: e.AppendJSON(nil)}); err != nil {
+			c.log.Warn("leave of a dead node's participant not published", "topic", d.topic, "err", err)
+		}
+	}
+}
+
+// update applies change to topic's roster with compare-and-set, retrying
+// on conflicts. change returns false to leave the roster as it is.
+func (c *Cluster) update(ctx context.Context, topic string, change func(map[string]member) (bool, error)) (*rosterSnap, error) {
+	if !c.Up() {
+		return nil, ErrUnavailable
+	}
+	key := rosterKey(topic)
+	for range 64 {
+		var rev uint64
+		members := map[string]member{}
+		e, err := c.roster.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("roster %s: %w", topic, err)
+		default:
+			rev = e.Revision()
+			if len(e.Value()) > 0 {
+				if err := json.Unmarshal(e.Value(), &members); err != nil {
+					return nil, fmt.Errorf("roster %s: %w", topic, err)
+				}
+			}
+		}
+		changed, err := change(members)
+		if err != nil || !changed {
+			return &rosterSnap{rev: rev, members: members}, err
+		}
+		val, err := json.Marshal(members)
+		if err != nil {
+			return nil, err
+		}
+		if rev == 0 {
+			rev, err = c.roster.Create(ctx, key, val)
+		} else {
+			rev, err = c.roster.Update(ctx, key, val, rev)
+		}
+		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("roster %s: %w", topic, err)
+		}
+		snap := &rosterSnap{rev: rev, members: members}
+		c.apply(topic, snap, false)
+		return snap, nil
+	}
+	return nil, fmt.Errorf("roster %s: too much contention", topic)
+}
+
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// claim makes conn participant p's connection in topic, cluster-wide: the
+// newer connection wins. It fails with errTopicFull when the topic has max
+// other participants. It returns the entry it replaced, if any, and the
+// roster it wrote.
+func (c *Cluster) claim(ctx context.Context, topic string, p mcpx.Participant, conn string, max int) (old *member, snap *rosterSnap, err error) {
+	snap, err = c.update(ctx, topic, func(ms map[string]member) (bool, error) {
+		old = nil
+		if m, ok := ms[p.ID]; ok {
+			old = &m
+		} else if len(ms) >= max {
+			return false, errTopicFull
+		}
+		ms[p.ID] = member{Node: c.node, Conn: conn, P: p}
+		return true, nil
+	})
+	return old, snap, err
+}
+
+// release removes participant id from topic's roster if conn is still its
+// connection, and reports whether it did.
+func (c *Cluster) release(ctx context.Context, topic, id, conn string) (bool, error) {
+	removed := false
+	_, err := c.update(ctx, topic, func(ms map[string]member) (bool, error) {
+		removed = false
+		if m, ok := ms[id]; ok && m.Conn == conn {
+			delete(ms, id)
+			removed = true
+		}
+		return removed, nil
+	})
+	return removed, err
+}
+
+// Publish implements Broker for what is not stored: presence, on core NATS.
+func (c *Cluster) Publish(_ context.Context, d Delivery) error {
+	if !c.Up() {
+		return ErrUnavailable
+	}
+	m := nats.NewMsg(presencePrefix + topicToken(d.Topic))
+	m.Data = d.Frame
+	if d.To != nil {
+		m.Header.Set(hdrTo, strings.Join(d.To, ","))
+	}
+	if d.Except != "" {
+		m.Header.Set(hdrExcept, d.Except)
+	}
+	return c.conn.NC.PublishMsg(m)
+}
+
+// Subscribe implements Broker for presence.
+func (c *Cluster) Subscribe(topic string, deliver func(Delivery)) (func(), error) {
+	sub, err := c.conn.NC.Subscribe(presencePrefix+topicToken(topic), func(m *nats.Msg) {
+		deliver(deliveryFromHeaders(topic, m.Header, m.Data))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mcpx cluster: %w", err)
+	}
+	sub.SetPendingLimits(-1, 64<<20)
+	return func() { sub.Unsubscribe() }, nil
+}
+
+func deliveryFromHeaders(topic string, h nats.Header, frame []byte) Delivery {
+	d := Delivery{Topic: topic, Frame: frame, Except: h.Get(hdrExcept)}
+	if to := h.Get(hdrTo); to != "" {
+		d.To = strings.Split(to, ",")
+	}
+	return d
+}
+
+// entry is one stored envelope as every node's follower sees it.
+type entry struct {
+	Delivery
+	Seq  uint64
+	From string
+	Node string // the node that appended it
+	Pub  uint64 // that node's number for the append
+}
+
+// appendEnvelope stores an envelope in topic's log under the topic's next
+// seq, which it picks: encode builds the frame for a seq, and is called
+// again if another node took that seq first. It returns once JetStream
+// has acknowledged the message.
+func (c *Cluster) appendEnvelope(ctx context.Context, d Delivery, id, from string, pub uint64, encode func(seq uint64) []byte) (uint64, error) {
+	if !c.Up() {
+		return 0, ErrUnavailable
+	}
+	c.seqMu.Lock()
+	ts := c.seqs[d.Topic]
+	if ts == nil {
+		ts = &topicSeq{}
+		c.seqs[d.Topic] = ts
+	}
+	c.seqMu.Unlock()
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	subj := logSubject(d.Topic)
+	for range 64 {
+		if !ts.loaded {
+			seq, sseq, err := c.last(ctx, d.Topic)
+			if err != nil {
+				return 0, err
+			}
+			ts.last, ts.lastStream, ts.loaded = seq, sseq, true
+		}
+		seq := ts.last + 1
+		m := nats.NewMsg(subj)
+		m.Data = encode(seq)
+		m.Header.Set(hdrSeq, strconv.FormatUint(seq, 10))
+		m.Header.Set(hdrID, id)
+		m.Header.Set(hdrFrom, from)
+		if d.To != nil {
+			m.Header.Set(hdrTo, strings.Join(d.To, ","))
+		}
+		if d.Except != "" {
+			m.Header.Set(hdrExcept, d.Except)
+		}
+		m.Header.Set(hdrNode, c.node)
+		m.Header.Set(hdrPub, strconv.FormatUint(pub, 10))
+		ack, err := c.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(ts.lastStream))
+		if isWrongLastSeq(err) {
+			ts.loaded = false // another node appended: read the end again
+			continue
+		}
+		if err != nil {
+			// Stored or not, we cannot tell: read the end again next time.
+			ts.loaded = false
+			if !c.Up() || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrConnectionClosed) {
+				return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+			}
+			return 0, fmt.Errorf("mcpx cluster: append to %s: %w", d.Topic, err)
+		}
+		ts.last, ts.lastStream = seq, ack.Sequence
+		return seq, nil
+	}
+	return 0, fmt.Errorf("mcpx cluster: append to %s: too much contention", d.Topic)
+}
+
+// last reads the topic's last seq and its stream sequence (0, 0: none).
+func (c *Cluster) last(ctx context.Context, topic string) (seq, streamSeq uint64, err error) {
+	m, err := c.stream.GetLastMsgForSubject(ctx, logSubject(topic))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		if !c.Up() {
+			return 0, 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return 0, 0, fmt.Errorf("mcpx cluster: last of %s: %w", topic, err)
+	}
+	seq, err = strconv.ParseUint(m.Header.Get(hdrSeq), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("mcpx cluster: message %d of %s has no seq", m.Sequence, topic)
+	}
+	return seq, m.Sequence, nil
+}
+
+// follow calls deliver, in order, for every envelope appended to topic
+// after this call, on whichever node, until stop is called. It returns the
+// topic's last seq before the first one deliver gets.
+func (c *Cluster) follow(ctx context.Context, topic string, deliver func(entry)) (last uint64, stop func(), err error) {
+	last, sseq, err := c.last(ctx, topic)
+	if err != nil {
+		return 0, nil, err
+	}
+	cons, err := c.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{logSubject(topic)},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    sseq + 1,
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("mcpx cluster: follow %s: %w", topic, err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		e, err := entryFromMsg(topic, m.Headers(), m.Data())
+		if err != nil {
+			c.log.Error("unreadable message in the log", "topic", topic, "err", err)
+			return
+		}
+		deliver(e)
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("mcpx cluster: follow %s: %w", topic, err)
+	}
+	return last, cc.Stop, nil
+}
+
+func entryFromMsg(topic string, h nats.Header, data []byte) (entry, error) {
+	seq, err := strconv.ParseUint(h.Get(hdrSeq), 10, 64)
+	if err != nil {
+		return entry{}, errors.New("no seq")
+	}
+	pub, _ := strconv.ParseUint(h.Get(hdrPub), 10, 64)
+	return entry{Delivery: deliveryFromHeaders(topic, h, data), Seq: seq, From: h.Get(hdrFrom), Node: h.Get(hdrNode), Pub: pub}, nil
+}
+
+// The rest is history.HistoryReader over the stream.
+
+// LatestSeq implements HistoryReader.
+func (c *Cluster) LatestSeq(topic string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	seq, _, err := c.last(ctx, topic)
+	return seq, err
+}
+
+// Topics implements HistoryReader: the topics with stored envelopes.
+func (c *Cluster) Topics() ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := c.stream.Info(ctx, jetstream.WithSubjectFilter(logPrefix+">"))
+	if err != nil {
+		return nil, fmt.Errorf("mcpx cluster: topics: %w", err)
+	}
+	out := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(subj, logPrefix))
+		if err == nil {
+			out = append(out, string(b))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// stored is one message of a topic's log.
+type stored struct {
+	streamSeq uint64
+	rec       history.Record
+}
+
+func (c *Cluster) readMsg(m *jetstream.RawStreamMsg) (stored, error) {
+	seq, err := strconv.ParseUint(m.Header.Get(hdrSeq), 10, 64)
+	if err != nil {
+		return stored{}, fmt.Errorf("mcpx cluster: message %d has no seq", m.Sequence)
+	}
+	r := history.Record{Seq: seq, ID: m.Header.Get(hdrID), From: m.Header.Get(hdrFrom), Received: m.Time, Data: m.Data}
+	if to := m.Header.Get(hdrTo); to != "" {
+		r.To = strings.Split(to, ",")
+	}
+	return stored{streamSeq: m.Sequence, rec: r}, nil
+}
+
+// nextOf returns the topic's first message at stream sequence from or
+// later (ok false: none).
+func (c *Cluster) nextOf(ctx context.Context, topic string, from uint64) (stored, bool, error) {
+	m, err := c.stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(logSubject(topic)))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return stored{}, false, nil
+	}
+	if err != nil {
+		return stored{}, false, c.readErr(err)
+	}
+	s, err := c.readMsg(m)
+	return s, err == nil, err
+}
+
+func (c *Cluster) readErr(err error) error {
+	if !c.Up() {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return fmt.Errorf("mcpx cluster: read history: %w", err)
+}
+
+// search returns the topic's first message, in log order, for which pred
+// holds; pred must be false up to some message and true from it on. It
+// is a binary search over stream sequences: O(log n) direct gets.
+func (c *Cluster) search(ctx context.Context, topic string, lastStream uint64, pred func(history.Record) bool) (stored, bool, error) {
+	lo, hi := uint64(1), lastStream
+	var found stored
+	ok := false
+	for lo <= hi {
+		mid := lo + (hi-lo)/2
+		s, exists, err := c.nextOf(ctx, topic, mid)
+		if err != nil {
+			return stored{}, false, err
+		}
+		switch {
+		case !exists || s.streamSeq > hi:
+			hi = mid - 1 // none of the topic's messages lies in [mid, hi]
+		case pred(s.rec):
+			found, ok = s, true
+			hi = mid - 1
+		default:
+			lo = s.streamSeq + 1
+		}
+	}
+	return found, ok, nil
+}
+
+// scan calls visit for the topic's messages from stream sequence from up
+// to lastStream, in order, until visit returns false.
+func (c *Cluster) scan(ctx context.Context, topic string, from, lastStream uint64, visit func(stored) bool) error {
+	if from > lastStream {
+		return nil
+	}
+	cons, err := c.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{logSubject(topic)},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    from,
+	})
+	if err != nil {
+		return c.readErr(err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return c.readErr(err)
+	}
+	defer it.Stop()
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return c.readErr(err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return c.readErr(err)
+		}
+		raw := &jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: md.Sequence.Stream, Header: m.Headers(), Data: m.Data(), Time: md.Timestamp}
+		s, err := c.readMsg(raw)
+		if err != nil {
+			return err
+		}
+		if !visit(s) || s.streamSeq >= lastStream {
+			return nil
+		}
+	}
+}
+
+// Query implements HistoryReader: pages as history.Store.Query gives them.
+// It sees every envelope JetStream acknowledged before it was called.
+func (c *Cluster) Query(ctx context.Context, topic string, q history.Query) (history.Page, error) {
+	if q.Limit <= 0 {
+		return history.Page{}, nil
+	}
+	lastSeq, lastStream, err := c.last(ctx, topic)
+	if err != nil || lastStream == 0 {
+		return history.Page{}, err
+	}
+	visible := func(r history.Record) bool { return q.Visible == nil || q.Visible(r.From, r.To) }
+	var page history.Page
+	if q.After != nil {
+		pred := func(r history.Record) bool { return r.Seq > q.After.Seq }
+		if !q.After.Time.IsZero() {
+			pred = func(r history.Record) bool { return r.Received.After(q.After.Time) }
+		}
+		start, ok, err := c.search(ctx, topic, lastStream, pred)
+		if err != nil || !ok {
+			return history.Page{}, err
+		}
+		var out []history.Record
+		err = c.scan(ctx, topic, start.streamSeq, lastStream, func(s stored) bool {
+			if q.Before != nil && !beforeCursor(s.rec, q.Before) {
+				return false
+			}
+			if visible(s.rec) {
+				out = append(out, copyRecord(s.rec))
+			}
+			return len(out) <= q.Limit
+		})
+		if err != nil {
+			return history.Page{}, err
+		}
+		if len(out) > q.Limit {
+			out, page.More = out[:q.Limit], true
+		}
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+		page.Records = out
+		return page, nil
+	}
+	// Newest first below Before: walk back in windows of seqs.
+	hi := lastSeq + 1
+	if q.Before != nil {
+		if q.Before.Time.IsZero() {
+			hi = min(hi, q.Before.Seq)
+		} else {
+			s, ok, err := c.search(ctx, topic, lastStream, func(r history.Record) bool { return !r.Received.Before(q.Before.Time) })
+			if err != nil {
+				return history.Page{}, err
+			}
+			if ok {
+				hi = s.rec.Seq
+			}
+		}
+	}
+	first, ok, err := c.nextOf(ctx, topic, 1)
+	if err != nil || !ok {
+		return history.Page{}, err
+	}
+	var out []history.Record // newest first
+	window := uint64(q.Limit + 1)
+	for hi > first.rec.Seq && len(out) <= q.Limit {
+		lo := first.rec.Seq
+		if hi > window && hi-window > lo {
+			lo = hi - window
+		}
+		start, ok, err := c.search(ctx, topic, lastStream, func(r history.Record) bool { return r.Seq >= lo })
+		if err != nil {
+			return history.Page{}, err
+		}
+		if !ok {
+			break
+		}
+		var chunk []history.Record
+		err = c.scan(ctx, topic, start.streamSeq, lastStream, func(s stored) bool {
+			if s.rec.Seq >= hi {
+				return false
+			}
+			if visible(s.rec) {
+				chunk = append(chunk, copyRecord(s.rec))
+			}
+			return true
+		})
+		if err != nil {
+			return history.Page{}, err
+		}
+		for i := len(chunk) - 1; i >= 0; i-- {
+			out = append(out, chunk[i])
+		}
+		hi = lo
+		window *= 2
+	}
+	if len(out) > q.Limit {
+		out, page.More = out[:q.Limit], true
+	}
+	page.Records = out
+	return page, nil
+}
+
+func beforeCursor(r history.Record, c *history.Cursor) bool {
+	if c.Time.IsZero() {
+		return r.Seq < c.Seq
+	}
+	return r.Received.Before(c.Time)
+}
+
+func copyRecord(r history.Record) history.Record {
+	r.Data = append([]byte(nil), r.Data...)
+	return r
+}
+
+// Lookup implements HistoryReader: the newest envelope with id that
+// visible admits. It reads the topic's history backwards.
+func (c *Cluster) Lookup(ctx context.Context, topic, id string, visible func(from string, to []string) bool) (uint64, bool, error) {
+	var before *history.Cursor
+	for {
+		page, err := c.Query(ctx, topic, history.Query{Limit: 1000, Before: before, Visible: visible})
+		if err != nil {
+			return 0, false, err
+		}
+		for _, r := range page.Records {
+			if r.ID == id {
+				return r.Seq, true, nil
+			}
+		}
+		if !page.More || len(page.Records) == 0 {
+			return 0, false, nil
+		}
+		before = history.AtSeq(page.Records[len(page.Records)-1].Seq)
+	}
+}

@@ -1,0 +1,308 @@
+package room
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/internal/natsx"
+	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/mcpx"
+)
+
+// testCluster is several gateway nodes sharing one embedded JetStream
+// server (sync always), with one set of keys.
+type testCluster struct {
+	t     *testing.T
+	nats  *natstest.Server
+	nodes []*testGateway
+	conns []*natsx.Conn
+	cls   []*Cluster
+}
+
+func startCluster(t *testing.T, n int, opts Options) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t, nats: natstest.Start(t)}
+	keys := testKeys(t)
+	for i := 0; i < n; i++ {
+		tc.addNode(keys, opts)
+	}
+	return tc
+}
+
+func (tc *testCluster) addNode(keys *Keys, opts Options) *testGateway {
+	t := tc.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	conn, err := natsx.Connect(ctx, tc.nats.URL(), natsx.Options{Logger: log, ReconnectWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := NewCluster(ctx, conn, ClusterOptions{NodeTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond, Logger: log})
+	if err != nil {
+		conn.Close()
+		t.Fatal(err)
+	}
+	opts.Tokens, opts.Cluster = keys, cl
+	g := startGateway(t, opts)
+	// Cleanups run last-in first-out: the gateway closes first.
+	t.Cleanup(func() { cl.Close(); conn.Close() })
+	tc.nodes = append(tc.nodes, g)
+	tc.conns = append(tc.conns, conn)
+	tc.cls = append(tc.cls, cl)
+	return g
+}
+
+// waitFor polls cond until it holds, failing after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitRoster waits until every node sees exactly ids in topic.
+func (tc *testCluster) waitRoster(topic string, ids ...string) {
+	tc.t.Helper()
+	for _, c := range tc.cls {
+		waitFor(tc.t, 20*time.Second, "the roster of "+topic, func() bool {
+			ms := c.members(topic)
+			if len(ms) != len(ids) {
+				return false
+			}
+			for _, id := range ids {
+				if _, ok := ms[id]; !ok {
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
+
+func TestNATS_BroadcastAndDirectedCallAcrossNodes(t *testing.T) {
+	tc := startCluster(t, 3, Options{})
+	n := tc.nodes
+	a, _ := n[0].join("room", "a")
+	b, _ := n[1].join("room", "b")
+	if m := a.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "b" {
+		t.Fatalf("a got %s, want b's join", m)
+	}
+	c, w := n[2].join("room", "c")
+	var welcome mcpx.Welcome
+	if err := jsonUnmarshal(w.Payload, &welcome); err != nil || len(welcome.Participants) != 2 ||
+		welcome.Participants[0].ID != "a" || welcome.Participants[1].ID != "b" {
+		t.Fatalf("c's welcome %s: want participants a and b, on other nodes", w)
+	}
+	for _, x := range []*client{a, b} {
+		if m := x.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "c" {
+			t.Fatalf("%s got %s, want c's join", x.id, m)
+		}
+	}
+	// A broadcast reaches each participant on each node once, the sender's
+	// echo with its seq.
+	e := a.chat("hello")
+	for _, x := range []*client{a, b, c} {
+		m := x.read()
+		if m.ID != e["id"] || m.Seq != 1 {
+			t.Fatalf("%s got %s, want %s with seq 1", x.id, m, e["id"])
+		}
+	}
+	// A directed request reaches only its recipient on another node; the
+	// answer comes back across nodes.
+	req := a.env([]string{"c"}, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`)
+	a.send(req)
+	m := c.read()
+	if m.ID != req["id"] || m.Seq != 2 || m.From != "a" {
+		t.Fatalf("c got %s, want the request with seq 2", m)
+	}
+	resp := c.env([]string{"a"}, `{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}`)
+	resp["correlation_id"] = req["id"]
+	c.send(resp)
+	if m := a.read(); m.ID != resp["id"] || m.CorrelationID != req["id"] || m.Seq != 3 {
+		t.Fatalf("a got %s, want the response with seq 3", m)
+	}
+	// b saw neither: the next thing it reads is a broadcast with seq 4.
+	barrier(t, b, a, c)
+	// An absent recipient is reported, cluster-wide.
+	x := b.env([]string{"nobody", "a"}, `{"jsonrpc":"2.0","method":"notifications/x"}`)
+	b.send(x)
+	b.expectError(mcpx.CodeUnknownRecipient, x["id"].(string))
+	if m := a.read(); m.ID != x["id"] {
+		t.Fatalf("a got %s, want %s", m, x["id"])
+	}
+}
+
+func TestNATS_HistoryAndResumeThroughAnotherNode(t *testing.T) {
+	tc := startCluster(t, 2, Options{})
+	a, _ := tc.nodes[0].join("room", "a")
+	var sent []string
+	for i := 0; i < 7; i++ {
+		e := a.chat("m")
+		if m := a.read(); m.ID != e["id"] || m.Seq != uint64(i+1) {
+			t.Fatalf("echo %s, want %s seq %d", m, e["id"], i+1)
+		}
+		sent = append(sent, e["id"].(string))
+	}
+	d := a.env([]string{"z"}, `{"jsonrpc":"2.0","method":"notifications/secret"}`)
+	a.send(d)
+	a.expectError(mcpx.CodeUnknownRecipient, d["id"].(string))
+	other := tc.nodes[1]
+	// Resume by seq through the other node: everything after 3, oldest last.
+	page, more := other.historyPage("room", "b", "?after=3&limit=3")
+	if got := ids(page); len(got) != 3 || got[0] != sent[5] || got[2] != sent[3] || !more {
+		t.Fatalf("after=3: %v more=%v, want %v..%v and more", got, more, sent[5], sent[3])
+	}
+	// b may not see a's directed envelope to z: the newest page skips it.
+	page, more = other.historyPage("room", "b", "?limit=2")
+	if got := ids(page); len(got) != 2 || got[0] != sent[6] || got[1] != sent[5] || !more {
+		t.Fatalf("newest: %v more=%v", got, more)
+	}
+	page, _ = other.historyPage("room", "z", "?limit=1")
+	if got := ids(page); len(got) != 1 || got[0] != d["id"] {
+		t.Fatalf("z's newest: %v, want %s", got, d["id"])
+	}
+	page, more = other.historyPage("room", "b", "?before=3")
+	if got := ids(page); len(got) != 2 || got[0] != sent[1] || more {
+		t.Fatalf("before=3: %v more=%v", got, more)
+	}
+	page, _ = other.historyPage("room", "b", "?after="+sent[4])
+	if got := ids(page); len(got) != 2 || got[0] != sent[6] || got[1] != sent[5] {
+		t.Fatalf("after id: %v", got)
+	}
+	// A joiner on the other node gets latest_seq and, live, only what follows.
+	b, w := other.join("room", "b")
+	var welcome mcpx.Welcome
+	jsonUnmarshal(w.Payload, &welcome)
+	if welcome.History.LatestSeq != 8 || !welcome.History.Enabled {
+		t.Fatalf("welcome %s: want latest_seq 8", w)
+	}
+	a.read() // b's join
+	e := a.chat("after")
+	if m := b.read(); m.ID != e["id"] || m.Seq != 9 {
+		t.Fatalf("b got %s, want seq 9", m)
+	}
+	var topics struct{ Topics []string }
+	other.get("/v0/topics", other.token("room", "b"), &topics)
+	if len(topics.Topics) != 1 || topics.Topics[0] != "room" {
+		t.Fatalf("topics %v", topics.Topics)
+	}
+}
+
+func TestNATS_DuplicateIDAcrossNodesNewerWins(t *testing.T) {
+	tc := startCluster(t, 3, Options{})
+	w, _ := tc.nodes[2].join("room", "watcher")
+	old, _ := tc.nodes[0].join("room", "x")
+	if m := w.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "x" {
+		t.Fatalf("watcher got %s", m)
+	}
+	tc.waitRoster("room", "watcher", "x")
+	newer, _ := tc.nodes[1].join("room", "x")
+	if m := w.read(); m.event() != mcpx.PresenceLeave || m.presenceID() != "x" || m.field("reason") != string(mcpx.LeaveReplaced) {
+		t.Fatalf("watcher got %s, want x's leave (replaced)", m)
+	}
+	if m := w.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "x" {
+		t.Fatalf("watcher got %s, want x's join", m)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		_, _, err := old.conn.Read(ctx)
+		if err == nil {
+			continue
+		}
+		if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+			t.Fatalf("old connection ended with %v, want 1000 Duplicate connection", err)
+		}
+		break
+	}
+	barrier(t, newer, w)
+	tc.waitRoster("room", "watcher", "x")
+	if ms := tc.cls[0].members("room"); ms["x"].Node != tc.cls[1].Node() {
+		t.Fatalf("x is on %s, want the newer connection's node %s", ms["x"].Node, tc.cls[1].Node())
+	}
+}
+
+func TestNATS_MaxParticipantsIsClusterWide(t *testing.T) {
+	tc := startCluster(t, 3, Options{MaxParticipants: 2})
+	tc.nodes[0].join("room", "a")
+	tc.nodes[1].join("room", "b")
+	code, body := tc.nodes[2].dialStatus("?topic=room", http.Header{"Authorization": {"Bearer " + tc.nodes[2].token("room", "c")}})
+	if code != http.StatusForbidden || body["code"] != string(mcpx.CodeTopicFull) {
+		t.Fatalf("third participant: %d %v, want 403 topic_full", code, body)
+	}
+	var parts struct{ Participants []mcpx.Participant }
+	tc.nodes[2].get("/v0/topics/room/participants", tc.nodes[2].token("room", "c"), &parts)
+	if len(parts.Participants) != 2 {
+		t.Fatalf("participants seen from the third node: %v", parts.Participants)
+	}
+}
+
+func TestNATS_DeadNodesParticipantsAreReportedLeft(t *testing.T) {
+	tc := startCluster(t, 2, Options{})
+	w, _ := tc.nodes[0].join("room", "w")
+	tc.nodes[1].join("room", "doomed")
+	if m := w.read(); m.presenceID() != "doomed" {
+		t.Fatalf("w got %s", m)
+	}
+	// The node loses NATS for good without a word: as if it were killed.
+	tc.cls[1].Close()
+	tc.conns[1].Close()
+	start := time.Now()
+	m, err := w.tryRead(30 * time.Second)
+	if err != nil || m.event() != mcpx.PresenceLeave || m.presenceID() != "doomed" || m.field("reason") != string(mcpx.LeaveTimeout) {
+		t.Fatalf("w got %v %v, want doomed's leave (timeout)", m, err)
+	}
+	// NodeTimeout is 2 s here; the bound is NodeTimeout plus a sweep.
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("leave after %v", d)
+	}
+	waitFor(t, 10*time.Second, "the roster without doomed", func() bool { _, ok := tc.cls[0].members("room")["doomed"]; return !ok })
+}
+
+func TestNATS_StoppedAndRestarted(t *testing.T) {
+	tc := startCluster(t, 2, Options{})
+	a, _ := tc.nodes[0].join("room", "a")
+	b, _ := tc.nodes[1].join("room", "b")
+	a.read() // b's join
+	barrier(t, a, b)
+	tc.nats.Stop()
+	waitFor(t, 20*time.Second, "the node to see NATS down", func() bool { return !tc.cls[0].Up() })
+	var health map[string]any
+	if code, _ := tc.nodes[0].get("/healthz", "", &health); code != http.StatusServiceUnavailable || health["nats"] != "down" {
+		t.Fatalf("healthz while NATS is down: %d %v", code, health)
+	}
+	e := a.chat("lost?")
+	m := a.expectError(mcpx.CodeUnavailable, e["id"].(string))
+	if ms, ok := m.field("retry_after_ms").(float64); !ok || ms <= 0 {
+		t.Fatalf("unavailable without retry_after_ms: %s", m)
+	}
+	tc.nats.Restart()
+	for i := range tc.cls {
+		waitFor(t, 30*time.Second, "the node to see NATS up", func() bool { return tc.cls[i].Up() })
+	}
+	if code, _ := tc.nodes[0].get("/healthz", "", &health); code != http.StatusOK || health["nats"] != "up" {
+		t.Fatalf("healthz after NATS returned: %d %v", code, health)
+	}
+	// The connections stayed; the log goes on where it was, across nodes.
+	e = a.chat("back")
+	for _, x := range []*client{a, b} {
+		m, err := x.tryRead(30 * time.Second)
+		if err != nil || m.ID != e["id"] || m.Seq != 2 {
+			t.Fatalf("%s got %v %v, want %s with seq 2", x.id, m, err, e["id"])
+		}
+	}
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -1,0 +1,312 @@
+package room
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/cvmgo/cvm/mcpx"
+)
+
+// This file is a topic's life on a cluster node (Options.Cluster): the
+// cluster's log orders and stores the topic's envelopes and hands them to
+// every node's follower, which delivers them to that node's participants;
+// the cluster's roster decides who is in the topic.
+
+// echoWait is a participant's own envelope on its way through the cluster
+// log: its echo goes out once JetStream has acknowledged the append
+// (acked) and this node's follower has reached it in the topic's order
+// (delivered), whichever comes last.
+type echoWait struct {
+	s         *session
+	acked     bool
+	delivered bool
+	held      *slot
+	frame     []byte
+}
+
+func newConnID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// followCluster starts following the topic's log and roster. g.mu is held.
+func (t *topic) followCluster() error {
+	c := t.g.cluster
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	last, stopLog, err := c.follow(ctx, t.name, t.deliverEntry)
+	if err != nil {
+		return fmt.Errorf("mcpx: follow %s: %w", t.name, err)
+	}
+	t.delivered.Store(last)
+	stopRoster := c.followRoster(t.name, t.rosterChanged)
+	unsub := t.unsubscribe
+	t.unsubscribe = func() {
+		stopRoster()
+		stopLog()
+		unsub()
+	}
+	return nil
+}
+
+// admitCluster claims participant p's place in the topic for connection
+// conn, cluster-wide, before the upgrade. It returns the entry it
+// replaced (an older connection of p, on any node).
+func (t *topic) admitCluster(ctx context.Context, p mcpx.Participant, conn string) (*member, error) {
+	old, _, err := t.g.cluster.claim(ctx, t.name, p, conn, t.g.opts.MaxParticipants)
+	return old, err
+}
+
+// rosterChanged runs (from the cluster's watcher) when another node changed
+// the roster: local connections that are no longer their participant's,
+// because a newer one took over elsewhere or a node swept them out, are
+// closed without a leave of their own (the node that changed the roster
+// published it).
+func (t *topic) rosterChanged(snap *rosterSnap) {
+	t.mu.Lock()
+	var gone []*session
+	for id, s := range t.members {
+		if m, ok := snap.members[id]; !ok || m.Conn != s.connID {
+			t.setMember(id, nil)
+			gone = append(gone, s)
+		}
+	}
+	t.mu.Unlock()
+	for _, s := range gone {
+		s.log.Info("participant connected again on another node; old connection replaced")
+		s.close(closeNormal, "Duplicate connection - disconnecting old session", mcpx.LeaveReplaced)
+	}
+}
+
+// joinCluster is join on a cluster node.
+func (t *topic) joinCluster(ctx context.Context, s *session) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	id := s.p.ID
+	s.limiter = t.limiter(id)
+	if old := t.members[id]; old != nil {
+		t.setMember(id, nil)
+		old.close(closeNormal, "Duplicate connection - disconnecting old session", mcpx.LeaveReplaced)
+	}
+	if s.replaced != nil {
+		// Published here, by the node of the newer connection, so that
+		// every roster built from presence sees the leave before the join.
+		// Presence travels through NATS and arrives after the welcome: the
+		// new connection, which never saw the old one, is left out.
+		t.publishPresence(ctx, mcpx.PresenceLeave, s.replaced.P, mcpx.LeaveReplaced, id)
+		t.g.log.Info("participant reconnected; old connection replaced", "topic", t.name, "participant", id, "old_node", s.replaced.Node)
+	}
+	info := mcpx.HistoryInfo{Enabled: true, Limit: t.g.opts.HistoryPageLimit}
+	// Under rosterMu, which the follower holds while it delivers: the
+	// welcome's latest_seq is exactly the last envelope the joiner will
+	// not receive live.
+	t.rosterMu.Lock()
+	_, had := t.members[id]
+	t.members[id] = s
+	info.LatestSeq = t.delivered.Load()
+	w := mcpx.Welcome{
+		Event:        "welcome",
+		Participant:  s.p,
+		Participants: t.g.cluster.participants(t.name, id),
+		History:      info,
+		Protocol:     mcpx.Protocol,
+	}
+	s.send(gatewayEnvelope(t.g.opts.Now(), mcpx.KindSystem, nil, "", w).AppendJSON(nil))
+	t.rosterMu.Unlock()
+	if !had {
+		t.g.metrics.participants.Inc()
+	}
+	t.publishPresence(ctx, mcpx.PresenceJoin, s.p, "", id)
+	return nil
+}
+
+// leaveCluster is leave on a cluster node: the participant's roster entry
+// goes (if it is still this connection's) and the others are told.
+func (t *topic) leaveCluster(ctx context.Context, s *session, why mcpx.LeaveReason) {
+	t.mu.Lock()
+	if t.members[s.p.ID] != s {
+		t.mu.Unlock()
+		return
+	}
+	t.setMember(s.p.ID, nil)
+	if l := t.limiters[s.p.ID]; l != nil && l.Tokens() >= float64(t.g.opts.RateBurst) {
+		delete(t.limiters, s.p.ID)
+	}
+	t.mu.Unlock()
+	t.g.cluster.leave(ctx, t.name, s.p, s.connID, why)
+}
+
+// publishCluster is publish on a cluster node: the envelope is appended to
+// the topic's log, which gives it its seq; every node's follower delivers
+// it, in the log's order; the sender's copy waits for JetStream's
+// acknowledgement too.
+func (t *topic) publishCluster(ctx context.Context, s *session, e *mcpx.Envelope) (absent []string, err error) {
+	c := t.g.cluster
+	if !c.Up() {
+		return nil, ErrUnavailable
+	}
+	t.rosterMu.RLock()
+	current := t.members[s.p.ID] == s
+	t.rosterMu.RUnlock()
+	if !current {
+		return nil, errReplaced
+	}
+	d := Delivery{Topic: t.name}
+	own := e.Broadcast()
+	switch {
+	case e.Broadcast():
+	case t.g.opts.Visibility != VisibilityTopic:
+		d.To = e.To
+		own = slices.Contains(e.To, e.From)
+	default:
+		d.Except = e.From
+	}
+	pub := t.g.pubs.Add(1)
+	var w *echoWait
+	if own {
+		w = &echoWait{s: s}
+		t.echoMu.Lock()
+		t.echoes[pub] = w
+		t.echoMu.Unlock()
+	}
+	size := len(e.Payload) + 192 + len(e.ID) + len(e.CorrelationID)
+	_, err = c.appendEnvelope(ctx, d, e.ID, e.From, pub, func(seq uint64) []byte {
+		e.Seq = seq
+		return e.AppendJSON(make([]byte, 0, size))
+	})
+	if w != nil {
+		t.echoMu.Lock()
+		w.acked = err == nil
+		var fill *slot
+		var frame []byte
+		if err != nil || w.delivered {
+			delete(t.echoes, pub)
+			fill, frame = w.held, w.frame
+		}
+		t.echoMu.Unlock()
+		if fill != nil {
+			if err != nil {
+				frame = nil
+			}
+			s.fill(fill, frame)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	present := c.members(t.name)
+	for _, r := range e.To {
+		if _, ok := present[r]; !ok {
+			absent = append(absent, r)
+		}
+	}
+	return absent, nil
+}
+
+// deliverEntry queues an entry of the topic's log for its local
+// recipients; the cluster's follower calls it, in log order.
+func (t *topic) deliverEntry(e entry) {
+	t.rosterMu.RLock()
+	defer t.rosterMu.RUnlock()
+	t.delivered.Store(e.Seq)
+	var w *echoWait
+	if e.Node == t.g.cluster.node {
+		t.echoMu.Lock()
+		if w = t.echoes[e.Pub]; w != nil {
+			w.delivered = true
+			if w.acked {
+				delete(t.echoes, e.Pub)
+			}
+		}
+		t.echoMu.Unlock()
+	}
+	send := func(s *session) {
+		if w != nil && s == w.s {
+			t.echoMu.Lock()
+			if !w.acked {
+				w.held, w.frame = s.hold(), e.Frame
+				t.echoMu.Unlock()
+				return
+			}
+			t.echoMu.Unlock()
+		}
+		s.send(e.Frame)
+	}
+	n := 0
+	if e.To == nil {
+		for id, s := range t.members {
+			if id != e.Except {
+				send(s)
+				n++
+			}
+		}
+	} else {
+		seen := map[string]bool{}
+		for _, id := range e.To {
+			if s := t.members[id]; s != nil && id != e.Except && !seen[id] {
+				seen[id] = true
+				send(s)
+				n++
+			}
+		}
+	}
+	t.g.metrics.deliveries.Add(float64(n))
+}
+
+// participants lists topic's participants cluster-wide, sorted by id,
+// leaving out except.
+func (c *Cluster) participants(topic, except string) []mcpx.Participant {
+	ms := c.members(topic)
+	out := make([]mcpx.Participant, 0, len(ms))
+	for id, m := range ms {
+		if id != except {
+			out = append(out, m.P)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// leave removes a participant's entry (if conn still holds it) and tells
+// the topic. While NATS is down the removal is retried until it comes
+// back, so that nobody stays in the roster for ever.
+func (c *Cluster) leave(ctx context.Context, topic string, p mcpx.Participant, conn string, why mcpx.LeaveReason) {
+	removed, err := c.release(ctx, topic, p.ID, conn)
+	if err != nil {
+		c.log.Warn("roster entry not removed; retrying when NATS answers", "topic", topic, "participant", p.ID, "err", err)
+		c.mu.Lock()
+		c.retries = append(c.retries, pendingLeave{topic, p, conn, why})
+		c.mu.Unlock()
+		return
+	}
+	if removed {
+		e := presenceEnvelope(time.Now(), mcpx.PresenceLeave, p, why)
+		if err := c.Publish(ctx, Delivery{Topic: topic, Frame: e.AppendJSON(nil)}); err != nil {
+			c.log.Warn("leave not published", "topic", topic, "participant", p.ID, "err", err)
+		}
+	}
+}
+
+type pendingLeave struct {
+	topic string
+	p     mcpx.Participant
+	conn  string
+	why   mcpx.LeaveReason
+}
+
+// retryLeaves runs the removals that failed while NATS was down.
+func (c *Cluster) retryLeaves(ctx context.Context) {
+	c.mu.Lock()
+	retries := c.retries
+	c.retries = nil
+	c.mu.Unlock()
+	for _, r := range retries {
+		c.leave(ctx, r.topic, r.p, r.conn, r.why)
+	}
+}
