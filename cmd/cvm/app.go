@@ -113,6 +113,7 @@ variables, then flags; later ones win. See "cvm config".`,
 		a.demoCommand(),
 		a.discoverCommand(),
 		a.unannounceCommand(),
+		a.walletSimCommand(),
 	)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see: %s --help)", err, c.CommandPath())

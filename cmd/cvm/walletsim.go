@@ -1,0 +1,178 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/secretfile"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/payments/lnsim"
+	"github.com/cvmgo/cvm/payments/nwc"
+	"github.com/spf13/cobra"
+)
+
+// walletSimNote is said wherever the simulator shows a secret.
+const walletSimNote = "throwaway simulator secrets; never real money"
+
+func (a *app) walletSimCommand() *cobra.Command {
+	var (
+		relays  []string
+		wallets []string
+		dataDir string
+	)
+	cmd := &cobra.Command{
+		Use:   "wallet-sim --relay URL --wallet NAME=SATS [--wallet NAME=SATS …]",
+		Short: "Run a simulated Lightning network behind Nostr Wallet Connect (tests and demos; not money)",
+		Long: `Run an offline, simulated Lightning network (a simulator: its sats are not
+money) and a NIP-47 Nostr Wallet Connect service for each of its wallets on
+the given relays. Invoices are real signed BOLT11 regtest invoices; payments
+between the simulator's wallets settle at once, with no fee.
+
+When ready, one JSON line is printed on stdout with a connection URI per
+wallet. Those URIs hold the simulator's throwaway secrets: this is the one
+place cvm prints a secret. Never use them, or this command, for real money.
+  {"ready":true,"relays":[...],"wallets":{"NAME":"nostr+walletconnect://..."},"simulator":true,...}
+
+--data DIR keeps balances, invoices and connection keys across restarts (a
+wallet already in DIR keeps its balance, whatever --wallet says). Logs go to
+stderr. SIGINT or SIGTERM stops it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(relays) == 0 {
+				return errors.New("--relay is required: the relay the wallet service listens on")
+			}
+			if len(wallets) == 0 {
+				return errors.New("--wallet NAME=SATS is required (repeat it for more wallets)")
+			}
+			balances := map[string]int64{}
+			var names []string
+			for _, w := range wallets {
+				name, amount, ok := strings.Cut(w, "=")
+				n, err := strconv.ParseInt(amount, 10, 64)
+				if !ok || name == "" || err != nil || n < 0 || n > 21_000_000*100_000_000 {
+					return fmt.Errorf("--wallet %q: want NAME=SATS, e.g. alice=100000", w)
+				}
+				if _, dup := balances[name]; dup {
+					return fmt.Errorf("--wallet %q: wallet %q given twice", w, name)
+				}
+				balances[name] = n
+				names = append(names, name)
+			}
+
+			net, err := lnsim.Open(lnsim.Options{Dir: dataDir, Logger: a.log})
+			if err != nil {
+				return err
+			}
+			for _, name := range names {
+				created, err := net.AddWallet(name, balances[name]*1000)
+				if err != nil {
+					return err
+				}
+				if !created {
+					bal, _ := net.Balance(name)
+					a.log.Info("wallet restored from --data; its balance is kept", "wallet", name, "balance_msat", bal)
+				}
+			}
+			keys, err := walletSimKeys(dataDir, names)
+			if err != nil {
+				return err
+			}
+
+			pool := nostrx.NewPool(nostrx.PoolOptions{Relays: relays, Logger: a.log})
+			defer pool.Close()
+			svc := nwc.NewService(net, pool, nwc.ServiceOptions{Logger: a.log})
+			uris := map[string]string{}
+			for _, name := range names {
+				u, err := svc.Connect(name, keys[name].Service, keys[name].Client)
+				if err != nil {
+					return err
+				}
+				uris[name] = u.Reveal()
+			}
+
+			ctx := cmd.Context()
+			done := make(chan error, 1)
+			go func() { done <- svc.Run(ctx) }()
+			select {
+			case <-svc.Ready():
+			case err := <-done:
+				return fmt.Errorf("wallet service: %w", err)
+			}
+			ready := struct {
+				Ready     bool              `json:"ready"`
+				Relays    []string          `json:"relays"`
+				Wallets   map[string]string `json:"wallets"`
+				Simulator bool              `json:"simulator"`
+				Note      string            `json:"note"`
+				Data      string            `json:"data,omitempty"`
+			}{true, pool.Relays(), uris, true, walletSimNote, dataDir}
+			if err := a.printJSON(ready); err != nil {
+				return err
+			}
+			a.log.Warn("wallet simulator running: its sats are not money", "wallets", names, "relays", pool.Relays())
+			err = <-done
+			a.log.Info("wallet simulator stopped")
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&relays, "relay", nil, "relay URL the wallet service uses (repeatable)")
+	f.StringArrayVar(&wallets, "wallet", nil, "a wallet and its starting balance in sats, NAME=SATS (repeatable)")
+	f.StringVar(&dataDir, "data", "", "directory that keeps the simulator's state across restarts (default: none, in memory)")
+	return cmd
+}
+
+// walletSimConn is a wallet's connection keys: the service's and the
+// client's (the URI's secret).
+type walletSimConn struct {
+	Service nostr.SecretKey `json:"service"`
+	Client  nostr.SecretKey `json:"client"`
+}
+
+// walletSimKeys returns connection keys for names, kept in dir (if set) so
+// that a restarted simulator serves the same URIs.
+func walletSimKeys(dir string, names []string) (map[string]walletSimConn, error) {
+	keys := map[string]walletSimConn{}
+	path := filepath.Join(dir, "nwc-keys.json")
+	if dir != "" {
+		b, err := secretfile.Read(path, 1<<20)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, err
+		default:
+			if err := json.Unmarshal(b, &keys); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+		}
+	}
+	changed := false
+	for _, name := range names {
+		if _, ok := keys[name]; !ok {
+			keys[name] = walletSimConn{Service: nostr.Generate(), Client: nostr.Generate()}
+			changed = true
+		}
+	}
+	if dir != "" && changed {
+		b, err := json.MarshalIndent(keys, "", " ")
+		if err != nil {
+			return nil, err
+		}
+		if err := secretfile.Replace(path, b); err != nil {
+			return nil, err
+		}
+	}
+	for name := range keys {
+		if !slices.Contains(names, name) {
+			delete(keys, name)
+		}
+	}
+	return keys, nil
+}

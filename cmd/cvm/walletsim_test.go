@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cvmgo/cvm/payments/nwc"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+)
+
+type walletSimReady struct {
+	Ready     bool              `json:"ready"`
+	Relays    []string          `json:"relays"`
+	Wallets   map[string]string `json:"wallets"`
+	Simulator bool              `json:"simulator"`
+	Note      string            `json:"note"`
+}
+
+func startWalletSim(t *testing.T, c *cli, args ...string) (*proc, walletSimReady) {
+	t.Helper()
+	p := startCVM(t, c, append([]string{"wallet-sim"}, args...)...)
+	var ready walletSimReady
+	p.readyLine(t, &ready)
+	if !ready.Ready || !ready.Simulator || !strings.Contains(ready.Note, "never real money") {
+		t.Fatalf("ready line %+v", ready)
+	}
+	return p, ready
+}
+
+func balanceOf(t *testing.T, uri string) int64 {
+	t.Helper()
+	u, err := nwc.ParseURI(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := nwc.NewClient(u, nwc.ClientOptions{Timeout: 10 * time.Second})
+	defer c.Close()
+	b, err := c.GetBalance(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestWalletSim starts the binary on a relay, reads its ready line, uses
+// the printed URIs with the NWC client (balances, a payment between the
+// two wallets), stops it with SIGTERM, and restarts it on the same --data:
+// the same URIs and the balances after the payment come back.
+func TestWalletSim(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	c := newCLI(t)
+	data := t.TempDir()
+	p, ready := startWalletSim(t, c, "--relay", r.URL, "--wallet", "alice=1000", "--wallet", "bob=0", "--data", data)
+	if len(ready.Wallets) != 2 || len(ready.Relays) != 1 {
+		t.Fatalf("ready line %+v", ready)
+	}
+	if got := balanceOf(t, ready.Wallets["alice"]); got != 1_000_000 {
+		t.Fatalf("alice has %d msat", got)
+	}
+
+	ctx := context.Background()
+	ua, _ := nwc.ParseURI(ready.Wallets["alice"])
+	ub, _ := nwc.ParseURI(ready.Wallets["bob"])
+	alice := nwc.NewClient(ua, nwc.ClientOptions{})
+	defer alice.Close()
+	bob := nwc.NewClient(ub, nwc.ClientOptions{})
+	defer bob.Close()
+	inv, err := bob.MakeInvoice(ctx, 250_000, "wallet-sim test", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.PayInvoice(ctx, inv.Bolt11); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d; stderr: %s", code, p.stderr)
+	}
+	if strings.Contains(p.stderr.String(), ua.Secret().Hex()) {
+		t.Fatal("a secret reached the logs")
+	}
+
+	_, again := startWalletSim(t, c, "--relay", r.URL, "--wallet", "alice=1000", "--wallet", "bob=0", "--data", data)
+	if again.Wallets["alice"] != ready.Wallets["alice"] || again.Wallets["bob"] != ready.Wallets["bob"] {
+		t.Fatal("URIs changed across a restart with --data")
+	}
+	if a, b := balanceOf(t, again.Wallets["alice"]), balanceOf(t, again.Wallets["bob"]); a != 750_000 || b != 250_000 {
+		t.Fatalf("balances after restart: %d %d", a, b)
+	}
+}
+
+// TestWalletSimUsage: missing or malformed flags exit 2 with a message
+// naming the flag.
+func TestWalletSimUsage(t *testing.T) {
+	c := newCLI(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"wallet-sim", "--wallet", "a=1"}, "--relay"},
+		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1"}, "--wallet"},
+		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1", "--wallet", "a"}, "NAME=SATS"},
+		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1", "--wallet", "a=-1"}, "NAME=SATS"},
+		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1", "--wallet", "a=1", "--wallet", "a=2"}, "twice"},
+	} {
+		code, _, stderr := c.run(tc.args...)
+		if code != exitLocal || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q", tc.args, code, stderr)
+		}
+	}
+}

@@ -1,0 +1,242 @@
+// Package lightning is the payment method "bitcoin-lightning-bolt11"
+// (CEP-21) over a payments.Wallet, usually a Nostr Wallet Connect client
+// (package payments/nwc): a Processor for the server that is paid and a
+// Handler for the client that pays. Prices are in sats; the wallet works
+// in millisatoshis (sats × 1000).
+package lightning
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/payments/bolt11"
+)
+
+// Reasons a payment is refused or fails; errors wrap one of them.
+var (
+	ErrInvalidInvoice = errors.New("lightning: invalid invoice")
+	ErrNoAmount       = errors.New("lightning: the invoice has no amount")
+	ErrAmountMismatch = errors.New("lightning: the invoice's amount is not the price asked")
+	ErrTooExpensive   = errors.New("lightning: the price is above the most the caller will pay")
+	ErrExpired        = errors.New("lightning: the invoice has expired")
+	ErrBadPreimage    = errors.New("lightning: the wallet's preimage does not match the payment hash")
+	ErrUnit           = errors.New("lightning: prices must be in sats")
+)
+
+// DefaultTTL is how long an invoice of the Processor can be paid.
+const DefaultTTL = 300 * time.Second
+
+// Unit is the unit of Lightning prices.
+const Unit = "sats"
+
+const maxSats = bolt11.MaxAmountMsat / 1000
+
+// ProcessorOptions configure a Processor. Zero values take the defaults.
+type ProcessorOptions struct {
+	// TTL is how long an invoice can be paid (default DefaultTTL).
+	TTL time.Duration
+	// PollMin and PollMax bound the interval between two lookups while
+	// verifying (default 0.5 s and 15 s; it doubles each time).
+	PollMin, PollMax time.Duration
+	// Now is the clock that decides expiry (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Processor issues Lightning invoices through a wallet and verifies their
+// payment by polling it.
+type Processor struct {
+	w    payments.Wallet
+	opts ProcessorOptions
+}
+
+var _ payments.Processor = (*Processor)(nil)
+
+// NewProcessor returns a processor that receives into w.
+func NewProcessor(w payments.Wallet, opts ProcessorOptions) *Processor {
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.PollMin <= 0 {
+		opts.PollMin = 500 * time.Millisecond
+	}
+	if opts.PollMax <= 0 {
+		opts.PollMax = 15 * time.Second
+	}
+	opts.PollMax = max(opts.PollMax, opts.PollMin)
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Processor{w: w, opts: opts}
+}
+
+// PMI implements payments.Processor.
+func (p *Processor) PMI() string { return payments.PMILightningBolt11 }
+
+func checkSats(amount int64, unit string) error {
+	if unit != "" && unit != Unit {
+		return fmt.Errorf("%w, not %q", ErrUnit, unit)
+	}
+	if amount <= 0 || amount > maxSats {
+		return fmt.Errorf("lightning: amount %d sats is out of range", amount)
+	}
+	return nil
+}
+
+// Require makes an invoice for c.Amount sats.
+func (p *Processor) Require(ctx context.Context, c payments.Charge) (payments.PaymentRequired, error) {
+	if err := checkSats(c.Amount, c.Unit); err != nil {
+		return payments.PaymentRequired{}, err
+	}
+	inv, err := p.w.MakeInvoice(ctx, c.Amount*1000, c.Description, p.opts.TTL)
+	if err != nil {
+		return payments.PaymentRequired{}, fmt.Errorf("lightning: make invoice: %w", err)
+	}
+	return payments.PaymentRequired{
+		Amount: c.Amount, PayReq: inv.Bolt11, PMI: payments.PMILightningBolt11,
+		Description: c.Description, TTL: int64(p.opts.TTL / time.Second),
+	}, nil
+}
+
+// transient reports whether a lookup error is worth another try.
+func transient(err error) bool {
+	var we *payments.WalletError
+	if errors.As(err, &we) {
+		switch we.Code {
+		case payments.CodeNotFound, payments.CodeRateLimited, payments.CodeInternal:
+			return true
+		}
+		return false
+	}
+	return true // no answer, a relay hiccup: the wallet may answer next time
+}
+
+// Verify polls the wallet until the invoice of req is settled (nil), has
+// expired (ErrExpired) or ctx ends (ctx's error). NOT_FOUND counts as not
+// paid yet.
+func (p *Processor) Verify(ctx context.Context, c payments.Charge, req payments.PaymentRequired) error {
+	inv, err := bolt11.Decode(req.PayReq)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidInvoice, err)
+	}
+	hash := inv.PaymentHash()
+	delay := p.opts.PollMin
+	for {
+		got, err := p.w.LookupInvoice(ctx, hash)
+		switch {
+		case err == nil && got.Settled():
+			if got.AmountMsat != 0 && got.AmountMsat < inv.AmountMsat() {
+				return fmt.Errorf("lightning: invoice settled for %d msat, less than the %d asked", got.AmountMsat, inv.AmountMsat())
+			}
+			if got.Preimage != "" && !preimageMatches(got.Preimage, hash) {
+				return ErrBadPreimage
+			}
+			return nil
+		case err != nil && ctx.Err() != nil:
+			return fmt.Errorf("lightning: verify: %w", context.Cause(ctx))
+		case err != nil && !transient(err):
+			return fmt.Errorf("lightning: lookup invoice: %w", err)
+		case err != nil:
+			p.opts.Logger.Debug("lightning: invoice not found yet", "payment_hash", hash, "err", err)
+		}
+		now := p.opts.Now()
+		if inv.Expired(now) {
+			return fmt.Errorf("%w: unpaid at %s", ErrExpired, inv.ExpiresAt().UTC().Format(time.RFC3339))
+		}
+		// Look once more right at expiry rather than long after it.
+		wait := min(delay, inv.ExpiresAt().Sub(now))
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("lightning: verify: %w", context.Cause(ctx))
+		}
+		delay = min(delay*2, p.opts.PollMax)
+	}
+}
+
+func preimageMatches(preimage, hash string) bool {
+	b, err := hex.DecodeString(preimage)
+	if err != nil || len(b) != 32 {
+		return false
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]) == hash
+}
+
+// Handler pays Lightning payment requests through a wallet.
+type Handler struct {
+	w payments.Wallet
+	// Now is the clock that decides expiry (default time.Now).
+	Now func() time.Time
+}
+
+var _ payments.Handler = (*Handler)(nil)
+
+// NewHandler returns a handler that pays from w.
+func NewHandler(w payments.Wallet) *Handler { return &Handler{w: w, Now: time.Now} }
+
+// PMI implements payments.Handler.
+func (h *Handler) PMI() string { return payments.PMILightningBolt11 }
+
+// Check decodes req's invoice and returns it if paying it is acceptable:
+// a valid invoice, not expired, for exactly req.Amount sats, which is at
+// most maxAmount.
+func (h *Handler) Check(req payments.PaymentRequired, maxAmount int64) (*bolt11.Invoice, error) {
+	if req.PMI != payments.PMILightningBolt11 {
+		return nil, fmt.Errorf("lightning: cannot pay a %q request", req.PMI)
+	}
+	inv, err := bolt11.Decode(req.PayReq)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInvoice, err)
+	}
+	msat := inv.AmountMsat()
+	switch {
+	case msat == 0:
+		return nil, ErrNoAmount
+	case req.Amount <= 0 || req.Amount > maxSats || msat != req.Amount*1000:
+		return nil, fmt.Errorf("%w: the invoice asks %d msat, the request says %d sats", ErrAmountMismatch, msat, req.Amount)
+	case req.Amount > maxAmount:
+		return nil, fmt.Errorf("%w: %d sats asked, at most %d allowed", ErrTooExpensive, req.Amount, maxAmount)
+	case inv.Expired(h.now()):
+		return nil, fmt.Errorf("%w at %s", ErrExpired, inv.ExpiresAt().UTC().Format(time.RFC3339))
+	}
+	return inv, nil
+}
+
+func (h *Handler) now() time.Time {
+	if h.Now == nil {
+		return time.Now()
+	}
+	return h.Now()
+}
+
+// Pay pays req if Check accepts it, and returns the receipt with the
+// preimage. If the wallet reports a payment whose preimage does not hash
+// to the payment hash, Pay returns the receipt and an error wrapping
+// ErrBadPreimage: the money may be gone, but there is no proof.
+func (h *Handler) Pay(ctx context.Context, req payments.PaymentRequired, maxAmount int64) (payments.Receipt, error) {
+	inv, err := h.Check(req, maxAmount)
+	if err != nil {
+		return payments.Receipt{}, err
+	}
+	preimage, err := h.w.PayInvoice(ctx, req.PayReq)
+	if err != nil {
+		return payments.Receipt{}, fmt.Errorf("lightning: pay invoice: %w", err)
+	}
+	r := payments.Receipt{Amount: req.Amount, PMI: payments.PMILightningBolt11, Preimage: preimage, PaidAt: h.now()}
+	if !preimageMatches(preimage, inv.PaymentHash()) {
+		return r, ErrBadPreimage
+	}
+	return r, nil
+}

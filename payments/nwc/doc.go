@@ -1,0 +1,23 @@
+// Package nwc speaks NIP-47, Nostr Wallet Connect: a client that uses a
+// remote Lightning wallet through a relay, and a wallet service that
+// serves the wallets of the lnsim simulator the same way.
+//
+// A connection is a URI, nostr+walletconnect://<wallet service pubkey>?
+// relay=…&secret=…, whose secret is the client's key: URI never prints it
+// (String redacts it; Reveal is the one way out).
+//
+// The Client implements payments.Wallet (make_invoice, lookup_invoice,
+// pay_invoice) plus get_info and get_balance. Each request is a kind 23194
+// event p-tagged to the wallet and encrypted with NIP-44 when the wallet's
+// kind 13194 info event lists "nip44_v2", with NIP-04 otherwise (an info
+// event without an encryption tag means NIP-04); the answer is the kind
+// 23195 event e-tagged to it. An error the wallet answers with is a
+// *payments.WalletError; a request nobody answers in time wraps
+// ErrNoAnswer.
+//
+// The Service is a simulator's wallet service: one service key and one
+// client key per connection, NIP-44 and NIP-04 requests alike, the info
+// event with ["encryption","nip44_v2 nip04"] and
+// ["notifications","payment_received payment_sent"], and notifications as
+// kind 23197 (NIP-44) and 23196 (NIP-04).
+package nwc

@@ -1,0 +1,61 @@
+package nwc_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/cvmgo/cvm/payments/nwc"
+)
+
+// FuzzDecode feeds the NIP-47 message decoders arbitrary bytes: they never
+// panic, and what they accept survives a re-encoding unchanged.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"method":"pay_invoice","params":{"invoice":"lnbcrt1..."}}`,
+		`{"method":"get_balance"}`,
+		`{"result_type":"get_balance","error":null,"result":{"balance":1000}}`,
+		`{"result_type":"pay_invoice","error":{"code":"INSUFFICIENT_BALANCE","message":"no"},"result":null}`,
+		`{"notification_type":"payment_received","notification":{"type":"incoming","payment_hash":"00","amount":1}}`,
+		`null`, `[]`, `{"method":""}`, `{"result_type":"x"}`, `{"method":"x","params":[1]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if r, err := nwc.DecodeRequest(b); err == nil {
+			again, err := nwc.DecodeRequest(mustJSON(t, r))
+			if err != nil || again.Method != r.Method || !jsonEqual(again.Params, r.Params) {
+				t.Fatalf("request %+v re-decodes as %+v (%v)", r, again, err)
+			}
+		}
+		if r, err := nwc.DecodeResponse(b); err == nil {
+			again, err := nwc.DecodeResponse(mustJSON(t, r))
+			if err != nil || again.ResultType != r.ResultType || !reflect.DeepEqual(again.Error, r.Error) || !jsonEqual(again.Result, r.Result) {
+				t.Fatalf("response %+v re-decodes as %+v (%v)", r, again, err)
+			}
+		}
+		if n, err := nwc.DecodeNotification(b); err == nil {
+			again, err := nwc.DecodeNotification(mustJSON(t, n))
+			if err != nil || !reflect.DeepEqual(again, n) {
+				t.Fatalf("notification %+v re-decodes as %+v (%v)", n, again, err)
+			}
+		}
+	})
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	ea, eb := json.Unmarshal(a, &x), json.Unmarshal(b, &y)
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b) || (ea != nil) == (eb != nil)
+	}
+	return ea == nil && eb == nil && reflect.DeepEqual(x, y)
+}

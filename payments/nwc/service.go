@@ -1,0 +1,425 @@
+package nwc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/payments/bolt11"
+	"github.com/cvmgo/cvm/payments/lnsim"
+)
+
+// ServiceOptions configure a Service.
+type ServiceOptions struct {
+	// Encryptions are the schemes the service accepts and announces
+	// (default both, NIP-44 first). A request in another scheme gets
+	// UNSUPPORTED_ENCRYPTION.
+	Encryptions []string
+	// OmitEncryptionTag publishes the info event without an encryption
+	// tag, as wallets that predate it do: clients then use NIP-04.
+	OmitEncryptionTag bool
+	// OnRequest, if set, is called for each request the service answers,
+	// with its method and scheme (for tests and metrics).
+	OnRequest func(method, encryption string)
+	Logger    *slog.Logger
+}
+
+// Service is a NIP-47 wallet service in front of the wallets of an lnsim
+// network: a simulator, for tests and demos. Each connection has its own
+// service key and its own client key; requests from any other key are
+// ignored.
+//
+// Add connections, then Run.
+type Service struct {
+	net  *lnsim.Network
+	pool *nostrx.Pool
+	opts ServiceOptions
+	log  *slog.Logger
+
+	ready chan struct{}
+
+	mu    sync.Mutex
+	conns map[nostr.PubKey]*connection // by service public key
+}
+
+type connection struct {
+	wallet  string
+	service nostr.SecretKey
+	client  nostr.PubKey
+}
+
+// NewService returns a service for net on the relays of pool.
+func NewService(net *lnsim.Network, pool *nostrx.Pool, opts ServiceOptions) *Service {
+	if len(opts.Encryptions) == 0 {
+		opts.Encryptions = []string{EncryptionNIP44, EncryptionNIP04}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{net: net, pool: pool, opts: opts, log: opts.Logger, conns: map[nostr.PubKey]*connection{}, ready: make(chan struct{})}
+}
+
+// Ready is closed once Run listens for requests and has published every
+// connection's info event: from then on clients can use it.
+func (s *Service) Ready() <-chan struct{} { return s.ready }
+
+// Connect opens a connection to wallet: requests signed by clientSecret's
+// public key and addressed to serviceKey's are served from it. It returns
+// the connection URI (see URI.Reveal). Call it before Run.
+func (s *Service) Connect(wallet string, serviceKey, clientSecret nostr.SecretKey) (URI, error) {
+	if _, err := s.net.Wallet(wallet); err != nil {
+		return URI{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pub := serviceKey.Public()
+	if _, ok := s.conns[pub]; ok {
+		return URI{}, fmt.Errorf("nwc: service key %s is already connected", pub.Hex())
+	}
+	s.conns[pub] = &connection{wallet: wallet, service: serviceKey, client: clientSecret.Public()}
+	return NewURI(pub, s.pool.Relays(), clientSecret), nil
+}
+
+var serviceMethods = []string{methodPayInvoice, methodMakeInvoice, methodLookupInvoice, methodGetBalance, methodGetInfo}
+
+// Run publishes every connection's info event, serves requests and sends
+// notifications until ctx ends. It returns once everything it started has
+// stopped.
+func (s *Service) Run(ctx context.Context) error {
+	s.mu.Lock()
+	var keys []nostr.PubKey
+	var hexKeys []string
+	for pub := range s.conns {
+		keys = append(keys, pub)
+		hexKeys = append(hexKeys, pub.Hex())
+	}
+	s.mu.Unlock()
+	if len(keys) == 0 {
+		return errors.New("nwc: no connections to serve")
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	sub := s.pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{KindRequest}, Tags: nostr.TagMap{"p": hexKeys}, Since: nostr.Now() - 60}, 0)
+	defer sub.Close()
+	select {
+	case <-sub.Ready():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for _, pub := range keys {
+		if err := s.publishInfo(ctx, s.connection(pub)); err != nil {
+			return err
+		}
+	}
+
+	settlements := make(chan lnsim.Settlement, 64)
+	stop := s.net.OnSettle(func(st lnsim.Settlement) {
+		select {
+		case settlements <- st:
+		default:
+			s.log.Warn("nwc: notification dropped: the notifier is behind", "payment_hash", st.Invoice.PaymentHash)
+		}
+	})
+	defer stop()
+	wg.Go(func() {
+		for {
+			select {
+			case st := <-settlements:
+				s.notify(ctx, st)
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+
+	close(s.ready)
+	s.log.Info("nwc wallet service ready", "connections", len(keys), "relays", s.pool.Relays())
+	for {
+		select {
+		case evt, ok := <-sub.Events():
+			if !ok {
+				return errors.New("nwc: request subscription closed")
+			}
+			wg.Go(func() { s.handle(ctx, evt) })
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (s *Service) publishInfo(ctx context.Context, c *connection) error {
+	tags := nostr.Tags{{"notifications", NotificationReceived + " " + NotificationSent}}
+	if !s.opts.OmitEncryptionTag {
+		tags = append(tags, nostr.Tag{"encryption", strings.Join(s.opts.Encryptions, " ")})
+	}
+	evt := nostr.Event{
+		Kind: KindInfo, CreatedAt: nostr.Now(), Tags: tags,
+		Content: strings.Join(append(slices.Clone(serviceMethods), "notifications"), " "),
+	}
+	if err := evt.Sign(c.service); err != nil {
+		return err
+	}
+	if err := s.pool.Publish(ctx, evt); err != nil {
+		return fmt.Errorf("nwc: publishing the info event of wallet %q: %w", c.wallet, err)
+	}
+	return nil
+}
+
+func (s *Service) connection(pub nostr.PubKey) *connection {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns[pub]
+}
+
+// handle answers one request event.
+func (s *Service) handle(ctx context.Context, evt nostr.Event) {
+	p := evt.Tags.Find("p")
+	if len(p) < 2 {
+		return
+	}
+	pub, err := nostr.PubKeyFromHex(p[1])
+	if err != nil {
+		return
+	}
+	c := s.connection(pub)
+	if c == nil || evt.PubKey != c.client {
+		s.log.Info("nwc: request from an unknown client ignored", "id", evt.ID.Hex(), "author", evt.PubKey.Hex())
+		return
+	}
+	if t := evt.Tags.Find("expiration"); len(t) >= 2 {
+		if exp, err := strconv.ParseInt(t[1], 10, 64); err == nil && exp <= time.Now().Unix() {
+			s.log.Info("nwc: expired request ignored", "id", evt.ID.Hex())
+			return
+		}
+	}
+	scheme := requestEncryption(evt)
+	var resp Response
+	method := ""
+	if !slices.Contains(s.opts.Encryptions, scheme) {
+		resp = Response{ResultType: "", Error: &ErrorBody{Code: payments.CodeUnsupportedEncryption,
+			Message: fmt.Sprintf("encryption %q is not supported; use one of: %s", scheme, strings.Join(s.opts.Encryptions, " "))}}
+		// Answer in a scheme the client can read.
+		if scheme = EncryptionNIP04; !slices.Contains(s.opts.Encryptions, scheme) {
+			scheme = s.opts.Encryptions[0]
+		}
+	} else {
+		plain, err := decrypt(scheme, evt.Content, c.service, c.client)
+		if err != nil {
+			s.log.Info("nwc: undecryptable request ignored", "id", evt.ID.Hex(), "encryption", scheme)
+			return
+		}
+		req, err := DecodeRequest([]byte(plain))
+		if err != nil {
+			resp = Response{Error: &ErrorBody{Code: payments.CodeOther, Message: err.Error()}}
+		} else {
+			method = req.Method
+			resp = s.dispatch(ctx, c, req)
+		}
+	}
+	if resp.ResultType == "" {
+		resp.ResultType = method
+		if method == "" {
+			resp.ResultType = "unknown"
+		}
+	}
+	if s.opts.OnRequest != nil {
+		s.opts.OnRequest(method, scheme)
+	}
+	body, err := json.Marshal(resp)
+	if err != nil {
+		s.log.Error("nwc: encoding a response", "err", err)
+		return
+	}
+	content, err := encrypt(scheme, string(body), c.service, c.client)
+	if err != nil {
+		s.log.Error("nwc: encrypting a response", "err", err)
+		return
+	}
+	out := nostr.Event{
+		Kind: KindResponse, CreatedAt: nostr.Now(), Content: content,
+		Tags: nostr.Tags{{"p", c.client.Hex()}, {"e", evt.ID.Hex()}},
+	}
+	if err := out.Sign(c.service); err != nil {
+		return
+	}
+	if err := s.pool.Publish(ctx, out); err != nil {
+		s.log.Info("nwc: response not delivered", "method", method, "err", err)
+		return
+	}
+	s.log.Debug("nwc: request answered", "wallet", c.wallet, "method", method, "encryption", scheme)
+}
+
+func errorResponse(method string, err error) Response {
+	var we *payments.WalletError
+	if errors.As(err, &we) {
+		return Response{ResultType: method, Error: &ErrorBody{Code: we.Code, Message: we.Message}}
+	}
+	return Response{ResultType: method, Error: &ErrorBody{Code: payments.CodeInternal, Message: err.Error()}}
+}
+
+func resultResponse(method string, v any) Response {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return errorResponse(method, err)
+	}
+	return Response{ResultType: method, Result: b}
+}
+
+func (s *Service) dispatch(ctx context.Context, c *connection, req Request) Response {
+	params := req.Params
+	if len(params) == 0 || string(params) == "null" {
+		params = json.RawMessage("{}")
+	}
+	bad := func(err error) Response {
+		return Response{ResultType: req.Method, Error: &ErrorBody{Code: payments.CodeOther, Message: "bad params: " + err.Error()}}
+	}
+	switch req.Method {
+	case methodGetInfo:
+		node, err := s.net.NodeID(c.wallet)
+		if err != nil {
+			return errorResponse(req.Method, err)
+		}
+		return resultResponse(req.Method, Info{
+			Alias: "lnsim " + c.wallet + " (simulator)", Pubkey: node, Network: "regtest",
+			Methods: serviceMethods, Notifications: []string{NotificationReceived, NotificationSent},
+		})
+	case methodGetBalance:
+		bal, err := s.net.Balance(c.wallet)
+		if err != nil {
+			return errorResponse(req.Method, err)
+		}
+		return resultResponse(req.Method, map[string]int64{"balance": bal})
+	case methodMakeInvoice:
+		var p struct {
+			Amount      int64  `json:"amount"`
+			Description string `json:"description"`
+			Expiry      int64  `json:"expiry"`
+		}
+		if err := json.Unmarshal(params, &p); err != nil {
+			return bad(err)
+		}
+		if p.Expiry < 0 || p.Expiry > 365*24*3600 {
+			return bad(fmt.Errorf("expiry %d s is out of range", p.Expiry))
+		}
+		inv, err := s.net.MakeInvoice(c.wallet, p.Amount, p.Description, time.Duration(p.Expiry)*time.Second)
+		if err != nil {
+			return errorResponse(req.Method, err)
+		}
+		return resultResponse(req.Method, s.transaction(c.wallet, inv))
+	case methodLookupInvoice:
+		var p struct {
+			PaymentHash string `json:"payment_hash"`
+			Invoice     string `json:"invoice"`
+		}
+		if err := json.Unmarshal(params, &p); err != nil {
+			return bad(err)
+		}
+		if p.PaymentHash == "" && p.Invoice != "" {
+			dec, err := bolt11.Decode(p.Invoice)
+			if err != nil {
+				return bad(err)
+			}
+			p.PaymentHash = dec.PaymentHash()
+		}
+		inv, err := s.net.LookupInvoice(c.wallet, p.PaymentHash)
+		if err != nil {
+			return errorResponse(req.Method, err)
+		}
+		return resultResponse(req.Method, s.transaction(c.wallet, inv))
+	case methodPayInvoice:
+		var p struct {
+			Invoice string `json:"invoice"`
+			Amount  int64  `json:"amount"`
+		}
+		if err := json.Unmarshal(params, &p); err != nil {
+			return bad(err)
+		}
+		if p.Amount != 0 {
+			dec, err := bolt11.Decode(p.Invoice)
+			if err == nil && dec.AmountMsat() != p.Amount {
+				return Response{ResultType: req.Method, Error: &ErrorBody{Code: payments.CodePaymentFailed,
+					Message: fmt.Sprintf("amount %d msat differs from the invoice's %d msat", p.Amount, dec.AmountMsat())}}
+			}
+		}
+		preimage, err := s.net.Pay(c.wallet, p.Invoice)
+		if err != nil {
+			return errorResponse(req.Method, err)
+		}
+		return resultResponse(req.Method, map[string]any{"preimage": preimage, "fees_paid": 0})
+	}
+	return Response{ResultType: req.Method, Error: &ErrorBody{Code: payments.CodeNotImplemented,
+		Message: fmt.Sprintf("method %q is not implemented by the simulator", req.Method)}}
+}
+
+// transaction describes inv as wallet sees it.
+func (s *Service) transaction(wallet string, inv payments.Invoice) Transaction {
+	t := Transaction{
+		Type: transactionTypeIncoming, State: transactionStatePending, Invoice: inv.Bolt11,
+		Description: inv.Description, PaymentHash: inv.PaymentHash, Amount: inv.AmountMsat,
+		CreatedAt: inv.CreatedAt.Unix(), ExpiresAt: inv.ExpiresAt.Unix(), Preimage: inv.Preimage,
+	}
+	if incoming, ok := s.net.Direction(wallet, inv.PaymentHash); ok && !incoming {
+		t.Type = transactionTypeOutgoing
+	}
+	switch {
+	case inv.Settled():
+		t.State, t.SettledAt = transactionStateSettled, inv.SettledAt.Unix()
+	case !time.Now().Before(inv.ExpiresAt):
+		t.State = transactionStateExpired
+	}
+	return t
+}
+
+// notify tells the connections of payer and payee about a settlement, as
+// kind 23197 (NIP-44) and, for NIP-04 clients, 23196.
+func (s *Service) notify(ctx context.Context, st lnsim.Settlement) {
+	s.mu.Lock()
+	var targets []*connection
+	for _, c := range s.conns {
+		if c.wallet == st.Payer || c.wallet == st.Payee {
+			targets = append(targets, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range targets {
+		typ := NotificationSent
+		tx := s.transaction(c.wallet, st.Invoice)
+		if c.wallet == st.Payee {
+			typ, tx.Type = NotificationReceived, transactionTypeIncoming
+		} else {
+			tx.Type = transactionTypeOutgoing
+		}
+		body, err := json.Marshal(map[string]any{"notification_type": typ, "notification": tx})
+		if err != nil {
+			continue
+		}
+		for _, scheme := range s.opts.Encryptions {
+			kind := KindNotificationNIP44
+			if scheme == EncryptionNIP04 {
+				kind = KindNotificationNIP04
+			}
+			content, err := encrypt(scheme, string(body), c.service, c.client)
+			if err != nil {
+				continue
+			}
+			evt := nostr.Event{Kind: kind, CreatedAt: nostr.Now(), Content: content, Tags: nostr.Tags{{"p", c.client.Hex()}}}
+			if evt.Sign(c.service) != nil {
+				continue
+			}
+			if err := s.pool.Publish(ctx, evt); err != nil && !errors.Is(err, nostrx.ErrUnheard) {
+				s.log.Info("nwc: notification not delivered", "type", typ, "wallet", c.wallet, "err", err)
+			}
+		}
+	}
+}
