@@ -82,6 +82,7 @@ _meta["cvm/payments"].`,
 			if err != nil {
 				return err
 			}
+			defer paid.Close()
 			cf.pay = pay
 			if schema != "" {
 				return a.callSchema(cmd.Context(), cf, tf, strings.ToLower(schema), args[0], args[1:])

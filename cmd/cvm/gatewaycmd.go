@@ -193,10 +193,11 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	if uri, err := a.walletURI(gf.walletFile); err != nil {
 		return err
 	} else if uri != "" {
-		proc, _, err := walletPMI(uri)
+		proc, _, closeWallet, err := walletPMI(uri, a.log)
 		if err != nil {
 			return err
 		}
+		defer closeWallet()
 		if len(prices) == 0 {
 			a.log.Warn("a wallet but no --price: nothing is charged")
 		}

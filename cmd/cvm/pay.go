@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 	"github.com/cvmgo/cvm/internal/secretfile"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/payments/lightning"
+	"github.com/cvmgo/cvm/payments/nwc"
 	"github.com/spf13/cobra"
 )
 
@@ -75,35 +78,43 @@ func redactURI(uri string) string {
 }
 
 // walletPMI makes the payment method of a wallet URI: the processor a
-// server collects with and the handler a client pays with.
+// server collects with and the handler a client pays with, and what
+// closes them (the wallet connection's relay pool).
 //
-// Built so far: the Fake payment method's simulator, for tests and demos,
-// whose "wallet" is an account in a ledger file that processes share:
-// fake://NAME?ledger=PATH[&ttl=DURATION]. No money moves. Nostr Wallet
-// Connect URIs are refused until the Lightning rail is wired here.
-func walletPMI(uri string) (payments.Processor, payments.Handler, error) {
+//   - nostr+walletconnect://… (NIP-47): Lightning (bitcoin-lightning-bolt11)
+//     through a Nostr Wallet Connect wallet, real or `cvm wallet-sim`.
+//   - fake://NAME?ledger=PATH[&ttl=DURATION]: the Fake payment method's
+//     simulator, for tests and demos, whose "wallet" is an account in a
+//     ledger file that processes share. No money moves.
+func walletPMI(uri string, log *slog.Logger) (payments.Processor, payments.Handler, func() error, error) {
 	u, err := url.Parse(uri)
 	if err != nil {
-		return nil, nil, fmt.Errorf("the wallet URI %s does not parse", redactURI(uri))
+		return nil, nil, nil, fmt.Errorf("the wallet URI %s does not parse", redactURI(uri))
 	}
 	switch u.Scheme {
 	case "fake":
 		name, path := u.Host, u.Query().Get("ledger")
 		if name == "" || path == "" {
-			return nil, nil, errors.New("a fake (simulated, test/demo) wallet is fake://NAME?ledger=PATH")
+			return nil, nil, nil, errors.New("a fake (simulated, test/demo) wallet is fake://NAME?ledger=PATH")
 		}
 		var ttl time.Duration
 		if s := u.Query().Get("ttl"); s != "" {
 			if ttl, err = time.ParseDuration(s); err != nil {
-				return nil, nil, fmt.Errorf("fake wallet ttl: %w", err)
+				return nil, nil, nil, fmt.Errorf("fake wallet ttl: %w", err)
 			}
 		}
 		ledger := payments.OpenLedger(path)
-		return &payments.FakeProcessor{Ledger: ledger, Payee: name, TTL: ttl}, &payments.FakeHandler{Ledger: ledger, Payer: name}, nil
+		return &payments.FakeProcessor{Ledger: ledger, Payee: name, TTL: ttl}, &payments.FakeHandler{Ledger: ledger, Payer: name}, func() error { return nil }, nil
 	case "nostr+walletconnect":
-		return nil, nil, fmt.Errorf("wallets of Nostr Wallet Connect (%s) are not built yet", redactURI(uri))
+		wu, err := nwc.ParseURI(uri)
+		if err != nil {
+			// The parser's errors name no secret (its tests check it).
+			return nil, nil, nil, fmt.Errorf("wallet: %w", err)
+		}
+		w := nwc.NewClient(wu, nwc.ClientOptions{Logger: log})
+		return lightning.NewProcessor(w, lightning.ProcessorOptions{}), lightning.NewHandler(w), w.Close, nil
 	}
-	return nil, nil, fmt.Errorf("unknown wallet URI scheme %q (known: fake:// for the simulator)", u.Scheme)
+	return nil, nil, nil, fmt.Errorf("unknown wallet URI scheme %q: want nostr+walletconnect:// (NIP-47), or fake:// for the test simulator", u.Scheme)
 }
 
 // payment is one payment a command made or refused, for reports.
@@ -124,6 +135,16 @@ type payLog struct {
 	mu sync.Mutex
 	// paid are the payments made, in order.
 	paid []payment
+	// close closes the wallet connection; the command calls it when done.
+	close func() error
+}
+
+// Close closes the wallet connection of the payment options it came with.
+func (l *payLog) Close() error {
+	if l == nil || l.close == nil {
+		return nil
+	}
+	return l.close()
 }
 
 func (l *payLog) report(r contextvm.PaymentReport) {
@@ -160,18 +181,19 @@ func (l *payLog) payments() []payment {
 // wallet's handler, and how to ask. ask is nil where nobody can be asked
 // (pay within the cap only).
 func (a *app) payOptions(pf payFlags, ask func(context.Context, contextvm.PaymentOffer) bool) (*contextvm.PayOptions, *payLog, error) {
-	log := &payLog{a: a}
+	log := &payLog{a: a, close: func() error { return nil }}
 	opts := &contextvm.PayOptions{Report: log.report, Confirm: ask}
 	uri, err := a.walletURI(pf.walletFile)
 	if err != nil {
 		return nil, nil, err
 	}
 	if uri != "" {
-		_, h, err := walletPMI(uri)
+		_, h, closeWallet, err := walletPMI(uri, a.log)
 		if err != nil {
 			return nil, nil, err
 		}
 		opts.Handlers = []payments.Handler{h}
+		log.close = closeWallet
 	}
 	if pf.maxSats > 0 {
 		dir, err := a.dataSubdir("", "payments")

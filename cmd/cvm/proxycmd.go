@@ -47,10 +47,11 @@ config.toml, how a proxy started by a host gets one), from the wallet of
 				a.log = log // where the relays used are explained, too
 			}
 			// The host is not asked (yet): payments only within the cap.
-			pay, _, err := a.payOptions(pf, nil)
+			pay, paid, err := a.payOptions(pf, nil)
 			if err != nil {
 				return err
 			}
+			defer paid.Close()
 			cf.pay = pay
 			ctx := cmd.Context()
 			tg, err := a.locate(ctx, cf, args[0])
