@@ -60,8 +60,10 @@ fuzz:
 # The MCPx gateway benchmark: the load generator (bench/mcpxload) runs in its
 # own process against "cvm room serve" and a minimal baseline hub, and
 # prints deliveries/s, latency, round trips and CPU per delivery as ratios.
+# CLUSTER=1: 1 node without NATS, 1 node with NATS, 3 nodes with NATS, in one
+# run (an embedded nats-server in a child process).
 bench-mcpx: build
-	$(GO) run ./bench/mcpxload -cvm bin/cvm
+	$(GO) run ./bench/mcpxload -cvm bin/cvm $(if $(CLUSTER),-cluster)
 
 # Is the new code no slower than the old? bench/compare builds BASE (any git
 # revision) in a temporary worktree next to the working tree, runs both

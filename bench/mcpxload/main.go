@@ -18,6 +18,16 @@
 // envelope with encoding/json. It prints the figures and their ratios.
 //
 //	go run ./bench/mcpxload -cvm bin/cvm
+//
+// With -cluster it measures instead, in one run, the same fan-out and
+// directed round trips against 1 node without NATS, 1 node with NATS and 3
+// nodes with NATS ("cvm room serve --nats", participants spread over the
+// nodes), with an embedded nats-server with JetStream in a child process
+// (this program re-executed with -nats-server), and prints each
+// configuration's CPU per delivery (gateways and nats-server) as a ratio to
+// the node without NATS: the coordination overhead.
+//
+//	go run ./bench/mcpxload -cvm bin/cvm -cluster   # or: make bench-mcpx CLUSTER=1
 package main
 
 import (
@@ -46,13 +56,35 @@ func main() {
 		rtts         = flag.Int("rtts", 3000, "directed round trips to time")
 		rawHub       = flag.Bool("raw-hub", false, "internal: run the baseline hub and print its address")
 		jsonOut      = flag.Bool("json", false, "print the figures as JSON")
+		cluster      = flag.Bool("cluster", false, "cluster mode: 1 node without NATS, 1 node with NATS, 3 nodes with NATS, in one run")
+		natsSync     = flag.Bool("nats-sync", false, "cluster mode: run nats-server with sync always (default: its own default, a sync every 2 minutes)")
+		natsServer   = flag.Bool("nats-server", false, "internal: run an embedded nats-server with JetStream and print its address")
+		natsDir      = flag.String("nats-dir", "", "internal: the store directory of -nats-server")
 	)
 	flag.Parse()
+	log.SetFlags(0)
 	if *rawHub {
 		serveRawHub()
 		return
 	}
-	log.SetFlags(0)
+	if *natsServer {
+		if err := serveNATS(*natsDir, *natsSync); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if *cluster {
+		rows, err := runCluster(*cvm, *participants, *duration, *window, *rtts, *natsSync)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if *jsonOut {
+			json.NewEncoder(os.Stdout).Encode(rows)
+			return
+		}
+		printCluster(os.Stdout, rows, *participants, *natsSync)
+		return
+	}
 	res, err := run(*cvm, *participants, *duration, *window, *rtts)
 	if err != nil {
 		log.Fatal(err)
@@ -130,7 +162,7 @@ func run(cvm string, n int, d time.Duration, window, rtts int) (*figures, error)
 	if err != nil {
 		return nil, err
 	}
-	fan, err := room.fanOut(gw.Process.Pid, d, window)
+	fan, err := room.fanOut([]int{gw.Process.Pid}, d, window)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +189,7 @@ func run(cvm string, n int, d time.Duration, window, rtts int) (*figures, error)
 	if err != nil {
 		return nil, err
 	}
-	rawFan, err := raw.fanOut(hub.Process.Pid, d, window)
+	rawFan, err := raw.fanOut([]int{hub.Process.Pid}, d, window)
 	if err != nil {
 		return nil, err
 	}

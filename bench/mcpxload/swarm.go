@@ -47,6 +47,13 @@ func newSwarm(n int) *swarm {
 // newRoom connects n participants to the gateway at url, with tokens minted
 // from the gateway's key directory, and waits until each has its welcome.
 func newRoom(url, data string, n int) (*swarm, error) {
+	return newRoomOn([]string{url}, data, n)
+}
+
+// newRoomOn is newRoom with the participants spread over the gateway nodes
+// at urls, round-robin: participant 0 on the first, participant 1 on the
+// second (if there are two).
+func newRoomOn(urls []string, data string, n int) (*swarm, error) {
 	keys, err := room.LoadOrCreateKeys(data)
 	if err != nil {
 		return nil, err
@@ -60,7 +67,7 @@ func newRoom(url, data string, n int) (*swarm, error) {
 			return nil, err
 		}
 		ctx, cancel := withTimeout(10 * time.Second)
-		conn, _, err := websocket.Dial(ctx, url+"?topic=bench", &websocket.DialOptions{
+		conn, _, err := websocket.Dial(ctx, urls[i%len(urls)]+"?topic=bench", &websocket.DialOptions{
 			HTTPHeader:   http.Header{"Authorization": {"Bearer " + tok}},
 			Subprotocols: []string{mcpx.Subprotocol},
 		})
@@ -178,10 +185,10 @@ type fanResult struct {
 }
 
 // fanOut has participant 0 broadcast for d with window envelopes in flight
-// and measures deliveries, latency and the server process's CPU time.
-func (s *swarm) fanOut(pid int, d time.Duration, window int) (*fanResult, error) {
+// and measures deliveries, latency and the server processes' CPU time.
+func (s *swarm) fanOut(pids []int, d time.Duration, window int) (*fanResult, error) {
 	s.window = make(chan struct{}, window)
-	cpu0, err := processCPU(pid)
+	cpu0, err := cpuOf(pids)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +219,7 @@ func (s *swarm) fanOut(pid int, d time.Duration, window int) (*fanResult, error)
 		time.Sleep(time.Millisecond)
 	}
 	elapsed := time.Since(start)
-	cpu1, err := processCPU(pid)
+	cpu1, err := cpuOf(pids)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/cvmgo/cvm/internal/config"
@@ -14,11 +15,13 @@ import (
 
 // joinFlags are how "room bridge" and "room chat" reach a topic.
 type joinFlags struct {
-	gateway, topic, token, tokenFile string
+	gateways                []string
+	topic, token, tokenFile string
 }
 
 func (j *joinFlags) register(f *pflag.FlagSet) {
-	f.StringVar(&j.gateway, "gateway", "http://127.0.0.1:7070", "the gateway's base URL")
+	f.StringSliceVar(&j.gateways, "gateway", []string{"http://127.0.0.1:7070"},
+		"the gateway's base URL; repeat it (or separate by commas) for nodes of one cluster, tried in order, the next taken when one fails")
 	f.StringVar(&j.topic, "topic", "", "topic to join")
 	f.StringVar(&j.token, "token", "", "bearer token (see: cvm room token)")
 	f.StringVar(&j.tokenFile, "token-file", "", "file holding the bearer token, read again at every reconnect")
@@ -45,7 +48,10 @@ func (j *joinFlags) options() (participant.Options, error) {
 	default:
 		return o, errors.New("--token or --token-file is required (mint one with: cvm room token --topic T --id ID)")
 	}
-	o.Gateway, o.Topic = j.gateway, j.topic
+	if len(j.gateways) == 0 || slices.Contains(j.gateways, "") {
+		return o, errors.New("--gateway must not be empty")
+	}
+	o.Gateway, o.Gateways, o.Topic = j.gateways[0], j.gateways[1:], j.topic
 	return o, nil
 }
 

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -83,4 +86,88 @@ func TestRoomNATS_TwoProcessesShareARoom(t *testing.T) {
 func jsonDecode(resp *http.Response, v any) {
 	defer resp.Body.Close()
 	json.NewDecoder(resp.Body).Decode(v)
+}
+
+// A cluster of three cvm room serve --nats processes; a bridge (in front of
+// server-everything) and a chat given all of them (--gateway repeated, and
+// comma-separated) join through the first, another chat through the third.
+// The first node is killed with SIGKILL: the bridge and the chat move to
+// another node and resume there by seq. A chat sent while they were away
+// reaches the moved chat exactly once, and a call to the moved bridge from
+// the third node is answered.
+func TestRoomNATS_BridgeAndChatMoveToAnotherNode(t *testing.T) {
+	everything := filepath.Join("..", "..", "interop", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	if _, err := os.Stat(everything); err != nil {
+		t.Fatal("interop/node_modules is missing; run: make interop-deps")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not on PATH")
+	}
+	ns := natstest.Start(t)
+	c := newCLI(t)
+	data := filepath.Join(t.TempDir(), "room")
+	var nodes []*proc
+	var urls []string
+	for range 3 {
+		p := startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", data, "--nats", ns.URL())
+		var ready roomReady
+		p.readyLine(t, &ready)
+		nodes, urls = append(nodes, p), append(urls, ready.REST)
+		t.Cleanup(func() { p.stop(t, syscall.SIGTERM) })
+	}
+	tok := func(id string) string { return mint(t, c, "--data", data, "--topic", "room:x", "--id", id) }
+
+	bridge := startCVM(t, c, "room", "bridge", "--gateway", urls[0], "--gateway", urls[1], "--gateway", urls[2],
+		"--topic", "room:x", "--token", tok("alpha"), "--", node, everything, "stdio")
+	var bready struct {
+		Ready bool `json:"ready"`
+	}
+	bridge.readyLine(t, &bready)
+	t.Cleanup(func() { bridge.stop(t, syscall.SIGTERM) })
+	alice := startPiped(t, c, "--json", "room", "chat", "--gateway", urls[0]+","+urls[1], "--topic", "room:x", "--token", tok("alice"))
+	alice.expectJSON(t, "ready", nil)
+	bob := startPiped(t, c, "--json", "room", "chat", "--gateway", urls[2], "--topic", "room:x", "--token", tok("bob"))
+	bob.expectJSON(t, "ready", nil)
+	alice.expectJSON(t, "join", func(m map[string]any) bool { return m["participant"].(map[string]any)["id"] == "bob" })
+
+	bob.say(t, "before")
+	alice.expectJSON(t, "chat", func(m map[string]any) bool { return m["text"] == "before" })
+	bob.say(t, `/call alpha echo {"message": "one"}`)
+	if r := bob.expectJSON(t, "result", nil); !strings.Contains(string(mustJSON(t, r["result"])), "Echo: one") {
+		t.Fatalf("call before the kill: %v", r)
+	}
+
+	nodes[0].cmd.Process.Kill() // SIGKILL
+	<-nodes[0].done             // gone: nothing more is delivered through it
+	bob.say(t, "while away")
+	alice.expectJSON(t, "reconnected", nil)
+	// Alpha's new connection replaced the one the dead node held.
+	bob.expectJSON(t, "join", func(m map[string]any) bool { return m["participant"].(map[string]any)["id"] == "alpha" })
+	bob.say(t, `/call alpha echo {"message": "two"}`)
+	if r := bob.expectJSON(t, "result", nil); !strings.Contains(string(mustJSON(t, r["result"])), "Echo: two") {
+		t.Fatalf("call after the kill: %v", r)
+	}
+	alice.say(t, "after")
+	bob.expectJSON(t, "chat", func(m map[string]any) bool { return m["text"] == "after" })
+
+	// Alice's chats up to her own "after": "while away" exactly once, and
+	// seqs rising.
+	var texts []string
+	var last float64
+	for {
+		m := alice.expectJSON(t, "chat", nil)
+		seq, _ := m["seq"].(float64)
+		if seq <= last {
+			t.Fatalf("seq %v after %v (%v)", seq, last, texts)
+		}
+		last = seq
+		texts = append(texts, m["text"].(string))
+		if m["text"] == "after" {
+			break
+		}
+	}
+	if !slices.Equal(texts, []string{"while away", "after"}) {
+		t.Fatalf("alice's chats after the kill: %q, want each once", texts)
+	}
 }

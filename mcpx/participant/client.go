@@ -47,8 +47,15 @@ func (e *GatewayError) Error() string { return fmt.Sprintf("mcpx gateway: %s: %s
 // Options configure a Client. Zero values select the defaults given.
 type Options struct {
 	// Gateway is the gateway's base URL: http://host:port (https, ws and
-	// wss work too). Required.
+	// wss work too). Required, unless Gateways is set.
 	Gateway string
+	// Gateways are further base URLs of the same rooms: nodes of one
+	// cluster (cvm room serve --nats), tried after Gateway, in order. When
+	// the connection to one fails and it cannot be reached again, the
+	// client moves to the next (wrapping around) and resumes there by seq,
+	// as after a reconnect to the same gateway: no envelope lost or seen
+	// twice. Connect tries them in order too, until one welcomes it.
+	Gateways []string
 	// Topic to join. Required.
 	Topic string
 	// Token is the bearer token. TokenSource, if set, is called instead
@@ -107,9 +114,20 @@ type Options struct {
 	Logger     *slog.Logger
 }
 
+// gatewayList is Gateway then Gateways, without empty entries.
+func (o *Options) gatewayList() []string {
+	var out []string
+	for _, g := range append([]string{o.Gateway}, o.Gateways...) {
+		if g != "" {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 func (o *Options) defaults() error {
-	if o.Gateway == "" || o.Topic == "" {
-		return errors.New("mcpx: Options.Gateway and Topic are required")
+	if len(o.gatewayList()) == 0 || o.Topic == "" {
+		return errors.New("mcpx: Options.Gateway (or Gateways) and Topic are required")
 	}
 	if err := mcpx.ValidateTopic(o.Topic); err != nil {
 		return err
@@ -189,8 +207,7 @@ type Client struct {
 	opts    Options
 	ownHTTP bool // opts.HTTPClient is the client's own, to close
 	log     *slog.Logger
-	wsURL   string
-	restURL string // .../v0/topics/{topic}
+	eps     []endpoint // the gateways, in the order they are tried
 
 	ctx    context.Context // the client's lifetime; Close cancels it
 	cancel context.CancelFunc
@@ -200,6 +217,7 @@ type Client struct {
 	pending *pendingTable
 
 	mu        sync.Mutex
+	cur       int             // index in eps of the gateway connected last
 	conn      *websocket.Conn // nil while disconnected
 	ready     chan struct{}   // closed while connected
 	gen       int             // connection generation
@@ -232,16 +250,19 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	ws, rest, err := gatewayURLs(opts.Gateway, opts.Topic)
-	if err != nil {
-		return nil, err
+	var eps []endpoint
+	for _, g := range opts.gatewayList() {
+		ws, rest, err := gatewayURLs(g, opts.Topic)
+		if err != nil {
+			return nil, err
+		}
+		eps = append(eps, endpoint{ws: ws, rest: rest})
 	}
 	c := &Client{
 		opts:     opts,
 		ownHTTP:  ownHTTP,
 		log:      opts.Logger.With("topic", opts.Topic),
-		wsURL:    ws,
-		restURL:  rest,
+		eps:      eps,
 		ready:    make(chan struct{}),
 		roster:   map[string]mcpx.Participant{},
 		out:      newOutbox(),
@@ -254,7 +275,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		wlock:    make(chan struct{}, 1),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	cs, err := c.dial(ctx)
+	cs, err := c.dialFirst(ctx)
 	if err != nil {
 		c.cancel()
 		return nil, err
@@ -272,6 +293,37 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// endpoint is one gateway's WebSocket endpoint and its topic's REST base
+// (.../v0/topics/{topic}).
+type endpoint struct{ ws, rest string }
+
+// dialFirst connects to the first gateway that welcomes us, in order. A
+// refusal (bad token, full topic: an HTTP 4xx) is the cluster's answer,
+// not one node's, and is returned at once.
+func (c *Client) dialFirst(ctx context.Context) (*connState, error) {
+	var errs []error
+	for i := range c.eps {
+		cs, err := c.dial(ctx, i)
+		if err == nil {
+			return cs, nil
+		}
+		var herr *HTTPError
+		if len(c.eps) == 1 || ctx.Err() != nil || (errors.As(err, &herr) && herr.Status < 500) {
+			return nil, err
+		}
+		c.log.Info("gateway unreachable; trying the next", "gateway", c.eps[i].ws, "err", err)
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// restURL is the topic's REST base on the gateway connected last.
+func (c *Client) restURL() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.eps[c.cur].rest
 }
 
 // gatewayURLs derives the WebSocket endpoint and the topic's REST base
@@ -441,7 +493,7 @@ func (c *Client) historyPage(ctx context.Context, token string, q HistoryQuery) 
 	if q.After != "" {
 		v.Set("after", q.After)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.restURL+"/history?"+v.Encode(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.restURL()+"/history?"+v.Encode(), nil)
 	if err != nil {
 		return nil, false, err
 	}

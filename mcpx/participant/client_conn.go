@@ -26,6 +26,7 @@ const clientReadLimit = 32 << 20
 // connState is a connection that has been welcomed.
 type connState struct {
 	conn      *websocket.Conn
+	ep        int // the gateway, an index in Client.eps
 	token     string
 	self      mcpx.Participant
 	others    []mcpx.Participant
@@ -36,15 +37,16 @@ type connState struct {
 	early     [][]byte // frames before the welcome (reference compat sends our own join first)
 }
 
-// dial connects and reads up to the welcome.
-func (c *Client) dial(ctx context.Context) (*connState, error) {
+// dial connects to gateway ep and reads up to the welcome.
+func (c *Client) dial(ctx context.Context, ep int) (*connState, error) {
+	wsURL := c.eps[ep].ws
 	tok, err := c.bearer(ctx)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, welcomeTimeout)
 	defer cancel()
-	conn, resp, err := websocket.Dial(ctx, c.wsURL, &websocket.DialOptions{
+	conn, resp, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{
 		HTTPClient:      c.opts.HTTPClient,
 		HTTPHeader:      http.Header{"Authorization": {"Bearer " + tok}},
 		Subprotocols:    []string{mcpx.Subprotocol},
@@ -53,12 +55,12 @@ func (c *Client) dial(ctx context.Context) (*connState, error) {
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-			return nil, httpRefusal("connect to "+c.wsURL, resp.StatusCode, body)
+			return nil, httpRefusal("connect to "+wsURL, resp.StatusCode, body)
 		}
-		return nil, fmt.Errorf("mcpx: connect to %s: %w", c.wsURL, err)
+		return nil, fmt.Errorf("mcpx: connect to %s: %w", wsURL, err)
 	}
 	conn.SetReadLimit(clientReadLimit)
-	cs := &connState{conn: conn, token: tok}
+	cs := &connState{conn: conn, ep: ep, token: tok}
 	for range 64 {
 		_, data, err := conn.Read(ctx)
 		if err != nil {
@@ -119,6 +121,10 @@ func parseWelcome(payload json.RawMessage, cs *connState) bool {
 
 // run owns the connection: it serves cs, then reconnects with backoff until
 // the client closes. started receives the outcome of the first connection.
+//
+// A reconnect tries the gateway it lost first (a blip, a restart), then the
+// next ones in turn; the backoff doubles after each round of the list that
+// all failed, so a dead node costs one failed dial, not a growing wait.
 func (c *Client) run(cs *connState, started chan<- error) {
 	defer c.wg.Done()
 	backoff := c.opts.ReconnectMin
@@ -131,8 +137,10 @@ func (c *Client) run(cs *connState, started chan<- error) {
 		if c.ctx.Err() != nil || c.isClosed() {
 			return
 		}
-		c.log.Info("disconnected from the gateway; reconnecting", "err", err)
+		c.log.Info("disconnected from the gateway; reconnecting", "gateway", c.eps[cs.ep].ws, "err", err)
 		c.emit(Event{Type: EventDisconnected, Err: err})
+		lost := cs.ep
+		next := lost
 		for {
 			wait := backoff/2 + rand.N(backoff/2+1) // jitter: not every participant at once
 			select {
@@ -140,16 +148,22 @@ func (c *Client) run(cs *connState, started chan<- error) {
 			case <-c.ctx.Done():
 				return
 			}
-			cs, err = c.dial(c.ctx)
+			cs, err = c.dial(c.ctx, next)
 			if err == nil {
 				backoff = c.opts.ReconnectMin
+				if next != lost {
+					c.log.Info("moved to another gateway", "gateway", c.eps[next].ws)
+				}
 				break
 			}
 			if c.ctx.Err() != nil {
 				return
 			}
-			backoff = min(backoff*2, c.opts.ReconnectMax)
-			c.log.Info("reconnect failed", "err", err, "next_in", backoff)
+			c.log.Info("reconnect failed", "gateway", c.eps[next].ws, "err", err)
+			next = (next + 1) % len(c.eps)
+			if next == lost {
+				backoff = min(backoff*2, c.opts.ReconnectMax)
+			}
 		}
 	}
 }
@@ -161,6 +175,7 @@ func (c *Client) serve(cs *connState, started chan<- error) error {
 	c.gen++
 	gen := c.gen
 	first := gen == 1
+	c.cur = cs.ep
 	c.token, c.self, c.history = cs.token, cs.self, cs.history
 	c.pageLimit = min(max(cs.pageLimit, 1), 1000)
 	if !cs.history {
