@@ -31,6 +31,11 @@ type lnRail struct {
 }
 
 func newLNRail(tb testing.TB, relayURL string, aliceMsat int64) *lnRail {
+	return newLNRailPoll(tb, relayURL, aliceMsat, lightning.ProcessorOptions{PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond})
+}
+
+// newLNRailPoll is newLNRail with the processor's options.
+func newLNRailPoll(tb testing.TB, relayURL string, aliceMsat int64, popts lightning.ProcessorOptions) *lnRail {
 	tb.Helper()
 	net, err := lnsim.Open(lnsim.Options{})
 	if err != nil {
@@ -54,7 +59,7 @@ func newLNRail(tb testing.TB, relayURL string, aliceMsat int64) *lnRail {
 	tb.Cleanup(func() { aliceWallet.Close() })
 	return &lnRail{
 		net:     net,
-		proc:    lightning.NewProcessor(srvWallet, lightning.ProcessorOptions{PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond}),
+		proc:    lightning.NewProcessor(srvWallet, popts),
 		handler: lightning.NewHandler(aliceWallet),
 	}
 }
@@ -109,5 +114,47 @@ func TestPayLightning_WaivedRefusedAndComputed(t *testing.T) {
 	}
 	if a, s := ln.balances(t); a != 97_000 || s != 3_000 || invoices.Load() != 1 {
 		t.Fatalf("after a 3-sat call: alice %d msat, srv %d msat, %d settlements", a, s, invoices.Load())
+	}
+}
+
+// BenchmarkPaidCallLightning measures a call through a relay on loopback,
+// free and paid on the Lightning rail through the simulator: lnsim wallets
+// served over NWC on the same relay, an invoice made (make_invoice), paid
+// by the client (pay_invoice) and verified by the server (lookup_invoice)
+// between payment_required and the result. "paid-poll-5ms" verifies with
+// lookups from 5 ms backing off to 50 ms; "paid-default-poll" with the
+// processor's defaults (0.5 s backing off to 15 s), what cvm gateway does.
+func BenchmarkPaidCallLightning(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		tool  string
+		popts lightning.ProcessorOptions
+	}{
+		{"free", "echo", lightning.ProcessorOptions{}},
+		{"paid-poll-5ms", "count", lightning.ProcessorOptions{PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond}},
+		{"paid-default-poll", "count", lightning.ProcessorOptions{}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			r := relaytest.Start(b, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+			ln := newLNRailPoll(b, r.URL, 1<<40, c.popts)
+			p, _ := contextvm.ParsePrice("tool:count=1")
+			var calls atomic.Int64
+			srv := serve(b, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
+				Payments: &contextvm.PaymentOptions{Processors: []payments.Processor{ln.proc}}}, counterServer(&calls))
+			cs := connect(b, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+				Pay: &contextvm.PayOptions{Handlers: []payments.Handler{ln.handler}, Budget: &payments.Budget{PerCall: 1}}})
+			var args map[string]any
+			if c.tool == "echo" {
+				args = map[string]any{"text": "x"}
+			}
+			for b.Loop() {
+				if res, err := call(cs, c.tool, args); err != nil || res.IsError {
+					b.Fatalf("%v %+v", err, res)
+				}
+			}
+			if c.tool == "count" && calls.Load() == 0 {
+				b.Fatal("no paid call ran")
+			}
+		})
 	}
 }
