@@ -52,6 +52,13 @@ const (
 // request is kept in ServerOptions.State for the freshness window, and the
 // same request event arriving again is answered from it. After a crash
 // during the call, the replay is answered with CodePaidResultLost.
+//
+// A payment request is recorded in ServerOptions.State before the client
+// learns of it. If the server restarts before the payment is verified, the
+// same request event replayed (transparent) or the same request sent again
+// (explicit gating) after the restart has that payment request verified
+// rather than a new one issued: a client that paid meanwhile is credited
+// once and its request runs once.
 type PaymentOptions struct {
 	// Pricer says what each priced request costs (payments.Announced when
 	// nil: the announced amount). Its price must fall inside the announced
@@ -74,6 +81,8 @@ const (
 	resultSpace     = "contextvm.results"
 	grantSpace      = "contextvm.grants"
 	grantUsedSpace  = "contextvm.grants.used"
+	issuedSpace     = "contextvm.issued"        // transparent: payment requests issued, by route key
+	grantIssueSpace = "contextvm.grants.issued" // explicit gating: payment requests issued, by grant key
 	defaultVerify   = 5 * time.Minute
 	pendingRetrySec = 1
 )
@@ -107,8 +116,17 @@ type gate struct {
 
 	running registry[string, bool] // route keys of paid requests in this process
 
-	mu      sync.Mutex
-	pending map[string]*grant // explicit gating: payments issued, by grant key
+	mu        sync.Mutex
+	pending   map[string]*grant // explicit gating: payments issued, by grant key
+	verifying map[string]bool   // transparent: route keys whose payment this process verifies
+}
+
+// issuedRecord is a payment request issued and not yet verified, kept in
+// ServerOptions.State before the client learns of it, so that a payment
+// made while the server restarts is still credited.
+type issuedRecord struct {
+	Charge payments.Charge          `json:"charge"`
+	Req    payments.PaymentRequired `json:"req"`
 }
 
 // grant is an explicit-gating payment under way.
@@ -132,7 +150,8 @@ func newGate(s *Server, opts PaymentOptions, prices []Price) (*gate, error) {
 	if opts.VerifyTimeout <= 0 {
 		opts.VerifyTimeout = defaultVerify
 	}
-	g := &gate{s: s, opts: opts, prices: map[string]payments.Cap{}, procs: map[string]payments.Processor{}, pending: map[string]*grant{}}
+	g := &gate{s: s, opts: opts, prices: map[string]payments.Cap{}, procs: map[string]payments.Processor{},
+		pending: map[string]*grant{}, verifying: map[string]bool{}}
 	for _, p := range opts.Processors {
 		g.procs[p.PMI()] = p
 	}
@@ -175,6 +194,14 @@ func (g *gate) priced(m *jsonrpc.Request) (payments.Cap, bool) {
 func (g *gate) admit(c *ServerConn, key string, r *route, inner nostr.Event, m *jsonrpc.Request, price payments.Cap, forward func()) {
 	explicit := c.paymentMode() == PaymentExplicitGating
 	c.answerLater(func(ctx context.Context) {
+		if !explicit {
+			if rec, ok := g.issued(ctx, issuedSpace, key); ok {
+				// A replay, after a restart, of a request whose payment
+				// was asked for: that payment, not a new one.
+				g.transparent(ctx, c, key, r, rec.Charge, &rec.Req, forward)
+				return
+			}
+		}
 		charge := payments.Charge{Unit: price.Unit, Description: price.Capability, RequestID: inner.ID.Hex(), Client: c.client.Hex()}
 		quote, err := payments.Resolve(ctx, g.opts.Pricer, payments.PriceRequest{Cap: price, Method: m.Method, Params: m.Params,
 			Client: charge.Client, RequestID: charge.RequestID})
@@ -199,32 +226,110 @@ func (g *gate) admit(c *ServerConn, key string, r *route, inner nostr.Event, m *
 			g.gated(ctx, c, key, r, m, charge, forward)
 			return
 		}
-		g.transparent(ctx, c, key, r, charge, forward)
+		g.transparent(ctx, c, key, r, charge, nil, forward)
 	})
 }
 
-// transparent collects the payment of one request with CEP-8's
-// notifications.
-func (g *gate) transparent(ctx context.Context, c *ServerConn, key string, r *route, charge payments.Charge, forward func()) {
+// issue asks the first processor for the payment of charge and records it
+// in space under key, until expires, before the client learns of it.
+func (g *gate) issue(ctx context.Context, space, key string, charge payments.Charge, expires time.Time) (payments.PaymentRequired, error) {
 	proc := g.opts.Processors[0]
 	req, err := proc.Require(ctx, charge)
 	if err != nil {
-		g.s.log.Error("could not issue a payment request", "pmi", proc.PMI(), "err", err)
-		c.answerError(ctx, key, &jsonrpc.Error{Code: CodeTransportError, Message: "the server could not issue a payment request; nothing was charged; retry later"})
+		return req, fmt.Errorf("issue a %s payment request: %w", proc.PMI(), err)
+	}
+	rec, err := json.Marshal(issuedRecord{Charge: charge, Req: req})
+	if err != nil {
+		return req, err
+	}
+	if err := g.s.opts.State.Put(ctx, space, []byte(key), rec, expires); err != nil {
+		return req, fmt.Errorf("record the payment request: %w", err)
+	}
+	return req, nil
+}
+
+// issued returns the payment request recorded in space under key, if any.
+func (g *gate) issued(ctx context.Context, space, key string) (issuedRecord, bool) {
+	raw, ok, err := g.s.opts.State.Get(ctx, space, []byte(key))
+	if err != nil || !ok {
+		return issuedRecord{}, false
+	}
+	var rec issuedRecord
+	if json.Unmarshal(raw, &rec) != nil || rec.Req.PayReq == "" || g.procs[rec.Req.PMI] == nil {
+		return issuedRecord{}, false
+	}
+	return rec, true
+}
+
+// forgetIssued drops the record of a payment request that is settled
+// either way.
+func (g *gate) forgetIssued(ctx context.Context, space, key string) {
+	if err := g.s.opts.State.Put(ctx, space, []byte(key), nil, time.Now()); err != nil {
+		g.s.log.Warn("could not forget a payment request", "key", key, "err", err)
+	}
+}
+
+// issueFailed answers a request whose payment request could not be issued.
+func (g *gate) issueFailed(ctx context.Context, c *ServerConn, key string, err error) {
+	g.s.log.Error("could not issue a payment request", "request", key, "err", err)
+	c.answerError(ctx, key, &jsonrpc.Error{Code: CodeTransportError, Message: "the server could not issue a payment request; nothing was charged; retry later"})
+}
+
+// transparent collects the payment of one request with CEP-8's
+// notifications. prev is the payment request already issued for it, before
+// a restart, if any.
+func (g *gate) transparent(ctx context.Context, c *ServerConn, key string, r *route, charge payments.Charge, prev *payments.PaymentRequired, forward func()) {
+	g.mu.Lock()
+	if prev != nil && g.verifying[key] {
+		// Another replay of the same request is being verified.
+		g.mu.Unlock()
+		c.routes.drop(key)
 		return
 	}
+	g.verifying[key] = true
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.verifying, key)
+		g.mu.Unlock()
+	}()
+	var req payments.PaymentRequired
+	if prev != nil {
+		if _, done, err := g.s.opts.State.Get(ctx, chargeSpace, []byte(key)); err != nil || done {
+			c.routes.drop(key) // credited already: a replay is answered from the store
+			return
+		}
+		req = *prev
+		g.s.log.Info("verifying a payment requested before a restart", "client", charge.Client, "request", key, "amount", charge.Amount)
+	} else {
+		var err error
+		if req, err = g.issue(ctx, issuedSpace, key, charge, g.expiry(r)); err != nil {
+			g.issueFailed(ctx, c, key, err)
+			return
+		}
+	}
+	// Sent again on a resumed request, in case the first never left: a
+	// client ignores a second payment_required for one request.
 	c.notifyFor(ctx, r, MethodPaymentRequired, req)
 	vctx, cancel := context.WithTimeout(ctx, g.verifyTimeout(req))
-	err = proc.Verify(vctx, charge, req)
+	err := g.procs[req.PMI].Verify(vctx, charge, req)
 	cancel()
+	if err != nil && ctx.Err() != nil {
+		// The server is stopping: the payment request stays on record,
+		// to be verified when the request is replayed after a restart.
+		g.s.log.Info("stopped verifying a payment", "client", charge.Client, "request", key, "err", err)
+		return
+	}
 	if err != nil {
 		g.s.log.Info("payment not verified", "client", charge.Client, "request", charge.RequestID, "err", err)
+		g.forgetIssued(ctx, issuedSpace, key)
 		msg := fmt.Sprintf("payment not verified: %v; the request did not run", err)
 		c.notifyFor(ctx, r, MethodPaymentRejected, map[string]any{"pmi": req.PMI, "amount": req.Amount, "message": msg})
 		c.answerError(ctx, key, &jsonrpc.Error{Code: CodePaymentRejected, Message: msg})
 		return
 	}
 	g.paid(ctx, key, r, charge, req.PMI)
+	g.forgetIssued(ctx, issuedSpace, key)
 	c.notifyFor(ctx, r, MethodPaymentAccepted, map[string]any{"amount": req.Amount, "pmi": req.PMI})
 	forward()
 }
@@ -272,7 +377,11 @@ func (g *gate) stored(ctx context.Context, key string, r *route, content string)
 func (g *gate) replayed(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind) {
 	key := inner.ID.Hex()
 	rec, ok, err := g.s.opts.State.Get(ctx, chargeSpace, []byte(key))
-	if err != nil || !ok {
+	if err != nil {
+		return
+	}
+	if !ok {
+		g.resume(ctx, inner, wrapKind)
 		return
 	}
 	if running, _ := g.running.get(key); running {
@@ -310,6 +419,25 @@ func (g *gate) replayed(ctx context.Context, inner nostr.Event, wrapKind nostr.K
 	}
 }
 
+// resume takes up a request whose payment was asked for before the server
+// restarted and never verified: the replay is dispatched again, and the
+// gate verifies the payment request on record instead of issuing another
+// (see transparent). A request whose payment this process is verifying
+// already gets nothing.
+func (g *gate) resume(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind) {
+	key := inner.ID.Hex()
+	g.mu.Lock()
+	busy := g.verifying[key]
+	g.mu.Unlock()
+	if busy {
+		return
+	}
+	if _, ok := g.issued(ctx, issuedSpace, key); !ok {
+		return
+	}
+	g.s.dispatch(ctx, inner, wrapKind)
+}
+
 // gated serves a priced request under explicit gating: it runs once per
 // verified payment for the same client, method and params.
 func (g *gate) gated(ctx context.Context, c *ServerConn, key string, r *route, m *jsonrpc.Request, charge payments.Charge, forward func()) {
@@ -325,22 +453,34 @@ func (g *gate) gated(ctx context.Context, c *ServerConn, key string, r *route, m
 	}
 	g.mu.Lock()
 	gr := g.pending[gk]
-	switch {
-	case gr != nil && gr.failed == nil:
-		g.mu.Unlock()
+	if gr != nil && gr.failed != nil {
+		delete(g.pending, gk) // a failed payment: issue a new one
+		gr = nil
+	}
+	if gr == nil {
+		// A payment asked for before a restart, and not yet spent, is
+		// verified rather than asked for again.
+		if rec, ok := g.issued(ctx, grantIssueSpace, gk); ok && !g.grantUsed(ctx, rec.Req.PayReq) {
+			gr = &grant{req: rec.Req, charge: rec.Charge}
+			g.pending[gk] = gr
+			g.s.log.Info("verifying a payment requested before a restart", "client", rec.Charge.Client, "amount", rec.Charge.Amount)
+			if !g.s.life.Go(func(ctx context.Context) { g.verifyGrant(ctx, gk, gr) }) {
+				delete(g.pending, gk)
+				g.mu.Unlock()
+				return
+			}
+		}
+	}
+	g.mu.Unlock()
+	if gr != nil {
 		data, _ := json.Marshal(map[string]any{"instructions": "the payment is not verified yet; send the same request again after retry_after seconds",
 			"retry_after": pendingRetrySec})
 		c.answerError(ctx, key, &jsonrpc.Error{Code: CodePaymentPending, Message: "Payment Pending", Data: data})
 		return
-	case gr != nil:
-		delete(g.pending, gk) // a failed payment: issue a new one
 	}
-	g.mu.Unlock()
-	proc := g.opts.Processors[0]
-	req, err := proc.Require(ctx, charge)
+	req, err := g.issue(ctx, grantIssueSpace, gk, charge, time.Now().Add(max(g.s.window, g.opts.VerifyTimeout)))
 	if err != nil {
-		g.s.log.Error("could not issue a payment request", "pmi", proc.PMI(), "err", err)
-		c.answerError(ctx, key, &jsonrpc.Error{Code: CodeTransportError, Message: "the server could not issue a payment request; nothing was charged; retry later"})
+		g.issueFailed(ctx, c, key, err)
 		return
 	}
 	gr = &grant{req: req, charge: charge}
@@ -357,6 +497,12 @@ func (g *gate) gated(ctx context.Context, c *ServerConn, key string, r *route, m
 	c.answerError(ctx, key, &jsonrpc.Error{Code: CodePaymentRequired, Message: "Payment Required", Data: data})
 }
 
+// grantUsed reports whether the grant bought by payReq was spent.
+func (g *gate) grantUsed(ctx context.Context, payReq string) bool {
+	_, used, err := g.s.opts.State.Get(ctx, grantUsedSpace, []byte(payReq))
+	return used || err != nil
+}
+
 // verifyGrant waits for an explicit-gating payment and records the grant
 // it buys.
 func (g *gate) verifyGrant(ctx context.Context, gk string, gr *grant) {
@@ -367,6 +513,11 @@ func (g *gate) verifyGrant(ctx context.Context, gk string, gr *grant) {
 	if err == nil {
 		rec, _ := json.Marshal(map[string]string{"pay_req": gr.req.PayReq, "pmi": gr.req.PMI})
 		err = g.s.opts.State.Put(ctx, grantSpace, []byte(gk), rec, time.Now().Add(g.s.window))
+		if err == nil {
+			g.forgetIssued(ctx, grantIssueSpace, gk)
+		}
+	} else if ctx.Err() == nil {
+		g.forgetIssued(ctx, grantIssueSpace, gk) // expired or refused: a new one is issued next time
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -65,6 +65,20 @@ func Serve(ctx context.Context, host mcp.Transport, opts Options) error {
 // directions to stop. It returns nil when local reached its end or ctx was
 // done, and the first other error otherwise.
 func Pipe(ctx context.Context, local, remote mcp.Connection, log *slog.Logger) error {
+	return PipeHost(ctx, local, remote, log, nil)
+}
+
+// PipeHost is Pipe with host, if not nil, watching the host's messages and
+// free to ask the host (Host.Confirm) while the pipe runs.
+func PipeHost(ctx context.Context, local, remote mcp.Connection, log *slog.Logger, host *Host) error {
+	var take func(jsonrpc.Message) bool
+	if host != nil {
+		host.mu.Lock()
+		host.local = local
+		host.mu.Unlock()
+		defer close(host.done)
+		take = host.fromHost
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
@@ -72,8 +86,8 @@ func Pipe(ctx context.Context, local, remote mcp.Connection, log *slog.Logger) e
 		err error
 	}
 	done := make(chan result, 2)
-	go func() { done <- result{true, forward(ctx, local, remote, log, "to server")} }()
-	go func() { done <- result{false, forward(ctx, remote, local, log, "to host")} }()
+	go func() { done <- result{true, forward(ctx, local, remote, log, "to server", take)} }()
+	go func() { done <- result{false, forward(ctx, remote, local, log, "to host", nil)} }()
 	first := <-done
 	cancel()
 	local.Close()
@@ -89,13 +103,17 @@ func Pipe(ctx context.Context, local, remote mcp.Connection, log *slog.Logger) e
 	}
 }
 
-// forward copies messages from one connection to the other. A message that
-// cannot be written is logged and dropped, except on a closed connection.
-func forward(ctx context.Context, from, to mcp.Connection, log *slog.Logger, direction string) error {
+// forward copies messages from one connection to the other, but those
+// take takes (if not nil). A message that cannot be written is logged and
+// dropped, except on a closed connection.
+func forward(ctx context.Context, from, to mcp.Connection, log *slog.Logger, direction string, take func(jsonrpc.Message) bool) error {
 	for {
 		msg, err := from.Read(ctx)
 		if err != nil {
 			return err
+		}
+		if take != nil && take(msg) {
+			continue
 		}
 		if log.Enabled(ctx, slog.LevelDebug) {
 			log.Debug("message", "direction", direction, "message", describe(msg))

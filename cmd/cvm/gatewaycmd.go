@@ -16,6 +16,7 @@ import (
 	"github.com/cvmgo/cvm/internal/httpserve"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/payments/lightning"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 )
@@ -37,6 +38,7 @@ type gatewayFlags struct {
 	injectClientPubkey         bool
 	prices, commonTools, cats  []string
 	walletFile                 string
+	paymentTTL                 time.Duration
 }
 
 func (a *app) gatewayCommand() *cobra.Command {
@@ -116,11 +118,12 @@ it down, answering what is in flight with an error.`,
 	f.BoolVar(&gf.unannounceOnExit, "unannounce-on-exit", false, "delete the announcements when the gateway stops")
 	f.StringArrayVar(&gf.prices, "price", nil, "advertise a price: tool:NAME=AMOUNT[:UNIT], prompt:… or resource:URI=… (repeatable)")
 	f.StringVar(&gf.walletFile, "wallet-file", "", "file (mode 0600) holding the receiving wallet's connection URI (else $"+walletEnv+"): collect the prices")
+	f.DurationVar(&gf.paymentTTL, "payment-ttl", lightning.DefaultTTL, "how long a payment request (a Lightning invoice) can be paid")
 	f.StringArrayVar(&gf.commonTools, "common-tool", nil, "declare a tool as implementing a common schema (repeatable)")
 	f.StringArrayVar(&gf.cats, "category", nil, "a category for the common tools' announcement (repeatable)")
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
 		"session-mode", "env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-rate", "session-burst", "idle-timeout",
-		"announce", "announce-relay", "unannounce-on-exit", "price", "common-tool", "category"} {
+		"announce", "announce-relay", "unannounce-on-exit", "price", "payment-ttl", "common-tool", "category"} {
 		config.Bind(f, name, "gateway."+name)
 	}
 	return cmd
@@ -193,7 +196,10 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	if uri, err := a.walletURI(gf.walletFile); err != nil {
 		return err
 	} else if uri != "" {
-		proc, _, closeWallet, err := walletPMI(uri, a.log)
+		if gf.paymentTTL < time.Second {
+			return fmt.Errorf("--payment-ttl %v: want at least 1s", gf.paymentTTL)
+		}
+		proc, _, closeWallet, err := walletPMI(uri, a.log, gf.paymentTTL)
 		if err != nil {
 			return err
 		}

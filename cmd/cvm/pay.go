@@ -36,6 +36,7 @@ type payFlags struct {
 	allow           []string
 	yes             bool
 	walletFile      string
+	interaction     string
 }
 
 func (a *app) addPayFlags(cmd *cobra.Command, pf *payFlags, withYes bool) {
@@ -45,7 +46,9 @@ func (a *app) addPayFlags(cmd *cobra.Command, pf *payFlags, withYes bool) {
 	f.Int64Var(&pf.perDay, "max-sats-per-day", 0, "pay at most this many sats a day in all (0: no daily limit)")
 	f.StringSliceVar(&pf.allow, "pay-allow", nil, "servers allowed to charge (npub, hex or alias; default: any)")
 	f.StringVar(&pf.walletFile, "wallet-file", "", "file (mode 0600) holding the wallet connection URI; else $"+walletEnv)
+	f.StringVar(&pf.interaction, "payment-interaction", contextvm.PaymentTransparent, "how a server asks for payment (CEP-8): transparent (notifications) or explicit (-32042, pay, send again)")
 	config.Bind(f, "max-sats", "payments.max-sats")
+	config.Bind(f, "payment-interaction", "payments.interaction")
 	config.Bind(f, "max-sats-per-server-per-day", "payments.max-sats-per-server-per-day")
 	config.Bind(f, "max-sats-per-day", "payments.max-sats-per-day")
 	config.Bind(f, "pay-allow", "payments.allow")
@@ -86,7 +89,10 @@ func redactURI(uri string) string {
 //   - fake://NAME?ledger=PATH[&ttl=DURATION]: the Fake payment method's
 //     simulator, for tests and demos, whose "wallet" is an account in a
 //     ledger file that processes share. No money moves.
-func walletPMI(uri string, log *slog.Logger) (payments.Processor, payments.Handler, func() error, error) {
+//
+// ttl is how long a payment request the processor issues can be paid (0:
+// the method's default; a fake URI's own ttl wins).
+func walletPMI(uri string, log *slog.Logger, ttl time.Duration) (payments.Processor, payments.Handler, func() error, error) {
 	u, err := url.Parse(uri)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("the wallet URI %s does not parse", redactURI(uri))
@@ -97,7 +103,6 @@ func walletPMI(uri string, log *slog.Logger) (payments.Processor, payments.Handl
 		if name == "" || path == "" {
 			return nil, nil, nil, errors.New("a fake (simulated, test/demo) wallet is fake://NAME?ledger=PATH")
 		}
-		var ttl time.Duration
 		if s := u.Query().Get("ttl"); s != "" {
 			if ttl, err = time.ParseDuration(s); err != nil {
 				return nil, nil, nil, fmt.Errorf("fake wallet ttl: %w", err)
@@ -112,7 +117,7 @@ func walletPMI(uri string, log *slog.Logger) (payments.Processor, payments.Handl
 			return nil, nil, nil, fmt.Errorf("wallet: %w", err)
 		}
 		w := nwc.NewClient(wu, nwc.ClientOptions{Logger: log})
-		return lightning.NewProcessor(w, lightning.ProcessorOptions{}), lightning.NewHandler(w), w.Close, nil
+		return lightning.NewProcessor(w, lightning.ProcessorOptions{TTL: ttl}), lightning.NewHandler(w), w.Close, nil
 	}
 	return nil, nil, nil, fmt.Errorf("unknown wallet URI scheme %q: want nostr+walletconnect:// (NIP-47), or fake:// for the test simulator", u.Scheme)
 }
@@ -183,12 +188,19 @@ func (l *payLog) payments() []payment {
 func (a *app) payOptions(pf payFlags, ask func(context.Context, contextvm.PaymentOffer) bool) (*contextvm.PayOptions, *payLog, error) {
 	log := &payLog{a: a, close: func() error { return nil }}
 	opts := &contextvm.PayOptions{Report: log.report, Confirm: ask}
+	switch pf.interaction {
+	case "", contextvm.PaymentTransparent:
+	case "explicit", contextvm.PaymentExplicitGating:
+		opts.ExplicitGating = true
+	default:
+		return nil, nil, fmt.Errorf("--payment-interaction %q: want transparent or explicit", pf.interaction)
+	}
 	uri, err := a.walletURI(pf.walletFile)
 	if err != nil {
 		return nil, nil, err
 	}
 	if uri != "" {
-		_, h, closeWallet, err := walletPMI(uri, a.log)
+		_, h, closeWallet, err := walletPMI(uri, a.log, 0)
 		if err != nil {
 			return nil, nil, err
 		}

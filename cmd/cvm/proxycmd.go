@@ -31,7 +31,10 @@ The proxy ends when the host closes its input, or on SIGINT or SIGTERM.
 
 A priced tool is paid for only within --max-sats (payments.max-sats in
 config.toml, how a proxy started by a host gets one), from the wallet of
---wallet-file or $CVM_WALLET; the host is not asked.`,
+--wallet-file or $CVM_WALLET. A host that declares the elicitation
+capability is asked before each payment (amount, unit, server, tool:
+accept pays, decline does not); a host that does not is not asked, and the
+proxy pays within the cap and the daily limits.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := a.log
@@ -46,8 +49,10 @@ config.toml, how a proxy started by a host gets one), from the wallet of
 				}
 				a.log = log // where the relays used are explained, too
 			}
-			// The host is not asked (yet): payments only within the cap.
-			pay, paid, err := a.payOptions(pf, nil)
+			// The host is asked through elicitation if it takes it;
+			// otherwise payments are made within the cap only.
+			host := proxy.NewHost()
+			pay, paid, err := a.payOptions(pf, host.Confirm)
 			if err != nil {
 				return err
 			}
@@ -79,7 +84,7 @@ config.toml, how a proxy started by a host gets one), from the wallet of
 				return err
 			}
 			log.Info("proxy ready", "server", opts.Server, "relays", opts.Relays)
-			if err := proxy.Pipe(ctx, local, remote, log); err != nil {
+			if err := proxy.PipeHost(ctx, local, remote, log, host); err != nil {
 				return err
 			}
 			log.Info("proxy stopped")
