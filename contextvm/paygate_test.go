@@ -579,11 +579,18 @@ func BenchmarkPaidCall(b *testing.B) {
 		Payments: &contextvm.PaymentOptions{Processors: []payments.Processor{&payments.FakeProcessor{Ledger: ledger, Payee: "srv"}}}}, counterServer(&calls))
 	cs := connect(b, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
 		Pay: &contextvm.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: ledger, Payer: "alice"}}, Budget: &payments.Budget{PerCall: 1}}})
-	for _, c := range []struct{ name, tool string }{{"free", "echo"}, {"paid", "count"}} {
+	for _, c := range []struct {
+		name, tool string
+		args       map[string]any
+	}{{"free", "echo", map[string]any{"text": "x"}}, {"paid", "count", map[string]any{}}} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := call(cs, c.tool, map[string]any{"text": "x"}); err != nil {
+				res, err := call(cs, c.tool, c.args)
+				if err != nil {
 					b.Fatal(err)
+				}
+				if res.IsError {
+					b.Fatalf("%s answered with an error: the benchmark would time no tool", c.tool)
 				}
 			}
 		})
