@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -39,7 +40,8 @@ func TestRoomNATS_TwoProcessesShareARoom(t *testing.T) {
 	ns := natstest.Start(t)
 	c := newCLI(t)
 	data := filepath.Join(t.TempDir(), "room")
-	var urls []string
+	var urls, rests []string
+	var procs []*proc
 	for range 2 {
 		p := startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", data, "--nats", ns.URL())
 		var ready struct {
@@ -52,6 +54,8 @@ func TestRoomNATS_TwoProcessesShareARoom(t *testing.T) {
 			t.Fatalf("ready line %+v", ready)
 		}
 		urls = append(urls, ready.URL)
+		rests = append(rests, ready.REST)
+		procs = append(procs, p)
 		t.Cleanup(func() { p.stop(t, syscall.SIGTERM) })
 		resp, err := http.Get(ready.REST + "/healthz")
 		if err != nil {
@@ -80,6 +84,28 @@ func TestRoomNATS_TwoProcessesShareARoom(t *testing.T) {
 		if m := roomRead(t, conn); m["id"] != "c1" || m["seq"] != 1.0 {
 			t.Fatalf("got %v, want c1 with seq 1", m)
 		}
+	}
+	// /metrics has the cluster figures: the first node appended c1.
+	resp, err := http.Get(rests[0] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, line := range []string{"cvm_mcpx_nats_up 1", "cvm_mcpx_cluster_appends_total 1", "cvm_mcpx_cluster_append_conflicts_total 0", "cvm_mcpx_cluster_dead_node_leaves_total 0"} {
+		if !slices.Contains(strings.Split(string(body), "\n"), line) {
+			t.Errorf("/metrics of node 1 lacks %q", line)
+		}
+	}
+	if !strings.Contains(string(body), "cvm_mcpx_cluster_roster_writes_total ") {
+		t.Error("/metrics of node 1 lacks cvm_mcpx_cluster_roster_writes_total")
+	}
+	// Stopping a node is no lost NATS link: it says nothing about one.
+	if code := procs[0].stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d after SIGTERM; stderr: %s", code, procs[0].stderr)
+	}
+	if strings.Contains(procs[0].stderr.String(), "NATS link lost") {
+		t.Errorf("a stopped node warns of a lost NATS link: %s", procs[0].stderr)
 	}
 }
 

@@ -46,6 +46,8 @@ type Conn struct {
 
 	log *slog.Logger
 
+	closed chan struct{} // closed by the client's closed callback, the last one
+
 	mu        sync.Mutex
 	up        bool
 	changed   chan struct{} // closed and replaced on every change of up
@@ -69,22 +71,32 @@ func Connect(ctx context.Context, url string, opts Options) (*Conn, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	c := &Conn{URL: url, log: opts.Logger.With("nats", url), changed: make(chan struct{})}
+	c := &Conn{URL: url, log: opts.Logger.With("nats", url), changed: make(chan struct{}), closed: make(chan struct{})}
 	nc, err := nats.Connect(url,
 		nats.Name(opts.Name),
 		nats.Timeout(opts.ConnectTimeout),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(opts.ReconnectWait),
 		nats.ReconnectBufSize(-1), // never buffer while down: callers answer "unavailable" instead
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			c.setUp(false)
+			// The client also reports a disconnection when it is closed
+			// on purpose (Close); that is no lost link and is not
+			// reconnected.
+			if nc.IsClosed() {
+				return
+			}
 			c.log.Warn("NATS link lost; reconnecting", "err", err)
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) {
 			c.setUp(true)
 			c.log.Info("NATS link restored")
 		}),
-		nats.ClosedHandler(func(*nats.Conn) { c.setUp(false) }),
+		nats.ClosedHandler(func(*nats.Conn) {
+			c.setUp(false)
+			c.log.Debug("NATS connection closed")
+			close(c.closed)
+		}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrUnreachable, url, err)
@@ -152,7 +164,10 @@ func (c *Conn) WaitUp(ctx context.Context) error {
 	}
 }
 
-// Close drains nothing: it closes the connection at once.
+// Close drains nothing: it closes the connection at once, and returns once
+// the client has run its last callback, so that nothing is logged about
+// the connection after Close. Safe to call more than once.
 func (c *Conn) Close() {
 	c.NC.Close()
+	<-c.closed
 }

@@ -40,6 +40,18 @@ func (r *Registry) Counter(name, help string) prometheus.Counter {
 	return c
 }
 
+// GaugeFunc registers a gauge whose value f gives at each scrape.
+func (r *Registry) GaugeFunc(name, help string, f func() float64) {
+	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+}
+
+// CounterFunc registers a counter whose value f gives at each scrape, for
+// counts kept elsewhere (by something several servers share). f must
+// never decrease.
+func (r *Registry) CounterFunc(name, help string, f func() float64) {
+	r.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f))
+}
+
 // CounterVec registers counters by labels.
 func (r *Registry) CounterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)

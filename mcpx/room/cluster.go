@@ -94,6 +94,8 @@ type Cluster struct {
 	upSince  time.Time
 	retries  []pendingLeave // roster removals that failed while NATS was down
 
+	stats clusterStats
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -379,6 +381,7 @@ func (c *Cluster) sweep(ctx context.Context, now time.Time) {
 		if err != nil || !ok {
 			continue
 		}
+		c.stats.deadLeaves.Add(1)
 		c.log.Info("participant of a dead node reported left", "topic", d.topic, "participant", d.m.P.ID, "dead_node", d.m.Node)
 		e := presenceEnvelope(time.Now(), mcpx.PresenceLeave, d.m.P, mcpx.LeaveTimeout)
 		if err := c.Publish(ctx, Delivery{Topic: d.topic, Frame: e.AppendJSON(nil)}); err != nil {
@@ -424,11 +427,13 @@ func (c *Cluster) update(ctx context.Context, topic string, change func(map[stri
 			rev, err = c.roster.Update(ctx, key, val, rev)
 		}
 		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) {
+			c.stats.rosterConflicts.Add(1)
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("roster %s: %w", topic, err)
 		}
+		c.stats.rosterWrites.Add(1)
 		snap := &rosterSnap{rev: rev, members: members}
 		c.apply(topic, snap, false)
 		return snap, nil
@@ -523,7 +528,12 @@ type entry struct {
 // seq, which it picks: encode builds the frame for a seq, and is called
 // again if another node took that seq first. It returns once JetStream
 // has acknowledged the message.
-func (c *Cluster) appendEnvelope(ctx context.Context, d Delivery, id, from string, pub uint64, encode func(seq uint64) []byte) (uint64, error) {
+func (c *Cluster) appendEnvelope(ctx context.Context, d Delivery, id, from string, pub uint64, encode func(seq uint64) []byte) (_ uint64, err error) {
+	defer func() {
+		if err != nil {
+			c.stats.appendFailures.Add(1)
+		}
+	}()
 	if !c.Up() {
 		return 0, ErrUnavailable
 	}
@@ -561,6 +571,7 @@ func (c *Cluster) appendEnvelope(ctx context.Context, d Delivery, id, from strin
 		m.Header.Set(hdrPub, strconv.FormatUint(pub, 10))
 		ack, err := c.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(ts.lastStream))
 		if isWrongLastSeq(err) {
+			c.stats.appendConflicts.Add(1)
 			ts.loaded = false // another node appended: read the end again
 			continue
 		}
@@ -572,6 +583,7 @@ func (c *Cluster) appendEnvelope(ctx context.Context, d Delivery, id, from strin
 			}
 			return 0, fmt.Errorf("mcpx cluster: append to %s: %w", d.Topic, err)
 		}
+		c.stats.appends.Add(1)
 		ts.last, ts.lastStream = seq, ack.Sequence
 		return seq, nil
 	}

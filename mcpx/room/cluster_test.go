@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -269,6 +271,9 @@ func TestNATS_DeadNodesParticipantsAreReportedLeft(t *testing.T) {
 		t.Fatalf("leave after %v", d)
 	}
 	waitFor(t, 10*time.Second, "the roster without doomed", func() bool { _, ok := tc.cls[0].members("room")["doomed"]; return !ok })
+	if v, _ := tc.nodes[0].metric("cvm_mcpx_cluster_dead_node_leaves_total"); v != 1 {
+		t.Fatalf("node 0 reported %v leaves of dead nodes' participants, want 1", v)
+	}
 }
 
 func TestNATS_StoppedAndRestarted(t *testing.T) {
@@ -283,6 +288,9 @@ func TestNATS_StoppedAndRestarted(t *testing.T) {
 	if code, _ := tc.nodes[0].get("/healthz", "", &health); code != http.StatusServiceUnavailable || health["nats"] != "down" {
 		t.Fatalf("healthz while NATS is down: %d %v", code, health)
 	}
+	if v, ok := tc.nodes[0].metric("cvm_mcpx_nats_up"); !ok || v != 0 {
+		t.Fatalf("cvm_mcpx_nats_up while NATS is down: %v (served: %v)", v, ok)
+	}
 	e := a.chat("lost?")
 	m := a.expectError(mcpx.CodeUnavailable, e["id"].(string))
 	if ms, ok := m.field("retry_after_ms").(float64); !ok || ms <= 0 {
@@ -295,6 +303,9 @@ func TestNATS_StoppedAndRestarted(t *testing.T) {
 	if code, _ := tc.nodes[0].get("/healthz", "", &health); code != http.StatusOK || health["nats"] != "up" {
 		t.Fatalf("healthz after NATS returned: %d %v", code, health)
 	}
+	if v, _ := tc.nodes[0].metric("cvm_mcpx_nats_up"); v != 1 {
+		t.Fatalf("cvm_mcpx_nats_up after NATS returned: %v", v)
+	}
 	// The connections stayed; the log goes on where it was, across nodes.
 	e = a.chat("back")
 	for _, x := range []*client{a, b} {
@@ -306,3 +317,75 @@ func TestNATS_StoppedAndRestarted(t *testing.T) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// metric reads a sample without labels from the gateway's /metrics, in
+// the text format; ok is false when the gateway does not serve it.
+func (g *testGateway) metric(name string) (v float64, ok bool) {
+	g.t.Helper()
+	resp, err := http.Get(g.URL + "/metrics")
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if rest, found := strings.CutPrefix(line, name+" "); found {
+			v, err := strconv.ParseFloat(rest, 64)
+			if err != nil {
+				g.t.Fatalf("metric %s: %q", name, line)
+			}
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// The cluster figures of /metrics count what the node did through NATS:
+// its appends, an append refused because another node had taken the seq
+// (and retried), its roster writes, and the link's state.
+func TestNATS_MetricsShowClusterFigures(t *testing.T) {
+	tc := startCluster(t, 2, Options{})
+	n0, n1 := tc.nodes[0], tc.nodes[1]
+	for _, name := range []string{"cvm_mcpx_cluster_appends_total", "cvm_mcpx_cluster_append_conflicts_total", "cvm_mcpx_cluster_dead_node_leaves_total"} {
+		if v, ok := n0.metric(name); !ok || v != 0 {
+			t.Fatalf("%s before any traffic: %v (served: %v), want 0", name, v, ok)
+		}
+	}
+	a, _ := n0.join("room", "a")
+	b, _ := n1.join("room", "b")
+	a.read() // b's join
+	// a appends on node 0, b on node 1, then a again: node 0's view of the
+	// topic's end is stale, JetStream refuses the first try, node 0 retries.
+	for i, from := range []*client{a, b, a} {
+		e := from.chat("x")
+		for _, x := range []*client{a, b} {
+			if m := x.read(); m.ID != e["id"] || m.Seq != uint64(i+1) {
+				t.Fatalf("%s got %s, want %s with seq %d", x.id, m, e["id"], i+1)
+			}
+		}
+	}
+	want := map[string]func(float64) bool{
+		"cvm_mcpx_nats_up":                        func(v float64) bool { return v == 1 },
+		"cvm_mcpx_cluster_appends_total":          func(v float64) bool { return v == 2 },
+		"cvm_mcpx_cluster_append_conflicts_total": func(v float64) bool { return v >= 1 },
+		"cvm_mcpx_cluster_append_failures_total":  func(v float64) bool { return v == 0 },
+		"cvm_mcpx_cluster_roster_writes_total":    func(v float64) bool { return v >= 1 },
+		"cvm_mcpx_cluster_roster_conflicts_total": func(float64) bool { return true }, // served; none needed here
+		"cvm_mcpx_cluster_dead_node_leaves_total": func(v float64) bool { return v == 0 },
+	}
+	for name, okv := range want {
+		if v, ok := n0.metric(name); !ok || !okv(v) {
+			t.Errorf("node 0: %s = %v (served: %v)", name, v, ok)
+		}
+	}
+	if v, _ := n1.metric("cvm_mcpx_cluster_appends_total"); v != 1 {
+		t.Errorf("node 1: appends %v, want 1", v)
+	}
+	// A gateway without a cluster serves none of them.
+	if _, ok := startGateway(t, Options{}).metric("cvm_mcpx_nats_up"); ok {
+		t.Error("a single node serves cvm_mcpx_nats_up")
+	}
+}

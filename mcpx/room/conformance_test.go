@@ -22,50 +22,52 @@ import (
 )
 
 func TestGateway_WelcomeInSpecShapeComesFirst(t *testing.T) {
-	g := startGateway(t, Options{})
-	g.join("room:alpha", "robot-alpha", withName("Robot Alpha"), withKind(mcpx.ParticipantRobot))
-	c := g.dial("room:alpha", "coordinator", withName("Coordinator"))
-	w := c.read()
-	if w.Protocol != mcpx.Protocol || w.From != mcpx.GatewayID || w.Kind != mcpx.KindSystem || w.To != nil || w.CorrelationID != "" || w.Seq != 0 {
-		t.Fatalf("welcome envelope %s", w)
-	}
-	var p struct {
-		Event        string             `json:"event"`
-		Participant  mcpx.Participant   `json:"participant"`
-		Participants []mcpx.Participant `json:"participants"`
-		History      json.RawMessage    `json:"history"`
-		Protocol     string             `json:"protocol"`
-	}
-	if err := json.Unmarshal(w.Payload, &p); err != nil {
-		t.Fatal(err)
-	}
-	want := []mcpx.Participant{{ID: "robot-alpha", Name: "Robot Alpha", Kind: "robot", MCP: mcpx.MCPInfo{Version: "2025-06-18"}}}
-	if p.Event != "welcome" || p.Participant.ID != "coordinator" || p.Protocol != mcpx.Protocol ||
-		fmt.Sprint(p.Participants) != fmt.Sprint(want) {
-		t.Fatalf("welcome payload %s", w.Payload)
-	}
-	if string(p.History) != `{"enabled":true,"limit":1000,"latest_seq":0}` {
-		t.Fatalf("history %s", p.History)
-	}
-	if _, err := time.Parse(time.RFC3339, w.TS); err != nil {
-		t.Fatalf("ts %q: %v", w.TS, err)
-	}
+	bothModes(t, Options{}, func(t *testing.T, g harness) {
+		g.join("room:alpha", "robot-alpha", withName("Robot Alpha"), withKind(mcpx.ParticipantRobot))
+		c := g.dial("room:alpha", "coordinator", withName("Coordinator"))
+		w := c.read()
+		if w.Protocol != mcpx.Protocol || w.From != mcpx.GatewayID || w.Kind != mcpx.KindSystem || w.To != nil || w.CorrelationID != "" || w.Seq != 0 {
+			t.Fatalf("welcome envelope %s", w)
+		}
+		var p struct {
+			Event        string             `json:"event"`
+			Participant  mcpx.Participant   `json:"participant"`
+			Participants []mcpx.Participant `json:"participants"`
+			History      json.RawMessage    `json:"history"`
+			Protocol     string             `json:"protocol"`
+		}
+		if err := json.Unmarshal(w.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		want := []mcpx.Participant{{ID: "robot-alpha", Name: "Robot Alpha", Kind: "robot", MCP: mcpx.MCPInfo{Version: "2025-06-18"}}}
+		if p.Event != "welcome" || p.Participant.ID != "coordinator" || p.Protocol != mcpx.Protocol ||
+			fmt.Sprint(p.Participants) != fmt.Sprint(want) {
+			t.Fatalf("welcome payload %s", w.Payload)
+		}
+		if string(p.History) != `{"enabled":true,"limit":1000,"latest_seq":0}` {
+			t.Fatalf("history %s", p.History)
+		}
+		if _, err := time.Parse(time.RFC3339, w.TS); err != nil {
+			t.Fatalf("ts %q: %v", w.TS, err)
+		}
+	})
 }
 
 func TestGateway_JoinerDoesNotSeeItsOwnJoin(t *testing.T) {
-	g := startGateway(t, Options{})
-	a, _ := g.join("room:x", "alice")
-	b, _ := g.join("room:x", "bob", withName("Bob"), withKind(mcpx.ParticipantHuman))
-	j := a.read()
-	if j.Kind != mcpx.KindPresence || j.From != mcpx.GatewayID || j.event() != mcpx.PresenceJoin || j.To != nil {
-		t.Fatalf("alice got %s, want bob's join", j)
-	}
-	var p mcpx.Presence
-	json.Unmarshal(j.Payload, &p)
-	if p.Participant != (mcpx.Participant{ID: "bob", Name: "Bob", Kind: "human", MCP: mcpx.MCPInfo{Version: mcpx.DefaultMCPVersion}}) {
-		t.Fatalf("join participant %+v", p.Participant)
-	}
-	barrier(t, a, b) // bob's next frame is the barrier, not his own join
+	bothModes(t, Options{}, func(t *testing.T, g harness) {
+		a, _ := g.join("room:x", "alice")
+		b, _ := g.join("room:x", "bob", withName("Bob"), withKind(mcpx.ParticipantHuman))
+		j := a.read()
+		if j.Kind != mcpx.KindPresence || j.From != mcpx.GatewayID || j.event() != mcpx.PresenceJoin || j.To != nil {
+			t.Fatalf("alice got %s, want bob's join", j)
+		}
+		var p mcpx.Presence
+		json.Unmarshal(j.Payload, &p)
+		if p.Participant != (mcpx.Participant{ID: "bob", Name: "Bob", Kind: "human", MCP: mcpx.MCPInfo{Version: mcpx.DefaultMCPVersion}}) {
+			t.Fatalf("join participant %+v", p.Participant)
+		}
+		barrier(t, a, b) // bob's next frame is the barrier, not his own join
+	})
 }
 
 func TestGateway_ReferenceCompatWelcomeMatchesTranscript(t *testing.T) {
@@ -115,20 +117,21 @@ func TestGateway_ReferenceCompatWelcomeMatchesTranscript(t *testing.T) {
 }
 
 func TestGateway_LeaveOnClose(t *testing.T) {
-	g := startGateway(t, Options{})
-	a, _ := g.join("room:x", "alice")
-	b, _ := g.join("room:x", "bob")
-	a.read() // bob's join
-	b.conn.Close(websocket.StatusNormalClosure, "bye")
-	l := a.read()
-	if l.Kind != mcpx.KindPresence || l.event() != mcpx.PresenceLeave || l.presenceID() != "bob" || l.field("reason") != string(mcpx.LeaveClosed) {
-		t.Fatalf("got %s, want bob's leave", l)
-	}
-	var body struct{ Participants []mcpx.Participant }
-	g.get("/v0/topics/room:x/participants", g.token("room:x", "alice"), &body)
-	if len(body.Participants) != 1 || body.Participants[0].ID != "alice" {
-		t.Fatalf("participants %+v", body.Participants)
-	}
+	bothModes(t, Options{}, func(t *testing.T, g harness) {
+		a, _ := g.join("room:x", "alice")
+		b, _ := g.join("room:x", "bob")
+		a.read() // bob's join
+		b.conn.Close(websocket.StatusNormalClosure, "bye")
+		l := a.read()
+		if l.Kind != mcpx.KindPresence || l.event() != mcpx.PresenceLeave || l.presenceID() != "bob" || l.field("reason") != string(mcpx.LeaveClosed) {
+			t.Fatalf("got %s, want bob's leave", l)
+		}
+		var body struct{ Participants []mcpx.Participant }
+		g.get("/v0/topics/room:x/participants", g.token("room:x", "alice"), &body)
+		if len(body.Participants) != 1 || body.Participants[0].ID != "alice" {
+			t.Fatalf("participants %+v", body.Participants)
+		}
+	})
 }
 
 func TestGateway_LivePeersGetHeartbeatsAndDeadPeersLeave(t *testing.T) {
@@ -153,73 +156,76 @@ func TestGateway_LivePeersGetHeartbeatsAndDeadPeersLeave(t *testing.T) {
 }
 
 func TestGateway_BroadcastReachesEveryoneIncludingSender(t *testing.T) {
-	g := startGateway(t, Options{})
-	a, _ := g.join("room:x", "alice")
-	b, _ := g.join("room:x", "bob")
-	a.read()
-	sent := a.chat("hi all")
-	for _, c := range []*client{a, b} {
-		m := c.read()
-		if m.ID != sent["id"] || m.From != "alice" || m.To != nil || m.Seq != 1 {
-			t.Fatalf("%s got %s", c.id, m)
+	bothModes(t, Options{}, func(t *testing.T, g harness) {
+		a, _ := g.join("room:x", "alice")
+		b, _ := g.join("room:x", "bob")
+		a.read()
+		sent := a.chat("hi all")
+		for _, c := range []*client{a, b} {
+			m := c.read()
+			if m.ID != sent["id"] || m.From != "alice" || m.To != nil || m.Seq != 1 {
+				t.Fatalf("%s got %s", c.id, m)
+			}
+			if !strings.Contains(string(m.Payload), `"text":"hi all"`) {
+				t.Fatalf("payload %s", m.Payload)
+			}
 		}
-		if !strings.Contains(string(m.Payload), `"text":"hi all"`) {
-			t.Fatalf("payload %s", m.Payload)
-		}
-	}
+	})
 }
 
 func TestGateway_DirectedRequestAndResponse(t *testing.T) {
-	g := startGateway(t, Options{})
-	alice, _ := g.join("room:x", "coordinator")
-	bob, _ := g.join("room:x", "robot-alpha")
-	carol, _ := g.join("room:x", "carol")
-	alice.read()
-	alice.read()
-	bob.read()
-	// The spec's §13.1 pair, with its string JSON-RPC id.
-	alice.sendRaw(`{"protocol":"mcp-x/v0","id":"env-1","ts":"2025-08-17T14:00:00Z","from":"coordinator","to":["robot-alpha"],"kind":"mcp","payload":{ "jsonrpc": "2.0", "id": "42", "method": "tools/call", "params": { "name": "robot.move", "arguments": {"x":1, "y":2} } }}`)
-	req := bob.read()
-	if req.ID != "env-1" || string(req.Payload) != `{ "jsonrpc": "2.0", "id": "42", "method": "tools/call", "params": { "name": "robot.move", "arguments": {"x":1, "y":2} } }` {
-		t.Fatalf("request arrived as %s", req)
-	}
-	bob.sendRaw(`{"protocol":"mcp-x/v0","id":"env-2","ts":"2025-08-17T14:00:00Z","from":"robot-alpha","to":["coordinator"],"kind":"mcp","correlation_id":"env-1","payload":{ "jsonrpc": "2.0", "id": "42", "result": { "status": "ok" } }}`)
-	resp := alice.read()
-	if resp.ID != "env-2" || resp.CorrelationID != "env-1" || string(resp.Payload) != `{ "jsonrpc": "2.0", "id": "42", "result": { "status": "ok" } }` {
-		t.Fatalf("response arrived as %s", resp)
-	}
-	// No echo to senders, nothing to the third party.
-	barrier(t, carol, alice, bob)
+	bothModes(t, Options{}, func(t *testing.T, g harness) {
+		alice, _ := g.join("room:x", "coordinator")
+		bob, _ := g.join("room:x", "robot-alpha")
+		carol, _ := g.join("room:x", "carol")
+		alice.read()
+		alice.read()
+		bob.read()
+		// The spec's §13.1 pair, with its string JSON-RPC id.
+		alice.sendRaw(`{"protocol":"mcp-x/v0","id":"env-1","ts":"2025-08-17T14:00:00Z","from":"coordinator","to":["robot-alpha"],"kind":"mcp","payload":{ "jsonrpc": "2.0", "id": "42", "method": "tools/call", "params": { "name": "robot.move", "arguments": {"x":1, "y":2} } }}`)
+		req := bob.read()
+		if req.ID != "env-1" || string(req.Payload) != `{ "jsonrpc": "2.0", "id": "42", "method": "tools/call", "params": { "name": "robot.move", "arguments": {"x":1, "y":2} } }` {
+			t.Fatalf("request arrived as %s", req)
+		}
+		bob.sendRaw(`{"protocol":"mcp-x/v0","id":"env-2","ts":"2025-08-17T14:00:00Z","from":"robot-alpha","to":["coordinator"],"kind":"mcp","correlation_id":"env-1","payload":{ "jsonrpc": "2.0", "id": "42", "result": { "status": "ok" } }}`)
+		resp := alice.read()
+		if resp.ID != "env-2" || resp.CorrelationID != "env-1" || string(resp.Payload) != `{ "jsonrpc": "2.0", "id": "42", "result": { "status": "ok" } }` {
+			t.Fatalf("response arrived as %s", resp)
+		}
+		// No echo to senders, nothing to the third party.
+		barrier(t, carol, alice, bob)
+	})
 }
 
 func TestGateway_EnforcesSpecMUSTsWithErrorEnvelopes(t *testing.T) {
-	g := startGateway(t, Options{})
-	a, _ := g.join("room:x", "alice")
-	b, _ := g.join("room:x", "bob")
-	a.read()
-	cases := []struct {
-		name  string
-		frame string
-		code  mcpx.Code
-		id    string
-	}{
-		{"from must match the identity", `{"protocol":"mcp-x/v0","id":"s1","ts":"2025-08-17T14:00:00Z","from":"bob","kind":"mcp","payload":{"jsonrpc":"2.0","method":"notifications/chat/message","params":{"text":"I am bob"}}}`, mcpx.CodeFromMismatch, "s1"},
-		{"a request needs exactly one to (none)", `{"protocol":"mcp-x/v0","id":"s2","ts":"2025-08-17T14:00:00Z","from":"alice","kind":"mcp","payload":{"jsonrpc":"2.0","id":1,"method":"tools/list"}}`, mcpx.CodeRequestRecipients, "s2"},
-		{"a request needs exactly one to (two)", `{"protocol":"mcp-x/v0","id":"s3","ts":"2025-08-17T14:00:00Z","from":"alice","to":["bob","carol"],"kind":"mcp","payload":{"jsonrpc":"2.0","id":1,"method":"tools/list"}}`, mcpx.CodeRequestRecipients, "s3"},
-		{"clients may not send presence", `{"protocol":"mcp-x/v0","id":"s4","ts":"2025-08-17T14:00:00Z","from":"alice","kind":"presence","payload":{"event":"leave","participant":{"id":"bob"}}}`, mcpx.CodeReservedKind, "s4"},
-		{"clients may not send system", `{"protocol":"mcp-x/v0","id":"s5","ts":"2025-08-17T14:00:00Z","from":"alice","kind":"system","payload":{"event":"welcome","participant":{"id":"x"}}}`, mcpx.CodeReservedKind, "s5"},
-		{"protocol must be mcp-x/v0", `{"protocol":"mcp-x/v1","id":"s6","ts":"2025-08-17T14:00:00Z","from":"alice","kind":"mcp","payload":{"jsonrpc":"2.0","method":"m"}}`, mcpx.CodeUnsupportedProtocol, "s6"},
-		{"a response needs correlation_id", `{"protocol":"mcp-x/v0","id":"s7","ts":"2025-08-17T14:00:00Z","from":"alice","to":["bob"],"kind":"mcp","payload":{"jsonrpc":"2.0","id":1,"result":{}}}`, mcpx.CodeMissingCorrelation, "s7"},
-		{"malformed JSON", `{'`, mcpx.CodeInvalidEnvelope, ""},
-		{"payload must be an object", `{"protocol":"mcp-x/v0","id":"s8","ts":"2025-08-17T14:00:00Z","from":"alice","kind":"mcp","payload":[]}`, mcpx.CodeInvalidEnvelope, "s8"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			a.sendRaw(c.frame)
-			a.expectError(c.code, c.id)
-		})
-	}
-	barrier(t, a, b) // bob received none of them
+	bothModes(t, Options{}, func(t *testing.T, g harness) {
+		a, _ := g.join("room:x", "alice")
+		b, _ := g.join("room:x", "bob")
+		a.read()
+		cases := []struct {
+			name  string
+			frame string
+			code  mcpx.Code
+			id    string
+		}{
+			{"from must match the identity", `{"protocol":"mcp-x/v0","id":"s1","ts":"2025-08-17T14:00:00Z","from":"bob","kind":"mcp","payload":{"jsonrpc":"2.0","method":"notifications/chat/message","params":{"text":"I am bob"}}}`, mcpx.CodeFromMismatch, "s1"},
+			{"a request needs exactly one to (none)", `{"protocol":"mcp-x/v0","id":"s2","ts":"2025-08-17T14:00:00Z","from":"alice","kind":"mcp","payload":{"jsonrpc":"2.0","id":1,"method":"tools/list"}}`, mcpx.CodeRequestRecipients, "s2"},
+			{"a request needs exactly one to (two)", `{"protocol":"mcp-x/v0","id":"s3","ts":"2025-08-17T14:00:00Z","from":"alice","to":["bob","carol"],"kind":"mcp","payload":{"jsonrpc":"2.0","id":1,"method":"tools/list"}}`, mcpx.CodeRequestRecipients, "s3"},
+			{"clients may not send presence", `{"protocol":"mcp-x/v0","id":"s4","ts":"2025-08-17T14:00:00Z","from":"alice","kind":"presence","payload":{"event":"leave","participant":{"id":"bob"}}}`, mcpx.CodeReservedKind, "s4"},
+			{"clients may not send system", `{"protocol":"mcp-x/v0","id":"s5","ts":"2025-08-17T14:00:00Z","from":"alice","kind":"system","payload":{"event":"welcome","participant":{"id":"x"}}}`, mcpx.CodeReservedKind, "s5"},
+			{"protocol must be mcp-x/v0", `{"protocol":"mcp-x/v1","id":"s6","ts":"2025-08-17T14:00:00Z","from":"alice","kind":"mcp","payload":{"jsonrpc":"2.0","method":"m"}}`, mcpx.CodeUnsupportedProtocol, "s6"},
+			{"a response needs correlation_id", `{"protocol":"mcp-x/v0","id":"s7","ts":"2025-08-17T14:00:00Z","from":"alice","to":["bob"],"kind":"mcp","payload":{"jsonrpc":"2.0","id":1,"result":{}}}`, mcpx.CodeMissingCorrelation, "s7"},
+			{"malformed JSON", `{'`, mcpx.CodeInvalidEnvelope, ""},
+			{"payload must be an object", `{"protocol":"mcp-x/v0","id":"s8","ts":"2025-08-17T14:00:00Z","from":"alice","kind":"mcp","payload":[]}`, mcpx.CodeInvalidEnvelope, "s8"},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				a.sendRaw(c.frame)
+				a.expectError(c.code, c.id)
+			})
+		}
+		barrier(t, a, b) // bob received none of them
+	})
 }
 
 func TestGateway_BinaryFrameGetsAnError(t *testing.T) {
@@ -267,109 +273,113 @@ func TestGateway_RateLimitRepliesWithRetryAfter(t *testing.T) {
 }
 
 func TestGateway_UnknownRecipientIsReportedNotDropped(t *testing.T) {
-	g := startGateway(t, Options{})
-	a, _ := g.join("room:x", "alice")
-	b, _ := g.join("room:x", "bob")
-	a.read()
-	e := a.env([]string{"bob", "carol"}, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`)
-	a.send(e)
-	if m := b.read(); m.ID != e["id"] {
-		t.Fatalf("bob got %s", m)
-	}
-	errEnv := a.expectError(mcpx.CodeUnknownRecipient, e["id"].(string))
-	if !strings.Contains(errEnv.field("message").(string), "carol") {
-		t.Fatalf("error does not name carol: %s", errEnv)
-	}
+	bothModes(t, Options{}, func(t *testing.T, g harness) {
+		a, _ := g.join("room:x", "alice")
+		b, _ := g.join("room:x", "bob")
+		a.read()
+		e := a.env([]string{"bob", "carol"}, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`)
+		a.send(e)
+		if m := b.read(); m.ID != e["id"] {
+			t.Fatalf("bob got %s", m)
+		}
+		errEnv := a.expectError(mcpx.CodeUnknownRecipient, e["id"].(string))
+		if !strings.Contains(errEnv.field("message").(string), "carol") {
+			t.Fatalf("error does not name carol: %s", errEnv)
+		}
+	})
 }
 
 func TestGateway_TopicVisibilityShowsDirectedTrafficToAll(t *testing.T) {
-	g := startGateway(t, Options{Visibility: VisibilityTopic})
-	a, _ := g.join("room:x", "alice")
-	b, _ := g.join("room:x", "bob")
-	c, _ := g.join("room:x", "carol")
-	a.read()
-	a.read()
-	b.read()
-	req := a.env([]string{"bob"}, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
-	a.send(req)
-	for _, x := range []*client{b, c} {
-		if m := x.read(); m.ID != req["id"] || len(m.To) != 1 || m.To[0] != "bob" {
-			t.Fatalf("%s got %s", x.id, m)
+	bothModes(t, Options{Visibility: VisibilityTopic}, func(t *testing.T, g harness) {
+		a, _ := g.join("room:x", "alice")
+		b, _ := g.join("room:x", "bob")
+		c, _ := g.join("room:x", "carol")
+		a.read()
+		a.read()
+		b.read()
+		req := a.env([]string{"bob"}, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+		a.send(req)
+		for _, x := range []*client{b, c} {
+			if m := x.read(); m.ID != req["id"] || len(m.To) != 1 || m.To[0] != "bob" {
+				t.Fatalf("%s got %s", x.id, m)
+			}
 		}
-	}
-	barrier(t, b, a, c) // no echo to alice
-	hist, _ := g.historyPage("room:x", "carol", "")
-	if len(hist) != 2 || hist[1].ID != req["id"] {
-		t.Fatalf("carol's history %v, want the directed request too", ids(hist))
-	}
+		barrier(t, b, a, c) // no echo to alice
+		hist, _ := g.historyPage("room:x", "carol", "")
+		if len(hist) != 2 || hist[1].ID != req["id"] {
+			t.Fatalf("carol's history %v, want the directed request too", ids(hist))
+		}
+	})
 }
 
 func TestGateway_HistoryFollowsDirectedVisibility(t *testing.T) {
-	g := startGateway(t, Options{})
-	a, _ := g.join("room:x", "alice")
-	b, _ := g.join("room:x", "bob")
-	a.read()
-	chat := a.chat("public")
-	a.read()
-	b.read()
-	dm := a.env([]string{"bob"}, `{"jsonrpc":"2.0","method":"notifications/message","params":{}}`)
-	a.send(dm)
-	b.read()
-	if h, _ := g.historyPage("room:x", "carol", ""); fmt.Sprint(ids(h)) != fmt.Sprint([]string{chat["id"].(string)}) {
-		t.Fatalf("carol sees %v, want only the broadcast", ids(h))
-	}
-	for _, who := range []string{"alice", "bob"} {
-		if h, _ := g.historyPage("room:x", who, ""); len(h) != 2 || h[0].ID != dm["id"] {
-			t.Fatalf("%s sees %v, want the direct message first", who, ids(h))
+	bothModes(t, Options{}, func(t *testing.T, g harness) {
+		a, _ := g.join("room:x", "alice")
+		b, _ := g.join("room:x", "bob")
+		a.read()
+		chat := a.chat("public")
+		a.read()
+		b.read()
+		dm := a.env([]string{"bob"}, `{"jsonrpc":"2.0","method":"notifications/message","params":{}}`)
+		a.send(dm)
+		b.read()
+		if h, _ := g.historyPage("room:x", "carol", ""); fmt.Sprint(ids(h)) != fmt.Sprint([]string{chat["id"].(string)}) {
+			t.Fatalf("carol sees %v, want only the broadcast", ids(h))
 		}
-	}
+		for _, who := range []string{"alice", "bob"} {
+			if h, _ := g.historyPage("room:x", who, ""); len(h) != 2 || h[0].ID != dm["id"] {
+				t.Fatalf("%s sees %v, want the direct message first", who, ids(h))
+			}
+		}
+	})
 }
 
 func TestGateway_HistoryPagingWithSeqAndIDCursors(t *testing.T) {
-	g := startGateway(t, Options{})
-	a, _ := g.join("room:x", "alice")
-	var sent []string
-	for i := 1; i <= 6; i++ {
-		sent = append(sent, a.chat(fmt.Sprint("m", i))["id"].(string))
-		if m := a.read(); m.Seq != uint64(i) {
-			t.Fatalf("live seq %d, want %d", m.Seq, i)
+	bothModes(t, Options{}, func(t *testing.T, g harness) {
+		a, _ := g.join("room:x", "alice")
+		var sent []string
+		for i := 1; i <= 6; i++ {
+			sent = append(sent, a.chat(fmt.Sprint("m", i))["id"].(string))
+			if m := a.read(); m.Seq != uint64(i) {
+				t.Fatalf("live seq %d, want %d", m.Seq, i)
+			}
 		}
-	}
-	check := func(query string, want []string, wantMore bool) {
-		t.Helper()
-		h, more := g.historyPage("room:x", "alice", query)
-		if fmt.Sprint(ids(h)) != fmt.Sprint(want) || more != wantMore {
-			t.Errorf("%s: %v more=%v, want %v more=%v", query, ids(h), more, want, wantMore)
+		check := func(query string, want []string, wantMore bool) {
+			t.Helper()
+			h, more := g.historyPage("room:x", "alice", query)
+			if fmt.Sprint(ids(h)) != fmt.Sprint(want) || more != wantMore {
+				t.Errorf("%s: %v more=%v, want %v more=%v", query, ids(h), more, want, wantMore)
+			}
 		}
-	}
-	check("?limit=2", []string{sent[5], sent[4]}, true)
-	check("?limit=2&before=5", []string{sent[3], sent[2]}, true)
-	check("?limit=2&before="+sent[4], []string{sent[3], sent[2]}, true)
-	check("?limit=10&before="+sent[0], []string{}, false)
-	check("?limit=2&after=2", []string{sent[3], sent[2]}, true)
-	check("?limit=2&after="+sent[1], []string{sent[3], sent[2]}, true)
-	check("?limit=10&after="+sent[5], []string{}, false)
-	check("?after=1&before=4", []string{sent[2], sent[1]}, false)
-	h, _ := g.historyPage("room:x", "alice", "?limit=1")
-	if h[0].Seq != 6 {
-		t.Fatalf("history entries carry seq: %s", h[0].raw)
-	}
+		check("?limit=2", []string{sent[5], sent[4]}, true)
+		check("?limit=2&before=5", []string{sent[3], sent[2]}, true)
+		check("?limit=2&before="+sent[4], []string{sent[3], sent[2]}, true)
+		check("?limit=10&before="+sent[0], []string{}, false)
+		check("?limit=2&after=2", []string{sent[3], sent[2]}, true)
+		check("?limit=2&after="+sent[1], []string{sent[3], sent[2]}, true)
+		check("?limit=10&after="+sent[5], []string{}, false)
+		check("?after=1&before=4", []string{sent[2], sent[1]}, false)
+		h, _ := g.historyPage("room:x", "alice", "?limit=1")
+		if h[0].Seq != 6 {
+			t.Fatalf("history entries carry seq: %s", h[0].raw)
+		}
 
-	tok := g.token("room:x", "alice")
-	for query, code := range map[string]mcpx.Code{
-		"?limit=1001":                   mcpx.CodeBadRequest,
-		"?limit=0":                      mcpx.CodeBadRequest,
-		"?limit=x":                      mcpx.CodeBadRequest,
-		"?before=env-nope":              mcpx.CodeUnknownCursor,
-		"?after=env-nope":               mcpx.CodeUnknownCursor,
-		"?before=999999999999999999999": mcpx.CodeBadRequest,
-	} {
-		var body errorBody
-		status, _ := g.get("/v0/topics/room:x/history"+query, tok, &body)
-		if status != 400 || body.Code != code || body.Error == "" {
-			t.Errorf("%s: %d %+v, want 400 %s", query, status, body, code)
+		tok := g.token("room:x", "alice")
+		for query, code := range map[string]mcpx.Code{
+			"?limit=1001":                   mcpx.CodeBadRequest,
+			"?limit=0":                      mcpx.CodeBadRequest,
+			"?limit=x":                      mcpx.CodeBadRequest,
+			"?before=env-nope":              mcpx.CodeUnknownCursor,
+			"?after=env-nope":               mcpx.CodeUnknownCursor,
+			"?before=999999999999999999999": mcpx.CodeBadRequest,
+		} {
+			var body errorBody
+			status, _ := g.get("/v0/topics/room:x/history"+query, tok, &body)
+			if status != 400 || body.Code != code || body.Error == "" {
+				t.Errorf("%s: %d %+v, want 400 %s", query, status, body, code)
+			}
 		}
-	}
+	})
 }
 
 func TestGateway_HistoryTimeCursor(t *testing.T) {

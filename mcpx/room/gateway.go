@@ -218,7 +218,7 @@ func New(opts Options) (*Gateway, error) {
 		opts:     opts,
 		log:      opts.Logger,
 		broker:   opts.Broker,
-		metrics:  newMetrics(),
+		metrics:  newMetrics(opts.Cluster),
 		topics:   map[string]*topic{},
 		sessions: map[*session]struct{}{},
 		started:  opts.Now(),

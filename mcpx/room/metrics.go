@@ -2,7 +2,9 @@ package room
 
 import (
 	"net/http"
+	"sync/atomic"
 
+	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/promreg"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -20,7 +22,7 @@ type metrics struct {
 	refused      *prometheus.CounterVec
 }
 
-func newMetrics() *metrics {
+func newMetrics(cl *Cluster) *metrics {
 	r := promreg.New()
 	m := &metrics{
 		reg:          r,
@@ -32,7 +34,44 @@ func newMetrics() *metrics {
 		dropped:      r.CounterVec("cvm_mcpx_disconnects_total", "Connections ended, by leave reason.", "reason"),
 		refused:      r.CounterVec("cvm_mcpx_http_refusals_total", "WebSocket upgrades and REST calls refused, by code.", "code"),
 	}
+	if cl != nil {
+		cl.stats.register(r, cl.conn)
+	}
 	return m
+}
+
+// clusterStats are a Cluster's counts. They live in the Cluster, which
+// gateways may share, and each gateway using it serves them in its
+// /metrics.
+type clusterStats struct {
+	appends         atomic.Uint64
+	appendConflicts atomic.Uint64
+	appendFailures  atomic.Uint64
+	rosterWrites    atomic.Uint64
+	rosterConflicts atomic.Uint64
+	deadLeaves      atomic.Uint64
+}
+
+func (s *clusterStats) register(r *promreg.Registry, conn *natsx.Conn) {
+	count := func(v *atomic.Uint64) func() float64 { return func() float64 { return float64(v.Load()) } }
+	r.GaugeFunc("cvm_mcpx_nats_up", "1 while the link to NATS is up, 0 while it is down.", func() float64 {
+		if conn.Up() {
+			return 1
+		}
+		return 0
+	})
+	r.CounterFunc("cvm_mcpx_cluster_appends_total",
+		"Envelopes this node appended to the JetStream log (acknowledged).", count(&s.appends))
+	r.CounterFunc("cvm_mcpx_cluster_append_conflicts_total",
+		"Appends JetStream refused because another node had taken the seq (Nats-Expected-Last-Subject-Sequence), then retried.", count(&s.appendConflicts))
+	r.CounterFunc("cvm_mcpx_cluster_append_failures_total",
+		"Appends that failed (NATS unavailable, or an error), answered with an error envelope.", count(&s.appendFailures))
+	r.CounterFunc("cvm_mcpx_cluster_roster_writes_total",
+		"Roster changes (claims and releases) this node wrote by compare-and-set.", count(&s.rosterWrites))
+	r.CounterFunc("cvm_mcpx_cluster_roster_conflicts_total",
+		"Roster compare-and-set writes refused because another write came first, then retried.", count(&s.rosterConflicts))
+	r.CounterFunc("cvm_mcpx_cluster_dead_node_leaves_total",
+		"Participants of dead nodes this node removed from the roster and reported left.", count(&s.deadLeaves))
 }
 
 func (m *metrics) handler() http.Handler {
