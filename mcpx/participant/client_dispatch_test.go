@@ -87,21 +87,31 @@ func TestClient_PeerLeavingFailsItsRequests(t *testing.T) {
 func TestClient_ServerHandlersEndWithTheirSession(t *testing.T) {
 	g := startGateway(t, room.Options{})
 	cancelled := make(chan string, 2)
-	server, _ := g.client("room:x", "server", Options{Server: SDKServer(echoServer(t, cancelled))})
+	started := make(chan string, 2)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "hanger", Version: "1"}, nil)
+	type in struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "hang"}, func(ctx context.Context, req *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
+		started <- a.Text
+		<-ctx.Done()
+		cancelled <- a.Text
+		return nil, nil, ctx.Err()
+	})
+	server, _ := g.client("room:x", "server", Options{Server: SDKServer(srv)})
 	caller, _ := g.client("room:x", "caller", Options{})
+	// running waits for the handler itself: a session closed before the
+	// call reached its handler leaves no handler to cancel.
 	running := func(text string) {
 		go caller.Request(context.Background(), "server", "tools/call", map[string]any{"name": "hang", "arguments": map[string]any{"text": text}})
-		eventually(t, "the handler running", func() bool {
-			server.mu.Lock()
-			defer server.mu.Unlock()
-			s := server.servers["caller"]
-			if s == nil {
-				return false
+		select {
+		case got := <-started:
+			if got != text {
+				t.Fatalf("started %q, want %q", got, text)
 			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return len(s.incoming) > 0
-		})
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the %s handler never started", text)
+		}
 	}
 	running("left")
 	caller.Close()
