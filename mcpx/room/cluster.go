@@ -57,6 +57,14 @@ type ClusterOptions struct {
 	// MaxPerTopic is how many envelopes each topic keeps (default 10000;
 	// -1 keeps all): the stream's limit of messages per subject.
 	MaxPerTopic int
+	// MaxAge is how long envelopes are kept (0 or less: for ever). A
+	// stream-wide MaxAge would delete a quiet topic's newest message, the
+	// one its next seq is read from; instead one node (the live node with
+	// the smallest name) purges each topic's messages older than MaxAge
+	// but its newest, every MaxAge/10 (between 100 ms and 1 min), and
+	// history never serves an envelope older than MaxAge (so the newest,
+	// kept for its seq, is not served either once it is too old).
+	MaxAge time.Duration
 	// Replicas of the stream and the roster bucket (default 1; 3 on a
 	// 3-server NATS cluster).
 	Replicas int
@@ -247,6 +255,9 @@ func NewCluster(ctx context.Context, conn *natsx.Conn, opts ClusterOptions) (*Cl
 		c.heartbeat(bg)
 	})
 	c.wg.Go(func() { c.drainPresence(bg) })
+	if opts.MaxAge > 0 {
+		c.wg.Go(func() { c.trimLoop(bg) })
+	}
 	return c, nil
 }
 
@@ -927,7 +938,10 @@ func (c *Cluster) Query(ctx context.Context, topic string, q history.Query) (his
 	if err != nil || lastStream == 0 {
 		return history.Page{}, err
 	}
-	visible := func(r history.Record) bool { return q.Visible == nil || q.Visible(r.From, r.To) }
+	cutoff := c.cutoff()
+	visible := func(r history.Record) bool {
+		return !r.Received.Before(cutoff) && (q.Visible == nil || q.Visible(r.From, r.To))
+	}
 	var page history.Page
 	if q.After != nil {
 		pred := func(r history.Record) bool { return r.Seq > q.After.Seq }
@@ -1050,4 +1064,97 @@ func (c *Cluster) Lookup(ctx context.Context, topic, id string, visible func(fro
 		}
 		before = history.AtSeq(page.Records[len(page.Records)-1].Seq)
 	}
+}
+
+// cutoff is the time before which envelopes are too old to serve (the
+// zero time: none is).
+func (c *Cluster) cutoff() time.Time {
+	if c.opts.MaxAge <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(-c.opts.MaxAge)
+}
+
+// trimLoop runs trim every MaxAge/10 (between 100 ms and 1 min) on the node
+// that leads the trimming, until ctx ends.
+func (c *Cluster) trimLoop(ctx context.Context) {
+	every := min(max(c.opts.MaxAge/10, 100*time.Millisecond), time.Minute)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !c.Up() || !c.trimLeader() {
+			continue
+		}
+		if n, err := c.trim(ctx, time.Now().Add(-c.opts.MaxAge)); err != nil {
+			c.log.Warn("history trim by age stopped; next try in a while", "err", err, "topics_trimmed", n)
+		}
+	}
+}
+
+// trimLeader reports whether this node trims: the one with the smallest
+// name of the nodes heard from within NodeTimeout. Two nodes that both
+// believe they lead (for a moment after a death) purge the same messages,
+// which is harmless.
+func (c *Cluster) trimLeader() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	for n, last := range c.seen {
+		if n < c.node && now.Sub(last) <= c.opts.NodeTimeout {
+			return false
+		}
+	}
+	return true
+}
+
+// trim purges, topic by topic, the messages received before cutoff, but
+// never a topic's newest message: its next seq is read from it. Per topic
+// it costs one direct get when nothing is too old, else a binary search
+// (O(log n) direct gets) and one purge. It returns how many topics it
+// purged.
+func (c *Cluster) trim(ctx context.Context, cutoff time.Time) (int, error) {
+	info, err := c.stream.Info(ctx, jetstream.WithSubjectFilter(logPrefix+">"))
+	if err != nil {
+		return 0, fmt.Errorf("mcpx cluster: trim: %w", err)
+	}
+	n := 0
+	for subj, count := range info.State.Subjects {
+		if count < 2 {
+			continue // a topic's only message is its newest
+		}
+		b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(subj, logPrefix))
+		if err != nil {
+			continue
+		}
+		topic := string(b)
+		first, ok, err := c.nextOf(ctx, topic, 1)
+		if err != nil {
+			return n, err
+		}
+		if !ok || !first.rec.Received.Before(cutoff) {
+			continue
+		}
+		_, lastStream, err := c.last(ctx, topic)
+		if err != nil {
+			return n, err
+		}
+		keep := lastStream // purge everything before the newest...
+		fresh, ok, err := c.search(ctx, topic, lastStream, func(r history.Record) bool { return !r.Received.Before(cutoff) })
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			keep = min(keep, fresh.streamSeq) // ...or before the first young enough
+		}
+		if err := c.stream.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(keep)); err != nil {
+			return n, fmt.Errorf("mcpx cluster: trim %s: %w", topic, err)
+		}
+		n++
+	}
+	return n, nil
 }
