@@ -139,6 +139,15 @@ func (t *topic) leaveCluster(ctx context.Context, s *session, why mcpx.LeaveReas
 		delete(t.limiters, s.p.ID)
 	}
 	t.mu.Unlock()
+	if why == mcpx.LeaveShutdown {
+		// This node is stopping, not the participant leaving: its client
+		// reconnects to another node, whose new connection replaces this
+		// entry (the others see "replaced", which ends nothing of theirs
+		// with it, calls in flight included). One that does not come back
+		// is reported left by the other nodes' dead-node sweep, as if
+		// this node had died.
+		return
+	}
 	t.g.cluster.leave(ctx, t.name, s.p, s.connID, why)
 }
 
