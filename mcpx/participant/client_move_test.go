@@ -31,7 +31,9 @@ func TestClient_CallInFlightSurvivesThePeersMove(t *testing.T) {
 	})
 	_, aev := nodes[0].client("room:x", "alpha", Options{Server: SDKServer(srv), Gateways: []string{nodes[1].URL}})
 	bob, bev := nodes[2].client("room:x", "bob", Options{})
-	bev.wait(t, "alpha in bob's roster", func(e Event) bool { return e.Type == EventJoin && e.Participant.ID == "alpha" || e.Type == EventConnected && len(e.Participants) == 1 })
+	bev.wait(t, "alpha in bob's roster", func(e Event) bool {
+		return e.Type == EventJoin && e.Participant.ID == "alpha" || e.Type == EventConnected && len(e.Participants) == 1
+	})
 
 	type result struct {
 		res []byte
