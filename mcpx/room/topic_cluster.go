@@ -86,6 +86,18 @@ func (t *topic) rosterChanged(snap *rosterSnap) {
 
 // joinCluster is join on a cluster node.
 func (t *topic) joinCluster(ctx context.Context, s *session) error {
+	welcome, err := t.joinClusterLocked(ctx, s)
+	if err != nil || welcome == nil {
+		return err
+	}
+	return welcome()
+}
+
+// joinClusterLocked does joinCluster's work under mu. The reference
+// welcome carries a history tail, read from JetStream: it is returned for
+// joinCluster to build after mu is released, in a slot of the joiner's
+// order that holds back whatever comes after it.
+func (t *topic) joinClusterLocked(ctx context.Context, s *session) (welcome func() error, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	id := s.p.ID
@@ -101,6 +113,36 @@ func (t *topic) joinCluster(ctx context.Context, s *session) error {
 		// new connection, which never saw the old one, is left out.
 		t.publishPresence(ctx, mcpx.PresenceLeave, s.replaced.P, mcpx.LeaveReplaced, id)
 		t.g.log.Info("participant reconnected; old connection replaced", "topic", t.name, "participant", id, "old_node", s.replaced.Node)
+	}
+	if t.g.opts.Compat == CompatReference {
+		// The reference sends the joiner's join to everyone, the joiner
+		// included, then the welcome. Presence reaches this node through
+		// NATS only after the welcome and after live envelopes, so the
+		// joiner's copy is queued here, first, and the same envelope goes
+		// to everyone else through NATS.
+		join := presenceEnvelope(t.g.opts.Now(), mcpx.PresenceJoin, s.p, "").AppendJSON(nil)
+		t.rosterMu.Lock()
+		_, had := t.members[id]
+		t.members[id] = s
+		latest := t.delivered.Load() // the tail ends here; later envelopes arrive live
+		s.send(join)
+		place := s.hold()
+		t.rosterMu.Unlock()
+		if !had {
+			t.g.metrics.participants.Inc()
+		}
+		if err := t.g.broker.Publish(ctx, Delivery{Topic: t.name, Frame: join, Except: id}); err != nil {
+			t.g.log.Error("presence not published", "topic", t.name, "event", mcpx.PresenceJoin, "participant", id, "err", err)
+		}
+		return func() error {
+			w, err := t.referenceWelcome(ctx, s, latest)
+			if err != nil {
+				s.fill(place)
+				return err
+			}
+			s.fill(place, w)
+			return nil
+		}, nil
 	}
 	info := mcpx.HistoryInfo{Enabled: true, Limit: t.g.opts.HistoryPageLimit}
 	// Under rosterMu, which the follower holds while it delivers: the
@@ -123,7 +165,7 @@ func (t *topic) joinCluster(ctx context.Context, s *session) error {
 		t.g.metrics.participants.Inc()
 	}
 	t.publishPresence(ctx, mcpx.PresenceJoin, s.p, "", id)
-	return nil
+	return nil, nil
 }
 
 // leaveCluster is leave on a cluster node: the participant's roster entry
