@@ -115,6 +115,7 @@ type Cluster struct {
 	seen     map[string]time.Time // node -> last heartbeat
 	upSince  time.Time
 	retries  []pendingLeave // roster removals that failed while NATS was down
+	orphans  []orphaned     // entries whose connection ended with its gateway
 
 	stats clusterStats
 
@@ -399,6 +400,7 @@ func (c *Cluster) heartbeat(ctx context.Context) {
 			continue
 		}
 		c.retryLeaves(ctx)
+		c.sweepOrphans(ctx, now)
 		c.sweep(ctx, now)
 	}
 }

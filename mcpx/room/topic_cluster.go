@@ -182,12 +182,14 @@ func (t *topic) leaveCluster(ctx context.Context, s *session, why mcpx.LeaveReas
 	}
 	t.mu.Unlock()
 	if why == mcpx.LeaveShutdown {
-		// This node is stopping, not the participant leaving: its client
-		// reconnects to another node, whose new connection replaces this
-		// entry (the others see "replaced", which ends nothing of theirs
-		// with it, calls in flight included). One that does not come back
-		// is reported left by the other nodes' dead-node sweep, as if
-		// this node had died.
+		// This gateway is stopping, not the participant leaving: its
+		// client reconnects to another node, whose new connection
+		// replaces this entry (the others see "replaced", which ends
+		// nothing of theirs with it, calls in flight included). One that
+		// does not come back within NodeTimeout is reported left
+		// (timeout): by this node's sweep if its Cluster lives on, else by
+		// the other nodes' dead-node sweep, as if this node had died.
+		t.g.cluster.orphan(t.name, s.p, s.connID)
 		return
 	}
 	t.g.cluster.leave(ctx, t.name, s.p, s.connID, why)
@@ -359,5 +361,58 @@ func (c *Cluster) retryLeaves(ctx context.Context) {
 	c.mu.Unlock()
 	for _, r := range retries {
 		c.leave(ctx, r.topic, r.p, r.conn, r.why)
+	}
+}
+
+// orphaned is a roster entry of this node whose connection ended with its
+// gateway's shutdown: the participant has NodeTimeout to connect again
+// (anywhere) before it is reported left.
+type orphaned struct {
+	topic string
+	p     mcpx.Participant
+	conn  string
+	since time.Time
+}
+
+// orphan records that conn, participant p's connection in topic, ended
+// with its gateway's shutdown, leaving its roster entry for the
+// participant's next connection to replace.
+func (c *Cluster) orphan(topic string, p mcpx.Participant, conn string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.orphans = append(c.orphans, orphaned{topic, p, conn, time.Now()})
+}
+
+// sweepOrphans reports left the participants whose connection ended with
+// their gateway's shutdown more than NodeTimeout ago and that did not
+// connect again (their entry still names the old connection).
+func (c *Cluster) sweepOrphans(ctx context.Context, now time.Time) {
+	c.mu.Lock()
+	var due []orphaned
+	keep := c.orphans[:0]
+	for _, o := range c.orphans {
+		if now.Sub(o.since) > c.opts.NodeTimeout {
+			due = append(due, o)
+		} else {
+			keep = append(keep, o)
+		}
+	}
+	c.orphans = keep
+	c.mu.Unlock()
+	for _, o := range due {
+		ok, err := c.release(ctx, o.topic, o.p.ID, o.conn)
+		if err != nil {
+			c.orphan(o.topic, o.p, o.conn) // NATS answers again later
+			continue
+		}
+		if !ok {
+			continue // connected again, on some node
+		}
+		c.stats.deadLeaves.Add(1)
+		c.log.Info("participant of a stopped gateway did not come back; reported left", "topic", o.topic, "participant", o.p.ID)
+		e := presenceEnvelope(time.Now(), mcpx.PresenceLeave, o.p, mcpx.LeaveTimeout)
+		if err := c.Publish(ctx, Delivery{Topic: o.topic, Frame: e.AppendJSON(nil)}); err != nil {
+			c.log.Warn("leave not published", "topic", o.topic, "participant", o.p.ID, "err", err)
+		}
 	}
 }
