@@ -72,7 +72,7 @@ func (s *clusterStats) register(r *promreg.Registry, cl *Cluster) {
 	r.CounterFunc("cvm_mcpx_cluster_roster_conflicts_total",
 		"Roster compare-and-set writes refused because another write came first, then retried.", count(&s.rosterConflicts))
 	r.CounterFunc("cvm_mcpx_cluster_dead_node_leaves_total",
-		"Participants of dead nodes this node removed from the roster and reported left.", count(&s.deadLeaves))
+		"Participants of dead nodes (or of a stopped gateway of this node, not back within the node timeout) this node removed from the roster and reported left.", count(&s.deadLeaves))
 	const shedHelp = "Presence messages shed: out, the bounded queue towards NATS was full (or NATS went down before it was written); in, this node's topics did not take them from NATS in time."
 	r.LabeledCounterFunc("cvm_mcpx_cluster_presence_shed_total", shedHelp, map[string]string{"direction": "out"}, count(&s.presenceShedOut))
 	r.LabeledCounterFunc("cvm_mcpx_cluster_presence_shed_total", shedHelp, map[string]string{"direction": "in"}, func() float64 { return float64(cl.presenceShedIn()) })
