@@ -560,8 +560,8 @@ func (c *Cluster) Publish(_ context.Context, d Delivery) error {
 }
 
 // drainPresence writes the queued presence to NATS, in order, until ctx
-// ends; then it writes what is still queued (the leaves of a closing
-// gateway) and returns.
+// ends; then it writes what is still queued (leaves published just before
+// Close, say) and returns.
 func (c *Cluster) drainPresence(ctx context.Context) {
 	write := func(m *nats.Msg) {
 		if err := c.pubPresence(m); err != nil {
