@@ -88,7 +88,7 @@ exits.`,
 					return fmt.Errorf("--nats: %w (is nats-server -js running there?)", err)
 				}
 				defer conn.Close()
-				cl, err := room.NewCluster(cmd.Context(), conn, room.ClusterOptions{MaxPerTopic: hist.MaxPerTopic, Replicas: natsReplicas, Logger: a.log})
+				cl, err := room.NewCluster(cmd.Context(), conn, room.ClusterOptions{MaxPerTopic: hist.MaxPerTopic, MaxAge: hist.MaxAge, Replicas: natsReplicas, Logger: a.log})
 				if err != nil {
 					return fmt.Errorf("--nats: %w", err)
 				}
@@ -152,7 +152,7 @@ exits.`,
 	f.DurationVar(&opts.HeartbeatInterval, "heartbeat", 30*time.Second, "ping and presence heartbeat interval (-1s: off)")
 	f.DurationVar(&opts.PongTimeout, "pong-timeout", 10*time.Second, "how long a pong may take before the peer is dropped")
 	f.IntVar(&hist.MaxPerTopic, "history-max", 10000, "envelopes kept per topic (-1: all)")
-	f.DurationVar(&hist.MaxAge, "history-max-age", 30*24*time.Hour, "how long envelopes are kept (-1s: forever; not applied with --nats)")
+	f.DurationVar(&hist.MaxAge, "history-max-age", 30*24*time.Hour, "how long envelopes are kept (-1s: forever; with --nats each topic's newest envelope is kept for its seq, but not served once older)")
 	f.StringVar(&natsURL, "nats", "", "NATS server URL (JetStream enabled): join the gateway nodes sharing it, e.g. nats://127.0.0.1:4222")
 	f.IntVar(&natsReplicas, "nats-replicas", 1, "with --nats: replicas of the stream and roster bucket (3 on a 3-server NATS cluster)")
 	for _, name := range []string{"listen", "data", "compat", "visibility", "allow-origin", "max-frame-bytes",

@@ -196,4 +196,13 @@ func TestRoomNATS_BridgeAndChatMoveToAnotherNode(t *testing.T) {
 	if !slices.Equal(texts, []string{"while away", "after"}) {
 		t.Fatalf("alice's chats after the kill: %q, want each once", texts)
 	}
+
+	// A call in flight while the bridge's node (now the second) stops with
+	// SIGTERM: the bridge moves to the third node, and the call is
+	// answered there, not failed because the stopping node let it go.
+	bob.say(t, `/call alpha trigger-long-running-operation {"duration": 2, "steps": 2}`)
+	nodes[1].stop(t, syscall.SIGTERM)
+	if r := bob.expectJSON(t, "result", nil); !strings.Contains(string(mustJSON(t, r["result"])), "Long running operation completed") {
+		t.Fatalf("call in flight across the bridge's move: %v", r)
+	}
 }

@@ -52,6 +52,13 @@ func (r *Registry) CounterFunc(name, help string, f func() float64) {
 	r.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f))
 }
 
+// LabeledCounterFunc registers one series of a counter whose value f gives
+// at each scrape, with fixed labels: several calls with the same name and
+// help and different labels make one metric with several series.
+func (r *Registry) LabeledCounterFunc(name, help string, labels map[string]string, f func() float64) {
+	r.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, f))
+}
+
 // CounterVec registers counters by labels.
 func (r *Registry) CounterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)

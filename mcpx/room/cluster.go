@@ -57,6 +57,14 @@ type ClusterOptions struct {
 	// MaxPerTopic is how many envelopes each topic keeps (default 10000;
 	// -1 keeps all): the stream's limit of messages per subject.
 	MaxPerTopic int
+	// MaxAge is how long envelopes are kept (0 or less: for ever). A
+	// stream-wide MaxAge would delete a quiet topic's newest message, the
+	// one its next seq is read from; instead one node (the live node with
+	// the smallest name) purges each topic's messages older than MaxAge
+	// but its newest, every MaxAge/10 (between 100 ms and 1 min), and
+	// history never serves an envelope older than MaxAge (so the newest,
+	// kept for its seq, is not served either once it is too old).
+	MaxAge time.Duration
 	// Replicas of the stream and the roster bucket (default 1; 3 on a
 	// 3-server NATS cluster).
 	Replicas int
@@ -66,7 +74,21 @@ type ClusterOptions struct {
 	NodeTimeout time.Duration
 	// RetryAfter is what unavailable error envelopes advise (default 1 s).
 	RetryAfter time.Duration
-	Logger     *slog.Logger
+	// PresenceQueue bounds the presence messages (join, leave, heartbeat)
+	// waiting to be written to NATS (default 4096): past it, presence is
+	// shed, counted and logged, so that a node whose NATS link is slow
+	// never blocks the topics that publish presence.
+	PresenceQueue int
+	// PresencePending bounds the presence messages NATS delivered to this
+	// node that its topics have not handled yet, per topic (default 4096
+	// messages, and 8 MiB): past it the client drops them, counted and
+	// logged.
+	PresencePending int
+	Logger          *slog.Logger
+
+	// publishPresence writes one presence message (default
+	// NC.PublishMsg); tests stall it to fill the queue.
+	publishPresence func(*nats.Msg) error
 }
 
 // Cluster is what several gateway nodes share through NATS JetStream:
@@ -93,8 +115,21 @@ type Cluster struct {
 	seen     map[string]time.Time // node -> last heartbeat
 	upSince  time.Time
 	retries  []pendingLeave // roster removals that failed while NATS was down
+	orphans  []orphaned     // entries whose connection ended with its gateway
 
 	stats clusterStats
+
+	// presOut is the bounded queue of presence towards NATS, drained by
+	// one goroutine; pubPresence writes one message (NC.PublishMsg; tests
+	// replace it to stall the queue).
+	presOut     chan *nats.Msg
+	pubPresence func(*nats.Msg) error
+	// presSubs are the topics' presence subscriptions, with the drops
+	// already counted and logged; presDropped adds those of the
+	// subscriptions that ended.
+	presSubs    map[*nats.Subscription]int
+	presDropped uint64
+	shedLogged  uint64 // presence shed towards NATS, as of the last log line
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -142,6 +177,12 @@ func NewCluster(ctx context.Context, conn *natsx.Conn, opts ClusterOptions) (*Cl
 	if opts.RetryAfter <= 0 {
 		opts.RetryAfter = time.Second
 	}
+	if opts.PresenceQueue <= 0 {
+		opts.PresenceQueue = 4096
+	}
+	if opts.PresencePending <= 0 {
+		opts.PresencePending = 4096
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -153,6 +194,12 @@ func NewCluster(ctx context.Context, conn *natsx.Conn, opts ClusterOptions) (*Cl
 		watchers: map[string][]*rosterWatch{},
 		seen:     map[string]time.Time{},
 		upSince:  time.Now(),
+		presOut:  make(chan *nats.Msg, opts.PresenceQueue),
+		presSubs: map[*nats.Subscription]int{},
+	}
+	c.pubPresence = conn.NC.PublishMsg
+	if opts.publishPresence != nil {
+		c.pubPresence = opts.publishPresence
 	}
 	perSubject := int64(opts.MaxPerTopic)
 	if perSubject < 0 {
@@ -208,6 +255,10 @@ func NewCluster(ctx context.Context, conn *natsx.Conn, opts ClusterOptions) (*Cl
 		defer hb.Unsubscribe()
 		c.heartbeat(bg)
 	})
+	c.wg.Go(func() { c.drainPresence(bg) })
+	if opts.MaxAge > 0 {
+		c.wg.Go(func() { c.trimLoop(bg) })
+	}
 	return c, nil
 }
 
@@ -330,6 +381,7 @@ func (c *Cluster) heartbeat(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+		c.logShed()
 		up := c.conn.Up()
 		if !up {
 			wasUp = false
@@ -348,6 +400,7 @@ func (c *Cluster) heartbeat(ctx context.Context) {
 			continue
 		}
 		c.retryLeaves(ctx)
+		c.sweepOrphans(ctx, now)
 		c.sweep(ctx, now)
 	}
 }
@@ -480,6 +533,12 @@ func (c *Cluster) release(ctx context.Context, topic, id, conn string) (bool, er
 }
 
 // Publish implements Broker for what is not stored: presence, on core NATS.
+// It queues the message for the writer (drainPresence) and never blocks:
+// when the queue is full the message is shed, counted
+// (cvm_mcpx_cluster_presence_shed_total{direction="out"}) and logged.
+// Presence is advisory (the roster is the bucket's), so a node whose link
+// to NATS cannot keep up loses heartbeats and presence events rather than
+// holding up the topics that publish them.
 func (c *Cluster) Publish(_ context.Context, d Delivery) error {
 	if !c.Up() {
 		return ErrUnavailable
@@ -492,10 +551,45 @@ func (c *Cluster) Publish(_ context.Context, d Delivery) error {
 	if d.Except != "" {
 		m.Header.Set(hdrExcept, d.Except)
 	}
-	return c.conn.NC.PublishMsg(m)
+	select {
+	case c.presOut <- m:
+	default:
+		c.stats.presenceShedOut.Add(1)
+	}
+	return nil
 }
 
-// Subscribe implements Broker for presence.
+// drainPresence writes the queued presence to NATS, in order, until ctx
+// ends; then it writes what is still queued (leaves published just before
+// Close, say) and returns.
+func (c *Cluster) drainPresence(ctx context.Context) {
+	write := func(m *nats.Msg) {
+		if err := c.pubPresence(m); err != nil {
+			// NATS went down after the message was queued: nothing
+			// buffers it (natsx never buffers while reconnecting).
+			c.stats.presenceShedOut.Add(1)
+		}
+	}
+	for {
+		select {
+		case m := <-c.presOut:
+			write(m)
+		case <-ctx.Done():
+			for {
+				select {
+				case m := <-c.presOut:
+					write(m)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// Subscribe implements Broker for presence. The subscription's queue is
+// bounded (PresencePending); what the client drops past it is counted
+// (cvm_mcpx_cluster_presence_shed_total{direction="in"}) and logged.
 func (c *Cluster) Subscribe(topic string, deliver func(Delivery)) (func(), error) {
 	sub, err := c.conn.NC.Subscribe(presencePrefix+topicToken(topic), func(m *nats.Msg) {
 		deliver(deliveryFromHeaders(topic, m.Header, m.Data))
@@ -503,8 +597,63 @@ func (c *Cluster) Subscribe(topic string, deliver func(Delivery)) (func(), error
 	if err != nil {
 		return nil, fmt.Errorf("mcpx cluster: %w", err)
 	}
-	sub.SetPendingLimits(-1, 64<<20)
-	return func() { sub.Unsubscribe() }, nil
+	if err := sub.SetPendingLimits(c.opts.PresencePending, 8<<20); err != nil {
+		sub.Unsubscribe()
+		return nil, fmt.Errorf("mcpx cluster: %w", err)
+	}
+	c.mu.Lock()
+	c.presSubs[sub] = 0
+	c.mu.Unlock()
+	return func() {
+		n, _ := sub.Dropped()
+		sub.Unsubscribe()
+		c.mu.Lock()
+		c.presDropped += uint64(n)
+		logged := c.presSubs[sub]
+		delete(c.presSubs, sub)
+		c.mu.Unlock()
+		if n > logged {
+			c.log.Warn("presence shed: this node did not keep up with NATS", "direction", "in", "topic", topic, "dropped", n-logged)
+		}
+	}, nil
+}
+
+// presenceShedIn counts the presence messages the client dropped because
+// a topic did not take them in time (the subscriptions' pending limits).
+func (c *Cluster) presenceShedIn() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.presDropped
+	for sub := range c.presSubs {
+		d, _ := sub.Dropped()
+		n += uint64(d)
+	}
+	return n
+}
+
+// logShed writes one log line for the presence shed since the last one,
+// in each direction (called every NodeTimeout/5).
+func (c *Cluster) logShed() {
+	if out := c.stats.presenceShedOut.Load(); out > c.shedLogged {
+		c.log.Warn("presence shed: the queue towards NATS was full", "direction", "out", "dropped", out-c.shedLogged, "queue", c.opts.PresenceQueue)
+		c.shedLogged = out
+	}
+	type drop struct {
+		sub *nats.Subscription
+		n   int
+	}
+	var drops []drop
+	c.mu.Lock()
+	for sub, logged := range c.presSubs {
+		if d, _ := sub.Dropped(); d > logged {
+			drops = append(drops, drop{sub, d - logged})
+			c.presSubs[sub] = d
+		}
+	}
+	c.mu.Unlock()
+	for _, d := range drops {
+		c.log.Warn("presence shed: this node did not keep up with NATS", "direction", "in", "subject", d.sub.Subject, "dropped", d.n, "pending_max", c.opts.PresencePending)
+	}
 }
 
 func deliveryFromHeaders(topic string, h nats.Header, frame []byte) Delivery {
@@ -791,7 +940,10 @@ func (c *Cluster) Query(ctx context.Context, topic string, q history.Query) (his
 	if err != nil || lastStream == 0 {
 		return history.Page{}, err
 	}
-	visible := func(r history.Record) bool { return q.Visible == nil || q.Visible(r.From, r.To) }
+	cutoff := c.cutoff()
+	visible := func(r history.Record) bool {
+		return !r.Received.Before(cutoff) && (q.Visible == nil || q.Visible(r.From, r.To))
+	}
 	var page history.Page
 	if q.After != nil {
 		pred := func(r history.Record) bool { return r.Seq > q.After.Seq }
@@ -914,4 +1066,97 @@ func (c *Cluster) Lookup(ctx context.Context, topic, id string, visible func(fro
 		}
 		before = history.AtSeq(page.Records[len(page.Records)-1].Seq)
 	}
+}
+
+// cutoff is the time before which envelopes are too old to serve (the
+// zero time: none is).
+func (c *Cluster) cutoff() time.Time {
+	if c.opts.MaxAge <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(-c.opts.MaxAge)
+}
+
+// trimLoop runs trim every MaxAge/10 (between 100 ms and 1 min) on the node
+// that leads the trimming, until ctx ends.
+func (c *Cluster) trimLoop(ctx context.Context) {
+	every := min(max(c.opts.MaxAge/10, 100*time.Millisecond), time.Minute)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !c.Up() || !c.trimLeader() {
+			continue
+		}
+		if n, err := c.trim(ctx, time.Now().Add(-c.opts.MaxAge)); err != nil {
+			c.log.Warn("history trim by age stopped; next try in a while", "err", err, "topics_trimmed", n)
+		}
+	}
+}
+
+// trimLeader reports whether this node trims: the one with the smallest
+// name of the nodes heard from within NodeTimeout. Two nodes that both
+// believe they lead (for a moment after a death) purge the same messages,
+// which is harmless.
+func (c *Cluster) trimLeader() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	for n, last := range c.seen {
+		if n < c.node && now.Sub(last) <= c.opts.NodeTimeout {
+			return false
+		}
+	}
+	return true
+}
+
+// trim purges, topic by topic, the messages received before cutoff, but
+// never a topic's newest message: its next seq is read from it. Per topic
+// it costs one direct get when nothing is too old, else a binary search
+// (O(log n) direct gets) and one purge. It returns how many topics it
+// purged.
+func (c *Cluster) trim(ctx context.Context, cutoff time.Time) (int, error) {
+	info, err := c.stream.Info(ctx, jetstream.WithSubjectFilter(logPrefix+">"))
+	if err != nil {
+		return 0, fmt.Errorf("mcpx cluster: trim: %w", err)
+	}
+	n := 0
+	for subj, count := range info.State.Subjects {
+		if count < 2 {
+			continue // a topic's only message is its newest
+		}
+		b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(subj, logPrefix))
+		if err != nil {
+			continue
+		}
+		topic := string(b)
+		first, ok, err := c.nextOf(ctx, topic, 1)
+		if err != nil {
+			return n, err
+		}
+		if !ok || !first.rec.Received.Before(cutoff) {
+			continue
+		}
+		_, lastStream, err := c.last(ctx, topic)
+		if err != nil {
+			return n, err
+		}
+		keep := lastStream // purge everything before the newest...
+		fresh, ok, err := c.search(ctx, topic, lastStream, func(r history.Record) bool { return !r.Received.Before(cutoff) })
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			keep = min(keep, fresh.streamSeq) // ...or before the first young enough
+		}
+		if err := c.stream.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(keep)); err != nil {
+			return n, fmt.Errorf("mcpx cluster: trim %s: %w", topic, err)
+		}
+		n++
+	}
+	return n, nil
 }

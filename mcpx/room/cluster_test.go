@@ -389,3 +389,33 @@ func TestNATS_MetricsShowClusterFigures(t *testing.T) {
 		t.Error("a single node serves cvm_mcpx_nats_up")
 	}
 }
+
+// A gateway that stops while its Cluster lives on does not report its
+// participants left: they are moving. One that connects again elsewhere
+// replaces its entry (the others see leave "replaced", then join); one
+// that does not come back is reported left ("timeout") after NodeTimeout.
+func TestNATS_StoppedGatewaysParticipantsMoveOrTimeOut(t *testing.T) {
+	tc := startCluster(t, 2, Options{})
+	n0, n1 := tc.nodes[0], tc.nodes[1]
+	bob, _ := n1.join("room", "bob")
+	n0.join("room", "alice")
+	if m := bob.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "alice" {
+		t.Fatalf("bob got %s, want alice's join", m)
+	}
+	n0.join("room", "carol")
+	if m := bob.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "carol" {
+		t.Fatalf("bob got %s, want carol's join", m)
+	}
+	n0.stop()
+	n1.join("room", "carol") // carol moves at once; alice never comes back
+	if m := bob.read(); m.event() != mcpx.PresenceLeave || m.presenceID() != "carol" || m.field("reason") != string(mcpx.LeaveReplaced) {
+		t.Fatalf("bob got %s, want carol's old connection replaced", m)
+	}
+	if m := bob.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "carol" {
+		t.Fatalf("bob got %s, want carol's join", m)
+	}
+	if m := bob.read(); m.event() != mcpx.PresenceLeave || m.presenceID() != "alice" || m.field("reason") != string(mcpx.LeaveTimeout) {
+		t.Fatalf("bob got %s, want alice's leave (timeout): she did not come back", m)
+	}
+	tc.waitRoster("room", "bob", "carol")
+}

@@ -71,49 +71,50 @@ func TestGateway_JoinerDoesNotSeeItsOwnJoin(t *testing.T) {
 }
 
 func TestGateway_ReferenceCompatWelcomeMatchesTranscript(t *testing.T) {
-	g := startGateway(t, Options{Compat: CompatReference, WelcomeHistory: 2})
-	a := g.dial("room:probe", "alice")
-	// notes §3.2: the joiner gets its own presence join first...
-	own := a.read()
-	if own.Kind != mcpx.KindPresence || own.event() != mcpx.PresenceJoin || own.presenceID() != "alice" {
-		t.Fatalf("first frame %s, want alice's own join", own)
-	}
-	w := a.read()
-	if w.Kind != mcpx.KindSystem || len(w.To) != 1 || w.To[0] != "alice" {
-		t.Fatalf("welcome %s", w)
-	}
-	for _, text := range []string{"one", "two", "three"} {
-		a.chat(text)
-		a.read()
-	}
-	b := g.dial("room:probe", "bob")
-	join := b.read()
-	if join.presenceID() != "bob" {
-		t.Fatalf("bob's first frame %s", join)
-	}
-	if seen := a.read(); seen.ID != join.ID {
-		t.Fatalf("alice saw join %s, bob saw %s: the same envelope goes to all", seen.ID, join.ID)
-	}
-	w = b.read()
-	var p map[string]json.RawMessage
-	json.Unmarshal(w.Payload, &p)
-	keys := []string{}
-	for k := range p {
-		keys = append(keys, k)
-	}
-	if len(p) != 5 || string(p["type"]) != `"welcome"` || string(p["participant_id"]) != `"bob"` || string(p["topic"]) != `"room:probe"` {
-		t.Fatalf("reference welcome payload keys %v: %s", keys, w.Payload)
-	}
-	var participants []mcpx.Participant
-	json.Unmarshal(p["participants"], &participants)
-	if len(participants) != 1 || participants[0].ID != "alice" || participants[0].Kind != "agent" {
-		t.Fatalf("participants %s (self excluded, alice present)", p["participants"])
-	}
-	var hist []msg
-	json.Unmarshal(p["history"], &hist)
-	if len(hist) != 2 || !strings.Contains(string(hist[0].Payload), "two") || !strings.Contains(string(hist[1].Payload), "three") {
-		t.Fatalf("history tail %s: want the newest 2, oldest first", p["history"])
-	}
+	bothModes(t, Options{Compat: CompatReference, WelcomeHistory: 2}, func(t *testing.T, g harness) {
+		a := g.dial("room:probe", "alice")
+		// notes §3.2: the joiner gets its own presence join first...
+		own := a.read()
+		if own.Kind != mcpx.KindPresence || own.event() != mcpx.PresenceJoin || own.presenceID() != "alice" {
+			t.Fatalf("first frame %s, want alice's own join", own)
+		}
+		w := a.read()
+		if w.Kind != mcpx.KindSystem || len(w.To) != 1 || w.To[0] != "alice" {
+			t.Fatalf("welcome %s", w)
+		}
+		for _, text := range []string{"one", "two", "three"} {
+			a.chat(text)
+			a.read()
+		}
+		b := g.dial("room:probe", "bob")
+		join := b.read()
+		if join.presenceID() != "bob" {
+			t.Fatalf("bob's first frame %s", join)
+		}
+		if seen := a.read(); seen.ID != join.ID {
+			t.Fatalf("alice saw join %s, bob saw %s: the same envelope goes to all", seen.ID, join.ID)
+		}
+		w = b.read()
+		var p map[string]json.RawMessage
+		json.Unmarshal(w.Payload, &p)
+		keys := []string{}
+		for k := range p {
+			keys = append(keys, k)
+		}
+		if len(p) != 5 || string(p["type"]) != `"welcome"` || string(p["participant_id"]) != `"bob"` || string(p["topic"]) != `"room:probe"` {
+			t.Fatalf("reference welcome payload keys %v: %s", keys, w.Payload)
+		}
+		var participants []mcpx.Participant
+		json.Unmarshal(p["participants"], &participants)
+		if len(participants) != 1 || participants[0].ID != "alice" || participants[0].Kind != "agent" {
+			t.Fatalf("participants %s (self excluded, alice present)", p["participants"])
+		}
+		var hist []msg
+		json.Unmarshal(p["history"], &hist)
+		if len(hist) != 2 || !strings.Contains(string(hist[0].Payload), "two") || !strings.Contains(string(hist[1].Payload), "three") {
+			t.Fatalf("history tail %s: want the newest 2, oldest first", p["history"])
+		}
+	})
 }
 
 func TestGateway_LeaveOnClose(t *testing.T) {

@@ -173,9 +173,6 @@ func (o *Options) defaults() error {
 		if o.History != nil || o.Broker != nil {
 			return errors.New("mcpx: Options.Cluster replaces History and Broker; set neither")
 		}
-		if o.Compat == CompatReference {
-			return errors.New("mcpx: compat reference is not supported on a cluster (--nats)")
-		}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

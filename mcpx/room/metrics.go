@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"sync/atomic"
 
-	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/promreg"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -35,7 +34,7 @@ func newMetrics(cl *Cluster) *metrics {
 		refused:      r.CounterVec("cvm_mcpx_http_refusals_total", "WebSocket upgrades and REST calls refused, by code.", "code"),
 	}
 	if cl != nil {
-		cl.stats.register(r, cl.conn)
+		cl.stats.register(r, cl)
 	}
 	return m
 }
@@ -50,9 +49,11 @@ type clusterStats struct {
 	rosterWrites    atomic.Uint64
 	rosterConflicts atomic.Uint64
 	deadLeaves      atomic.Uint64
+	presenceShedOut atomic.Uint64
 }
 
-func (s *clusterStats) register(r *promreg.Registry, conn *natsx.Conn) {
+func (s *clusterStats) register(r *promreg.Registry, cl *Cluster) {
+	conn := cl.conn
 	count := func(v *atomic.Uint64) func() float64 { return func() float64 { return float64(v.Load()) } }
 	r.GaugeFunc("cvm_mcpx_nats_up", "1 while the link to NATS is up, 0 while it is down.", func() float64 {
 		if conn.Up() {
@@ -71,7 +72,10 @@ func (s *clusterStats) register(r *promreg.Registry, conn *natsx.Conn) {
 	r.CounterFunc("cvm_mcpx_cluster_roster_conflicts_total",
 		"Roster compare-and-set writes refused because another write came first, then retried.", count(&s.rosterConflicts))
 	r.CounterFunc("cvm_mcpx_cluster_dead_node_leaves_total",
-		"Participants of dead nodes this node removed from the roster and reported left.", count(&s.deadLeaves))
+		"Participants of dead nodes (or of a stopped gateway of this node, not back within the node timeout) this node removed from the roster and reported left.", count(&s.deadLeaves))
+	const shedHelp = "Presence messages shed: out, the bounded queue towards NATS was full (or NATS went down before it was written); in, this node's topics did not take them from NATS in time."
+	r.LabeledCounterFunc("cvm_mcpx_cluster_presence_shed_total", shedHelp, map[string]string{"direction": "out"}, count(&s.presenceShedOut))
+	r.LabeledCounterFunc("cvm_mcpx_cluster_presence_shed_total", shedHelp, map[string]string{"direction": "in"}, func() float64 { return float64(cl.presenceShedIn()) })
 }
 
 func (m *metrics) handler() http.Handler {

@@ -30,8 +30,6 @@ const clusterNodes = 3
 // subtests run one after the other, never in parallel.
 //
 // Bodies that stay single-node, and why:
-//   - ReferenceCompatWelcomeMatchesTranscript: --compat reference is refused
-//     with --nats.
 //   - HistoryTimeCursor: it drives the gateway's clock (Options.Now); on a
 //     cluster JetStream stamps the time, which a test cannot set.
 //   - HistorySurvivesRestartAndEmptyTopics, HistoryDisabled: they are about

@@ -378,6 +378,9 @@ func (t *topic) referenceWelcome(ctx context.Context, s *session, latest uint64)
 		Participants:  t.roster(s.p.ID),
 		History:       []json.RawMessage{},
 	}
+	if c := t.g.cluster; c != nil {
+		p.Participants = c.participants(t.name, s.p.ID) // cluster-wide
+	}
 	if h := t.g.hist; h != nil && t.g.opts.WelcomeHistory > 0 {
 		page, err := h.Query(ctx, t.name, history.Query{Limit: t.g.opts.WelcomeHistory, Before: history.AtSeq(latest + 1), Visible: t.g.visibleTo(s.p.ID)})
 		if err != nil {

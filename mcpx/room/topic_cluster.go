@@ -86,6 +86,18 @@ func (t *topic) rosterChanged(snap *rosterSnap) {
 
 // joinCluster is join on a cluster node.
 func (t *topic) joinCluster(ctx context.Context, s *session) error {
+	welcome, err := t.joinClusterLocked(ctx, s)
+	if err != nil || welcome == nil {
+		return err
+	}
+	return welcome()
+}
+
+// joinClusterLocked does joinCluster's work under mu. The reference
+// welcome carries a history tail, read from JetStream: it is returned for
+// joinCluster to build after mu is released, in a slot of the joiner's
+// order that holds back whatever comes after it.
+func (t *topic) joinClusterLocked(ctx context.Context, s *session) (welcome func() error, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	id := s.p.ID
@@ -101,6 +113,36 @@ func (t *topic) joinCluster(ctx context.Context, s *session) error {
 		// new connection, which never saw the old one, is left out.
 		t.publishPresence(ctx, mcpx.PresenceLeave, s.replaced.P, mcpx.LeaveReplaced, id)
 		t.g.log.Info("participant reconnected; old connection replaced", "topic", t.name, "participant", id, "old_node", s.replaced.Node)
+	}
+	if t.g.opts.Compat == CompatReference {
+		// The reference sends the joiner's join to everyone, the joiner
+		// included, then the welcome. Presence reaches this node through
+		// NATS only after the welcome and after live envelopes, so the
+		// joiner's copy is queued here, first, and the same envelope goes
+		// to everyone else through NATS.
+		join := presenceEnvelope(t.g.opts.Now(), mcpx.PresenceJoin, s.p, "").AppendJSON(nil)
+		t.rosterMu.Lock()
+		_, had := t.members[id]
+		t.members[id] = s
+		latest := t.delivered.Load() // the tail ends here; later envelopes arrive live
+		s.send(join)
+		place := s.hold()
+		t.rosterMu.Unlock()
+		if !had {
+			t.g.metrics.participants.Inc()
+		}
+		if err := t.g.broker.Publish(ctx, Delivery{Topic: t.name, Frame: join, Except: id}); err != nil {
+			t.g.log.Error("presence not published", "topic", t.name, "event", mcpx.PresenceJoin, "participant", id, "err", err)
+		}
+		return func() error {
+			w, err := t.referenceWelcome(ctx, s, latest)
+			if err != nil {
+				s.fill(place)
+				return err
+			}
+			s.fill(place, w)
+			return nil
+		}, nil
 	}
 	info := mcpx.HistoryInfo{Enabled: true, Limit: t.g.opts.HistoryPageLimit}
 	// Under rosterMu, which the follower holds while it delivers: the
@@ -123,7 +165,7 @@ func (t *topic) joinCluster(ctx context.Context, s *session) error {
 		t.g.metrics.participants.Inc()
 	}
 	t.publishPresence(ctx, mcpx.PresenceJoin, s.p, "", id)
-	return nil
+	return nil, nil
 }
 
 // leaveCluster is leave on a cluster node: the participant's roster entry
@@ -139,6 +181,17 @@ func (t *topic) leaveCluster(ctx context.Context, s *session, why mcpx.LeaveReas
 		delete(t.limiters, s.p.ID)
 	}
 	t.mu.Unlock()
+	if why == mcpx.LeaveShutdown {
+		// This gateway is stopping, not the participant leaving: its
+		// client reconnects to another node, whose new connection
+		// replaces this entry (the others see "replaced", which ends
+		// nothing of theirs with it, calls in flight included). One that
+		// does not come back within NodeTimeout is reported left
+		// (timeout): by this node's sweep if its Cluster lives on, else by
+		// the other nodes' dead-node sweep, as if this node had died.
+		t.g.cluster.orphan(t.name, s.p, s.connID)
+		return
+	}
 	t.g.cluster.leave(ctx, t.name, s.p, s.connID, why)
 }
 
@@ -308,5 +361,58 @@ func (c *Cluster) retryLeaves(ctx context.Context) {
 	c.mu.Unlock()
 	for _, r := range retries {
 		c.leave(ctx, r.topic, r.p, r.conn, r.why)
+	}
+}
+
+// orphaned is a roster entry of this node whose connection ended with its
+// gateway's shutdown: the participant has NodeTimeout to connect again
+// (anywhere) before it is reported left.
+type orphaned struct {
+	topic string
+	p     mcpx.Participant
+	conn  string
+	since time.Time
+}
+
+// orphan records that conn, participant p's connection in topic, ended
+// with its gateway's shutdown, leaving its roster entry for the
+// participant's next connection to replace.
+func (c *Cluster) orphan(topic string, p mcpx.Participant, conn string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.orphans = append(c.orphans, orphaned{topic, p, conn, time.Now()})
+}
+
+// sweepOrphans reports left the participants whose connection ended with
+// their gateway's shutdown more than NodeTimeout ago and that did not
+// connect again (their entry still names the old connection).
+func (c *Cluster) sweepOrphans(ctx context.Context, now time.Time) {
+	c.mu.Lock()
+	var due []orphaned
+	keep := c.orphans[:0]
+	for _, o := range c.orphans {
+		if now.Sub(o.since) > c.opts.NodeTimeout {
+			due = append(due, o)
+		} else {
+			keep = append(keep, o)
+		}
+	}
+	c.orphans = keep
+	c.mu.Unlock()
+	for _, o := range due {
+		ok, err := c.release(ctx, o.topic, o.p.ID, o.conn)
+		if err != nil {
+			c.orphan(o.topic, o.p, o.conn) // NATS answers again later
+			continue
+		}
+		if !ok {
+			continue // connected again, on some node
+		}
+		c.stats.deadLeaves.Add(1)
+		c.log.Info("participant of a stopped gateway did not come back; reported left", "topic", o.topic, "participant", o.p.ID)
+		e := presenceEnvelope(time.Now(), mcpx.PresenceLeave, o.p, mcpx.LeaveTimeout)
+		if err := c.Publish(ctx, Delivery{Topic: o.topic, Frame: e.AppendJSON(nil)}); err != nil {
+			c.log.Warn("leave not published", "topic", o.topic, "participant", o.p.ID, "err", err)
+		}
 	}
 }
