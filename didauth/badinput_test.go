@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -336,5 +337,22 @@ func TestCodes_AreDistinct(t *testing.T) {
 			t.Errorf("code %s used twice", c)
 		}
 		seen[c] = true
+	}
+}
+
+func TestVerifier_CompatibilityModeIsLoggedOnce(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	v, _ := NewVerifier(Options{Compat: true, Logger: log, RequireAuth: true})
+	for range 3 {
+		serve(t, v, "POST", testEndpoint, "", testBody)
+	}
+	if n := strings.Count(buf.String(), "compatibility mode is on"); n != 1 {
+		t.Errorf("warning logged %d times: %s", n, buf.String())
+	}
+	buf.Reset()
+	_, _ = NewVerifier(Options{Logger: log})
+	if buf.Len() != 0 {
+		t.Errorf("strict mode logged %s", buf.String())
 	}
 }
