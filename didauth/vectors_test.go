@@ -67,6 +67,8 @@ type kitVectors struct {
 	} `json:"encodings"`
 }
 
+var discard = slog.New(slog.DiscardHandler)
+
 // kitCodes maps the kit's AuthErrorCode values to cvm's codes.
 var kitCodes = map[string]string{
 	"ok":                            "",
@@ -78,9 +80,11 @@ var kitCodes = map[string]string{
 	"INVALID_BASE64":                CodeEncoding,
 }
 
+func readVectors() ([]byte, error) { return os.ReadFile("testdata/identitykit-vectors.json") }
+
 func loadKitVectors(t *testing.T) kitVectors {
 	t.Helper()
-	b, err := os.ReadFile("testdata/identitykit-vectors.json")
+	b, err := readVectors()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +114,7 @@ func compatVerifier(t *testing.T, now time.Time, window time.Duration, r did.Res
 	t.Helper()
 	v, err := NewVerifier(Options{Compat: true, Now: func() time.Time { return now }, Window: window, Resolver: r,
 		Store: durable.NewMemory(durable.Options{Now: func() time.Time { return now }}), Audiences: []string{"https://mcp.example.com"},
-		Logger: slog.New(slog.DiscardHandler)})
+		Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}
