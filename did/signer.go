@@ -174,7 +174,7 @@ func (s *KeySigner) Sign(_ context.Context, msg []byte) ([]byte, error) {
 		return out, nil
 	case Schnorr:
 		h := sha256.Sum256(msg)
-		sig, err := schnorr.Sign(s.k1, h[:])
+		sig, err := schnorr.Sign(s.k1, h[:], schnorr.FastSign())
 		if err != nil {
 			return nil, err
 		}
