@@ -72,14 +72,14 @@ func NewVerifier(opts Options) (*Verifier, error) {
 	if opts.Resolver == nil {
 		opts.Resolver = did.NewResolver(did.ResolverOptions{})
 	}
-	if opts.Store == nil {
-		opts.Store = durable.NewMemory(durable.Options{})
-	}
 	if opts.Window <= 0 {
 		opts.Window = 300 * time.Second
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Store == nil {
+		opts.Store = durable.NewMemory(durable.Options{Now: opts.Now})
 	}
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = 8 << 20
