@@ -356,3 +356,20 @@ func TestVerifier_CompatibilityModeIsLoggedOnce(t *testing.T) {
 		t.Errorf("strict mode logged %s", buf.String())
 	}
 }
+
+// TestVerify_ReplayUnderAnotherDIDOfTheSameKeyIsRefused: signer_did is not
+// signed, and a P-256 key has two did:keys (the standard prefix and the
+// kit's); a captured header replayed under the other one is still a replay.
+func TestVerify_ReplayUnderAnotherDIDOfTheSameKeyIsRefused(t *testing.T) {
+	s, _ := did.GenerateKey(did.P256)
+	kitDID := "did:key:" + did.EncodeBase58Multibase(append([]byte{0x12, 0x00}, s.PublicKey().Bytes...))
+	v := newTestVerifier(t, Options{Audiences: []string{testEndpoint}})
+	h, _ := SignPayload(context.Background(), s.WithKeyID(s.DID(), s.DID()+"#account-key"), payloadFor("n-alias"))
+	if status, _, out := serve(t, v, "POST", testEndpoint, h, testBody); status != 200 {
+		t.Fatalf("first use: %d %v", status, out)
+	}
+	alias := reencode(t, h, func(c *Credentials) { c.Signature.SignerDID, c.Signature.KeyID = kitDID, kitDID+"#account-key" })
+	if status, code, out := serve(t, v, "POST", testEndpoint, alias, testBody); status != 401 || code != CodeReplayed {
+		t.Fatalf("replay as %s: %d %s %v", kitDID, status, code, out)
+	}
+}

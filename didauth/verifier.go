@@ -3,6 +3,7 @@ package didauth
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -144,17 +145,21 @@ func (v *Verifier) Verify(ctx context.Context, header string, req Request) (stri
 	if err != nil {
 		return "", err
 	}
-	signer, err := v.checkSignature(ctx, c, candidates, sig)
+	signer, pub, err := v.checkSignature(ctx, c, candidates, sig)
 	if err != nil {
 		return "", err
 	}
-	key := signer + "\n" + nonce
+	// Nonces are kept per key, not per DID string: one key can go by
+	// several DIDs (a P-256 did:key in the standard and in the kit's
+	// prefix; any did:web that lists it), and signer_did is outside the
+	// signature, so a replay could otherwise change it and pass.
+	key := string(pub.Type) + ":" + hex.EncodeToString(pub.Bytes) + "\n" + nonce
 	claimed, err := v.opts.Store.Claim(ctx, nonceSpace, []byte(key), time.Unix(ts, 0).Add(v.opts.Window+time.Second))
 	if err != nil {
 		return "", &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the nonce store failed; retry later", Err: err}
 	}
 	if !claimed {
-		return "", fail(CodeReplayed, "nonce %q was already used by %s; sign every request with a fresh nonce", nonce, signer)
+		return "", fail(CodeReplayed, "nonce %q was already used with the key of %s; sign every request with a fresh nonce", nonce, signer)
 	}
 	return signer, nil
 }
@@ -273,53 +278,53 @@ func (v *Verifier) checkAudience(aud string, req Request) error {
 // checkSignature resolves the signer and verifies the signature over one
 // of the candidates, asking the resolver once more past its cache when the
 // cached document does not verify it.
-func (v *Verifier) checkSignature(ctx context.Context, c *Credentials, candidates []signedBytes, sig []byte) (string, error) {
+func (v *Verifier) checkSignature(ctx context.Context, c *Credentials, candidates []signedBytes, sig []byte) (string, did.PublicKey, error) {
 	signer := c.Signature.SignerDID
 	if _, err := did.Parse(signer); err != nil {
-		return "", &Error{Status: 401, Code: CodeMalformed, Message: "signature.signer_did is not a DID: " + err.Error(), Err: err}
+		return "", did.PublicKey{}, &Error{Status: 401, Code: CodeMalformed, Message: "signature.signer_did is not a DID: " + err.Error(), Err: err}
 	}
 	if !strings.HasPrefix(c.Signature.KeyID, signer+"#") {
-		return "", fail(CodeKeyNotFound, "key_id %q is not a key of %s (want %s#<fragment>)", c.Signature.KeyID, signer, signer)
+		return "", did.PublicKey{}, fail(CodeKeyNotFound, "key_id %q is not a key of %s (want %s#<fragment>)", c.Signature.KeyID, signer, signer)
 	}
 	doc, err := v.opts.Resolver.Resolve(ctx, signer)
 	if err != nil {
-		return "", resolveError(signer, err)
+		return "", did.PublicKey{}, resolveError(signer, err)
 	}
-	verr := v.verifyWith(doc, c, candidates, sig)
+	pub, verr := v.verifyWith(doc, c, candidates, sig)
 	if verr != nil && (verr.Code == CodeBadSignature || verr.Code == CodeKeyNotFound) {
 		if r, ok := v.opts.Resolver.(did.Refresher); ok {
 			if doc2, err := r.Refresh(ctx, signer); err == nil {
-				verr = v.verifyWith(doc2, c, candidates, sig)
+				pub, verr = v.verifyWith(doc2, c, candidates, sig)
 			}
 		}
 	}
 	if verr != nil {
-		return "", verr
+		return "", did.PublicKey{}, verr
 	}
-	return signer, nil
+	return signer, pub, nil
 }
 
-func (v *Verifier) verifyWith(doc *did.Document, c *Credentials, candidates []signedBytes, sig []byte) *Error {
+func (v *Verifier) verifyWith(doc *did.Document, c *Credentials, candidates []signedBytes, sig []byte) (did.PublicKey, *Error) {
 	if doc.ID != c.Signature.SignerDID {
-		return fail(CodeUnresolvable, "the document resolved for %s is for %q", c.Signature.SignerDID, doc.ID)
+		return did.PublicKey{}, fail(CodeUnresolvable, "the document resolved for %s is for %q", c.Signature.SignerDID, doc.ID)
 	}
 	vm, ok := doc.Method(c.Signature.KeyID)
 	if !ok {
-		return fail(CodeKeyNotFound, "key %s is not in the DID document of %s", c.Signature.KeyID, c.Signature.SignerDID)
+		return did.PublicKey{}, fail(CodeKeyNotFound, "key %s is not in the DID document of %s", c.Signature.KeyID, c.Signature.SignerDID)
 	}
 	if !doc.Authenticates(c.Signature.KeyID) {
-		return fail(CodeKeyNotAuthorized, "key %s is not authorized for authentication in the DID document of %s", c.Signature.KeyID, c.Signature.SignerDID)
+		return did.PublicKey{}, fail(CodeKeyNotAuthorized, "key %s is not authorized for authentication in the DID document of %s", c.Signature.KeyID, c.Signature.SignerDID)
 	}
 	pub, err := vm.PublicKey()
 	if err != nil {
-		return &Error{Status: 401, Code: CodeKeyNotFound, Message: fmt.Sprintf("key %s has no usable public key: %v", c.Signature.KeyID, err), Err: err}
+		return did.PublicKey{}, &Error{Status: 401, Code: CodeKeyNotFound, Message: fmt.Sprintf("key %s has no usable public key: %v", c.Signature.KeyID, err), Err: err}
 	}
 	for _, cand := range candidates {
 		if pub.Verify(cand.msg, sig) == nil {
-			return nil
+			return pub, nil
 		}
 	}
-	return fail(CodeBadSignature, "the signature does not verify with key %s", c.Signature.KeyID)
+	return did.PublicKey{}, fail(CodeBadSignature, "the signature does not verify with key %s", c.Signature.KeyID)
 }
 
 func resolveError(signer string, err error) *Error {
