@@ -137,7 +137,7 @@ func (v *Verifier) Verify(ctx context.Context, header string, req Request) (stri
 	if err := v.checkTime(ts); err != nil {
 		return "", err
 	}
-	candidates, err := v.bind(c.SignedData, fields, req)
+	candidates, err := v.bind(c.SignedData, fields, c.Signature.KeyID, req)
 	if err != nil {
 		return "", err
 	}
@@ -204,17 +204,21 @@ func (s signedBytes) String() string { return s.mode.String() }
 
 // bind checks the request against the signed fields and returns the byte
 // strings the signature may cover.
-func (v *Verifier) bind(raw []byte, f map[string]json.RawMessage, req Request) ([]signedBytes, error) {
+func (v *Verifier) bind(raw []byte, f map[string]json.RawMessage, keyID string, req Request) ([]signedBytes, error) {
 	_, hasMethod := f["method"]
 	_, hasPath := f["path"]
 	_, hasBody := f["body_sha256"]
 	_, hasAud := f["audience"]
-	strict := hasMethod && hasPath && hasBody && hasAud
+	_, hasKey := f["key_id"]
+	strict := hasMethod && hasPath && hasBody && hasAud && hasKey
 	var out []signedBytes
 	if strict {
 		var p Payload
 		if err := json.Unmarshal(raw, &p); err != nil {
 			return nil, &Error{Status: 401, Code: CodeMalformed, Message: "signed_data fields have the wrong types", Err: err}
+		}
+		if p.KeyID != keyID {
+			return nil, fail(CodeKeyNotFound, "signed for key %q, but signature.key_id is %q", p.KeyID, keyID)
 		}
 		if err := v.checkAudience(p.Audience, req); err != nil {
 			return nil, err
@@ -228,7 +232,7 @@ func (v *Verifier) bind(raw []byte, f map[string]json.RawMessage, req Request) (
 			return nil, fail(CodeRequestMismatch, "signed for another body: body_sha256 differs from the body's SHA-256")
 		}
 	} else if !v.opts.Compat {
-		return nil, fail(CodeMalformed, "signed_data must bind method, path, body_sha256 and audience (strict mode); "+
+		return nil, fail(CodeMalformed, "signed_data must bind method, path, body_sha256, audience and key_id (strict mode); "+
 			"a header made by @nuwa-ai/identity-kit verifies only where compatibility mode is on")
 	} else if hasAud {
 		// The kit does not check an audience; when a header names one
