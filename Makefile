@@ -48,6 +48,7 @@ bench: interop-deps
 	$(GO) run ./bench/cvmbench
 	$(GO) test -run '^$$' -bench GatewayOverhead -benchtime 300x ./cmd/cvm
 	$(GO) test -run '^$$' -bench GatewaySessionMemory -benchtime 1x ./cmd/cvm
+	$(GO) test -run '^$$' -bench Middleware -benchtime 1s ./didauth
 
 # A short run of every fuzz target: every func Fuzz* in a _test.go file,
 # found in the code, so that a new one cannot be left out. FUZZTIME per
