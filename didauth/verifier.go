@@ -38,9 +38,11 @@ type Options struct {
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Audiences are the audiences this server answers to: its MCP endpoint
-	// URL(s) and its DID. Empty: the URL the request was sent to
-	// (http[s]://Host + path), which is right unless a proxy rewrites the
-	// host or path.
+	// URL(s) and its DID. Set them. Empty means the URL the request names
+	// (http[s]://Host + path), which the client writes: a header captured
+	// at another server can then be replayed here with that server's Host
+	// header, so only the nonce (per server) stands in the way. Empty is
+	// for tests and for servers that have no stable name.
 	Audiences []string
 	// Compat also accepts the headers of @nuwa-ai/identity-kit 0.6.0 (see
 	// the package documentation for what they leave unprotected).
