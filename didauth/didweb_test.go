@@ -3,6 +3,7 @@ package didauth
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -72,9 +73,18 @@ func TestTransport_CompatModeReachesCompatVerifier(t *testing.T) {
 	for _, compat := range []bool{true, false} {
 		v, _ := NewVerifier(Options{RequireAuth: true, Compat: compat, Logger: discard})
 		srv := httptest.NewServer(v.Middleware(http.HandlerFunc(echoCaller)))
-		c := &http.Client{Transport: &Transport{Signer: s, Mode: Compat}}
+		var logged strings.Builder
+		tr := &Transport{Signer: s, Mode: Compat, Logger: slog.New(slog.NewTextHandler(&logged, nil))}
+		c := &http.Client{Transport: tr}
 		resp, err := c.Post(srv.URL+"/mcp", "application/json", strings.NewReader(testBody))
+		if err == nil {
+			resp.Body.Close()
+			resp, err = c.Post(srv.URL+"/mcp", "application/json", strings.NewReader(testBody))
+		}
 		srv.Close()
+		if n := strings.Count(logged.String(), "compatibility mode"); n != 1 {
+			t.Errorf("client warning logged %d times", n)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
