@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -56,6 +57,8 @@ func signStrict(t *testing.T, s did.Signer, p Payload, sep string) string {
 	p.KeyID = s.KeyID()
 	return signRaw(t, s, mustJSON(t, p), sep, Canonical)
 }
+
+func identity(b []byte) ([]byte, error) { return b, nil }
 
 func mustJSON(t *testing.T, v any) []byte {
 	t.Helper()
@@ -151,6 +154,8 @@ func TestMiddleware_BadInput(t *testing.T) {
 		{"wrong_scheme", "Bearer abc", CodeMalformed, nil},
 		{"not_json", encodeCred("not json"), CodeMalformed, nil},
 		{"no_signature_value", encodeCred(`{"signed_data":{},"signature":{"signer_did":"did:key:x","key_id":"did:key:x#a"}}`), CodeMalformed, nil},
+		{"duplicate_keys", signRaw(t, s, []byte(`{"audience":"http://other.test/mcp","audience":"`+testEndpoint+`","body_sha256":"`+BodyHash([]byte(testBody))+`","key_id":"`+s.KeyID()+`","method":"POST","nonce":"n-dup","path":"/mcp","timestamp":`+fmt.Sprint(testNow.Unix())+`}`), SeparatorNIP10, identity), CodeMalformed, nil},
+		{"fractional_timestamp", signRaw(t, s, []byte(`{"nonce":"n-frac","timestamp":1.5}`), SeparatorNIP10, identity), CodeMalformed, nil},
 		{"kit_payload_in_strict_mode", signRaw(t, s, KitPayload("POST", testEndpoint, "", "n-kit", testNow.Unix()), SeparatorKit, KitCanonical), CodeMalformed, nil},
 		{"no_multibase_prefix", Scheme + " " + base64.RawURLEncoding.EncodeToString([]byte(`{}`)), CodeEncoding, nil},
 		{"padded_base64", Scheme + " u" + base64.URLEncoding.EncodeToString([]byte(`{"a":1}`)), CodeEncoding, nil},
