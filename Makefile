@@ -24,13 +24,16 @@ check:
 	$(GO) run $(STATICCHECK) ./...
 
 # Node packages the interop tests run (pinned by interop/package-lock.json).
-interop-deps: interop/node_modules/.package-lock.json interop/thirdparty-relay/node_modules/.package-lock.json
+interop-deps: interop/node_modules/.package-lock.json interop/thirdparty-relay/node_modules/.package-lock.json interop/payments/node_modules/.package-lock.json
 
 interop/node_modules/.package-lock.json: interop/package.json interop/package-lock.json
 	cd interop && npm ci --no-audit --no-fund
 
 interop/thirdparty-relay/node_modules/.package-lock.json: interop/thirdparty-relay/package.json interop/thirdparty-relay/package-lock.json
 	cd interop/thirdparty-relay && npm ci --no-audit --no-fund
+
+interop/payments/node_modules/.package-lock.json: interop/payments/package.json interop/payments/package-lock.json
+	cd interop/payments && npm ci --no-audit --no-fund
 
 build:
 	$(GO) build -o bin/cvm ./cmd/cvm
