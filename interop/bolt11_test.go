@@ -24,7 +24,7 @@ import (
 func requirePaymentsModules(t *testing.T) {
 	t.Helper()
 	requireNodeModules(t)
-	for _, p := range []string{"bolt11", filepath.Join("@getalby", "sdk")} {
+	for _, p := range []string{"bolt11", filepath.Join("@getalby", "sdk"), "ws"} {
 		if _, err := os.Stat(filepath.Join("payments", "node_modules", p)); err != nil {
 			t.Fatalf("interop/payments/node_modules/%s is missing; run: make interop-deps", p)
 		}

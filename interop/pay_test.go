@@ -31,12 +31,19 @@ type walletSim struct {
 }
 
 // startWalletSim runs `cvm wallet-sim` on relayURL with the given
-// NAME=SATS wallets and waits for its ready line; the test's end stops it.
+// NAME=SATS wallets (and flags, written --flag=value) and waits for its
+// ready line; the test's end stops it.
 func startWalletSim(t *testing.T, relayURL string, wallets ...string) walletSim {
 	t.Helper()
 	args := []string{"wallet-sim", "--relay", relayURL}
+	var names []string
 	for _, w := range wallets {
+		if strings.HasPrefix(w, "--") {
+			args = append(args, w)
+			continue
+		}
 		args = append(args, "--wallet", w)
+		names = append(names, w)
 	}
 	cmd := exec.Command(cvmBinary, args...)
 	cmd.Env = cvmEnv(t.TempDir())
@@ -68,7 +75,7 @@ func startWalletSim(t *testing.T, relayURL string, wallets ...string) walletSim 
 	var sim walletSim
 	select {
 	case line := <-lines:
-		if err := json.Unmarshal([]byte(line), &sim); err != nil || len(sim.Wallets) != len(wallets) {
+		if err := json.Unmarshal([]byte(line), &sim); err != nil || len(sim.Wallets) != len(names) {
 			t.Fatalf("wallet-sim ready line %q: %v; stderr: %s", line, err, stderr.String())
 		}
 	case <-time.After(30 * time.Second):
