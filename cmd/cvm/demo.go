@@ -157,7 +157,7 @@ func runDemo(ctx context.Context, step func(name, detail string, start time.Time
 	// demoDailyBudget a day (kept in memory: no Path).
 	var (
 		offered  = make(chan contextvm.PaymentOffer, 2)
-		reported = make(chan contextvm.PaymentReport, 2)
+		reported = make(chan contextvm.PaymentReport, 4)
 	)
 	transport, err := contextvm.NewClientTransport(contextvm.ClientOptions{
 		Server:     npub,
@@ -166,11 +166,21 @@ func runDemo(ctx context.Context, step func(name, detail string, start time.Time
 		Pay: &contextvm.PayOptions{
 			Handlers: []payments.Handler{lightning.NewHandler(clientWallet)},
 			Budget:   &payments.Budget{Unit: "sats", PerCall: demoPrice, PerDay: demoDailyBudget},
+			// Never blocking the client: the demo reads what it shows, and
+			// anything beyond is dropped.
 			Confirm: func(_ context.Context, o contextvm.PaymentOffer) bool {
-				offered <- o
+				select {
+				case offered <- o:
+				default:
+				}
 				return true
 			},
-			Report: func(p contextvm.PaymentReport) { reported <- p },
+			Report: func(p contextvm.PaymentReport) {
+				select {
+				case reported <- p:
+				default:
+				}
+			},
 		},
 	})
 	if err != nil {
