@@ -24,7 +24,8 @@ check:
 	$(GO) run $(STATICCHECK) ./...
 
 # Node packages the interop tests run (pinned by interop/package-lock.json).
-interop-deps: interop/node_modules/.package-lock.json interop/thirdparty-relay/node_modules/.package-lock.json interop/identitykit/node_modules/.package-lock.json
+interop-deps: interop/node_modules/.package-lock.json interop/thirdparty-relay/node_modules/.package-lock.json \
+	interop/identitykit/node_modules/.package-lock.json interop/payments/node_modules/.package-lock.json
 
 interop/node_modules/.package-lock.json: interop/package.json interop/package-lock.json
 	cd interop && npm ci --no-audit --no-fund
@@ -36,6 +37,10 @@ interop/thirdparty-relay/node_modules/.package-lock.json: interop/thirdparty-rel
 # range conflicts with @contextvm/sdk's.
 interop/identitykit/node_modules/.package-lock.json: interop/identitykit/package.json interop/identitykit/package-lock.json
 	cd interop/identitykit && npm ci --no-audit --no-fund
+
+# bolt11 and @getalby/sdk, for the payment interop tests, in their own folder.
+interop/payments/node_modules/.package-lock.json: interop/payments/package.json interop/payments/package-lock.json
+	cd interop/payments && npm ci --no-audit --no-fund
 
 build:
 	$(GO) build -o bin/cvm ./cmd/cvm

@@ -249,6 +249,9 @@ type ServerSupport struct {
 	EphemeralGiftWrap bool
 	OversizedTransfer bool // CEP-22
 	OpenStreams       bool // CEP-41
+	// PMIs are the payment methods of the server's pmi tags (CEP-8), in
+	// its order of preference, as it sent them.
+	PMIs []string
 }
 
 // ServerSupport reports what the server has said of itself in this
@@ -263,7 +266,7 @@ func (t *ClientTransport) ServerSupport() ServerSupport {
 	v := &c.view
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return ServerSupport{Known: v.caps.known, Encryption: v.caps.encryption, EphemeralGiftWrap: v.caps.ephemeral, OversizedTransfer: v.caps.oversized, OpenStreams: v.caps.openStream}
+	return ServerSupport{Known: v.caps.known, Encryption: v.caps.encryption, EphemeralGiftWrap: v.caps.ephemeral, OversizedTransfer: v.caps.oversized, OpenStreams: v.caps.openStream, PMIs: slices.Clone(v.caps.pmis)}
 }
 
 // Connect connects client to the ContextVM server of opts and performs the

@@ -21,6 +21,7 @@ type peerCaps struct {
 	oversized  bool
 	openStream bool
 	info       ServerInfo
+	pmis       []string // CEP-8 payment methods, in the server's order of preference
 }
 
 // ServerInfo is the human-facing description a server sends with its first
@@ -74,6 +75,10 @@ func learnCaps(tags nostr.Tags) (caps peerCaps, ok bool) {
 			caps.info.Website = tagValue(t)
 		case TagPicture:
 			caps.info.Picture = tagValue(t)
+		case TagPMI:
+			if v := tagValue(t); v != "" && !slices.Contains(caps.pmis, v) {
+				caps.pmis = append(caps.pmis, v)
+			}
 		}
 	}
 	return caps, caps.known

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -214,6 +215,15 @@ func TestLearnCaps_ReplacesNotMerges(t *testing.T) {
 	// Flags with a value are not flags (the reference accepts only 1-element tags).
 	if caps, _ := learnCaps(nostr.Tags{{TagSupportEncryption, "false"}}); caps.encryption {
 		t.Fatal("a valued support_encryption tag counted as the flag")
+	}
+}
+
+// The server's pmi tags are kept as sent, in order (its preference), once
+// each; an empty one names no method.
+func TestLearnCaps_PMIs(t *testing.T) {
+	caps, ok := learnCaps(nostr.Tags{{TagPMI, "bitcoin-lightning-bolt11"}, {TagPMI, "fake"}, {TagPMI}, {TagPMI, "bitcoin-lightning-bolt11"}})
+	if !ok || !slices.Equal(caps.pmis, []string{"bitcoin-lightning-bolt11", "fake"}) {
+		t.Fatalf("pmis = %q (known %v)", caps.pmis, ok)
 	}
 }
 

@@ -28,6 +28,10 @@ func startNode(t *testing.T, script string, env map[string]string, ready any) *l
 	if strings.HasPrefix(script, "thirdparty-relay/") {
 		cmd.Dir, cmd.Args[1] = "thirdparty-relay", strings.TrimPrefix(script, "thirdparty-relay/")
 	}
+	if strings.HasPrefix(script, "payments/") {
+		requirePaymentsModules(t)
+		cmd.Dir, cmd.Args[1] = "payments", strings.TrimPrefix(script, "payments/")
+	}
 	cmd.Env = os.Environ()
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)

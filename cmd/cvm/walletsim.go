@@ -23,9 +23,10 @@ const walletSimNote = "throwaway simulator secrets; never real money"
 
 func (a *app) walletSimCommand() *cobra.Command {
 	var (
-		relays  []string
-		wallets []string
-		dataDir string
+		relays      []string
+		wallets     []string
+		dataDir     string
+		encryptions []string
 	)
 	cmd := &cobra.Command{
 		Use:   "wallet-sim --relay URL --wallet NAME=SATS [--wallet NAME=SATS …]",
@@ -41,8 +42,10 @@ place cvm prints a secret. Never use them, or this command, for real money.
   {"ready":true,"relays":[...],"wallets":{"NAME":"nostr+walletconnect://..."},"simulator":true,...}
 
 --data DIR keeps balances, invoices and connection keys across restarts (a
-wallet already in DIR keeps its balance, whatever --wallet says). Logs go to
-stderr. SIGINT or SIGTERM stops it.`,
+wallet already in DIR keeps its balance, whatever --wallet says).
+--encryption nip04 (or nip44_v2) makes the service accept and announce only
+that scheme, as a legacy (or a NIP-44-only) wallet does; the default is
+both, NIP-44 first. Logs go to stderr. SIGINT or SIGTERM stops it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(relays) == 0 {
@@ -50,6 +53,11 @@ stderr. SIGINT or SIGTERM stops it.`,
 			}
 			if len(wallets) == 0 {
 				return errors.New("--wallet NAME=SATS is required (repeat it for more wallets)")
+			}
+			for _, e := range encryptions {
+				if e != nwc.EncryptionNIP44 && e != nwc.EncryptionNIP04 {
+					return fmt.Errorf("--encryption %q: want %s or %s", e, nwc.EncryptionNIP44, nwc.EncryptionNIP04)
+				}
 			}
 			balances := map[string]int64{}
 			var names []string
@@ -87,7 +95,7 @@ stderr. SIGINT or SIGTERM stops it.`,
 
 			pool := nostrx.NewPool(nostrx.PoolOptions{Relays: relays, Logger: a.log})
 			defer pool.Close()
-			svc := nwc.NewService(net, pool, nwc.ServiceOptions{Logger: a.log})
+			svc := nwc.NewService(net, pool, nwc.ServiceOptions{Logger: a.log, Encryptions: encryptions})
 			uris := map[string]string{}
 			for _, name := range names {
 				u, err := svc.Connect(name, keys[name].Service, keys[name].Client)
@@ -126,6 +134,7 @@ stderr. SIGINT or SIGTERM stops it.`,
 	f.StringArrayVar(&relays, "relay", nil, "relay URL the wallet service uses (repeatable)")
 	f.StringArrayVar(&wallets, "wallet", nil, "a wallet and its starting balance in sats, NAME=SATS (repeatable)")
 	f.StringVar(&dataDir, "data", "", "directory that keeps the simulator's state across restarts (default: none, in memory)")
+	f.StringSliceVar(&encryptions, "encryption", nil, "NIP-47 encryption schemes accepted and announced, in order of preference: nip44_v2, nip04 (default both)")
 	return cmd
 }
 

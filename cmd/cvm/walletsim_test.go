@@ -105,6 +105,7 @@ func TestWalletSimUsage(t *testing.T) {
 		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1", "--wallet", "a"}, "NAME=SATS"},
 		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1", "--wallet", "a=-1"}, "NAME=SATS"},
 		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1", "--wallet", "a=1", "--wallet", "a=2"}, "twice"},
+		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1", "--wallet", "a=1", "--encryption", "nip44"}, "want nip44_v2 or nip04"},
 	} {
 		code, _, stderr := c.run(tc.args...)
 		if code != exitLocal || !strings.Contains(stderr, tc.want) {

@@ -6,11 +6,15 @@
 //      ENCRYPTION optional|required|disabled, GIFT_WRAP optional|ephemeral|persistent,
 //      ANNOUNCE=1 (CEP-6 announcements to RELAY_URL only), PRICE_ADD (sats, a cap tag),
 //      COMMON_TOOLS (comma-separated tool names declared common, CEP-15),
-//      CATEGORIES (comma-separated, with COMMON_TOOLS), INJECT_PUBKEY=1, LOG_LEVEL.
+//      CATEGORIES (comma-separated, with COMMON_TOOLS), INJECT_PUBKEY=1, LOG_LEVEL,
+//      NWC_URI (with PRICE_ADD: add is charged for through the SDK's own CEP-8 rail,
+//      withServerPayments + LnBolt11NwcPaymentProcessor on that wallet),
+//      NWC_VERIFY=poll (the processor polls lookup_invoice instead of its default).
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import {
   NostrServerTransport, PrivateKeySigner, ApplesauceRelayPool, EncryptionMode, GiftWrapMode, withCommonToolSchemas,
+  withServerPayments, LnBolt11NwcPaymentProcessor,
 } from '@contextvm/sdk';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { bytesToHex, hexToBytes } from 'nostr-tools/utils';
@@ -67,7 +71,18 @@ const transport = new NostrServerTransport({
   openStream: { enabled: process.env.OPEN_STREAM === '1' },
   logLevel: process.env.LOG_LEVEL ?? 'error',
 });
-if (process.env.PRICE_ADD) {
+if (process.env.PRICE_ADD && process.env.NWC_URI) {
+  withServerPayments(transport, {
+    processors: [new LnBolt11NwcPaymentProcessor({
+      nwcConnectionString: process.env.NWC_URI,
+      // Unset, the processor reads the wallet's info event and waits for its
+      // payment notifications when it offers them (the SDK's default).
+      enableNotificationVerification: process.env.NWC_VERIFY === 'poll' ? false : undefined,
+      responseTimeoutMs: 15000,
+    })],
+    pricedCapabilities: [{ method: 'tools/call', name: 'add', amount: Number(process.env.PRICE_ADD), currencyUnit: 'sats', description: 'add two numbers' }],
+  });
+} else if (process.env.PRICE_ADD) {
   transport.setAnnouncementPricingTags([['cap', 'tool:add', String(process.env.PRICE_ADD), 'sats']]);
 }
 if (process.env.COMMON_TOOLS) {

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/payments/nwc"
 )
 
@@ -58,4 +59,45 @@ func jsonEqual(a, b json.RawMessage) bool {
 		return len(a) == len(b) || (ea != nil) == (eb != nil)
 	}
 	return ea == nil && eb == nil && reflect.DeepEqual(x, y)
+}
+
+// FuzzDecrypt feeds the decryption of request and response contents (a
+// wallet service decrypts whatever a client sends it, a client whatever
+// comes back) arbitrary ciphertexts in both schemes: it never panics, and
+// a NIP-04 or NIP-44 content it accepts decrypts to what encrypting that
+// plaintext again decrypts to.
+func FuzzDecrypt(f *testing.F) {
+	sk, peer := nostr.Generate(), nostr.Generate()
+	for _, scheme := range []string{nwc.EncryptionNIP04, nwc.EncryptionNIP44} {
+		c, err := nwc.EncryptForTest(scheme, `{"method":"get_balance"}`, peer, sk.Public())
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(scheme == nwc.EncryptionNIP04, c)
+	}
+	for _, s := range []string{"", "?iv=", "abc?iv=def", "AAAA?iv=AAAAAAAAAAAAAAAAAAAAAA==", "AAAAAAAAAAAAAAAAAAAAAA==?iv=AAAAAAAAAAAAAAAAAAAAAA==",
+		"AQ==?iv=AAAAAAAAAAAAAAAAAAAAAA==", "Ag==", "#", "AgAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"} {
+		f.Add(true, s)
+		f.Add(false, s)
+	}
+	f.Fuzz(func(t *testing.T, nip04 bool, ciphertext string) {
+		scheme := nwc.EncryptionNIP44
+		if nip04 {
+			scheme = nwc.EncryptionNIP04
+		}
+		plain, err := nwc.DecryptForTest(scheme, ciphertext, sk, peer.Public())
+		if err != nil {
+			return
+		}
+		again, err := nwc.EncryptForTest(scheme, plain, peer, sk.Public())
+		if err != nil {
+			if plain == "" || len(plain) > 65535 {
+				return // nothing NIP-44 may carry
+			}
+			t.Fatalf("%s: %q decrypted but does not encrypt again: %v", scheme, plain, err)
+		}
+		if back, err := nwc.DecryptForTest(scheme, again, sk, peer.Public()); err != nil || back != plain {
+			t.Fatalf("%s: %q round-trips to %q (%v)", scheme, plain, back, err)
+		}
+	})
 }
