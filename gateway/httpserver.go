@@ -55,6 +55,11 @@ type HTTPOptions struct {
 	// Annotate rewrites the results the upstream gives to the methods it
 	// names (the capabilities of initialize, the prices of tools/list).
 	Payments HTTPPayments
+	// InjectCaller tells the upstream who calls: each request's
+	// params._meta.clientDid is the caller's verified DID, and for a
+	// did:nostr also params._meta.clientPubkey its key (CEP-16), as
+	// Options.Server.InjectClientPubkey does over Nostr.
+	InjectCaller bool
 	// DIDDocument is served at DIDDocumentPath when set.
 	DIDDocument json.RawMessage
 	// MaxBodyBytes bounds one request body (default 4 MiB).
@@ -231,6 +236,7 @@ func (h *httpSessions) open(w http.ResponseWriter, r *http.Request, did string) 
 	c := &httpClientConn{
 		Connection: conn, t: t, did: did, key: h.opts.Principal(did),
 		annotate: h.opts.Payments, methods: make(map[jsonrpc.ID]string),
+		inject:   h.opts.InjectCaller && did != "",
 	}
 	c.onClose = func() {
 		h.mu.Lock()
@@ -259,6 +265,7 @@ type httpClientConn struct {
 	did      string
 	key      nostr.PubKey
 	annotate HTTPPayments
+	inject   bool
 	onClose  func()
 
 	mu      sync.Mutex
@@ -270,10 +277,19 @@ func (c *httpClientConn) Client() nostr.PubKey { return c.key }
 
 func (c *httpClientConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
-	if err != nil || c.annotate == nil {
+	if err != nil {
 		return msg, err
 	}
-	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
+	r, ok := msg.(*jsonrpc.Request)
+	if ok && r.IsCall() && c.inject {
+		fwd := *r
+		fwd.Params = mcpmsg.SetMeta(fwd.Params, "clientDid", c.did)
+		if strings.HasPrefix(c.did, "did:nostr:") {
+			fwd.Params = mcpmsg.SetMeta(fwd.Params, "clientPubkey", c.key.Hex())
+		}
+		r, msg = &fwd, &fwd
+	}
+	if ok && r.IsCall() && c.annotate != nil {
 		switch r.Method {
 		case mcpmsg.MethodInitialize, "tools/list":
 			c.mu.Lock()

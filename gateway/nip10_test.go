@@ -1,0 +1,292 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cvmgo/cvm/durable"
+	"github.com/cvmgo/cvm/gateway"
+	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/payments/lightning"
+	"github.com/cvmgo/cvm/payments/lnsim"
+	"github.com/cvmgo/cvm/payments/quotation"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The seed's (NIP-10) five test cases, end to end over HTTP through the
+// gateway: an upstream with a free tool and a priced one, DID auth (the
+// test seam until package didauth is merged), quotations paid over a
+// simulated Lightning network.
+
+// paidUpstream has a free tool "free" and a tool "translate" priced at
+// 10 sats; calls counts the translate calls that ran, and lastDID the
+// caller the upstream was told of.
+type paidUpstream struct {
+	calls   atomic.Int64
+	lastDID atomic.Value
+}
+
+func (u *paidUpstream) server() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "paid-upstream", Version: "1"}, nil)
+	type in struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "free"}, func(_ context.Context, req *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
+		if did, ok := req.Params.Meta["clientDid"].(string); ok {
+			u.lastDID.Store(did)
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "free:" + a.Text}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "translate"}, func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
+		u.calls.Add(1)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "fr:" + a.Text}}}, nil, nil
+	})
+	return s
+}
+
+type nip10Bench struct {
+	*httpBench
+	up     *paidUpstream
+	net    *lnsim.Network
+	client *lnsim.Wallet
+}
+
+// newNIP10Bench is a gateway with DID auth (required or not) and, if
+// paid, the quotation layer.
+func newNIP10Bench(t *testing.T, required, paid bool) *nip10Bench {
+	t.Helper()
+	up := &paidUpstream{}
+	n, err := lnsim.Open(lnsim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.AddWallet("client", 1_000_000)
+	n.AddWallet("server", 0)
+	sw, _ := n.Wallet("server")
+	cw, _ := n.Wallet("client")
+	hopts := gateway.HTTPOptions{Auth: testAuth(required), Caller: testCaller, InjectCaller: true}
+	if paid {
+		desk, err := quotation.New(quotation.Options{
+			Store:     durable.NewMemory(durable.Options{}),
+			Processor: lightning.NewProcessor(sw, lightning.ProcessorOptions{PollMin: time.Millisecond}),
+			Prices:    map[string]payments.Cap{"translate": {Capability: "tool:translate", Low: 10, High: 10, Unit: "sats"}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hopts.Payments = quotation.HTTP{Desk: desk, Caller: testCaller}
+	}
+	b := newHTTPBench(t, gateway.Options{Upstream: gateway.InProcess(up.server())}, hopts)
+	return &nip10Bench{httpBench: b, up: up, net: n, client: cw}
+}
+
+// rawSession speaks JSON-RPC over streamable HTTP by hand, as a client of
+// the extension does for the methods no SDK knows.
+type rawSession struct {
+	t   *testing.T
+	b   *httpBench
+	did string
+	sid string
+	id  int
+}
+
+type rpcReply struct {
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int64           `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+}
+
+func (s *rawSession) do(method string, params any) (rpcReply, json.RawMessage) {
+	s.t.Helper()
+	s.id++
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": s.id, "method": method, "params": params})
+	req, _ := http.NewRequest("POST", s.b.url, strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if s.did != "" {
+		req.Header.Set(testDIDHeader, s.did)
+	}
+	if s.sid != "" {
+		req.Header.Set("Mcp-Session-Id", s.sid)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		s.t.Fatalf("%s: HTTP %d %s", method, resp.StatusCode, b)
+	}
+	if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
+		s.sid = sid
+	}
+	var raw []byte
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && strings.Contains(data, `"id"`) {
+				raw = []byte(data)
+				break
+			}
+		}
+	} else {
+		raw, _ = io.ReadAll(resp.Body)
+	}
+	var r rpcReply
+	if err := json.Unmarshal(raw, &r); err != nil {
+		s.t.Fatalf("%s: %v in %q", method, err, raw)
+	}
+	return r, raw
+}
+
+func (b *nip10Bench) open(t *testing.T, did string) (*rawSession, json.RawMessage) {
+	t.Helper()
+	s := &rawSession{t: t, b: b.httpBench, did: did}
+	r, _ := s.do("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"}})
+	if r.Error != nil || s.sid == "" {
+		t.Fatalf("initialize: %+v, session %q", r.Error, s.sid)
+	}
+	return s, r.Result
+}
+
+func TestNIP10_AuthenticatedFreeCall(t *testing.T) {
+	b := newNIP10Bench(t, true, true)
+	did := "did:nostr:" + strings.Repeat("ab", 32)
+	cs := b.connect(did)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "free", Arguments: map[string]any{"text": "hi"}})
+	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "free:hi" {
+		t.Fatalf("free call: %v %+v", err, res)
+	}
+	if got, _ := b.up.lastDID.Load().(string); got != did {
+		t.Fatalf("the upstream was told caller %q, want %q", got, did)
+	}
+	exp := cs.InitializeResult().Capabilities.Experimental["nip10"]
+	want := `{"auth":["DIDAuthV1"],"payment":["quotation"]}`
+	if got, _ := json.Marshal(exp); string(got) != want {
+		t.Fatalf("experimental.nip10 = %s, want %s", got, want)
+	}
+}
+
+func TestNIP10_InvalidSignatureRejected(t *testing.T) {
+	b := newNIP10Bench(t, true, true)
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	status, body := b.post("bad", "", init)
+	var e struct{ Code, Message string }
+	if json.Unmarshal([]byte(body), &e) != nil || status != http.StatusUnauthorized || e.Code == "" {
+		t.Fatalf("a badly signed request: %d %s, want 401 with a JSON {code, message}", status, body)
+	}
+	if b.gw.Sessions() != 0 {
+		t.Fatal("a badly signed initialize opened a session")
+	}
+}
+
+func TestNIP10_PaidCallThroughQuotationPaymentConfirmation(t *testing.T) {
+	b := newNIP10Bench(t, true, true)
+	s, _ := b.open(t, "did:key:z6Mkalice")
+	list, _ := s.do("tools/list", map[string]any{})
+	if !strings.Contains(string(list.Result), `"nip10/price":{"amount":10,"unit":"sats"}`) {
+		t.Fatalf("tools/list does not price translate: %s", list.Result)
+	}
+	args := map[string]any{"text": "hello"}
+	// Without a quotation: an error saying how to get one, and no call.
+	r, _ := s.do("tools/call", map[string]any{"name": "translate", "arguments": args})
+	if r.Error == nil || r.Error.Code != quotation.CodeQuotationRequired || !strings.Contains(r.Error.Message, "nip10/quote") {
+		t.Fatalf("unpaid call: %+v", r.Error)
+	}
+	r, _ = s.do(quotation.MethodQuote, map[string]any{"name": "translate", "arguments": args})
+	if r.Error != nil {
+		t.Fatal(r.Error.Message)
+	}
+	var q quotation.Quote
+	json.Unmarshal(r.Result, &q)
+	if q.ID == "" || q.Price.Amount != 10 || q.Instructions.PMI != payments.PMILightningBolt11 || q.ExpiresAt <= time.Now().Unix() {
+		t.Fatalf("quote = %s", r.Result)
+	}
+	pre, err := b.client.PayInvoice(context.Background(), q.Instructions.PayReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ = s.do(quotation.MethodConfirm, map[string]any{"quotation_id": q.ID, "payment_proof": pre})
+	if r.Error != nil || string(r.Result) != `{"status":"confirmed"}` {
+		t.Fatalf("confirm: %+v %s", r.Error, r.Result)
+	}
+	call := map[string]any{"name": "translate", "arguments": args, "_meta": map[string]any{quotation.MetaQuotation: q.ID}}
+	r, raw := s.do("tools/call", call)
+	if r.Error != nil || !strings.Contains(string(r.Result), "fr:hello") {
+		t.Fatalf("paid call: %s", raw)
+	}
+	// The quotation paid for one call.
+	r, _ = s.do("tools/call", call)
+	if r.Error == nil || r.Error.Code != quotation.CodeQuotationSpent {
+		t.Fatalf("second call on one quotation: %+v", r.Error)
+	}
+	if n := b.up.calls.Load(); n != 1 {
+		t.Fatalf("translate ran %d times, want 1", n)
+	}
+	if bal, _ := b.net.Balance("server"); bal != 10_000 {
+		t.Fatalf("server received %d msat, want 10000", bal)
+	}
+}
+
+func TestNIP10_FailedPaymentVerification(t *testing.T) {
+	b := newNIP10Bench(t, true, true)
+	s, _ := b.open(t, "did:key:z6Mkalice")
+	args := map[string]any{"text": "hello"}
+	r, _ := s.do(quotation.MethodQuote, map[string]any{"name": "translate", "arguments": args})
+	var q quotation.Quote
+	json.Unmarshal(r.Result, &q)
+	r, _ = s.do(quotation.MethodConfirm, map[string]any{"quotation_id": q.ID, "payment_proof": strings.Repeat("42", 32)})
+	if r.Error == nil || r.Error.Code != quotation.CodePaymentProofInvalid {
+		t.Fatalf("a proof that does not match: %+v", r.Error)
+	}
+	r, _ = s.do("tools/call", map[string]any{"name": "translate", "arguments": args, "_meta": map[string]any{quotation.MetaQuotation: q.ID}})
+	if r.Error == nil || r.Error.Code != quotation.CodeQuotationNotPaid {
+		t.Fatalf("a call on an unconfirmed quotation: %+v", r.Error)
+	}
+	if n := b.up.calls.Load(); n != 0 {
+		t.Fatalf("translate ran %d times unpaid", n)
+	}
+}
+
+// A client that knows nothing of the extension (no DID, no quotations)
+// uses a server that has it; a client of the extension (it signs) uses a
+// server that has none of it.
+func TestNIP10_PeerWithoutExtension(t *testing.T) {
+	t.Run("plain client, extended server", func(t *testing.T) {
+		b := newNIP10Bench(t, false, true)
+		cs := b.connect("")
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "free", Arguments: map[string]any{"text": "x"}})
+		if err != nil || res.Content[0].(*mcp.TextContent).Text != "free:x" {
+			t.Fatalf("free call: %v %+v", err, res)
+		}
+		_, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "translate", Arguments: map[string]any{"text": "x"}})
+		if err == nil || !strings.Contains(err.Error(), "nip10/quote") || rpcError(t, err).Code != quotation.CodeQuotationRequired {
+			t.Fatalf("priced call from a plain client: %v", err)
+		}
+		if b.up.calls.Load() != 0 {
+			t.Fatal("the priced tool ran unpaid")
+		}
+	})
+	t.Run("extended client, plain server", func(t *testing.T) {
+		b := newHTTPBench(t, gateway.Options{}, gateway.HTTPOptions{})
+		cs := b.connect("did:nostr:" + strings.Repeat("ab", 32))
+		if _, ok := cs.InitializeResult().Capabilities.Experimental["nip10"]; ok {
+			t.Fatal("a server without the extension announces it")
+		}
+		if got := call(t, cs, "echo", map[string]any{"text": "signed"}); got != "signed" {
+			t.Fatalf("echo = %q", got)
+		}
+	})
+}
