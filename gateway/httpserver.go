@@ -236,7 +236,7 @@ func (h *httpSessions) open(w http.ResponseWriter, r *http.Request, did string) 
 	c := &httpClientConn{
 		Connection: conn, t: t, did: did, key: h.opts.Principal(did),
 		annotate: h.opts.Payments, methods: make(map[jsonrpc.ID]string),
-		inject:   h.opts.InjectCaller && did != "",
+		inject: h.opts.InjectCaller && did != "",
 	}
 	c.onClose = func() {
 		h.mu.Lock()
