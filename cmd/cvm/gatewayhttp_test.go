@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type gatewayHTTPReady struct {
+	gatewayReady
+	HTTP string `json:"http"`
+	DID  string `json:"did"`
+}
+
+func TestGatewayCommand_HTTPOnly(t *testing.T) {
+	c := newCLI(t)
+	p := startCVM(t, c, "gateway", "--http", "127.0.0.1:0", "--no-nostr", "--", demoServerBinary)
+	var ready gatewayHTTPReady
+	p.readyLine(t, &ready)
+	if !strings.HasPrefix(ready.HTTP, "http://127.0.0.1:") || !strings.HasSuffix(ready.HTTP, "/mcp") || ready.DID != "did:nostr:"+ready.Pubkey || len(ready.Relays) != 0 {
+		t.Fatalf("ready line %+v", ready)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ready.HTTP}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 2}})
+	if err != nil || res.IsError {
+		t.Fatalf("add over HTTP: %v %+v", err, res)
+	}
+	if b, _ := json.Marshal(res.StructuredContent); string(b) != `{"sum":3}` {
+		t.Fatalf("add = %s", b)
+	}
+	cs.Close()
+
+	var doc struct {
+		ID      string `json:"id"`
+		Service []struct {
+			Type, ServiceEndpoint string
+		} `json:"service"`
+	}
+	if err := json.Unmarshal([]byte(get(t, strings.TrimSuffix(ready.HTTP, "/mcp")+"/.well-known/did.json")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.ID != ready.DID || len(doc.Service) != 1 || doc.Service[0].Type != "MCPServiceV1" || doc.Service[0].ServiceEndpoint != ready.HTTP {
+		t.Fatalf("DID document %+v", doc)
+	}
+	if code := p.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d; stderr %s", code, p.stderr)
+	}
+}
+
+func TestGatewayCommand_HTTPRequireAuth(t *testing.T) {
+	c := newCLI(t)
+	p := startCVM(t, c, "gateway", "--http", "127.0.0.1:0", "--no-nostr", "--require-auth", "--", demoServerBinary)
+	var ready gatewayHTTPReady
+	p.readyLine(t, &ready)
+	req, _ := http.NewRequest("POST", ready.HTTP, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e struct{ Code, Message string }
+	if json.NewDecoder(resp.Body).Decode(&e) != nil || resp.StatusCode != http.StatusUnauthorized || e.Code != "unauthorized" || !strings.Contains(e.Message, "DIDAuthV1") {
+		t.Fatalf("unsigned request: %d %+v", resp.StatusCode, e)
+	}
+	p.stop(t, syscall.SIGTERM)
+}
+
+func TestGatewayCommand_HTTPBadInput(t *testing.T) {
+	c := newCLI(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"gateway", "--no-nostr", "--", "true"}, "--no-nostr serves over HTTP only: give --http ADDR too"},
+		{[]string{"gateway", "--require-auth", "--", "true"}, "--require-auth is for the HTTP endpoint"},
+		{[]string{"gateway", "--allow", "did:key:z6Mkabc", "--", "true"}, "can only call over --http"},
+		{[]string{"gateway", "--http", "127.0.0.1:0", "--no-nostr", "--announce", "--", "true"}, "--announce publishes on Nostr"},
+	} {
+		code, out, errOut := c.run(tc.args...)
+		lines := strings.Split(strings.TrimSpace(errOut), "\n")
+		last := lines[len(lines)-1]
+		if code != exitLocal || out != "" || !strings.Contains(last, tc.want) {
+			t.Errorf("%v: code %d, stdout %q, stderr %q; want 2 and %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+}
