@@ -126,7 +126,9 @@ func PrincipalKey(did string) nostr.PubKey {
 func WriteHTTPError(w http.ResponseWriter, status int, code, message string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(struct {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	}{code, message})

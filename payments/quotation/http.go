@@ -205,7 +205,9 @@ func writeResponse(w http.ResponseWriter, resp *jsonrpc.Response) {
 func writeHTTPError(w http.ResponseWriter, status int, code, message string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(struct {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	}{code, message})
