@@ -1,0 +1,23 @@
+// Package did holds the decentralized identifiers (DIDs) that sign and
+// verify MCP requests over HTTP (seed 003, NIP-10): parsing, DID documents,
+// resolution and the keys behind them.
+//
+// Three methods are resolved:
+//
+//   - did:key (Ed25519, secp256k1 and P-256; for P-256 both the standard
+//     multicodec prefix and the one @nuwa-ai/identity-kit 0.6.0 writes),
+//     derived from the identifier alone;
+//   - did:nostr:<64-hex public key>, a Nostr key as a DID, also resolved
+//     locally: one secp256k1 key, authorized for authentication, that signs
+//     with BIP-340 Schnorr. It is the same principal as the Nostr key (see
+//     Principal), so one allow-list serves Nostr and HTTP;
+//   - did:web, fetched over HTTPS (plain HTTP only for loopback hosts, which
+//     tests use).
+//
+// A Resolver turns a DID into its Document; NewResolver gives one with a
+// bounded cache. A Signer signs as a DID: NostrSigner from a Nostr secret
+// key, or a did:key loaded from a 0600 file (ReadKeyFile, WriteKeyFile).
+// ServerDocument builds the document a server publishes at
+// /.well-known/did.json, naming its MCP endpoint in a service of type
+// MCPServiceV1.
+package did

@@ -1,0 +1,48 @@
+package didauth
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/cvmgo/cvm/did"
+)
+
+// echoCaller answers with the verified DID and the body it received.
+func echoCaller(w http.ResponseWriter, r *http.Request) {
+	d, ok := Caller(r.Context())
+	body, _ := io.ReadAll(r.Body)
+	_ = json.NewEncoder(w).Encode(map[string]any{"did": d, "ok": ok, "body": string(body)})
+}
+
+func nostrSigner() *did.KeySigner {
+	var sk [32]byte
+	sk[31] = 1
+	return did.NostrSigner(sk)
+}
+
+func TestMiddleware_SignedRequestReachesHandlerWithItsDID(t *testing.T) {
+	v, err := NewVerifier(Options{RequireAuth: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(v.Middleware(http.HandlerFunc(echoCaller)))
+	defer srv.Close()
+	s := nostrSigner()
+	client := &http.Client{Transport: &Transport{Signer: s}}
+	resp, err := client.Post(srv.URL+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&got)
+	if resp.StatusCode != 200 || got["did"] != s.DID() || got["body"] != `{"jsonrpc":"2.0","id":1,"method":"ping"}` {
+		t.Fatalf("status %d, %v", resp.StatusCode, got)
+	}
+	_ = context.Background()
+}
