@@ -3,14 +3,19 @@ package gateway_test
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/did"
+	"github.com/cvmgo/cvm/didauth"
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/gateway"
 	"github.com/cvmgo/cvm/payments"
@@ -21,9 +26,9 @@ import (
 )
 
 // The seed's (NIP-10) five test cases, end to end over HTTP through the
-// gateway: an upstream with a free tool and a priced one, DID auth (the
-// test seam until package didauth is merged), quotations paid over a
-// simulated Lightning network.
+// gateway: an upstream with a free tool and a priced one, DIDAuthV1
+// (package didauth) signed by the clients and verified by the gateway,
+// quotations paid over a simulated Lightning network.
 
 // paidUpstream has a free tool "free" and a tool "translate" priced at
 // 10 sats; calls counts the translate calls that ran, and lastDID the
@@ -71,7 +76,11 @@ func newNIP10Bench(t *testing.T, required, paid bool) *nip10Bench {
 	n.AddWallet("server", 0)
 	sw, _ := n.Wallet("server")
 	cw, _ := n.Wallet("client")
-	hopts := gateway.HTTPOptions{Auth: testAuth(required), Caller: testCaller, InjectCaller: true}
+	v, err := didauth.NewVerifier(didauth.Options{RequireAuth: required, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hopts := gateway.HTTPOptions{Auth: v.Middleware, Caller: didauth.Caller, InjectCaller: true}
 	if paid {
 		desk, err := quotation.New(quotation.Options{
 			Store:     durable.NewMemory(durable.Options{}),
@@ -81,7 +90,7 @@ func newNIP10Bench(t *testing.T, required, paid bool) *nip10Bench {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hopts.Payments = quotation.HTTP{Desk: desk, Caller: testCaller}
+		hopts.Payments = quotation.HTTP{Desk: desk, Caller: didauth.Caller}
 	}
 	b := newHTTPBench(t, gateway.Options{Upstream: gateway.InProcess(up.server())}, hopts)
 	return &nip10Bench{httpBench: b, up: up, net: n, client: cw}
@@ -92,9 +101,39 @@ func newNIP10Bench(t *testing.T, required, paid bool) *nip10Bench {
 type rawSession struct {
 	t   *testing.T
 	b   *httpBench
-	did string
+	hc  *http.Client
 	sid string
 	id  int
+}
+
+// signing is an HTTP client that signs as s (nil: unsigned).
+func signing(s did.Signer) *http.Client {
+	if s == nil {
+		return http.DefaultClient
+	}
+	return &http.Client{Transport: &didauth.Transport{Signer: s}}
+}
+
+// connectAs opens a go-sdk client session signed as s.
+func (b *nip10Bench) connectAs(t *testing.T, s did.Signer) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := newClient(nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.url, HTTPClient: signing(s), DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func newSigner(t *testing.T) *did.KeySigner {
+	t.Helper()
+	s, err := did.GenerateKey(did.Ed25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 type rpcReply struct {
@@ -113,13 +152,10 @@ func (s *rawSession) do(method string, params any) (rpcReply, json.RawMessage) {
 	req, _ := http.NewRequest("POST", s.b.url, strings.NewReader(string(body)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	if s.did != "" {
-		req.Header.Set(testDIDHeader, s.did)
-	}
 	if s.sid != "" {
 		req.Header.Set("Mcp-Session-Id", s.sid)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.hc.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -151,9 +187,9 @@ func (s *rawSession) do(method string, params any) (rpcReply, json.RawMessage) {
 	return r, raw
 }
 
-func (b *nip10Bench) open(t *testing.T, did string) (*rawSession, json.RawMessage) {
+func (b *nip10Bench) open(t *testing.T, signer did.Signer) (*rawSession, json.RawMessage) {
 	t.Helper()
-	s := &rawSession{t: t, b: b.httpBench, did: did}
+	s := &rawSession{t: t, b: b.httpBench, hc: signing(signer)}
 	r, _ := s.do("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"}})
 	if r.Error != nil || s.sid == "" {
 		t.Fatalf("initialize: %+v, session %q", r.Error, s.sid)
@@ -163,14 +199,14 @@ func (b *nip10Bench) open(t *testing.T, did string) (*rawSession, json.RawMessag
 
 func TestNIP10_AuthenticatedFreeCall(t *testing.T) {
 	b := newNIP10Bench(t, true, true)
-	did := "did:nostr:" + strings.Repeat("ab", 32)
-	cs := b.connect(did)
+	signer := did.NostrSigner(nostr.Generate())
+	cs := b.connectAs(t, signer)
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "free", Arguments: map[string]any{"text": "hi"}})
 	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "free:hi" {
 		t.Fatalf("free call: %v %+v", err, res)
 	}
-	if got, _ := b.up.lastDID.Load().(string); got != did {
-		t.Fatalf("the upstream was told caller %q, want %q", got, did)
+	if got, _ := b.up.lastDID.Load().(string); got != signer.DID() {
+		t.Fatalf("the upstream was told caller %q, want %q", got, signer.DID())
 	}
 	exp := cs.InitializeResult().Capabilities.Experimental["nip10"]
 	want := `{"auth":["DIDAuthV1"],"payment":["quotation"]}`
@@ -181,20 +217,47 @@ func TestNIP10_AuthenticatedFreeCall(t *testing.T) {
 
 func TestNIP10_InvalidSignatureRejected(t *testing.T) {
 	b := newNIP10Bench(t, true, true)
+	hc := &http.Client{Transport: &didauth.Transport{Signer: newSigner(t), Base: corrupting{t}}}
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
-	status, body := b.post("bad", "", init)
+	req, _ := http.NewRequest("POST", b.url, strings.NewReader(init))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
 	var e struct{ Code, Message string }
-	if json.Unmarshal([]byte(body), &e) != nil || status != http.StatusUnauthorized || e.Code == "" {
-		t.Fatalf("a badly signed request: %d %s, want 401 with a JSON {code, message}", status, body)
+	if json.NewDecoder(resp.Body).Decode(&e) != nil || resp.StatusCode != http.StatusUnauthorized || e.Code != didauth.CodeBadSignature {
+		t.Fatalf("a badly signed request: %d %+v, want 401 %s", resp.StatusCode, e, didauth.CodeBadSignature)
 	}
 	if b.gw.Sessions() != 0 {
 		t.Fatal("a badly signed initialize opened a session")
 	}
 }
 
+// corrupting sends a signed request with one bit of its signature
+// flipped: the header still decodes, the signature does not verify.
+type corrupting struct{ t *testing.T }
+
+func (c corrupting) RoundTrip(r *http.Request) (*http.Response, error) {
+	cred, err := didauth.ParseHeader(r.Header.Get("Authorization"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(cred.Signature.Value, "u"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	sig[10] ^= 1
+	cred.Signature.Value = "u" + base64.RawURLEncoding.EncodeToString(sig)
+	r.Header.Set("Authorization", cred.Header())
+	return http.DefaultTransport.RoundTrip(r)
+}
+
 func TestNIP10_PaidCallThroughQuotationPaymentConfirmation(t *testing.T) {
 	b := newNIP10Bench(t, true, true)
-	s, _ := b.open(t, "did:key:z6Mkalice")
+	s, _ := b.open(t, newSigner(t))
 	list, _ := s.do("tools/list", map[string]any{})
 	if !strings.Contains(string(list.Result), `"nip10/price":{"amount":10,"unit":"sats"}`) {
 		t.Fatalf("tools/list does not price translate: %s", list.Result)
@@ -242,7 +305,7 @@ func TestNIP10_PaidCallThroughQuotationPaymentConfirmation(t *testing.T) {
 
 func TestNIP10_FailedPaymentVerification(t *testing.T) {
 	b := newNIP10Bench(t, true, true)
-	s, _ := b.open(t, "did:key:z6Mkalice")
+	s, _ := b.open(t, newSigner(t))
 	args := map[string]any{"text": "hello"}
 	r, _ := s.do(quotation.MethodQuote, map[string]any{"name": "translate", "arguments": args})
 	var q quotation.Quote
@@ -266,7 +329,7 @@ func TestNIP10_FailedPaymentVerification(t *testing.T) {
 func TestNIP10_PeerWithoutExtension(t *testing.T) {
 	t.Run("plain client, extended server", func(t *testing.T) {
 		b := newNIP10Bench(t, false, true)
-		cs := b.connect("")
+		cs := b.connectAs(t, nil)
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "free", Arguments: map[string]any{"text": "x"}})
 		if err != nil || res.Content[0].(*mcp.TextContent).Text != "free:x" {
 			t.Fatalf("free call: %v %+v", err, res)
@@ -280,8 +343,8 @@ func TestNIP10_PeerWithoutExtension(t *testing.T) {
 		}
 	})
 	t.Run("extended client, plain server", func(t *testing.T) {
-		b := newHTTPBench(t, gateway.Options{}, gateway.HTTPOptions{})
-		cs := b.connect("did:nostr:" + strings.Repeat("ab", 32))
+		b := &nip10Bench{httpBench: newHTTPBench(t, gateway.Options{}, gateway.HTTPOptions{})}
+		cs := b.connectAs(t, did.NostrSigner(nostr.Generate()))
 		if _, ok := cs.InitializeResult().Capabilities.Experimental["nip10"]; ok {
 			t.Fatal("a server without the extension announces it")
 		}

@@ -55,11 +55,11 @@ func TestGatewayHTTP_OfficialTSClient(t *testing.T) {
 		if !res.OK || res.ConnectError == "" {
 			t.Fatalf("an unsigned TS client was not refused: %+v", res)
 		}
-		if res.Status != 401 || res.Body.Code != "unauthorized" || res.Body.Message == "" {
+		if res.Status != 401 || res.Body.Code != "auth_missing" || res.Body.Message == "" {
 			t.Fatalf("refusal: %d %+v, want 401 with {code, message}", res.Status, res.Body)
 		}
 		// The TS client surfaces the body, so the host sees what to do.
-		if !strings.Contains(res.ConnectError, "DIDAuthV1 <credentials>") {
+		if !strings.Contains(res.ConnectError, "DIDAuthV1") {
 			t.Errorf("the TS client's error does not carry the refusal's message: %s", res.ConnectError)
 		}
 	})

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/did"
+	"github.com/cvmgo/cvm/didauth"
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/gateway"
 	"github.com/cvmgo/cvm/internal/admission"
@@ -191,7 +194,7 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	if gf.noNostr && gf.announce {
 		return errors.New("--announce publishes on Nostr: drop it or --no-nostr")
 	}
-	allowed, allowedDIDs, public, err := a.access(gf)
+	allowed, public, err := a.access(gf)
 	if err != nil {
 		return err
 	}
@@ -286,10 +289,9 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		Logger:             a.log,
 	}
 	opts.NoNostr = gf.noNostr
-	authMiddleware, caller := httpAuth(gf.requireAuth)
 	var httpPay gateway.HTTPPayments
 	if gf.httpAddr != "" {
-		if httpPay, err = httpPayments(state, processor, prices, caller, a.log); err != nil {
+		if httpPay, err = httpPayments(state, processor, prices, didauth.Caller, a.log); err != nil {
 			return err
 		}
 	}
@@ -312,9 +314,9 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	srv := gw.Server()
 	pk := id.secret.Public()
 
-	var httpURL, did string
+	var httpURL, serverDID string
 	if gf.httpAddr != "" {
-		did = serverDID(pk)
+		serverDID = did.NostrDID(pk)
 		h := &deferredHandler{}
 		hs, err := httpserve.Listen(gf.httpAddr, h, nil)
 		if err != nil {
@@ -322,13 +324,26 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		}
 		defer hs.Shutdown(context.Background())
 		httpURL = "http://" + hs.Addr.String() + gateway.MCPPath
+		// Signed for this endpoint, by whatever name the client reached
+		// it, or for the gateway's DID.
+		audiences := []string{httpURL, serverDID}
+		if host, port, err := net.SplitHostPort(gf.httpAddr); err == nil && host != "" && port != "0" {
+			audiences = append(audiences, "http://"+gf.httpAddr+gateway.MCPPath)
+		}
+		auth, err := httpAuth(state, gf.requireAuth, gf.allow, audiences, a.log)
+		if err != nil {
+			return err
+		}
+		doc, err := didDocument(id.secret, httpURL)
+		if err != nil {
+			return err
+		}
 		h.set(gw.HTTPHandler(gateway.HTTPOptions{
-			Auth:         authMiddleware,
-			Caller:       caller,
-			Allowed:      httpAllowed(allowed, allowedDIDs),
+			Auth:         auth,
+			Caller:       didauth.Caller,
 			Payments:     httpPay,
 			InjectCaller: gf.injectClientPubkey,
-			DIDDocument:  didDocument(pk, httpURL),
+			DIDDocument:  doc,
 		}))
 		if len(public) > 0 {
 			a.log.Warn("--public does not open capabilities over --http yet: only --allow callers are served there")
@@ -363,7 +378,7 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		Announce bool     `json:"announce"`
 		HTTP     string   `json:"http,omitempty"`
 		DID      string   `json:"did,omitempty"`
-	}{true, pk.Hex(), nostrx.EncodeNpub(pk), relays, opts.Mode.String(), describe, metricsURL, gf.announce, httpURL, did}
+	}{true, pk.Hex(), nostrx.EncodeNpub(pk), relays, opts.Mode.String(), describe, metricsURL, gf.announce, httpURL, serverDID}
 	if err := a.printJSON(ready); err != nil {
 		return err
 	}
@@ -440,18 +455,18 @@ func (a *app) gatewayOptions(gf gatewayFlags) (gateway.Options, error) {
 // access reads --allow and --public into what the contextvm server
 // enforces: a refused request is answered there and never reaches the
 // upstream.
-func (a *app) access(gf gatewayFlags) (allowed []nostr.PubKey, dids []string, public []contextvm.Capability, err error) {
+func (a *app) access(gf gatewayFlags) (allowed []nostr.PubKey, public []contextvm.Capability, err error) {
 	keys, dids, err := splitAllow(gf.allow)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	if len(dids) > 0 && gf.httpAddr == "" {
-		return nil, nil, nil, fmt.Errorf("--allow %s: a DID other than did:nostr can only call over --http; give --http ADDR, or the client's Nostr key", clip(dids[0], 80))
+		return nil, nil, fmt.Errorf("--allow %s: a DID other than did:nostr can only call over --http; give --http ADDR, or the client's Nostr key", clip(dids[0], 80))
 	}
 	for _, s := range keys {
 		pk, err := nostrx.ParsePublicKey(s)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("--allow: %w", err)
+			return nil, nil, fmt.Errorf("--allow: %w", err)
 		}
 		allowed = append(allowed, pk.Key)
 	}
@@ -461,7 +476,7 @@ func (a *app) access(gf gatewayFlags) (allowed []nostr.PubKey, dids []string, pu
 			err = fmt.Errorf("capability %q: %q is not an MCP method; want METHOD[:NAME], e.g. tools/list or tools/call:get_weather", s, c.Method)
 		}
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("--public: %w", err)
+			return nil, nil, fmt.Errorf("--public: %w", err)
 		}
 		public = append(public, c)
 	}
@@ -475,7 +490,7 @@ func (a *app) access(gf gatewayFlags) (allowed []nostr.PubKey, dids []string, pu
 	if len(public) > 0 && len(allowed) == 0 {
 		a.log.Warn("--public has no effect without --allow: every client may use everything")
 	}
-	return allowed, dids, public, nil
+	return allowed, public, nil
 }
 
 func serverInfoName(title, name string) string {

@@ -11,77 +11,39 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/did"
+	"github.com/cvmgo/cvm/didauth"
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/gateway"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/quotation"
 )
 
-// httpAuth is the DID authentication of the gateway's HTTP endpoint.
-//
-// Package didauth (DIDAuthV1 verification) is built on another branch; until
-// it is merged here nothing can be verified, so every HTTP caller is
-// anonymous: free tools answer anyone, and --require-auth (or --allow)
-// refuses every request with 401 and a JSON body saying so. Replacing this
-// function with didauth's Verifier.Middleware and didauth.Caller is the
-// whole of the merge.
-func httpAuth(require bool) (func(http.Handler) http.Handler, func(context.Context) (string, bool)) {
-	caller := func(context.Context) (string, bool) { return "", false }
-	if !require {
-		return nil, caller
+// httpAuth is the DIDAuthV1 verification of the gateway's HTTP endpoint:
+// signatures must name audience (the endpoint URL or the gateway's DID),
+// nonces are kept in the gateway's durable store (no replay across a
+// restart), and --allow (keys, npubs, DIDs; did:nostr:<hex> is that key) is
+// enforced with 403. Unsigned requests pass as anonymous unless
+// --require-auth or --allow is given (401).
+func httpAuth(store durable.Store, require bool, allow []string, audiences []string, log *slog.Logger) (func(http.Handler) http.Handler, error) {
+	v, err := didauth.NewVerifier(didauth.Options{
+		Store:       store,
+		RequireAuth: require,
+		Allow:       allow,
+		Audiences:   audiences,
+		Logger:      log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--allow: %w", err)
 	}
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			msg := "this server requires signed requests: send Authorization: DIDAuthV1 <credentials>"
-			if r.Header.Get("Authorization") != "" {
-				msg = "this gateway cannot verify DIDAuthV1 signatures yet"
-			}
-			gateway.WriteHTTPError(w, http.StatusUnauthorized, "unauthorized", msg)
-		})
-	}, caller
+	return v.Middleware, nil
 }
 
-// serverDID is the gateway's DID: its Nostr key as did:nostr.
-func serverDID(pk nostr.PubKey) string { return "did:nostr:" + pk.Hex() }
-
-// didDocument is the gateway's DID document: its Nostr key, authorized for
-// authentication, and its MCP endpoint as a service of type MCPServiceV1.
-// (Package did builds it on the didauth branch; this one stands in until it
-// is merged.)
-func didDocument(pk nostr.PubKey, endpoint string) json.RawMessage {
-	did := serverDID(pk)
-	key := did + "#key-1"
-	doc := map[string]any{
-		"@context": []string{"https://www.w3.org/ns/did/v1"},
-		"id":       did,
-		"verificationMethod": []map[string]any{{
-			"id": key, "type": "SchnorrSecp256k1VerificationKey2019", "controller": did, "publicKeyHex": pk.Hex(),
-		}},
-		"authentication":  []string{key},
-		"assertionMethod": []string{key},
-		"service": []map[string]any{{
-			"id": did + "#mcp", "type": "MCPServiceV1", "serviceEndpoint": endpoint,
-		}},
-	}
-	b, _ := json.Marshal(doc)
-	return b
-}
-
-// httpAllowed reads --allow for the HTTP endpoint: a DID is allowed if it
-// is listed, or if it is did:nostr of an allowed key. Nil when --allow is
-// empty (everyone).
-func httpAllowed(keys []nostr.PubKey, dids []string) func(string) bool {
-	if len(keys) == 0 && len(dids) == 0 {
-		return nil
-	}
-	ok := map[string]bool{}
-	for _, d := range dids {
-		ok[d] = true
-	}
-	for _, k := range keys {
-		ok[serverDID(k)] = true
-	}
-	return func(did string) bool { return ok[did] }
+// didDocument is the gateway's DID document: its Nostr key as did:nostr,
+// authorized for authentication, and its MCP endpoint as a service of type
+// MCPServiceV1.
+func didDocument(sk nostr.SecretKey, endpoint string) (json.RawMessage, error) {
+	return json.Marshal(did.ServerDocument("", did.NostrSigner(sk), endpoint))
 }
 
 // splitAllow separates the DIDs in --allow (other than did:nostr, which is

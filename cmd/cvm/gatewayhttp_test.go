@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/did"
+	"github.com/cvmgo/cvm/didauth"
+	"github.com/cvmgo/cvm/nostrx"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -72,7 +76,7 @@ func TestGatewayCommand_HTTPRequireAuth(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var e struct{ Code, Message string }
-	if json.NewDecoder(resp.Body).Decode(&e) != nil || resp.StatusCode != http.StatusUnauthorized || e.Code != "unauthorized" || !strings.Contains(e.Message, "DIDAuthV1") {
+	if json.NewDecoder(resp.Body).Decode(&e) != nil || resp.StatusCode != http.StatusUnauthorized || e.Code != "auth_missing" || !strings.Contains(e.Message, "DIDAuthV1") {
 		t.Fatalf("unsigned request: %d %+v", resp.StatusCode, e)
 	}
 	p.stop(t, syscall.SIGTERM)
@@ -96,4 +100,33 @@ func TestGatewayCommand_HTTPBadInput(t *testing.T) {
 			t.Errorf("%v: code %d, stdout %q, stderr %q; want 2 and %q", tc.args, code, out, errOut, tc.want)
 		}
 	}
+}
+
+// A client signing with its Nostr key (as did:nostr) is served when --allow
+// names that key by npub; another key is refused with 403.
+func TestGatewayCommand_HTTPSignedAndAllowed(t *testing.T) {
+	alice, mallory := nostr.Generate(), nostr.Generate()
+	c := newCLI(t)
+	p := startCVM(t, c, "gateway", "--http", "127.0.0.1:0", "--no-nostr", "--allow", nostrx.EncodeNpub(alice.Public()), "--inject-client-pubkey", "--", demoServerBinary)
+	var ready gatewayHTTPReady
+	p.readyLine(t, &ready)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	connect := func(sk nostr.SecretKey) (*mcp.ClientSession, error) {
+		hc := &http.Client{Transport: &didauth.Transport{Signer: did.NostrSigner(sk)}}
+		return mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ready.HTTP, HTTPClient: hc}, nil)
+	}
+	cs, err := connect(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 2}})
+	if err != nil || res.IsError {
+		t.Fatalf("signed call: %v %+v", err, res)
+	}
+	cs.Close()
+	if _, err := connect(mallory); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+		t.Fatalf("a key not in --allow: %v, want 403 Forbidden", err)
+	}
+	p.stop(t, syscall.SIGTERM)
 }
