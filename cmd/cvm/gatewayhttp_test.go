@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/cvmgo/cvm/did"
 	"github.com/cvmgo/cvm/didauth"
 	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/payments"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -129,4 +131,68 @@ func TestGatewayCommand_HTTPSignedAndAllowed(t *testing.T) {
 		t.Fatalf("a key not in --allow: %v, want 403 Forbidden", err)
 	}
 	p.stop(t, syscall.SIGTERM)
+}
+
+// cvm call on an http:// server pays a priced tool through the quotation
+// flow (nip10/quote, pay, nip10/confirm, the call naming its quotation),
+// within --max-sats, and signs as the identity's did:nostr or --did-key.
+func TestPayCLI_CallOverHTTPThroughQuotation(t *testing.T) {
+	dir := t.TempDir()
+	ledgerPath := filepath.Join(dir, "ledger.json")
+	ledger := payments.OpenLedger(ledgerPath)
+	if err := ledger.Fund(context.Background(), "alice", 100); err != nil {
+		t.Fatal(err)
+	}
+	srvWallet := writeSecret(t, dir, "srv.wallet", "fake://srv?ledger="+ledgerPath)
+	aliceWallet := writeSecret(t, dir, "alice.wallet", "fake://alice?ledger="+ledgerPath)
+	gw := startCVM(t, newCLI(t), "gateway", "--http", "127.0.0.1:0", "--no-nostr", "--price", "tool:add=5", "--wallet-file", srvWallet, "--", demoServerBinary)
+	var ready gatewayHTTPReady
+	gw.readyLine(t, &ready)
+	balances := func() (int64, int64) {
+		a, _ := ledger.Balance(context.Background(), "alice")
+		s, _ := ledger.Balance(context.Background(), "srv")
+		return a, s
+	}
+
+	c := newCLI(t)
+	code, out, errOut := c.run("tools", ready.HTTP)
+	if code != 0 || !strings.Contains(out, "add") || !strings.Contains(out, "5 sats") {
+		t.Fatalf("cvm tools over HTTP: %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = c.run("call", ready.HTTP, "add", "a=1", "b=2", "--wallet-file", aliceWallet, "--max-sats", "10", "--yes")
+	if code != 0 || out != `{"sum":3}`+"\n" || !strings.Contains(errOut, "paid 5 sats") {
+		t.Fatalf("paid call over HTTP: code %d, %q, %q", code, out, errOut)
+	}
+	if a, s := balances(); a != 95 || s != 5 {
+		t.Fatalf("balances alice %d srv %d, want 95 and 5", a, s)
+	}
+	// Another call is another quotation, paid again; from another DID.
+	keyFile := filepath.Join(dir, "ed.key")
+	k, _ := did.GenerateKey(did.Ed25519)
+	if err := did.WriteKeyFile(keyFile, k, false); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = c.run("call", ready.HTTP, "add", "a=2", "b=2", "--did-key", keyFile, "--wallet-file", aliceWallet, "--max-sats", "10", "--yes")
+	if code != 0 || out != `{"sum":4}`+"\n" {
+		t.Fatalf("paid call signed with --did-key: code %d, %q, %q", code, out, errOut)
+	}
+	if a, s := balances(); a != 90 || s != 10 {
+		t.Fatalf("balances alice %d srv %d, want 90 and 10", a, s)
+	}
+	// Over the cap, or without one: nothing paid, exit 2 saying what to do.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-sats", "3"}, "more than --max-sats"},
+		{nil, "give --max-sats 5"},
+	} {
+		code, out, errOut = c.run(append([]string{"call", ready.HTTP, "add", "a=1", "b=1", "--wallet-file", aliceWallet, "--yes"}, tc.args...)...)
+		if code != exitLocal || out != "" || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: code %d, %q, %q; want 2 and %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+	if a, s := balances(); a != 90 || s != 10 {
+		t.Fatalf("refused payments moved money: alice %d srv %d", a, s)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -43,6 +44,12 @@ type oneShot struct {
 	fresh   chan *discovery.Server
 	stop    context.CancelFunc
 	reading sync.WaitGroup
+
+	// httpURL is set for a server over MCP streamable HTTP (httpclient.go),
+	// with the signing client and the payments the session may make.
+	httpURL    string
+	httpClient *http.Client
+	pay        *contextvm.PayOptions
 }
 
 // dialOptions are what a command asks of its session.
@@ -53,6 +60,9 @@ type dialOptions struct {
 
 // dial locates the server, decides how to talk to it and connects.
 func (a *app) dial(ctx context.Context, cf clientFlags, serverArg string, do dialOptions) (*oneShot, error) {
+	if isHTTPServer(serverArg) {
+		return a.dialHTTP(ctx, cf, serverArg, do)
+	}
 	tg, err := a.locate(ctx, cf, serverArg)
 	if err != nil {
 		return nil, err
@@ -246,6 +256,9 @@ func (s *oneShot) Close() error {
 	var err error
 	if s.ClientSession != nil {
 		err = s.ClientSession.Close()
+	}
+	if s.httpURL != "" {
+		return err // nothing remembered of HTTP servers
 	}
 	if s.stop != nil {
 		s.stop()

@@ -191,7 +191,7 @@ func (d *Desk) Quote(ctx context.Context, caller, tool string, args json.RawMess
 	if q.Waive {
 		return Quote{}, fmt.Errorf("%w: %s is free for this call", ErrNotPriced, tool)
 	}
-	charge := payments.Charge{Amount: q.Amount, Unit: cap.Unit, Description: fmt.Sprintf("tools/call %s", tool), RequestID: id, Client: caller}
+	charge := payments.Charge{Amount: q.Amount, Unit: cap.Unit, Description: fmt.Sprintf("tools/call %s", tool), RequestID: id, Client: chargeClient(caller)}
 	pr, err := d.opts.Processor.Require(ctx, charge)
 	if err != nil {
 		return Quote{}, fmt.Errorf("quotation: payment request: %w", err)
@@ -261,7 +261,7 @@ func (d *Desk) Confirm(ctx context.Context, caller, id, proof string) error {
 	}
 	vctx, cancel := context.WithTimeout(ctx, d.opts.VerifyTimeout)
 	defer cancel()
-	charge := payments.Charge{Amount: rec.Price.Amount, Unit: rec.Price.Unit, RequestID: rec.ChargeID, Client: caller}
+	charge := payments.Charge{Amount: rec.Price.Amount, Unit: rec.Price.Unit, RequestID: rec.ChargeID, Client: chargeClient(caller)}
 	if err := d.opts.Processor.Verify(vctx, charge, rec.Payment); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadProof, err)
 	}
@@ -325,6 +325,19 @@ func (d *Desk) Spend(ctx context.Context, caller, id, tool string, args json.Raw
 	}
 	d.opts.Logger.Info("quotation spent", "tool", tool, "caller", caller, "amount", rec.Price.Amount, "unit", rec.Price.Unit)
 	return nil
+}
+
+// chargeClient is the caller as a payments.Charge names a client: a hex
+// key, as over ContextVM (payment methods may put it in their requests):
+// the key of a did:nostr, else the SHA-256 of the DID.
+func chargeClient(caller string) string {
+	if k, ok := strings.CutPrefix(caller, "did:nostr:"); ok && len(k) == 64 {
+		if _, err := hex.DecodeString(k); err == nil {
+			return k
+		}
+	}
+	sum := sha256.Sum256([]byte(caller))
+	return hex.EncodeToString(sum[:])
 }
 
 func clip(s string) string {
