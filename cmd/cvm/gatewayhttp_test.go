@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -11,10 +13,12 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/did"
 	"github.com/cvmgo/cvm/didauth"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -137,22 +141,9 @@ func TestGatewayCommand_HTTPSignedAndAllowed(t *testing.T) {
 // flow (nip10/quote, pay, nip10/confirm, the call naming its quotation),
 // within --max-sats, and signs as the identity's did:nostr or --did-key.
 func TestPayCLI_CallOverHTTPThroughQuotation(t *testing.T) {
-	dir := t.TempDir()
-	ledgerPath := filepath.Join(dir, "ledger.json")
-	ledger := payments.OpenLedger(ledgerPath)
-	if err := ledger.Fund(context.Background(), "alice", 100); err != nil {
-		t.Fatal(err)
-	}
-	srvWallet := writeSecret(t, dir, "srv.wallet", "fake://srv?ledger="+ledgerPath)
-	aliceWallet := writeSecret(t, dir, "alice.wallet", "fake://alice?ledger="+ledgerPath)
-	gw := startCVM(t, newCLI(t), "gateway", "--http", "127.0.0.1:0", "--no-nostr", "--price", "tool:add=5", "--wallet-file", srvWallet, "--", demoServerBinary)
-	var ready gatewayHTTPReady
-	gw.readyLine(t, &ready)
-	balances := func() (int64, int64) {
-		a, _ := ledger.Balance(context.Background(), "alice")
-		s, _ := ledger.Balance(context.Background(), "srv")
-		return a, s
-	}
+	w := newHTTPPayWorld(t, "tool:add=5")
+	ready, aliceWallet, dir := w.ready, w.clientFile, w.dir
+	balances := func() (int64, int64) { return w.balances(t) }
 
 	c := newCLI(t)
 	code, out, errOut := c.run("tools", ready.HTTP)
@@ -194,5 +185,72 @@ func TestPayCLI_CallOverHTTPThroughQuotation(t *testing.T) {
 	}
 	if a, s := balances(); a != 90 || s != 10 {
 		t.Fatalf("refused payments moved money: alice %d srv %d", a, s)
+	}
+}
+
+// httpPayWorld is a fake ledger shared by files and a cvm gateway serving
+// the demo server over HTTP only, with a price, paid to "srv".
+type httpPayWorld struct {
+	payWorld
+	ready gatewayHTTPReady
+	dir   string
+}
+
+func newHTTPPayWorld(t *testing.T, price string) *httpPayWorld {
+	t.Helper()
+	dir := t.TempDir()
+	ledgerPath := filepath.Join(dir, "ledger.json")
+	w := &httpPayWorld{dir: dir}
+	w.ledger = payments.OpenLedger(ledgerPath)
+	if err := w.ledger.Fund(context.Background(), "alice", 100); err != nil {
+		t.Fatal(err)
+	}
+	srvWallet := writeSecret(t, dir, "srv.wallet", "fake://srv?ledger="+ledgerPath)
+	w.clientFile = writeSecret(t, dir, "alice.wallet", "fake://alice?ledger="+ledgerPath)
+	w.gateway = startCVM(t, newCLI(t), "gateway", "--http", "127.0.0.1:0", "--no-nostr", "--price", price, "--wallet-file", srvWallet, "--", demoServerBinary)
+	w.gateway.readyLine(t, &w.ready)
+	return w
+}
+
+// cvm proxy on an http:// server: the host lists the tools, calls the
+// priced one, is asked (elicitation) and accepts: the proxy buys the
+// quotation and the call runs, paid once; declined, nothing is paid.
+func TestPayProxy_OverHTTPThroughQuotation(t *testing.T) {
+	w := newHTTPPayWorld(t, "tool:add=10")
+	p := startCVM(t, newCLI(t), "proxy", w.ready.HTTP, "--wallet-file", w.clientFile, "--max-sats", "10")
+	action := "accept"
+	var asked []string
+	client := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "1"}, &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked = append(asked, req.Params.Message)
+		return &mcp.ElicitResult{Action: action}, nil
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(p.stdout), Writer: p.stdin}, nil)
+	if err != nil {
+		t.Fatalf("connect to the proxy: %v; stderr: %s", err, p.stderr)
+	}
+	defer func() { cs.Close(); p.wait(t) }()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 2}})
+	if err != nil || res.IsError {
+		t.Fatalf("paid call through the proxy: %v %+v; stderr %s", err, res, p.stderr)
+	}
+	if a, s := w.balances(t); a != 90 || s != 10 {
+		t.Fatalf("alice %d srv %d, want 90 and 10", a, s)
+	}
+	if len(asked) != 1 || !strings.Contains(asked[0], "10 sats") {
+		t.Fatalf("the host was asked %q", asked)
+	}
+	action = "decline"
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 2}})
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) || werr.Code != contextvm.CodePaymentDeclined {
+		t.Fatalf("declined: %v", err)
+	}
+	if a, s := w.balances(t); a != 90 || s != 10 {
+		t.Fatalf("after decline: alice %d srv %d", a, s)
 	}
 }

@@ -68,23 +68,32 @@ func (a *app) dialHTTP(ctx context.Context, cf clientFlags, server string, do di
 		return nil, remote(fmt.Errorf("initialize at %s: %w", server, err))
 	}
 	a.log.Debug("connected over HTTP", "server", server, "did", signer.DID())
-	return &oneShot{ClientSession: cs, a: a, httpURL: server, httpClient: hc, pay: cf.pay}, nil
+	return &oneShot{ClientSession: cs, a: a, httpURL: server, buyer: &httpBuyer{url: server, hc: hc, pay: cf.pay, a: a}}, nil
+}
+
+// httpBuyer buys quotations from one HTTP server, with the signing client
+// and the payments the command may make.
+type httpBuyer struct {
+	url string
+	hc  *http.Client
+	pay *contextvm.PayOptions
+	a   *app
 }
 
 // rpc sends one JSON-RPC request outside the MCP session (the quotation
 // methods, which the server answers before MCP) and decodes its result.
-func (s *oneShot) rpc(ctx context.Context, method string, params, result any) error {
+func (s *httpBuyer) rpc(ctx context.Context, method string, params, result any) error {
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, "POST", s.httpURL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, "POST", s.url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := s.httpClient.Do(req)
+	resp, err := s.hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -123,12 +132,12 @@ func pricedOverHTTP(t *mcp.Tool) bool {
 // (--max-sats and the daily limits, as over Nostr) and confirms it; it
 // returns the quotation id the call names. A payment the client will not
 // make is a contextvm.CodePaymentDeclined error, as over Nostr.
-func (s *oneShot) buyQuotation(ctx context.Context, name string, args any) (string, error) {
+func (s *httpBuyer) buyQuotation(ctx context.Context, name string, args any) (string, error) {
 	var q quotation.Quote
 	if err := s.rpc(ctx, quotation.MethodQuote, map[string]any{"name": name, "arguments": args}, &q); err != nil {
 		return "", remote(fmt.Errorf("nip10/quote for %s: %w", name, err))
 	}
-	offer := contextvm.PaymentOffer{Server: s.httpURL, Method: "tools/call", Capability: "tool:" + name,
+	offer := contextvm.PaymentOffer{Server: s.url, Method: "tools/call", Capability: "tool:" + name,
 		Amount: q.Price.Amount, Unit: q.Price.Unit, PMI: q.Instructions.PMI, PayReq: q.Instructions.PayReq}
 	po := s.pay
 	declined := func(reason string, err error) error {
@@ -213,7 +222,7 @@ func isQuotationRequired(err error) bool {
 
 // payOverHTTP buys the quotation of a call and names it in its _meta.
 func (s *oneShot) payOverHTTP(ctx context.Context, params *mcp.CallToolParams) error {
-	id, err := s.buyQuotation(ctx, params.Name, params.Arguments)
+	id, err := s.buyer.buyQuotation(ctx, params.Name, params.Arguments)
 	if derr, ok := declinedError(err); ok {
 		return derr
 	}

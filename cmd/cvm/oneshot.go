@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -46,10 +45,9 @@ type oneShot struct {
 	reading sync.WaitGroup
 
 	// httpURL is set for a server over MCP streamable HTTP (httpclient.go),
-	// with the signing client and the payments the session may make.
-	httpURL    string
-	httpClient *http.Client
-	pay        *contextvm.PayOptions
+	// with what buys its quotations.
+	httpURL string
+	buyer   *httpBuyer
 }
 
 // dialOptions are what a command asks of its session.
