@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -252,5 +254,32 @@ func TestPayProxy_OverHTTPThroughQuotation(t *testing.T) {
 	}
 	if a, s := w.balances(t); a != 90 || s != 10 {
 		t.Fatalf("after decline: alice %d srv %d", a, s)
+	}
+}
+
+// cvm call signs its requests (DIDAuthV1) and still works against a plain
+// MCP server over streamable HTTP that knows nothing of NIP-10 (the seed's
+// test case 5, extended client against a plain server).
+func TestCallCommand_HTTPPlainServer(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "plain", Version: "1"}, nil)
+	var sawAuth atomic.Bool
+	mcp.AddTool(s, &mcp.Tool{Name: "hello"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"}}}, nil, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.Header.Get("Authorization"), "DIDAuthV1 ") {
+			sawAuth.Store(true)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	c := newCLI(t)
+	code, out, errOut := c.run("call", srv.URL, "hello")
+	if code != 0 || out != "hello\n" {
+		t.Fatalf("cvm call on a plain HTTP server: %d %q %q", code, out, errOut)
+	}
+	if !sawAuth.Load() {
+		t.Fatal("cvm call did not sign its requests")
 	}
 }
