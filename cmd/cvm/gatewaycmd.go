@@ -363,7 +363,7 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	served := make(chan error, 1)
 	go func() { served <- gw.Serve(ctx) }()
 
-	var relays []string
+	relays := []string{}
 	if srv != nil {
 		relays = srv.Relays()
 	}

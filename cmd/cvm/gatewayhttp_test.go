@@ -233,9 +233,8 @@ func TestPayProxy_OverHTTPThroughQuotation(t *testing.T) {
 		t.Fatalf("connect to the proxy: %v; stderr: %s", err, p.stderr)
 	}
 	defer func() { cs.Close(); p.wait(t) }()
-	if _, err := cs.ListTools(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	// Called before any tools/list: the server's -32030 makes the proxy
+	// buy the quotation and send the call again.
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 2}})
 	if err != nil || res.IsError {
 		t.Fatalf("paid call through the proxy: %v %+v; stderr %s", err, res, p.stderr)

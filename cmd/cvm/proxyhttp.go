@@ -32,6 +32,7 @@ type payingConn struct {
 	mu     sync.Mutex
 	lists  map[jsonrpc.ID]bool // tools/list requests in flight
 	priced map[string]bool
+	calls  map[jsonrpc.ID]*jsonrpc.Request // unpaid tools/calls in flight
 }
 
 type readResult struct {
@@ -43,7 +44,7 @@ func newPayingConn(c mcp.Connection, b *httpBuyer) *payingConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &payingConn{Connection: c, buyer: b, ctx: ctx, cancel: cancel,
 		local: make(chan jsonrpc.Message, 16), remote: make(chan readResult),
-		lists: map[jsonrpc.ID]bool{}, priced: map[string]bool{}}
+		lists: map[jsonrpc.ID]bool{}, priced: map[string]bool{}, calls: map[jsonrpc.ID]*jsonrpc.Request{}}
 	p.wg.Go(func() {
 		for {
 			msg, err := c.Read(ctx)
@@ -65,10 +66,30 @@ func (p *payingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	case m := <-p.local:
 		return m, nil
 	case r := <-p.remote:
-		if resp, ok := r.msg.(*jsonrpc.Response); ok && r.err == nil {
-			p.learn(resp)
+		resp, ok := r.msg.(*jsonrpc.Response)
+		if !ok || r.err != nil {
+			return r.msg, r.err
 		}
-		return r.msg, r.err
+		p.learn(resp)
+		p.mu.Lock()
+		call := p.calls[resp.ID]
+		delete(p.calls, resp.ID)
+		p.mu.Unlock()
+		if call != nil && isQuotationRequired(resp.Error) {
+			// Priced, though no tools/list said so (the host did not
+			// list, or the price is new): buy, and send it again.
+			var params struct {
+				Name      string          `json:"name"`
+				Arguments json.RawMessage `json:"arguments"`
+			}
+			json.Unmarshal(call.Params, &params)
+			p.mu.Lock()
+			p.priced[params.Name] = true
+			p.mu.Unlock()
+			p.wg.Go(func() { p.buyAndSend(call, params.Name, params.Arguments) })
+			return p.Read(ctx)
+		}
+		return r.msg, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-p.ctx.Done():
@@ -123,6 +144,9 @@ func (p *payingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			p.wg.Go(func() { p.buyAndSend(req, params.Name, params.Arguments) })
 			return nil
 		}
+		p.mu.Lock()
+		p.calls[req.ID] = req
+		p.mu.Unlock()
 	}
 	if err := p.Connection.Write(ctx, msg); err != nil {
 		// Answered, so that the host does not wait for it.
