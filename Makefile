@@ -24,13 +24,18 @@ check:
 	$(GO) run $(STATICCHECK) ./...
 
 # Node packages the interop tests run (pinned by interop/package-lock.json).
-interop-deps: interop/node_modules/.package-lock.json interop/thirdparty-relay/node_modules/.package-lock.json
+interop-deps: interop/node_modules/.package-lock.json interop/thirdparty-relay/node_modules/.package-lock.json interop/identitykit/node_modules/.package-lock.json
 
 interop/node_modules/.package-lock.json: interop/package.json interop/package-lock.json
 	cd interop && npm ci --no-audit --no-fund
 
 interop/thirdparty-relay/node_modules/.package-lock.json: interop/thirdparty-relay/package.json interop/thirdparty-relay/package-lock.json
 	cd interop/thirdparty-relay && npm ci --no-audit --no-fund
+
+# @nuwa-ai/identity-kit (DIDAuthV1) in its own folder: its @noble/hashes
+# range conflicts with @contextvm/sdk's.
+interop/identitykit/node_modules/.package-lock.json: interop/identitykit/package.json interop/identitykit/package-lock.json
+	cd interop/identitykit && npm ci --no-audit --no-fund
 
 build:
 	$(GO) build -o bin/cvm ./cmd/cvm
@@ -43,6 +48,7 @@ bench: interop-deps
 	$(GO) run ./bench/cvmbench
 	$(GO) test -run '^$$' -bench GatewayOverhead -benchtime 300x ./cmd/cvm
 	$(GO) test -run '^$$' -bench GatewaySessionMemory -benchtime 1x ./cmd/cvm
+	$(GO) test -run '^$$' -bench Middleware -benchtime 1s ./didauth
 
 # A short run of every fuzz target: every func Fuzz* in a _test.go file,
 # found in the code, so that a new one cannot be left out. FUZZTIME per

@@ -89,3 +89,18 @@ func TestSigners_SignAndVerifyThroughTheirDocuments(t *testing.T) {
 		}
 	}
 }
+
+func TestGenerateKeyFile(t *testing.T) {
+	path := t.TempDir() + "/id.json"
+	s, err := GenerateKeyFile(path, P256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadKeyFile(path)
+	if err != nil || got.DID() != s.DID() {
+		t.Fatalf("%v, %v", got, err)
+	}
+	if _, err := GenerateKeyFile(path, Ed25519); err == nil {
+		t.Fatal("replaced an existing key file")
+	}
+}

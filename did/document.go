@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 )
 
@@ -237,4 +238,21 @@ func fragmentOf(keyID string) string {
 		return "key-1"
 	}
 	return frag
+}
+
+// Handler serves doc as JSON (application/did+json), for GET and HEAD: a
+// server mounts it at /.well-known/did.json (did:web) so that clients can
+// find its MCP endpoint and keys.
+func Handler(doc *Document) http.Handler {
+	body, _ := json.Marshal(doc) // a Document always encodes
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "application/did+json")
+		w.Header().Set("Cache-Control", "max-age=300")
+		_, _ = w.Write(body)
+	})
 }

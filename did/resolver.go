@@ -9,9 +9,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/btcsuite/btcd/btcec/v2/schnorr"
@@ -149,6 +151,10 @@ func WebDID(endpoint string) (string, error) {
 	return "did:web:" + strings.ReplaceAll(u.Host, ":", "%3A"), nil
 }
 
+func publicAddr(ip netip.Addr) bool {
+	return ip.IsGlobalUnicast() && !ip.IsPrivate() && !ip.IsLoopback() && !ip.IsLinkLocalUnicast()
+}
+
 func isLoopback(hostport string) bool {
 	h := hostport
 	if hh, _, err := net.SplitHostPort(hostport); err == nil {
@@ -167,8 +173,15 @@ func isLoopback(hostport string) bool {
 type ResolverOptions struct {
 	// HTTPClient fetches did:web documents (default: a client with a 10 s
 	// timeout that follows no redirects, since a redirect would let
-	// another host answer for the DID).
+	// another host answer for the DID, and that connects only to public
+	// addresses unless AllowPrivateHosts).
 	HTTPClient *http.Client
+	// AllowPrivateHosts lets the default HTTPClient fetch did:web documents
+	// from loopback, private and link-local addresses. Off by default: a
+	// signer names the did:web, so resolving it would otherwise let anyone
+	// make the server send GETs into its own network. Tests (and servers
+	// on a private network) turn it on.
+	AllowPrivateHosts bool
 	// CacheSize bounds the documents kept (default 1024), least recently
 	// used evicted first.
 	CacheSize int
@@ -179,6 +192,11 @@ type ResolverOptions struct {
 	// Methods resolves further DID methods (or replaces the built-in ones),
 	// keyed by method name.
 	Methods map[string]Resolver
+	// RefreshInterval is the least time between two fetches of one DID
+	// by Refresh (default 10 s): Refresh within it returns the cached
+	// document, so that requests with bad signatures cannot make the
+	// resolver fetch a did:web host's document once each.
+	RefreshInterval time.Duration
 	// Now is the clock for TTLs (default time.Now).
 	Now func() time.Time
 }
@@ -199,14 +217,35 @@ type CachingResolver struct {
 type cacheEntry struct {
 	did     string
 	doc     *Document
+	fetched time.Time
 	expires time.Time
 }
 
 // NewResolver returns a CachingResolver.
 func NewResolver(opts ResolverOptions) *CachingResolver {
 	if opts.HTTPClient == nil {
+		dialer := &net.Dialer{Timeout: 5 * time.Second}
+		if !opts.AllowPrivateHosts {
+			// Checked on the address dialled, after DNS, so that a name
+			// resolving to a private address is refused as well.
+			dialer.Control = func(_, address string, _ syscall.RawConn) error {
+				host, _, err := net.SplitHostPort(address)
+				if err != nil {
+					return err
+				}
+				ip, err := netip.ParseAddr(host)
+				if err != nil {
+					return err
+				}
+				if !publicAddr(ip.Unmap()) {
+					return fmt.Errorf("did:web host address %s is not public (ResolverOptions.AllowPrivateHosts)", ip)
+				}
+				return nil
+			}
+		}
 		opts.HTTPClient = &http.Client{
 			Timeout:       10 * time.Second,
+			Transport:     &http.Transport{DialContext: dialer.DialContext, TLSHandshakeTimeout: 5 * time.Second, MaxIdleConnsPerHost: 2},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
@@ -215,6 +254,9 @@ func NewResolver(opts ResolverOptions) *CachingResolver {
 	}
 	if opts.TTL <= 0 {
 		opts.TTL = 5 * time.Minute
+	}
+	if opts.RefreshInterval <= 0 {
+		opts.RefreshInterval = 10 * time.Second
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -228,7 +270,8 @@ func (r *CachingResolver) Resolve(ctx context.Context, did string) (*Document, e
 	return r.resolve(ctx, did, false)
 }
 
-// Refresh resolves did past the cache, and caches the answer.
+// Refresh resolves did past the cache, and caches the answer; within
+// RefreshInterval of the last fetch it returns the cached document.
 func (r *CachingResolver) Refresh(ctx context.Context, did string) (*Document, error) {
 	return r.resolve(ctx, did, true)
 }
@@ -250,10 +293,8 @@ func (r *CachingResolver) resolve(ctx context.Context, s string, fresh bool) (*D
 			return nil, fmt.Errorf("%w: did:%s", ErrUnsupportedMethod, d.Method)
 		}
 	}
-	if !fresh {
-		if doc, ok := r.cached(s); ok {
-			return doc, nil
-		}
+	if doc, fetched, ok := r.cached(s); ok && (!fresh || r.opts.Now().Sub(fetched) < r.opts.RefreshInterval) {
+		return doc, nil
 	}
 	var doc *Document
 	if hasCustom {
@@ -268,27 +309,28 @@ func (r *CachingResolver) resolve(ctx context.Context, s string, fresh bool) (*D
 	return doc, nil
 }
 
-func (r *CachingResolver) cached(s string) (*Document, bool) {
+func (r *CachingResolver) cached(s string) (*Document, time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	el, ok := r.index[s]
 	if !ok {
-		return nil, false
+		return nil, time.Time{}, false
 	}
 	e := el.Value.(*cacheEntry)
 	if !r.opts.Now().Before(e.expires) {
 		r.lru.Remove(el)
 		delete(r.index, s)
-		return nil, false
+		return nil, time.Time{}, false
 	}
 	r.lru.MoveToFront(el)
-	return e.doc, true
+	return e.doc, e.fetched, true
 }
 
 func (r *CachingResolver) store(s string, doc *Document) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e := &cacheEntry{did: s, doc: doc, expires: r.opts.Now().Add(r.opts.TTL)}
+	now := r.opts.Now()
+	e := &cacheEntry{did: s, doc: doc, fetched: now, expires: now.Add(r.opts.TTL)}
 	if el, ok := r.index[s]; ok {
 		el.Value = e
 		r.lru.MoveToFront(el)

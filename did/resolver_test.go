@@ -53,7 +53,7 @@ func TestResolver_DidWebIsFetchedCachedAndBounded(t *testing.T) {
 	srvURL = srv.URL
 	id, _ := WebDID(srv.URL)
 	now := time.Unix(1000, 0)
-	r := NewResolver(ResolverOptions{CacheSize: 1, TTL: time.Minute, Now: func() time.Time { return now },
+	r := NewResolver(ResolverOptions{AllowPrivateHosts: true, CacheSize: 1, TTL: time.Minute, Now: func() time.Time { return now },
 		Methods: map[string]Resolver{"test": ResolverFunc(func(_ context.Context, d string) (*Document, error) { return &Document{ID: d}, nil })}})
 	ctx := context.Background()
 	doc, err := r.Resolve(ctx, id)
@@ -80,13 +80,17 @@ func TestResolver_DidWebIsFetchedCachedAndBounded(t *testing.T) {
 	if _, err := r.Resolve(ctx, id); err != nil || fetches.Load() != 3 {
 		t.Fatalf("evicted entry not fetched again: %d", fetches.Load())
 	}
+	if _, err := r.Refresh(ctx, id); err != nil || fetches.Load() != 3 {
+		t.Fatalf("Refresh within RefreshInterval fetched: %d", fetches.Load())
+	}
+	now = now.Add(11 * time.Second)
 	if _, err := r.Refresh(ctx, id); err != nil || fetches.Load() != 4 {
 		t.Fatalf("Refresh did not bypass the cache: %d", fetches.Load())
 	}
 }
 
 func TestResolver_Errors(t *testing.T) {
-	r := NewResolver(ResolverOptions{})
+	r := NewResolver(ResolverOptions{AllowPrivateHosts: true})
 	ctx := context.Background()
 	nf := httptest.NewServer(http.NotFoundHandler())
 	defer nf.Close()
@@ -201,5 +205,19 @@ func TestResolveKey_P256StandardAndKitPrefixes(t *testing.T) {
 		if err != nil || !k.Equal(s.PublicKey()) {
 			t.Errorf("%s: key %v, %v", d, k, err)
 		}
+	}
+}
+
+// TestResolver_RefusesPrivateHostsByDefault: a did:web naming a loopback
+// host (as an attacker's DID could, to reach the server's own network) is
+// not fetched unless AllowPrivateHosts.
+func TestResolver_RefusesPrivateHostsByDefault(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	id, _ := WebDID(srv.URL)
+	_, err := NewResolver(ResolverOptions{}).Resolve(context.Background(), id)
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "not public") || hits.Load() != 0 {
+		t.Fatalf("err %v, %d requests reached the host", err, hits.Load())
 	}
 }

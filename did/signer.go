@@ -116,6 +116,20 @@ func GenerateKey(t KeyType) (*KeySigner, error) {
 	}
 }
 
+// GenerateKeyFile writes a new random did:key of type t to path (mode
+// 0600; an existing file is never replaced) and returns its signer: what
+// a command that makes a --did-key file calls.
+func GenerateKeyFile(path string, t KeyType) (*KeySigner, error) {
+	s, err := GenerateKey(t)
+	if err != nil {
+		return nil, err
+	}
+	if err := WriteKeyFile(path, s, false); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // KeyDID returns the did:key of k (Ed25519, Secp256k1 or P256), with the
 // standard multicodec prefixes.
 func KeyDID(k PublicKey) string { return "did:key:" + EncodeBase58Multibase(k.multicodec()) }
@@ -174,7 +188,7 @@ func (s *KeySigner) Sign(_ context.Context, msg []byte) ([]byte, error) {
 		return out, nil
 	case Schnorr:
 		h := sha256.Sum256(msg)
-		sig, err := schnorr.Sign(s.k1, h[:])
+		sig, err := schnorr.Sign(s.k1, h[:], schnorr.FastSign())
 		if err != nil {
 			return nil, err
 		}

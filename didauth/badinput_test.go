@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -48,6 +50,15 @@ func signRaw(t *testing.T, s did.Signer, signedData []byte, sep string, canon fu
 	cred := Credentials{SignedData: signedData, Signature: SignatureInfo{SignerDID: s.DID(), KeyID: s.KeyID(), Value: did.EncodeBase64URLMultibase(sig)}}
 	return cred.Header()
 }
+
+// signStrict signs p as s with separator sep, p.KeyID set to s's.
+func signStrict(t *testing.T, s did.Signer, p Payload, sep string) string {
+	t.Helper()
+	p.KeyID = s.KeyID()
+	return signRaw(t, s, mustJSON(t, p), sep, Canonical)
+}
+
+func identity(b []byte) ([]byte, error) { return b, nil }
 
 func mustJSON(t *testing.T, v any) []byte {
 	t.Helper()
@@ -143,22 +154,24 @@ func TestMiddleware_BadInput(t *testing.T) {
 		{"wrong_scheme", "Bearer abc", CodeMalformed, nil},
 		{"not_json", encodeCred("not json"), CodeMalformed, nil},
 		{"no_signature_value", encodeCred(`{"signed_data":{},"signature":{"signer_did":"did:key:x","key_id":"did:key:x#a"}}`), CodeMalformed, nil},
+		{"duplicate_keys", signRaw(t, s, []byte(`{"audience":"http://other.test/mcp","audience":"`+testEndpoint+`","body_sha256":"`+BodyHash([]byte(testBody))+`","key_id":"`+s.KeyID()+`","method":"POST","nonce":"n-dup","path":"/mcp","timestamp":`+fmt.Sprint(testNow.Unix())+`}`), SeparatorNIP10, identity), CodeMalformed, nil},
+		{"fractional_timestamp", signRaw(t, s, []byte(`{"nonce":"n-frac","timestamp":1.5}`), SeparatorNIP10, identity), CodeMalformed, nil},
 		{"kit_payload_in_strict_mode", signRaw(t, s, KitPayload("POST", testEndpoint, "", "n-kit", testNow.Unix()), SeparatorKit, KitCanonical), CodeMalformed, nil},
 		{"no_multibase_prefix", Scheme + " " + base64.RawURLEncoding.EncodeToString([]byte(`{}`)), CodeEncoding, nil},
 		{"padded_base64", Scheme + " u" + base64.URLEncoding.EncodeToString([]byte(`{"a":1}`)), CodeEncoding, nil},
 		{"standard_base64_alphabet", Scheme + " u+/+/", CodeEncoding, nil},
 		{"signature_not_multibase", reencode(t, good("n-sig"), func(c *Credentials) { c.Signature.Value = "z" + c.Signature.Value[1:] }), CodeEncoding, nil},
-		{"unknown_did_method", signRaw(t, s.WithKeyID("did:example:123", "did:example:123#k"), mustJSON(t, payloadFor("n-m")), SeparatorNIP10, Canonical), CodeUnsupportedMethod, nil},
-		{"unresolvable_did_web", signRaw(t, webSigner, mustJSON(t, payloadFor("n-w")), SeparatorNIP10, Canonical), CodeUnresolvable, nil},
-		{"unresolvable_did_key", signRaw(t, s.WithKeyID("did:key:z111", "did:key:z111#a"), mustJSON(t, payloadFor("n-k")), SeparatorNIP10, Canonical), CodeUnresolvable, nil},
-		{"key_not_in_document", signRaw(t, s.WithKeyID(s.DID(), s.DID()+"#key2"), mustJSON(t, payloadFor("n-kid")), SeparatorNIP10, Canonical), CodeKeyNotFound, nil},
-		{"key_of_another_did", signRaw(t, s.WithKeyID(s.DID(), "did:nostr:00#key1"), mustJSON(t, payloadFor("n-kid2")), SeparatorNIP10, Canonical), CodeKeyNotFound, nil},
-		{"key_not_authorized_for_authentication", signRaw(t, assertSigner, mustJSON(t, payloadFor("n-auth")), SeparatorNIP10, Canonical), CodeKeyNotAuthorized, nil},
+		{"unknown_did_method", signStrict(t, s.WithKeyID("did:example:123", "did:example:123#k"), payloadFor("n-m"), SeparatorNIP10), CodeUnsupportedMethod, nil},
+		{"unresolvable_did_web", signStrict(t, webSigner, payloadFor("n-w"), SeparatorNIP10), CodeUnresolvable, nil},
+		{"unresolvable_did_key", signStrict(t, s.WithKeyID("did:key:z111", "did:key:z111#a"), payloadFor("n-k"), SeparatorNIP10), CodeUnresolvable, nil},
+		{"key_not_in_document", signStrict(t, s.WithKeyID(s.DID(), s.DID()+"#key2"), payloadFor("n-kid"), SeparatorNIP10), CodeKeyNotFound, nil},
+		{"key_of_another_did", signStrict(t, s.WithKeyID(s.DID(), "did:nostr:00#key1"), payloadFor("n-kid2"), SeparatorNIP10), CodeKeyNotFound, nil},
+		{"key_not_authorized_for_authentication", signStrict(t, assertSigner, payloadFor("n-auth"), SeparatorNIP10), CodeKeyNotAuthorized, nil},
 		{"bad_signature", tamperSignature(t, good("n-bad")), CodeBadSignature, nil},
-		{"wrong_separator", signRaw(t, s, mustJSON(t, payloadFor("n-sep")), SeparatorKit, Canonical), CodeBadSignature, nil},
-		{"wrong_audience", signRaw(t, s, mustJSON(t, wrongAud), SeparatorNIP10, Canonical), CodeWrongAudience, nil},
-		{"stale_timestamp", signRaw(t, s, mustJSON(t, stale), SeparatorNIP10, Canonical), CodeTimestamp, nil},
-		{"future_timestamp", signRaw(t, s, mustJSON(t, future), SeparatorNIP10, Canonical), CodeTimestamp, nil},
+		{"wrong_separator", signStrict(t, s, payloadFor("n-sep"), SeparatorKit), CodeBadSignature, nil},
+		{"wrong_audience", signStrict(t, s, wrongAud, SeparatorNIP10), CodeWrongAudience, nil},
+		{"stale_timestamp", signStrict(t, s, stale, SeparatorNIP10), CodeTimestamp, nil},
+		{"future_timestamp", signStrict(t, s, future, SeparatorNIP10), CodeTimestamp, nil},
 		{"replayed_nonce", good("n-replay"), CodeReplayed, func(v *Verifier) {
 			if code, _, _ := serve(t, v, "POST", testEndpoint, good("n-replay"), testBody); code != 200 {
 				t.Fatalf("first use: %d", code)
@@ -291,7 +304,7 @@ func TestMiddleware_BodyTooLarge(t *testing.T) {
 func TestVerify_AcceptsNIP7SeparatorNeverWritesIt(t *testing.T) {
 	s := nostrSigner()
 	v := newTestVerifier(t, Options{Audiences: []string{testEndpoint}})
-	h := signRaw(t, s, mustJSON(t, payloadFor("n-nip7")), SeparatorNIP7, Canonical)
+	h := signStrict(t, s, payloadFor("n-nip7"), SeparatorNIP7)
 	if _, err := v.Verify(context.Background(), h, Request{Method: "POST", Path: "/mcp", Body: []byte(testBody)}); err != nil {
 		t.Fatal(err)
 	}
@@ -336,5 +349,62 @@ func TestCodes_AreDistinct(t *testing.T) {
 			t.Errorf("code %s used twice", c)
 		}
 		seen[c] = true
+	}
+}
+
+func TestVerifier_CompatibilityModeIsLoggedOnce(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	v, _ := NewVerifier(Options{Compat: true, Logger: log, RequireAuth: true})
+	for range 3 {
+		serve(t, v, "POST", testEndpoint, "", testBody)
+	}
+	if n := strings.Count(buf.String(), "compatibility mode is on"); n != 1 {
+		t.Errorf("warning logged %d times: %s", n, buf.String())
+	}
+	buf.Reset()
+	_, _ = NewVerifier(Options{Logger: log})
+	if buf.Len() != 0 {
+		t.Errorf("strict mode logged %s", buf.String())
+	}
+}
+
+// TestVerify_ReplayUnderAnotherDIDOfTheSameKeyIsRefused: a kit header
+// (compatibility mode) does not sign signer_did or key_id, and a P-256 key
+// has two did:keys (the standard prefix and the kit's); a captured header
+// replayed under the other one is still a replay, since nonces are kept
+// per key.
+func TestVerify_ReplayUnderAnotherDIDOfTheSameKeyIsRefused(t *testing.T) {
+	s, _ := did.GenerateKey(did.P256)
+	kitDID := "did:key:" + did.EncodeBase58Multibase(append([]byte{0x12, 0x00}, s.PublicKey().Bytes...))
+	v := newTestVerifier(t, Options{Audiences: []string{testEndpoint}, Compat: true, Logger: discard})
+	h, err := Sign(context.Background(), s.WithKeyID(s.DID(), s.DID()+"#account-key"), KitPayload("POST", testEndpoint, "", "n-alias", testNow.Unix()), Compat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, out := serve(t, v, "POST", testEndpoint, h, testBody); status != 200 {
+		t.Fatalf("first use: %d %v", status, out)
+	}
+	alias := reencode(t, h, func(c *Credentials) { c.Signature.SignerDID, c.Signature.KeyID = kitDID, kitDID+"#account-key" })
+	if status, code, out := serve(t, v, "POST", testEndpoint, alias, testBody); status != 401 || code != CodeReplayed {
+		t.Fatalf("replay as %s: %d %s %v", kitDID, status, code, out)
+	}
+}
+
+// TestVerify_KeyIDIsSigned: signer_did and key_id travel outside
+// signed_data; strict mode signs key_id too, so a header cannot be passed
+// off under another DID that lists the same key.
+func TestVerify_KeyIDIsSigned(t *testing.T) {
+	s, _ := did.GenerateKey(did.Ed25519)
+	other := "did:web:attacker.test"
+	doc := did.ServerDocument(other, s, "https://attacker.test/mcp")
+	v := newTestVerifier(t, Options{Audiences: []string{testEndpoint}, Resolver: docResolver{other: doc}})
+	h, _ := SignPayload(context.Background(), s, payloadFor("n-keyid"))
+	moved := reencode(t, h, func(c *Credentials) { c.Signature.SignerDID, c.Signature.KeyID = other, doc.VerificationMethod[0].ID })
+	if status, code, out := serve(t, v, "POST", testEndpoint, moved, testBody); status != 401 || code != CodeKeyNotFound {
+		t.Fatalf("header moved to %s: %d %s %v", other, status, code, out)
+	}
+	if status, _, out := serve(t, v, "POST", testEndpoint, h, testBody); status != 200 {
+		t.Fatalf("the original: %d %v", status, out)
 	}
 }

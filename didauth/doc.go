@@ -8,7 +8,8 @@
 //
 //   - Strict (the default): signed_data is a Payload binding the request —
 //     HTTP method, path, SHA-256 of the body (the whole JSON-RPC message),
-//     audience (the server's endpoint URL or DID), nonce and timestamp — and
+//     audience (the server's endpoint URL or DID), the key id, nonce and
+//     timestamp — and
 //     is canonicalized by RFC 8785 (JCS). The separator written is
 //     MCP_NIP10_AUTH_V1: (the seed's); MCP_NIP7_AUTH_V1: (the NIP's later
 //     name) is accepted, never written.

@@ -47,6 +47,10 @@ type Payload struct {
 	// Nonce is unique per request of a DID within the window: a random
 	// UUID.
 	Nonce string `json:"nonce"`
+	// KeyID is the signature's key_id, repeated here so that the
+	// signature covers it: signature.signer_did and key_id are outside
+	// signed_data, and one key may be listed by several DIDs.
+	KeyID string `json:"key_id"`
 	// Path is the request's path and query, as URL.RequestURI writes it.
 	Path string `json:"path"`
 	// Timestamp is when the request was signed, in Unix seconds.
@@ -69,8 +73,10 @@ func NewNonce() string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// SignPayload returns the strict-mode Authorization header value for p.
+// SignPayload returns the strict-mode Authorization header value for p;
+// p.KeyID is set to the signer's.
 func SignPayload(ctx context.Context, s did.Signer, p Payload) (string, error) {
+	p.KeyID = s.KeyID()
 	data, err := marshalNoEscape(p)
 	if err != nil {
 		return "", err

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/cvmgo/cvm/did"
@@ -13,7 +15,8 @@ import (
 
 // Transport is an http.RoundTripper that signs every request with Signer
 // before Base sends it: POSTs over their body, GETs and DELETEs over an
-// empty one. The request given is not modified.
+// empty one. The request given is not modified. A Transport must not be
+// copied after first use.
 type Transport struct {
 	// Base sends the signed request (default http.DefaultTransport).
 	Base http.RoundTripper
@@ -27,6 +30,11 @@ type Transport struct {
 	Mode Mode
 	// Now is the clock for timestamps (default time.Now).
 	Now func() time.Time
+	// Logger receives, once, the warning that compatibility mode signs
+	// less than the request (default slog.Default()).
+	Logger *slog.Logger
+
+	compatWarning sync.Once
 }
 
 // RoundTrip signs req and sends it.
@@ -56,6 +64,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var header string
 	var err error
 	if t.Mode == Compat {
+		t.compatWarning.Do(func() {
+			log := t.Logger
+			if log == nil {
+				log = slog.Default()
+			}
+			log.Warn("DIDAuthV1 compatibility mode: requests are signed as @nuwa-ai/identity-kit 0.6.0 signs them, "+
+				"which does not cover the method, URL or body; a captured header can be replayed with other parameters within its time window",
+				"did", t.Signer.DID())
+		})
 		header, err = Sign(req.Context(), t.Signer, KitPayload(req.Method, req.URL.String(), aud, NewNonce(), now().Unix()), Compat)
 	} else {
 		header, err = SignPayload(req.Context(), t.Signer, Payload{

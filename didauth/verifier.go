@@ -3,6 +3,7 @@ package didauth
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,9 +38,11 @@ type Options struct {
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Audiences are the audiences this server answers to: its MCP endpoint
-	// URL(s) and its DID. Empty: the URL the request was sent to
-	// (http[s]://Host + path), which is right unless a proxy rewrites the
-	// host or path.
+	// URL(s) and its DID. Set them. Empty means the URL the request names
+	// (http[s]://Host + path), which the client writes: a header captured
+	// at another server can then be replayed here with that server's Host
+	// header, so only the nonce (per server) stands in the way. Empty is
+	// for tests and for servers that have no stable name.
 	Audiences []string
 	// Compat also accepts the headers of @nuwa-ai/identity-kit 0.6.0 (see
 	// the package documentation for what they leave unprotected).
@@ -72,14 +75,14 @@ func NewVerifier(opts Options) (*Verifier, error) {
 	if opts.Resolver == nil {
 		opts.Resolver = did.NewResolver(did.ResolverOptions{})
 	}
-	if opts.Store == nil {
-		opts.Store = durable.NewMemory(durable.Options{})
-	}
 	if opts.Window <= 0 {
 		opts.Window = 300 * time.Second
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Store == nil {
+		opts.Store = durable.NewMemory(durable.Options{Now: opts.Now})
 	}
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = 8 << 20
@@ -136,7 +139,7 @@ func (v *Verifier) Verify(ctx context.Context, header string, req Request) (stri
 	if err := v.checkTime(ts); err != nil {
 		return "", err
 	}
-	candidates, err := v.bind(c.SignedData, fields, req)
+	candidates, err := v.bind(c.SignedData, fields, c.Signature.KeyID, req)
 	if err != nil {
 		return "", err
 	}
@@ -144,17 +147,21 @@ func (v *Verifier) Verify(ctx context.Context, header string, req Request) (stri
 	if err != nil {
 		return "", err
 	}
-	signer, err := v.checkSignature(ctx, c, candidates, sig)
+	signer, pub, err := v.checkSignature(ctx, c, candidates, sig)
 	if err != nil {
 		return "", err
 	}
-	key := signer + "\n" + nonce
+	// Nonces are kept per key, not per DID string: one key can go by
+	// several DIDs (a P-256 did:key in the standard and in the kit's
+	// prefix; any did:web that lists it), and signer_did is outside the
+	// signature, so a replay could otherwise change it and pass.
+	key := string(pub.Type) + ":" + hex.EncodeToString(pub.Bytes) + "\n" + nonce
 	claimed, err := v.opts.Store.Claim(ctx, nonceSpace, []byte(key), time.Unix(ts, 0).Add(v.opts.Window+time.Second))
 	if err != nil {
 		return "", &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the nonce store failed; retry later", Err: err}
 	}
 	if !claimed {
-		return "", fail(CodeReplayed, "nonce %q was already used by %s; sign every request with a fresh nonce", nonce, signer)
+		return "", fail(CodeReplayed, "nonce %q was already used with the key of %s; sign every request with a fresh nonce", nonce, signer)
 	}
 	return signer, nil
 }
@@ -199,17 +206,21 @@ func (s signedBytes) String() string { return s.mode.String() }
 
 // bind checks the request against the signed fields and returns the byte
 // strings the signature may cover.
-func (v *Verifier) bind(raw []byte, f map[string]json.RawMessage, req Request) ([]signedBytes, error) {
+func (v *Verifier) bind(raw []byte, f map[string]json.RawMessage, keyID string, req Request) ([]signedBytes, error) {
 	_, hasMethod := f["method"]
 	_, hasPath := f["path"]
 	_, hasBody := f["body_sha256"]
 	_, hasAud := f["audience"]
-	strict := hasMethod && hasPath && hasBody && hasAud
+	_, hasKey := f["key_id"]
+	strict := hasMethod && hasPath && hasBody && hasAud && hasKey
 	var out []signedBytes
 	if strict {
 		var p Payload
 		if err := json.Unmarshal(raw, &p); err != nil {
 			return nil, &Error{Status: 401, Code: CodeMalformed, Message: "signed_data fields have the wrong types", Err: err}
+		}
+		if p.KeyID != keyID {
+			return nil, fail(CodeKeyNotFound, "signed for key %q, but signature.key_id is %q", p.KeyID, keyID)
 		}
 		if err := v.checkAudience(p.Audience, req); err != nil {
 			return nil, err
@@ -223,7 +234,7 @@ func (v *Verifier) bind(raw []byte, f map[string]json.RawMessage, req Request) (
 			return nil, fail(CodeRequestMismatch, "signed for another body: body_sha256 differs from the body's SHA-256")
 		}
 	} else if !v.opts.Compat {
-		return nil, fail(CodeMalformed, "signed_data must bind method, path, body_sha256 and audience (strict mode); "+
+		return nil, fail(CodeMalformed, "signed_data must bind method, path, body_sha256, audience and key_id (strict mode); "+
 			"a header made by @nuwa-ai/identity-kit verifies only where compatibility mode is on")
 	} else if hasAud {
 		// The kit does not check an audience; when a header names one
@@ -273,53 +284,53 @@ func (v *Verifier) checkAudience(aud string, req Request) error {
 // checkSignature resolves the signer and verifies the signature over one
 // of the candidates, asking the resolver once more past its cache when the
 // cached document does not verify it.
-func (v *Verifier) checkSignature(ctx context.Context, c *Credentials, candidates []signedBytes, sig []byte) (string, error) {
+func (v *Verifier) checkSignature(ctx context.Context, c *Credentials, candidates []signedBytes, sig []byte) (string, did.PublicKey, error) {
 	signer := c.Signature.SignerDID
 	if _, err := did.Parse(signer); err != nil {
-		return "", &Error{Status: 401, Code: CodeMalformed, Message: "signature.signer_did is not a DID: " + err.Error(), Err: err}
+		return "", did.PublicKey{}, &Error{Status: 401, Code: CodeMalformed, Message: "signature.signer_did is not a DID: " + err.Error(), Err: err}
 	}
 	if !strings.HasPrefix(c.Signature.KeyID, signer+"#") {
-		return "", fail(CodeKeyNotFound, "key_id %q is not a key of %s (want %s#<fragment>)", c.Signature.KeyID, signer, signer)
+		return "", did.PublicKey{}, fail(CodeKeyNotFound, "key_id %q is not a key of %s (want %s#<fragment>)", c.Signature.KeyID, signer, signer)
 	}
 	doc, err := v.opts.Resolver.Resolve(ctx, signer)
 	if err != nil {
-		return "", resolveError(signer, err)
+		return "", did.PublicKey{}, resolveError(signer, err)
 	}
-	verr := v.verifyWith(doc, c, candidates, sig)
+	pub, verr := v.verifyWith(doc, c, candidates, sig)
 	if verr != nil && (verr.Code == CodeBadSignature || verr.Code == CodeKeyNotFound) {
 		if r, ok := v.opts.Resolver.(did.Refresher); ok {
 			if doc2, err := r.Refresh(ctx, signer); err == nil {
-				verr = v.verifyWith(doc2, c, candidates, sig)
+				pub, verr = v.verifyWith(doc2, c, candidates, sig)
 			}
 		}
 	}
 	if verr != nil {
-		return "", verr
+		return "", did.PublicKey{}, verr
 	}
-	return signer, nil
+	return signer, pub, nil
 }
 
-func (v *Verifier) verifyWith(doc *did.Document, c *Credentials, candidates []signedBytes, sig []byte) *Error {
+func (v *Verifier) verifyWith(doc *did.Document, c *Credentials, candidates []signedBytes, sig []byte) (did.PublicKey, *Error) {
 	if doc.ID != c.Signature.SignerDID {
-		return fail(CodeUnresolvable, "the document resolved for %s is for %q", c.Signature.SignerDID, doc.ID)
+		return did.PublicKey{}, fail(CodeUnresolvable, "the document resolved for %s is for %q", c.Signature.SignerDID, doc.ID)
 	}
 	vm, ok := doc.Method(c.Signature.KeyID)
 	if !ok {
-		return fail(CodeKeyNotFound, "key %s is not in the DID document of %s", c.Signature.KeyID, c.Signature.SignerDID)
+		return did.PublicKey{}, fail(CodeKeyNotFound, "key %s is not in the DID document of %s", c.Signature.KeyID, c.Signature.SignerDID)
 	}
 	if !doc.Authenticates(c.Signature.KeyID) {
-		return fail(CodeKeyNotAuthorized, "key %s is not authorized for authentication in the DID document of %s", c.Signature.KeyID, c.Signature.SignerDID)
+		return did.PublicKey{}, fail(CodeKeyNotAuthorized, "key %s is not authorized for authentication in the DID document of %s", c.Signature.KeyID, c.Signature.SignerDID)
 	}
 	pub, err := vm.PublicKey()
 	if err != nil {
-		return &Error{Status: 401, Code: CodeKeyNotFound, Message: fmt.Sprintf("key %s has no usable public key: %v", c.Signature.KeyID, err), Err: err}
+		return did.PublicKey{}, &Error{Status: 401, Code: CodeKeyNotFound, Message: fmt.Sprintf("key %s has no usable public key: %v", c.Signature.KeyID, err), Err: err}
 	}
 	for _, cand := range candidates {
 		if pub.Verify(cand.msg, sig) == nil {
-			return nil
+			return pub, nil
 		}
 	}
-	return fail(CodeBadSignature, "the signature does not verify with key %s", c.Signature.KeyID)
+	return did.PublicKey{}, fail(CodeBadSignature, "the signature does not verify with key %s", c.Signature.KeyID)
 }
 
 func resolveError(signer string, err error) *Error {
