@@ -86,10 +86,15 @@ func (g *Gateway) HTTPHandler(opts HTTPOptions) http.Handler {
 		opts.Principal = PrincipalKey
 	}
 	h := &httpSessions{g: g, opts: opts, byID: make(map[string]*httpClientConn)}
-	var mcpHandler http.Handler = h
+	// The payment layer runs only once the request's session is known to
+	// be the caller's, right before the session's transport: a quotation
+	// spent on a request that a session check then refused would be
+	// money lost. Without a session only its own methods reach it.
+	h.noSession = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { missingSession(w) })
 	if opts.Payments != nil {
-		mcpHandler = opts.Payments.Middleware(mcpHandler)
+		h.noSession = opts.Payments.Middleware(h.noSession)
 	}
+	var mcpHandler http.Handler = h
 	mcpHandler = h.access(mcpHandler)
 	if opts.Auth != nil {
 		mcpHandler = opts.Auth(mcpHandler)
@@ -136,8 +141,9 @@ func WriteHTTPError(w http.ResponseWriter, status int, code, message string) {
 
 // httpSessions routes the requests of streamable HTTP to client sessions.
 type httpSessions struct {
-	g    *Gateway
-	opts HTTPOptions
+	g         *Gateway
+	opts      HTTPOptions
+	noSession http.Handler // a POST without a session that is no initialize
 
 	mu   sync.Mutex
 	byID map[string]*httpClientConn
@@ -204,7 +210,7 @@ func (h *httpSessions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
 	}
-	c.t.ServeHTTP(w, r)
+	c.handler.ServeHTTP(w, r)
 }
 
 // open starts a client session with the initialize request r carries.
@@ -226,7 +232,15 @@ func (h *httpSessions) open(w http.ResponseWriter, r *http.Request, did string) 
 	msg, err := jsonrpc.DecodeMessage(body)
 	req, ok := msg.(*jsonrpc.Request)
 	if err != nil || !ok || req.Method != mcpmsg.MethodInitialize || !req.IsCall() {
-		WriteHTTPError(w, http.StatusBadRequest, "missing_session", "no Mcp-Session-Id: the first request of a session must be initialize")
+		if ok && req.Method != "tools/call" {
+			// The payment layer's own methods need no session. A call
+			// never reaches it here: it would spend a quotation on a
+			// request that goes nowhere.
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			h.noSession.ServeHTTP(w, r)
+			return
+		}
+		missingSession(w)
 		return
 	}
 	t := &mcp.StreamableServerTransport{SessionID: rand.Text()}
@@ -239,6 +253,10 @@ func (h *httpSessions) open(w http.ResponseWriter, r *http.Request, did string) 
 		Connection: conn, t: t, did: did, key: h.opts.Principal(did),
 		annotate: h.opts.Payments, methods: make(map[jsonrpc.ID]string),
 		inject: h.opts.InjectCaller && did != "",
+	}
+	c.handler = http.Handler(t)
+	if h.opts.Payments != nil {
+		c.handler = h.opts.Payments.Middleware(t)
 	}
 	c.onClose = func() {
 		h.mu.Lock()
@@ -255,7 +273,11 @@ func (h *httpSessions) open(w http.ResponseWriter, r *http.Request, did string) 
 	}
 	h.g.opts.Logger.Debug("http session opened", "session", t.SessionID[:8], "did", did)
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	t.ServeHTTP(w, r)
+	c.handler.ServeHTTP(w, r)
+}
+
+func missingSession(w http.ResponseWriter) {
+	WriteHTTPError(w, http.StatusBadRequest, "missing_session", "no Mcp-Session-Id: the first request of a session must be initialize")
 }
 
 // httpClientConn is a client session of the HTTP endpoint, as the gateway sees
@@ -264,6 +286,7 @@ func (h *httpSessions) open(w http.ResponseWriter, r *http.Request, did string) 
 type httpClientConn struct {
 	mcp.Connection
 	t        *mcp.StreamableServerTransport
+	handler  http.Handler // t, behind the payment layer
 	did      string
 	key      nostr.PubKey
 	annotate HTTPPayments

@@ -286,6 +286,25 @@ func TestNIP10_PaidCallThroughQuotationPaymentConfirmation(t *testing.T) {
 		t.Fatalf("confirm: %+v %s", r.Error, r.Result)
 	}
 	call := map[string]any{"name": "translate", "arguments": args, "_meta": map[string]any{quotation.MetaQuotation: q.ID}}
+	// Sent where no session takes it (none, or not the caller's), the
+	// paid call is refused before the quotation is spent.
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": call})
+	for _, sid := range []string{"", "not-a-session"} {
+		req, _ := http.NewRequest("POST", b.url, strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		resp, err := s.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("paid call with session %q: HTTP %d", sid, resp.StatusCode)
+		}
+	}
 	r, raw := s.do("tools/call", call)
 	if r.Error != nil || !strings.Contains(string(r.Result), "fr:hello") {
 		t.Fatalf("paid call: %s", raw)
