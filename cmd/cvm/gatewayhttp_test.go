@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -280,5 +281,24 @@ func TestCallCommand_HTTPPlainServer(t *testing.T) {
 	}
 	if !sawAuth.Load() {
 		t.Fatal("cvm call did not sign its requests")
+	}
+}
+
+// --allow takes DIDs: did:nostr:<hex> is that key on both transports; a
+// did:key serves only over HTTP, and an allow-list of such DIDs alone
+// closes Nostr to everyone but --public.
+func TestGatewayAccess_AllowTakesDIDs(t *testing.T) {
+	a := &app{log: slog.New(slog.DiscardHandler)}
+	alice, bob := nostr.Generate().Public(), nostr.Generate().Public()
+	allowed, _, err := a.access(gatewayFlags{httpAddr: "127.0.0.1:0", allow: []string{"did:nostr:" + alice.Hex(), nostrx.EncodeNpub(bob), "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"}})
+	if err != nil || len(allowed) != 2 || allowed[0] != alice || allowed[1] != bob {
+		t.Fatalf("allowed %v, %v", allowed, err)
+	}
+	allowed, _, err = a.access(gatewayFlags{httpAddr: "127.0.0.1:0", allow: []string{"did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"}})
+	if err != nil || len(allowed) != 1 || allowed[0] != (nostr.PubKey{}) {
+		t.Fatalf("only a did:key allowed: Nostr allow-list %v, %v; want the unspendable zero key", allowed, err)
+	}
+	if _, _, err := a.access(gatewayFlags{allow: []string{"did:nostr:zz"}}); err == nil {
+		t.Fatal("a malformed did:nostr was accepted")
 	}
 }
