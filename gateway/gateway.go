@@ -72,6 +72,10 @@ type Options struct {
 	// Server.Announce the gateway announces the upstream's lists and keeps
 	// them current.
 	Server contextvm.ServerOptions
+	// NoNostr serves no ContextVM server: the gateway then serves only
+	// the client sessions of its HTTP endpoint (HTTPHandler), and Server
+	// returns nil.
+	NoNostr bool
 
 	// MaxSessions bounds the upstream sessions of PerClient mode (default
 	// 64): child processes are not cheap. A client session beyond it
@@ -224,15 +228,17 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		}
 		g.hub = h
 	}
-	srv, err := contextvm.NewServer(ctx, opts.Server)
-	if err != nil {
-		if g.hub != nil {
-			g.hub.close()
+	if !opts.NoNostr {
+		srv, err := contextvm.NewServer(ctx, opts.Server)
+		if err != nil {
+			if g.hub != nil {
+				g.hub.close()
+			}
+			cancel()
+			return nil, err
 		}
-		cancel()
-		return nil, err
+		g.srv = srv
 	}
-	g.srv = srv
 	if opts.IdleTimeout > 0 {
 		g.wg.Go(g.reapIdle)
 	}
@@ -240,7 +246,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 }
 
 // Server is the ContextVM server the gateway serves through: its public key
-// is the gateway's identity.
+// is the gateway's identity. It is nil with Options.NoNostr.
 func (g *Gateway) Server() *contextvm.Server { return g.srv }
 
 // Check starts one upstream session, performs the handshake and closes it
@@ -277,6 +283,15 @@ func Check(ctx context.Context, up Upstream, timeout time.Duration) (*mcp.Initia
 // or the gateway closes, and keeps the announcements current if the
 // server's options ask for them. Sessions outlive ctx: Close ends them.
 func (g *Gateway) Serve(ctx context.Context) error {
+	if g.srv == nil {
+		// Only HTTP sessions, which HTTPHandler starts itself.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.ctx.Done():
+			return ErrClosed
+		}
+	}
 	if g.opts.Server.Announce && !g.spawn(func() { KeepAnnounced(g.ctx, g.opts.Upstream, g.srv, g.opts.Logger) }) {
 		return ErrClosed
 	}
@@ -334,7 +349,9 @@ func (g *Gateway) Close() error {
 	// The server first: it answers what is in flight with "server shutting
 	// down", which says more than the "session closed" of a session ended
 	// under it.
-	g.srv.Close()
+	if g.srv != nil {
+		g.srv.Close()
+	}
 	g.cancel()
 	g.mu.Lock()
 	all := make([]session, 0, len(g.sessions))

@@ -44,6 +44,8 @@ type gatewayInfo struct {
 	Npub   string   `json:"npub"`
 	Pubkey string   `json:"pubkey"`
 	Relays []string `json:"relays"`
+	HTTP   string   `json:"http"` // with --http
+	DID    string   `json:"did"`
 	home   string
 }
 

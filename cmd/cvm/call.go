@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/payments/quotation"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 )
@@ -127,6 +128,11 @@ func (a *app) call(ctx context.Context, cf clientFlags, server, name string, arg
 		return fmt.Errorf("arguments for %s do not fit its input schema: %w (see: cvm tools %s --json)", name, err, server)
 	}
 	params := &mcp.CallToolParams{Name: name, Arguments: arguments}
+	if cs.httpURL != "" && pricedOverHTTP(tool) {
+		if err := cs.payOverHTTP(ctx, params); err != nil {
+			return err
+		}
+	}
 	token := fmt.Sprintf("cvm-%d", time.Now().UnixNano())
 	params.SetProgressToken(token)
 	var chunks *chunkWriter
@@ -138,6 +144,13 @@ func (a *app) call(ctx context.Context, cf clientFlags, server, name string, arg
 		chunks = a.writeChunks(ctx, reader)
 	}
 	res, err := cs.CallTool(ctx, params)
+	if cs.httpURL != "" && isQuotationRequired(err) && params.Meta[quotation.MetaQuotation] == nil {
+		// Priced, though tools/list did not say so: pay, call again.
+		if perr := cs.payOverHTTP(ctx, params); perr != nil {
+			return perr
+		}
+		res, err = cs.CallTool(ctx, params)
+	}
 	cs.answered(err)
 	if derr, ok := declinedError(err); ok {
 		return derr

@@ -41,6 +41,9 @@ type clientFlags struct {
 	// take it, cvm proxy stays stateful.
 	stateless, stateful bool
 	pay                 *contextvm.PayOptions // payments the client may make (pay.go)
+	// didKey is a DID key file (0600) to sign HTTP requests with instead
+	// of the Nostr identity.
+	didKey string
 }
 
 // addRelayFlag adds --relay, shared through the "relays" configuration key
@@ -58,6 +61,7 @@ func (a *app) addClientFlags(cmd *cobra.Command, cf *clientFlags, timeout time.D
 	f.StringVar(&cf.key, "key", "", "secret key file (default: the configured identity, else a throwaway key)")
 	f.StringVar(&cf.encryption, "encryption", "optional", "encryption: optional, required or disabled")
 	f.DurationVar(&cf.timeout, "timeout", timeout, "how long to wait for each answer (progress notifications restart the clock)")
+	f.StringVar(&cf.didKey, "did-key", "", "for an http(s):// server: sign requests with this DID key file (mode 0600) instead of the identity's did:nostr")
 	config.Bind(f, "encryption", "encryption")
 	config.Bind(f, "timeout", "timeout")
 }

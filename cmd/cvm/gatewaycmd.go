@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/did"
+	"github.com/cvmgo/cvm/didauth"
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/gateway"
 	"github.com/cvmgo/cvm/internal/admission"
@@ -39,6 +42,9 @@ type gatewayFlags struct {
 	prices, commonTools, cats  []string
 	walletFile                 string
 	paymentTTL                 time.Duration
+
+	httpAddr             string
+	noNostr, requireAuth bool
 }
 
 func (a *app) gatewayCommand() *cobra.Command {
@@ -82,8 +88,17 @@ schema hash goes into its _meta and the announcement's tags, with each
 --category. --unannounce-on-exit deletes the announcements at shutdown; cvm
 unannounce does it any time.
 
+--http ADDR also serves the upstream over MCP streamable HTTP at
+http://ADDR/mcp (--no-nostr: over HTTP only), with the gateway's DID
+(did:nostr of its key) and DID document at /.well-known/did.json. HTTP
+sessions are sessions like Nostr ones (--session-mode, --max-sessions).
+Requests signed with DIDAuthV1 identify their caller; --require-auth refuses
+unsigned ones (401), and --allow accepts DIDs too (did:nostr:<hex> is that
+key). Priced tools are paid over HTTP through quotations (nip10/quote,
+nip10/confirm).
+
 When ready, one JSON line on stdout gives the gateway's pubkey, npub and
-relays. Logs and the upstream's stderr go to stderr. SIGINT or SIGTERM shuts
+relays (and with --http its MCP endpoint "http" and its "did"). Logs and the upstream's stderr go to stderr. SIGINT or SIGTERM shuts
 it down, answering what is in flight with an error.`,
 		Example: `  cvm gateway -- npx -y @modelcontextprotocol/server-everything
   cvm gateway --session-mode shared --upstream-url http://127.0.0.1:3001/mcp
@@ -119,11 +134,14 @@ it down, answering what is in flight with an error.`,
 	f.StringArrayVar(&gf.prices, "price", nil, "advertise a price: tool:NAME=AMOUNT[:UNIT], prompt:… or resource:URI=… (repeatable)")
 	f.StringVar(&gf.walletFile, "wallet-file", "", "file (mode 0600) holding the receiving wallet's connection URI (else $"+walletEnv+"): collect the prices")
 	f.DurationVar(&gf.paymentTTL, "payment-ttl", lightning.DefaultTTL, "how long a payment request (a Lightning invoice) can be paid")
+	f.StringVar(&gf.httpAddr, "http", "", "also serve MCP streamable HTTP on this address, e.g. 127.0.0.1:8080 (endpoint /mcp)")
+	f.BoolVar(&gf.noNostr, "no-nostr", false, "serve over --http only, not over Nostr")
+	f.BoolVar(&gf.requireAuth, "require-auth", false, "over --http, refuse requests not signed with a DID (401)")
 	f.StringArrayVar(&gf.commonTools, "common-tool", nil, "declare a tool as implementing a common schema (repeatable)")
 	f.StringArrayVar(&gf.cats, "category", nil, "a category for the common tools' announcement (repeatable)")
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
 		"session-mode", "env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-rate", "session-burst", "idle-timeout",
-		"announce", "announce-relay", "unannounce-on-exit", "price", "payment-ttl", "common-tool", "category"} {
+		"announce", "announce-relay", "unannounce-on-exit", "price", "payment-ttl", "common-tool", "category", "http", "no-nostr", "require-auth"} {
 		config.Bind(f, name, "gateway."+name)
 	}
 	return cmd
@@ -167,6 +185,15 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	if gf.sessionRate == 0 || gf.sessionRate < -1 || gf.sessionBurst < 1 {
 		return fmt.Errorf("--session-rate must be positive (or -1 for no limit) and --session-burst at least 1")
 	}
+	if gf.noNostr && gf.httpAddr == "" {
+		return errors.New("--no-nostr serves over HTTP only: give --http ADDR too")
+	}
+	if gf.requireAuth && gf.httpAddr == "" {
+		return errors.New("--require-auth is for the HTTP endpoint: give --http ADDR too (over Nostr every request is signed)")
+	}
+	if gf.noNostr && gf.announce {
+		return errors.New("--announce publishes on Nostr: drop it or --no-nostr")
+	}
 	allowed, public, err := a.access(gf)
 	if err != nil {
 		return err
@@ -193,6 +220,7 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		return err
 	}
 	var pay *contextvm.PaymentOptions
+	var processor payments.Processor
 	if uri, err := a.walletURI(gf.walletFile); err != nil {
 		return err
 	} else if uri != "" {
@@ -208,6 +236,7 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 			a.log.Warn("a wallet but no --price: nothing is charged")
 		}
 		pay = &contextvm.PaymentOptions{Processors: []payments.Processor{proc}}
+		processor = proc
 	}
 	ctx := cmd.Context()
 
@@ -259,6 +288,13 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		UnannounceOnClose:  gf.unannounceOnExit,
 		Logger:             a.log,
 	}
+	opts.NoNostr = gf.noNostr
+	var httpPay gateway.HTTPPayments
+	if gf.httpAddr != "" {
+		if httpPay, err = httpPayments(state, processor, prices, didauth.Caller, a.log); err != nil {
+			return err
+		}
+	}
 	// Starting is waiting for a relay, and in shared mode for the upstream
 	// session too.
 	wait := relayWait
@@ -276,6 +312,43 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	}
 	defer gw.Close()
 	srv := gw.Server()
+	pk := id.secret.Public()
+
+	var httpURL, serverDID string
+	if gf.httpAddr != "" {
+		serverDID = did.NostrDID(pk)
+		h := &deferredHandler{}
+		hs, err := httpserve.Listen(gf.httpAddr, h, nil)
+		if err != nil {
+			return fmt.Errorf("--http: %w", err)
+		}
+		defer hs.Shutdown(context.Background())
+		httpURL = "http://" + hs.Addr.String() + gateway.MCPPath
+		// Signed for this endpoint, by whatever name the client reached
+		// it, or for the gateway's DID.
+		audiences := []string{httpURL, serverDID}
+		if host, port, err := net.SplitHostPort(gf.httpAddr); err == nil && host != "" && port != "0" {
+			audiences = append(audiences, "http://"+gf.httpAddr+gateway.MCPPath)
+		}
+		auth, err := httpAuth(state, gf.requireAuth, gf.allow, audiences, a.log)
+		if err != nil {
+			return err
+		}
+		doc, err := didDocument(id.secret, httpURL)
+		if err != nil {
+			return err
+		}
+		h.set(gw.HTTPHandler(gateway.HTTPOptions{
+			Auth:         auth,
+			Caller:       didauth.Caller,
+			Payments:     httpPay,
+			InjectCaller: gf.injectClientPubkey,
+			DIDDocument:  doc,
+		}))
+		if len(public) > 0 {
+			a.log.Warn("--public does not open capabilities over --http yet: only --allow callers are served there")
+		}
+	}
 
 	var metricsURL string
 	if gf.metrics != "" {
@@ -290,7 +363,10 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	served := make(chan error, 1)
 	go func() { served <- gw.Serve(ctx) }()
 
-	pk := srv.PublicKey()
+	relays := []string{}
+	if srv != nil {
+		relays = srv.Relays()
+	}
 	ready := struct {
 		Ready    bool     `json:"ready"`
 		Pubkey   string   `json:"pubkey"`
@@ -300,7 +376,9 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		Upstream string   `json:"upstream"`
 		Metrics  string   `json:"metrics,omitempty"`
 		Announce bool     `json:"announce"`
-	}{true, pk.Hex(), nostrx.EncodeNpub(pk), srv.Relays(), opts.Mode.String(), describe, metricsURL, gf.announce}
+		HTTP     string   `json:"http,omitempty"`
+		DID      string   `json:"did,omitempty"`
+	}{true, pk.Hex(), nostrx.EncodeNpub(pk), relays, opts.Mode.String(), describe, metricsURL, gf.announce, httpURL, serverDID}
 	if err := a.printJSON(ready); err != nil {
 		return err
 	}
@@ -378,7 +456,14 @@ func (a *app) gatewayOptions(gf gatewayFlags) (gateway.Options, error) {
 // enforces: a refused request is answered there and never reaches the
 // upstream.
 func (a *app) access(gf gatewayFlags) (allowed []nostr.PubKey, public []contextvm.Capability, err error) {
-	for _, s := range gf.allow {
+	keys, dids, err := splitAllow(gf.allow)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(dids) > 0 && gf.httpAddr == "" {
+		return nil, nil, fmt.Errorf("--allow %s: a DID other than did:nostr can only call over --http; give --http ADDR, or the client's Nostr key", clip(dids[0], 80))
+	}
+	for _, s := range keys {
 		pk, err := nostrx.ParsePublicKey(s)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--allow: %w", err)
@@ -394,6 +479,13 @@ func (a *app) access(gf gatewayFlags) (allowed []nostr.PubKey, public []contextv
 			return nil, nil, fmt.Errorf("--public: %w", err)
 		}
 		public = append(public, c)
+	}
+	if len(allowed) == 0 && len(dids) > 0 {
+		// Only DIDs other than did:nostr are allowed, which cannot sign
+		// over Nostr: the Nostr server still serves only --allow (and
+		// --public), so it gets an allow-list nobody is on. The zero key
+		// is no point of the curve: nobody can sign as it.
+		allowed = []nostr.PubKey{{}}
 	}
 	if len(public) > 0 && len(allowed) == 0 {
 		a.log.Warn("--public has no effect without --allow: every client may use everything")

@@ -40,7 +40,7 @@ reads it), and beside it "prices" and "claims", by tool name.`,
 				return remoteFailure("tools/list", args[0], cs.relays, err)
 			}
 			cs.rec.Tools, cs.rec.Announced = tools, announced(cs.ann)
-			prices := toolPrices(cs.transport.Prices())
+			prices := cs.toolPrices(tools)
 			claims := make(map[string]toolClaim)
 			for _, tool := range tools {
 				if c, ok := claimOf(tool); ok {

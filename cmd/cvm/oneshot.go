@@ -43,6 +43,11 @@ type oneShot struct {
 	fresh   chan *discovery.Server
 	stop    context.CancelFunc
 	reading sync.WaitGroup
+
+	// httpURL is set for a server over MCP streamable HTTP (httpclient.go),
+	// with what buys its quotations.
+	httpURL string
+	buyer   *httpBuyer
 }
 
 // dialOptions are what a command asks of its session.
@@ -53,6 +58,9 @@ type dialOptions struct {
 
 // dial locates the server, decides how to talk to it and connects.
 func (a *app) dial(ctx context.Context, cf clientFlags, serverArg string, do dialOptions) (*oneShot, error) {
+	if isHTTPServer(serverArg) {
+		return a.dialHTTP(ctx, cf, serverArg, do)
+	}
 	tg, err := a.locate(ctx, cf, serverArg)
 	if err != nil {
 		return nil, err
@@ -246,6 +254,9 @@ func (s *oneShot) Close() error {
 	var err error
 	if s.ClientSession != nil {
 		err = s.ClientSession.Close()
+	}
+	if s.httpURL != "" {
+		return err // nothing remembered of HTTP servers
 	}
 	if s.stop != nil {
 		s.stop()

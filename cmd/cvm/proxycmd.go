@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/didauth"
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/proxy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,7 +22,7 @@ func (a *app) proxyCommand() *cobra.Command {
 	var pf payFlags
 	cmd := &cobra.Command{
 		Use:   "proxy SERVER",
-		Short: "Serve a remote ContextVM server to a local MCP host over stdio",
+		Short: "Serve a remote ContextVM (or MCP over HTTP) server to a local MCP host over stdio",
 		Long: `Be a local stdio MCP server that forwards everything to the ContextVM server
 SERVER (hex, npub, nprofile or a [servers] alias), so that any MCP host can
 use it. In an MCP host's configuration:
@@ -34,7 +37,11 @@ config.toml, how a proxy started by a host gets one), from the wallet of
 --wallet-file or $CVM_WALLET. A host that declares the elicitation
 capability is asked before each payment (amount, unit, server, tool:
 accept pays, decline does not); a host that does not is not asked, and the
-proxy pays within the cap and the daily limits.`,
+proxy pays within the cap and the daily limits.
+
+SERVER may also be an http(s):// MCP endpoint (streamable HTTP): requests
+are signed with DIDAuthV1 as the identity's did:nostr (or --did-key FILE),
+and priced tools are paid through NIP-10 quotations under the same limits.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := a.log
@@ -59,6 +66,9 @@ proxy pays within the cap and the daily limits.`,
 			defer paid.Close()
 			cf.pay = pay
 			ctx := cmd.Context()
+			if isHTTPServer(args[0]) {
+				return a.proxyHTTP(ctx, cf, args[0], host)
+			}
 			tg, err := a.locate(ctx, cf, args[0])
 			if err != nil {
 				return err
@@ -102,3 +112,29 @@ proxy pays within the cap and the daily limits.`,
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// proxyHTTP serves an MCP server over streamable HTTP to the host: signed
+// requests, priced tools paid by quotation.
+func (a *app) proxyHTTP(ctx context.Context, cf clientFlags, server string, host *proxy.Host) error {
+	signer, err := a.httpSigner(cf)
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Transport: &didauth.Transport{Signer: signer}}
+	conn, err := (&mcp.StreamableClientTransport{Endpoint: server, HTTPClient: hc}).Connect(ctx)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", server, err)
+	}
+	remote := newPayingConn(conn, &httpBuyer{url: server, hc: hc, pay: cf.pay, a: a})
+	local, err := (&mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}}).Connect(ctx)
+	if err != nil {
+		remote.Close()
+		return err
+	}
+	a.log.Info("proxy ready", "server", server, "did", signer.DID())
+	if err := proxy.PipeHost(ctx, local, remote, a.log, host); err != nil {
+		return err
+	}
+	a.log.Info("proxy stopped")
+	return nil
+}

@@ -1,0 +1,304 @@
+package quotation
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+
+	"github.com/cvmgo/cvm/internal/mcpmsg"
+	"github.com/cvmgo/cvm/payments"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// maxBody bounds the body the middleware reads.
+const maxBody = 4 << 20
+
+// Capability is the value of experimental.nip10 in an initialize result.
+var Capability = map[string][]string{"auth": {"DIDAuthV1"}, "payment": {"quotation"}}
+
+// HTTP puts a Desk in front of an MCP streamable HTTP endpoint: it is a
+// gateway.HTTPPayments.
+type HTTP struct {
+	Desk *Desk
+	// Caller is the DID the auth middleware verified for the request.
+	Caller func(ctx context.Context) (did string, ok bool)
+}
+
+func (h HTTP) caller(ctx context.Context) string {
+	if h.Caller == nil {
+		return ""
+	}
+	did, _ := h.Caller(ctx)
+	return did
+}
+
+// Middleware answers nip10/quote and nip10/confirm, and lets a priced
+// tools/call through only with a paid quotation for exactly that call,
+// which it spends. Everything else passes unchanged. Its answers are
+// JSON-RPC responses with HTTP 200; a batch holding a priced tools/call is
+// refused with 400 (a batch cannot be paid for call by call).
+func (h HTTP) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			writeHTTPError(w, http.StatusRequestEntityTooLarge, "too_large", "the request body is over the size limit or could not be read")
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '[' {
+			if h.batchHasPaidCall(trimmed) {
+				writeHTTPError(w, http.StatusBadRequest, "batch_paid_call", "a priced tools/call cannot be sent in a batch: send it alone, with its quotation")
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		msg, err := jsonrpc.DecodeMessage(body)
+		req, ok := msg.(*jsonrpc.Request)
+		if err != nil || !ok || !req.IsCall() {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx := r.Context()
+		switch req.Method {
+		case MethodQuote:
+			var p struct {
+				Name      string          `json:"name"`
+				Arguments json.RawMessage `json:"arguments"`
+			}
+			if err := json.Unmarshal(req.Params, &p); err != nil || p.Name == "" {
+				answer(w, req.ID, nil, fmt.Errorf("%w: want {name, arguments}", ErrInvalidInput))
+				return
+			}
+			q, err := h.Desk.Quote(ctx, h.caller(ctx), p.Name, p.Arguments)
+			answer(w, req.ID, q, err)
+		case MethodConfirm:
+			var p struct {
+				ID    string `json:"quotation_id"`
+				Proof string `json:"payment_proof"`
+			}
+			if err := json.Unmarshal(req.Params, &p); err != nil {
+				answer(w, req.ID, nil, fmt.Errorf("%w: want {quotation_id, payment_proof}", ErrInvalidInput))
+				return
+			}
+			err := h.Desk.Confirm(ctx, h.caller(ctx), p.ID, p.Proof)
+			answer(w, req.ID, map[string]string{"status": "confirmed"}, err)
+		case "tools/call":
+			name, args, quotation, err := callParams(req.Params)
+			if errors.Is(err, errAmbiguous) {
+				writeHTTPError(w, http.StatusBadRequest, "ambiguous_params", "tools/call params hold a key that differs from name, arguments or _meta only in case")
+				return
+			}
+			if err != nil {
+				// Not a call of a tool by name: MCP answers it.
+				next.ServeHTTP(w, r)
+				return
+			}
+			price, priced := h.Desk.Priced(name)
+			if !priced {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if quotation == "" {
+				writeResponse(w, &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{
+					Code: CodeQuotationRequired, Message: ErrRequired.Error(),
+					Data: mustJSON(map[string]any{"quote_method": MethodQuote, "confirm_method": MethodConfirm, "meta_key": MetaQuotation, "price": capPrice(price)}),
+				}})
+				return
+			}
+			if err := h.Desk.Spend(ctx, h.caller(ctx), quotation, name, args); err != nil {
+				answer(w, req.ID, nil, err)
+				return
+			}
+			next.ServeHTTP(w, r)
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+func (h HTTP) batchHasPaidCall(body []byte) bool {
+	var msgs []json.RawMessage
+	if json.Unmarshal(body, &msgs) != nil {
+		return false
+	}
+	for _, m := range msgs {
+		var r struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if json.Unmarshal(m, &r) != nil || r.Method != "tools/call" {
+			continue
+		}
+		name, _, _, err := callParams(r.Params)
+		if errors.Is(err, errAmbiguous) {
+			return true
+		}
+		if _, priced := h.Desk.Priced(name); err == nil && priced {
+			return true
+		}
+	}
+	return false
+}
+
+// errAmbiguous is a tools/call whose params hold a key that differs from
+// name, arguments or _meta only in case: JSON decoders disagree on which
+// wins (Go's match keys without regard to case, JavaScript's do not), so
+// the middleware and the upstream could read different tools.
+var errAmbiguous = errors.New("ambiguous params")
+
+// callParams reads a tools/call's name, arguments and quotation id, by
+// exact keys.
+func callParams(params json.RawMessage) (name string, args json.RawMessage, quotation string, err error) {
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(params, &p); err != nil {
+		return "", nil, "", err
+	}
+	for k := range p {
+		for _, known := range []string{"name", "arguments", "_meta"} {
+			if k != known && strings.EqualFold(k, known) {
+				return "", nil, "", errAmbiguous
+			}
+		}
+	}
+	if err := json.Unmarshal(p["name"], &name); err != nil || name == "" {
+		return "", nil, "", fmt.Errorf("tools/call without a name")
+	}
+	var meta map[string]json.RawMessage
+	if raw, ok := p["_meta"]; ok && json.Unmarshal(raw, &meta) != nil {
+		return "", nil, "", fmt.Errorf("tools/call: _meta is not an object")
+	}
+	if raw, ok := meta[MetaQuotation]; ok && json.Unmarshal(raw, &quotation) != nil {
+		return "", nil, "", fmt.Errorf("tools/call: _meta[%q] is not a string", MetaQuotation)
+	}
+	return name, p["arguments"], quotation, nil
+}
+
+func answer(w http.ResponseWriter, id jsonrpc.ID, result any, err error) {
+	if err != nil {
+		writeResponse(w, mcpmsg.ErrorResponse(id, Code(err), "%v", err))
+		return
+	}
+	writeResponse(w, &jsonrpc.Response{ID: id, Result: mustJSON(result)})
+}
+
+func writeResponse(w http.ResponseWriter, resp *jsonrpc.Response) {
+	b, err := jsonrpc.EncodeMessage(resp)
+	if err != nil {
+		writeHTTPError(w, http.StatusInternalServerError, "internal", "could not encode the answer")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+}
+
+func writeHTTPError(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}{code, message})
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only values of this package, which marshal
+	}
+	return b
+}
+
+// Annotate adds experimental.nip10 to an initialize result and each
+// priced tool's price (_meta["nip10/price"]) to a tools/list result. A
+// result it cannot read passes unchanged.
+func (h HTTP) Annotate(method string, result json.RawMessage) json.RawMessage {
+	switch method {
+	case mcpmsg.MethodInitialize:
+		return AddCapability(result)
+	case "tools/list":
+		out, err := h.addPrices(result)
+		if err != nil {
+			return result
+		}
+		return out
+	}
+	return result
+}
+
+// AddCapability adds experimental.nip10 to an initialize result.
+func AddCapability(result json.RawMessage) json.RawMessage {
+	var res map[string]json.RawMessage
+	if json.Unmarshal(result, &res) != nil {
+		return result
+	}
+	var caps map[string]json.RawMessage
+	if json.Unmarshal(res["capabilities"], &caps) != nil || caps == nil {
+		caps = map[string]json.RawMessage{}
+	}
+	var exp map[string]json.RawMessage
+	if json.Unmarshal(caps["experimental"], &exp) != nil || exp == nil {
+		exp = map[string]json.RawMessage{}
+	}
+	exp[CapabilityName] = mustJSON(Capability)
+	caps["experimental"] = mustJSON(exp)
+	res["capabilities"] = mustJSON(caps)
+	return mustJSON(res)
+}
+
+type toolPrice struct {
+	Amount int64  `json:"amount"`
+	Max    int64  `json:"max,omitempty"`
+	Unit   string `json:"unit"`
+}
+
+// capPrice is an announced price as tools carry it: amount, and max for
+// a range.
+func capPrice(c payments.Cap) toolPrice {
+	p := toolPrice{Amount: int64(math.Ceil(c.Low)), Unit: c.Unit}
+	if c.High > c.Low {
+		p.Max = int64(math.Ceil(c.High))
+	}
+	return p
+}
+
+func (h HTTP) addPrices(result json.RawMessage) (json.RawMessage, error) {
+	var res map[string]json.RawMessage
+	if err := json.Unmarshal(result, &res); err != nil {
+		return nil, err
+	}
+	var tools []map[string]json.RawMessage
+	if err := json.Unmarshal(res["tools"], &tools); err != nil {
+		return nil, err
+	}
+	for _, t := range tools {
+		var name string
+		if json.Unmarshal(t["name"], &name) != nil {
+			continue
+		}
+		c, ok := h.Desk.Priced(name)
+		if !ok {
+			continue
+		}
+		var meta map[string]json.RawMessage
+		if json.Unmarshal(t["_meta"], &meta) != nil || meta == nil {
+			meta = map[string]json.RawMessage{}
+		}
+		meta[MetaPrice] = mustJSON(capPrice(c))
+		t["_meta"] = mustJSON(meta)
+	}
+	res["tools"] = mustJSON(tools)
+	return mustJSON(res), nil
+}
