@@ -22,6 +22,11 @@ const nonceSpace = "didauth-nonce"
 // maxNonce bounds a nonce: a UUID is 36 characters; the store keeps each.
 const maxNonce = 128
 
+// DefaultWindow is how far a request's timestamp may be from the
+// verifier's clock, either way, unless Options.Window says otherwise: the
+// seed's and the kit's 300 s.
+const DefaultWindow = 300 * time.Second
+
 // Options configure a Verifier. Zero values take the defaults beside them.
 type Options struct {
 	// Resolver resolves signers' DIDs (default did.NewResolver with its
@@ -33,7 +38,7 @@ type Options struct {
 	// server's durable store.
 	Store durable.Store
 	// Window is the largest difference between a request's timestamp and
-	// now, either way (default 300 s, the kit's maxClockSkew).
+	// now, either way (default DefaultWindow).
 	Window time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -76,7 +81,7 @@ func NewVerifier(opts Options) (*Verifier, error) {
 		opts.Resolver = did.NewResolver(did.ResolverOptions{})
 	}
 	if opts.Window <= 0 {
-		opts.Window = 300 * time.Second
+		opts.Window = DefaultWindow
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -44,6 +44,9 @@ type clientFlags struct {
 	// didKey is a DID key file (0600) to sign HTTP requests with instead
 	// of the Nostr identity.
 	didKey string
+	// authCompat signs HTTP requests the way @nuwa-ai/identity-kit 0.6.0
+	// does, for servers that accept nothing else.
+	authCompat bool
 }
 
 // addRelayFlag adds --relay, shared through the "relays" configuration key
@@ -62,6 +65,7 @@ func (a *app) addClientFlags(cmd *cobra.Command, cf *clientFlags, timeout time.D
 	f.StringVar(&cf.encryption, "encryption", "optional", "encryption: optional, required or disabled")
 	f.DurationVar(&cf.timeout, "timeout", timeout, "how long to wait for each answer (progress notifications restart the clock)")
 	f.StringVar(&cf.didKey, "did-key", "", "for an http(s):// server: sign requests with this DID key file (mode 0600) instead of the identity's did:nostr")
+	f.BoolVar(&cf.authCompat, "auth-compat", false, "for an http(s):// server: sign as @nuwa-ai/identity-kit 0.6.0 does (for servers that take nothing else; nested params and the audience go unsigned)")
 	config.Bind(f, "encryption", "encryption")
 	config.Bind(f, "timeout", "timeout")
 }

@@ -45,6 +45,8 @@ type gatewayFlags struct {
 
 	httpAddr             string
 	noNostr, requireAuth bool
+	authWindow           time.Duration
+	authCompat           bool
 }
 
 func (a *app) gatewayCommand() *cobra.Command {
@@ -137,11 +139,13 @@ it down, answering what is in flight with an error.`,
 	f.StringVar(&gf.httpAddr, "http", "", "also serve MCP streamable HTTP on this address, e.g. 127.0.0.1:8080 (endpoint /mcp)")
 	f.BoolVar(&gf.noNostr, "no-nostr", false, "serve over --http only, not over Nostr")
 	f.BoolVar(&gf.requireAuth, "require-auth", false, "over --http, refuse requests not signed with a DID (401)")
+	f.DurationVar(&gf.authWindow, "auth-window", didauth.DefaultWindow, "over --http, how far a signed request's timestamp may be from now, either way")
+	f.BoolVar(&gf.authCompat, "auth-compat", false, "over --http, also accept @nuwa-ai/identity-kit 0.6.0's DIDAuthV1 headers, which do not cover nested params or an audience (see docs/protocol-compatibility.md)")
 	f.StringArrayVar(&gf.commonTools, "common-tool", nil, "declare a tool as implementing a common schema (repeatable)")
 	f.StringArrayVar(&gf.cats, "category", nil, "a category for the common tools' announcement (repeatable)")
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
 		"session-mode", "env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-rate", "session-burst", "idle-timeout",
-		"announce", "announce-relay", "unannounce-on-exit", "price", "payment-ttl", "common-tool", "category", "http", "no-nostr", "require-auth"} {
+		"announce", "announce-relay", "unannounce-on-exit", "price", "payment-ttl", "common-tool", "category", "http", "no-nostr", "require-auth", "auth-window", "auth-compat"} {
 		config.Bind(f, name, "gateway."+name)
 	}
 	return cmd
@@ -187,6 +191,12 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	}
 	if gf.noNostr && gf.httpAddr == "" {
 		return errors.New("--no-nostr serves over HTTP only: give --http ADDR too")
+	}
+	if (gf.authCompat || gf.authWindow != didauth.DefaultWindow) && gf.httpAddr == "" {
+		return errors.New("--auth-window and --auth-compat are for the HTTP endpoint: give --http ADDR too")
+	}
+	if gf.authWindow <= 0 {
+		return fmt.Errorf("--auth-window %s: give a positive duration, e.g. 5m", gf.authWindow)
 	}
 	if gf.requireAuth && gf.httpAddr == "" {
 		return errors.New("--require-auth is for the HTTP endpoint: give --http ADDR too (over Nostr every request is signed)")
@@ -330,7 +340,7 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		if host, port, err := net.SplitHostPort(gf.httpAddr); err == nil && host != "" && port != "0" {
 			audiences = append(audiences, "http://"+gf.httpAddr+gateway.MCPPath)
 		}
-		auth, err := httpAuth(state, gf.requireAuth, gf.allow, audiences, a.log)
+		auth, err := httpAuth(state, gf, audiences, a.log)
 		if err != nil {
 			return err
 		}

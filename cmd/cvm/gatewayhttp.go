@@ -24,13 +24,16 @@ import (
 // nonces are kept in the gateway's durable store (no replay across a
 // restart), and --allow (keys, npubs, DIDs; did:nostr:<hex> is that key) is
 // enforced with 403. Unsigned requests pass as anonymous unless
-// --require-auth or --allow is given (401).
-func httpAuth(store durable.Store, require bool, allow []string, audiences []string, log *slog.Logger) (func(http.Handler) http.Handler, error) {
+// --require-auth or --allow is given (401). --auth-window bounds the
+// timestamps; --auth-compat also takes the identity kit's headers.
+func httpAuth(store durable.Store, gf gatewayFlags, audiences []string, log *slog.Logger) (func(http.Handler) http.Handler, error) {
 	v, err := didauth.NewVerifier(didauth.Options{
 		Store:       store,
-		RequireAuth: require,
-		Allow:       allow,
+		RequireAuth: gf.requireAuth,
+		Allow:       gf.allow,
 		Audiences:   audiences,
+		Window:      gf.authWindow,
+		Compat:      gf.authCompat,
 		Logger:      log,
 	})
 	if err != nil {

@@ -101,6 +101,8 @@ func TestGatewayCommand_HTTPBadInput(t *testing.T) {
 		{[]string{"gateway", "--require-auth", "--", "true"}, "--require-auth is for the HTTP endpoint"},
 		{[]string{"gateway", "--allow", "did:key:z6Mkabc", "--", "true"}, "can only call over --http"},
 		{[]string{"gateway", "--http", "127.0.0.1:0", "--no-nostr", "--announce", "--", "true"}, "--announce publishes on Nostr"},
+		{[]string{"gateway", "--auth-compat", "--", "true"}, "--auth-window and --auth-compat are for the HTTP endpoint"},
+		{[]string{"gateway", "--http", "127.0.0.1:0", "--auth-window", "0s", "--", "true"}, "--auth-window 0s: give a positive duration"},
 	} {
 		code, out, errOut := c.run(tc.args...)
 		lines := strings.Split(strings.TrimSpace(errOut), "\n")
@@ -108,6 +110,49 @@ func TestGatewayCommand_HTTPBadInput(t *testing.T) {
 		if code != exitLocal || out != "" || !strings.Contains(last, tc.want) {
 			t.Errorf("%v: code %d, stdout %q, stderr %q; want 2 and %q", tc.args, code, out, errOut, tc.want)
 		}
+	}
+}
+
+// --auth-compat takes the identity kit's headers, which a default gateway
+// refuses (they sign neither nested params nor an audience); cvm call
+// --auth-compat makes them.
+func TestGatewayCommand_HTTPAuthCompat(t *testing.T) {
+	alice := nostr.Generate()
+	c := newCLI(t)
+	start := func(extra ...string) gatewayHTTPReady {
+		args := append([]string{"gateway", "--http", "127.0.0.1:0", "--no-nostr", "--require-auth"}, extra...)
+		p := startCVM(t, c, append(args, "--", demoServerBinary)...)
+		t.Cleanup(func() { p.stop(t, syscall.SIGTERM) })
+		var ready gatewayHTTPReady
+		p.readyLine(t, &ready)
+		return ready
+	}
+	strict, compat := start(), start("--auth-compat", "--auth-window", "10m", "--data", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	connect := func(url string) error {
+		hc := &http.Client{Transport: &didauth.Transport{Signer: did.NostrSigner(alice), Mode: didauth.Compat}}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+		if err == nil {
+			cs.Close()
+		}
+		return err
+	}
+	if err := connect(compat.HTTP); err != nil {
+		t.Fatalf("kit headers on --auth-compat: %v", err)
+	}
+	if err := connect(strict.HTTP); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
+		t.Fatalf("kit headers on a default gateway: %v, want 401", err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if code, _, errOut := c.run("keygen", "--out", keyFile); code != 0 {
+		t.Fatalf("keygen: %s", errOut)
+	}
+	if code, out, errOut := c.run("call", compat.HTTP, "add", "a=1", "b=2", "--key", keyFile, "--auth-compat"); code != 0 || out != `{"sum":3}`+"\n" {
+		t.Fatalf("cvm call --auth-compat: %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut := c.run("call", strict.HTTP, "add", "a=1", "b=2", "--key", keyFile, "--auth-compat"); code == 0 || !strings.Contains(errOut, "401") && !strings.Contains(errOut, "Unauthorized") {
+		t.Fatalf("cvm call --auth-compat on a default gateway: %d %q", code, errOut)
 	}
 }
 

@@ -44,17 +44,31 @@ func (a *app) httpSigner(cf clientFlags) (did.Signer, error) {
 	return did.NostrSigner(id.secret), nil
 }
 
+// httpClient is the HTTP client of an http(s):// server: every request
+// signed with DIDAuthV1 as httpSigner, in the kit's format with
+// --auth-compat.
+func (a *app) httpClient(cf clientFlags) (*http.Client, did.Signer, error) {
+	signer, err := a.httpSigner(cf)
+	if err != nil {
+		return nil, nil, err
+	}
+	mode := didauth.Strict
+	if cf.authCompat {
+		mode = didauth.Compat
+	}
+	return &http.Client{Transport: &didauth.Transport{Signer: signer, Mode: mode}}, signer, nil
+}
+
 // dialHTTP connects to an MCP server over streamable HTTP, every request
 // signed with DIDAuthV1.
 func (a *app) dialHTTP(ctx context.Context, cf clientFlags, server string, do dialOptions) (*oneShot, error) {
 	if do.stream {
 		return nil, errors.New("--stream reads a ContextVM open stream (CEP-41), which MCP over HTTP does not have; call it without --stream")
 	}
-	signer, err := a.httpSigner(cf)
+	hc, signer, err := a.httpClient(cf)
 	if err != nil {
 		return nil, err
 	}
-	hc := &http.Client{Transport: &didauth.Transport{Signer: signer}}
 	var copts mcp.ClientOptions
 	if do.client != nil {
 		copts = *do.client

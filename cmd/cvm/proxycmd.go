@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
-	"github.com/cvmgo/cvm/didauth"
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/proxy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -116,11 +114,10 @@ func (nopWriteCloser) Close() error { return nil }
 // proxyHTTP serves an MCP server over streamable HTTP to the host: signed
 // requests, priced tools paid by quotation.
 func (a *app) proxyHTTP(ctx context.Context, cf clientFlags, server string, host *proxy.Host) error {
-	signer, err := a.httpSigner(cf)
+	hc, signer, err := a.httpClient(cf)
 	if err != nil {
 		return err
 	}
-	hc := &http.Client{Transport: &didauth.Transport{Signer: signer}}
 	conn, err := (&mcp.StreamableClientTransport{Endpoint: server, HTTPClient: hc}).Connect(ctx)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", server, err)
