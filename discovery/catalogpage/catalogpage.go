@@ -309,6 +309,12 @@ func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
 		webui.WriteError(w, http.StatusInternalServerError, "internal", "streaming is not supported here")
 		return
 	}
+	// The channel is taken before the stream opens: a change made once the
+	// page sees the stream open is never missed.
+	p.mu.Lock()
+	ch := p.changed
+	p.mu.Unlock()
+	var v uint64
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	io.WriteString(w, "retry: 2000\n\n")
@@ -316,9 +322,6 @@ func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
 	keepalive := time.NewTicker(25 * time.Second)
 	defer keepalive.Stop()
 	for {
-		p.mu.Lock()
-		ch, v := p.changed, p.version
-		p.mu.Unlock()
 		select {
 		case <-r.Context().Done():
 			return
@@ -327,7 +330,10 @@ func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
 		case <-keepalive.C:
 			io.WriteString(w, ": keepalive\n\n")
 		case <-ch:
-			fmt.Fprintf(w, "event: changed\ndata: %d\n\n", v+1)
+			p.mu.Lock()
+			ch, v = p.changed, p.version
+			p.mu.Unlock()
+			fmt.Fprintf(w, "event: changed\ndata: %d\n\n", v)
 		}
 		fl.Flush()
 	}
