@@ -180,6 +180,7 @@ func TestRoomPage_PeopleChatCallToolsSafely(t *testing.T) {
 	if m["format"] != "markdown" {
 		t.Errorf("carol got %v, want format markdown", m)
 	}
+	alice.Do("scroll to the newest", chromedp.Evaluate[chromedp.Void](`document.getElementById("log").scrollTop = 1e9`))
 	alice.Shot("05-chat")
 	bob.Shot("05-chat-375px")
 
