@@ -43,6 +43,23 @@ import (
 //go:embed assets
 var assets embed.FS
 
+// Codes of the JSON errors of the catalog's API (listed in
+// docs/error-codes.md), besides webui's.
+const (
+	CodeBadRequest     = "bad_request"      // 400: a malformed call, public key or JSON body
+	CodeBadFilter      = "bad_filter"       // 400: a filter of /api/servers does not parse
+	CodeCrossOrigin    = "cross_origin"     // 403: a call not from this catalog's own page (Origin, Referer, Sec-Fetch-Site)
+	CodeBadPageToken   = "bad_page_token"   // 403: a call without the page's token, or with a forged one
+	CodeBadContentType = "bad_content_type" // 415: a call not sent as application/json (a form's encodings)
+	CodeTryItDisabled  = "try_it_disabled"  // 404: this catalog makes no calls
+	CodeUnknownServer  = "unknown_server"   // 404: the server is not in the catalog
+	CodeUnknownTool    = "unknown_tool"     // 404: the server announces no such tool
+	CodeNoPicture      = "no_picture"       // 404: no picture cvm fetched and would show
+	CodeConfirmPayment = "confirm_payment"  // 402: a priced tool; the body has the price and a quote to confirm
+	CodeBadQuote       = "bad_quote"        // 409: the quote is unknown, used, expired or for another call or price
+	CodeUnpayablePrice = "unpayable_price"  // 409: the announced price cannot be paid (unknown or unbounded)
+)
+
 // CallRequest is one "try it" call.
 type CallRequest struct {
 	Server    nostr.PubKey
@@ -161,7 +178,7 @@ func New(opts Options) (*Page, error) {
 	m.HandleFunc("GET /api/picture/{pubkey}", p.servePicture)
 	m.HandleFunc("POST /api/call", p.serveCall)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		webui.WriteError(w, http.StatusNotFound, "not_found", "no endpoint "+r.Method+" "+r.URL.Path+"; the page is at /")
+		webui.WriteError(w, http.StatusNotFound, webui.CodeNotFound, "no endpoint "+r.Method+" "+r.URL.Path+"; the page is at /")
 	})
 	p.mux = m
 	return p, nil
@@ -171,7 +188,7 @@ func New(opts Options) (*Page, error) {
 func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	webui.SetHeaders(w.Header())
 	if !webui.HostAllowed(r.Host, p.opts.AllowedHosts) {
-		webui.WriteError(w, http.StatusMisdirectedRequest, "bad_host",
+		webui.WriteError(w, http.StatusMisdirectedRequest, webui.CodeBadHost,
 			"Host "+r.Host+" is not this server; open the page at its loopback address")
 		return
 	}
@@ -274,7 +291,7 @@ func matchText(s discovery.Server, text string) bool {
 func (p *Page) serveServers(w http.ResponseWriter, r *http.Request) {
 	f, text, err := filterFrom(r.URL.Query())
 	if err != nil {
-		webui.WriteError(w, http.StatusBadRequest, "bad_filter", err.Error())
+		webui.WriteError(w, http.StatusBadRequest, CodeBadFilter, err.Error())
 		return
 	}
 	p.mu.Lock()
@@ -306,7 +323,7 @@ func (p *Page) serveServers(w http.ResponseWriter, r *http.Request) {
 func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
-		webui.WriteError(w, http.StatusInternalServerError, "internal", "streaming is not supported here")
+		webui.WriteError(w, http.StatusInternalServerError, webui.CodeInternal, "streaming is not supported here")
 		return
 	}
 	// The channel is taken before the stream opens: a change made once the
@@ -356,13 +373,13 @@ var pictureTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"
 func (p *Page) servePicture(w http.ResponseWriter, r *http.Request) {
 	pk, err := nostr.PubKeyFromHex(r.PathValue("pubkey"))
 	if err != nil {
-		webui.WriteError(w, http.StatusBadRequest, "bad_request", "want a server's public key in hex")
+		webui.WriteError(w, http.StatusBadRequest, CodeBadRequest, "want a server's public key in hex")
 		return
 	}
 	s, ok := p.opts.Catalog.Server(pk)
 	src := pictureURL(s.Picture)
 	if !ok || src == "" {
-		webui.WriteError(w, http.StatusNotFound, "no_picture", "this server announces no picture cvm can fetch")
+		webui.WriteError(w, http.StatusNotFound, CodeNoPicture, "this server announces no picture cvm can fetch")
 		return
 	}
 	p.mu.Lock()
@@ -378,7 +395,7 @@ func (p *Page) servePicture(w http.ResponseWriter, r *http.Request) {
 		p.mu.Unlock()
 	}
 	if pic.data == nil {
-		webui.WriteError(w, http.StatusNotFound, "no_picture", "the server's picture is not a PNG, JPEG, GIF or WebP image of at most "+strconv.FormatInt(p.opts.MaxPictureBytes, 10)+" bytes, or could not be fetched")
+		webui.WriteError(w, http.StatusNotFound, CodeNoPicture, "the server's picture is not a PNG, JPEG, GIF or WebP image of at most "+strconv.FormatInt(p.opts.MaxPictureBytes, 10)+" bytes, or could not be fetched")
 		return
 	}
 	w.Header().Set("Content-Type", pic.ctype)
@@ -433,41 +450,41 @@ type callBody struct {
 // to confirm.
 func (p *Page) serveCall(w http.ResponseWriter, r *http.Request) {
 	if p.opts.Caller == nil {
-		webui.WriteError(w, http.StatusNotFound, "try_it_disabled", "this catalog does not call tools")
+		webui.WriteError(w, http.StatusNotFound, CodeTryItDisabled, "this catalog does not call tools")
 		return
 	}
 	if !webui.SameOrigin(r) {
-		webui.WriteError(w, http.StatusForbidden, "cross_origin", "calls are accepted from this catalog's own page only")
+		webui.WriteError(w, http.StatusForbidden, CodeCrossOrigin, "calls are accepted from this catalog's own page only")
 		return
 	}
 	if !p.tokenValid(r.Header.Get(tokenHeader)) {
-		webui.WriteError(w, http.StatusForbidden, "bad_page_token", "the page token is missing or wrong; reload the page")
+		webui.WriteError(w, http.StatusForbidden, CodeBadPageToken, "the page token is missing or wrong; reload the page")
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		webui.WriteError(w, http.StatusUnsupportedMediaType, "bad_content_type", "send the call as application/json")
+		webui.WriteError(w, http.StatusUnsupportedMediaType, CodeBadContentType, "send the call as application/json")
 		return
 	}
 	var body callBody
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxCallBody))
 	dec.UseNumber()
 	if err := dec.Decode(&body); err != nil {
-		webui.WriteError(w, http.StatusBadRequest, "bad_request", "the call is not valid JSON: "+err.Error())
+		webui.WriteError(w, http.StatusBadRequest, CodeBadRequest, "the call is not valid JSON: "+err.Error())
 		return
 	}
 	pk, err := nostr.PubKeyFromHex(body.Server)
 	if err != nil {
-		webui.WriteError(w, http.StatusBadRequest, "bad_request", "server must be a public key in hex")
+		webui.WriteError(w, http.StatusBadRequest, CodeBadRequest, "server must be a public key in hex")
 		return
 	}
 	s, ok := p.opts.Catalog.Server(pk)
 	if !ok {
-		webui.WriteError(w, http.StatusNotFound, "unknown_server", "this server is not in the catalog (any more)")
+		webui.WriteError(w, http.StatusNotFound, CodeUnknownServer, "this server is not in the catalog (any more)")
 		return
 	}
 	i := slices.IndexFunc(s.Tools, func(t discovery.Tool) bool { return t.Name == body.Tool })
 	if i < 0 {
-		webui.WriteError(w, http.StatusNotFound, "unknown_tool", "the server announces no tool "+strconv.Quote(body.Tool))
+		webui.WriteError(w, http.StatusNotFound, CodeUnknownTool, "the server announces no tool "+strconv.Quote(body.Tool))
 		return
 	}
 	if body.Arguments == nil {
@@ -478,7 +495,7 @@ func (p *Page) serveCall(w http.ResponseWriter, r *http.Request) {
 	if tool.Price != nil {
 		amount, unit, err := priceToPay(tool.Price)
 		if err != nil {
-			webui.WriteError(w, http.StatusConflict, "unpayable_price", err.Error())
+			webui.WriteError(w, http.StatusConflict, CodeUnpayablePrice, err.Error())
 			return
 		}
 		key := quoteKey(pk, tool.Name, body.Arguments)
@@ -486,13 +503,13 @@ func (p *Page) serveCall(w http.ResponseWriter, r *http.Request) {
 			id := p.newQuote(key, amount, unit)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusPaymentRequired)
-			json.NewEncoder(w).Encode(map[string]any{"code": "confirm_payment", "quote": id, "amount": amount, "unit": unit,
+			json.NewEncoder(w).Encode(map[string]any{"code": CodeConfirmPayment, "quote": id, "amount": amount, "unit": unit,
 				"price": tool.Price, "budget": p.opts.Budget,
 				"error": fmt.Sprintf("%s costs up to %d %s a call: confirm to pay", tool.Name, amount, unit)})
 			return
 		}
 		if !p.takeQuote(body.Quote, key, amount, unit) {
-			webui.WriteError(w, http.StatusConflict, "bad_quote", "the confirmation is unknown, used, expired, or for another call or price; confirm again")
+			webui.WriteError(w, http.StatusConflict, CodeBadQuote, "the confirmation is unknown, used, expired, or for another call or price; confirm again")
 			return
 		}
 		req.MaxPay, req.Unit = amount, unit

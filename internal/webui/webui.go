@@ -15,6 +15,15 @@ import (
 //go:embed assets
 var shared embed.FS
 
+// Codes of the JSON errors the pages' servers answer with (listed in
+// docs/error-codes.md).
+const (
+	CodeBadHost          = "bad_host"           // 421: the Host header names another server
+	CodeNotFound         = "not_found"          // 404: no such page or endpoint
+	CodeMethodNotAllowed = "method_not_allowed" // 405
+	CodeInternal         = "internal"           // 500
+)
+
 // CSP is the Content-Security-Policy of every page: scripts, styles and
 // connections from cvm's own origin only, images from it or data: URLs
 // (tool results carry images inline), no frames, no plugins, forms posting
@@ -54,14 +63,14 @@ func NewPages(page fs.FS) *Pages {
 func (p *Pages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	SetHeaders(w.Header())
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", "pages are read with GET")
+		WriteError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "pages are read with GET")
 		return
 	}
 	name := "index.html"
 	if r.URL.Path != "/" {
 		n, ok := strings.CutPrefix(r.URL.Path, "/ui/")
 		if !ok || !fs.ValidPath(n) || strings.Contains(n, "/") || n == "index.html" {
-			WriteError(w, http.StatusNotFound, "not_found", "no page at "+r.URL.Path+"; the page is at /")
+			WriteError(w, http.StatusNotFound, CodeNotFound, "no page at "+r.URL.Path+"; the page is at /")
 			return
 		}
 		name = n
@@ -89,7 +98,7 @@ func (p *Pages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	WriteError(w, http.StatusNotFound, "not_found", "no file "+r.URL.Path)
+	WriteError(w, http.StatusNotFound, CodeNotFound, "no file "+r.URL.Path)
 }
 
 // WriteError answers a refused request with the JSON body used across cvm:
@@ -133,7 +142,7 @@ func HostAllowed(host string, extra []string) bool {
 func CheckHost(next http.Handler, extra []string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !HostAllowed(r.Host, extra) {
-			WriteError(w, http.StatusMisdirectedRequest, "bad_host",
+			WriteError(w, http.StatusMisdirectedRequest, CodeBadHost,
 				"Host "+r.Host+" is not this server; open the page at its loopback address, or allow the name with --allow-host")
 			return
 		}
