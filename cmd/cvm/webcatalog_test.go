@@ -181,6 +181,19 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 	if got := browsertest.Eval[string](visitor, `[typeof window.pwned, typeof window.pwned2, document.querySelectorAll("#try script, #try b").length].join(",")`); got != "undefined,undefined,0" {
 		t.Errorf("hostile tool output had effects: %s", got)
 	}
+	// An image (a data: URL, which the CSP allows) and structured content
+	// from an enum in the form.
+	visitor.Do("try get-tiny-image", chromedp.Click(tryBtn(evReady.Pubkey, "get-tiny-image")))
+	visitor.WaitFor("its form", `!!document.querySelector("#try-form button[type=submit]") && document.querySelector("#try-form strong").textContent === "get-tiny-image"`)
+	visitor.Do("call it", chromedp.Click(`#try-form button[type=submit]`))
+	visitor.WaitFor("the image shown", `(() => { const i = document.querySelector('#try-form .result img[src^="data:image/png;base64,"]'); return i && i.complete && i.naturalWidth > 0; })()`)
+	visitor.Shot("04b-image")
+	visitor.Do("try get-structured-content", chromedp.Click(tryBtn(evReady.Pubkey, "get-structured-content")))
+	visitor.WaitFor("its enum", `!!document.querySelector("#try-form select[name=location]")`)
+	visitor.Do("choose Chicago", chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector("#try-form select[name=location]");
+	  s.value = [...s.options].find(o => o.textContent === '"Chicago"').value; })()`), chromedp.Click(`#try-form button[type=submit]`))
+	visitor.WaitFor("structured content", `(document.querySelector("#try-form .structured") || {}).textContent?.includes("temperature")`)
+	visitor.Shot("04c-structured")
 	// Progress while it runs, then the result.
 	visitor.Do("try a long operation", chromedp.Click(tryBtn(evReady.Pubkey, "trigger-long-running-operation")))
 	visitor.WaitFor("its form", `!!document.querySelector("#try-form input[name=duration]")`)
