@@ -285,6 +285,10 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 	phone.WaitFor("the filtered list", serverCount(1)+` && document.getElementById("f-category").value === "math"`)
 	phone.CheckAccessible("catalog at 375 px")
 	phone.Shot("09-375px")
+	phone.Do("the whole catalog", chromedp.Click("#f-clear"))
+	phone.WaitFor("every server, the hostile one too", serverCount(3))
+	phone.CheckAccessible("the whole catalog at 375 px")
+	phone.Shot("09b-375px-all")
 
 	// cvm unannounce: the page drops the server.
 	if code, out, errOut := c.run("unannounce", "--key", evKey, "--relay", r.URL); code != 0 || !strings.Contains(out, "announcement") {
