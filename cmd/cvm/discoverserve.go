@@ -28,15 +28,17 @@ func (a *app) serveCatalog(ctx context.Context, pool *nostrx.Pool, catalog *disc
 		return err
 	}
 	defer paid.Close()
-	budget := ""
+	budget, maxPerCall := "", int64(0)
 	if pay.Budget != nil && len(pay.Handlers) > 0 {
 		caller.pay = pay
+		maxPerCall = pay.Budget.PerCall
 		budget = fmt.Sprintf("at most %d sats a call", pay.Budget.PerCall)
 		if pay.Budget.PerDay > 0 {
 			budget += fmt.Sprintf(", %d a day", pay.Budget.PerDay)
 		}
 	}
-	page, err := catalogpage.New(catalogpage.Options{Catalog: catalog, Caller: caller, AllowedHosts: df.allowHosts, Budget: budget, Logger: a.log})
+	page, err := catalogpage.New(catalogpage.Options{Catalog: catalog, Caller: caller, AllowedHosts: df.allowHosts,
+		Budget: budget, MaxPerCall: maxPerCall, BudgetUnit: "sats", Logger: a.log})
 	if err != nil {
 		return err
 	}

@@ -57,6 +57,7 @@ const (
 	CodeNoPicture      = "no_picture"       // 404: no picture cvm fetched and would show
 	CodeConfirmPayment = "confirm_payment"  // 402: a priced tool; the body has the price and a quote to confirm
 	CodeBadQuote       = "bad_quote"        // 409: the quote is unknown, used, expired or for another call or price
+	CodeOverBudget     = "over_budget"      // 409: the price is more than the operator's budget allows per call
 	CodeUnpayablePrice = "unpayable_price"  // 409: the announced price cannot be paid (unknown or unbounded)
 )
 
@@ -100,7 +101,13 @@ type Options struct {
 	// Budget describes, for the person, what the operator's budget allows
 	// (e.g. "at most 50 sats a call"); "" when no payments are possible.
 	Budget string
-	Logger *slog.Logger
+	// MaxPerCall and BudgetUnit are the budget's cap on one call: a priced
+	// tool over it, or in another unit, is refused before any quote (the
+	// client's budget would refuse to pay it anyway). MaxPerCall 0: no
+	// payments at all.
+	MaxPerCall int64
+	BudgetUnit string
+	Logger     *slog.Logger
 }
 
 // Page is the catalog page's HTTP handler. Call Notify when the catalog
@@ -496,6 +503,14 @@ func (p *Page) serveCall(w http.ResponseWriter, r *http.Request) {
 		amount, unit, err := priceToPay(tool.Price)
 		if err != nil {
 			webui.WriteError(w, http.StatusConflict, CodeUnpayablePrice, err.Error())
+			return
+		}
+		if amount > p.opts.MaxPerCall || unit != p.opts.BudgetUnit {
+			msg := fmt.Sprintf("%s costs up to %d %s a call, and this catalog pays nothing", tool.Name, amount, unit)
+			if p.opts.MaxPerCall > 0 {
+				msg = fmt.Sprintf("%s costs up to %d %s a call, more than the operator's budget allows (%s)", tool.Name, amount, unit, p.opts.Budget)
+			}
+			webui.WriteError(w, http.StatusConflict, CodeOverBudget, msg)
 			return
 		}
 		key := quoteKey(pk, tool.Name, body.Arguments)

@@ -62,7 +62,8 @@ func newTestPage(t *testing.T, picture string) (*Page, *fakeCaller, nostr.PubKey
 	sk := nostr.Generate()
 	announce(t, c, sk, picture, nostr.Tags{{"cap", "tool:add", "3", "sats"}})
 	fc := &fakeCaller{}
-	p, err := New(Options{Catalog: c, Caller: fc, Logger: slog.New(slog.DiscardHandler), MaxPictureBytes: 1000})
+	p, err := New(Options{Catalog: c, Caller: fc, Logger: slog.New(slog.DiscardHandler), MaxPictureBytes: 1000,
+		Budget: "at most 5 sats a call", MaxPerCall: 5, BudgetUnit: "sats"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +125,26 @@ func TestCall_PricedNeedsItsOwnSingleUseQuote(t *testing.T) {
 	status, _ = post(t, srv, tok, `{"server":"`+pk.Hex()+`","tool":"free"}`, nil)
 	if status != 200 || fc.n() != 2 || fc.calls[1].MaxPay != 0 {
 		t.Fatalf("free call: %d %+v", status, fc.calls)
+	}
+}
+
+func TestCall_OverBudgetIsRefusedBeforeAnyQuote(t *testing.T) {
+	for _, max := range []int64{0, 2} {
+		c := discovery.NewCatalog()
+		sk := nostr.Generate()
+		announce(t, c, sk, "", nostr.Tags{{"cap", "tool:add", "3", "sats"}})
+		fc := &fakeCaller{}
+		p, err := New(Options{Catalog: c, Caller: fc, Logger: slog.New(slog.DiscardHandler), MaxPerCall: max, BudgetUnit: "sats", Budget: "at most 2 sats a call"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(p)
+		status, body := post(t, srv, p.pageToken(), `{"server":"`+sk.Public().Hex()+`","tool":"add"}`, nil)
+		srv.Close()
+		p.Close()
+		if status != http.StatusConflict || !strings.Contains(body, CodeOverBudget) || strings.Contains(body, "quote") || fc.n() != 0 {
+			t.Errorf("max %d: %d %s", max, status, body)
+		}
 	}
 }
 
