@@ -214,6 +214,13 @@ func TestRoomPage_PeopleChatCallToolsSafely(t *testing.T) {
 	alice.WaitFor("the get-sum form", `!!document.querySelector("#tool-call input[name=a][type=number]")`)
 	alice.Do("call get-sum", chromedp.SetValue(`#tool-call input[name=a]`, "2"), chromedp.SetValue(`#tool-call input[name=b]`, "40"), chromedp.Click(`#tool-call button[type=submit]`))
 	alice.WaitFor("get-sum's result", `document.querySelector("#tool-call .result").textContent.includes("The sum of 2 and 40 is 42")`)
+	// Progress while a long tool runs.
+	alice.Do("choose the long operation", chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll("#tools .tool-list button")].find(b => b.textContent === "trigger-long-running-operation").click()`))
+	alice.WaitFor("its form", `!!document.querySelector("#tool-call input[name=duration]")`)
+	alice.Do("run it", chromedp.SetValue(`#tool-call input[name=duration]`, "2"), chromedp.SetValue(`#tool-call input[name=steps]`, "4"), chromedp.Click(`#tool-call button[type=submit]`))
+	alice.WaitFor("progress", `document.querySelector("#tool-call .result").textContent.includes("Running")`)
+	alice.Shot("08b-progress")
+	alice.WaitFor("its result", `document.querySelector("#tool-call .result").textContent.includes("Done.")`)
 	alice.Do("list the page's own tools from bob", chromedp.Click(`#participants li[data-id="bob"] button`))
 	bob.WaitFor("nothing", `true`)
 	alice.WaitFor("bob has no tools", `document.getElementById("tools").textContent.includes("bob offers no tools")`)
