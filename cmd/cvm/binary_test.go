@@ -16,6 +16,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/internal/browsertest"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"go.uber.org/goleak"
 )
@@ -23,6 +24,10 @@ import (
 // cvmBinary is built once by TestMain; end-to-end tests drive it as users
 // do. demoServerBinary is the stdio demo server, an upstream for gateways.
 var cvmBinary, demoServerBinary string
+
+// browser is the one Chromium of this package's page tests, started by the
+// first of them and closed by TestMain.
+var browser browsertest.Browser
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "cvm-bin-")
@@ -41,6 +46,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	browser.Close()
 	if code == 0 {
 		// goleak.VerifyTestMain would exit before the binaries are removed.
 		if err := goleak.Find(); err != nil {

@@ -27,6 +27,10 @@ type discoverFlags struct {
 	encrypted, watch       bool
 	verbose, schemas       bool
 	timeout                time.Duration
+	// --serve: the catalog page (discoverserve.go).
+	serve, key string
+	allowHosts []string
+	pay        payFlags
 }
 
 func (a *app) discoverCommand() *cobra.Command {
@@ -50,7 +54,16 @@ explains, on stderr, every announcement that was skipped and why.
 announcement is marked ["k","io.contextvm/common-schema"], by hash, with the
 tool's name, how many servers claim each and how many of those claims are
 verified (the tool's own schemas hash to it). --json prints an array of
-{"hash","tool","claimed","verified","categories"}.`,
+{"hash","tool","claimed","verified","categories"}.
+
+--serve ADDR serves the catalog as a web page (e.g. --serve 127.0.0.1:8088;
+a JSON ready line gives its URL) and keeps it current until interrupted.
+Filters are set on the page and kept in its URL. "Try it" calls a tool with
+this cvm's client identity (--key, else the configured one); a priced tool
+is called only after the person confirms the price on the page, and paid
+only within --max-sats and the daily limits, from the wallet of
+--wallet-file or $CVM_WALLET. The page answers only requests naming a
+loopback host (or --allow-host) and calls only for its own pages.`,
 		Example: `  cvm discover
   cvm discover --schema 7c61a439f006… --max-price 10
   cvm discover --json --watch --relay wss://relay.example.com
@@ -70,6 +83,10 @@ verified (the tool's own schemas hash to it). --json prints an array of
 	f.BoolVar(&df.watch, "watch", false, "keep following announcements until interrupted")
 	f.BoolVarP(&df.verbose, "verbose", "v", false, "say on stderr which announcements were skipped and why")
 	f.DurationVar(&df.timeout, "timeout", 10*time.Second, "how long to wait for the relays to answer")
+	f.StringVar(&df.serve, "serve", "", "serve the catalog as a web page on this address (e.g. 127.0.0.1:8088) until interrupted")
+	f.StringVar(&df.key, "key", "", "with --serve: secret key file of the identity \"try it\" calls with (default: the configured identity)")
+	f.StringSliceVar(&df.allowHosts, "allow-host", nil, "with --serve: host names besides loopback ones the page answers to (patterns like *.example.com)")
+	a.addPayFlags(cmd, &df.pay, false)
 	config.Bind(f, "timeout", "timeout")
 	return cmd
 }
@@ -101,6 +118,20 @@ func (a *app) runDiscover(cmd *cobra.Command, df discoverFlags) error {
 
 	if df.schemas {
 		return a.listSchemas(ctx, pool, df)
+	}
+	if df.serve != "" {
+		if df.watch || df.tool != "" || df.schema != "" || df.category != "" || df.encrypted || cmd.Flags().Changed("max-price") {
+			return errors.New("--serve shows the whole catalog, filtered on the page: it takes no --watch or filter flags")
+		}
+		stop := a.spinner("asking " + strings.Join(pool.Relays(), ", "))
+		qctx, cancel := context.WithTimeout(ctx, df.timeout)
+		catalog, err := discovery.Fetch(qctx, pool, discovery.Filter{})
+		cancel()
+		stop()
+		if err != nil {
+			return noRelay(df.relays, df.timeout, err)
+		}
+		return a.serveCatalog(ctx, pool, catalog, df)
 	}
 	stop := a.spinner("asking " + strings.Join(pool.Relays(), ", "))
 	qctx, cancel := context.WithTimeout(ctx, df.timeout)

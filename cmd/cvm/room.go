@@ -11,6 +11,7 @@ import (
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/cvmgo/cvm/mcpx/history"
 	"github.com/cvmgo/cvm/mcpx/room"
+	"github.com/cvmgo/cvm/mcpx/roompage"
 	"github.com/spf13/cobra"
 )
 
@@ -57,7 +58,8 @@ func (a *app) roomServeCommand() *cobra.Command {
 		Short: "Run an MCPx v0 gateway",
 		Long: `Run an MCPx v0 gateway: WebSocket rooms at /v0/ws?topic=NAME, the REST helpers
 (/v0/topics, /v0/topics/{topic}/participants, /v0/topics/{topic}/history),
-/healthz and /metrics. History and the token signing keys live in --data.
+/healthz and /metrics, and a page for people at / (open the REST URL in a
+browser: join with a topic and a token, chat, call participants' tools). History and the token signing keys live in --data.
 
 With --nats URL the gateway is one node of several sharing that NATS server
 (with JetStream: nats-server -js): history, seq, delivery, the roster and
@@ -104,6 +106,7 @@ exits.`,
 				opts.History = store
 			}
 			opts.Compat, opts.Visibility = room.Compat(compat), room.Visibility(visibility)
+			opts.Page = roompage.Handler(opts.AllowedOrigins)
 			s, err := room.Start(listen, opts)
 			if err != nil {
 				return err
@@ -116,9 +119,10 @@ exits.`,
 				Data       string `json:"data"`
 				Compat     string `json:"compat"`
 				Visibility string `json:"visibility"`
+				Page       string `json:"page"`
 				NATS       string `json:"nats,omitempty"`
 				Node       string `json:"node,omitempty"`
-			}{true, s.WSURL, s.URL, s.URL + "/metrics", dir, compat, visibility, natsURL, ""}
+			}{true, s.WSURL, s.URL, s.URL + "/metrics", dir, compat, visibility, s.URL + "/", natsURL, ""}
 			if opts.Cluster != nil {
 				ready.Node = opts.Cluster.Node()
 			}

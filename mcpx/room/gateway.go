@@ -98,6 +98,10 @@ type Options struct {
 	// always allowed.
 	AllowedOrigins []string
 
+	// Page, when set, is the browser page served at "/" and its files
+	// under /ui/ (cvm room serve sets roompage.Handler).
+	Page http.Handler
+
 	MaxFrameBytes   int64 // largest envelope accepted (default 1 MiB)
 	MaxParticipants int   // per topic (default 200)
 	// SendQueueFrames and SendQueueBytes bound each connection's outbound
@@ -242,6 +246,10 @@ func (g *Gateway) routes() {
 	m.HandleFunc("GET /v0/topics/{topic}/history", g.serveHistory)
 	m.HandleFunc("GET /healthz", g.serveHealth)
 	m.Handle("GET /metrics", g.metrics.handler())
+	if g.opts.Page != nil {
+		m.Handle("GET /{$}", g.opts.Page)
+		m.Handle("GET /ui/", g.opts.Page)
+	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, mcpx.CodeNotFound, fmt.Sprintf("no endpoint %s %s; see GET /v0/ws, /v0/topics, /healthz, /metrics", r.Method, r.URL.Path))
 	})

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/discovery"
+	"github.com/cvmgo/cvm/discovery/catalogpage"
+	"github.com/cvmgo/cvm/internal/httpserve"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// tryItTimeout bounds each answer of a "try it" call (progress restarts
+// the clock).
+const tryItTimeout = 2 * time.Minute
+
+// serveCatalog is cvm discover --serve: the catalog page, kept current by
+// watching the relays, until ctx ends.
+func (a *app) serveCatalog(ctx context.Context, pool *nostrx.Pool, catalog *discovery.Catalog, df discoverFlags) error {
+	caller := &catalogCaller{a: a, cf: clientFlags{relays: df.relays, key: df.key, encryption: "optional", timeout: tryItTimeout}}
+	pay, paid, err := a.payOptions(df.pay, nil)
+	if err != nil {
+		return err
+	}
+	defer paid.Close()
+	budget, maxPerCall := "", int64(0)
+	if pay.Budget != nil && len(pay.Handlers) > 0 {
+		caller.pay = pay
+		maxPerCall = pay.Budget.PerCall
+		budget = fmt.Sprintf("at most %d sats a call", pay.Budget.PerCall)
+		if pay.Budget.PerDay > 0 {
+			budget += fmt.Sprintf(", %d a day", pay.Budget.PerDay)
+		}
+	}
+	page, err := catalogpage.New(catalogpage.Options{Catalog: catalog, Caller: caller, AllowedHosts: df.allowHosts,
+		Budget: budget, MaxPerCall: maxPerCall, BudgetUnit: "sats", Logger: a.log})
+	if err != nil {
+		return err
+	}
+	defer page.Close()
+	hs, err := httpserve.Listen(df.serve, page, nil)
+	if err != nil {
+		return fmt.Errorf("--serve %s: %w", df.serve, err)
+	}
+	url := "http://" + hs.Addr.String() + "/"
+	if err := a.printJSON(struct {
+		Ready  bool     `json:"ready"`
+		URL    string   `json:"url"`
+		Relays []string `json:"relays"`
+		Budget string   `json:"budget,omitempty"`
+	}{true, url, pool.Relays(), budget}); err != nil {
+		hs.Shutdown(context.Background())
+		return err
+	}
+	a.log.Info("catalog page listening", "url", url)
+	served := make(chan error, 1)
+	go func() { served <- hs.Wait() }()
+	watchErr := make(chan error, 1)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		watchErr <- catalog.Watch(wctx, pool, func(nostr.PubKey) { page.Notify() })
+	}()
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+	case err = <-watchErr:
+	}
+	stop()
+	page.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if serr := hs.Shutdown(sctx); err == nil && serr != nil && !errors.Is(serr, context.DeadlineExceeded) {
+		err = serr
+	}
+	return err
+}
+
+// catalogCaller makes the page's "try it" calls with this cvm's client
+// identity; a payment is made only within the budget and only up to what
+// the person confirmed for this very call.
+type catalogCaller struct {
+	a   *app
+	cf  clientFlags
+	pay *contextvm.PayOptions // nil: no wallet or no budget, nothing is paid
+}
+
+func (c *catalogCaller) Call(ctx context.Context, req catalogpage.CallRequest, progress func(catalogpage.Progress)) (*mcp.CallToolResult, error) {
+	cf := c.cf
+	if c.pay != nil {
+		p := *c.pay
+		p.Confirm = func(_ context.Context, o contextvm.PaymentOffer) bool {
+			return req.MaxPay > 0 && o.Amount <= req.MaxPay && o.Unit == req.Unit && o.Server == req.Server.Hex()
+		}
+		cf.pay = &p
+	}
+	server := nostrx.EncodeNpub(req.Server)
+	onProgress := func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+		progress(catalogpage.Progress{Progress: r.Params.Progress, Total: r.Params.Total, Message: r.Params.Message})
+	}
+	cs, err := c.a.dial(ctx, cf, server, dialOptions{client: &mcp.ClientOptions{ProgressNotificationHandler: onProgress}})
+	if err != nil {
+		return nil, err
+	}
+	defer cs.Close()
+	params := &mcp.CallToolParams{Name: req.Tool, Arguments: req.Arguments}
+	params.SetProgressToken(fmt.Sprintf("cvm-page-%d", time.Now().UnixNano()))
+	res, err := cs.CallTool(ctx, params)
+	cs.answered(err)
+	if derr, ok := declinedError(err); ok {
+		return nil, derr
+	}
+	if err != nil {
+		return nil, remoteFailure("tools/call "+req.Tool, server, cs.relays, err)
+	}
+	return res, nil
+}

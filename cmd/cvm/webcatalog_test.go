@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/chromedp/chromedp"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/browsertest"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+)
+
+// serverCount is a condition: the page lists n servers.
+func serverCount(n int) string {
+	return fmt.Sprintf(`document.querySelectorAll("#servers > li.server").length === %d`, n)
+}
+
+// publishHostile announces a server whose every string is markup, with a
+// picture that is no image.
+func publishHostile(t *testing.T, relayURL, pictureURL string) nostr.PubKey {
+	t.Helper()
+	sk := nostr.Generate()
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{relayURL}})
+	defer pool.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	init := `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"hostile","version":"1"}}`
+	tools := `{"tools":[{"name":"evil<img src=x onerror=window.pwned5=1>","description":` + mustString(hostile) + `,"inputSchema":{"type":"object","properties":{"<b>x</b>":{"type":"string","description":` + mustString(hostile) + `}}}}]}`
+	for _, e := range []nostr.Event{
+		{Kind: contextvm.KindServerAnnouncement, CreatedAt: nostr.Now(), Content: init, Tags: nostr.Tags{
+			{contextvm.TagName, "Hostile " + hostile}, {contextvm.TagAbout, strings.Repeat("long about ", 500) + hostile}, {contextvm.TagPicture, pictureURL}}},
+		{Kind: contextvm.KindToolsList, CreatedAt: nostr.Now(), Content: tools, Tags: nostr.Tags{}},
+	} {
+		if err := e.Sign(sk); err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.Publish(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sk.Public()
+}
+
+func mustString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// The catalog page against a live relay: a server announced during the test
+// appears and goes after cvm unannounce; filters narrow the list and survive
+// a reload from the URL; "try it" calls server-everything behind cvm gateway
+// and shows the result; a priced tool is paid only after the confirmation;
+// hostile announcements run nothing; another site's form cannot call; the
+// page is accessible at 375 px.
+func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
+	everything := filepath.Join("..", "..", "interop", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	if _, err := os.Stat(everything); err != nil {
+		t.Fatal("interop/node_modules is missing; run: make interop-deps")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not on PATH")
+	}
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	c := newCLI(t)
+	dir := t.TempDir()
+	ledgerPath := filepath.Join(dir, "ledger.json")
+	ledger := payments.OpenLedger(ledgerPath)
+	if err := ledger.Fund(context.Background(), "operator", 100); err != nil {
+		t.Fatal(err)
+	}
+	srvWallet := writeSecret(t, dir, "srv.wallet", "fake://srv?ledger="+ledgerPath)
+	opWallet := writeSecret(t, dir, "op.wallet", "fake://operator?ledger="+ledgerPath)
+
+	// A priced demo server, announced before the page starts.
+	demoKey := filepath.Join(dir, "demo.key")
+	if code, _, errOut := c.run("keygen", "--out", demoKey); code != 0 {
+		t.Fatal(errOut)
+	}
+	demo := startCVM(t, c, "gateway", "--relay", r.URL, "--key", demoKey, "--announce", "--price", "tool:add=3",
+		"--wallet-file", srvWallet, "--common-tool", "add", "--category", "math", "--", demoServerBinary)
+	var demoReady gatewayReady
+	demo.readyLine(t, &demoReady)
+	demo.stderr.Await(t, 20*time.Second, `msg=announced`)
+
+	// Pictures: one HTML page pretending to be one.
+	pics := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "image/png")
+		fmt.Fprint(w, `<html><script>window.pwned6=1</script></html>`)
+	}))
+	defer pics.Close()
+
+	clientKey := filepath.Join(dir, "client.key")
+	if code, _, errOut := c.run("keygen", "--out", clientKey); code != 0 {
+		t.Fatal(errOut)
+	}
+	cat := startCVM(t, c, "discover", "--serve", "127.0.0.1:0", "--relay", r.URL, "--key", clientKey,
+		"--wallet-file", opWallet, "--max-sats", "5")
+	var ready struct {
+		Ready  bool   `json:"ready"`
+		URL    string `json:"url"`
+		Budget string `json:"budget"`
+	}
+	cat.readyLine(t, &ready)
+	if !ready.Ready || !strings.HasPrefix(ready.URL, "http://127.0.0.1:") || !strings.Contains(ready.Budget, "5 sats") {
+		t.Fatalf("ready line %+v", ready)
+	}
+
+	visitor := browser.Person(t, "visitor", 1280, 900)
+	visitor.Do("open the catalog", chromedp.Navigate(ready.URL))
+	visitor.WaitFor("the priced server", serverCount(1)+` && document.body.textContent.includes("3 sats")`)
+	visitor.Shot("01-one-server")
+
+	// Announced while the page is open: it appears live.
+	evKey := filepath.Join(dir, "everything.key")
+	if code, _, errOut := c.run("keygen", "--out", evKey); code != 0 {
+		t.Fatal(errOut)
+	}
+	ev := startCVM(t, c, "gateway", "--relay", r.URL, "--key", evKey, "--announce", "--", node, everything, "stdio")
+	var evReady gatewayReady
+	ev.readyLine(t, &evReady)
+	visitor.WaitFor("server-everything, live", serverCount(2)+` && !!document.querySelector('li.server[data-pubkey="`+evReady.Pubkey+`"] li[data-tool="echo"]')`)
+	hostileKey := publishHostile(t, r.URL, pics.URL+"/pic.png")
+	visitor.WaitFor("the hostile server", serverCount(3))
+	visitor.Shot("02-three-servers")
+	if got := browsertest.Eval[string](visitor, `[typeof window.pwned, typeof window.pwned2, typeof window.pwned3, typeof window.pwned5, typeof window.pwned6,
+	  document.querySelectorAll("#servers script, #servers b, #servers img[onerror]").length].join(",")`); got != "undefined,undefined,undefined,undefined,undefined,0" {
+		t.Errorf("hostile announcement had effects: %s", got)
+	}
+	visitor.WaitFor("the non-image picture dropped", `!document.querySelector('li.server[data-pubkey="`+hostileKey.Hex()+`"] img')`)
+	resp, err := http.Get(ready.URL + "api/picture/" + hostileKey.Hex())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("an HTML picture is served: %d", resp.StatusCode)
+	}
+
+	// Filters narrow the list and live in the URL; a reload keeps them.
+	visitor.Do("filter by tool", chromedp.SendKeys("#f-tool", "get-sum"))
+	visitor.WaitFor("only server-everything", serverCount(1)+` && location.search === "?tool=get-sum"`)
+	visitor.Do("reload", chromedp.Reload())
+	visitor.WaitFor("the filter after a reload", `document.getElementById("f-tool").value === "get-sum" && `+serverCount(1))
+	visitor.Shot("03-filtered")
+	visitor.Do("filter by category", chromedp.Click("#f-clear"), chromedp.SendKeys("#f-category", "math"))
+	visitor.WaitFor("only the demo server", serverCount(1)+` && location.search === "?category=math"`)
+	visitor.Do("add at most 2", chromedp.SendKeys("#f-tool", "add"), chromedp.SendKeys("#f-price", "2"))
+	visitor.WaitFor("no add at 2 or less", serverCount(0)+` && location.search === "?tool=add&category=math&max_price=2"`)
+	visitor.Do("add at most 3", chromedp.SendKeys("#f-price", "\b3"))
+	visitor.WaitFor("add at 3", serverCount(1)+` && location.search === "?tool=add&category=math&max_price=3"`)
+	visitor.Do("search text", chromedp.Click("#f-clear"))
+	visitor.WaitFor("all again", serverCount(3)+` && location.search === ""`)
+	visitor.Do("search text", chromedp.SendKeys("#f-text", "long about"))
+	visitor.WaitFor("text search", serverCount(1))
+	visitor.Do("clear", chromedp.Click("#f-clear"))
+	visitor.WaitFor("all again", serverCount(3))
+
+	// Try it: echo on server-everything.
+	tryBtn := func(pub, tool string) string {
+		return `li.server[data-pubkey="` + pub + `"] li[data-tool="` + tool + `"] button`
+	}
+	visitor.Do("try echo", chromedp.Click(tryBtn(evReady.Pubkey, "echo")))
+	visitor.WaitFor("the echo form", `!!document.querySelector("#try-form input[name=message]")`)
+	visitor.Do("call echo", chromedp.SendKeys(`#try-form input[name=message]`, "from the catalog "+hostile), chromedp.Click(`#try-form button[type=submit]`))
+	visitor.WaitFor("echo's result", `document.querySelector("#try-form .result").textContent.includes("Echo: from the catalog <script>")`)
+	visitor.Shot("04-try-echo")
+	if got := browsertest.Eval[string](visitor, `[typeof window.pwned, typeof window.pwned2, document.querySelectorAll("#try script, #try b").length].join(",")`); got != "undefined,undefined,0" {
+		t.Errorf("hostile tool output had effects: %s", got)
+	}
+	// An image (a data: URL, which the CSP allows) and structured content
+	// from an enum in the form.
+	visitor.Do("try get-tiny-image", chromedp.Click(tryBtn(evReady.Pubkey, "get-tiny-image")))
+	visitor.WaitFor("its form", `!!document.querySelector("#try-form button[type=submit]") && document.querySelector("#try-form strong").textContent === "get-tiny-image"`)
+	visitor.Do("call it", chromedp.Click(`#try-form button[type=submit]`))
+	visitor.WaitFor("the image shown", `(() => { const i = document.querySelector('#try-form .result img[src^="data:image/png;base64,"]'); return i && i.complete && i.naturalWidth > 0; })()`)
+	visitor.Shot("04b-image")
+	visitor.Do("try get-structured-content", chromedp.Click(tryBtn(evReady.Pubkey, "get-structured-content")))
+	visitor.WaitFor("its enum", `!!document.querySelector("#try-form select[name=location]")`)
+	visitor.Do("choose Chicago", chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector("#try-form select[name=location]");
+	  s.value = [...s.options].find(o => o.textContent === '"Chicago"').value; })()`), chromedp.Click(`#try-form button[type=submit]`))
+	visitor.WaitFor("structured content", `(document.querySelector("#try-form .structured") || {}).textContent?.includes("temperature")`)
+	visitor.Shot("04c-structured")
+	// Progress while it runs, then the result.
+	visitor.Do("try a long operation", chromedp.Click(tryBtn(evReady.Pubkey, "trigger-long-running-operation")))
+	visitor.WaitFor("its form", `!!document.querySelector("#try-form input[name=duration]")`)
+	visitor.Do("call it", chromedp.SetValue(`#try-form input[name=duration]`, "2"), chromedp.SetValue(`#try-form input[name=steps]`, "4"), chromedp.Click(`#try-form button[type=submit]`))
+	visitor.WaitFor("progress", `document.querySelector("#try-form .result").textContent.includes("Running")`)
+	visitor.Shot("05-progress")
+	visitor.WaitFor("its result", `document.querySelector("#try-form .result").textContent.includes("Done.")`)
+
+	// A priced tool: nothing is paid until the person confirms.
+	visitor.Do("try add", chromedp.Click(tryBtn(demoReady.Pubkey, "add")))
+	visitor.WaitFor("the add form", `!!document.querySelector("#try-form input[name=a]")`)
+	visitor.Do("call add", chromedp.SetValue(`#try-form input[name=a]`, "20"), chromedp.SetValue(`#try-form input[name=b]`, "22"), chromedp.Click(`#try-form button[type=submit]`))
+	visitor.WaitFor("the confirmation", `!!document.getElementById("confirm-pay") && document.getElementById("confirm-pay").textContent.includes("3 sats")`)
+	visitor.Shot("06-confirm-payment")
+	if bal, _ := ledger.Balance(context.Background(), "operator"); bal != 100 {
+		t.Fatalf("paid before the confirmation: balance %d", bal)
+	}
+	visitor.Do("confirm", chromedp.Click("#confirm-pay"))
+	visitor.WaitFor("add's result", `document.querySelector("#try-form .result").textContent.includes("42")`)
+	visitor.Shot("07-paid-result")
+	if bal, _ := ledger.Balance(context.Background(), "operator"); bal != 97 {
+		t.Errorf("operator balance %d after one confirmed call, want 97", bal)
+	}
+
+	// Another site's page posts a form to "try it" (and to the confirm):
+	// refused, nothing called or paid.
+	var evilHits int
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		evilHits++
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<!doctype html><form id=f method=post enctype=text/plain action="%sapi/call"><input name='{"server":"%s","tool":"add","arguments":{"a":1,"b":2},"quote":"x","pad":"' value='"}'></form><script>document.getElementById("f").submit()</script>`, ready.URL, demoReady.Pubkey)
+	}))
+	defer evil.Close()
+	attacker := browser.Person(t, "attacker-site", 1280, 900)
+	attacker.Do("visit the other site", chromedp.Navigate(strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)))
+	attacker.WaitFor("the refusal", `location.pathname === "/api/call" && document.body.textContent.includes("cross_origin")`)
+	attacker.Shot("08-cross-site-refused")
+	if bal, _ := ledger.Balance(context.Background(), "operator"); bal != 97 {
+		t.Errorf("a cross-site post paid: balance %d", bal)
+	}
+	// The same refusals, request by request.
+	for _, rq := range []struct {
+		name, origin, host, token, ctype string
+		status                           int
+	}{
+		{"foreign origin", "http://evil.example", "", "", "application/json", 403},
+		{"no page token", "same", "", "", "application/json", 403},
+		{"forged page token", "same", "", "00.00", "application/json", 403},
+		{"rebound host", "", "evil.example:80", "", "application/json", 421},
+	} {
+		req, _ := http.NewRequest("POST", ready.URL+"api/call", strings.NewReader(`{"server":"`+demoReady.Pubkey+`","tool":"add","arguments":{"a":1,"b":2}}`))
+		origin := rq.origin
+		if origin == "same" {
+			origin = strings.TrimSuffix(ready.URL, "/")
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		if rq.host != "" {
+			req.Host = rq.host
+		}
+		if rq.token != "" {
+			req.Header.Set("X-CVM-Page-Token", rq.token)
+		}
+		req.Header.Set("Content-Type", rq.ctype)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != rq.status {
+			t.Errorf("%s: status %d, want %d", rq.name, resp.StatusCode, rq.status)
+		}
+	}
+	// A quote is single-use: the page's own token, replayed with a used
+	// quote, pays nothing more.
+	replay := browsertest.Eval[int](visitor, `fetch("/api/call", {method: "POST", headers: {"Content-Type": "application/json",
+	  "X-CVM-Page-Token": document.querySelector('meta[name="cvm-page-token"]').content},
+	  body: JSON.stringify({server: "`+demoReady.Pubkey+`", tool: "add", arguments: {a: 1, b: 2}, quote: "0123"})}).then(r => r.status)`)
+	if replay != http.StatusConflict {
+		t.Errorf("a made-up quote: status %d, want 409", replay)
+	}
+
+	// Accessibility, and 375 px.
+	visitor.CheckAccessible("catalog")
+	visitor.TabReaches("catalog", "#f-text", "#f-tool", "#f-category", "#f-schema", "#f-price", "#f-encrypted", "#f-clear", tryBtn(evReady.Pubkey, "echo"))
+	phone := browser.Person(t, "phone", 375, 812)
+	phone.Do("open the catalog", chromedp.Navigate(ready.URL+"?category=math"))
+	phone.WaitFor("the filtered list", serverCount(1)+` && document.getElementById("f-category").value === "math"`)
+	phone.CheckAccessible("catalog at 375 px")
+	phone.Shot("09-375px")
+	phone.Do("the whole catalog", chromedp.Click("#f-clear"))
+	phone.WaitFor("every server, the hostile one too", serverCount(3))
+	phone.CheckAccessible("the whole catalog at 375 px")
+	phone.Shot("09b-375px-all")
+
+	// cvm unannounce: the page drops the server.
+	if code, out, errOut := c.run("unannounce", "--key", evKey, "--relay", r.URL); code != 0 || !strings.Contains(out, "announcement") {
+		t.Fatalf("unannounce: %d %q %q", code, out, errOut)
+	}
+	visitor.WaitFor("server-everything gone", serverCount(2)+` && !document.querySelector('li.server[data-pubkey="`+evReady.Pubkey+`"]')`)
+	visitor.Shot("10-unannounced")
+	if evilHits == 0 {
+		t.Error("the other site was never visited")
+	}
+}

@@ -1,0 +1,186 @@
+// The ContextVM catalog page. Every string from an announcement or a tool
+// result is inserted as text (cvmui builds the DOM); filters live in the URL.
+"use strict";
+(function () {
+  var el = cvmui.el, clear = cvmui.clear;
+  var $ = function (id) { return document.getElementById(id); };
+  var pageToken = document.querySelector('meta[name="cvm-page-token"]').getAttribute("content");
+  var FILTERS = [["text", "f-text"], ["tool", "f-tool"], ["category", "f-category"], ["schema", "f-schema"], ["max_price", "f-price"]];
+  var tryIt = false, budget = "", loadSeq = 0, servers = {};
+
+  function status(msg, kind) { var s = $("status"); s.textContent = msg; s.className = "status" + (kind ? " " + kind : ""); }
+
+  function query() {
+    var q = new URLSearchParams();
+    FILTERS.forEach(function (f) { var v = $(f[1]).value.trim(); if (v) q.set(f[0], v); });
+    if ($("f-encrypted").checked) q.set("encrypted", "1");
+    return q;
+  }
+  function fromURL() {
+    var q = new URLSearchParams(location.search);
+    FILTERS.forEach(function (f) { $(f[1]).value = q.get(f[0]) || ""; });
+    $("f-encrypted").checked = q.get("encrypted") === "1";
+  }
+
+  function load() {
+    var q = query(), mine = ++loadSeq;
+    var search = q.toString();
+    if (("?" + search) !== location.search && !(search === "" && location.search === "")) {
+      history.replaceState(null, "", search ? "?" + search : location.pathname);
+    }
+    return fetch("/api/servers?" + search, { cache: "no-store" }).then(function (r) {
+      return r.json().then(function (b) { if (!r.ok) throw new Error(b.error || "HTTP " + r.status); return b; });
+    }).then(function (body) {
+      if (mine !== loadSeq) return;
+      tryIt = !!body.tryIt; budget = body.budget || "";
+      render(body.servers || []);
+    }, function (e) { status("Could not load the catalog: " + e.message, "bad"); });
+  }
+
+  function render(list) {
+    var ol = $("servers");
+    clear(ol);
+    servers = {};
+    list.forEach(function (s) { servers[s.pubkey] = s; ol.appendChild(serverItem(s)); });
+    status(list.length === 1 ? "1 server." : list.length + " servers.", list.length ? "good" : "");
+  }
+
+  function price(t) {
+    if (!t.price) return "free";
+    if (t.price.unknown) return "price: " + String(t.price.unknown);
+    return String(t.price.amount) + " " + String(t.price.unit);
+  }
+
+  function serverItem(s) {
+    var head = el("header", null);
+    if (s.hasPicture) {
+      var img = el("img", { src: "/api/picture/" + encodeURIComponent(s.pubkey), alt: "" });
+      img.addEventListener("error", function () { img.remove(); });
+      head.appendChild(img);
+    }
+    head.appendChild(el("div", null, el("h3", null, String(s.name || "(no name)")),
+      el("div", { "class": "npub" }, String(s.npub))));
+    var tools = el("ul", { "class": "tools", "aria-label": "Tools of " + String(s.name || s.npub) });
+    (s.tools || []).forEach(function (t) {
+      var schema = null;
+      if (t.schemaHash) schema = el("div", { "class": "help" }, "common schema " + String(t.schemaHash).slice(0, 16) + "… ",
+        t.verified ? el("span", { "class": "verified" }, "verified") : el("span", { "class": "unverified" }, "NOT verified"));
+      var li = el("li", { "data-tool": String(t.name) }, el("span", { "class": "tname" }, String(t.name)),
+        el("span", { "class": "badge" }, price(t)),
+        t.description ? el("div", { "class": "help" }, String(t.description)) : null, schema);
+      if (tryIt) {
+        var b = el("button", { type: "button", "class": "secondary", "aria-label": "Try " + String(t.name) + " of " + String(s.name || s.npub) }, "Try it");
+        b.addEventListener("click", function () { openTry(s.pubkey, t.name); });
+        li.appendChild(b);
+      }
+      tools.appendChild(li);
+    });
+    var meta = [s.encryption ? "encrypted" : "plaintext only"];
+    if (s.categories && s.categories.length) meta.push("categories: " + s.categories.join(", "));
+    return el("li", { "class": "server", "data-pubkey": String(s.pubkey) }, head,
+      s.about ? el("p", { "class": "about" }, String(s.about)) : null,
+      el("div", { "class": "help" }, meta.join(" · ")),
+      s.relays && s.relays.length ? el("div", { "class": "help" }, "relays: " + s.relays.join(", ")) : null,
+      tools);
+  }
+
+  function openTry(pubkey, name) {
+    var s = servers[pubkey];
+    var t = s && (s.tools || []).filter(function (x) { return x.name === name; })[0];
+    if (!t) return;
+    var body = $("try-body");
+    clear(body);
+    $("try").hidden = false;
+    var schema = t.inputSchema;
+    var f = cvmui.schemaForm(schema);
+    var out = el("div", { "class": "result", "aria-live": "polite" });
+    var btn = el("button", { type: "submit" }, t.price ? "Call " + name + " (" + price(t) + ")" : "Call " + name);
+    var cancel = el("button", { type: "button", "class": "secondary" }, "Close");
+    cancel.addEventListener("click", function () { $("try").hidden = true; });
+    var form = el("form", { id: "try-form", method: "post", action: "/" },
+      el("p", null, el("strong", null, String(name)), " of " + String(s.name || s.npub)),
+      t.description ? el("p", { "class": "help" }, String(t.description)) : null,
+      t.price ? el("p", { "class": "help" }, "Priced: " + price(t) + ". You will be asked to confirm before anything is paid." + (budget ? " Budget: " + budget + "." : "")) : null,
+      f.node, btn, cancel, out);
+    form.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      clear(out);
+      var args;
+      try { args = f.values(); } catch (e) { out.appendChild(el("p", { "class": "error", role: "alert" }, e.message)); return; }
+      call(pubkey, name, args, null, out, btn);
+    });
+    body.appendChild(form);
+    $("try-h").focus();
+    $("try").scrollIntoView();
+  }
+
+  function call(pubkey, name, args, quote, out, btn) {
+    var prog = el("p", { "class": "help", role: "status" }, "Calling " + name + "…");
+    clear(out);
+    out.appendChild(prog);
+    btn.disabled = true;
+    var payload = { server: pubkey, tool: name, arguments: args };
+    if (quote) payload.quote = quote;
+    fetch("/api/call", { method: "POST", cache: "no-store", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CVM-Page-Token": pageToken }, body: JSON.stringify(payload) })
+      .then(function (r) {
+        if (r.status === 402) return r.json().then(function (b) { prog.remove(); confirmPay(pubkey, name, args, b, out, btn); });
+        if (!r.ok) return r.json().catch(function () { return {}; }).then(function (b) { throw new Error(b.error || "HTTP " + r.status); });
+        return readLines(r, function (m) {
+          if (m.progress) prog.textContent = "Running: " + (m.progress.message ? String(m.progress.message) + " " : "") +
+            String(m.progress.progress) + (m.progress.total ? " / " + String(m.progress.total) : "");
+          else if (m.result) { prog.textContent = "Done."; out.appendChild(cvmui.content(m.result)); }
+          else if (m.error) { prog.textContent = ""; out.appendChild(el("p", { "class": "error", role: "alert" }, "Failed: " + String(m.error))); }
+        });
+      })
+      .catch(function (e) { prog.textContent = ""; out.appendChild(el("p", { "class": "error", role: "alert" }, "Failed: " + e.message)); })
+      .then(function () { btn.disabled = false; });
+  }
+
+  function readLines(resp, each) {
+    var reader = resp.body.getReader(), dec = new TextDecoder(), buf = "";
+    function pump() {
+      return reader.read().then(function (r) {
+        buf += dec.decode(r.value || new Uint8Array(), { stream: !r.done });
+        var i;
+        while ((i = buf.indexOf("\n")) >= 0) {
+          var line = buf.slice(0, i); buf = buf.slice(i + 1);
+          if (line.trim()) { try { each(JSON.parse(line)); } catch (e) { /* not a line of ours */ } }
+        }
+        if (!r.done) return pump();
+      });
+    }
+    return pump();
+  }
+
+  // confirmPay shows the price; only the person's click sends the quote.
+  function confirmPay(pubkey, name, args, b, out, btn) {
+    var pay = el("button", { type: "button", id: "confirm-pay" }, "Pay up to " + String(b.amount) + " " + String(b.unit) + " and call");
+    var no = el("button", { type: "button", "class": "secondary" }, "Cancel");
+    var box = el("div", { "class": "confirm", role: "alertdialog", "aria-labelledby": "confirm-q" },
+      el("p", { id: "confirm-q" }, String(b.error || "Confirm the payment.")), b.budget ? el("p", { "class": "help" }, "Budget: " + String(b.budget)) : null, pay, no);
+    out.appendChild(box);
+    btn.disabled = false;
+    pay.addEventListener("click", function () { call(pubkey, name, args, b.quote, out, btn); });
+    no.addEventListener("click", function () { clear(out); out.appendChild(el("p", { "class": "help" }, "Not called; nothing paid.")); });
+    pay.focus();
+  }
+
+  var timer = null;
+  function changed() { clearTimeout(timer); timer = setTimeout(load, 250); }
+  FILTERS.forEach(function (f) { $(f[1]).addEventListener("input", changed); });
+  $("f-encrypted").addEventListener("change", changed);
+  $("filters").addEventListener("submit", function (ev) { ev.preventDefault(); load(); });
+  $("f-clear").addEventListener("click", function () {
+    FILTERS.forEach(function (f) { $(f[1]).value = ""; });
+    $("f-encrypted").checked = false;
+    load();
+  });
+
+  fromURL();
+  load();
+  var events = new EventSource("/api/events");
+  events.addEventListener("changed", function () { load(); });
+  events.addEventListener("error", function () { status("Live updates interrupted; retrying…", "bad"); });
+  events.addEventListener("open", function () { load(); });
+})();

@@ -1,0 +1,316 @@
+package catalogpage
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"image"
+	"image/png"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/discovery"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// fakeCaller records calls; a mock is fine here, the browser tests in
+// cmd/cvm call real servers.
+type fakeCaller struct {
+	mu    sync.Mutex
+	calls []CallRequest
+}
+
+func (f *fakeCaller) Call(_ context.Context, req CallRequest, progress func(Progress)) (*mcp.CallToolResult, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, req)
+	f.mu.Unlock()
+	progress(Progress{Progress: 1, Total: 2})
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+}
+
+func (f *fakeCaller) n() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.calls) }
+
+func announce(t *testing.T, c *discovery.Catalog, sk nostr.SecretKey, picture string, tags nostr.Tags) {
+	t.Helper()
+	init := `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}`
+	tools := `{"tools":[{"name":"add","inputSchema":{"type":"object"}},{"name":"free","inputSchema":{"type":"object"}}]}`
+	for _, e := range []nostr.Event{
+		{Kind: contextvm.KindServerAnnouncement, CreatedAt: nostr.Now(), Content: init, Tags: nostr.Tags{{"name", "S"}, {"picture", picture}}},
+		{Kind: contextvm.KindToolsList, CreatedAt: nostr.Now(), Content: tools, Tags: tags},
+	} {
+		if err := e.Sign(sk); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Add(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func newTestPage(t *testing.T, picture string) (*Page, *fakeCaller, nostr.PubKey, *httptest.Server) {
+	t.Helper()
+	c := discovery.NewCatalog()
+	sk := nostr.Generate()
+	announce(t, c, sk, picture, nostr.Tags{{"cap", "tool:add", "3", "sats"}})
+	fc := &fakeCaller{}
+	p, err := New(Options{Catalog: c, Caller: fc, Logger: slog.New(slog.DiscardHandler), MaxPictureBytes: 1000,
+		Budget: "at most 5 sats a call", MaxPerCall: 5, BudgetUnit: "sats"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(func() { p.Close(); srv.Close() })
+	return p, fc, sk.Public(), srv
+}
+
+func post(t *testing.T, srv *httptest.Server, token, body string, mod func(*http.Request)) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", srv.URL+"/api/call", strings.NewReader(body))
+	req.Header.Set("Origin", srv.URL)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(tokenHeader, token)
+	if mod != nil {
+		mod(req)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestCall_PricedNeedsItsOwnSingleUseQuote(t *testing.T) {
+	p, fc, pk, srv := newTestPage(t, "")
+	tok := p.pageToken()
+	call := `{"server":"` + pk.Hex() + `","tool":"add","arguments":{"a":1}}`
+
+	status, body := post(t, srv, tok, call, nil)
+	var q struct {
+		Code, Quote, Unit string
+		Amount            int64
+	}
+	json.Unmarshal([]byte(body), &q)
+	if status != http.StatusPaymentRequired || q.Code != "confirm_payment" || q.Quote == "" || q.Amount != 3 || q.Unit != "sats" || fc.n() != 0 {
+		t.Fatalf("unconfirmed priced call: %d %s, %d calls", status, body, fc.n())
+	}
+	// The quote is for these arguments only.
+	if status, body := post(t, srv, tok, `{"server":"`+pk.Hex()+`","tool":"add","arguments":{"a":2},"quote":"`+q.Quote+`"}`, nil); status != http.StatusConflict || fc.n() != 0 {
+		t.Fatalf("quote with other arguments: %d %s", status, body)
+	}
+	// That attempt spent it.
+	if status, _ := post(t, srv, tok, strings.Replace(call, "}}", `},"quote":"`+q.Quote+`"}`, 1), nil); status != http.StatusConflict {
+		t.Fatalf("a spent quote: %d", status)
+	}
+	_, body = post(t, srv, tok, call, nil)
+	json.Unmarshal([]byte(body), &q)
+	status, body = post(t, srv, tok, strings.Replace(call, "}}", `},"quote":"`+q.Quote+`"}`, 1), nil)
+	if status != 200 || !strings.Contains(body, `"progress"`) || !strings.Contains(body, `"result"`) || fc.n() != 1 || fc.calls[0].MaxPay != 3 || fc.calls[0].Unit != "sats" {
+		t.Fatalf("confirmed call: %d %s %+v", status, body, fc.calls)
+	}
+	if status, _ := post(t, srv, tok, strings.Replace(call, "}}", `},"quote":"`+q.Quote+`"}`, 1), nil); status != http.StatusConflict || fc.n() != 1 {
+		t.Fatalf("a replayed quote: %d, %d calls", status, fc.n())
+	}
+	// A free tool is called at once, and may pay nothing.
+	status, _ = post(t, srv, tok, `{"server":"`+pk.Hex()+`","tool":"free"}`, nil)
+	if status != 200 || fc.n() != 2 || fc.calls[1].MaxPay != 0 {
+		t.Fatalf("free call: %d %+v", status, fc.calls)
+	}
+}
+
+func TestCall_OverBudgetIsRefusedBeforeAnyQuote(t *testing.T) {
+	for _, max := range []int64{0, 2} {
+		c := discovery.NewCatalog()
+		sk := nostr.Generate()
+		announce(t, c, sk, "", nostr.Tags{{"cap", "tool:add", "3", "sats"}})
+		fc := &fakeCaller{}
+		p, err := New(Options{Catalog: c, Caller: fc, Logger: slog.New(slog.DiscardHandler), MaxPerCall: max, BudgetUnit: "sats", Budget: "at most 2 sats a call"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(p)
+		status, body := post(t, srv, p.pageToken(), `{"server":"`+sk.Public().Hex()+`","tool":"add"}`, nil)
+		srv.Close()
+		p.Close()
+		if status != http.StatusConflict || !strings.Contains(body, CodeOverBudget) || strings.Contains(body, "quote") || fc.n() != 0 {
+			t.Errorf("max %d: %d %s", max, status, body)
+		}
+	}
+}
+
+func TestCall_RefusesWhatAnotherSiteCanSend(t *testing.T) {
+	p, fc, pk, srv := newTestPage(t, "")
+	tok := p.pageToken()
+	call := `{"server":"` + pk.Hex() + `","tool":"free"}`
+	for _, c := range []struct {
+		name   string
+		mod    func(*http.Request)
+		token  string
+		status int
+		code   string
+	}{
+		{"foreign origin", func(r *http.Request) { r.Header.Set("Origin", "http://evil.example") }, tok, 403, "cross_origin"},
+		{"no origin", func(r *http.Request) { r.Header.Del("Origin") }, tok, 403, "cross_origin"},
+		{"cross-site fetch", func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") }, tok, 403, "cross_origin"},
+		{"no token", nil, "", 403, "bad_page_token"},
+		{"forged token", nil, strings.Repeat("0", 32) + "." + strings.Repeat("0", 64), 403, "bad_page_token"},
+		{"form encoding", func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }, tok, 415, "bad_content_type"},
+		{"rebound host", func(r *http.Request) { r.Host = "evil.example" }, tok, 421, "bad_host"},
+	} {
+		status, body := post(t, srv, c.token, call, c.mod)
+		if status != c.status || !strings.Contains(body, c.code) {
+			t.Errorf("%s: %d %s", c.name, status, body)
+		}
+	}
+	for body, code := range map[string]string{
+		`{"server":"zz","tool":"free"}`:                            "bad_request",
+		`{"server":"` + strings.Repeat("ab", 32) + `","tool":"x"}`: "unknown_server",
+		`{"server":"` + pk.Hex() + `","tool":"nope"}`:              "unknown_tool",
+		`not json`: "bad_request",
+	} {
+		if _, got := post(t, srv, tok, body, nil); !strings.Contains(got, code) {
+			t.Errorf("%s: %s, want %s", body, got, code)
+		}
+	}
+	if fc.n() != 0 {
+		t.Fatalf("%d calls made", fc.n())
+	}
+}
+
+func TestPictures_OnlySmallRasterImagesFromCvmsOrigin(t *testing.T) {
+	var buf bytes.Buffer
+	png.Encode(&buf, image.NewRGBA(image.Rect(0, 0, 2, 2)))
+	pngBytes := buf.Bytes()
+	remote := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ok.png":
+			w.Write(pngBytes)
+		case "/svg":
+			w.Header().Set("Content-Type", "image/svg+xml")
+			io.WriteString(w, `<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>`)
+		case "/html":
+			w.Header().Set("Content-Type", "image/png")
+			io.WriteString(w, "<html><script>alert(1)</script></html>")
+		case "/big":
+			w.Write(append(pngBytes, make([]byte, 2000)...))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer remote.Close()
+	for path, want := range map[string]int{"/ok.png": 200, "/svg": 404, "/html": 404, "/big": 404, "/gone": 404} {
+		_, _, pk, srv := newTestPage(t, remote.URL+path)
+		resp, err := http.Get(srv.URL + "/api/picture/" + pk.Hex())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == 200 && (resp.Header.Get("Content-Type") != "image/png" || !bytes.Equal(b, pngBytes))) {
+			t.Errorf("%s: %d %q", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+	}
+	_, _, pk, srv := newTestPage(t, "javascript:alert(1)")
+	resp, _ := http.Get(srv.URL + "/api/servers")
+	var list struct{ Servers []struct{ HasPicture bool } }
+	json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if len(list.Servers) != 1 || list.Servers[0].HasPicture {
+		t.Errorf("a javascript: picture is offered: %+v", list)
+	}
+	resp, _ = http.Get(srv.URL + "/api/picture/" + pk.Hex())
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("javascript: picture: %d", resp.StatusCode)
+	}
+}
+
+func TestEvents_NotifyReachesOpenPages(t *testing.T) {
+	p, _, _, srv := newTestPage(t, "")
+	resp, err := http.Get(srv.URL + "/api/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	if <-lines != "retry: 2000" {
+		t.Fatal("no retry line first")
+	}
+	p.Notify()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("stream ended")
+			}
+			if l == "event: changed" {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no changed event")
+		}
+	}
+}
+
+func TestServers_FiltersAndPageToken(t *testing.T) {
+	p, _, _, srv := newTestPage(t, "")
+	for q, n := range map[string]int{"": 1, "?tool=add": 1, "?tool=nope": 0, "?text=s": 1, "?text=zzz": 0, "?tool=add&max_price=2": 0, "?tool=add&max_price=3": 1, "?encrypted=1": 0} {
+		resp, _ := http.Get(srv.URL + "/api/servers" + q)
+		var list struct{ Servers []json.RawMessage }
+		json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		if len(list.Servers) != n {
+			t.Errorf("%s: %d servers, want %d", q, len(list.Servers), n)
+		}
+	}
+	resp, _ := http.Get(srv.URL + "/api/servers?max_price=-1")
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Errorf("negative max_price: %d", resp.StatusCode)
+	}
+	resp, _ = http.Get(srv.URL + "/")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	i := strings.Index(string(b), `name="cvm-page-token" content="`)
+	if i < 0 || strings.Contains(string(b), tokenMetaValue) || resp.Header.Get("Content-Security-Policy") == "" {
+		t.Fatalf("page without its token or CSP")
+	}
+	tok := string(b[i+len(`name="cvm-page-token" content="`):])
+	tok = tok[:strings.IndexByte(tok, '"')]
+	if !p.tokenValid(tok) || p.tokenValid(tok[:len(tok)-1]+"0") && !strings.HasSuffix(tok, "0") {
+		t.Errorf("served token %q", tok)
+	}
+}
+
+func FuzzTokenValid(f *testing.F) {
+	p, err := New(Options{Catalog: discovery.NewCatalog()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(p.pageToken())
+	f.Add("")
+	f.Add(".")
+	f.Fuzz(func(t *testing.T, tok string) {
+		if p.tokenValid(tok) && tok != strings.ToLower(tok) {
+			t.Fatalf("accepted %q", tok)
+		}
+	})
+}

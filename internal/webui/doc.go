@@ -1,0 +1,10 @@
+// Package webui serves cvm's browser pages from assets embedded in the
+// binary: the security headers every page gets (a strict
+// Content-Security-Policy among them), the Host-header check that keeps a
+// DNS-rebinding site from reaching a loopback server, and the script and
+// style shared by the pages (safe DOM building, the markdown subset, the
+// schema form).
+//
+// The pages load nothing from anywhere else: no fonts, scripts or styles
+// from other origins, so the CSP can forbid them all.
+package webui
