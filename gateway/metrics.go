@@ -91,13 +91,23 @@ func (g *Gateway) Handler() http.Handler {
 		if closed {
 			status = "closed"
 		}
+		body := map[string]any{
+			"status": status, "mode": g.opts.Mode.String(), "sessions": sessions, "upstream": upstream,
+		}
+		if grp, ok := g.srv.Group(); ok {
+			// A replica that cannot coordinate takes no request: the
+			// group (or its load balancer) should look elsewhere.
+			body["group"] = grp
+			if !grp.Ready && status == "ok" {
+				status = "degraded"
+				body["status"] = status
+			}
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if status != "ok" {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		json.NewEncoder(w).Encode(map[string]any{
-			"status": status, "mode": g.opts.Mode.String(), "sessions": sessions, "upstream": upstream,
-		})
+		json.NewEncoder(w).Encode(body)
 	})
 	return mux
 }

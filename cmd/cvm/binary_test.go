@@ -25,6 +25,9 @@ import (
 var cvmBinary, demoServerBinary string
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(execLogEnv); path != "" {
+		runExecLogServer(path)
+	}
 	dir, err := os.MkdirTemp("", "cvm-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

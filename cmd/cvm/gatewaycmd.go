@@ -39,6 +39,7 @@ type gatewayFlags struct {
 	prices, commonTools, cats  []string
 	walletFile                 string
 	paymentTTL                 time.Duration
+	replica                    replicaFlags
 }
 
 func (a *app) gatewayCommand() *cobra.Command {
@@ -84,7 +85,7 @@ unannounce does it any time.
 
 When ready, one JSON line on stdout gives the gateway's pubkey, npub and
 relays. Logs and the upstream's stderr go to stderr. SIGINT or SIGTERM shuts
-it down, answering what is in flight with an error.`,
+it down, answering what is in flight with an error.` + replicaHelp,
 		Example: `  cvm gateway -- npx -y @modelcontextprotocol/server-everything
   cvm gateway --session-mode shared --upstream-url http://127.0.0.1:3001/mcp
   cvm gateway --allow npub1… --public tools/list -- ./my-server --flag
@@ -121,6 +122,7 @@ it down, answering what is in flight with an error.`,
 	f.DurationVar(&gf.paymentTTL, "payment-ttl", lightning.DefaultTTL, "how long a payment request (a Lightning invoice) can be paid")
 	f.StringArrayVar(&gf.commonTools, "common-tool", nil, "declare a tool as implementing a common schema (repeatable)")
 	f.StringArrayVar(&gf.cats, "category", nil, "a category for the common tools' announcement (repeatable)")
+	gf.replica.add(f)
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
 		"session-mode", "env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-rate", "session-burst", "idle-timeout",
 		"announce", "announce-relay", "unannounce-on-exit", "price", "payment-ttl", "common-tool", "category"} {
@@ -224,20 +226,31 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	}
 	// The ids of executed requests survive a restart: a replay then never
 	// runs twice. One store per server key, so that gateways with other
-	// keys may share the directory, and one process per key.
-	dataDir, err := a.dataSubdir(gf.data, "gateway")
+	// keys may share the directory, and one process per key. With --nats
+	// they live in the replica group's bucket instead.
+	replicas, closeNATS, err := gf.replica.connect(ctx, a)
 	if err != nil {
 		return err
 	}
-	state, err := durable.Open(dataDir, id.secret.Public().Hex(), durable.Options{})
-	if errors.Is(err, durable.ErrLocked) {
-		return fmt.Errorf("another cvm gateway with this key already runs on %s; stop it, or give this one another --key or --data", dataDir)
+	defer closeNATS()
+	var state durable.Store
+	if replicas == nil {
+		dataDir, err := a.dataSubdir(gf.data, "gateway")
+		if err != nil {
+			return err
+		}
+		st, err := durable.Open(dataDir, id.secret.Public().Hex(), durable.Options{})
+		if errors.Is(err, durable.ErrLocked) {
+			return fmt.Errorf("another cvm gateway with this key already runs on %s; stop it, or give this one another --key or --data, or make them replicas with --nats", dataDir)
+		}
+		if err != nil {
+			return fmt.Errorf("gateway state: %w", err)
+		}
+		defer st.Close()
+		state = st
 	}
-	if err != nil {
-		return fmt.Errorf("gateway state: %w", err)
-	}
-	defer state.Close()
 	opts.Server = contextvm.ServerOptions{
+		Replicas:           replicas,
 		State:              state,
 		Transfers:          contextvm.TransferLimits{MaxPeerBytes: gf.transferBytes},
 		SessionRate:        gf.sessionRate,
@@ -300,7 +313,11 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		Upstream string   `json:"upstream"`
 		Metrics  string   `json:"metrics,omitempty"`
 		Announce bool     `json:"announce"`
-	}{true, pk.Hex(), nostrx.EncodeNpub(pk), srv.Relays(), opts.Mode.String(), describe, metricsURL, gf.announce}
+		Replica  string   `json:"replica,omitempty"`
+	}{true, pk.Hex(), nostrx.EncodeNpub(pk), srv.Relays(), opts.Mode.String(), describe, metricsURL, gf.announce, ""}
+	if grp, ok := srv.Group(); ok {
+		ready.Replica = grp.Member
+	}
 	if err := a.printJSON(ready); err != nil {
 		return err
 	}
