@@ -298,3 +298,13 @@ func TestGatewayReplicas_KillNineMidRun(t *testing.T) {
 		t.Fatalf("reference client: %v %s", err, out)
 	}
 }
+
+// NATS unreachable at start: a clear error and exit 2, before serving.
+func TestGatewayReplicas_NATSUnreachableExits2(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	c := newCLI(t)
+	code, out, errOut := c.run("gateway", "--relay", r.URL, "--nats", "nats://127.0.0.1:1", "--", demoServerBinary)
+	if code != 2 || out != "" || !strings.Contains(errOut, "--nats") || !strings.Contains(errOut, "unreachable") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
