@@ -51,6 +51,7 @@ const (
 	settleBeats   = 2                    // heartbeats heard before a rejoined replica serves
 	groupSubject  = "cvm.replicas.%s.hb" // per server key
 	bucketPrefix  = "cvm-replicas-"      // + server key hex
+	leaderSpace   = "contextvm.leader"   // key "announcer": the replica that announces
 )
 
 // sessionRecord is what a replica needs to rebuild a client's session:
@@ -108,6 +109,8 @@ type group struct {
 	owners   map[nostr.PubKey]ownerEntry
 	upSince  time.Time // when the link last came up; zero while down
 	sessions func() int
+	leading  bool          // this replica holds the announcer lease
+	leadCh   chan struct{} // closed and replaced when leading changes
 
 	skipMu  sync.Mutex
 	skipped []skippedItem
@@ -160,6 +163,7 @@ func newGroup(ctx context.Context, me nostr.PubKey, o ReplicaOptions, log *slog.
 		timeout: o.Timeout, beat: o.Timeout / 6, log: log.With("replica", o.Member),
 		members: map[string]memberView{}, owners: map[nostr.PubKey]ownerEntry{},
 		sessions: func() int { return 0 },
+		leadCh:   make(chan struct{}),
 	}
 	g.live = []string{g.member}
 	if o.Conn.Up() {
@@ -183,6 +187,13 @@ func (g *group) run(ctx context.Context) {
 		return
 	}
 	defer sub.Unsubscribe()
+	defer func() {
+		// A replica that stops is no announcer, even before its lease
+		// runs out.
+		g.mu.Lock()
+		g.leading = false
+		g.mu.Unlock()
+	}()
 	t := time.NewTicker(g.beat)
 	defer t.Stop()
 	for {
@@ -197,6 +208,71 @@ func (g *group) run(ctx context.Context) {
 		case <-changed:
 		case <-t.C:
 			g.check(time.Now())
+			g.campaign(ctx)
+		}
+	}
+}
+
+// campaign takes or renews the announcer lease (for the membership
+// timeout), or finds it held by another replica. A replica that cannot
+// reach NATS stops leading at its next beat; its lease then runs out and
+// another replica takes it, within about the membership timeout.
+func (g *group) campaign(ctx context.Context) {
+	held := false
+	if g.ready() {
+		lctx, cancel := context.WithTimeout(ctx, g.beat)
+		var err error
+		held, err = g.store.Lease(lctx, leaderSpace, []byte("announcer"), []byte(g.member), g.timeout)
+		cancel()
+		if err != nil {
+			g.log.Debug("announcer lease", "err", err)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if held != g.leading {
+		g.leading = held
+		close(g.leadCh)
+		g.leadCh = make(chan struct{})
+		g.log.Info("announcer lease", "held", held)
+	}
+}
+
+// leader reports whether this replica announces, and a channel closed at
+// the next change.
+func (g *group) leader() (bool, <-chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.leading, g.leadCh
+}
+
+// whileLeader runs f with a context that ends when this replica stops
+// being the group's announcer, each time it becomes it, until ctx ends.
+func (g *group) whileLeader(ctx context.Context, f func(context.Context)) {
+	for {
+		leading, changed := g.leader()
+		if !leading {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+				continue
+			}
+		}
+		lctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			select {
+			case <-changed:
+			case <-lctx.Done():
+			}
+			cancel()
+		})
+		f(lctx)
+		cancel()
+		wg.Wait()
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }
@@ -461,6 +537,8 @@ type GroupStatus struct {
 	// Ready is false while the replica cannot coordinate (NATS down, or
 	// just back): it then takes no request.
 	Ready bool `json:"ready"`
+	// Leader is true on the one replica that publishes the announcements.
+	Leader bool `json:"leader"`
 	// Members are the live replicas, this one included, with the sessions
 	// each last reported.
 	Members map[string]int `json:"members"`
@@ -476,7 +554,8 @@ type GroupStatus struct {
 }
 
 func (g *group) status() GroupStatus {
-	st := GroupStatus{Member: g.member, Ready: g.ready(), Members: map[string]int{g.member: g.sessions()}}
+	leading, _ := g.leader()
+	st := GroupStatus{Member: g.member, Ready: g.ready(), Leader: leading, Members: map[string]int{g.member: g.sessions()}}
 	g.mu.Lock()
 	for m, v := range g.members {
 		st.Members[m] = v.sessions

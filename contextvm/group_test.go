@@ -145,3 +145,49 @@ func TestReplicas_NATSLostThenBack(t *testing.T) {
 		t.Fatalf("%d executions; want 2", n)
 	}
 }
+
+// leaders counts the replicas that hold the announcer lease.
+func leaders(srvs ...*contextvm.Server) (n int, who *contextvm.Server) {
+	for _, s := range srvs {
+		if st, _ := s.Group(); st.Leader {
+			n, who = n+1, s
+		}
+	}
+	return n, who
+}
+
+// One replica at a time announces; when it goes, another takes over.
+func TestReplicas_OneAnnouncerAndTakeover(t *testing.T) {
+	ns := natstest.Start(t)
+	f := newPayFixture(t, 0)
+	signer := contextvm.NewKeySigner(nostr.Generate())
+	var srvs []*contextvm.Server
+	for _, m := range []string{"a", "b", "c"} {
+		srvs = append(srvs, serve(t, contextvm.ServerOptions{Signer: signer, Relays: []string{f.relay.URL}, Announce: true,
+			Replicas: replicaOpts(t, ns.URL(), m)}, counterServer(&f.calls)))
+	}
+	awaitGroup(t, 3, srvs...)
+	await := func(srvs []*contextvm.Server) *contextvm.Server {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			n, who := leaders(srvs...)
+			if n == 1 {
+				return who
+			}
+			if n > 1 || time.Now().After(deadline) {
+				t.Fatalf("%d announcers", n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	first := await(srvs)
+	first.Close()
+	var rest []*contextvm.Server
+	for _, s := range srvs {
+		if s != first {
+			rest = append(rest, s)
+		}
+	}
+	await(rest)
+}

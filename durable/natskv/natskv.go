@@ -225,6 +225,40 @@ func (s *Store) Keys(ctx context.Context, space string) ([][]byte, error) {
 	return out, nil
 }
 
+// Lease holds key in space for holder until ttl from now: it takes the key
+// when no one holds it (or the holding has expired), or renews it when
+// holder holds it. held is false when another holder has it; any error
+// means "not held" too. Two callers never both get held for the same
+// instant by NATS's account (Create, or an update guarded by the key's
+// revision); a holder that stops renewing loses it after ttl. Not part of
+// durable.Store: the replica group elects its announcer with it.
+func (s *Store) Lease(ctx context.Context, space string, k, holder []byte, ttl time.Duration) (held bool, err error) {
+	if s.closed.Load() {
+		return false, durable.ErrClosed
+	}
+	name := key(space, k)
+	expires := s.now().Add(ttl)
+	val := encode(expires, holder)
+	e, err := s.kv.Get(ctx, name)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		_, err := s.kv.Create(ctx, name, val, jetstream.KeyTTL(s.ttl(expires)))
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return false, nil
+		}
+		return err == nil, err
+	case err != nil:
+		return false, fmt.Errorf("natskv: lease: %w", err)
+	}
+	if until, h, ok := decode(e.Value()); ok && string(h) != string(holder) && until.After(s.now()) {
+		return false, nil
+	}
+	if _, err := s.publish(ctx, name, val, expires, jetstream.WithExpectLastSequencePerSubject(e.Revision())); err != nil {
+		return false, fmt.Errorf("natskv: lease: %w", err)
+	}
+	return true, nil
+}
+
 // Close implements durable.Store. It does not close the NATS connection,
 // which the caller owns; records are as durable as NATS made them.
 func (s *Store) Close() error {

@@ -133,3 +133,37 @@ func TestStore_SurvivesNATSRestart(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A lease has one holder at a time; it renews for its holder and passes to
+// another once it expires.
+func TestStore_LeaseOneHolderRenewedThenPassed(t *testing.T) {
+	srv := natstest.Start(t)
+	a, b := open(t, srv.URL(), "lease"), open(t, srv.URL(), "lease")
+	ctx := t.Context()
+	lease := func(s *natskv.Store, who string) bool {
+		held, err := s.Lease(ctx, "leader", []byte("k"), []byte(who), time.Second)
+		if err != nil {
+			t.Logf("lease %s: %v", who, err)
+		}
+		return held
+	}
+	if !lease(a, "a") || lease(b, "b") {
+		t.Fatal("first lease")
+	}
+	for range 3 {
+		time.Sleep(400 * time.Millisecond)
+		if !lease(a, "a") || lease(b, "b") {
+			t.Fatal("renewal")
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !lease(b, "b") {
+		if time.Now().After(deadline) {
+			t.Fatal("the lease never passed to b")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if lease(a, "a") {
+		t.Fatal("a holds it again while b does")
+	}
+}
