@@ -131,15 +131,22 @@ type skippedItem struct {
 
 // groupStats are counters of the group's work, for /metrics.
 type groupStats struct {
-	ClaimsWon     atomic.Int64 // requests this replica claimed and ran
-	ClaimsLost    atomic.Int64 // requests it tried to claim that another replica (or a replay) had
-	Skipped       atomic.Int64 // requests that belonged to another replica
-	Refused       atomic.Int64 // requests answered CodeReplicaUnavailable
-	Orphans       atomic.Int64 // calls of dead replicas answered CodeReplicaLost
-	Rerouted      atomic.Int64 // skipped requests taken over from a dead replica
-	Rebuilt       atomic.Int64 // sessions rebuilt from the shared store
-	MembersLost   atomic.Int64
-	CoordinationN atomic.Int64 // shared-store calls on the request path
+	ClaimsWon      atomic.Int64 // requests this replica claimed and ran
+	ClaimsLost     atomic.Int64 // requests it tried to claim that another replica (or a replay) had
+	Skipped        atomic.Int64 // requests that belonged to another replica
+	Refused        atomic.Int64 // requests answered CodeReplicaUnavailable
+	Orphans        atomic.Int64 // calls of dead replicas answered CodeReplicaLost
+	Rerouted       atomic.Int64 // skipped requests taken over from a dead replica
+	Rebuilt        atomic.Int64 // sessions rebuilt from the shared store
+	MembersLost    atomic.Int64
+	CoordinationN  atomic.Int64 // shared-store calls on the request path
+	CoordinationNS atomic.Int64 // and the time they took, in nanoseconds
+}
+
+// timed adds the time since start to the coordination cost.
+func (st *groupStats) timed(start time.Time) {
+	st.CoordinationN.Add(1)
+	st.CoordinationNS.Add(int64(time.Since(start)))
 }
 
 func newGroup(ctx context.Context, me nostr.PubKey, o ReplicaOptions, log *slog.Logger) (*group, error) {
@@ -388,8 +395,9 @@ func (g *group) place(ctx context.Context, client nostr.PubKey) (placement, stri
 	if !cached || e.epoch != epoch {
 		owner = rendezvous(live, client)
 		if ready {
-			g.stats.CoordinationN.Add(1)
+			start := time.Now()
 			rec, ok, err := g.loadSession(ctx, client)
+			g.stats.timed(start)
 			if err != nil {
 				ready = false
 			} else {
@@ -437,7 +445,7 @@ func (g *group) loadSession(ctx context.Context, client nostr.PubKey) (sessionRe
 func (g *group) saveSession(ctx context.Context, client nostr.PubKey, rec sessionRecord) error {
 	rec.Owner = g.member
 	b, _ := json.Marshal(rec)
-	g.stats.CoordinationN.Add(1)
+	defer g.stats.timed(time.Now())
 	g.mu.Lock()
 	g.owners[client] = ownerEntry{epoch: g.epoch, owner: g.member}
 	g.mu.Unlock()
@@ -449,13 +457,13 @@ func (g *group) inflightSpace(member string) string { return inflightSpace + "."
 // begin records a call this replica is about to run.
 func (g *group) begin(ctx context.Context, eventID nostr.ID, client nostr.PubKey, id json.RawMessage, wrap nostr.Kind) error {
 	b, _ := json.Marshal(inflightRecord{Client: client.Hex(), ID: id, Wrap: wrap})
-	g.stats.CoordinationN.Add(1)
+	defer g.stats.timed(time.Now())
 	return g.store.Put(ctx, g.inflightSpace(g.member), eventID[:], b, time.Now().Add(inflightTTL))
 }
 
 // end forgets the record of an answered call.
 func (g *group) end(ctx context.Context, eventID nostr.ID) {
-	g.stats.CoordinationN.Add(1)
+	defer g.stats.timed(time.Now())
 	if err := g.store.Delete(ctx, g.inflightSpace(g.member), eventID[:]); err != nil {
 		g.log.Debug("could not forget an answered call", "err", err)
 	}
@@ -551,6 +559,11 @@ type GroupStatus struct {
 	Rerouted    int64 `json:"rerouted"`
 	Rebuilt     int64 `json:"sessions_rebuilt"`
 	MembersLost int64 `json:"members_lost"`
+	// Coordinations are the shared-store calls made on the request path
+	// (session lookups, in-flight records, claims), CoordinationNS the
+	// time they took.
+	Coordinations  int64 `json:"coordinations"`
+	CoordinationNS int64 `json:"coordination_ns"`
 }
 
 func (g *group) status() GroupStatus {
@@ -564,6 +577,7 @@ func (g *group) status() GroupStatus {
 	st.ClaimsWon, st.ClaimsLost = g.stats.ClaimsWon.Load(), g.stats.ClaimsLost.Load()
 	st.Skipped, st.Refused, st.Orphans = g.stats.Skipped.Load(), g.stats.Refused.Load(), g.stats.Orphans.Load()
 	st.Rerouted, st.Rebuilt, st.MembersLost = g.stats.Rerouted.Load(), g.stats.Rebuilt.Load(), g.stats.MembersLost.Load()
+	st.Coordinations, st.CoordinationNS = g.stats.CoordinationN.Load(), g.stats.CoordinationNS.Load()
 	return st
 }
 

@@ -543,9 +543,10 @@ func (s *Server) routeOpened(o *opened) {
 		}
 	}
 	// Recorded before anything acts on it, so that it never runs twice.
+	start := time.Now()
 	err := s.claimExecution(s.life.ctx, o.inner)
 	if g := s.group; g != nil {
-		g.stats.CoordinationN.Add(1)
+		g.stats.timed(start)
 		if err != nil && tracked {
 			g.end(s.life.ctx, o.inner.ID)
 		}
