@@ -16,6 +16,10 @@ import (
 // a test counts how many times every request ran, across processes.
 const execLogEnv = "CVM_TEST_EXECLOG"
 
+// execReplicaEnv, inherited from the gateway that started the server,
+// names that gateway in each line: "RID REPLICA".
+const execReplicaEnv = "CVM_TEST_REPLICA"
+
 // runExecLogServer serves until stdin closes. Its tools: work {rid,
 // delay_ms} logs rid, waits delay_ms and answers rid; echo and add (for
 // the reference SDK's client) log "echo"/"add".
@@ -26,7 +30,11 @@ func runExecLogServer(path string) {
 		os.Exit(1)
 	}
 	var mu sync.Mutex
+	replica := os.Getenv(execReplicaEnv)
 	logID := func(id string) {
+		if replica != "" {
+			id += " " + replica
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		// One write(2) of one line with O_APPEND: lines of several

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,7 +51,13 @@ func (g *replicaGroup) start(name string, extra ...string) {
 	}
 	args := append([]string{"gateway", "--relay", g.relay, "--nats", g.nats, "--replica-name", name,
 		"--membership-timeout", "2s", "--metrics", "127.0.0.1:0", "-e", execLogEnv + "=" + g.logPath}, extra...)
-	p := startCVM(g.t, g.c, append(args, "--", exe)...)
+	// The same home (so the same identity), and the replica's name for
+	// the upstream it starts.
+	c := &cli{t: g.c.t, cfg: g.c.cfg, env: map[string]string{execReplicaEnv: name}}
+	for k, v := range g.c.env {
+		c.env[k] = v
+	}
+	p := startCVM(g.t, c, append(args, "--", exe)...)
 	var ready replicaReady
 	p.readyLine(g.t, &ready)
 	if ready.Replica != name {
@@ -101,9 +108,56 @@ func executions(t *testing.T, path string) map[string]int {
 	n := map[string]int{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		n[sc.Text()]++
+		rid, _, _ := strings.Cut(sc.Text(), " ")
+		n[rid]++
 	}
 	return n
+}
+
+// placements reads the exec log as, for each client, the replicas its
+// calls ran on, in the order of its calls.
+func placements(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type run struct {
+		n  int
+		on string
+	}
+	byClient := map[string][]run{}
+	for line := range strings.Lines(string(b)) {
+		rid, on, _ := strings.Cut(strings.TrimSpace(line), " ")
+		client, n, ok := strings.Cut(rid, "-")
+		if !ok || !strings.HasPrefix(client, "c") {
+			continue
+		}
+		var i int
+		fmt.Sscan(n, &i)
+		byClient[client] = append(byClient[client], run{i, on})
+	}
+	out := map[string][]string{}
+	for client, runs := range byClient {
+		slices.SortFunc(runs, func(a, b run) int { return a.n - b.n })
+		for _, r := range runs {
+			out[client] = append(out[client], r.on)
+		}
+	}
+	return out
+}
+
+// runningOn returns a request id the exec log shows running on replica and
+// not answered yet, by answered.
+func runningOn(path, replica string, answered func(rid string) bool) (string, bool) {
+	b, _ := os.ReadFile(path)
+	for line := range strings.Lines(string(b)) {
+		rid, on, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if on == replica && strings.HasPrefix(rid, "c") && !answered(rid) {
+			return rid, true
+		}
+	}
+	return "", false
 }
 
 func errorCode(err error) int64 {
@@ -194,9 +248,25 @@ func TestGatewayReplicas_KillNineMidRun(t *testing.T) {
 				}
 				mu.Unlock()
 				if answered.Add(1) == killAt {
-					// Half a call later, every client has a call running:
-					// the killed replica's are in its upstream.
-					time.AfterFunc(delayMS/2*time.Millisecond, kill)
+					// Killed while a call of one of its clients runs in
+					// its upstream (the exec log says so).
+					wg.Go(func() {
+						deadline := time.Now().Add(10 * time.Second)
+						for time.Now().Before(deadline) {
+							rid, ok := runningOn(g.logPath, "r0", func(rid string) bool {
+								mu.Lock()
+								defer mu.Unlock()
+								_, failed := failed[rid]
+								return ok[rid] || failed
+							})
+							if ok {
+								t.Logf("killing r0 while %s runs there", rid)
+								break
+							}
+							time.Sleep(2 * time.Millisecond)
+						}
+						kill()
+					})
 				}
 			}
 			if hadFailure {
@@ -237,6 +307,22 @@ func TestGatewayReplicas_KillNineMidRun(t *testing.T) {
 	}
 	t.Logf("%d calls: %d answered, %d failed (%v), %d executed, %d in flight at the kill; %d clients failed over by an error",
 		clients*calls, len(ok), len(failed), failed, executed, inflightAtKill, len(nextAfterFailure))
+	// Affinity: a client's calls ran on one replica while it lived; only
+	// the killed replica's clients moved, each once, to one survivor.
+	for client, on := range placements(t, g.logPath) {
+		moves := 0
+		for i := 1; i < len(on); i++ {
+			if on[i] != on[i-1] {
+				moves++
+				if on[i-1] != "r0" {
+					t.Errorf("client %s moved from live replica %s: %v", client, on[i-1], on)
+				}
+			}
+		}
+		if moves > 1 {
+			t.Errorf("client %s moved %d times: %v", client, moves, on)
+		}
+	}
 	var lost int
 	for _, code := range failed {
 		if code == contextvm.CodeReplicaLost {
