@@ -33,7 +33,7 @@ type ReplicaOptions struct {
 	// Timeout is the membership timeout: a replica unheard this long is
 	// taken for dead, its clients move to the others, and its calls in
 	// flight are answered with CodeReplicaLost (default 3 s). Replicas
-	// say they live every Timeout/6.
+	// say they live every Timeout/6 (at most every second).
 	Timeout time.Duration
 	// StoreReplicas is the replication of the shared bucket (default 1; 3
 	// on a 3-server NATS cluster).
@@ -74,6 +74,9 @@ type inflightRecord struct {
 type heartbeat struct {
 	Member   string `json:"member"`
 	Sessions int    `json:"sessions"`
+	// Leaving is the last heartbeat of a replica that stops: the others
+	// take its clients at once instead of after the timeout.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 type memberView struct {
@@ -167,7 +170,7 @@ func newGroup(ctx context.Context, me nostr.PubKey, o ReplicaOptions, log *slog.
 	}
 	g := &group{
 		conn: o.Conn, store: store, member: o.Member, subject: fmt.Sprintf(groupSubject, me.Hex()),
-		timeout: o.Timeout, beat: o.Timeout / 6, log: log.With("replica", o.Member),
+		timeout: o.Timeout, beat: min(o.Timeout/6, time.Second), log: log.With("replica", o.Member),
 		members: map[string]memberView{}, owners: map[nostr.PubKey]ownerEntry{},
 		sessions: func() int { return 0 },
 		leadCh:   make(chan struct{}),
@@ -196,10 +199,15 @@ func (g *group) run(ctx context.Context) {
 	defer sub.Unsubscribe()
 	defer func() {
 		// A replica that stops is no announcer, even before its lease
-		// runs out.
+		// runs out, and says it leaves.
 		g.mu.Lock()
 		g.leading = false
 		g.mu.Unlock()
+		if g.conn.Up() {
+			b, _ := json.Marshal(heartbeat{Member: g.member, Leaving: true})
+			g.conn.NC.Publish(g.subject, b)
+			g.conn.NC.Flush()
+		}
 	}()
 	t := time.NewTicker(g.beat)
 	defer t.Stop()
@@ -290,6 +298,23 @@ func (g *group) publish() {
 }
 
 func (g *group) heard(hb heartbeat) {
+	if hb.Leaving {
+		g.mu.Lock()
+		_, known := g.members[hb.Member]
+		delete(g.members, hb.Member)
+		if known {
+			g.relive()
+		}
+		live := len(g.live)
+		g.mu.Unlock()
+		if known {
+			g.log.Info("replica left: its clients move", "member", hb.Member, "live", live)
+			if g.onLost != nil {
+				g.onLost(hb.Member)
+			}
+		}
+		return
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	_, known := g.members[hb.Member]

@@ -191,3 +191,20 @@ func TestReplicas_OneAnnouncerAndTakeover(t *testing.T) {
 	}
 	await(rest)
 }
+
+// A replica that closes says so: the others take its clients at once, not
+// after the membership timeout.
+func TestReplicas_LeavingIsSeenAtOnce(t *testing.T) {
+	ns := natstest.Start(t)
+	f := newPayFixture(t, 0)
+	signer := contextvm.NewKeySigner(nostr.Generate())
+	var srvs []*contextvm.Server
+	for _, m := range []string{"a", "b"} {
+		opts := contextvm.ServerOptions{Signer: signer, Relays: []string{f.relay.URL}, Replicas: replicaOpts(t, ns.URL(), m)}
+		opts.Replicas.Timeout = time.Minute
+		srvs = append(srvs, serve(t, opts, counterServer(&f.calls)))
+	}
+	awaitGroup(t, 2, srvs...)
+	srvs[0].Close()
+	awaitGroup(t, 1, srvs[1])
+}
