@@ -22,7 +22,8 @@ import (
 // BenchmarkReplicas compares, in one run, one server without NATS (its
 // replay guard in memory), one replica on NATS and a group of three, all
 // served 8 concurrent gift-wrapping clients through one embedded relay and
-// one embedded JetStream (sync always, as natstest runs it). It reports
+// one embedded JetStream (NATS's default fsync interval, as a production
+// nats-server runs). It reports
 // calls/s, p50 latency, the time spent in the shared store per call
 // (coord-µs/call: session lookup, in-flight record, claim, its removal),
 // and, in the unwrap case, what every other replica pays to open a gift
@@ -57,7 +58,7 @@ func BenchmarkReplicas(b *testing.B) {
 			signer := contextvm.NewKeySigner(nostr.Generate())
 			var url string
 			if tc.nats {
-				url = natstest.Start(b).URL()
+				url = natstest.StartDefaultSync(b).URL()
 			}
 			var srvs []*contextvm.Server
 			for i := range tc.replicas {

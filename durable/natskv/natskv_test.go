@@ -3,6 +3,7 @@ package natskv_test
 import (
 	"context"
 	"fmt"
+	"github.com/cvmgo/cvm/durable"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -166,4 +167,58 @@ func TestStore_LeaseOneHolderRenewedThenPassed(t *testing.T) {
 	if lease(a, "a") {
 		t.Fatal("a holds it again while b does")
 	}
+}
+
+// BenchmarkStore measures, one caller at a time, the shared-store calls a
+// replica makes per request (claim, put, delete) against an embedded
+// JetStream with NATS's default fsync interval, and a durable.Memory claim
+// as the baseline of one process without NATS.
+func BenchmarkStore(b *testing.B) {
+	srv := natstest.StartDefaultSync(b)
+	conn, err := natsx.Connect(context.Background(), srv.URL(), natsx.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(conn.Close)
+	s, err := natskv.Open(context.Background(), conn.JS, "bench", natskv.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour)
+	b.Run("memory-claim", func(b *testing.B) {
+		m := durable.NewMemory(durable.Options{})
+		i := 0
+		for b.Loop() {
+			i++
+			m.Claim(ctx, "c", fmt.Appendf(nil, "%d", i), exp)
+		}
+	})
+	b.Run("claim", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			i++
+			if ok, err := s.Claim(ctx, "c", fmt.Appendf(nil, "%d", i), exp); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+	b.Run("put", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			i++
+			if err := s.Put(ctx, "p", fmt.Appendf(nil, "%d", i), []byte("v"), exp); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("delete", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			i++
+			if err := s.Delete(ctx, "p", fmt.Appendf(nil, "%d", i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
