@@ -147,11 +147,15 @@ func placements(t *testing.T, path string) map[string][]string {
 	return out
 }
 
-// runningOn returns a request id the exec log shows running on replica and
-// not answered yet, by answered.
-func runningOn(path, replica string, answered func(rid string) bool) (string, bool) {
+// runningOn returns a request id the exec log shows starting on replica
+// after its first from bytes, and not answered yet, by answered: a call
+// that has just started and has its whole delay to run.
+func runningOn(path string, from int, replica string, answered func(rid string) bool) (string, bool) {
 	b, _ := os.ReadFile(path)
-	for line := range strings.Lines(string(b)) {
+	if len(b) < from {
+		return "", false
+	}
+	for line := range strings.Lines(string(b[from:])) {
 		rid, on, _ := strings.Cut(strings.TrimSpace(line), " ")
 		if on == replica && strings.HasPrefix(rid, "c") && !answered(rid) {
 			return rid, true
@@ -252,8 +256,9 @@ func TestGatewayReplicas_KillNineMidRun(t *testing.T) {
 					// its upstream (the exec log says so).
 					wg.Go(func() {
 						deadline := time.Now().Add(10 * time.Second)
+						seen, _ := os.ReadFile(g.logPath)
 						for time.Now().Before(deadline) {
-							rid, ok := runningOn(g.logPath, "r0", func(rid string) bool {
+							rid, ok := runningOn(g.logPath, len(seen), "r0", func(rid string) bool {
 								mu.Lock()
 								defer mu.Unlock()
 								_, failed := failed[rid]
@@ -390,13 +395,15 @@ func TestGatewayReplicas_KillNineMidRun(t *testing.T) {
 	}
 	ts := exec.CommandContext(ctx, node, "../../interop/js/ts-client.mjs")
 	ts.Env = append(os.Environ(), "RELAY_URL="+r.URL, "SERVER_PUBKEY="+server)
+	var stderr strings.Builder
+	ts.Stderr = &stderr
 	out, err := ts.Output()
 	var res struct {
 		OK   bool   `json:"ok"`
 		Echo string `json:"echo"`
 	}
 	if json.Unmarshal(out, &res); err != nil || !res.OK || res.Echo != "héllo 🌍" {
-		t.Fatalf("reference client: %v %s", err, out)
+		t.Fatalf("reference client: %v %s (stderr: %s)", err, out, stderr.String())
 	}
 }
 
