@@ -607,9 +607,9 @@ func (g *group) status() GroupStatus {
 }
 
 // Group reports this server's view of its replica group; ok is false for a
-// server that is no replica.
+// server that is no replica, and for a nil server.
 func (s *Server) Group() (st GroupStatus, ok bool) {
-	if s.group == nil {
+	if s == nil || s.group == nil {
 		return GroupStatus{}, false
 	}
 	return s.group.status(), true

@@ -233,7 +233,6 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.srv = srv
-	g.metrics.replicas(srv)
 	if opts.IdleTimeout > 0 {
 		g.wg.Go(g.reapIdle)
 	}

@@ -5,7 +5,7 @@ import "github.com/cvmgo/cvm/contextvm"
 // replicas adds the replica group's figures to the gateway's metrics when
 // its server is one replica of a group (cvm gateway --nats): this
 // replica's counters, and its view of the group (live members, and the
-// sessions each last reported).
+// sessions each last reported). srv may be nil (a gateway without Nostr).
 func (m *metrics) replicas(srv *contextvm.Server) {
 	if _, ok := srv.Group(); !ok {
 		return

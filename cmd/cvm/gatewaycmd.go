@@ -22,6 +22,8 @@ import (
 )
 
 type gatewayFlags struct {
+	replica replicaFlags // --nats and its companions: gatewayreplicas.go
+
 	relays                     []string
 	announceRelays             []string
 	key, encryption, giftWrap  string
@@ -39,7 +41,6 @@ type gatewayFlags struct {
 	prices, commonTools, cats  []string
 	walletFile                 string
 	paymentTTL                 time.Duration
-	replica                    replicaFlags
 }
 
 func (a *app) gatewayCommand() *cobra.Command {
@@ -123,6 +124,7 @@ it down, answering what is in flight with an error.` + replicaHelp,
 	f.StringArrayVar(&gf.commonTools, "common-tool", nil, "declare a tool as implementing a common schema (repeatable)")
 	f.StringArrayVar(&gf.cats, "category", nil, "a category for the common tools' announcement (repeatable)")
 	gf.replica.add(f)
+	cmd.Long += replicaHelp
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
 		"session-mode", "env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-rate", "session-burst", "idle-timeout",
 		"announce", "announce-relay", "unannounce-on-exit", "price", "payment-ttl", "common-tool", "category"} {
@@ -313,15 +315,14 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		Upstream string   `json:"upstream"`
 		Metrics  string   `json:"metrics,omitempty"`
 		Announce bool     `json:"announce"`
-		Replica  string   `json:"replica,omitempty"`
-	}{true, pk.Hex(), nostrx.EncodeNpub(pk), srv.Relays(), opts.Mode.String(), describe, metricsURL, gf.announce, ""}
-	if grp, ok := srv.Group(); ok {
-		ready.Replica = grp.Member
-	}
+	}{true, pk.Hex(), nostrx.EncodeNpub(pk), srv.Relays(), opts.Mode.String(), describe, metricsURL, gf.announce}
 	if err := a.printJSON(ready); err != nil {
 		return err
 	}
 	a.log.Info("gateway serving", "npub", ready.Npub, "mode", ready.Mode, "upstream", describe, "relays", ready.Relays)
+	if grp, ok := srv.Group(); ok {
+		a.log.Info("serving as a replica", "replica", grp.Member, "nats", gf.replica.natsURL)
+	}
 
 	select {
 	case <-ctx.Done():

@@ -26,11 +26,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-type replicaReady struct {
-	gatewayReady
-	Replica string `json:"replica"`
-}
-
 // replicaGroup is cvm gateway processes serving one key through one NATS.
 type replicaGroup struct {
 	t       *testing.T
@@ -39,7 +34,7 @@ type replicaGroup struct {
 	nats    string
 	logPath string
 	procs   []*proc
-	ready   []replicaReady
+	ready   []gatewayReady
 }
 
 // start runs one more replica, named name, in front of the exec-log server.
@@ -58,13 +53,13 @@ func (g *replicaGroup) start(name string, extra ...string) {
 		c.env[k] = v
 	}
 	p := startCVM(g.t, c, append(args, "--", exe)...)
-	var ready replicaReady
+	var ready gatewayReady
 	p.readyLine(g.t, &ready)
-	if ready.Replica != name {
-		g.t.Fatalf("ready line %+v", ready)
-	}
 	g.procs = append(g.procs, p)
 	g.ready = append(g.ready, ready)
+	if _, body := g.health(len(g.ready) - 1); body["group"].(map[string]any)["member"] != name {
+		g.t.Fatalf("healthz of %s: %v", name, body)
+	}
 }
 
 // health reads a replica's /healthz.
