@@ -86,7 +86,7 @@ unannounce does it any time.
 
 When ready, one JSON line on stdout gives the gateway's pubkey, npub and
 relays. Logs and the upstream's stderr go to stderr. SIGINT or SIGTERM shuts
-it down, answering what is in flight with an error.` + replicaHelp,
+it down, answering what is in flight with an error.`,
 		Example: `  cvm gateway -- npx -y @modelcontextprotocol/server-everything
   cvm gateway --session-mode shared --upstream-url http://127.0.0.1:3001/mcp
   cvm gateway --allow npub1… --public tools/list -- ./my-server --flag
