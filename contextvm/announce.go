@@ -406,7 +406,19 @@ func NewAnnouncementClient() (*mcp.Client, <-chan struct{}) {
 // (after a short pause that gathers bursts), until ctx ends. A failed
 // announcement is logged and retried with backoff. Connect the source's
 // client with list_changed handlers that send on changed.
+//
+// In a replica group, only the replica holding the group's announcer lease
+// announces: this waits until it does, announces at once when it takes
+// the lease over, and stops when it loses it.
 func (s *Server) KeepAnnounced(ctx context.Context, src AnnouncementSource, changed <-chan struct{}) {
+	if s.group != nil {
+		s.group.whileLeader(ctx, func(ctx context.Context) { s.keepAnnounced(ctx, src, changed) })
+		return
+	}
+	s.keepAnnounced(ctx, src, changed)
+}
+
+func (s *Server) keepAnnounced(ctx context.Context, src AnnouncementSource, changed <-chan struct{}) {
 	const firstRetry, maxRetry = time.Second, time.Minute
 	backoff := firstRetry
 	var retry <-chan time.Time

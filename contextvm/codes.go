@@ -81,6 +81,30 @@ const (
 	CodeServerBusy = -32013
 )
 
+// Error codes of replica groups (ServerOptions.Replicas, cvm gateway --nats).
+const (
+	// CodeReplicaUnavailable answers a request that the replica owning its
+	// client could not coordinate with its group (its link to NATS is down,
+	// or just back, or the shared store failed): it did not run, and no
+	// replica runs it. Retry after data.retry_after_ms, by when the group
+	// has moved the client or the link is back.
+	CodeReplicaUnavailable = -32018
+	// CodeReplicaLost answers, from a surviving replica, a call that was in
+	// flight on a replica that died (unheard for the membership timeout).
+	// It may or may not have taken effect, and is never run again: retry
+	// it as a new call if that is safe.
+	CodeReplicaLost = -32019
+)
+
+// ReplicaUnavailableError is a CodeReplicaUnavailable error that asks the
+// client to retry after wait.
+func ReplicaUnavailableError(wait time.Duration) *jsonrpc.Error {
+	ms := max((wait+time.Millisecond-1)/time.Millisecond, 1)
+	data, _ := json.Marshal(retryAfterData{RetryAfterMS: int64(ms)})
+	return &jsonrpc.Error{Code: CodeReplicaUnavailable,
+		Message: "the replica group serving this key cannot coordinate the request now, so it did not run; retry later", Data: data}
+}
+
 // Error codes of payments (CEP-8): see PaymentOptions and PayOptions.
 const (
 	// CodePaymentRejected answers a priced request whose payment was not

@@ -2,6 +2,7 @@ package contextvm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -147,6 +148,12 @@ type ServerOptions struct {
 	// (default 2×GOMAXPROCS).
 	Workers int
 
+	// Replicas, if set, makes this server one replica of a group serving
+	// the same key on NATS JetStream: requests, sessions and payment state
+	// are coordinated through it (see ReplicaOptions and docs/replicas.md).
+	// State, if nil, is then the group's shared store.
+	Replicas *ReplicaOptions
+
 	Logger *slog.Logger
 }
 
@@ -191,6 +198,8 @@ type Server struct {
 	starts   *admission.Limiter[nostr.PubKey] // new sessions, per client and overall
 	outbound registry[nostr.ID, *ServerConn]  // server-to-client requests awaiting an answer, by event id
 	gate     *gate                            // collects payments, with ServerOptions.Payments
+	group    *group                           // with ServerOptions.Replicas
+	reroute  chan []*opened                   // requests taken over from a lost replica, for the router
 }
 
 // withDefaults fills in the zero values that have defaults.
@@ -240,11 +249,24 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	if opts.Pool == nil && len(opts.Relays) == 0 {
 		return nil, errors.New("contextvm: no relays: give at least one relay URL")
 	}
-	opts = opts.withDefaults()
 	me, err := opts.Signer.GetPublicKey(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("contextvm: server key: %w", err)
 	}
+	var grp *group
+	if opts.Replicas != nil {
+		log := opts.Logger
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		if grp, err = newGroup(ctx, me, *opts.Replicas, log); err != nil {
+			return nil, fmt.Errorf("contextvm: replica group: %w", err)
+		}
+		if opts.State == nil {
+			opts.State = grp.store
+		}
+	}
+	opts = opts.withDefaults()
 	var pool relayPool = opts.Pool
 	own := opts.Pool == nil
 	if own {
@@ -252,6 +274,12 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	}
 	s := newServer(opts, endpoint{pool: pool, signer: opts.Signer, me: me, log: opts.Logger, maxEvent: opts.MaxEventBytes})
 	s.ownPool = own
+	if grp != nil {
+		s.group = grp
+		grp.sessions = s.sessions.len
+		grp.onLost = func(member string) { s.life.Go(func(ctx context.Context) { s.replicaLost(ctx, member) }) }
+		s.intake.Go(grp.run)
+	}
 	if len(opts.AnnounceRelays) > 0 {
 		s.announcePool = nostrx.NewPool(nostrx.PoolOptions{Relays: opts.AnnounceRelays, Signer: opts.Signer, Logger: opts.Logger})
 	}
@@ -300,6 +328,7 @@ func newServer(opts ServerOptions, e endpoint) *Server {
 		starts:    admission.NewLimiter[nostr.PubKey](opts.SessionRate, opts.SessionBurst),
 		replay:    newReplayGuard(opts.Freshness, 0),
 		window:    opts.Freshness,
+		reroute:   make(chan []*opened),
 	}
 	s.sessions = newSessionTable(opts.MaxSessions, opts.SessionGrace, s.auth.known)
 	s.transfers = newReassembler(opts.Transfers, func(k transferKey) {
@@ -400,6 +429,11 @@ type opened struct {
 	wrapKind nostr.Kind
 	err      error
 	ready    chan struct{} // closed when the worker has opened it
+	rerouted bool          // taken over from a lost replica
+	// orphan is the lost replica's record of it, if it had one: the
+	// lost replica may have claimed it.
+	orphan     *inflightRecord
+	lostMember string
 }
 
 // pipeline opens inbound events on Workers goroutines at once (unwrapping
@@ -458,6 +492,14 @@ func (s *Server) pipeline() {
 			case <-s.closed:
 				return
 			}
+		case os := <-s.reroute:
+			for _, o := range os {
+				select {
+				case queue <- o:
+				case <-s.closed:
+					return
+				}
+			}
 		case <-s.closed:
 			return
 		}
@@ -473,11 +515,62 @@ func (s *Server) routeOpened(o *opened) {
 		s.log.Info("dropping message", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex(), "err", err)
 		return
 	}
+	if g := s.group; g != nil {
+		switch place, owner := g.place(s.life.ctx, o.inner.PubKey); place {
+		case placeOther:
+			g.skip(o, owner)
+			return
+		case placeDown:
+			g.stats.Refused.Add(1)
+			s.log.Info("refusing a message: the replica group cannot coordinate it", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex())
+			s.refuseEvent(o.inner, o.wrapKind, ReplicaUnavailableError(g.timeout))
+			return
+		}
+	}
+	// A call is recorded as in flight on this replica before it is
+	// claimed, so that if this replica dies from then on, a survivor
+	// answers it (or, when the claim never landed, runs it).
+	tracked := false
+	if g := s.group; g != nil {
+		if id, ok := singleCallID(o.inner.Content); ok {
+			if err := g.begin(s.life.ctx, o.inner.ID, o.inner.PubKey, id, o.wrapKind); err != nil {
+				g.stats.Refused.Add(1)
+				s.log.Warn("refusing a message: the replica group could not record it", "id", o.inner.ID.Hex(), "err", err)
+				s.refuseEvent(o.inner, o.wrapKind, ReplicaUnavailableError(g.timeout))
+				return
+			}
+			tracked = true
+		}
+	}
 	// Recorded before anything acts on it, so that it never runs twice.
-	switch err := s.claimExecution(s.life.ctx, o.inner); {
+	start := time.Now()
+	err := s.claimExecution(s.life.ctx, o.inner)
+	if g := s.group; g != nil {
+		g.stats.timed(start)
+		if err != nil && tracked {
+			g.end(s.life.ctx, o.inner.ID)
+		}
+		switch {
+		case err == nil:
+			g.stats.ClaimsWon.Add(1)
+		case errors.Is(err, ErrReplay):
+			g.stats.ClaimsLost.Add(1)
+			if o.orphan != nil {
+				// A lost replica claimed it and never answered.
+				s.answerOrphan(s.life.ctx, o.inner.ID, *o.orphan, o.lostMember)
+				return
+			}
+		case !errors.Is(err, durable.ErrFull):
+			g.stats.Refused.Add(1)
+			s.log.Warn("refusing a message: the replica group could not record it", "id", o.inner.ID.Hex(), "err", err)
+			s.refuseEvent(o.inner, o.wrapKind, ReplicaUnavailableError(g.timeout))
+			return
+		}
+	}
+	switch {
 	case errors.Is(err, ErrReplay):
 		s.log.Debug("dropping message", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex(), "err", err)
-		if s.gate != nil {
+		if s.gate != nil && !o.rerouted {
 			inner, wrapKind := o.inner, o.wrapKind
 			s.life.Go(func(ctx context.Context) { s.gate.replayed(ctx, inner, wrapKind) })
 		}
@@ -604,6 +697,9 @@ func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Ki
 		var refusal *jsonrpc.Error
 		if m.IsCall() && m.Method == mcpmsg.MethodInitialize {
 			c, refusal = s.newSession(client, false)
+			if refusal == nil && s.group != nil {
+				s.saveSession(ctx, client, sessionRecord{Params: m.Params, Tags: discoveryOnly(inner.Tags)})
+			}
 		} else {
 			c, refusal = s.session(client, m.IsCall())
 		}
@@ -633,7 +729,112 @@ func (s *Server) session(client nostr.PubKey, create bool) (*ServerConn, *jsonrp
 	if c := s.sessions.get(client); c != nil || !create {
 		return c, nil
 	}
+	if s.group != nil {
+		return s.takeOverSession(client)
+	}
 	return s.newSession(client, true)
+}
+
+// takeOverSession starts, on this replica, the session of a client that has
+// none here: rebuilt from the shared record when another replica held it,
+// stateless otherwise; and records this replica as its owner.
+func (s *Server) takeOverSession(client nostr.PubKey) (*ServerConn, *jsonrpc.Error) {
+	ctx := s.life.ctx
+	rec, ok, err := s.group.loadSession(ctx, client)
+	if err != nil {
+		return nil, ReplicaUnavailableError(s.group.timeout)
+	}
+	if !ok || len(rec.Params) == 0 {
+		c, refusal := s.newSession(client, true)
+		if refusal == nil {
+			s.saveSession(ctx, client, sessionRecord{})
+		}
+		return c, refusal
+	}
+	c, refusal := s.newSession(client, false)
+	if refusal != nil {
+		return nil, refusal
+	}
+	s.group.stats.Rebuilt.Add(1)
+	s.log.Info("rebuilding a client's session taken over from another replica", "client", client.Hex(), "from", rec.Owner)
+	c.rebuild(rec)
+	s.saveSession(ctx, client, rec)
+	return c, nil
+}
+
+// answerOrphan answers, with CodeReplicaLost, a call the lost replica
+// member claimed and never answered.
+func (s *Server) answerOrphan(ctx context.Context, id nostr.ID, rec inflightRecord, member string) {
+	client, err := nostr.PubKeyFromHex(rec.Client)
+	if err != nil {
+		return
+	}
+	var rid any
+	if json.Unmarshal(rec.ID, &rid) != nil {
+		return
+	}
+	jid, err := jsonrpc.MakeID(rid)
+	if err != nil {
+		return
+	}
+	s.group.stats.Orphans.Add(1)
+	s.log.Info("answering a lost replica's call in flight", "member", member, "client", client.Hex(), "id", id.Hex(), "requestId", string(rec.ID))
+	inner := nostr.Event{ID: id, PubKey: client}
+	s.refuseNow(ctx, inner, rec.Wrap, nil, 0, &jsonrpc.Request{ID: jid, Method: "?"}, &jsonrpc.Error{Code: CodeReplicaLost,
+		Message: fmt.Sprintf("the replica running this call (%s) stopped before answering; it may or may not have taken effect, and will not run again; retry if it is safe to", member)})
+}
+
+// singleCallID is the JSON-RPC id of the one call a message event carries,
+// as JSON; false for a notification, a response, a batch or bad content.
+func singleCallID(content string) (json.RawMessage, bool) {
+	msgs, isBatch, err := DecodeContent(content)
+	if err != nil || isBatch || len(msgs) != 1 {
+		return nil, false
+	}
+	req, ok := msgs[0].(*jsonrpc.Request)
+	if !ok || !req.IsCall() {
+		return nil, false
+	}
+	id, err := json.Marshal(req.ID.Raw())
+	return id, err == nil
+}
+
+func (s *Server) saveSession(ctx context.Context, client nostr.PubKey, rec sessionRecord) {
+	if err := s.group.saveSession(ctx, client, rec); err != nil {
+		s.log.Warn("could not record a session in the replica group: another replica cannot rebuild it", "client", client.Hex(), "err", err)
+	}
+}
+
+// replicaLost takes over from a replica of the group that died: its calls
+// in flight, for clients now this replica's, are answered CodeReplicaLost
+// (they may have run there, and are not run again); the requests it never
+// claimed go through the router again, to be claimed and run here.
+func (s *Server) replicaLost(ctx context.Context, member string) {
+	orphans := s.group.orphans(ctx, member)
+	os := s.group.takeSkipped(member)
+	for _, o := range os {
+		o.rerouted = true
+		// A call this replica still has goes through the router again:
+		// claimed there if the lost replica never claimed it, answered
+		// as lost if it did.
+		if rec, ok := orphans[o.inner.ID]; ok {
+			o.orphan, o.lostMember = &rec, member
+			delete(orphans, o.inner.ID)
+		}
+	}
+	for id, rec := range orphans {
+		s.answerOrphan(ctx, id, rec, member)
+	}
+	if len(os) == 0 {
+		return
+	}
+	s.group.stats.Rerouted.Add(int64(len(os)))
+	s.log.Info("taking over a lost replica's unclaimed requests", "member", member, "requests", len(os))
+	select {
+	case s.reroute <- os:
+	case <-s.closed:
+	case <-ctx.Done():
+	}
 }
 
 // newSession starts a session for client, replacing its current one, or
@@ -708,6 +909,9 @@ func (s *Server) refuse(inner nostr.Event, wrapKind nostr.Kind, b *batch, i int,
 }
 
 func (s *Server) refuseNow(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, b *batch, i int, req *jsonrpc.Request, refusal *jsonrpc.Error) {
+	if g := s.group; g != nil && b == nil && g.ready() {
+		defer g.end(ctx, inner.ID) // answered: no survivor needs to
+	}
 	resp := &jsonrpc.Response{ID: req.ID, Error: refusal}
 	if b != nil {
 		if content, done := b.answer(i, resp); done {

@@ -260,6 +260,24 @@ func (c *ServerConn) initializeForClient() {
 		"capabilities":    map[string]any{},
 		"clientInfo":      map[string]any{"name": "stateless-client", "version": "0"},
 	})
+	c.handshake(params)
+}
+
+// rebuild performs the MCP handshake again on behalf of a client whose
+// session another replica of the group held, with the initialize params and
+// discovery tags the client sent it: the client carries on without knowing.
+func (c *ServerConn) rebuild(rec sessionRecord) {
+	c.mu.Lock()
+	if caps, ok := learnCaps(rec.Tags); ok {
+		c.caps = caps
+	}
+	c.mu.Unlock()
+	c.handshake(rec.Params)
+}
+
+// handshake sends the initialize (with params) and initialized that the
+// client would have sent; the answer to the initialize goes nowhere.
+func (c *ServerConn) handshake(params json.RawMessage) {
 	c.deliver(&jsonrpc.Request{ID: mcpmsg.StringID(statelessInitID), Method: mcpmsg.MethodInitialize, Params: params})
 	c.deliver(&jsonrpc.Request{Method: mcpmsg.MethodInitialized, Params: json.RawMessage(`{}`)})
 }
@@ -639,6 +657,9 @@ func (c *ServerConn) wrapKindLocked(mirror nostr.Kind) nostr.Kind {
 }
 
 func (c *ServerConn) sendResponse(ctx context.Context, r *route, resp *jsonrpc.Response) {
+	if g := c.srv.group; g != nil && r.batch == nil {
+		defer g.end(ctx, r.eventID) // answered: no survivor needs to answer it
+	}
 	resp, listTags := c.srv.decorateList(r.method, resp)
 	if r.batch != nil {
 		if content, done := r.batch.answer(r.index, resp); done {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/cvmgo/cvm/internal/promreg"
@@ -24,6 +25,7 @@ type metrics struct {
 	sessionsRefused  prometheus.Counter
 	sessionsEvicted  prometheus.Counter
 	sessionsReaped   prometheus.Counter
+	replicasOnce     sync.Once // registers the replica group's figures, once
 }
 
 func newMetrics(mode SessionMode) *metrics {
@@ -74,6 +76,7 @@ func (m *metrics) answered(method string, start time.Time, outcome string) {
 // {"status":"ok",…} while the gateway can serve, 503 while it cannot (it is
 // closed, or its shared upstream is down).
 func (g *Gateway) Handler() http.Handler {
+	g.metrics.replicasOnce.Do(func() { g.metrics.replicas(g.srv) })
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", g.metrics.reg.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -91,13 +94,23 @@ func (g *Gateway) Handler() http.Handler {
 		if closed {
 			status = "closed"
 		}
+		body := map[string]any{
+			"status": status, "mode": g.opts.Mode.String(), "sessions": sessions, "upstream": upstream,
+		}
+		if grp, ok := g.srv.Group(); ok {
+			// A replica that cannot coordinate takes no request: the
+			// group (or its load balancer) should look elsewhere.
+			body["group"] = grp
+			if !grp.Ready && status == "ok" {
+				status = "degraded"
+				body["status"] = status
+			}
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if status != "ok" {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		json.NewEncoder(w).Encode(map[string]any{
-			"status": status, "mode": g.opts.Mode.String(), "sessions": sessions, "upstream": upstream,
-		})
+		json.NewEncoder(w).Encode(body)
 	})
 	return mux
 }

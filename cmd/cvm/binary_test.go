@@ -30,6 +30,9 @@ var cvmBinary, demoServerBinary string
 var browser browsertest.Browser
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(execLogEnv); path != "" {
+		runExecLogServer(path)
+	}
 	dir, err := os.MkdirTemp("", "cvm-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

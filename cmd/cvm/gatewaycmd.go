@@ -25,6 +25,8 @@ import (
 )
 
 type gatewayFlags struct {
+	replica replicaFlags // --nats and its companions: gatewayreplicas.go
+
 	relays                     []string
 	announceRelays             []string
 	key, encryption, giftWrap  string
@@ -143,6 +145,8 @@ it down, answering what is in flight with an error.`,
 	f.BoolVar(&gf.authCompat, "auth-compat", false, "over --http, also accept @nuwa-ai/identity-kit 0.6.0's DIDAuthV1 headers, which do not cover nested params or an audience (see docs/protocol-compatibility.md)")
 	f.StringArrayVar(&gf.commonTools, "common-tool", nil, "declare a tool as implementing a common schema (repeatable)")
 	f.StringArrayVar(&gf.cats, "category", nil, "a category for the common tools' announcement (repeatable)")
+	gf.replica.add(f)
+	cmd.Long += replicaHelp
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
 		"session-mode", "env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-rate", "session-burst", "idle-timeout",
 		"announce", "announce-relay", "unannounce-on-exit", "price", "payment-ttl", "common-tool", "category", "http", "no-nostr", "require-auth", "auth-window", "auth-compat"} {
@@ -263,20 +267,31 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	}
 	// The ids of executed requests survive a restart: a replay then never
 	// runs twice. One store per server key, so that gateways with other
-	// keys may share the directory, and one process per key.
-	dataDir, err := a.dataSubdir(gf.data, "gateway")
+	// keys may share the directory, and one process per key. With --nats
+	// they live in the replica group's bucket instead.
+	replicas, closeNATS, err := gf.replica.connect(ctx, a)
 	if err != nil {
 		return err
 	}
-	state, err := durable.Open(dataDir, id.secret.Public().Hex(), durable.Options{})
-	if errors.Is(err, durable.ErrLocked) {
-		return fmt.Errorf("another cvm gateway with this key already runs on %s; stop it, or give this one another --key or --data", dataDir)
+	defer closeNATS()
+	var state durable.Store
+	if replicas == nil {
+		dataDir, err := a.dataSubdir(gf.data, "gateway")
+		if err != nil {
+			return err
+		}
+		st, err := durable.Open(dataDir, id.secret.Public().Hex(), durable.Options{})
+		if errors.Is(err, durable.ErrLocked) {
+			return fmt.Errorf("another cvm gateway with this key already runs on %s; stop it, or give this one another --key or --data, or make them replicas with --nats", dataDir)
+		}
+		if err != nil {
+			return fmt.Errorf("gateway state: %w", err)
+		}
+		defer st.Close()
+		state = st
 	}
-	if err != nil {
-		return fmt.Errorf("gateway state: %w", err)
-	}
-	defer state.Close()
 	opts.Server = contextvm.ServerOptions{
+		Replicas:           replicas,
 		State:              state,
 		Transfers:          contextvm.TransferLimits{MaxPeerBytes: gf.transferBytes},
 		SessionRate:        gf.sessionRate,
@@ -393,6 +408,9 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		return err
 	}
 	a.log.Info("gateway serving", "npub", ready.Npub, "mode", ready.Mode, "upstream", describe, "relays", ready.Relays)
+	if grp, ok := srv.Group(); ok {
+		a.log.Info("serving as a replica", "replica", grp.Member, "nats", gf.replica.natsURL)
+	}
 
 	select {
 	case <-ctx.Done():

@@ -20,6 +20,9 @@ type Server struct {
 	t    testing.TB
 	dir  string
 	port int
+	// lazySync leaves NATS's default fsync interval (2 min) instead of
+	// sync always: what a production nats-server does by default.
+	lazySync bool
 
 	mu  sync.Mutex
 	srv *server.Server
@@ -37,20 +40,38 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
+// StartDefaultSync is Start with NATS's default durability (fsync every
+// 2 min, not per write), for benchmarks that measure what a production
+// nats-server costs.
+func StartDefaultSync(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{dir: t.TempDir(), lazySync: true, t: t}
+	if err := s.listen(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
 // New runs a server storing in dir on a free loopback port, for callers
 // without a testing.TB (benchmark programs). The caller must Stop it.
 func New(dir string) (*Server, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	s := &Server{dir: dir, port: port}
-	if err := s.start(); err != nil {
+	s := &Server{dir: dir}
+	if err := s.listen(); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// listen picks a free port and starts there.
+func (s *Server) listen() error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	s.port = l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return s.start()
 }
 
 func (s *Server) start() error {
@@ -59,7 +80,7 @@ func (s *Server) start() error {
 		Port:       s.port,
 		JetStream:  true,
 		StoreDir:   s.dir,
-		SyncAlways: true,
+		SyncAlways: !s.lazySync,
 		NoLog:      true,
 		NoSigs:     true,
 		ServerName: "cvm-test",

@@ -1,0 +1,413 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// replicaGroup is cvm gateway processes serving one key through one NATS.
+type replicaGroup struct {
+	t       *testing.T
+	c       *cli
+	relay   string
+	nats    string
+	logPath string
+	procs   []*proc
+	ready   []gatewayReady
+}
+
+// start runs one more replica, named name, in front of the exec-log server.
+func (g *replicaGroup) start(name string, extra ...string) {
+	g.t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	args := append([]string{"gateway", "--relay", g.relay, "--nats", g.nats, "--replica-name", name,
+		"--membership-timeout", "3s", "--metrics", "127.0.0.1:0", "-e", execLogEnv + "=" + g.logPath}, extra...)
+	// The same home (so the same identity), and the replica's name for
+	// the upstream it starts.
+	c := &cli{t: g.c.t, cfg: g.c.cfg, env: map[string]string{execReplicaEnv: name}}
+	for k, v := range g.c.env {
+		c.env[k] = v
+	}
+	p := startCVM(g.t, c, append(args, "--", exe)...)
+	var ready gatewayReady
+	p.readyLine(g.t, &ready)
+	g.procs = append(g.procs, p)
+	g.ready = append(g.ready, ready)
+	if _, body := g.health(len(g.ready) - 1); body["group"].(map[string]any)["member"] != name {
+		g.t.Fatalf("healthz of %s: %v", name, body)
+	}
+}
+
+// health reads a replica's /healthz.
+func (g *replicaGroup) health(i int) (int, map[string]any) {
+	resp, err := http.Get(strings.TrimSuffix(g.ready[i].Metrics, "/metrics") + "/healthz")
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body
+}
+
+// awaitMembers waits until replica i sees n live members and is ready.
+func (g *replicaGroup) awaitMembers(i, n int) {
+	g.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, body := g.health(i)
+		grp, _ := body["group"].(map[string]any)
+		members, _ := grp["members"].(map[string]any)
+		if code == 200 && len(members) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("replica %d: want %d members, healthz %d %v", i, n, code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// executions counts the lines of the exec log.
+func executions(t *testing.T, path string) map[string]int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		rid, _, _ := strings.Cut(sc.Text(), " ")
+		n[rid]++
+	}
+	return n
+}
+
+// placements reads the exec log as, for each client, the replicas its
+// calls ran on, in the order of its calls.
+func placements(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type run struct {
+		n  int
+		on string
+	}
+	byClient := map[string][]run{}
+	for line := range strings.Lines(string(b)) {
+		rid, on, _ := strings.Cut(strings.TrimSpace(line), " ")
+		client, n, ok := strings.Cut(rid, "-")
+		if !ok || !strings.HasPrefix(client, "c") {
+			continue
+		}
+		var i int
+		fmt.Sscan(n, &i)
+		byClient[client] = append(byClient[client], run{i, on})
+	}
+	out := map[string][]string{}
+	for client, runs := range byClient {
+		slices.SortFunc(runs, func(a, b run) int { return a.n - b.n })
+		for _, r := range runs {
+			out[client] = append(out[client], r.on)
+		}
+	}
+	return out
+}
+
+// runningOn returns a request id the exec log shows starting on replica
+// after its first from bytes, and not answered yet, by answered: a call
+// that has just started and has its whole delay to run.
+func runningOn(path string, from int, replica string, answered func(rid string) bool) (string, bool) {
+	b, _ := os.ReadFile(path)
+	if len(b) < from {
+		return "", false
+	}
+	for line := range strings.Lines(string(b[from:])) {
+		rid, on, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if on == replica && strings.HasPrefix(rid, "c") && !answered(rid) {
+			return rid, true
+		}
+	}
+	return "", false
+}
+
+func errorCode(err error) int64 {
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) {
+		return werr.Code
+	}
+	return 0
+}
+
+// Three cvm gateway processes serve one key as a replica group on an
+// embedded JetStream NATS, in front of a stdio server that logs every
+// execution. 20 clients make 12 calls each (240, 150 ms of work each); one
+// replica is killed with SIGKILL once 80 calls are answered. Then NATS is
+// stopped and started again, and the reference TypeScript client is
+// served by the group.
+func TestGatewayReplicas_KillNineMidRun(t *testing.T) {
+	const (
+		clients = 20
+		calls   = 12
+		delayMS = 150
+		killAt  = 80
+	)
+	ns := natstest.Start(t)
+	r := relaytest.Start(t, relay.Options{})
+	g := &replicaGroup{t: t, c: newCLI(t), relay: r.URL, nats: ns.URL(), logPath: filepath.Join(t.TempDir(), "exec.log")}
+	// The first creates the identity the others share.
+	for _, name := range []string{"r0", "r1", "r2"} {
+		g.start(name)
+	}
+	for i := range 3 {
+		g.awaitMembers(i, 3)
+	}
+	server := g.ready[0].Pubkey
+
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	sessions := make([]*mcp.ClientSession, clients)
+	for i := range clients {
+		cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("c%d", i)}, nil),
+			contextvm.ClientOptions{Server: server, Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(nostr.Generate()), RequestTimeout: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		sessions[i] = cs
+	}
+
+	var (
+		answered, inflight atomic.Int64
+		killed             = make(chan struct{})
+		killOnce           sync.Once
+		inflightAtKill     int64
+		mu                 sync.Mutex
+		ok                 = map[string]bool{}
+		failed             = map[string]int64{} // rid -> code
+		nextAfterFailure   = map[int]bool{}     // client -> its call after a failure succeeded
+	)
+	kill := func() {
+		killOnce.Do(func() {
+			inflightAtKill = inflight.Load()
+			g.procs[0].cmd.Process.Kill() // SIGKILL
+			close(killed)
+		})
+	}
+	var wg sync.WaitGroup
+	for i, cs := range sessions {
+		wg.Go(func() {
+			hadFailure := false
+			for n := range calls {
+				rid := fmt.Sprintf("c%d-%d", i, n)
+				inflight.Add(1)
+				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "work", Arguments: map[string]any{"rid": rid, "delay_ms": delayMS}})
+				inflight.Add(-1)
+				mu.Lock()
+				if err != nil {
+					failed[rid] = errorCode(err)
+					if code := errorCode(err); code != contextvm.CodeReplicaLost && code != contextvm.CodeReplicaUnavailable {
+						t.Errorf("%s: %v", rid, err)
+					}
+					hadFailure = true
+				} else {
+					ok[rid] = true
+					if hadFailure {
+						nextAfterFailure[i] = true
+						hadFailure = false
+					}
+				}
+				mu.Unlock()
+				if answered.Add(1) == killAt {
+					// Killed while a call of one of its clients runs in
+					// its upstream (the exec log says so).
+					wg.Go(func() {
+						deadline := time.Now().Add(10 * time.Second)
+						seen, _ := os.ReadFile(g.logPath)
+						for time.Now().Before(deadline) {
+							rid, ok := runningOn(g.logPath, len(seen), "r0", func(rid string) bool {
+								mu.Lock()
+								defer mu.Unlock()
+								_, failed := failed[rid]
+								return ok[rid] || failed
+							})
+							if ok {
+								t.Logf("killing r0 while %s runs there", rid)
+								break
+							}
+							time.Sleep(2 * time.Millisecond)
+						}
+						kill()
+					})
+				}
+			}
+			if hadFailure {
+				t.Errorf("client %d: its last call failed and none followed", i)
+			}
+		})
+	}
+	wg.Wait()
+	<-killed
+	if t.Failed() {
+		for i := 1; i < 3; i++ {
+			t.Logf("replica %d stderr:\n%s", i, g.procs[i].stderr)
+		}
+	}
+	g.awaitMembers(1, 2)
+
+	runs := executions(t, g.logPath)
+	var executed int
+	for rid, n := range runs {
+		if !strings.HasPrefix(rid, "c") {
+			continue
+		}
+		executed++
+		if n > 1 {
+			t.Errorf("%s executed %d times", rid, n)
+		}
+	}
+	for rid := range ok {
+		if runs[rid] != 1 {
+			t.Errorf("%s answered but executed %d times", rid, runs[rid])
+		}
+	}
+	if d := executed - len(ok); int64(d) > inflightAtKill || d < 0 {
+		t.Errorf("executions %d - answers %d = %d, more than the %d calls in flight at the kill", executed, len(ok), d, inflightAtKill)
+	}
+	if len(ok)+len(failed) != clients*calls {
+		t.Errorf("%d answered + %d failed != %d calls", len(ok), len(failed), clients*calls)
+	}
+	t.Logf("%d calls: %d answered, %d failed (%v), %d executed, %d in flight at the kill; %d clients failed over by an error",
+		clients*calls, len(ok), len(failed), failed, executed, inflightAtKill, len(nextAfterFailure))
+	// Affinity: a client's calls ran on one replica while it lived; only
+	// the killed replica's clients moved, each once, to one survivor. A
+	// replica unheard for the membership timeout under load is "dead" to
+	// the others even if it is not; then its clients move too, and the
+	// check is only logged.
+	falseDeaths := false
+	for i := 1; i < 3; i++ {
+		_, body := g.health(i)
+		grp, _ := body["group"].(map[string]any)
+		if n, _ := grp["members_lost"].(float64); n != 1 {
+			falseDeaths = true
+		}
+	}
+	affinity := t.Errorf
+	if falseDeaths {
+		affinity = t.Logf
+	}
+	for client, on := range placements(t, g.logPath) {
+		moves := 0
+		for i := 1; i < len(on); i++ {
+			if on[i] != on[i-1] {
+				moves++
+				if on[i-1] != "r0" {
+					affinity("client %s moved from live replica %s: %v", client, on[i-1], on)
+				}
+			}
+		}
+		if moves > 1 {
+			affinity("client %s moved %d times: %v", client, moves, on)
+		}
+	}
+	var lost int
+	for _, code := range failed {
+		if code == contextvm.CodeReplicaLost {
+			lost++
+		}
+	}
+	if lost == 0 {
+		t.Errorf("no call in flight on the killed replica was answered %d", contextvm.CodeReplicaLost)
+	}
+	for i := 1; i < 3; i++ {
+		_, body := g.health(i)
+		t.Logf("replica %d: %v", i, body["group"])
+	}
+
+	// Every replica cut off: a call gets the retryable error, not an
+	// uncoordinated execution; once NATS is back, calls succeed again.
+	ns.Stop()
+	for i := 1; i < 3; i++ {
+		deadline := time.Now().Add(10 * time.Second)
+		for code, _ := g.health(i); code == 200; code, _ = g.health(i) {
+			if time.Now().After(deadline) {
+				t.Fatalf("replica %d still healthy without NATS", i)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	_, err := sessions[0].CallTool(ctx, &mcp.CallToolParams{Name: "work", Arguments: map[string]any{"rid": "cut-off"}})
+	if code := errorCode(err); code != contextvm.CodeReplicaUnavailable {
+		t.Fatalf("call with NATS down: %v (code %d)", err, code)
+	}
+	if _, ok := contextvm.RetryAfter(err); ok {
+		// RetryAfter reads only busy errors; the data has retry_after_ms.
+		t.Log("retry-after read as busy")
+	}
+	ns.Restart()
+	for i := 1; i < 3; i++ {
+		g.awaitMembers(i, 2)
+	}
+	if _, err := sessions[0].CallTool(ctx, &mcp.CallToolParams{Name: "work", Arguments: map[string]any{"rid": "back"}}); err != nil {
+		t.Fatalf("call after NATS came back: %v", err)
+	}
+	if runs := executions(t, g.logPath); runs["cut-off"] != 0 || runs["back"] != 1 {
+		t.Errorf("executions: cut-off %d, back %d", runs["cut-off"], runs["back"])
+	}
+
+	// The reference SDK's client, served by the group unchanged.
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not on PATH")
+	}
+	ts := exec.CommandContext(ctx, node, "../../interop/js/ts-client.mjs")
+	ts.Env = append(os.Environ(), "RELAY_URL="+r.URL, "SERVER_PUBKEY="+server)
+	var stderr strings.Builder
+	ts.Stderr = &stderr
+	out, err := ts.Output()
+	var res struct {
+		OK   bool   `json:"ok"`
+		Echo string `json:"echo"`
+	}
+	if json.Unmarshal(out, &res); err != nil || !res.OK || res.Echo != "héllo 🌍" {
+		t.Fatalf("reference client: %v %s (stderr: %s)", err, out, stderr.String())
+	}
+}
+
+// NATS unreachable at start: a clear error and exit 2, before serving.
+func TestGatewayReplicas_NATSUnreachableExits2(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	c := newCLI(t)
+	code, out, errOut := c.run("gateway", "--relay", r.URL, "--nats", "nats://127.0.0.1:1", "--", demoServerBinary)
+	if code != 2 || out != "" || !strings.Contains(errOut, "--nats") || !strings.Contains(errOut, "unreachable") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}

@@ -1,0 +1,616 @@
+package contextvm
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/durable/natskv"
+	"github.com/cvmgo/cvm/internal/natsx"
+	"github.com/nats-io/nats.go"
+)
+
+// ReplicaOptions make a Server one replica of a group serving the same key
+// through NATS JetStream (see docs/replicas.md). Every replica sees every
+// request; the one that owns the client's session claims it in the shared
+// store and runs it, the others pass.
+type ReplicaOptions struct {
+	// Conn is the NATS connection (JetStream enabled). Required; the
+	// caller keeps ownership and closes it after the server.
+	Conn *natsx.Conn
+	// Member names this replica in the group (default random).
+	Member string
+	// Timeout is the membership timeout: a replica unheard this long is
+	// taken for dead, its clients move to the others, and its calls in
+	// flight are answered with CodeReplicaLost (default 3 s). Replicas
+	// say they live every Timeout/6 (at most every second).
+	Timeout time.Duration
+	// StoreReplicas is the replication of the shared bucket (default 1; 3
+	// on a 3-server NATS cluster).
+	StoreReplicas int
+}
+
+// Spaces of the group's shared store, beside the server's own.
+const (
+	sessionSpace  = "contextvm.sessions" // client key -> sessionRecord
+	inflightSpace = "contextvm.inflight" // + "." + member: event id -> inflightRecord
+	inflightTTL   = time.Hour            // a call longer than this loses its record
+	defaultTTL    = 3 * time.Second      // membership timeout
+	skippedMax    = 4096                 // requests remembered for a failover
+	sessionTTL    = 7 * 24 * time.Hour   // how long a session can be rebuilt
+	settleBeats   = 2                    // heartbeats heard before a rejoined replica serves
+	groupSubject  = "cvm.replicas.%s.hb" // per server key
+	bucketPrefix  = "cvm-replicas-"      // + server key hex
+	leaderSpace   = "contextvm.leader"   // key "announcer": the replica that announces
+)
+
+// sessionRecord is what a replica needs to rebuild a client's session:
+// who owns it, and the client's initialize params and discovery tags.
+type sessionRecord struct {
+	Owner  string          `json:"owner"`
+	Params json.RawMessage `json:"params,omitempty"`
+	Tags   nostr.Tags      `json:"tags,omitempty"`
+}
+
+// inflightRecord is a call a replica runs, kept until answered so that a
+// survivor answers it if the replica dies.
+type inflightRecord struct {
+	Client string          `json:"client"`
+	ID     json.RawMessage `json:"id"`
+	Wrap   nostr.Kind      `json:"wrap"`
+}
+
+// heartbeat is what a replica publishes every beat.
+type heartbeat struct {
+	Member   string `json:"member"`
+	Sessions int    `json:"sessions"`
+	// Leaving is the last heartbeat of a replica that stops: the others
+	// take its clients at once instead of after the timeout.
+	Leaving bool `json:"leaving,omitempty"`
+}
+
+type memberView struct {
+	seen     time.Time
+	sessions int
+}
+
+// placement is where a request belongs.
+type placement int
+
+const (
+	placeMine  placement = iota // this replica runs it
+	placeOther                  // another replica does
+	placeDown                   // this replica would, but cannot coordinate now
+)
+
+// group is a server's membership of a replica group. Safe for concurrent
+// use; its goroutines are the server's intake's.
+type group struct {
+	conn    *natsx.Conn
+	store   *natskv.Store
+	member  string
+	subject string
+	timeout time.Duration
+	beat    time.Duration
+	log     *slog.Logger
+	onLost  func(member string)
+
+	mu       sync.Mutex
+	members  map[string]memberView // others, by name
+	live     []string              // sorted, self included
+	epoch    uint64                // bumped whenever live changes
+	owners   map[nostr.PubKey]ownerEntry
+	upSince  time.Time // when the link last came up; zero while down
+	sessions func() int
+	leading  bool          // this replica holds the announcer lease
+	leadCh   chan struct{} // closed and replaced when leading changes
+
+	skipMu  sync.Mutex
+	skipped []skippedItem
+
+	stats groupStats
+}
+
+type ownerEntry struct {
+	epoch uint64
+	owner string
+}
+
+type skippedItem struct {
+	o     *opened
+	owner string
+	at    time.Time
+}
+
+// groupStats are counters of the group's work, for /metrics.
+type groupStats struct {
+	ClaimsWon      atomic.Int64 // requests this replica claimed and ran
+	ClaimsLost     atomic.Int64 // requests it tried to claim that another replica (or a replay) had
+	Skipped        atomic.Int64 // requests that belonged to another replica
+	Refused        atomic.Int64 // requests answered CodeReplicaUnavailable
+	Orphans        atomic.Int64 // calls of dead replicas answered CodeReplicaLost
+	Rerouted       atomic.Int64 // skipped requests taken over from a dead replica
+	Rebuilt        atomic.Int64 // sessions rebuilt from the shared store
+	MembersLost    atomic.Int64
+	CoordinationN  atomic.Int64 // shared-store calls on the request path
+	CoordinationNS atomic.Int64 // and the time they took, in nanoseconds
+}
+
+// timed adds the time since start to the coordination cost.
+func (st *groupStats) timed(start time.Time) {
+	st.CoordinationN.Add(1)
+	st.CoordinationNS.Add(int64(time.Since(start)))
+}
+
+func newGroup(ctx context.Context, me nostr.PubKey, o ReplicaOptions, log *slog.Logger) (*group, error) {
+	if o.Conn == nil {
+		return nil, errors.New("contextvm: ReplicaOptions.Conn is required")
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = defaultTTL
+	}
+	if o.Member == "" {
+		var b [6]byte
+		rand.Read(b[:])
+		o.Member = hex.EncodeToString(b[:])
+	}
+	store, err := natskv.Open(ctx, o.Conn.JS, bucketPrefix+me.Hex()[:32], natskv.Options{Replicas: o.StoreReplicas})
+	if err != nil {
+		return nil, err
+	}
+	g := &group{
+		conn: o.Conn, store: store, member: o.Member, subject: fmt.Sprintf(groupSubject, me.Hex()),
+		timeout: o.Timeout, beat: min(o.Timeout/6, time.Second), log: log.With("replica", o.Member),
+		members: map[string]memberView{}, owners: map[nostr.PubKey]ownerEntry{},
+		sessions: func() int { return 0 },
+		leadCh:   make(chan struct{}),
+	}
+	g.live = []string{g.member}
+	if o.Conn.Up() {
+		g.upSince = time.Now()
+	}
+	return g, nil
+}
+
+// run keeps the membership: it says this replica lives every beat, hears
+// the others, and reports the ones unheard for the timeout, until ctx ends.
+func (g *group) run(ctx context.Context) {
+	sub, err := g.conn.NC.Subscribe(g.subject, func(m *nats.Msg) {
+		var hb heartbeat
+		if json.Unmarshal(m.Data, &hb) != nil || hb.Member == "" || hb.Member == g.member {
+			return
+		}
+		g.heard(hb)
+	})
+	if err != nil {
+		g.log.Error("replica group: cannot subscribe", "err", err)
+		return
+	}
+	defer sub.Unsubscribe()
+	defer func() {
+		// A replica that stops is no announcer, even before its lease
+		// runs out, and says it leaves.
+		g.mu.Lock()
+		g.leading = false
+		g.mu.Unlock()
+		if g.conn.Up() {
+			b, _ := json.Marshal(heartbeat{Member: g.member, Leaving: true})
+			g.conn.NC.Publish(g.subject, b)
+			g.conn.NC.Flush()
+		}
+	}()
+	t := time.NewTicker(g.beat)
+	defer t.Stop()
+	for {
+		up, _, changed := g.conn.Status()
+		g.linkChanged(up)
+		if up {
+			g.publish()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-t.C:
+			g.check(time.Now())
+			g.campaign(ctx)
+		}
+	}
+}
+
+// campaign takes or renews the announcer lease (for the membership
+// timeout), or finds it held by another replica. A replica that cannot
+// reach NATS stops leading at its next beat; its lease then runs out and
+// another replica takes it, within about the membership timeout.
+func (g *group) campaign(ctx context.Context) {
+	held := false
+	if g.ready() {
+		lctx, cancel := context.WithTimeout(ctx, g.beat)
+		var err error
+		held, err = g.store.Lease(lctx, leaderSpace, []byte("announcer"), []byte(g.member), g.timeout)
+		cancel()
+		if err != nil {
+			g.log.Debug("announcer lease", "err", err)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if held != g.leading {
+		g.leading = held
+		close(g.leadCh)
+		g.leadCh = make(chan struct{})
+		g.log.Info("announcer lease", "held", held)
+	}
+}
+
+// leader reports whether this replica announces, and a channel closed at
+// the next change.
+func (g *group) leader() (bool, <-chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.leading, g.leadCh
+}
+
+// whileLeader runs f with a context that ends when this replica stops
+// being the group's announcer, each time it becomes it, until ctx ends.
+func (g *group) whileLeader(ctx context.Context, f func(context.Context)) {
+	for {
+		leading, changed := g.leader()
+		if !leading {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+				continue
+			}
+		}
+		lctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			select {
+			case <-changed:
+			case <-lctx.Done():
+			}
+			cancel()
+		})
+		f(lctx)
+		cancel()
+		wg.Wait()
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func (g *group) publish() {
+	b, _ := json.Marshal(heartbeat{Member: g.member, Sessions: g.sessions()})
+	g.conn.NC.Publish(g.subject, b)
+}
+
+func (g *group) heard(hb heartbeat) {
+	if hb.Leaving {
+		g.mu.Lock()
+		_, known := g.members[hb.Member]
+		delete(g.members, hb.Member)
+		if known {
+			g.relive()
+		}
+		live := len(g.live)
+		g.mu.Unlock()
+		if known {
+			g.log.Info("replica left: its clients move", "member", hb.Member, "live", live)
+			if g.onLost != nil {
+				g.onLost(hb.Member)
+			}
+		}
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, known := g.members[hb.Member]
+	g.members[hb.Member] = memberView{seen: time.Now(), sessions: hb.Sessions}
+	if !known {
+		g.relive()
+		g.log.Info("replica joined", "member", hb.Member, "live", len(g.live))
+	}
+}
+
+// linkChanged follows the NATS link: while it is down the view is frozen
+// (no member is declared dead by a replica that cannot hear anyone); when
+// it comes back, every member gets a fresh timeout to be heard.
+func (g *group) linkChanged(up bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case up && g.upSince.IsZero():
+		g.upSince = time.Now()
+		for m, v := range g.members {
+			v.seen = g.upSince
+			g.members[m] = v
+		}
+	case !up && !g.upSince.IsZero():
+		g.upSince = time.Time{}
+	}
+}
+
+// check declares dead the members unheard for the timeout.
+func (g *group) check(now time.Time) {
+	g.mu.Lock()
+	if g.upSince.IsZero() {
+		g.mu.Unlock()
+		return
+	}
+	var lost []string
+	for m, v := range g.members {
+		if now.Sub(v.seen) > g.timeout {
+			delete(g.members, m)
+			lost = append(lost, m)
+		}
+	}
+	if len(lost) > 0 {
+		g.relive()
+	}
+	live := len(g.live)
+	g.mu.Unlock()
+	for _, m := range lost {
+		g.stats.MembersLost.Add(1)
+		g.log.Warn("replica lost: its clients move", "member", m, "live", live)
+		if g.onLost != nil {
+			g.onLost(m)
+		}
+	}
+}
+
+// relive recomputes the live list; g.mu held.
+func (g *group) relive() {
+	live := []string{g.member}
+	for m := range g.members {
+		live = append(live, m)
+	}
+	slices.Sort(live)
+	g.live = live
+	g.epoch++
+}
+
+// ready reports whether the replica may take requests: the link is up and
+// has been for long enough to hear the others.
+func (g *group) ready() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.upSince.IsZero() && time.Since(g.upSince) >= settleBeats*g.beat
+}
+
+// rendezvous picks the member with the highest hash of (member, client):
+// every replica with the same live list picks the same one, and a change
+// of the list moves only the clients of the members that came or went.
+func rendezvous(live []string, client nostr.PubKey) string {
+	var best string
+	var top uint64
+	for _, m := range live {
+		h := fnv.New64a()
+		h.Write([]byte(m))
+		h.Write(client[:])
+		if s := h.Sum64(); best == "" || s > top {
+			best, top = m, s
+		}
+	}
+	return best
+}
+
+// place says which replica runs client's requests: the owner in the shared
+// session record while it lives, otherwise the rendezvous choice. The
+// record is read once per client and membership change.
+func (g *group) place(ctx context.Context, client nostr.PubKey) (placement, string) {
+	g.mu.Lock()
+	ready := !g.upSince.IsZero() && time.Since(g.upSince) >= settleBeats*g.beat
+	epoch, live := g.epoch, g.live
+	e, cached := g.owners[client]
+	g.mu.Unlock()
+	owner := e.owner
+	if !cached || e.epoch != epoch {
+		owner = rendezvous(live, client)
+		if ready {
+			start := time.Now()
+			rec, ok, err := g.loadSession(ctx, client)
+			g.stats.timed(start)
+			if err != nil {
+				ready = false
+			} else {
+				if ok && slices.Contains(live, rec.Owner) {
+					owner = rec.Owner
+				}
+				g.setOwner(client, epoch, owner)
+			}
+		}
+	}
+	switch {
+	case owner != g.member:
+		return placeOther, owner
+	case !ready:
+		return placeDown, owner
+	}
+	return placeMine, owner
+}
+
+func (g *group) setOwner(client nostr.PubKey, epoch uint64, owner string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if epoch == g.epoch {
+		if len(g.owners) > 100_000 {
+			clear(g.owners)
+		}
+		g.owners[client] = ownerEntry{epoch: epoch, owner: owner}
+	}
+}
+
+func (g *group) loadSession(ctx context.Context, client nostr.PubKey) (sessionRecord, bool, error) {
+	v, ok, err := g.store.Get(ctx, sessionSpace, client[:])
+	if err != nil || !ok {
+		return sessionRecord{}, false, err
+	}
+	var rec sessionRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return sessionRecord{}, false, nil
+	}
+	return rec, true, nil
+}
+
+// saveSession records that this replica owns client's session, with what
+// rebuilding it needs.
+func (g *group) saveSession(ctx context.Context, client nostr.PubKey, rec sessionRecord) error {
+	rec.Owner = g.member
+	b, _ := json.Marshal(rec)
+	defer g.stats.timed(time.Now())
+	g.mu.Lock()
+	g.owners[client] = ownerEntry{epoch: g.epoch, owner: g.member}
+	g.mu.Unlock()
+	return g.store.Put(ctx, sessionSpace, client[:], b, time.Now().Add(sessionTTL))
+}
+
+func (g *group) inflightSpace(member string) string { return inflightSpace + "." + member }
+
+// begin records a call this replica is about to run.
+func (g *group) begin(ctx context.Context, eventID nostr.ID, client nostr.PubKey, id json.RawMessage, wrap nostr.Kind) error {
+	b, _ := json.Marshal(inflightRecord{Client: client.Hex(), ID: id, Wrap: wrap})
+	defer g.stats.timed(time.Now())
+	return g.store.Put(ctx, g.inflightSpace(g.member), eventID[:], b, time.Now().Add(inflightTTL))
+}
+
+// end forgets the record of an answered call.
+func (g *group) end(ctx context.Context, eventID nostr.ID) {
+	defer g.stats.timed(time.Now())
+	if err := g.store.Delete(ctx, g.inflightSpace(g.member), eventID[:]); err != nil {
+		g.log.Debug("could not forget an answered call", "err", err)
+	}
+}
+
+// orphans returns the calls member had in flight, whose clients now belong
+// to this replica, and forgets them.
+func (g *group) orphans(ctx context.Context, member string) map[nostr.ID]inflightRecord {
+	space := g.inflightSpace(member)
+	keys, err := g.store.Keys(ctx, space)
+	if err != nil {
+		g.log.Warn("cannot list a lost replica's calls", "member", member, "err", err)
+		return nil
+	}
+	out := map[nostr.ID]inflightRecord{}
+	for _, k := range keys {
+		v, ok, err := g.store.Get(ctx, space, k)
+		if err != nil || !ok || len(k) != len(nostr.ID{}) {
+			continue
+		}
+		var rec inflightRecord
+		if json.Unmarshal(v, &rec) != nil {
+			continue
+		}
+		client, err := nostr.PubKeyFromHex(rec.Client)
+		if err != nil {
+			continue
+		}
+		if p, _ := g.place(ctx, client); p == placeOther {
+			continue
+		}
+		out[nostr.ID(k)] = rec
+		g.store.Delete(ctx, space, k)
+	}
+	return out
+}
+
+// skip remembers a request that another replica owns, for the membership
+// timeout: if that replica dies before running it, this one may take it.
+func (g *group) skip(o *opened, owner string) {
+	g.stats.Skipped.Add(1)
+	now := time.Now()
+	g.skipMu.Lock()
+	defer g.skipMu.Unlock()
+	keep := g.skipped[:0]
+	for _, s := range g.skipped {
+		if now.Sub(s.at) < 2*g.timeout {
+			keep = append(keep, s)
+		}
+	}
+	g.skipped = keep
+	if len(g.skipped) >= skippedMax {
+		g.skipped = g.skipped[1:]
+	}
+	g.skipped = append(g.skipped, skippedItem{o: o, owner: owner, at: now})
+}
+
+// takeSkipped returns, oldest first, the remembered requests that member
+// owned.
+func (g *group) takeSkipped(member string) []*opened {
+	g.skipMu.Lock()
+	defer g.skipMu.Unlock()
+	var out []*opened
+	keep := g.skipped[:0]
+	for _, s := range g.skipped {
+		if s.owner == member {
+			out = append(out, s.o)
+		} else {
+			keep = append(keep, s)
+		}
+	}
+	g.skipped = keep
+	return out
+}
+
+// GroupStatus is a replica's view of its group, for /healthz and /metrics.
+type GroupStatus struct {
+	Member string `json:"member"`
+	// Ready is false while the replica cannot coordinate (NATS down, or
+	// just back): it then takes no request.
+	Ready bool `json:"ready"`
+	// Leader is true on the one replica that publishes the announcements.
+	Leader bool `json:"leader"`
+	// Members are the live replicas, this one included, with the sessions
+	// each last reported.
+	Members map[string]int `json:"members"`
+	// Counters since start.
+	ClaimsWon   int64 `json:"claims_won"`
+	ClaimsLost  int64 `json:"claims_lost"`
+	Skipped     int64 `json:"skipped"`
+	Refused     int64 `json:"refused"`
+	Orphans     int64 `json:"orphans_answered"`
+	Rerouted    int64 `json:"rerouted"`
+	Rebuilt     int64 `json:"sessions_rebuilt"`
+	MembersLost int64 `json:"members_lost"`
+	// Coordinations are the shared-store calls made on the request path
+	// (session lookups, in-flight records, claims), CoordinationNS the
+	// time they took.
+	Coordinations  int64 `json:"coordinations"`
+	CoordinationNS int64 `json:"coordination_ns"`
+}
+
+func (g *group) status() GroupStatus {
+	leading, _ := g.leader()
+	st := GroupStatus{Member: g.member, Ready: g.ready(), Leader: leading, Members: map[string]int{g.member: g.sessions()}}
+	g.mu.Lock()
+	for m, v := range g.members {
+		st.Members[m] = v.sessions
+	}
+	g.mu.Unlock()
+	st.ClaimsWon, st.ClaimsLost = g.stats.ClaimsWon.Load(), g.stats.ClaimsLost.Load()
+	st.Skipped, st.Refused, st.Orphans = g.stats.Skipped.Load(), g.stats.Refused.Load(), g.stats.Orphans.Load()
+	st.Rerouted, st.Rebuilt, st.MembersLost = g.stats.Rerouted.Load(), g.stats.Rebuilt.Load(), g.stats.MembersLost.Load()
+	st.Coordinations, st.CoordinationNS = g.stats.CoordinationN.Load(), g.stats.CoordinationNS.Load()
+	return st
+}
+
+// Group reports this server's view of its replica group; ok is false for a
+// server that is no replica, and for a nil server.
+func (s *Server) Group() (st GroupStatus, ok bool) {
+	if s == nil || s.group == nil {
+		return GroupStatus{}, false
+	}
+	return s.group.status(), true
+}

@@ -1,0 +1,210 @@
+package contextvm_test
+
+import (
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/natsx"
+	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/payments"
+)
+
+// replicaOpts connects to NATS for one replica, closed after the test.
+func replicaOpts(t *testing.T, url, member string) *contextvm.ReplicaOptions {
+	t.Helper()
+	conn, err := natsx.Connect(t.Context(), url, natsx.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return &contextvm.ReplicaOptions{Conn: conn, Member: member, Timeout: time.Second}
+}
+
+// awaitGroup waits until every server sees n members and is ready.
+func awaitGroup(t *testing.T, n int, srvs ...*contextvm.Server) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, s := range srvs {
+		for {
+			st, ok := s.Group()
+			if !ok {
+				t.Fatal("no group")
+			}
+			if st.Ready && len(st.Members) == n {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("group view %+v; want %d members", st, n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// Three replicas with one key collect a price: every replica sees each
+// paid request, one charges it and runs it, once.
+func TestReplicas_PaidRequestChargedOnce(t *testing.T) {
+	ns := natstest.Start(t)
+	f := newPayFixture(t, 100)
+	signer := contextvm.NewKeySigner(nostr.Generate())
+	var srvs []*contextvm.Server
+	for _, m := range []string{"a", "b", "c"} {
+		opts := f.serverOptions(0)
+		opts.Signer = signer
+		opts.Replicas = replicaOpts(t, ns.URL(), m)
+		srvs = append(srvs, serve(t, opts, counterServer(&f.calls)))
+	}
+	awaitGroup(t, 3, srvs...)
+	cs := f.client(t, srvs[0], &contextvm.PayOptions{
+		Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+		Budget:   &payments.Budget{PerCall: 10},
+	})
+	for i := range 3 {
+		if _, err := call(cs, "count", nil); err != nil {
+			t.Fatalf("paid call %d: %v", i, err)
+		}
+	}
+	if a, s := f.balances(t); a != 70 || s != 30 || f.calls.Load() != 3 {
+		t.Fatalf("balances alice %d srv %d, %d executions; want 70, 30 and 3", a, s, f.calls.Load())
+	}
+	var won, skipped int64
+	for _, s := range srvs {
+		st, _ := s.Group()
+		won += st.ClaimsWon
+		skipped += st.Skipped
+	}
+	if skipped == 0 {
+		t.Fatalf("no replica passed a request to another: %d won, %d skipped", won, skipped)
+	}
+}
+
+// Two groups with different keys on one NATS do not see each other: each
+// is its own membership, store and claims.
+func TestReplicas_TwoGroupsOnOneNATSDoNotInterfere(t *testing.T) {
+	ns := natstest.Start(t)
+	f := newPayFixture(t, 0)
+	var callsA, callsB atomic.Int64
+	keyA, keyB := contextvm.NewKeySigner(nostr.Generate()), contextvm.NewKeySigner(nostr.Generate())
+	group := func(signer contextvm.Signer, calls *atomic.Int64, members ...string) []*contextvm.Server {
+		var out []*contextvm.Server
+		for _, m := range members {
+			out = append(out, serve(t, contextvm.ServerOptions{Signer: signer, Relays: []string{f.relay.URL},
+				Replicas: replicaOpts(t, ns.URL(), m)}, counterServer(calls)))
+		}
+		return out
+	}
+	a := group(keyA, &callsA, "x", "y")
+	b := group(keyB, &callsB, "x") // same member name, other key
+	awaitGroup(t, 2, a...)
+	awaitGroup(t, 1, b...)
+	for _, s := range []*contextvm.Server{a[0], b[0]} {
+		cs := connect(t, contextvm.ClientOptions{Server: s.PublicKey().Hex(), Relays: []string{f.relay.URL}, RequestTimeout: 20 * time.Second})
+		for range 4 {
+			if _, err := call(cs, "count", nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if callsA.Load() != 4 || callsB.Load() != 4 {
+		t.Fatalf("executions: group A %d, group B %d; want 4 each", callsA.Load(), callsB.Load())
+	}
+	if st, _ := b[0].Group(); len(st.Members) != 1 || st.ClaimsWon != 6 { // initialize, initialized, 4 calls
+		t.Fatalf("group B view %+v", st)
+	}
+}
+
+// A replica that loses NATS answers its clients' calls with the retryable
+// CodeReplicaUnavailable, runs nothing, and serves again once NATS is back.
+func TestReplicas_NATSLostThenBack(t *testing.T) {
+	ns := natstest.Start(t)
+	f := newPayFixture(t, 0)
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Replicas: replicaOpts(t, ns.URL(), "solo")}, counterServer(&f.calls))
+	awaitGroup(t, 1, srv)
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL}, RequestTimeout: 20 * time.Second})
+	if _, err := call(cs, "count", nil); err != nil {
+		t.Fatal(err)
+	}
+	ns.Stop()
+	for st, _ := srv.Group(); st.Ready; st, _ = srv.Group() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err := call(cs, "count", nil)
+	if rpcCode(err) != contextvm.CodeReplicaUnavailable {
+		t.Fatalf("call without NATS: %v", err)
+	}
+	ns.Restart()
+	awaitGroup(t, 1, srv)
+	if _, err := call(cs, "count", nil); err != nil {
+		t.Fatalf("call after NATS came back: %v", err)
+	}
+	if n := f.calls.Load(); n != 2 {
+		t.Fatalf("%d executions; want 2", n)
+	}
+}
+
+// leaders counts the replicas that hold the announcer lease.
+func leaders(srvs ...*contextvm.Server) (n int, who *contextvm.Server) {
+	for _, s := range srvs {
+		if st, _ := s.Group(); st.Leader {
+			n, who = n+1, s
+		}
+	}
+	return n, who
+}
+
+// One replica at a time announces; when it goes, another takes over.
+func TestReplicas_OneAnnouncerAndTakeover(t *testing.T) {
+	ns := natstest.Start(t)
+	f := newPayFixture(t, 0)
+	signer := contextvm.NewKeySigner(nostr.Generate())
+	var srvs []*contextvm.Server
+	for _, m := range []string{"a", "b", "c"} {
+		srvs = append(srvs, serve(t, contextvm.ServerOptions{Signer: signer, Relays: []string{f.relay.URL}, Announce: true,
+			Replicas: replicaOpts(t, ns.URL(), m)}, counterServer(&f.calls)))
+	}
+	awaitGroup(t, 3, srvs...)
+	await := func(srvs []*contextvm.Server) *contextvm.Server {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			n, who := leaders(srvs...)
+			if n == 1 {
+				return who
+			}
+			if n > 1 || time.Now().After(deadline) {
+				t.Fatalf("%d announcers", n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	first := await(srvs)
+	first.Close()
+	var rest []*contextvm.Server
+	for _, s := range srvs {
+		if s != first {
+			rest = append(rest, s)
+		}
+	}
+	await(rest)
+}
+
+// A replica that closes says so: the others take its clients at once, not
+// after the membership timeout.
+func TestReplicas_LeavingIsSeenAtOnce(t *testing.T) {
+	ns := natstest.Start(t)
+	f := newPayFixture(t, 0)
+	signer := contextvm.NewKeySigner(nostr.Generate())
+	var srvs []*contextvm.Server
+	for _, m := range []string{"a", "b"} {
+		opts := contextvm.ServerOptions{Signer: signer, Relays: []string{f.relay.URL}, Replicas: replicaOpts(t, ns.URL(), m)}
+		opts.Replicas.Timeout = time.Minute
+		srvs = append(srvs, serve(t, opts, counterServer(&f.calls)))
+	}
+	awaitGroup(t, 2, srvs...)
+	srvs[0].Close()
+	awaitGroup(t, 1, srvs[1])
+}
