@@ -6,7 +6,7 @@ GO ?= go
 # for that one package; the race detector stays on everywhere.
 RACE = -race -gcflags=fiatjaf.com/nostr=-d=checkptr=0
 
-.PHONY: test check interop-deps bench bench-mcpx bench-compare fuzz build build-fast
+.PHONY: test check interop-deps bench bench-mcpx bench-compare fuzz build build-fast bench-crypto
 
 # The one command that runs every test (CI runs it through .ci/run).
 test: check interop-deps
@@ -80,6 +80,13 @@ fuzz:
 # run (an embedded nats-server in a child process).
 bench-mcpx: build
 	$(GO) run ./bench/mcpxload -cvm bin/cvm $(if $(CLUSTER),-cluster)
+
+# The two crypto builds (build, build-fast) against the reference TypeScript
+# pair: bench/backends builds cvmbench both ways and runs them alternately
+# (N runs each, default 5), then prints median p50s, their ratios to the
+# reference pair's and cvm's CPU per call by category (docs/performance.md).
+bench-crypto: interop-deps
+	$(GO) run ./bench/backends $(if $(N),-n '$(N)')
 
 # Is the new code no slower than the old? bench/compare builds BASE (any git
 # revision) in a temporary worktree next to the working tree, runs both

@@ -49,6 +49,7 @@ var (
 	sessions = flag.Int("sessions", 10_000, "idle client sessions for the memory measurement (0 skips it)")
 	withTS   = flag.Bool("ts", true, "also measure the reference TypeScript pair (needs make interop-deps)")
 	jsonOut  = flag.Bool("json", false, "print the results as JSON")
+	cpuprof  = flag.String("cpuprofile", "", "also write the profile of the profiled calls to this file, with the mode before the extension (plaintext, encrypted)")
 	profiled = flag.Int("profile-calls", 1000, "sequential calls under the CPU profiler, for the per-call breakdown (0 skips it)")
 )
 
@@ -231,7 +232,7 @@ func measureCVM(relayURL, mode string) result {
 	}
 	res.P50ms, res.P99ms = percentile(lat, 0.50), percentile(lat, 0.99)
 	if *profiled > 0 {
-		b, err := profileCPU(*profiled, func() error {
+		b, err := profileCPU(*profiled, profileFile(mode), func() error {
 			for range *profiled {
 				if err := echo(one); err != nil {
 					return err

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"runtime/pprof"
 	"strings"
@@ -38,9 +40,19 @@ type breakdown struct {
 	Us           map[string]float64 `json:"us_per_call"`
 }
 
+// profileFile is where -cpuprofile asks the profile of mode to go, or "".
+func profileFile(mode string) string {
+	if *cpuprof == "" {
+		return ""
+	}
+	ext := filepath.Ext(*cpuprof)
+	return strings.TrimSuffix(*cpuprof, ext) + "-" + mode + ext
+}
+
 // profileCPU runs f under the CPU profiler and splits the CPU it used over
-// calls calls by category.
-func profileCPU(calls int, f func() error) (breakdown, error) {
+// calls calls by category; it also writes the profile to file unless file
+// is "".
+func profileCPU(calls int, file string, f func() error) (breakdown, error) {
 	var buf bytes.Buffer
 	if err := pprof.StartCPUProfile(&buf); err != nil {
 		return breakdown{}, err
@@ -49,6 +61,11 @@ func profileCPU(calls int, f func() error) (breakdown, error) {
 	pprof.StopCPUProfile()
 	if ferr != nil {
 		return breakdown{}, ferr
+	}
+	if file != "" {
+		if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+			return breakdown{}, err
+		}
 	}
 	stacks, err := parseProfile(&buf)
 	if err != nil {

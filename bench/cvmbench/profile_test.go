@@ -28,7 +28,7 @@ func burnRest(n int) {
 // The parser reads Go's own profiles, and the classifier puts the CPU of
 // VerifySignature under verify and the rest under rest.
 func TestProfileCPU(t *testing.T) {
-	b, err := profileCPU(1, func() error {
+	b, err := profileCPU(1, "", func() error {
 		// Work, not time: the machine may be busy. Roughly 0.3 s of CPU
 		// each on the pure-Go build (less verifying with libsecp256k1).
 		burnVerify(2000)
