@@ -18,7 +18,7 @@ test: check interop-deps
 # 2 minutes with both cores busy. ./interop belongs here too (its cvm is
 # built with the test's backend, TestCVMBinaryCryptoBackend) but is not yet
 # in: on the fast build TestGateway_ServerEverything gets progress [1 2]
-# instead of [1 2 3], in every run so far (issue 21).
+# instead of [1 2 3], in every run so far (docs/performance.md).
 FAST_TESTED = ./internal/secp ./contextvm ./relay ./bench/cvmbench
 
 # staticcheck, pinned: go run fetches and builds exactly this version (the
