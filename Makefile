@@ -6,11 +6,20 @@ GO ?= go
 # for that one package; the race detector stays on everywhere.
 RACE = -race -gcflags=fiatjaf.com/nostr=-d=checkptr=0
 
-.PHONY: test check interop-deps bench bench-mcpx bench-compare fuzz build
+.PHONY: test check interop-deps bench bench-mcpx bench-compare fuzz build build-fast bench-crypto
 
 # The one command that runs every test (CI runs it through .ci/run).
 test: check interop-deps
 	$(GO) test $(RACE) -timeout 25m ./...
+	$(GO) test $(RACE) -tags libsecp256k1 -timeout 10m $(FAST_TESTED)
+
+# The packages whose tests run a second time on the libsecp256k1 build
+# (see build-fast): where events are signed, verified and encrypted. About
+# 2 minutes with both cores busy. ./interop belongs here too (its cvm is
+# built with the test's backend, TestCVMBinaryCryptoBackend) but is not yet
+# in: on the fast build TestGateway_ServerEverything gets progress [1 2]
+# instead of [1 2 3], in every run so far (docs/performance.md).
+FAST_TESTED = ./internal/secp ./contextvm ./relay ./bench/cvmbench
 
 # staticcheck, pinned: go run fetches and builds exactly this version (the
 # module proxy serves it as v0.6.1, not by its release name 2025.1.1).
@@ -42,8 +51,15 @@ interop/identitykit/node_modules/.package-lock.json: interop/identitykit/package
 interop/payments/node_modules/.package-lock.json: interop/payments/package.json interop/payments/package-lock.json
 	cd interop/payments && npm ci --no-audit --no-fund
 
+# The default cvm: pure Go, statically linked, secp256k1 in Go (btcec).
 build:
-	$(GO) build -o bin/cvm ./cmd/cvm
+	CGO_ENABLED=0 $(GO) build -o bin/cvm ./cmd/cvm
+
+# The fast cvm: signs, verifies and does NIP-44 key agreement with the C
+# libsecp256k1 that fiatjaf.com/nostr bundles (needs cgo and a C compiler;
+# dynamically linked against libc). "cvm version" names the backend.
+build-fast:
+	CGO_ENABLED=1 $(GO) build -tags libsecp256k1 -o bin/cvm ./cmd/cvm
 
 # Relay micro-benchmarks, then ContextVM round trips: cvm against the
 # reference TypeScript pair on the same relay, in one run; then the gateway's
@@ -75,6 +91,13 @@ fuzz:
 # run (an embedded nats-server in a child process).
 bench-mcpx: build
 	$(GO) run ./bench/mcpxload -cvm bin/cvm $(if $(CLUSTER),-cluster)
+
+# The two crypto builds (build, build-fast) against the reference TypeScript
+# pair: bench/backends builds cvmbench both ways and runs them alternately
+# (N runs each, default 5), then prints median p50s, their ratios to the
+# reference pair's and cvm's CPU per call by category (docs/performance.md).
+bench-crypto: interop-deps
+	$(GO) run ./bench/backends $(if $(N),-n '$(N)')
 
 # Is the new code no slower than the old? bench/compare builds BASE (any git
 # revision) in a temporary worktree next to the working tree, runs both

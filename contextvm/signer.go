@@ -3,11 +3,10 @@ package contextvm
 import (
 	"context"
 
-	"github.com/btcsuite/btcd/btcec/v2"
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
-
 	"fiatjaf.com/nostr"
 	"fiatjaf.com/nostr/nip44"
+
+	"github.com/cvmgo/cvm/internal/secp"
 )
 
 // Signer is the identity a client or server acts as: it signs events and
@@ -22,15 +21,17 @@ type Signer interface {
 // keyer.KeySigner it does not cache conversation keys: every gift wrap comes
 // from a fresh random key, so a cache would only grow.
 type KeySigner struct {
-	sk   nostr.SecretKey
-	pk   nostr.PubKey
-	priv *btcec.PrivateKey
+	sk  nostr.SecretKey
+	pk  nostr.PubKey
+	key *secp.Key
+	err error // why sk cannot sign, if it cannot
 }
 
-// NewKeySigner returns a KeySigner for sk.
+// NewKeySigner returns a KeySigner for sk. A secret key that is zero or not
+// below the group order gets a signer whose SignEvent returns the error.
 func NewKeySigner(sk nostr.SecretKey) *KeySigner {
-	priv, _ := btcec.PrivKeyFromBytes(sk[:])
-	return &KeySigner{sk: sk, pk: sk.Public(), priv: priv}
+	key, err := secp.NewKey(sk)
+	return &KeySigner{sk: sk, pk: sk.Public(), key: key, err: err}
 }
 
 // GetPublicKey returns the signer's public key.
@@ -38,24 +39,29 @@ func (k *KeySigner) GetPublicKey(context.Context) (nostr.PubKey, error) { return
 
 // SignEvent sets evt's pubkey, id and signature. Unlike nostr.Event.Sign it
 // keeps the parsed private key, which spares a scalar multiplication (a
-// quarter of the cost of a signature) on every message.
+// quarter of the cost of a signature) on every message, and it signs with
+// the backend the binary was built with (libsecp256k1 under the build tag
+// of that name, see package secp).
 func (k *KeySigner) SignEvent(_ context.Context, evt *nostr.Event) error {
+	if k.err != nil {
+		return k.err
+	}
 	if evt.Tags == nil {
 		evt.Tags = nostr.Tags{}
 	}
 	evt.PubKey = k.pk
 	evt.SetID()
-	sig, err := schnorr.Sign(k.priv, evt.ID[:], schnorr.FastSign())
+	sig, err := k.key.Sign((*[32]byte)(&evt.ID))
 	if err != nil {
 		return err
 	}
-	evt.Sig = [64]byte(sig.Serialize())
+	evt.Sig = sig
 	return nil
 }
 
 // Decrypt opens a NIP-44 v2 payload from sender.
 func (k *KeySigner) Decrypt(_ context.Context, ciphertext string, sender nostr.PubKey) (string, error) {
-	ck, err := nip44.GenerateConversationKey(sender, k.sk)
+	ck, err := secp.ConversationKey(sender, k.sk)
 	if err != nil {
 		return "", err
 	}

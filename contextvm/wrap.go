@@ -7,6 +7,8 @@ import (
 
 	"fiatjaf.com/nostr"
 	"fiatjaf.com/nostr/nip44"
+
+	"github.com/cvmgo/cvm/internal/secp"
 )
 
 // Reasons a gift wrap is refused. Unwrap wraps one of them.
@@ -39,7 +41,7 @@ func Wrap(inner nostr.Event, recipient nostr.PubKey, kind nostr.Kind) (nostr.Eve
 		return nostr.Event{}, fmt.Errorf("%w: signed event is %d bytes, NIP-44 allows %d", ErrTooLarge, len(plaintext), MaxPlaintext)
 	}
 	ephemeral := nostr.Generate()
-	ck, err := nip44.GenerateConversationKey(recipient, ephemeral)
+	ck, err := secp.ConversationKey(recipient, ephemeral)
 	if err != nil {
 		return nostr.Event{}, fmt.Errorf("gift wrap: %w", err)
 	}

@@ -190,7 +190,7 @@ func (c *conn) readLoop() {
 				switch {
 				case !ev.Event.CheckID():
 					in.valid = "invalid: id is computed incorrectly"
-				case !ev.Event.VerifySignature():
+				case !c.r.verify(&ev.Event):
 					in.valid = "invalid: signature is invalid"
 				}
 				close(in.ready)
@@ -208,6 +208,13 @@ func (c *conn) readLoop() {
 
 // writeLoop runs the connection's writer. When it is done, the connection
 // is: the rest of it is torn down.
+// verify checks evt's signature: the only place the relay does, once per
+// event received (the fan-out sends the frame it has, unchecked again).
+func (r *Relay) verify(evt *nostr.Event) bool {
+	r.metrics.verified.Inc()
+	return evt.VerifySignature()
+}
+
 func (c *conn) writeLoop() {
 	if err := c.ws.Run(); errors.Is(err, wsconn.ErrWriteTimeout) {
 		c.dropSlow(err)

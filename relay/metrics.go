@@ -18,6 +18,7 @@ type metrics struct {
 	stored        prometheus.Counter
 	deliveries    prometheus.Counter
 	slowConsumers prometheus.Counter
+	verified      prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -31,6 +32,7 @@ func newMetrics() *metrics {
 		stored:        r.Counter("cvm_relay_events_stored_total", "Events written to storage."),
 		deliveries:    r.Counter("cvm_relay_deliveries_total", "Events sent to live subscribers."),
 		slowConsumers: r.Counter("cvm_relay_slow_consumers_total", "Connections dropped because they stopped reading."),
+		verified:      r.Counter("cvm_relay_signatures_checked_total", "Event signatures verified: once per event received, however many subscribers it goes to."),
 	}
 	return m
 }

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -481,4 +482,33 @@ func metricValue(t testing.TB, s *relay.Server, name string) float64 {
 		}
 	}
 	return 0
+}
+
+// The relay verifies each event once, however many subscribers it goes to:
+// the fan-out copies the frame, it does not check the signature again.
+func TestRelay_VerifiesEachEventOnce(t *testing.T) {
+	const subscribers, events = 5, 10
+	s := relaytest.Start(t, relay.Options{})
+	subs := make([]*wsClient, subscribers)
+	for i := range subs {
+		subs[i] = dial(t, s.URL)
+		subs[i].query("s", nostr.Filter{Kinds: []nostr.Kind{25910}})
+	}
+	pub, id := dial(t, s.URL), newIdentity()
+	for i := range events {
+		pub.mustPublish(id.sign(t, 25910, fmt.Sprintf("call %d", i)))
+	}
+	for _, c := range subs {
+		for range events {
+			if _, err := c.nextEvent("s", 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if v := metricValue(t, s, "cvm_relay_deliveries_total"); v != subscribers*events {
+		t.Fatalf("deliveries = %v, want %d", v, subscribers*events)
+	}
+	if v := metricValue(t, s, "cvm_relay_signatures_checked_total"); v != events {
+		t.Fatalf("signatures checked = %v for %d events to %d subscribers, want %d", v, events, subscribers, events)
+	}
 }

@@ -33,8 +33,8 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
-	"fiatjaf.com/nostr/nip44"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/secp"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -49,6 +49,8 @@ var (
 	sessions = flag.Int("sessions", 10_000, "idle client sessions for the memory measurement (0 skips it)")
 	withTS   = flag.Bool("ts", true, "also measure the reference TypeScript pair (needs make interop-deps)")
 	jsonOut  = flag.Bool("json", false, "print the results as JSON")
+	cpuprof  = flag.String("cpuprofile", "", "also write the profile of the profiled calls to this file, with the mode before the extension (plaintext, encrypted)")
+	profiled = flag.Int("profile-calls", 1000, "sequential calls under the CPU profiler, for the per-call breakdown (0 skips it)")
 )
 
 // result is one pair measured in one mode.
@@ -64,6 +66,9 @@ type result struct {
 	LargeMBps  float64 `json:"large_mb_per_second,omitempty"`
 	LargeError string  `json:"large_error,omitempty"`
 	Error      string  `json:"error,omitempty"`
+	// CPU is cvm's CPU per sequential call (client, relay and server, all
+	// in this process) split by category, from a profile of its own calls.
+	CPU *breakdown `json:"cpu,omitempty"`
 }
 
 func (r *result) setLarge(ms []float64) {
@@ -72,6 +77,7 @@ func (r *result) setLarge(ms []float64) {
 }
 
 type report struct {
+	Backend         string             `json:"crypto_backend"`
 	Floor           map[string]float64 `json:"crypto_per_second"`
 	Results         []result           `json:"results"`
 	Ratios          map[string]float64 `json:"ratios,omitempty"`
@@ -94,8 +100,8 @@ func main() {
 	}
 	defer r.Close()
 
-	rep := report{Floor: cryptoFloor(), Ratios: map[string]float64{}}
-	progress("crypto floor: %.0f sign/s, %.0f verify/s, %.0f ECDH/s", rep.Floor["sign"], rep.Floor["verify"], rep.Floor["ecdh"])
+	rep := report{Backend: secp.Backend, Floor: cryptoFloor(), Ratios: map[string]float64{}}
+	progress("crypto backend %s; crypto floor: %.0f sign/s, %.0f verify/s, %.0f ECDH/s", rep.Floor["sign"], rep.Floor["verify"], rep.Floor["ecdh"])
 	for _, mode := range []string{"plaintext", "encrypted"} {
 		cvm := measureCVM(r.URL, mode)
 		rep.Results = append(rep.Results, cvm)
@@ -160,7 +166,7 @@ func cryptoFloor() map[string]float64 {
 	return map[string]float64{
 		"sign":   rate(func() { evt.Sign(sk) }),
 		"verify": rate(func() { evt.VerifySignature() }),
-		"ecdh":   rate(func() { nip44.GenerateConversationKey(other, sk) }),
+		"ecdh":   rate(func() { secp.ConversationKey(other, sk) }),
 	}
 }
 
@@ -225,6 +231,21 @@ func measureCVM(relayURL, mode string) result {
 		lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
 	}
 	res.P50ms, res.P99ms = percentile(lat, 0.50), percentile(lat, 0.99)
+	if *profiled > 0 {
+		b, err := profileCPU(*profiled, profileFile(mode), func() error {
+			for range *profiled {
+				if err := echo(one); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			res.Error = "profile: " + err.Error()
+			return res
+		}
+		res.CPU = &b
+	}
 	if *large > 0 {
 		var ms []float64
 		for range *larges {
@@ -458,6 +479,15 @@ func print(rep report) {
 			big = "error: " + r.LargeError
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.2f ms\t%.2f ms\t%.0f calls/s\t%s\n", r.Pair, r.Mode, r.P50ms, r.P99ms, r.Throughput, big)
+	}
+	for _, r := range rep.Results {
+		if r.CPU == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "\n%s %s CPU per call (%s)\t%.0f µs\n", r.Pair, r.Mode, rep.Backend, r.CPU.CPUPerCallUs)
+		for _, c := range breakdownOrder {
+			fmt.Fprintf(tw, "  %s\t%.0f µs\t%.0f%%\n", c, r.CPU.Us[c], 100*r.CPU.Us[c]/r.CPU.CPUPerCallUs)
+		}
 	}
 	if len(rep.Ratios) > 0 {
 		fmt.Fprintln(tw)

@@ -17,6 +17,7 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/coder/websocket"
 	"github.com/cvmgo/cvm/internal/browsertest"
+	"github.com/cvmgo/cvm/internal/secp"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"go.uber.org/goleak"
 )
@@ -41,7 +42,12 @@ func TestMain(m *testing.M) {
 	cvmBinary = filepath.Join(dir, "cvm")
 	demoServerBinary = filepath.Join(dir, "demoserver")
 	for out, pkg := range map[string]string{cvmBinary: ".", demoServerBinary: "../../examples/demoserver/cmd"} {
-		build := exec.Command("go", "build", "-o", out, pkg)
+		// The crypto backend of this test binary (see package secp).
+		args := []string{"build", "-o", out}
+		if secp.Backend == "libsecp256k1" {
+			args = append(args, "-tags", "libsecp256k1")
+		}
+		build := exec.Command("go", append(args, pkg)...)
 		build.Stderr = os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "building", pkg+":", err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/secp"
 	"github.com/cvmgo/cvm/nostrx"
 )
 
@@ -60,12 +61,12 @@ func (c *cli) writeConfig(body string) {
 func TestVersion(t *testing.T) {
 	c := newCLI(t)
 	code, out, _ := c.run("version")
-	if code != 0 || !strings.HasPrefix(out, "cvm ") {
-		t.Fatalf("version: code %d, out %q", code, out)
+	if code != 0 || !strings.HasPrefix(out, "cvm ") || !strings.Contains(out, "crypto "+secp.Backend) {
+		t.Fatalf("version: code %d, out %q (want the crypto backend %s named)", code, out, secp.Backend)
 	}
 	code, out, _ = c.run("version", "--json")
 	var v versionInfo
-	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.Version == "" || v.Go == "" {
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.Version == "" || v.Go == "" || v.Crypto != secp.Backend {
 		t.Fatalf("version --json: code %d, out %q", code, out)
 	}
 }

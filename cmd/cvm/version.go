@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cvmgo/cvm/internal/secp"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -14,12 +16,13 @@ var version = "dev"
 type versionInfo struct {
 	Version  string `json:"version"`
 	Go       string `json:"go"`
+	Crypto   string `json:"crypto"` // the secp256k1 backend: "pure-go" or "libsecp256k1"
 	Commit   string `json:"commit,omitempty"`
 	Modified bool   `json:"modified,omitempty"`
 }
 
 func currentVersion() versionInfo {
-	v := versionInfo{Version: version, Go: runtime.Version()}
+	v := versionInfo{Version: version, Go: runtime.Version(), Crypto: secp.Backend}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if v.Version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 			v.Version = bi.Main.Version
@@ -46,7 +49,7 @@ func (a *app) versionCommand() *cobra.Command {
 			if a.jsonOut {
 				return a.printJSON(v)
 			}
-			line := fmt.Sprintf("cvm %s (%s", v.Version, v.Go)
+			line := fmt.Sprintf("cvm %s (%s, crypto %s", v.Version, v.Go, v.Crypto)
 			if v.Commit != "" {
 				line += ", commit " + v.Commit
 				if v.Modified {
