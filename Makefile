@@ -14,12 +14,10 @@ test: check interop-deps
 	$(GO) test $(RACE) -tags libsecp256k1 -timeout 10m $(FAST_TESTED)
 
 # The packages whose tests run a second time on the libsecp256k1 build
-# (see build-fast): where events are signed, verified and encrypted. About
-# 2 minutes with both cores busy. ./interop belongs here too (its cvm is
-# built with the test's backend, TestCVMBinaryCryptoBackend) but is not yet
-# in: on the fast build TestGateway_ServerEverything gets progress [1 2]
-# instead of [1 2 3], in every run so far (docs/performance.md).
-FAST_TESTED = ./internal/secp ./contextvm ./relay ./bench/cvmbench
+# (see build-fast): where events are signed, verified and encrypted, and the
+# interop matrix (its cvm is built with the test's backend,
+# TestCVMBinaryCryptoBackend). About 3 minutes on a quiet machine.
+FAST_TESTED = ./internal/secp ./contextvm ./relay ./bench/cvmbench ./interop
 
 # staticcheck, pinned: go run fetches and builds exactly this version (the
 # module proxy serves it as v0.6.1, not by its release name 2025.1.1).
