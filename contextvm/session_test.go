@@ -523,8 +523,10 @@ func TestClientWithTheServersKeyIsRefused(t *testing.T) {
 // when to retry, and costs the session nothing.
 func TestNewSessionRateLimits(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	// Overall 4 a second, burst 4; a key: 1 a second, burst 1.
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, SessionRate: 4, SessionBurst: 4}, testServer())
+	// Overall one every 2.5 s, burst 4; a key: one every 10 s, burst 1.
+	// Slow refills, so that a loaded machine taking a second per round
+	// trip does not refill a bucket between two answers.
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, SessionRate: 0.4, SessionBurst: 4}, testServer())
 	me := srv.PublicKey()
 	id := 0
 	answer := func(p *rawPeer) (retry time.Duration, busy bool) {
@@ -554,8 +556,8 @@ func TestNewSessionRateLimits(t *testing.T) {
 	if _, busy := answer(a); busy {
 		t.Fatal("a key's first session refused")
 	}
-	if retry, busy := answer(a); !busy || retry > time.Second {
-		t.Fatalf("a key's second session at once: busy %v, retry %v; want busy within 1s", busy, retry)
+	if retry, busy := answer(a); !busy || retry > 10*time.Second {
+		t.Fatalf("a key's second session at once: busy %v, retry %v; want busy within 10s", busy, retry)
 	}
 	// Three other keys take the rest of the overall burst; a fifth key is
 	// refused although it has started nothing.
@@ -564,7 +566,7 @@ func TestNewSessionRateLimits(t *testing.T) {
 			t.Fatal("a new key within the overall burst refused")
 		}
 	}
-	if retry, busy := answer(newRawPeer(t, r.URL)); !busy || retry > 250*time.Millisecond {
-		t.Fatalf("a fifth key beyond the overall burst: busy %v, retry %v; want busy within 250ms", busy, retry)
+	if retry, busy := answer(newRawPeer(t, r.URL)); !busy || retry > 2500*time.Millisecond {
+		t.Fatalf("a fifth key beyond the overall burst: busy %v, retry %v; want busy within 2.5s", busy, retry)
 	}
 }
