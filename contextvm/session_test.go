@@ -492,7 +492,7 @@ func TestFullSessionTableEvictsOnlyQuietSessions(t *testing.T) {
 
 func TestIdleSessionsExpire(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv, ended := serveWatched(t, contextvm.ServerOptions{Relays: []string{r.URL}, IdleTimeout: 200 * time.Millisecond}, testServer())
+	srv, ended := serveWatched(t, contextvm.ServerOptions{Relays: []string{r.URL}, IdleTimeout: time.Second}, testServer())
 	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
 	callEcho(t, cs, "before")
 	awaitEnd(t, ended, "the idle session to close")
