@@ -14,6 +14,7 @@ import (
 
 	"github.com/cvmgo/cvm/did"
 	"github.com/cvmgo/cvm/durable"
+	"github.com/cvmgo/cvm/internal/httpserve"
 )
 
 // nonceSpace is the durable.Store space of used nonces.
@@ -457,10 +458,5 @@ func (v *Verifier) refuse(w http.ResponseWriter, r *http.Request, err error) {
 // WriteError writes e as the Middleware does: its status and
 // {"code","message"}.
 func WriteError(w http.ResponseWriter, e *Error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}{e.Code, e.Message})
+	httpserve.WriteError(w, e.Status, e.Code, e.Message)
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/httpserve"
 	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -129,14 +130,7 @@ func PrincipalKey(did string) nostr.PubKey {
 // MCP, with a JSON body {code, message}: code is stable and machine
 // readable, message says what to do.
 func WriteHTTPError(w http.ResponseWriter, status int, code, message string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.Encode(struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}{code, message})
+	httpserve.WriteError(w, status, code, message)
 }
 
 // httpSessions routes the requests of streamable HTTP to client sessions.

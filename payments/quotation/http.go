@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/cvmgo/cvm/internal/httpserve"
 	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -51,13 +52,13 @@ func (h HTTP) Middleware(next http.Handler) http.Handler {
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 		if err != nil {
-			writeHTTPError(w, http.StatusRequestEntityTooLarge, "too_large", "the request body is over the size limit or could not be read")
+			httpserve.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "the request body is over the size limit or could not be read")
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '[' {
 			if h.batchHasPaidCall(trimmed) {
-				writeHTTPError(w, http.StatusBadRequest, "batch_paid_call", "a priced tools/call cannot be sent in a batch: send it alone, with its quotation")
+				httpserve.WriteError(w, http.StatusBadRequest, "batch_paid_call", "a priced tools/call cannot be sent in a batch: send it alone, with its quotation")
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -96,7 +97,7 @@ func (h HTTP) Middleware(next http.Handler) http.Handler {
 		case "tools/call":
 			name, args, quotation, err := callParams(req.Params)
 			if errors.Is(err, errAmbiguous) {
-				writeHTTPError(w, http.StatusBadRequest, "ambiguous_params", "tools/call params hold a key that differs from name, arguments or _meta only in case")
+				httpserve.WriteError(w, http.StatusBadRequest, "ambiguous_params", "tools/call params hold a key that differs from name, arguments or _meta only in case")
 				return
 			}
 			if err != nil {
@@ -195,22 +196,11 @@ func answer(w http.ResponseWriter, id jsonrpc.ID, result any, err error) {
 func writeResponse(w http.ResponseWriter, resp *jsonrpc.Response) {
 	b, err := jsonrpc.EncodeMessage(resp)
 	if err != nil {
-		writeHTTPError(w, http.StatusInternalServerError, "internal", "could not encode the answer")
+		httpserve.WriteError(w, http.StatusInternalServerError, "internal", "could not encode the answer")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(b)
-}
-
-func writeHTTPError(w http.ResponseWriter, status int, code, message string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.Encode(struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}{code, message})
 }
 
 func mustJSON(v any) json.RawMessage {
