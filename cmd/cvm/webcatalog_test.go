@@ -386,6 +386,31 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 		t.Errorf("%d more calls reached the tool (the broken JSON?)", len(calls))
 	}
 
+	// The schema and encryption filters narrow the list, live in the URL
+	// and survive a reload. Only the demo server claims a common schema (for
+	// add); the hostile server alone does not support encryption.
+	visitor.Do("close the try-it panel", chromedp.Evaluate[chromedp.Void](`document.getElementById("try").hidden = true`))
+	hash := browsertest.Eval[string](visitor, `fetch("/api/servers").then(r => r.json()).then(b =>
+	  b.servers.find(s => s.pubkey === "`+demoReady.Pubkey+`").tools.find(t => t.name === "add").schemaHash)`)
+	if len(hash) != 64 {
+		t.Fatalf("the demo's add has schema hash %q", hash)
+	}
+	onlyDemo := serverCount(1) + ` && !!document.querySelector('li.server[data-pubkey="` + demoReady.Pubkey + `"]')`
+	visitor.Do("filter by schema", chromedp.SendKeys("#f-schema", hash))
+	visitor.WaitFor("only the demo server", onlyDemo+` && location.search === "?schema=`+hash+`"`)
+	visitor.Do("reload", chromedp.Reload())
+	visitor.WaitFor("the schema filter after a reload", `document.getElementById("f-schema").value === "`+hash+`" && `+onlyDemo)
+	visitor.Shot("14-schema-filter")
+	visitor.Do("clear", chromedp.Click("#f-clear"))
+	visitor.WaitFor("all again", serverCount(3)+` && location.search === ""`)
+	encryptedOnly := serverCount(2) + ` && ["` + demoReady.Pubkey + `", "` + shapes + `"].every(k => document.querySelector('li.server[data-pubkey="' + k + '"]'))`
+	visitor.Do("encrypted only", chromedp.Click("#f-encrypted"))
+	visitor.WaitFor("the encrypted servers", encryptedOnly+` && location.search === "?encrypted=1"`)
+	visitor.Do("reload", chromedp.Reload())
+	visitor.WaitFor("the encryption filter after a reload", `document.getElementById("f-encrypted").checked && `+encryptedOnly)
+	visitor.Shot("15-encrypted-filter")
+	visitor.Do("clear", chromedp.Click("#f-clear"))
+	visitor.WaitFor("all again", serverCount(3)+` && location.search === "" && !document.getElementById("f-encrypted").checked`)
 	if evilHits == 0 {
 		t.Error("the other site was never visited")
 	}
