@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // serverCount is a condition: the page lists n servers.
@@ -52,6 +54,51 @@ func publishHostile(t *testing.T, relayURL, pictureURL string) nostr.PubKey {
 		}
 	}
 	return sk.Public()
+}
+
+// The input of the shapes server's one tool: a nested object and an array
+// of objects, which the page's form can only take as JSON.
+type (
+	shapeOptions struct {
+		Depth int      `json:"depth"`
+		Tags  []string `json:"tags"`
+	}
+	shapePoint struct {
+		X float64 `json:"x"`
+		Y float64 `json:"y"`
+	}
+	shapeIn struct {
+		Label   string       `json:"label"`
+		Options shapeOptions `json:"options" jsonschema:"nested settings"`
+		Points  []shapePoint `json:"points,omitempty" jsonschema:"a list of points"`
+	}
+)
+
+// shapesOnNostr announces and serves, in process, a server whose tool "configure" echoes its input as JSON and hands it to the
+// test on the returned channel.
+func shapesOnNostr(t *testing.T, relayURL string) (pubkey string, calls <-chan shapeIn) {
+	t.Helper()
+	got := make(chan shapeIn, 4)
+	s := mcp.NewServer(&mcp.Implementation{Name: "shapes", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "configure", Description: "Echo a nested configuration."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in shapeIn) (*mcp.CallToolResult, any, error) {
+			got <- in
+			b, err := json.Marshal(in)
+			if err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
+		})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{Signer: contextvm.NewKeySigner(nostr.Generate()),
+		Relays: []string{relayURL}, Announce: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(context.Background(), s)
+	t.Cleanup(func() { srv.Close() })
+	return srv.PublicKey().Hex(), got
 }
 
 func mustString(s string) string {
@@ -296,6 +343,74 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 	}
 	visitor.WaitFor("server-everything gone", serverCount(2)+` && !document.querySelector('li.server[data-pubkey="`+evReady.Pubkey+`"]')`)
 	visitor.Shot("10-unannounced")
+
+	// A tool whose input has a nested object and an array: the form asks
+	// for JSON, a valid value reaches the tool intact, and invalid JSON is
+	// refused in the page with nothing sent.
+	shapes, calls := shapesOnNostr(t, r.URL)
+	visitor.WaitFor("the shapes server", serverCount(3)+` && !!document.querySelector('`+tryBtn(shapes, "configure")+`')`)
+	visitor.Do("try configure", chromedp.Click(tryBtn(shapes, "configure")))
+	visitor.WaitFor("JSON fields for the object and the array", `(() => { const f = document.getElementById("try-form");
+	  const o = f.querySelector("textarea[name=options]"), p = f.querySelector("textarea[name=points]");
+	  return o && p && f.querySelector('label[for="' + o.id + '"]').textContent.includes("object") &&
+	    f.querySelector('label[for="' + p.id + '"]').textContent.includes("array"); })()`)
+	visitor.Shot("11-json-fields")
+	callsMade := `performance.getEntriesByType("resource").filter(e => e.name.endsWith("/api/call")).length`
+	before := browsertest.Eval[int](visitor, callsMade)
+	visitor.Do("call configure with broken JSON",
+		chromedp.SetValue(`#try-form input[name=label]`, "square"),
+		chromedp.SetValue(`#try-form textarea[name=options]`, `{"depth": 2, "tags": ["a",`),
+		chromedp.SetValue(`#try-form textarea[name=points]`, `[{"x": 1.5, "y": -2}]`),
+		chromedp.Click(`#try-form button[type=submit]`))
+	visitor.WaitFor("the inline JSON error", `(document.querySelector('#try-form .result .error[role="alert"]') || {}).textContent?.startsWith("options is not valid JSON")`)
+	visitor.Shot("12-json-error")
+	if n := browsertest.Eval[int](visitor, callsMade); n != before {
+		t.Errorf("broken JSON was sent: %d calls, want %d", n, before)
+	}
+	visitor.Do("call configure with valid JSON",
+		chromedp.SetValue(`#try-form textarea[name=options]`, `{"depth": 2, "tags": ["a", "b c"]}`),
+		chromedp.SetValue(`#try-form textarea[name=points]`, `[{"x": 1.5, "y": -2}, {"x": 0, "y": 3}]`),
+		chromedp.Click(`#try-form button[type=submit]`))
+	visitor.WaitFor("configure's echo", `document.querySelector("#try-form .result").textContent.includes('"tags":["a","b c"]') && !document.querySelector("#try-form .result .error")`)
+	visitor.Shot("13-json-result")
+	want := shapeIn{Label: "square", Options: shapeOptions{Depth: 2, Tags: []string{"a", "b c"}}, Points: []shapePoint{{1.5, -2}, {0, 3}}}
+	select {
+	case got := <-calls:
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("the tool got %+v, want %+v", got, want)
+		}
+	default:
+		t.Fatal("the page showed a result the tool never produced")
+	}
+	if len(calls) != 0 {
+		t.Errorf("%d more calls reached the tool (the broken JSON?)", len(calls))
+	}
+
+	// The schema and encryption filters narrow the list, live in the URL
+	// and survive a reload. Only the demo server claims a common schema (for
+	// add); the hostile server alone does not support encryption.
+	visitor.Do("close the try-it panel", chromedp.Evaluate[chromedp.Void](`document.getElementById("try").hidden = true`))
+	hash := browsertest.Eval[string](visitor, `fetch("/api/servers").then(r => r.json()).then(b =>
+	  b.servers.find(s => s.pubkey === "`+demoReady.Pubkey+`").tools.find(t => t.name === "add").schemaHash)`)
+	if len(hash) != 64 {
+		t.Fatalf("the demo's add has schema hash %q", hash)
+	}
+	onlyDemo := serverCount(1) + ` && !!document.querySelector('li.server[data-pubkey="` + demoReady.Pubkey + `"]')`
+	visitor.Do("filter by schema", chromedp.SendKeys("#f-schema", hash))
+	visitor.WaitFor("only the demo server", onlyDemo+` && location.search === "?schema=`+hash+`"`)
+	visitor.Do("reload", chromedp.Reload())
+	visitor.WaitFor("the schema filter after a reload", `document.getElementById("f-schema").value === "`+hash+`" && `+onlyDemo)
+	visitor.Shot("14-schema-filter")
+	visitor.Do("clear", chromedp.Click("#f-clear"))
+	visitor.WaitFor("all again", serverCount(3)+` && location.search === ""`)
+	encryptedOnly := serverCount(2) + ` && ["` + demoReady.Pubkey + `", "` + shapes + `"].every(k => document.querySelector('li.server[data-pubkey="' + k + '"]'))`
+	visitor.Do("encrypted only", chromedp.Click("#f-encrypted"))
+	visitor.WaitFor("the encrypted servers", encryptedOnly+` && location.search === "?encrypted=1"`)
+	visitor.Do("reload", chromedp.Reload())
+	visitor.WaitFor("the encryption filter after a reload", `document.getElementById("f-encrypted").checked && `+encryptedOnly)
+	visitor.Shot("15-encrypted-filter")
+	visitor.Do("clear", chromedp.Click("#f-clear"))
+	visitor.WaitFor("all again", serverCount(3)+` && location.search === "" && !document.getElementById("f-encrypted").checked`)
 	if evilHits == 0 {
 		t.Error("the other site was never visited")
 	}

@@ -2,6 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -10,10 +15,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
 	"github.com/cvmgo/cvm/internal/browsertest"
+	"github.com/cvmgo/cvm/mcpx/room"
 )
 
 // hostile is markup that would run script if the page ever parsed peer text
@@ -69,6 +76,37 @@ func noTokenAnywhere(t *testing.T, p *browsertest.Person, token string) {
 			t.Errorf("%s: the token is in the console: %q", p.Name, l)
 		}
 	}
+}
+
+// mintExpired signs a token for id with the gateway's HS256 key in its data
+// directory, expired an hour ago: far past the 30 s skew the gateway allows,
+// and a token Keys.Sign refuses to make.
+func mintExpired(t *testing.T, data, topic, id string) string {
+	t.Helper()
+	b64, err := os.ReadFile(filepath.Join(data, room.HSKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b64)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-time.Hour)
+	claims, _ := json.Marshal(room.Claims{Subject: id, Audience: room.Audience{topic}, ExpiresAt: past.Unix(), IssuedAt: past.Add(-time.Hour).Unix(), Kind: "human"})
+	enc := base64.RawURLEncoding
+	signing := enc.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`)) + "." + enc.EncodeToString(claims)
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(signing))
+	tok := signing + "." + enc.EncodeToString(m.Sum(nil))
+	// The gateway's own verifier must call it expired, not forged.
+	keys, err := room.LoadOrCreateKeys(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keys.Verify(tok, time.Now()); !errors.Is(err, room.ErrTokenExpired) {
+		t.Fatalf("the minted token: %v, want expired", err)
+	}
+	return tok
 }
 
 // Two people in browsers, a terminal chat and a bridged stdio server share a
@@ -134,9 +172,28 @@ func TestRoomPage_PeopleChatCallToolsSafely(t *testing.T) {
 	alice.Shot("01-join-form")
 	alice.CheckAccessible("join form")
 	alice.TabReaches("join form", "#topic", "#token", "#join-btn")
+	// An expired token: the person is told it expired (not that it is
+	// invalid), and nothing else happens: no WebSocket, no retry, no room.
+	alice.Do("count the page's WebSockets", chromedp.Evaluate[chromedp.Void](`window.sockets = 0; (() => { const W = window.WebSocket;
+	  window.WebSocket = function (...a) { window.sockets++; return new W(...a); }; })()`))
+	expired := mintExpired(t, data, topic, "alice")
+	alice.Do("join with an expired token", chromedp.SendKeys("#topic", topic), chromedp.SendKeys("#token", expired), chromedp.Click("#join-btn"))
+	alice.WaitFor("the expiry", `document.getElementById("status").textContent.includes("token expired at")`)
+	alice.Shot("02a-expired-token")
+	if got := browsertest.Eval[string](alice, `[document.getElementById("status").textContent.includes("invalid token"), document.getElementById("room").hidden,
+	  document.getElementById("join").hidden, document.getElementById("token").value === "",
+	  performance.getEntriesByType("resource").filter(e => e.name.includes("/v0/")).length].join(",")`); got != "false,true,false,true,1" {
+		t.Errorf("after an expired token (invalid shown, room hidden, form hidden, token field empty, gateway requests): %s", got)
+	}
+	noTokenAnywhere(t, alice, expired)
+	alice.Do("clear the topic", chromedp.Evaluate[chromedp.Void](`document.getElementById("topic").value = ""`))
 	alice.Do("join with a bad token", chromedp.SendKeys("#topic", topic), chromedp.SendKeys("#token", "not-a-token"), chromedp.Click("#join-btn"))
 	alice.WaitFor("the refusal", `document.getElementById("status").textContent.includes("invalid token")`)
 	alice.Shot("02-bad-token")
+	// Still no WebSocket, and the expired attempt left no retry behind.
+	if n := browsertest.Eval[int](alice, `window.sockets`); n != 0 {
+		t.Errorf("refused tokens opened %d WebSockets", n)
+	}
 
 	joinRoom(alice, ready.Page, topic, aliceTok)
 	joinRoom(bob, ready.Page, topic, bobTok)

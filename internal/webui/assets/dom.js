@@ -113,7 +113,9 @@ var cvmui = (function () {
     Object.keys(props).forEach(function (name) {
       var p = props[name] && typeof props[name] === "object" ? props[name] : {};
       var id = "f" + (++formSeq);
-      var type = Array.isArray(p.type) ? p.type[0] : p.type;
+      // A nullable field is typed ["null", "array"] by some generators:
+      // its control is that of the type that is not null.
+      var type = Array.isArray(p.type) ? p.type.filter(function (t) { return t !== "null"; })[0] : p.type;
       var req = required.indexOf(name) >= 0;
       var input;
       if (Array.isArray(p["enum"])) {
