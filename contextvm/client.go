@@ -477,14 +477,20 @@ func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
 	}
 	wrapKind := c.wrapKind()
 	oversized := c.fragmenting() && finalSize(content, tags, wrapKind) > c.opts.OversizedThreshold
-	fallback := !oversized && wrapKind != 0 && c.opts.Encryption == EncryptOptional && c.opts.PlaintextFallback > 0 && repeatable(m.Method)
+	canFallBack := !oversized && wrapKind != 0 && c.opts.Encryption == EncryptOptional
+	fallback := canFallBack && c.opts.PlaintextFallback > 0 && repeatable(m.Method)
 	serverKnowsCEP22 := c.view.oversized()
 	c.pending.add(p, func(p *pendingRequest) {
 		if c.opts.RequestTimeout > 0 {
 			p.timer = c.life.AfterFunc(c.opts.RequestTimeout, func(context.Context) { c.expire(p) })
 		}
+		if canFallBack {
+			p.plaintext = func(ctx context.Context, why string) { c.fallBackToPlaintext(ctx, p, tags, why) }
+		}
 		if fallback {
-			p.fallback = c.life.AfterFunc(c.opts.PlaintextFallback, func(ctx context.Context) { c.fallBackToPlaintext(ctx, p, tags) })
+			p.fallback = c.life.AfterFunc(c.opts.PlaintextFallback, func(ctx context.Context) {
+				p.plaintext(ctx, "no answer to an encrypted request; trying plaintext in case the server has encryption disabled")
+			})
 		}
 	})
 
@@ -599,16 +605,16 @@ func (c *clientConn) expire(p *pendingRequest) {
 	c.fail(p.req.ID, CodeRequestTimeout, msg)
 }
 
-// fallBackToPlaintext re-sends an unanswered encrypted request in plaintext,
-// once, for a server that might have encryption disabled.
-func (c *clientConn) fallBackToPlaintext(ctx context.Context, p *pendingRequest, tags nostr.Tags) {
-	if !c.pending.isPending(p) {
+// fallBackToPlaintext re-sends an encrypted request in plaintext, once, for
+// a server that has, or might have, encryption disabled; why says which.
+func (c *clientConn) fallBackToPlaintext(ctx context.Context, p *pendingRequest, tags nostr.Tags, why string) {
+	if !c.pending.isPending(p) || p.sentPlaintext.Swap(true) {
 		return
 	}
 	tags = slices.DeleteFunc(slices.Clone(tags), func(t nostr.Tag) bool {
 		return len(t) > 0 && (t[0] == TagSupportEncryption || t[0] == TagSupportEncryptionEphemeral)
 	})
-	c.log.Info("no answer to an encrypted request; trying plaintext in case the server has encryption disabled", "method", p.req.Method)
+	c.log.Info(why, "method", p.req.Method)
 	content, err := EncodeContent(p.wire)
 	if err != nil {
 		return
@@ -751,10 +757,17 @@ func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *j
 		c.log.Debug("response to no pending request", "e", ref)
 		return
 	}
-	if wrapKind == 0 && c.opts.Encryption == EncryptOptional && isEncryptionRefusal(m) && p.fallback != nil {
+	if wrapKind == 0 && c.opts.Encryption == EncryptOptional && isEncryptionRefusal(m) && p.plaintext != nil {
 		// The server said it reads no gift wraps: fall back now, not later.
+		// It opened nothing, so it ran nothing: sending the request again
+		// is safe whatever its method, a tools/call too.
 		c.view.setPlaintext()
-		p.fallback.Reset(0)
+		if p.fallback != nil {
+			p.fallback.Stop()
+		}
+		c.life.AfterFunc(0, func(ctx context.Context) {
+			p.plaintext(ctx, "the server has encryption disabled; sending the request again in plaintext")
+		})
 		return
 	}
 	if m.Error != nil && c.gatedAnswer(p, m) {

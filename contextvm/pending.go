@@ -1,6 +1,7 @@
 package contextvm
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,10 @@ type pendingRequest struct {
 	// lock, and only read after that.
 	timer    *time.Timer // the request timeout
 	fallback *time.Timer // the plaintext fallback, if any
+	// plaintext re-sends the request in plaintext, for a request sent
+	// gift-wrapped in one event in optional mode; nil otherwise.
+	plaintext     func(ctx context.Context, why string)
+	sentPlaintext atomic.Bool // plaintext ran: it sends once
 
 	unheard atomic.Bool // every relay said nobody listens
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -383,6 +384,32 @@ func TestOptionalClientReachesDisabledServer(t *testing.T) {
 	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptOptional})
 	if got := callEcho(t, cs, "fell back"); got != "fell back" {
 		t.Fatalf("echo = %q", got)
+	}
+}
+
+// A stateless client's first request on the wire is the tools/call itself,
+// gift-wrapped (nothing said the server has encryption disabled). The
+// server refuses the wrap without opening it, so it ran nothing: the client
+// sends the call again in plaintext at once rather than failing it with
+// the refusal.
+func TestOptionalClientCallsDisabledServerFirst(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	s := mcp.NewServer(&mcp.Implementation{Name: "count"}, nil)
+	var runs atomic.Int32
+	mcp.AddTool(s, &mcp.Tool{Name: "count"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		n := runs.Add(1)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(n)}}}, nil, nil
+	})
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, s)
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptOptional, Stateless: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "count"})
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %+v", err, res)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != "1" || runs.Load() != 1 {
+		t.Fatalf("result %q after %d runs; want the first and only run", got, runs.Load())
 	}
 }
 
