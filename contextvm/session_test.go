@@ -226,10 +226,15 @@ func TestWireFormat(t *testing.T) {
 	await(t, "all messages", &tp.changes, func() bool { return len(tp.messages()) >= 10 })
 
 	sp, cp := serverKey.Public().Hex(), clientKey.Public().Hex()
+	// The relay delivers to the tap and to the server concurrently, so the
+	// tap may see a response before its request: index everything first.
+	msgs := tp.messages()
 	byID := map[nostr.ID]tapMsg{}
-	var inits, initResponses int
-	for _, m := range tp.messages() {
+	for _, m := range msgs {
 		byID[m.evt.ID] = m
+	}
+	var inits, initResponses int
+	for _, m := range msgs {
 		if m.outerKind != contextvm.KindMessage {
 			t.Errorf("a gift wrap in plaintext mode: kind %d", m.outerKind)
 		}
