@@ -255,6 +255,11 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 	visitor.Do("call add", chromedp.SetValue(`#try-form input[name=a]`, "20"), chromedp.SetValue(`#try-form input[name=b]`, "22"), chromedp.Click(`#try-form button[type=submit]`))
 	visitor.WaitFor("the confirmation", `!!document.getElementById("confirm-pay") && document.getElementById("confirm-pay").textContent.includes("3 sats")`)
 	visitor.Shot("06-confirm-payment")
+	// The question is the server's own message ({code, message} as every
+	// cvm endpoint answers), not the page's fallback.
+	if q := browsertest.Eval[string](visitor, `document.getElementById("confirm-q").textContent`); q != "add costs up to 3 sats a call: confirm to pay" {
+		t.Errorf("confirmation question %q", q)
+	}
 	if bal, _ := ledger.Balance(context.Background(), "operator"); bal != 100 {
 		t.Fatalf("paid before the confirmation: balance %d", bal)
 	}

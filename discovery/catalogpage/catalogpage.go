@@ -520,7 +520,7 @@ func (p *Page) serveCall(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusPaymentRequired)
 			json.NewEncoder(w).Encode(map[string]any{"code": CodeConfirmPayment, "quote": id, "amount": amount, "unit": unit,
 				"price": tool.Price, "budget": p.opts.Budget,
-				"error": fmt.Sprintf("%s costs up to %d %s a call: confirm to pay", tool.Name, amount, unit)})
+				"message": fmt.Sprintf("%s costs up to %d %s a call: confirm to pay", tool.Name, amount, unit)})
 			return
 		}
 		if !p.takeQuote(body.Quote, key, amount, unit) {

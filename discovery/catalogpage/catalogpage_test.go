@@ -97,11 +97,11 @@ func TestCall_PricedNeedsItsOwnSingleUseQuote(t *testing.T) {
 
 	status, body := post(t, srv, tok, call, nil)
 	var q struct {
-		Code, Quote, Unit string
-		Amount            int64
+		Code, Message, Quote, Unit string
+		Amount                     int64
 	}
 	json.Unmarshal([]byte(body), &q)
-	if status != http.StatusPaymentRequired || q.Code != "confirm_payment" || q.Quote == "" || q.Amount != 3 || q.Unit != "sats" || fc.n() != 0 {
+	if status != http.StatusPaymentRequired || q.Code != "confirm_payment" || !strings.Contains(q.Message, "confirm to pay") || q.Quote == "" || q.Amount != 3 || q.Unit != "sats" || fc.n() != 0 {
 		t.Fatalf("unconfirmed priced call: %d %s, %d calls", status, body, fc.n())
 	}
 	// The quote is for these arguments only.

@@ -2,12 +2,13 @@ package webui
 
 import (
 	"embed"
-	"encoding/json"
 	"io/fs"
 	"net"
 	"net/http"
 	"path"
 	"strings"
+
+	"github.com/cvmgo/cvm/internal/httpserve"
 )
 
 // shared is the script and style every page loads, under /ui/.
@@ -101,13 +102,13 @@ func (p *Pages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	WriteError(w, http.StatusNotFound, CodeNotFound, "no file "+r.URL.Path)
 }
 
-// WriteError answers a refused request with the JSON body used across cvm:
-// {"error": what to do, "code": code}.
+// WriteError answers a refused request with the JSON body every cvm HTTP
+// endpoint refuses with, {"code": code, "message": what to do} (see
+// httpserve.WriteError), and keeps it out of caches: the pages' answers
+// depend on the page token and the catalog's state.
 func WriteError(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]string{"error": msg, "code": code})
+	httpserve.WriteError(w, status, code, msg)
 }
 
 // HostAllowed reports whether a request's Host header names this server:

@@ -63,7 +63,7 @@ func TestPages_ServeFilesWithHeadersAndRefuseTheRest(t *testing.T) {
 		{"GET", "127.0.0.1:1", "/ui/page.js", 200, "text/javascript; charset=utf-8", "1"},
 		{"GET", "127.0.0.1:1", "/ui/dom.js", 200, "text/javascript; charset=utf-8", "var cvmui"},
 		{"GET", "127.0.0.1:1", "/ui/base.css", 200, "text/css; charset=utf-8", "box-sizing"},
-		{"GET", "127.0.0.1:1", "/ui/../go.mod", 404, "application/json", "not_found"},
+		{"GET", "127.0.0.1:1", "/ui/../go.mod", 404, "application/json", `{"code":"not_found","message":"no page at /ui/../go.mod; the page is at /"}`},
 		{"GET", "127.0.0.1:1", "/ui/index.html", 404, "application/json", "not_found"},
 		{"GET", "127.0.0.1:1", "/elsewhere", 404, "application/json", "not_found"},
 		{"POST", "127.0.0.1:1", "/", 405, "application/json", "method_not_allowed"},

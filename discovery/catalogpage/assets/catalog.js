@@ -29,7 +29,7 @@
       history.replaceState(null, "", search ? "?" + search : location.pathname);
     }
     return fetch("/api/servers?" + search, { cache: "no-store" }).then(function (r) {
-      return r.json().then(function (b) { if (!r.ok) throw new Error(b.error || "HTTP " + r.status); return b; });
+      return r.json().then(function (b) { if (!r.ok) throw new Error(b.message || "HTTP " + r.status); return b; });
     }).then(function (body) {
       if (mine !== loadSeq) return;
       tryIt = !!body.tryIt; budget = body.budget || "";
@@ -125,7 +125,7 @@
       headers: { "Content-Type": "application/json", "X-CVM-Page-Token": pageToken }, body: JSON.stringify(payload) })
       .then(function (r) {
         if (r.status === 402) return r.json().then(function (b) { prog.remove(); confirmPay(pubkey, name, args, b, out, btn); });
-        if (!r.ok) return r.json().catch(function () { return {}; }).then(function (b) { throw new Error(b.error || "HTTP " + r.status); });
+        if (!r.ok) return r.json().catch(function () { return {}; }).then(function (b) { throw new Error(b.message || "HTTP " + r.status); });
         return readLines(r, function (m) {
           if (m.progress) prog.textContent = "Running: " + (m.progress.message ? String(m.progress.message) + " " : "") +
             String(m.progress.progress) + (m.progress.total ? " / " + String(m.progress.total) : "");
@@ -158,7 +158,7 @@
     var pay = el("button", { type: "button", id: "confirm-pay" }, "Pay up to " + String(b.amount) + " " + String(b.unit) + " and call");
     var no = el("button", { type: "button", "class": "secondary" }, "Cancel");
     var box = el("div", { "class": "confirm", role: "alertdialog", "aria-labelledby": "confirm-q" },
-      el("p", { id: "confirm-q" }, String(b.error || "Confirm the payment.")), b.budget ? el("p", { "class": "help" }, "Budget: " + String(b.budget)) : null, pay, no);
+      el("p", { id: "confirm-q" }, String(b.message || "Confirm the payment.")), b.budget ? el("p", { "class": "help" }, "Budget: " + String(b.budget)) : null, pay, no);
     out.appendChild(box);
     btn.disabled = false;
     pay.addEventListener("click", function () { call(pubkey, name, args, b.quote, out, btn); });
