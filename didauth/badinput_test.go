@@ -284,6 +284,28 @@ func TestMiddleware_AllowListAndForbidden(t *testing.T) {
 	}
 }
 
+// Strangers cannot fill the nonce store: did:keys are free, so a refused
+// DID's nonces must not be kept, or a flood of them would lock the allowed
+// clients out (503) until they expire.
+func TestMiddleware_RefusedDIDsDoNotFillTheNonceStore(t *testing.T) {
+	s := nostrSigner()
+	store := durable.NewMemory(durable.Options{MaxRecords: 2})
+	v := newTestVerifier(t, Options{Store: store, Allow: []string{s.DID()}, Audiences: []string{testEndpoint}})
+	for i := range 5 {
+		stranger, _ := did.GenerateKey(did.Ed25519)
+		h, _ := SignPayload(context.Background(), stranger, payloadFor(fmt.Sprintf("n-flood-%d", i)))
+		if status, code, _ := serve(t, v, "POST", testEndpoint, h, testBody); status != 403 || code != CodeForbidden {
+			t.Fatalf("stranger %d: %d %s, want 403 %s", i, status, code, CodeForbidden)
+		}
+	}
+	for i := range 2 {
+		h, _ := SignPayload(context.Background(), s, payloadFor(fmt.Sprintf("n-allowed-%d", i)))
+		if status, code, _ := serve(t, v, "POST", testEndpoint, h, testBody); status != 200 {
+			t.Fatalf("allowed client's request %d after the flood: %d %s", i, status, code)
+		}
+	}
+}
+
 func hexOf(b []byte) string { return hex.EncodeToString(b) }
 
 func TestMiddleware_OptionalAuthPassesRequestsWithoutHeader(t *testing.T) {

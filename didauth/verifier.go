@@ -127,8 +127,10 @@ type Request struct {
 }
 
 // Verify checks the Authorization header value against req and returns
-// the verified DID. Errors are *Error. A header that verifies records its
-// nonce: a second Verify of it fails with CodeReplayed.
+// the verified DID. Errors are *Error. A DID that Options.Allow or Allowed
+// refuses fails with CodeForbidden (403), and its nonce is not recorded. A
+// header that verifies records its nonce: a second Verify of it fails with
+// CodeReplayed.
 func (v *Verifier) Verify(ctx context.Context, header string, req Request) (string, error) {
 	c, err := ParseHeader(header)
 	if err != nil {
@@ -156,6 +158,12 @@ func (v *Verifier) Verify(ctx context.Context, header string, req Request) (stri
 	signer, pub, err := v.checkSignature(ctx, c, candidates, sig)
 	if err != nil {
 		return "", err
+	}
+	// Refused before its nonce is kept: did:keys cost nothing to make, so
+	// a stranger who could have nonces recorded could fill the store and
+	// lock out the clients that are allowed.
+	if !v.allowed(signer) {
+		return "", &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: signer + " is authenticated but not allowed on this server"}
 	}
 	// Nonces are kept per key, not per DID string: one key can go by
 	// several DIDs (a P-256 did:key in the standard and in the kit's
@@ -401,10 +409,6 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 		d, err := v.Verify(r.Context(), h, Request{Method: r.Method, Path: r.URL.RequestURI(), Body: body, URL: requestURL(r)})
 		if err != nil {
 			v.refuse(w, r, err)
-			return
-		}
-		if !v.allowed(d) {
-			v.refuse(w, r, &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: d + " is authenticated but not allowed on this server"})
 			return
 		}
 		r = r.WithContext(WithCaller(r.Context(), d))
