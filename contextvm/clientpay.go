@@ -325,8 +325,21 @@ func (c *clientConn) declined(p *pendingRequest, offer PaymentOffer, reason stri
 		data, _ := json.Marshal(DeclinedData{Reason: reason, Amount: offer.Amount, Unit: offer.Unit, PMI: offer.PMI, Server: offer.Server})
 		c.deliver(&jsonrpc.Response{ID: p.req.ID, Error: &jsonrpc.Error{Code: CodePaymentDeclined,
 			Message: fmt.Sprintf("contextvm: %s costs %d %s and was not paid: %v", offer.what(), offer.Amount, offer.Unit, err), Data: data}})
+		c.withdraw(p, reason)
 	}
 	return err
+}
+
+// withdraw cancels p on the server (notifications/cancelled), which would
+// otherwise wait for its payment until the payment request expires (5
+// minutes, typically). Under explicit gating the server has answered
+// already and waits for nothing.
+func (c *clientConn) withdraw(p *pendingRequest, reason string) {
+	if c.opts.Pay != nil && c.opts.Pay.ExplicitGating {
+		return
+	}
+	n := mcpmsg.Cancelled(p.wire.ID, "payment declined: "+reason)
+	c.life.Go(func(ctx context.Context) { c.writeNotification(ctx, n) })
 }
 
 func (o PaymentOffer) what() string {

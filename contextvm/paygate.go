@@ -116,10 +116,22 @@ type gate struct {
 
 	running registry[string, bool] // route keys of paid requests in this process
 
-	mu        sync.Mutex
-	pending   map[string]*grant // explicit gating: payments issued, by grant key
-	verifying map[string]bool   // transparent: route keys whose payment this process verifies
+	mu      sync.Mutex
+	pending map[string]*grant // explicit gating: payments issued, by grant key
+	// verifying holds, by route key, the transparent payments this
+	// process verifies: the function that withdraws the request while it
+	// waits for its payment, nil once the wait is over.
+	verifying map[string]context.CancelCauseFunc
 }
+
+// errWithdrawn ends the wait for a payment the client cancelled the
+// request of (notifications/cancelled: a cvm client sends it when it
+// declines to pay).
+var errWithdrawn = errors.New("the client withdrew the request")
+
+// finalCheck bounds the last look at a withdrawn request's payment: a
+// payment that raced the cancel is still credited and the request run.
+const finalCheck = 2 * time.Second
 
 // issuedRecord is a payment request issued and not yet verified, kept in
 // ServerOptions.State before the client learns of it, so that a payment
@@ -151,7 +163,7 @@ func newGate(s *Server, opts PaymentOptions, prices []Price) (*gate, error) {
 		opts.VerifyTimeout = defaultVerify
 	}
 	g := &gate{s: s, opts: opts, prices: map[string]payments.Cap{}, procs: map[string]payments.Processor{},
-		pending: map[string]*grant{}, verifying: map[string]bool{}}
+		pending: map[string]*grant{}, verifying: map[string]context.CancelCauseFunc{}}
 	for _, p := range opts.Processors {
 		g.procs[p.PMI()] = p
 	}
@@ -279,14 +291,16 @@ func (g *gate) issueFailed(ctx context.Context, c *ServerConn, key string, err e
 // notifications. prev is the payment request already issued for it, before
 // a restart, if any.
 func (g *gate) transparent(ctx context.Context, c *ServerConn, key string, r *route, charge payments.Charge, prev *payments.PaymentRequired, forward func()) {
+	wctx, withdraw := context.WithCancelCause(ctx)
+	defer withdraw(nil)
 	g.mu.Lock()
-	if prev != nil && g.verifying[key] {
+	if _, busy := g.verifying[key]; prev != nil && busy {
 		// Another replay of the same request is being verified.
 		g.mu.Unlock()
 		c.routes.drop(key)
 		return
 	}
-	g.verifying[key] = true
+	g.verifying[key] = withdraw
 	g.mu.Unlock()
 	defer func() {
 		g.mu.Lock()
@@ -311,9 +325,23 @@ func (g *gate) transparent(ctx context.Context, c *ServerConn, key string, r *ro
 	// Sent again on a resumed request, in case the first never left: a
 	// client ignores a second payment_required for one request.
 	c.notifyFor(ctx, r, MethodPaymentRequired, req)
-	vctx, cancel := context.WithTimeout(ctx, g.verifyTimeout(req))
+	vctx, cancel := context.WithTimeout(wctx, g.verifyTimeout(req))
 	err := g.procs[req.PMI].Verify(vctx, charge, req)
 	cancel()
+	g.mu.Lock()
+	g.verifying[key] = nil // the wait is over: a cancel from now on goes to the request
+	g.mu.Unlock()
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wctx), errWithdrawn) {
+		fctx, cancel := context.WithTimeout(ctx, finalCheck)
+		err = g.procs[req.PMI].Verify(fctx, charge, req)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			g.s.log.Info("the client withdrew a request before paying for it; it did not run", "client", charge.Client, "request", charge.RequestID, "amount", charge.Amount)
+			g.forgetIssued(ctx, issuedSpace, key)
+			c.routes.drop(key) // cancelled: no answer (MCP)
+			return
+		}
+	}
 	if err != nil && ctx.Err() != nil {
 		// The server is stopping: the payment request stays on record,
 		// to be verified when the request is replayed after a restart.
@@ -427,7 +455,7 @@ func (g *gate) replayed(ctx context.Context, inner nostr.Event, wrapKind nostr.K
 func (g *gate) resume(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind) {
 	key := inner.ID.Hex()
 	g.mu.Lock()
-	busy := g.verifying[key]
+	_, busy := g.verifying[key]
 	g.mu.Unlock()
 	if busy {
 		return
@@ -436,6 +464,20 @@ func (g *gate) resume(ctx context.Context, inner nostr.Event, wrapKind nostr.Kin
 		return
 	}
 	g.s.dispatch(ctx, inner, wrapKind)
+}
+
+// withdraw stops waiting for the payment of the request under key, whose
+// client cancelled it; false if no payment of it is awaited here.
+func (g *gate) withdraw(key string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	stop := g.verifying[key]
+	if stop == nil {
+		return false
+	}
+	stop(errWithdrawn)
+	g.verifying[key] = nil
+	return true
 }
 
 // gated serves a priced request under explicit gating: it runs once per

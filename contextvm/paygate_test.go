@@ -409,6 +409,90 @@ func TestPayClient_BudgetRefusesBeforePaying(t *testing.T) {
 	}
 }
 
+// watchedProcessor reports each Verify's end.
+type watchedProcessor struct {
+	*payments.FakeProcessor
+	ended chan error
+}
+
+func (p watchedProcessor) Verify(ctx context.Context, c payments.Charge, req payments.PaymentRequired) error {
+	err := p.FakeProcessor.Verify(ctx, c, req)
+	p.ended <- err
+	return err
+}
+
+// A client that declines to pay cancels the request, and the server stops
+// waiting for its payment at once instead of until the payment request
+// expires (here a minute); nothing runs, nothing is charged.
+func TestPayTransparent_DeclinedRequestIsWithdrawnAtOnce(t *testing.T) {
+	f := newPayFixture(t, 100)
+	opts := f.serverOptions(time.Minute)
+	proc := watchedProcessor{opts.Payments.Processors[0].(*payments.FakeProcessor), make(chan error, 4)}
+	opts.Payments.Processors[0] = proc
+	srv := serve(t, opts, counterServer(&f.calls))
+	cs := f.client(t, srv, &contextvm.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+		Budget: &payments.Budget{PerCall: 9}})
+	if _, err := call(cs, "count", nil); rpcCode(err) != contextvm.CodePaymentDeclined {
+		t.Fatalf("call over the cap: %v", err)
+	}
+	// The long wait, then the final look (about finalCheck).
+	for i := range 2 {
+		select {
+		case err := <-proc.ended:
+			if err == nil {
+				t.Fatalf("verification %d succeeded", i)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the server still waits for the payment of a declined request (verification %d)", i)
+		}
+	}
+	if a, s := f.balances(t); a != 100 || s != 0 || f.calls.Load() != 0 {
+		t.Fatalf("alice %d, srv %d, %d calls ran", a, s, f.calls.Load())
+	}
+}
+
+// slowVerifier notices no payment until its first wait is cancelled.
+type slowVerifier struct {
+	*payments.FakeProcessor
+	waits atomic.Int32
+}
+
+func (p *slowVerifier) Verify(ctx context.Context, c payments.Charge, req payments.PaymentRequired) error {
+	if p.waits.Add(1) == 1 {
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}
+	return p.FakeProcessor.Verify(ctx, c, req)
+}
+
+// A request cancelled after its payment was made is not lost: the server's
+// last look finds the payment, credits it and runs the request.
+func TestPayTransparent_PaidThenCancelledStillRuns(t *testing.T) {
+	f := newPayFixture(t, 100)
+	opts := f.serverOptions(time.Minute)
+	opts.Payments.Processors[0] = &slowVerifier{FakeProcessor: opts.Payments.Processors[0].(*payments.FakeProcessor)}
+	srv := serve(t, opts, counterServer(&f.calls))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs := f.client(t, srv, &contextvm.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+		Budget: &payments.Budget{PerCall: 10},
+		Report: func(r contextvm.PaymentReport) {
+			if r.Paid {
+				cancel() // the go-sdk sends notifications/cancelled
+			}
+		}})
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "count"}); err == nil {
+		t.Fatal("the cancelled call answered")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for f.calls.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
+		t.Fatalf("alice %d, srv %d, %d calls ran; want the paid request run once", a, s, f.calls.Load())
+	}
+}
+
 // A payment_accepted or payment_rejected not from the server is ignored.
 func TestPayClient_ForgedNotificationsIgnored(t *testing.T) {
 	f := newPayFixture(t, 100)

@@ -385,6 +385,9 @@ func (c *ServerConn) receiveNotification(m *jsonrpc.Request) {
 				c.srv.log.Debug("cancel for no request in flight", "session", c.id, "requestId", id.Raw())
 				return
 			}
+			if g := c.srv.gate; g != nil && g.withdraw(key) {
+				return // it waited for its payment: the MCP server never saw it
+			}
 			fwd, err := mcpmsg.WithCancelledRequest(m, mcpmsg.StringID(key))
 			if err != nil {
 				return
