@@ -62,13 +62,19 @@ type sessionRecord struct {
 	Tags   nostr.Tags      `json:"tags,omitempty"`
 }
 
-// inflightRecord is a call a replica runs, kept until answered so that a
-// survivor answers it if the replica dies.
+// inflightRecord is a message event with calls a replica runs, kept until
+// answered so that a survivor answers it if the replica dies: one call
+// (ID), or a JSON-RPC batch (IDs: the ids of its calls, in order; its
+// notifications need no answer).
 type inflightRecord struct {
-	Client string          `json:"client"`
-	ID     json.RawMessage `json:"id"`
-	Wrap   nostr.Kind      `json:"wrap"`
+	Client string            `json:"client"`
+	ID     json.RawMessage   `json:"id,omitempty"`
+	IDs    []json.RawMessage `json:"ids,omitempty"`
+	Wrap   nostr.Kind        `json:"wrap"`
 }
+
+// batch reports whether the record is of a batch.
+func (r inflightRecord) batch() bool { return r.IDs != nil }
 
 // heartbeat is what a replica publishes every beat.
 type heartbeat struct {
@@ -479,9 +485,11 @@ func (g *group) saveSession(ctx context.Context, client nostr.PubKey, rec sessio
 
 func (g *group) inflightSpace(member string) string { return inflightSpace + "." + member }
 
-// begin records a call this replica is about to run.
-func (g *group) begin(ctx context.Context, eventID nostr.ID, client nostr.PubKey, id json.RawMessage, wrap nostr.Kind) error {
-	b, _ := json.Marshal(inflightRecord{Client: client.Hex(), ID: id, Wrap: wrap})
+// begin records the calls of a message event this replica is about to
+// run; rec has their ids.
+func (g *group) begin(ctx context.Context, eventID nostr.ID, client nostr.PubKey, rec inflightRecord, wrap nostr.Kind) error {
+	rec.Client, rec.Wrap = client.Hex(), wrap
+	b, _ := json.Marshal(rec)
 	defer g.stats.timed(time.Now())
 	return g.store.Put(ctx, g.inflightSpace(g.member), eventID[:], b, time.Now().Add(inflightTTL))
 }
@@ -510,7 +518,7 @@ func (g *group) orphans(ctx context.Context, member string) map[nostr.ID]infligh
 			continue
 		}
 		var rec inflightRecord
-		if json.Unmarshal(v, &rec) != nil {
+		if json.Unmarshal(v, &rec) != nil || (len(rec.ID) == 0 && len(rec.IDs) == 0) {
 			continue
 		}
 		client, err := nostr.PubKeyFromHex(rec.Client)
