@@ -314,3 +314,57 @@ func TestReplicas_ServerRequestInFlightOnLostReplica(t *testing.T) {
 		t.Errorf("the tool ran %d times; want once", n)
 	}
 }
+
+// A request too large for one event, sent as CEP-22 fragments and running
+// on a replica that dies, is answered CodeReplicaLost by the survivor
+// (under the end frame's id, as its answer would have been), not run again.
+func TestReplicas_FragmentedRequestOnLostReplica(t *testing.T) {
+	ns := natstest.Start(t)
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	signer := contextvm.NewKeySigner(nostr.Generate())
+	release := make(chan struct{})
+	runs := make(chan int, 4)
+	reps := killableGroup(t, ns.URL(), r.URL, signer, contextvm.ServerOptions{}, func(i int, _ **contextvm.Server) *mcp.Server {
+		s := testServer()
+		mcp.AddTool(s, &mcp.Tool{Name: "hold"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
+			runs <- i
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return &mcp.CallToolResult{}, nil, nil
+		})
+		return s
+	})
+	t.Cleanup(func() { close(release) })
+	server, _ := signer.GetPublicKey(t.Context())
+	cs := connect(t, contextvm.ClientOptions{Server: server.Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(nostr.Generate())})
+	owner := ownerOf(t, reps)
+	callErr := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "hold", Arguments: echoArgs{Text: bigText(100_000)}})
+		callErr <- err
+	}()
+	select {
+	case i := <-runs:
+		if i != owner {
+			t.Fatalf("ran on replica %d, not its owner %d", i, owner)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the fragmented request never ran")
+	}
+	killed := time.Now()
+	reps[owner].kill()
+	select {
+	case err := <-callErr:
+		if rpcCode(err) != contextvm.CodeReplicaLost {
+			t.Fatalf("fragmented call on the lost replica: %v; want %d", err, contextvm.CodeReplicaLost)
+		}
+		within(t, "call answered", killed)
+	case <-time.After(failoverBound + 5*time.Second):
+		t.Fatal("the fragmented call on the lost replica was never answered")
+	}
+	if n := len(runs); n != 0 {
+		t.Errorf("the survivor ran it again (%d runs)", n)
+	}
+}

@@ -1029,6 +1029,19 @@ func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind n
 		synthetic := inner
 		synthetic.Content = assembled
 		synthetic.Tags = append(slices.Clone(inner.Tags), discoveryOnly(startTags)...)
+		if g := s.group; g != nil {
+			// Its calls are in flight from now on, answered under the end
+			// frame's id: recorded so that a survivor answers them if this
+			// replica dies (the end frame itself carries no call).
+			if rec, ok := callIDs(assembled); ok {
+				if err := g.begin(ctx, synthetic.ID, client, rec, wrapKind); err != nil {
+					g.stats.Refused.Add(1)
+					s.log.Warn("refusing a message: the replica group could not record it", "id", synthetic.ID.Hex(), "err", err)
+					s.refuseEvent(synthetic, wrapKind, ReplicaUnavailableError(g.timeout))
+					return
+				}
+			}
+		}
 		s.dispatch(ctx, synthetic, wrapKind)
 	}
 }
