@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -366,5 +367,53 @@ func TestReplicas_FragmentedRequestOnLostReplica(t *testing.T) {
 	}
 	if n := len(runs); n != 0 {
 		t.Errorf("the survivor ran it again (%d runs)", n)
+	}
+}
+
+// A request whose CEP-22 frames were still arriving when the replica
+// receiving them died: the survivor, which gets the rest of the frames,
+// aborts the transfer at its end frame (the request never ran), so the
+// client does not wait for its timeout.
+func TestReplicas_TransferCutByLostReplicaIsAborted(t *testing.T) {
+	ns := natstest.Start(t)
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	signer := contextvm.NewKeySigner(nostr.Generate())
+	var calls atomic.Int64
+	reps := killableGroup(t, ns.URL(), r.URL, signer, contextvm.ServerOptions{}, func(int, **contextvm.Server) *mcp.Server {
+		return counterServer(&calls)
+	})
+	server, _ := signer.GetPublicKey(t.Context())
+	peer := newRawPeer(t, r.URL)
+	peer.initialize(server)
+	owner := ownerOf(t, reps)
+	request := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"count","arguments":{},"_meta":{"progressToken":"raw","pad":"` +
+		strings.Repeat("z", 5000) + `"}}}`
+	var killed time.Time
+	rawTransfer(t, peer, server, request, func(i int, _ map[string]any) bool {
+		if i == 2 { // the start and a chunk went to the owner
+			killed = time.Now()
+			reps[owner].kill()
+			awaitGroup(t, 1, reps[1-owner].srv)
+		}
+		return true
+	})
+	for {
+		evt, ok := peer.next(10 * time.Second)
+		if !ok {
+			t.Fatal("the transfer cut by the lost replica was never aborted")
+		}
+		if strings.Contains(evt.Content, `"result"`) || strings.Contains(evt.Content, `"error"`) {
+			t.Fatalf("the cut request was answered: %s", evt.Content)
+		}
+		if strings.Contains(evt.Content, `"frameType":"abort"`) {
+			if !strings.Contains(evt.Content, `"raw"`) {
+				t.Fatalf("abort on another token: %s", evt.Content)
+			}
+			break
+		}
+	}
+	within(t, "transfer aborted", killed)
+	if n := calls.Load(); n != 0 {
+		t.Errorf("the cut request ran %d times", n)
 	}
 }

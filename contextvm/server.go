@@ -1007,6 +1007,15 @@ func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind n
 		s.sendFrame(client, abortFrame(p.ProgressToken, "this server does not accept oversized transfers"), wrapKind)
 		return
 	}
+	if s.group != nil && p.CVM.FrameType == "end" && !s.transfers.has(client, p.ProgressToken) {
+		// The transfer began on another replica, lost since (or, during a
+		// membership change, still alive): its frames are there, and the
+		// request never ran, since this replica holds its end frame's
+		// claim. Said now, the client need not wait for its timeout.
+		s.log.Info("aborting a transfer that began on another replica", "client", client.Hex())
+		s.sendFrame(client, abortFrame(p.ProgressToken, "the replica that received the start of this request is gone; the request did not run: send it again"), wrapKind)
+		return
+	}
 	assembled, startTags, done, err := s.transfers.frame(client, p, inner.Tags)
 	switch {
 	case err != nil && errors.Is(err, ErrTransferAborted):
