@@ -52,6 +52,7 @@ const (
 	groupSubject  = "cvm.replicas.%s.hb" // per server key
 	bucketPrefix  = "cvm-replicas-"      // + server key hex
 	leaderSpace   = "contextvm.leader"   // key "announcer": the replica that announces
+	removalQueue  = 1024                 // answered calls whose records wait for removal
 )
 
 // sessionRecord is what a replica needs to rebuild a client's session:
@@ -124,6 +125,12 @@ type group struct {
 	skipMu  sync.Mutex
 	skipped []skippedItem
 
+	// forget queues the records of answered calls for removal by the
+	// remover, off the answering goroutine. syncRemoval (tests and
+	// benchmarks) removes them on the answering goroutine instead.
+	forget      chan nostr.ID
+	syncRemoval atomic.Bool
+
 	stats groupStats
 }
 
@@ -180,6 +187,7 @@ func newGroup(ctx context.Context, me nostr.PubKey, o ReplicaOptions, log *slog.
 		members: map[string]memberView{}, owners: map[nostr.PubKey]ownerEntry{},
 		sessions: func() int { return 0 },
 		leadCh:   make(chan struct{}),
+		forget:   make(chan nostr.ID, removalQueue),
 	}
 	g.live = []string{g.member}
 	if o.Conn.Up() {
@@ -494,11 +502,58 @@ func (g *group) begin(ctx context.Context, eventID nostr.ID, client nostr.PubKey
 	return g.store.Put(ctx, g.inflightSpace(g.member), eventID[:], b, time.Now().Add(inflightTTL))
 }
 
-// end forgets the record of an answered call.
+// end forgets the record of an answered call. The answer is out, so the
+// removal need not hold anything up: it is queued for the remover, and
+// made here only when the queue is full (so that it stays bounded). Until
+// it is made, a survivor of this replica's death would answer the call a
+// second time, with CodeReplicaLost, which the client ignores; it never
+// runs the call again (the claim stays).
 func (g *group) end(ctx context.Context, eventID nostr.ID) {
+	if !g.syncRemoval.Load() {
+		select {
+		case g.forget <- eventID:
+			return
+		default:
+		}
+	}
 	defer g.stats.timed(time.Now())
+	g.remove(ctx, eventID)
+}
+
+func (g *group) remove(ctx context.Context, eventID nostr.ID) {
 	if err := g.store.Delete(ctx, g.inflightSpace(g.member), eventID[:]); err != nil {
 		g.log.Debug("could not forget an answered call", "err", err)
+	}
+}
+
+// remover removes the queued records of answered calls until ctx ends,
+// then, for at most a second, the ones still queued: a replica that
+// closes leaves as few records behind as it can. A removal taken from the
+// queue is made whatever ctx does (within the membership timeout), so that
+// none is lost to the race between the queue and ctx's end.
+func (g *group) remover(ctx context.Context) {
+	bg := context.WithoutCancel(ctx)
+	remove := func(ctx context.Context, id nostr.ID) {
+		ctx, cancel := context.WithTimeout(ctx, g.timeout)
+		defer cancel()
+		g.remove(ctx, id)
+	}
+	for {
+		select {
+		case id := <-g.forget:
+			remove(bg, id)
+		case <-ctx.Done():
+			drain, cancel := context.WithTimeout(bg, time.Second)
+			defer cancel()
+			for {
+				select {
+				case id := <-g.forget:
+					remove(drain, id)
+				default:
+					return
+				}
+			}
+		}
 	}
 }
 

@@ -279,6 +279,7 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 		grp.sessions = s.sessions.len
 		grp.onLost = func(member string) { s.life.Go(func(ctx context.Context) { s.replicaLost(ctx, member) }) }
 		s.intake.Go(grp.run)
+		s.life.Go(grp.remover)
 	}
 	if len(opts.AnnounceRelays) > 0 {
 		s.announcePool = nostrx.NewPool(nostrx.PoolOptions{Relays: opts.AnnounceRelays, Signer: opts.Signer, Logger: opts.Logger})
