@@ -790,7 +790,12 @@ func (s *Server) answerOrphan(ctx context.Context, id nostr.ID, rec inflightReco
 		resps = append(resps, &jsonrpc.Response{ID: jid, Error: lost})
 	}
 	s.group.stats.Orphans.Add(1)
-	s.log.Info("answering a lost replica's call in flight", "member", member, "client", client.Hex(), "id", id.Hex(), "calls", len(resps), "batch", rec.batch())
+	requestIDs := string(rec.ID)
+	if rec.batch() {
+		b, _ := json.Marshal(rec.IDs)
+		requestIDs = string(b)
+	}
+	s.log.Info("answering a lost replica's call in flight", "member", member, "client", client.Hex(), "id", id.Hex(), "requestId", requestIDs, "batch", rec.batch())
 	inner := nostr.Event{ID: id, PubKey: client}
 	if !rec.batch() {
 		s.refuseNow(ctx, inner, rec.Wrap, nil, 0, &jsonrpc.Request{ID: resps[0].(*jsonrpc.Response).ID, Method: "?"}, lost)
