@@ -67,3 +67,32 @@ func TestGroupRemovesAnsweredRecordsOffTheAnsweringPath(t *testing.T) {
 		t.Fatalf("%d records left after the remover drained its queue", n)
 	}
 }
+
+// The in-flight record of a message event holds the ids of its calls: one
+// for a single call, all of a batch's (not its notifications), none for
+// notifications and responses.
+func TestCallIDs(t *testing.T) {
+	for _, c := range []struct {
+		content string
+		want    string // the record as JSON, "" for none
+	}{
+		{`{"jsonrpc":"2.0","id":7,"method":"tools/call"}`, `{"client":"","id":7,"wrap":0}`},
+		{`{"jsonrpc":"2.0","id":"x","method":"ping"}`, `{"client":"","id":"x","wrap":0}`},
+		{`{"jsonrpc":"2.0","method":"notifications/initialized"}`, ""},
+		{`{"jsonrpc":"2.0","id":1,"result":{}}`, ""},
+		{`[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":"b","method":"b"}]`, `{"client":"","ids":[1,"b"],"wrap":0}`},
+		{`[{"jsonrpc":"2.0","id":1,"method":"a"}]`, `{"client":"","ids":[1],"wrap":0}`},
+		{`[{"jsonrpc":"2.0","method":"n"}]`, ""},
+		{`not json`, ""},
+	} {
+		rec, ok := callIDs(c.content)
+		got := ""
+		if ok {
+			b, _ := json.Marshal(rec)
+			got = string(b)
+		}
+		if got != c.want {
+			t.Errorf("%s: record %s; want %s", c.content, got, c.want)
+		}
+	}
+}
