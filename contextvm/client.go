@@ -602,6 +602,7 @@ func (c *clientConn) expire(p *pendingRequest) {
 		msg = fmt.Sprintf("contextvm: %s: %v (server %s): every relay accepted the request but nobody was subscribed to it",
 			p.req.Method, ErrServerNotListening, nostrx.EncodeNpub(c.server))
 	}
+	c.endStream(p, msg)
 	c.fail(p.req.ID, CodeRequestTimeout, msg)
 }
 
@@ -790,8 +791,25 @@ func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *j
 	if list, ok := listedKind[p.req.Method]; ok && m.Error == nil {
 		c.view.learnPrices(inner.Tags, list)
 	}
+	if m.Error != nil {
+		c.endStream(p, fmt.Sprintf("the call ended with an error: %v", m.Error))
+	}
 	m.ID = p.req.ID
 	c.deliver(m)
+}
+
+// endStream ends, with ErrStreamAborted and why, the CEP-41 stream p's
+// caller reads, if it is still open: p is over, so no frame of it will
+// come (a replica that died mid-stream, a timeout), and its reader must
+// not wait for the liveness probe to find that out. A call answered with
+// a result is left alone: its close frame may still be on its way.
+func (c *clientConn) endStream(p *pendingRequest, why string) {
+	if p.token.IsZero() {
+		return
+	}
+	if r, ok := c.streams.get(p.token); ok {
+		r.end(fmt.Errorf("%w: %s", ErrStreamAborted, why))
+	}
 }
 
 // Busy answers that ask for a retry (CodeServerBusy with RetryAfter) are

@@ -52,6 +52,7 @@ const (
 	groupSubject  = "cvm.replicas.%s.hb" // per server key
 	bucketPrefix  = "cvm-replicas-"      // + server key hex
 	leaderSpace   = "contextvm.leader"   // key "announcer": the replica that announces
+	removalQueue  = 1024                 // answered calls whose records wait for removal
 )
 
 // sessionRecord is what a replica needs to rebuild a client's session:
@@ -62,13 +63,19 @@ type sessionRecord struct {
 	Tags   nostr.Tags      `json:"tags,omitempty"`
 }
 
-// inflightRecord is a call a replica runs, kept until answered so that a
-// survivor answers it if the replica dies.
+// inflightRecord is a message event with calls a replica runs, kept until
+// answered so that a survivor answers it if the replica dies: one call
+// (ID), or a JSON-RPC batch (IDs: the ids of its calls, in order; its
+// notifications need no answer).
 type inflightRecord struct {
-	Client string          `json:"client"`
-	ID     json.RawMessage `json:"id"`
-	Wrap   nostr.Kind      `json:"wrap"`
+	Client string            `json:"client"`
+	ID     json.RawMessage   `json:"id,omitempty"`
+	IDs    []json.RawMessage `json:"ids,omitempty"`
+	Wrap   nostr.Kind        `json:"wrap"`
 }
+
+// batch reports whether the record is of a batch.
+func (r inflightRecord) batch() bool { return r.IDs != nil }
 
 // heartbeat is what a replica publishes every beat.
 type heartbeat struct {
@@ -117,6 +124,12 @@ type group struct {
 
 	skipMu  sync.Mutex
 	skipped []skippedItem
+
+	// forget queues the records of answered calls for removal by the
+	// remover, off the answering goroutine. syncRemoval (tests and
+	// benchmarks) removes them on the answering goroutine instead.
+	forget      chan nostr.ID
+	syncRemoval atomic.Bool
 
 	stats groupStats
 }
@@ -174,6 +187,7 @@ func newGroup(ctx context.Context, me nostr.PubKey, o ReplicaOptions, log *slog.
 		members: map[string]memberView{}, owners: map[nostr.PubKey]ownerEntry{},
 		sessions: func() int { return 0 },
 		leadCh:   make(chan struct{}),
+		forget:   make(chan nostr.ID, removalQueue),
 	}
 	g.live = []string{g.member}
 	if o.Conn.Up() {
@@ -479,18 +493,67 @@ func (g *group) saveSession(ctx context.Context, client nostr.PubKey, rec sessio
 
 func (g *group) inflightSpace(member string) string { return inflightSpace + "." + member }
 
-// begin records a call this replica is about to run.
-func (g *group) begin(ctx context.Context, eventID nostr.ID, client nostr.PubKey, id json.RawMessage, wrap nostr.Kind) error {
-	b, _ := json.Marshal(inflightRecord{Client: client.Hex(), ID: id, Wrap: wrap})
+// begin records the calls of a message event this replica is about to
+// run; rec has their ids.
+func (g *group) begin(ctx context.Context, eventID nostr.ID, client nostr.PubKey, rec inflightRecord, wrap nostr.Kind) error {
+	rec.Client, rec.Wrap = client.Hex(), wrap
+	b, _ := json.Marshal(rec)
 	defer g.stats.timed(time.Now())
 	return g.store.Put(ctx, g.inflightSpace(g.member), eventID[:], b, time.Now().Add(inflightTTL))
 }
 
-// end forgets the record of an answered call.
+// end forgets the record of an answered call. The answer is out, so the
+// removal need not hold anything up: it is queued for the remover, and
+// made here only when the queue is full (so that it stays bounded). Until
+// it is made, a survivor of this replica's death would answer the call a
+// second time, with CodeReplicaLost, which the client ignores; it never
+// runs the call again (the claim stays).
 func (g *group) end(ctx context.Context, eventID nostr.ID) {
+	if !g.syncRemoval.Load() {
+		select {
+		case g.forget <- eventID:
+			return
+		default:
+		}
+	}
 	defer g.stats.timed(time.Now())
+	g.remove(ctx, eventID)
+}
+
+func (g *group) remove(ctx context.Context, eventID nostr.ID) {
 	if err := g.store.Delete(ctx, g.inflightSpace(g.member), eventID[:]); err != nil {
 		g.log.Debug("could not forget an answered call", "err", err)
+	}
+}
+
+// remover removes the queued records of answered calls until ctx ends,
+// then, for at most a second, the ones still queued: a replica that
+// closes leaves as few records behind as it can. A removal taken from the
+// queue is made whatever ctx does (within the membership timeout), so that
+// none is lost to the race between the queue and ctx's end.
+func (g *group) remover(ctx context.Context) {
+	bg := context.WithoutCancel(ctx)
+	remove := func(ctx context.Context, id nostr.ID) {
+		ctx, cancel := context.WithTimeout(ctx, g.timeout)
+		defer cancel()
+		g.remove(ctx, id)
+	}
+	for {
+		select {
+		case id := <-g.forget:
+			remove(bg, id)
+		case <-ctx.Done():
+			drain, cancel := context.WithTimeout(bg, time.Second)
+			defer cancel()
+			for {
+				select {
+				case id := <-g.forget:
+					remove(drain, id)
+				default:
+					return
+				}
+			}
+		}
 	}
 }
 
@@ -510,7 +573,7 @@ func (g *group) orphans(ctx context.Context, member string) map[nostr.ID]infligh
 			continue
 		}
 		var rec inflightRecord
-		if json.Unmarshal(v, &rec) != nil {
+		if json.Unmarshal(v, &rec) != nil || (len(rec.ID) == 0 && len(rec.IDs) == 0) {
 			continue
 		}
 		client, err := nostr.PubKeyFromHex(rec.Client)

@@ -25,9 +25,13 @@ import (
 // one embedded JetStream (NATS's default fsync interval, as a production
 // nats-server runs). It reports
 // calls/s, p50 latency, the time spent in the shared store per call
-// (coord-µs/call: session lookup, in-flight record, claim, its removal),
+// (coord-µs/call: session lookup, in-flight record, claim, and the
+// record's removal when it is made on the answering goroutine),
 // and, in the unwrap case, what every other replica pays to open a gift
-// wrap it will not run. Run: go test -run '^$' -bench Replicas -benchtime
+// wrap it will not run. The removal=inline cases remove each answered
+// call's in-flight record on the answering goroutine, as replicas did
+// before the removals were queued: the baseline of the queued removal.
+// Run: go test -run '^$' -bench Replicas -benchtime
 // 2000x ./contextvm
 func BenchmarkReplicas(b *testing.B) {
 	const clients = 8
@@ -52,7 +56,10 @@ func BenchmarkReplicas(b *testing.B) {
 		name     string
 		nats     bool
 		replicas int
-	}{{"nats=off/replicas=1", false, 1}, {"nats=on/replicas=1", true, 1}, {"nats=on/replicas=3", true, 3}} {
+		inline   bool // removal of in-flight records on the answering goroutine
+	}{{"nats=off/replicas=1", false, 1, false},
+		{"nats=on/replicas=1/removal=inline", true, 1, true}, {"nats=on/replicas=1", true, 1, false},
+		{"nats=on/replicas=3/removal=inline", true, 3, true}, {"nats=on/replicas=3", true, 3, false}} {
 		b.Run(tc.name, func(b *testing.B) {
 			r := relaytest.Start(b, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 			signer := contextvm.NewKeySigner(nostr.Generate())
@@ -71,7 +78,11 @@ func BenchmarkReplicas(b *testing.B) {
 					b.Cleanup(conn.Close)
 					opts.Replicas = &contextvm.ReplicaOptions{Conn: conn, Member: fmt.Sprint("r", i)}
 				}
-				srvs = append(srvs, serve(b, opts, testServer()))
+				srv := serve(b, opts, testServer())
+				if tc.inline {
+					contextvm.RemoveRecordsInline(srv)
+				}
+				srvs = append(srvs, srv)
 			}
 			if tc.nats {
 				for _, s := range srvs {

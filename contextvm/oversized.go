@@ -206,6 +206,13 @@ func newReassembler(limits TransferLimits, onExpire func(transferKey)) *reassemb
 		transfers: make(map[transferKey]*transfer), byPeer: make(map[nostr.PubKey]int)}
 }
 
+// has reports whether a transfer from peer on token is being received.
+func (r *reassembler) has(peer nostr.PubKey, token mcpmsg.Token) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.transfers[transferKey{peer, token}] != nil
+}
+
 // frame processes one inbound frame, which came in an event with tags. When
 // a transfer completes it returns the reassembled message and the tags of
 // its start frame. A non-nil error means the transfer is over and should be

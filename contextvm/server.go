@@ -279,6 +279,7 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 		grp.sessions = s.sessions.len
 		grp.onLost = func(member string) { s.life.Go(func(ctx context.Context) { s.replicaLost(ctx, member) }) }
 		s.intake.Go(grp.run)
+		s.life.Go(grp.remover)
 	}
 	if len(opts.AnnounceRelays) > 0 {
 		s.announcePool = nostrx.NewPool(nostrx.PoolOptions{Relays: opts.AnnounceRelays, Signer: opts.Signer, Logger: opts.Logger})
@@ -532,8 +533,8 @@ func (s *Server) routeOpened(o *opened) {
 	// answers it (or, when the claim never landed, runs it).
 	tracked := false
 	if g := s.group; g != nil {
-		if id, ok := singleCallID(o.inner.Content); ok {
-			if err := g.begin(s.life.ctx, o.inner.ID, o.inner.PubKey, id, o.wrapKind); err != nil {
+		if rec, ok := callIDs(o.inner.Content); ok {
+			if err := g.begin(s.life.ctx, o.inner.ID, o.inner.PubKey, rec, o.wrapKind); err != nil {
 				g.stats.Refused.Add(1)
 				s.log.Warn("refusing a message: the replica group could not record it", "id", o.inner.ID.Hex(), "err", err)
 				s.refuseEvent(o.inner, o.wrapKind, ReplicaUnavailableError(g.timeout))
@@ -762,41 +763,78 @@ func (s *Server) takeOverSession(client nostr.PubKey) (*ServerConn, *jsonrpc.Err
 	return c, nil
 }
 
-// answerOrphan answers, with CodeReplicaLost, a call the lost replica
-// member claimed and never answered.
+// answerOrphan answers, with CodeReplicaLost, a call (or the calls of a
+// batch) the lost replica member claimed and never answered. A batch is
+// answered as a batch: one event with an error for each of its calls.
 func (s *Server) answerOrphan(ctx context.Context, id nostr.ID, rec inflightRecord, member string) {
 	client, err := nostr.PubKeyFromHex(rec.Client)
 	if err != nil {
 		return
 	}
-	var rid any
-	if json.Unmarshal(rec.ID, &rid) != nil {
+	lost := &jsonrpc.Error{Code: CodeReplicaLost,
+		Message: fmt.Sprintf("the replica running this call (%s) stopped before answering; it may or may not have taken effect, and will not run again; retry if it is safe to", member)}
+	ids := rec.IDs
+	if !rec.batch() {
+		ids = []json.RawMessage{rec.ID}
+	}
+	var resps []jsonrpc.Message
+	for _, raw := range ids {
+		var rid any
+		if json.Unmarshal(raw, &rid) != nil {
+			return
+		}
+		jid, err := jsonrpc.MakeID(rid)
+		if err != nil {
+			return
+		}
+		resps = append(resps, &jsonrpc.Response{ID: jid, Error: lost})
+	}
+	s.group.stats.Orphans.Add(1)
+	requestIDs := string(rec.ID)
+	if rec.batch() {
+		b, _ := json.Marshal(rec.IDs)
+		requestIDs = string(b)
+	}
+	s.log.Info("answering a lost replica's call in flight", "member", member, "client", client.Hex(), "id", id.Hex(), "requestId", requestIDs, "batch", rec.batch())
+	inner := nostr.Event{ID: id, PubKey: client}
+	if !rec.batch() {
+		s.refuseNow(ctx, inner, rec.Wrap, nil, 0, &jsonrpc.Request{ID: resps[0].(*jsonrpc.Response).ID, Method: "?"}, lost)
 		return
 	}
-	jid, err := jsonrpc.MakeID(rid)
+	content, err := encodeBatch(resps)
 	if err != nil {
 		return
 	}
-	s.group.stats.Orphans.Add(1)
-	s.log.Info("answering a lost replica's call in flight", "member", member, "client", client.Hex(), "id", id.Hex(), "requestId", string(rec.ID))
-	inner := nostr.Event{ID: id, PubKey: client}
-	s.refuseNow(ctx, inner, rec.Wrap, nil, 0, &jsonrpc.Request{ID: jid, Method: "?"}, &jsonrpc.Error{Code: CodeReplicaLost,
-		Message: fmt.Sprintf("the replica running this call (%s) stopped before answering; it may or may not have taken effect, and will not run again; retry if it is safe to", member)})
+	s.sendBatch(ctx, client, &batch{eventID: id, wrapKind: rec.Wrap}, content, nil)
 }
 
-// singleCallID is the JSON-RPC id of the one call a message event carries,
-// as JSON; false for a notification, a response, a batch or bad content.
-func singleCallID(content string) (json.RawMessage, bool) {
+// callIDs are the JSON-RPC ids of the calls a message event carries, as
+// an in-flight record holds them: ID for one call, IDs for a batch with at
+// least one call; false for notifications, responses or bad content.
+func callIDs(content string) (inflightRecord, bool) {
 	msgs, isBatch, err := DecodeContent(content)
-	if err != nil || isBatch || len(msgs) != 1 {
-		return nil, false
+	if err != nil {
+		return inflightRecord{}, false
 	}
-	req, ok := msgs[0].(*jsonrpc.Request)
-	if !ok || !req.IsCall() {
-		return nil, false
+	var ids []json.RawMessage
+	for _, msg := range msgs {
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || !req.IsCall() {
+			continue
+		}
+		id, err := json.Marshal(req.ID.Raw())
+		if err != nil {
+			return inflightRecord{}, false
+		}
+		ids = append(ids, id)
 	}
-	id, err := json.Marshal(req.ID.Raw())
-	return id, err == nil
+	switch {
+	case len(ids) == 0:
+		return inflightRecord{}, false
+	case !isBatch:
+		return inflightRecord{ID: ids[0]}, true
+	}
+	return inflightRecord{IDs: ids}, true
 }
 
 func (s *Server) saveSession(ctx context.Context, client nostr.PubKey, rec sessionRecord) {
@@ -909,12 +947,16 @@ func (s *Server) refuse(inner nostr.Event, wrapKind nostr.Kind, b *batch, i int,
 }
 
 func (s *Server) refuseNow(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, b *batch, i int, req *jsonrpc.Request, refusal *jsonrpc.Error) {
-	if g := s.group; g != nil && b == nil && g.ready() {
+	g := s.group
+	if g != nil && b == nil && g.ready() {
 		defer g.end(ctx, inner.ID) // answered: no survivor needs to
 	}
 	resp := &jsonrpc.Response{ID: req.ID, Error: refusal}
 	if b != nil {
 		if content, done := b.answer(i, resp); done {
+			if g != nil && g.ready() {
+				defer g.end(ctx, b.eventID) // the whole batch is answered
+			}
 			s.sendBatch(ctx, inner.PubKey, b, content, nil)
 		}
 		return
@@ -971,6 +1013,15 @@ func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind n
 		s.sendFrame(client, abortFrame(p.ProgressToken, "this server does not accept oversized transfers"), wrapKind)
 		return
 	}
+	if s.group != nil && p.CVM.FrameType == "end" && !s.transfers.has(client, p.ProgressToken) {
+		// The transfer began on another replica, lost since (or, during a
+		// membership change, still alive): its frames are there, and the
+		// request never ran, since this replica holds its end frame's
+		// claim. Said now, the client need not wait for its timeout.
+		s.log.Info("aborting a transfer that began on another replica", "client", client.Hex())
+		s.sendFrame(client, abortFrame(p.ProgressToken, "the replica that received the start of this request is gone; the request did not run: send it again"), wrapKind)
+		return
+	}
 	assembled, startTags, done, err := s.transfers.frame(client, p, inner.Tags)
 	switch {
 	case err != nil && errors.Is(err, ErrTransferAborted):
@@ -993,6 +1044,19 @@ func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind n
 		synthetic := inner
 		synthetic.Content = assembled
 		synthetic.Tags = append(slices.Clone(inner.Tags), discoveryOnly(startTags)...)
+		if g := s.group; g != nil {
+			// Its calls are in flight from now on, answered under the end
+			// frame's id: recorded so that a survivor answers them if this
+			// replica dies (the end frame itself carries no call).
+			if rec, ok := callIDs(assembled); ok {
+				if err := g.begin(ctx, synthetic.ID, client, rec, wrapKind); err != nil {
+					g.stats.Refused.Add(1)
+					s.log.Warn("refusing a message: the replica group could not record it", "id", synthetic.ID.Hex(), "err", err)
+					s.refuseEvent(synthetic, wrapKind, ReplicaUnavailableError(g.timeout))
+					return
+				}
+			}
+		}
 		s.dispatch(ctx, synthetic, wrapKind)
 	}
 }

@@ -666,6 +666,9 @@ func (c *ServerConn) sendResponse(ctx context.Context, r *route, resp *jsonrpc.R
 	resp, listTags := c.srv.decorateList(r.method, resp)
 	if r.batch != nil {
 		if content, done := r.batch.answer(r.index, resp); done {
+			if g := c.srv.group; g != nil {
+				defer g.end(ctx, r.batch.eventID) // the whole batch is answered
+			}
 			c.mu.Lock()
 			tags := c.discoveryLocked()
 			c.mu.Unlock()

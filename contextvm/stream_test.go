@@ -265,3 +265,51 @@ func TestOpenStreamPingsArePerClient(t *testing.T) {
 		})
 	}
 }
+
+// A call that times out on the client ends the stream it reads: no frame of
+// it is awaited any more, so the reader fails at once instead of waiting
+// for its liveness probe (IdleTimeout + ProbeTimeout).
+func TestOpenStreamEndsWhenItsCallTimesOut(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	var srv *contextvm.Server
+	s := mcp.NewServer(&mcp.Implementation{Name: "stalls"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "stall"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		w, err := srv.OpenStream(req)
+		if err != nil {
+			return nil, nil, err
+		}
+		w.Write(ctx, "first")
+		<-ctx.Done() // and nothing more
+		return nil, nil, ctx.Err()
+	})
+	srv = serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, OpenStreams: true}, s)
+	tr, err := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL},
+		OpenStreams: true, RequestTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "reader"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	reader, err := tr.OpenStream("slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := &mcp.CallToolParams{Name: "stall"}
+	params.SetProgressToken("slow")
+	if _, err := cs.CallTool(ctx, params); rpcCode(err) != contextvm.CodeRequestTimeout {
+		t.Fatalf("call: %v; want a timeout", err)
+	}
+	if chunk, err := reader.Next(ctx); chunk != "first" {
+		t.Fatalf("first chunk %q, %v", chunk, err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer rcancel()
+	if _, err := reader.Next(rctx); !errors.Is(err, contextvm.ErrStreamAborted) {
+		t.Fatalf("reader after its call timed out: %v; want ErrStreamAborted", err)
+	}
+}

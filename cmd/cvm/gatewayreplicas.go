@@ -28,7 +28,9 @@ lives; when a replica dies (unheard for --membership-timeout), its clients
 move to the others without noticing, and its calls in flight are answered
 with a retryable error (-32019). NATS unreachable at start is an error
 (exit 2); a replica that loses NATS later refuses new requests with a
-retryable error (-32018) until it is back. See docs/replicas.md.`
+retryable error (-32018) until it is back. With --session-mode shared each
+replica has its own shared upstream: clients on different replicas do not
+share its state. See docs/replicas.md.`
 
 func (rf *replicaFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&rf.natsURL, "nats", "", "NATS server URL (JetStream enabled): serve the key as one replica of a group, e.g. nats://127.0.0.1:4222")

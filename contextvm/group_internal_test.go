@@ -1,0 +1,98 @@
+package contextvm
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/natsx"
+	"github.com/cvmgo/cvm/internal/natsx/natstest"
+)
+
+// The in-flight record of an answered call is removed off the answering
+// goroutine, by the remover; when its queue is full, at once; and what is
+// queued when the replica closes is removed then.
+func TestGroupRemovesAnsweredRecordsOffTheAnsweringPath(t *testing.T) {
+	ns := natstest.Start(t)
+	conn, err := natsx.Connect(t.Context(), ns.URL(), natsx.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := t.Context()
+	g, err := newGroup(ctx, nostr.Generate().Public(), ReplicaOptions{Conn: conn, Member: "m"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.forget = make(chan nostr.ID, 3)
+	client := nostr.Generate().Public()
+	records := func() int {
+		t.Helper()
+		keys, err := g.store.Keys(ctx, g.inflightSpace("m"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(keys)
+	}
+	ids := make([]nostr.ID, 4)
+	for i := range ids {
+		ids[i] = nostr.ID{byte(i + 1)}
+		if err := g.begin(ctx, ids[i], client, inflightRecord{ID: json.RawMessage("1")}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids[:3] {
+		g.end(ctx, id)
+	}
+	if n := records(); n != 4 {
+		t.Fatalf("%d records right after three answers; want 4: the removals are queued", n)
+	}
+	g.end(ctx, ids[3]) // the queue is full: removed now
+	if n := records(); n != 3 {
+		t.Fatalf("%d records after an answer with the queue full; want 3", n)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	cancel() // a replica that closes removes what is queued
+	done := make(chan struct{})
+	go func() { g.remover(rctx); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the remover did not return")
+	}
+	if n := records(); n != 0 {
+		t.Fatalf("%d records left after the remover drained its queue", n)
+	}
+}
+
+// The in-flight record of a message event holds the ids of its calls: one
+// for a single call, all of a batch's (not its notifications), none for
+// notifications and responses.
+func TestCallIDs(t *testing.T) {
+	for _, c := range []struct {
+		content string
+		want    string // the record as JSON, "" for none
+	}{
+		{`{"jsonrpc":"2.0","id":7,"method":"tools/call"}`, `{"client":"","id":7,"wrap":0}`},
+		{`{"jsonrpc":"2.0","id":"x","method":"ping"}`, `{"client":"","id":"x","wrap":0}`},
+		{`{"jsonrpc":"2.0","method":"notifications/initialized"}`, ""},
+		{`{"jsonrpc":"2.0","id":1,"result":{}}`, ""},
+		{`[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":"b","method":"b"}]`, `{"client":"","ids":[1,"b"],"wrap":0}`},
+		{`[{"jsonrpc":"2.0","id":1,"method":"a"}]`, `{"client":"","ids":[1],"wrap":0}`},
+		{`[{"jsonrpc":"2.0","method":"n"}]`, ""},
+		{`not json`, ""},
+	} {
+		rec, ok := callIDs(c.content)
+		got := ""
+		if ok {
+			b, _ := json.Marshal(rec)
+			got = string(b)
+		}
+		if got != c.want {
+			t.Errorf("%s: record %s; want %s", c.content, got, c.want)
+		}
+	}
+}

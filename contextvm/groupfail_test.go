@@ -1,0 +1,419 @@
+package contextvm_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/natsx"
+	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Failover tests: a replica dies with something in flight, and the
+// survivor answers it within the membership timeout. The membership
+// timeout of these groups is one second (replicaOpts); an answer may take
+// that, one heartbeat, and the relay round trips.
+const failoverBound = time.Second + 3*time.Second
+
+// killableReplica is a replica whose relay pool and NATS connection are
+// its own: closing both is what a kill -9 looks like to the others (no
+// last heartbeat, no answer, nothing more published).
+type killableReplica struct {
+	srv  *contextvm.Server
+	pool *nostrx.Pool
+	conn *natsx.Conn
+	logs *logBuffer
+}
+
+func (r *killableReplica) kill() {
+	r.conn.Close()
+	r.pool.Close()
+}
+
+// killableGroup starts two replicas of signer's key, each serving the MCP
+// server mk makes for it (i is its index, srv where its Server will be).
+func killableGroup(t *testing.T, natsURL, relayURL string, signer contextvm.Signer, opts contextvm.ServerOptions,
+	mk func(i int, srv **contextvm.Server) *mcp.Server) []*killableReplica {
+	t.Helper()
+	var reps []*killableReplica
+	for i, m := range []string{"a", "b"} {
+		rep := &killableReplica{logs: &logBuffer{}}
+		rep.pool = nostrx.NewPool(nostrx.PoolOptions{Relays: []string{relayURL}, Signer: signer})
+		t.Cleanup(func() { rep.pool.Close() })
+		o := opts
+		o.Signer, o.Pool, o.Logger = signer, rep.pool, rep.logs.Logger()
+		o.Replicas = replicaOpts(t, natsURL, m)
+		rep.conn = o.Replicas.Conn
+		mcpServer := mk(i, &rep.srv)
+		rep.srv = serve(t, o, mcpServer)
+		reps = append(reps, rep)
+	}
+	awaitGroup(t, 2, reps[0].srv, reps[1].srv)
+	return reps
+}
+
+// ownerOf is the index of the replica that ran the client's initialize.
+func ownerOf(t *testing.T, reps []*killableReplica) int {
+	t.Helper()
+	for i, r := range reps {
+		if st, _ := r.srv.Group(); st.ClaimsWon > 0 {
+			return i
+		}
+	}
+	t.Fatal("no replica ran the initialize")
+	return -1
+}
+
+func within(t *testing.T, what string, since time.Time) {
+	t.Helper()
+	if d := time.Since(since); d > failoverBound {
+		t.Errorf("%s %v after the kill; want within %v", what, d, failoverBound)
+	} else {
+		t.Logf("%s %v after the kill", what, d.Round(time.Millisecond))
+	}
+}
+
+// A JSON-RPC batch in flight on a replica that dies is answered by the
+// survivor as a batch: one event carrying an array with a CodeReplicaLost
+// error for each call, nothing for the notification; and none of it runs
+// again.
+func TestReplicas_BatchInFlightOnLostReplica(t *testing.T) {
+	ns := natstest.Start(t)
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	signer := contextvm.NewKeySigner(nostr.Generate())
+	release := make(chan struct{})
+	started := []chan struct{}{make(chan struct{}, 4), make(chan struct{}, 4)}
+	reps := killableGroup(t, ns.URL(), r.URL, signer, contextvm.ServerOptions{}, func(i int, _ **contextvm.Server) *mcp.Server {
+		return slowServer(release, started[i])
+	})
+	t.Cleanup(func() { close(release) }) // before the servers close
+	server, _ := signer.GetPublicKey(t.Context())
+	peer := newRawPeer(t, r.URL)
+	peer.initialize(server)
+	owner := ownerOf(t, reps)
+
+	b := peer.message(server, `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wait","arguments":{}}},`+
+		`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},`+
+		`{"jsonrpc":"2.0","id":"two","method":"tools/call","params":{"name":"wait","arguments":{}}}]`)
+	peer.publish(b)
+	select {
+	case <-started[owner]:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the batch did not start on its owner")
+	}
+	killed := time.Now()
+	reps[owner].kill()
+
+	evt, ok := peer.next(failoverBound + 5*time.Second)
+	if !ok {
+		t.Fatal("the batch in flight on the lost replica was never answered")
+	}
+	within(t, "batch answered", killed)
+	if e, _ := firstTag(evt.Tags, "e"); e != b.ID.Hex() {
+		t.Fatalf("answer refers to %s, not the batch %s: %s", e, b.ID.Hex(), evt.Content)
+	}
+	var resps []struct {
+		ID    json.RawMessage `json:"id"`
+		Error *struct {
+			Code int64 `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(evt.Content), &resps); err != nil {
+		t.Fatalf("the answer is not a batch: %v: %s", err, evt.Content)
+	}
+	if len(resps) != 2 || string(resps[0].ID) != "1" || string(resps[1].ID) != `"two"` {
+		t.Fatalf("answer %s; want errors for ids 1 and \"two\", none for the notification", evt.Content)
+	}
+	for _, resp := range resps {
+		if resp.Error == nil || resp.Error.Code != contextvm.CodeReplicaLost {
+			t.Fatalf("answer %s; want %d for every call", evt.Content, contextvm.CodeReplicaLost)
+		}
+	}
+	if extra, ok := peer.next(500 * time.Millisecond); ok {
+		t.Errorf("a second answer: %s", extra.Content)
+	}
+	if n := len(started[1-owner]); n != 0 {
+		t.Errorf("the survivor ran %d calls of the lost batch", n)
+	}
+}
+
+// A tool streaming (CEP-41) on a replica that dies: the client's call ends
+// with CodeReplicaLost within the membership timeout, and its stream reader
+// ends with an error instead of waiting for frames that will never come.
+func TestReplicas_OpenStreamOnLostReplica(t *testing.T) {
+	ns := natstest.Start(t)
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	signer := contextvm.NewKeySigner(nostr.Generate())
+	release := make(chan struct{})
+	runs := make(chan int, 4)
+	reps := killableGroup(t, ns.URL(), r.URL, signer, contextvm.ServerOptions{OpenStreams: true}, func(i int, srv **contextvm.Server) *mcp.Server {
+		s := mcp.NewServer(&mcp.Implementation{Name: "streamer"}, nil)
+		mcp.AddTool(s, &mcp.Tool{Name: "stream"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			runs <- i
+			w, err := (*srv).OpenStream(req)
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := w.Write(ctx, "first"); err != nil {
+				return nil, nil, err
+			}
+			select { // the replica dies here
+			case <-release:
+			case <-ctx.Done():
+			}
+			return &mcp.CallToolResult{}, nil, nil
+		})
+		return s
+	})
+	t.Cleanup(func() { close(release) })
+	server, _ := signer.GetPublicKey(t.Context())
+	tr, err := contextvm.NewClientTransport(contextvm.ClientOptions{Server: server.Hex(), Relays: []string{r.URL}, OpenStreams: true,
+		Signer: contextvm.NewKeySigner(nostr.Generate())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "reader"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	owner := ownerOf(t, reps)
+
+	reader, err := tr.OpenStream("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := &mcp.CallToolParams{Name: "stream"}
+	params.SetProgressToken("s")
+	callErr := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, params)
+		callErr <- err
+	}()
+	if chunk, err := reader.Next(ctx); err != nil || chunk != "first" {
+		t.Fatalf("first chunk %q, %v", chunk, err)
+	}
+	killed := time.Now()
+	reps[owner].kill()
+
+	select {
+	case err := <-callErr:
+		if rpcCode(err) != contextvm.CodeReplicaLost {
+			t.Fatalf("call on the lost replica: %v; want %d", err, contextvm.CodeReplicaLost)
+		}
+		within(t, "call answered", killed)
+	case <-time.After(failoverBound + 5*time.Second):
+		t.Fatal("the call streaming on the lost replica was never answered")
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer rcancel()
+	_, err = reader.Next(rctx)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		t.Fatal("the stream reader still waits after its call ended with an error")
+	case err == nil || errors.Is(err, io.EOF):
+		t.Fatalf("the stream reader ended cleanly (%v) although its call failed", err)
+	case !strings.Contains(err.Error(), "replica"):
+		t.Errorf("the reader's error does not say why: %v", err)
+	}
+	within(t, "stream reader ended", killed)
+	if n := len(runs); n != 1 {
+		t.Errorf("the tool ran %d times; want once", n)
+	}
+}
+
+// A tool waiting for the client's answer to its elicitation request, on a
+// replica that dies: the client's call ends with CodeReplicaLost, and the
+// client's answer, sent right after the death (so before the survivor
+// knows of it: the survivor keeps it back as the lost replica's, then
+// takes it over), is dropped there with a log line: it runs nothing, is
+// not answered, and is dropped once.
+func TestReplicas_ServerRequestInFlightOnLostReplica(t *testing.T) {
+	ns := natstest.Start(t)
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	signer := contextvm.NewKeySigner(nostr.Generate())
+	runs := make(chan int, 4)
+	reps := killableGroup(t, ns.URL(), r.URL, signer, contextvm.ServerOptions{}, func(i int, _ **contextvm.Server) *mcp.Server {
+		s := testServer()
+		mcp.AddTool(s, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			runs <- i
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "form", Message: "proceed?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}})
+			if err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Action}}}, nil, nil
+		})
+		return s
+	})
+	server, _ := signer.GetPublicKey(t.Context())
+	asked, answer := make(chan struct{}, 1), make(chan struct{})
+	client := mcp.NewClient(&mcp.Implementation{Name: "elicited"}, &mcp.ClientOptions{
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked <- struct{}{}
+			<-answer // the user thinks while the replica dies
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
+		},
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cs, err := contextvm.Connect(ctx, client, contextvm.ClientOptions{Server: server.Hex(), Relays: []string{r.URL},
+		Signer: contextvm.NewKeySigner(nostr.Generate())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	owner := ownerOf(t, reps)
+	survivor := reps[1-owner]
+
+	callErr := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask"})
+		callErr <- err
+	}()
+	select {
+	case <-asked:
+	case <-ctx.Done():
+		t.Fatal("the tool never asked the client")
+	}
+	killed := time.Now()
+	reps[owner].kill()
+	close(answer) // the client's answer now reaches the survivor only
+	select {
+	case err := <-callErr:
+		if rpcCode(err) != contextvm.CodeReplicaLost {
+			t.Fatalf("call on the lost replica: %v; want %d", err, contextvm.CodeReplicaLost)
+		}
+		within(t, "call answered", killed)
+	case <-time.After(failoverBound + 5*time.Second):
+		t.Fatal("the call waiting for the client on the lost replica was never answered")
+	}
+	survivor.logs.Await(t, 10*time.Second, "dropping a response to no request of ours")
+	// The client is served by the survivor from now on.
+	if got := callEcho(t, cs, "after"); got != "after" {
+		t.Fatalf("echo after the failover: %q", got)
+	}
+	st, _ := survivor.srv.Group()
+	t.Logf("survivor: %d requests taken over, %d orphans answered", st.Rerouted, st.Orphans)
+	if n := strings.Count(survivor.logs.String(), "dropping a response to no request of ours"); n != 1 {
+		t.Errorf("the late answer was dropped %d times; want once", n)
+	}
+	if n := len(runs); n != 1 {
+		t.Errorf("the tool ran %d times; want once", n)
+	}
+}
+
+// A request too large for one event, sent as CEP-22 fragments and running
+// on a replica that dies, is answered CodeReplicaLost by the survivor
+// (under the end frame's id, as its answer would have been), not run again.
+func TestReplicas_FragmentedRequestOnLostReplica(t *testing.T) {
+	ns := natstest.Start(t)
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	signer := contextvm.NewKeySigner(nostr.Generate())
+	release := make(chan struct{})
+	runs := make(chan int, 4)
+	reps := killableGroup(t, ns.URL(), r.URL, signer, contextvm.ServerOptions{}, func(i int, _ **contextvm.Server) *mcp.Server {
+		s := testServer()
+		mcp.AddTool(s, &mcp.Tool{Name: "hold"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
+			runs <- i
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return &mcp.CallToolResult{}, nil, nil
+		})
+		return s
+	})
+	t.Cleanup(func() { close(release) })
+	server, _ := signer.GetPublicKey(t.Context())
+	cs := connect(t, contextvm.ClientOptions{Server: server.Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(nostr.Generate())})
+	owner := ownerOf(t, reps)
+	callErr := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "hold", Arguments: echoArgs{Text: bigText(100_000)}})
+		callErr <- err
+	}()
+	select {
+	case i := <-runs:
+		if i != owner {
+			t.Fatalf("ran on replica %d, not its owner %d", i, owner)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the fragmented request never ran")
+	}
+	killed := time.Now()
+	reps[owner].kill()
+	select {
+	case err := <-callErr:
+		if rpcCode(err) != contextvm.CodeReplicaLost {
+			t.Fatalf("fragmented call on the lost replica: %v; want %d", err, contextvm.CodeReplicaLost)
+		}
+		within(t, "call answered", killed)
+	case <-time.After(failoverBound + 5*time.Second):
+		t.Fatal("the fragmented call on the lost replica was never answered")
+	}
+	if n := len(runs); n != 0 {
+		t.Errorf("the survivor ran it again (%d runs)", n)
+	}
+}
+
+// A request whose CEP-22 frames were still arriving when the replica
+// receiving them died: the survivor, which gets the rest of the frames,
+// aborts the transfer at its end frame (the request never ran), so the
+// client does not wait for its timeout.
+func TestReplicas_TransferCutByLostReplicaIsAborted(t *testing.T) {
+	ns := natstest.Start(t)
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	signer := contextvm.NewKeySigner(nostr.Generate())
+	var calls atomic.Int64
+	reps := killableGroup(t, ns.URL(), r.URL, signer, contextvm.ServerOptions{}, func(int, **contextvm.Server) *mcp.Server {
+		return counterServer(&calls)
+	})
+	server, _ := signer.GetPublicKey(t.Context())
+	peer := newRawPeer(t, r.URL)
+	peer.initialize(server)
+	owner := ownerOf(t, reps)
+	request := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"count","arguments":{},"_meta":{"progressToken":"raw","pad":"` +
+		strings.Repeat("z", 5000) + `"}}}`
+	var killed time.Time
+	rawTransfer(t, peer, server, request, func(i int, _ map[string]any) bool {
+		if i == 2 { // the start and a chunk went to the owner
+			killed = time.Now()
+			reps[owner].kill()
+			awaitGroup(t, 1, reps[1-owner].srv)
+		}
+		return true
+	})
+	for {
+		evt, ok := peer.next(10 * time.Second)
+		if !ok {
+			t.Fatal("the transfer cut by the lost replica was never aborted")
+		}
+		if strings.Contains(evt.Content, `"result"`) || strings.Contains(evt.Content, `"error"`) {
+			t.Fatalf("the cut request was answered: %s", evt.Content)
+		}
+		if strings.Contains(evt.Content, `"frameType":"abort"`) {
+			if !strings.Contains(evt.Content, `"raw"`) {
+				t.Fatalf("abort on another token: %s", evt.Content)
+			}
+			break
+		}
+	}
+	within(t, "transfer aborted", killed)
+	if n := calls.Load(); n != 0 {
+		t.Errorf("the cut request ran %d times", n)
+	}
+}
