@@ -56,8 +56,10 @@ type session struct {
 	cancel    context.CancelFunc
 
 	// window holds a token per envelope of this connection that waits for
-	// its commit (Options.MaxUncommitted).
-	window chan struct{}
+	// its commit (Options.MaxUncommitted). On a cluster node, appending
+	// counts them too, so that the leave waits for them.
+	window    chan struct{}
+	appending sync.WaitGroup
 
 	// outMu orders what reaches the connection. While one of the
 	// participant's own envelopes waits for its commit, every frame for it
@@ -120,6 +122,10 @@ func (s *session) run() {
 		s.log.Info("participant joined", "name", s.p.Name, "kind", s.p.Kind)
 		s.readLoop(ctx)
 	}
+	// On a cluster node, envelopes read before the end may still be on
+	// their way to JetStream: they go before the leave (each append ends
+	// within JetStream's timeout).
+	s.appending.Wait()
 	why := mcpx.LeaveClosed
 	if errors.Is(s.ws.Err(), wsconn.ErrSlowConsumer) {
 		why = mcpx.LeaveSlowConsumer // the connection dropped itself; the read ended with it
@@ -328,7 +334,18 @@ func (s *session) handle(ctx context.Context, data []byte) {
 		s.reject(mcpx.CodeFromMismatch, e.ID, fmt.Sprintf("from %q does not match your authenticated participant id %q", e.From, s.p.ID), 0)
 		return
 	}
+	if s.g.cluster != nil {
+		s.t.publishCluster(s, e) // answers once JetStream did
+		return
+	}
 	absent, err := s.t.publish(ctx, s, e)
+	s.answer(e, absent, err)
+}
+
+// answer reports how publishing e ended: when it was accepted, nothing
+// more than its echo (the acknowledgement) and the recipients that were
+// absent; else an error envelope saying why.
+func (s *session) answer(e *mcpx.Envelope, absent []string, err error) {
 	switch {
 	case errors.Is(err, errEnding):
 		return // the connection is closing: nobody to answer

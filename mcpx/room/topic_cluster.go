@@ -195,20 +195,35 @@ func (t *topic) leaveCluster(ctx context.Context, s *session, why mcpx.LeaveReas
 	t.g.cluster.leave(ctx, t.name, s.p, s.connID, why)
 }
 
-// publishCluster is publish on a cluster node: the envelope is appended to
-// the topic's log, which gives it its seq; every node's follower delivers
-// it, in the log's order; the sender's copy waits for JetStream's
-// acknowledgement too.
-func (t *topic) publishCluster(ctx context.Context, s *session, e *mcpx.Envelope) (absent []string, err error) {
+// publishCluster is publish on a cluster node: the envelope is queued for
+// the topic's appender, which gives it its seq and stores it in the next
+// JetStream message; every node's follower delivers it, in the log's
+// order. It returns as soon as the envelope is queued, so the read loop
+// goes on reading: a connection may have Options.MaxUncommitted envelopes
+// waiting for JetStream, and its read loop waits here beyond that (the
+// backpressure, through TCP, on this publisher only). The answer comes
+// once JetStream acknowledged the envelope, or failed to: the sender's
+// copy (held, like any echo, until the follower reached it too), an
+// unknown_recipient, or the error envelope (see session.answer).
+func (t *topic) publishCluster(s *session, e *mcpx.Envelope) {
 	c := t.g.cluster
+	select {
+	case s.window <- struct{}{}:
+	case <-s.ctx.Done():
+		return // the connection is closing: nobody to answer
+	}
 	if !c.Up() {
-		return nil, ErrUnavailable
+		<-s.window
+		s.answer(e, nil, ErrUnavailable)
+		return
 	}
 	t.rosterMu.RLock()
 	current := t.members[s.p.ID] == s
 	t.rosterMu.RUnlock()
 	if !current {
-		return nil, errReplaced
+		<-s.window
+		s.answer(e, nil, errReplaced)
+		return
 	}
 	d := Delivery{Topic: t.name}
 	own := e.Broadcast()
@@ -229,37 +244,45 @@ func (t *topic) publishCluster(ctx context.Context, s *session, e *mcpx.Envelope
 		t.echoMu.Unlock()
 	}
 	size := len(e.Payload) + 192 + len(e.ID) + len(e.CorrelationID)
-	_, err = c.appendEnvelope(ctx, d, e.ID, e.From, pub, func(seq uint64) []byte {
-		e.Seq = seq
-		return e.AppendJSON(make([]byte, 0, size))
-	})
-	if w != nil {
-		t.echoMu.Lock()
-		w.acked = err == nil
-		var fill *slot
-		var frame []byte
-		if err != nil || w.delivered {
-			delete(t.echoes, pub)
-			fill, frame = w.held, w.frame
-		}
-		t.echoMu.Unlock()
-		if fill != nil {
-			if err != nil {
-				frame = nil
+	s.appending.Add(1)
+	c.enqueueAppend(t.name, &appendReq{
+		d: d, id: e.ID, from: e.From, pub: pub,
+		encode: func(seq uint64) []byte {
+			e.Seq = seq
+			return e.AppendJSON(make([]byte, 0, size))
+		},
+		done: func(_ uint64, err error) {
+			defer s.appending.Done()
+			if w != nil {
+				t.echoMu.Lock()
+				w.acked = err == nil
+				var fill *slot
+				var frame []byte
+				if err != nil || w.delivered {
+					delete(t.echoes, pub)
+					fill, frame = w.held, w.frame
+				}
+				t.echoMu.Unlock()
+				if fill != nil {
+					if err != nil {
+						frame = nil
+					}
+					s.fill(fill, frame)
+				}
 			}
-			s.fill(fill, frame)
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	present := c.members(t.name)
-	for _, r := range e.To {
-		if _, ok := present[r]; !ok {
-			absent = append(absent, r)
-		}
-	}
-	return absent, nil
+			var absent []string
+			if err == nil {
+				present := c.members(t.name)
+				for _, r := range e.To {
+					if _, ok := present[r]; !ok {
+						absent = append(absent, r)
+					}
+				}
+			}
+			<-s.window
+			s.answer(e, absent, err)
+		},
+	})
 }
 
 // deliverEntry queues an entry of the topic's log for its local
