@@ -462,7 +462,8 @@ func TestNATS_FailedBatchAnswersEveryEnvelope(t *testing.T) {
 		return len(ts.queue) == n+1 // the first is still in it
 	})
 	close(release)
-	if m := a.readEnvelope(); m.ID != first || m.Seq != 1 {
+	// The echo first: the errors, known at once, do not overtake it.
+	if m := a.read(); m.ID != first || m.Seq != 1 {
 		t.Fatalf("got %s, want the echo of %s with seq 1", m, first)
 	}
 	for _, id := range failed {
@@ -477,5 +478,195 @@ func TestNATS_FailedBatchAnswersEveryEnvelope(t *testing.T) {
 	next := a.chat("next")["id"].(string)
 	if m := a.readEnvelope(); m.ID != next || m.Seq != 2 {
 		t.Fatalf("got %s, want the echo of %s with seq 2", m, next)
+	}
+}
+
+// A burst batched into few messages, then aged past MaxAge: the trimmer
+// purges whole messages but the topic's newest (its next seq is read from
+// it), and history serves none of a batch once it is too old; a topic
+// with a fresh batch after old ones serves exactly the fresh envelopes.
+func TestNATS_HistoryMaxAgeTrimsBatchesWhole(t *testing.T) {
+	tc := &testCluster{t: t, nats: natstest.Start(t)}
+	const maxAge = 1500 * time.Millisecond
+	g := tc.addNodeWith(testKeys(t), Options{RatePerSecond: -1}, ClusterOptions{MaxAge: maxAge})
+	cl := tc.cls[0]
+	a, _ := g.join("quiet", "a")
+	b, _ := g.join("busy", "b")
+	const n = 60
+	burst(a, n)
+	readSeqs(t, a, 1, n)
+	burst(b, n)
+	readSeqs(t, b, 1, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	subjects := func() map[string]uint64 {
+		info, err := cl.stream.Info(ctx, jetstream.WithSubjectFilter(logPrefix+">"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Subjects
+	}
+	if c := subjects(); c[logSubject("quiet")] >= n || c[logSubject("busy")] >= n {
+		t.Fatalf("not batched: %v", c)
+	}
+	time.Sleep(maxAge + 100*time.Millisecond) // the envelopes must age: a clock, not a condition
+	fresh := burst(b, n)
+	readSeqs(t, b, n+1, n)
+	_, lastQuiet, err := cl.last(ctx, "quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the old batches to be purged", func() bool {
+		first, ok, err := cl.nextOf(ctx, "quiet", 1)
+		if err != nil || !ok || first.streamSeq != lastQuiet {
+			return false
+		}
+		first, ok, err = cl.nextOf(ctx, "busy", 1)
+		return err == nil && ok && first.recs[0].Seq > n
+	})
+	if seq, err := cl.LatestSeq("quiet"); err != nil || seq != n {
+		t.Fatalf("quiet's latest seq %d (%v), want %d: its newest message must stay", seq, err, n)
+	}
+	if page, err := cl.Query(ctx, "quiet", history.Query{Limit: 1000}); err != nil || len(page.Records) != 0 {
+		t.Fatalf("quiet's history: %d records (%v), want none: all are older than MaxAge", len(page.Records), err)
+	}
+	page, err := cl.Query(ctx, "busy", history.Query{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range page.Records {
+		got = append(got, r.ID)
+	}
+	slices.Reverse(got)
+	if !slices.Equal(got, fresh) {
+		t.Fatalf("busy's history: %d records, want the %d fresh ones", len(got), len(fresh))
+	}
+	e := a.chat("back")
+	if m := a.readEnvelope(); m.ID != e["id"] || m.Seq != n+1 {
+		t.Fatalf("quiet's next envelope %s, want seq %d", m, n+1)
+	}
+}
+
+// --history-max limits a topic's messages (MaxMsgsPerSubject), and a
+// message may hold a batch: history still serves only the newest
+// MaxPerTopic envelopes, as one node does.
+func TestNATS_HistoryMaxCountsEnvelopesNotMessages(t *testing.T) {
+	tc := &testCluster{t: t, nats: natstest.Start(t)}
+	const keep = 5
+	g := tc.addNodeWith(testKeys(t), Options{RatePerSecond: -1}, ClusterOptions{MaxPerTopic: keep})
+	a, _ := g.join("room", "a")
+	const n = 100
+	sent := burst(a, n)
+	readSeqs(t, a, 1, n)
+	if msgs := tc.streamMsgs(); msgs > keep {
+		t.Fatalf("%d messages kept, want at most %d", msgs, keep)
+	}
+	page, more := g.historyPage("room", "a", "?limit=100")
+	if got := ids(page); more || !slices.Equal(got, []string{sent[99], sent[98], sent[97], sent[96], sent[95]}) {
+		t.Fatalf("newest page %v more=%v, want the last %d", got, more, keep)
+	}
+	page, more = g.historyPage("room", "a", "?limit=100&after=10")
+	if got := ids(page); more || len(got) != keep || got[keep-1] != sent[n-keep] {
+		t.Fatalf("after=10: %v more=%v, want the last %d", got, more, keep)
+	}
+}
+
+// stalledLogCluster is one node whose first append to the log waits for
+// release; queued reports the ids waiting for the topic's appender.
+func stalledLogCluster(t *testing.T, opts Options) (g *testGateway, release func(), queued func(topic string) []string) {
+	tc := &testCluster{t: t, nats: natstest.Start(t)}
+	entered, rel := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var real func(context.Context, *nats.Msg, ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+	first := true
+	var mu sync.Mutex
+	g = tc.addNodeWith(testKeys(t), opts, ClusterOptions{publishLog: func(ctx context.Context, m *nats.Msg, o ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+		mu.Lock()
+		wait := first
+		first = false
+		mu.Unlock()
+		if wait {
+			close(entered)
+			<-rel
+		}
+		return real(ctx, m, o...)
+	}})
+	cl := tc.cls[0]
+	real = cl.js.PublishMsg
+	t.Cleanup(func() { once.Do(func() { close(rel) }) })
+	queued = func(topic string) []string {
+		cl.seqMu.Lock()
+		ts := cl.seqs[topic]
+		cl.seqMu.Unlock()
+		if ts == nil {
+			return nil
+		}
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		var out []string
+		for _, r := range ts.queue {
+			out = append(out, r.id)
+		}
+		return out
+	}
+	return g, func() { <-entered; once.Do(func() { close(rel) }) }, queued
+}
+
+// A connection has at most MaxUncommitted envelopes on their way to
+// JetStream: its next frame is read only once one is acknowledged, so
+// it cannot fill its topic's queue, and another connection's envelope
+// goes ahead of it.
+func TestNATS_InFlightEnvelopesAreBoundedPerConnection(t *testing.T) {
+	g, release, queued := stalledLogCluster(t, Options{RatePerSecond: -1, MaxUncommitted: 3})
+	a, _ := g.join("room", "a")
+	b, _ := g.join("room", "b")
+	c, _ := g.join("room", "c")
+	sent := burst(a, 4)
+	waitFor(t, 10*time.Second, "alice's envelopes to queue", func() bool { return len(queued("room")) == 3 })
+	bobs := b.chat("bob")["id"].(string)
+	want := []string{sent[0], sent[1], sent[2], bobs}
+	waitFor(t, 10*time.Second, "bob's envelope to queue", func() bool { return len(queued("room")) >= 4 })
+	time.Sleep(200 * time.Millisecond) // that alice's fourth is not read takes a clock
+	if got := queued("room"); !slices.Equal(got, want) {
+		t.Fatalf("queued %v, want %v: alice's fourth waits for her window", got, want)
+	}
+	release()
+	for _, id := range append(want, sent[3]) {
+		if m := c.readEnvelope(); m.ID != id {
+			t.Fatalf("carol got %s, want %s", m, id)
+		}
+	}
+}
+
+// Beside the count, a connection's envelopes in flight are bounded in
+// bytes (4 MiB): large envelopes hold the read loop sooner, and batches
+// of them are cut at the NATS max payload.
+func TestNATS_InFlightBytesAreBoundedPerConnection(t *testing.T) {
+	g, release, queued := stalledLogCluster(t, Options{RatePerSecond: -1})
+	a, _ := g.join("room", "a")
+	b, _ := g.join("room", "b")
+	c, _ := g.join("room", "c")
+	big := fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/x","params":{"blob":%q}}`, bytes.Repeat([]byte("x"), 900<<10))
+	var sent []string
+	for range 6 {
+		e := a.env(nil, big)
+		a.send(e)
+		sent = append(sent, e["id"].(string))
+	}
+	waitFor(t, 10*time.Second, "alice's envelopes to queue", func() bool { return len(queued("room")) == 4 })
+	bobs := b.chat("bob")["id"].(string)
+	want := []string{sent[0], sent[1], sent[2], sent[3], bobs}
+	waitFor(t, 10*time.Second, "bob's envelope to queue", func() bool { return len(queued("room")) >= 5 })
+	time.Sleep(500 * time.Millisecond) // that alice's fifth is not read takes a clock
+	if got := queued("room"); !slices.Equal(got, want) {
+		t.Fatalf("queued %v, want %v: alice's fifth waits for room", got, want)
+	}
+	release()
+	for i, id := range append(want, sent[4], sent[5]) {
+		m := c.readEnvelope()
+		if m.ID != id || m.Seq != uint64(i+1) {
+			t.Fatalf("carol got %s, want %s with seq %d", m, id, i+1)
+		}
 	}
 }
