@@ -55,7 +55,9 @@ type ClusterOptions struct {
 	// Node names this gateway node in the roster (default random).
 	Node string
 	// MaxPerTopic is how many envelopes each topic keeps (default 10000;
-	// -1 keeps all): the stream's limit of messages per subject.
+	// -1 keeps all): the stream's limit of messages per subject. A
+	// message may hold a batch, so more may be stored; history serves the
+	// newest MaxPerTopic.
 	MaxPerTopic int
 	// MaxAge is how long envelopes are kept (0 or less: for ever). A
 	// stream-wide MaxAge would delete a quiet topic's newest message, the
@@ -95,8 +97,10 @@ type ClusterOptions struct {
 }
 
 // Cluster is what several gateway nodes share through NATS JetStream:
-// each topic's history and order (one stream, a subject per topic, seq in
-// a header, guarded by Nats-Expected-Last-Subject-Sequence), its roster (a
+// each topic's history and order (one stream, a subject per topic, a
+// message per envelope or per batch of them, seq in a header, guarded by
+// Nats-Expected-Last-Subject-Sequence; one appender per topic and node
+// groups what queues during an append into the next), its roster (a
 // key-value bucket, one key per topic, changed by compare-and-set), and
 // presence (core NATS, a subject per topic). Give it to Options.Cluster;
 // see docs/mcpx.md, "Several nodes". Safe for concurrent use.
@@ -826,7 +830,7 @@ func (c *Cluster) appendBatch(ctx context.Context, topic string, ts *topicSeq, b
 		if err != nil {
 			// Stored or not, we cannot tell: read the end again next time.
 			ts.loaded = false
-			if !c.Up() || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrConnectionClosed) {
+			if c.unreachable(err) {
 				return 0, n, fmt.Errorf("%w: %w", ErrUnavailable, err)
 			}
 			return 0, n, fmt.Errorf("mcpx cluster: append to %s: %w", topic, err)
@@ -862,7 +866,7 @@ func (c *Cluster) last(ctx context.Context, topic string) (seq, streamSeq uint64
 		return 0, 0, nil
 	}
 	if err != nil {
-		if !c.Up() {
+		if c.unreachable(err) {
 			return 0, 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		return 0, 0, fmt.Errorf("mcpx cluster: last of %s: %w", topic, err)
@@ -1004,8 +1008,19 @@ func (c *Cluster) nextOf(ctx context.Context, topic string, from uint64) (stored
 	return s, err == nil, err
 }
 
+// unreachable reports whether err says that NATS could not be reached
+// (down, reconnecting, or not answering in time), which the gateway
+// answers with unavailable: the link can go down between the check of Up
+// and a request, and the client reports that in several ways.
+func (c *Cluster) unreachable(err error) bool {
+	return !c.Up() || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrConnectionClosed) ||
+		errors.Is(err, nats.ErrReconnectBufExceeded) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+		errors.Is(err, nats.ErrDisconnected)
+}
+
 func (c *Cluster) readErr(err error) error {
-	if !c.Up() {
+	if c.unreachable(err) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return fmt.Errorf("mcpx cluster: read history: %w", err)

@@ -236,10 +236,11 @@ func (t *topic) leaveCluster(ctx context.Context, s *session, why mcpx.LeaveReas
 // order. It returns as soon as the envelope is queued, so the read loop
 // goes on reading: a connection may have Options.MaxUncommitted envelopes
 // and maxFlightBytes waiting for JetStream, and its read loop waits here
-// beyond either (the backpressure, through TCP, on this publisher only). The answer comes
-// once JetStream acknowledged the envelope, or failed to: the sender's
-// copy (held, like any echo, until the follower reached it too), an
-// unknown_recipient, or the error envelope (see session.answer).
+// beyond either (the backpressure, through TCP, on this publisher only).
+// The answer comes once JetStream acknowledged the envelope, or failed
+// to: the sender's copy (held, like any echo, until the follower reached
+// it too), an unknown_recipient, or the error envelope (session.answer),
+// in the order of the connection's envelopes (answerLocked).
 func (t *topic) publishCluster(s *session, e *mcpx.Envelope) {
 	c := t.g.cluster
 	size := len(e.Payload) + 192 + len(e.ID) + len(e.CorrelationID)
