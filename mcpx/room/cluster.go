@@ -763,6 +763,7 @@ func (c *Cluster) runAppender(topic string, ts *topicSeq) {
 		}
 		for i, r := range batch {
 			r.done(first+uint64(i), err)
+			batch[i] = nil // the queue's array outlives the batch
 		}
 	}
 }

@@ -113,7 +113,9 @@ func newSession(g *Gateway, t *topic, p mcpx.Participant, ws *wsconn.Conn) *sess
 		log:    g.log.With("topic", t.name, "participant", p.ID),
 		done:   make(chan struct{}),
 		window: make(chan struct{}, g.opts.MaxUncommitted),
-		freed:  make(chan struct{}, 1),
+	}
+	if g.cluster != nil {
+		s.freed = make(chan struct{}, 1)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
