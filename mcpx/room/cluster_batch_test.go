@@ -278,17 +278,16 @@ func TestNATS_HistoryPagesAcrossBatches(t *testing.T) {
 			visible = append(visible, e["id"].(string))
 		}
 	}
-	var unknown int
-	for got := 0; got < n; {
-		m := a.read()
-		if m.event() == "error" {
-			unknown++ // z is absent
-			continue
+	// Each echo in order; right after the echo of each envelope to z,
+	// its unknown_recipient (z is absent), answers keeping the order of
+	// the envelopes.
+	for i := range n {
+		if m := a.read(); m.ID != all[i] || m.Seq != uint64(i+1) {
+			t.Fatalf("echo %s, want %s seq %d", m, all[i], i+1)
 		}
-		if m.ID != all[got] || m.Seq != uint64(got+1) {
-			t.Fatalf("echo %s, want %s seq %d", m, all[got], got+1)
+		if i%5 == 4 {
+			a.expectError(mcpx.CodeUnknownRecipient, all[i])
 		}
-		got++
 	}
 	first, count := tc.batchOf("room")
 	t.Logf("batch of %d at seq %d; %d messages for %d envelopes", count, first, tc.streamMsgs(), n)
