@@ -55,7 +55,9 @@ type ClusterOptions struct {
 	// Node names this gateway node in the roster (default random).
 	Node string
 	// MaxPerTopic is how many envelopes each topic keeps (default 10000;
-	// -1 keeps all): the stream's limit of messages per subject.
+	// -1 keeps all): the stream's limit of messages per subject. A
+	// message may hold a batch, so more may be stored; history serves the
+	// newest MaxPerTopic.
 	MaxPerTopic int
 	// MaxAge is how long envelopes are kept (0 or less: for ever). A
 	// stream-wide MaxAge would delete a quiet topic's newest message, the
@@ -89,11 +91,16 @@ type ClusterOptions struct {
 	// publishPresence writes one presence message (default
 	// NC.PublishMsg); tests stall it to fill the queue.
 	publishPresence func(*nats.Msg) error
+	// publishLog appends one message to the log (default
+	// JetStream.PublishMsg); tests make it fail.
+	publishLog func(context.Context, *nats.Msg, ...jetstream.PublishOpt) (*jetstream.PubAck, error)
 }
 
 // Cluster is what several gateway nodes share through NATS JetStream:
-// each topic's history and order (one stream, a subject per topic, seq in
-// a header, guarded by Nats-Expected-Last-Subject-Sequence), its roster (a
+// each topic's history and order (one stream, a subject per topic, a
+// message per envelope or per batch of them, seq in a header, guarded by
+// Nats-Expected-Last-Subject-Sequence; one appender per topic and node
+// groups what queues during an append into the next), its roster (a
 // key-value bucket, one key per topic, changed by compare-and-set), and
 // presence (core NATS, a subject per topic). Give it to Options.Cluster;
 // see docs/mcpx.md, "Several nodes". Safe for concurrent use.
@@ -124,6 +131,7 @@ type Cluster struct {
 	// replace it to stall the queue).
 	presOut     chan *nats.Msg
 	pubPresence func(*nats.Msg) error
+	pubLog      func(context.Context, *nats.Msg, ...jetstream.PublishOpt) (*jetstream.PubAck, error)
 	// presSubs are the topics' presence subscriptions, with the drops
 	// already counted and logged; presDropped adds those of the
 	// subscriptions that ended.
@@ -131,17 +139,12 @@ type Cluster struct {
 	presDropped uint64
 	shedLogged  uint64 // presence shed towards NATS, as of the last log line
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
-// topicSeq is this node's view of the end of a topic's log; mu serializes
-// this node's appends to the topic.
-type topicSeq struct {
-	mu         sync.Mutex
-	loaded     bool
-	last       uint64 // the topic's last seq
-	lastStream uint64 // its stream sequence
+	// ctx ends with Close; appenders run the topics' appends, each
+	// while its topic has something queued.
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	appenders sync.WaitGroup
 }
 
 // member is one participant's entry in a topic's roster.
@@ -201,6 +204,10 @@ func NewCluster(ctx context.Context, conn *natsx.Conn, opts ClusterOptions) (*Cl
 	if opts.publishPresence != nil {
 		c.pubPresence = opts.publishPresence
 	}
+	c.pubLog = c.js.PublishMsg
+	if opts.publishLog != nil {
+		c.pubLog = opts.publishLog
+	}
 	perSubject := int64(opts.MaxPerTopic)
 	if perSubject < 0 {
 		perSubject = -1
@@ -246,7 +253,7 @@ func NewCluster(ctx context.Context, conn *natsx.Conn, opts ClusterOptions) (*Cl
 		cancel()
 		return nil, fmt.Errorf("mcpx cluster: %w", err)
 	}
-	c.cancel = cancel
+	c.ctx, c.cancel = bg, cancel
 	c.wg.Go(func() {
 		defer w.Stop()
 		c.watch(bg, w)
@@ -267,6 +274,7 @@ func NewCluster(ctx context.Context, conn *natsx.Conn, opts ClusterOptions) (*Cl
 func (c *Cluster) Close() {
 	c.cancel()
 	c.wg.Wait()
+	c.appenders.Wait()
 }
 
 // Node is this node's name.
@@ -673,52 +681,148 @@ type entry struct {
 	Pub  uint64 // that node's number for the append
 }
 
-// appendEnvelope stores an envelope in topic's log under the topic's next
-// seq, which it picks: encode builds the frame for a seq, and is called
-// again if another node took that seq first. It returns once JetStream
-// has acknowledged the message.
-func (c *Cluster) appendEnvelope(ctx context.Context, d Delivery, id, from string, pub uint64, encode func(seq uint64) []byte) (_ uint64, err error) {
-	defer func() {
-		if err != nil {
-			c.stats.appendFailures.Add(1)
-		}
-	}()
-	if !c.Up() {
-		return 0, ErrUnavailable
-	}
+// Bounds of one JetStream message of the log: at most maxBatch envelopes,
+// and the connection's largest payload less batchHeaderRoom for the
+// headers and batchSeqRoom per envelope (a batch encoded again after a
+// conflict has larger seqs, a few bytes longer each).
+const (
+	maxBatch        = 256
+	batchHeaderRoom = 4096
+	batchSeqRoom    = 24
+)
+
+// appendReq is one envelope waiting for its topic's appender.
+type appendReq struct {
+	d        Delivery // To and Except; Frame is encode's
+	id, from string
+	pub      uint64
+	// encode builds the frame for a seq; it may be called again, with
+	// another seq, if another node took the first.
+	encode func(seq uint64) []byte
+	// done gets the envelope's seq once JetStream acknowledged the
+	// message holding it, or why not. It runs on the appender and must
+	// not block.
+	done func(seq uint64, err error)
+}
+
+// topicSeq is this node's appender of a topic: what waits for the next
+// append, and this node's view of the end of the topic's log.
+type topicSeq struct {
+	mu      sync.Mutex
+	queue   []*appendReq
+	running bool // an appender goroutine owns the fields below
+
+	loaded     bool
+	last       uint64 // the topic's last seq
+	lastStream uint64 // the stream sequence of the message holding it
+}
+
+// enqueueAppend hands r to topic's appender and returns at once. The
+// appender (one goroutine per topic while there is something to append,
+// owned by the Cluster) puts everything that queued while an append was
+// in flight into the next JetStream message, in queue order: a group
+// commit, one message of up to maxBatch envelopes with consecutive seqs,
+// guarded by Nats-Expected-Last-Subject-Sequence like a single one.
+func (c *Cluster) enqueueAppend(topic string, r *appendReq) {
 	c.seqMu.Lock()
-	ts := c.seqs[d.Topic]
+	ts := c.seqs[topic]
 	if ts == nil {
 		ts = &topicSeq{}
-		c.seqs[d.Topic] = ts
+		c.seqs[topic] = ts
 	}
 	c.seqMu.Unlock()
 	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	subj := logSubject(d.Topic)
+	ts.queue = append(ts.queue, r)
+	start := !ts.running
+	ts.running = true
+	ts.mu.Unlock()
+	if start {
+		c.appenders.Go(func() { c.runAppender(topic, ts) })
+	}
+}
+
+// runAppender appends what queues for topic until the queue is empty.
+func (c *Cluster) runAppender(topic string, ts *topicSeq) {
+	for {
+		ts.mu.Lock()
+		if len(ts.queue) == 0 {
+			ts.queue, ts.running = nil, false
+			ts.mu.Unlock()
+			return
+		}
+		batch := ts.queue[:min(len(ts.queue), maxBatch)]
+		ts.mu.Unlock()
+		first, n, err := c.appendBatch(c.ctx, topic, ts, batch)
+		ts.mu.Lock()
+		// Whatever did not fit stays at the front of the queue.
+		batch = ts.queue[:n:n]
+		ts.queue = ts.queue[n:]
+		ts.mu.Unlock()
+		if err != nil {
+			c.stats.appendFailures.Add(uint64(n))
+		}
+		for i, r := range batch {
+			r.done(first+uint64(i), err)
+			batch[i] = nil // the queue's array outlives the batch
+		}
+	}
+}
+
+// appendBatch stores a prefix of batch (as many envelopes as fit in one
+// message) under the topic's next seqs, in order, and returns the first
+// seq and how many it stored, or why it failed (n is then how many
+// failed). It returns once JetStream has acknowledged the message.
+func (c *Cluster) appendBatch(ctx context.Context, topic string, ts *topicSeq, batch []*appendReq) (first uint64, n int, err error) {
+	n = len(batch)
+	if !c.Up() {
+		return 0, n, ErrUnavailable
+	}
+	limit := int(c.conn.NC.MaxPayload()) - batchHeaderRoom - batchSeqRoom*maxBatch
+	subj := logSubject(topic)
+	var data []byte
 	for range 64 {
 		if !ts.loaded {
-			seq, sseq, err := c.last(ctx, d.Topic)
+			seq, sseq, err := c.last(ctx, topic)
 			if err != nil {
-				return 0, err
+				return 0, n, err
 			}
 			ts.last, ts.lastStream, ts.loaded = seq, sseq, true
 		}
-		seq := ts.last + 1
+		first = ts.last + 1
 		m := nats.NewMsg(subj)
-		m.Data = encode(seq)
-		m.Header.Set(hdrSeq, strconv.FormatUint(seq, 10))
-		m.Header.Set(hdrID, id)
-		m.Header.Set(hdrFrom, from)
-		if d.To != nil {
-			m.Header.Set(hdrTo, strings.Join(d.To, ","))
+		if len(batch) == 1 {
+			// One envelope: the format of a message of its own.
+			r := batch[0]
+			m.Data = r.encode(first)
+			m.Header.Set(hdrSeq, strconv.FormatUint(first, 10))
+			m.Header.Set(hdrID, r.id)
+			m.Header.Set(hdrFrom, r.from)
+			if r.d.To != nil {
+				m.Header.Set(hdrTo, strings.Join(r.d.To, ","))
+			}
+			if r.d.Except != "" {
+				m.Header.Set(hdrExcept, r.d.Except)
+			}
+			m.Header.Set(hdrPub, strconv.FormatUint(r.pub, 10))
+		} else {
+			data = data[:0]
+			for i, r := range batch {
+				at := len(data)
+				data = appendBatchRecord(data, batchRecord{ID: r.id, From: r.from, To: r.d.To, Except: r.d.Except, Pub: r.pub, Frame: r.encode(first + uint64(i))})
+				if i > 0 && len(data) > limit {
+					// The first attempt decides the batch: later ones
+					// encode the same envelopes, under batchSeqRoom.
+					data, batch = data[:at], batch[:i]
+					break
+				}
+			}
+			m.Data = data
+			m.Header.Set(hdrSeq, strconv.FormatUint(first, 10))
+			m.Header.Set(hdrCount, strconv.Itoa(len(batch)))
 		}
-		if d.Except != "" {
-			m.Header.Set(hdrExcept, d.Except)
-		}
+		n = len(batch)
 		m.Header.Set(hdrNode, c.node)
-		m.Header.Set(hdrPub, strconv.FormatUint(pub, 10))
-		ack, err := c.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(ts.lastStream))
+		ack, err := c.pubLog(ctx, m, jetstream.WithExpectLastSequencePerSubject(ts.lastStream))
 		if isWrongLastSeq(err) {
 			c.stats.appendConflicts.Add(1)
 			ts.loaded = false // another node appended: read the end again
@@ -727,16 +831,33 @@ func (c *Cluster) appendEnvelope(ctx context.Context, d Delivery, id, from strin
 		if err != nil {
 			// Stored or not, we cannot tell: read the end again next time.
 			ts.loaded = false
-			if !c.Up() || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrConnectionClosed) {
-				return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+			if c.unreachable(err) {
+				return 0, n, fmt.Errorf("%w: %w", ErrUnavailable, err)
 			}
-			return 0, fmt.Errorf("mcpx cluster: append to %s: %w", d.Topic, err)
+			return 0, n, fmt.Errorf("mcpx cluster: append to %s: %w", topic, err)
 		}
-		c.stats.appends.Add(1)
-		ts.last, ts.lastStream = seq, ack.Sequence
-		return seq, nil
+		c.stats.appends.Add(uint64(n))
+		c.stats.appendMessages.Add(1)
+		ts.last, ts.lastStream = first+uint64(n)-1, ack.Sequence
+		return first, n, nil
 	}
-	return 0, fmt.Errorf("mcpx cluster: append to %s: too much contention", d.Topic)
+	return 0, n, fmt.Errorf("mcpx cluster: append to %s: too much contention", topic)
+}
+
+// msgSeqs reads the seq of a message's first envelope and how many it
+// holds.
+func msgSeqs(h nats.Header) (first, count uint64, err error) {
+	first, err = strconv.ParseUint(h.Get(hdrSeq), 10, 64)
+	if err != nil || first == 0 {
+		return 0, 0, errors.New("no seq")
+	}
+	count = 1
+	if s := h.Get(hdrCount); s != "" {
+		if count, err = strconv.ParseUint(s, 10, 64); err != nil || count == 0 || first+count < first {
+			return 0, 0, errors.New("bad envelope count")
+		}
+	}
+	return first, count, nil
 }
 
 // last reads the topic's last seq and its stream sequence (0, 0: none).
@@ -746,16 +867,16 @@ func (c *Cluster) last(ctx context.Context, topic string) (seq, streamSeq uint64
 		return 0, 0, nil
 	}
 	if err != nil {
-		if !c.Up() {
+		if c.unreachable(err) {
 			return 0, 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		return 0, 0, fmt.Errorf("mcpx cluster: last of %s: %w", topic, err)
 	}
-	seq, err = strconv.ParseUint(m.Header.Get(hdrSeq), 10, 64)
+	first, count, err := msgSeqs(m.Header)
 	if err != nil {
-		return 0, 0, fmt.Errorf("mcpx cluster: message %d of %s has no seq", m.Sequence, topic)
+		return 0, 0, fmt.Errorf("mcpx cluster: message %d of %s: %w", m.Sequence, topic, err)
 	}
-	return seq, m.Sequence, nil
+	return first + count - 1, m.Sequence, nil
 }
 
 // follow calls deliver, in order, for every envelope appended to topic
@@ -775,12 +896,14 @@ func (c *Cluster) follow(ctx context.Context, topic string, deliver func(entry))
 		return 0, nil, fmt.Errorf("mcpx cluster: follow %s: %w", topic, err)
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
-		e, err := entryFromMsg(topic, m.Headers(), m.Data())
+		es, err := entriesFromMsg(topic, m.Headers(), m.Data())
 		if err != nil {
 			c.log.Error("unreadable message in the log", "topic", topic, "err", err)
 			return
 		}
-		deliver(e)
+		for _, e := range es {
+			deliver(e)
+		}
 	})
 	if err != nil {
 		return 0, nil, fmt.Errorf("mcpx cluster: follow %s: %w", topic, err)
@@ -788,13 +911,26 @@ func (c *Cluster) follow(ctx context.Context, topic string, deliver func(entry))
 	return last, cc.Stop, nil
 }
 
-func entryFromMsg(topic string, h nats.Header, data []byte) (entry, error) {
-	seq, err := strconv.ParseUint(h.Get(hdrSeq), 10, 64)
+// entriesFromMsg reads the envelopes of one message of the log.
+func entriesFromMsg(topic string, h nats.Header, data []byte) ([]entry, error) {
+	first, count, err := msgSeqs(h)
 	if err != nil {
-		return entry{}, errors.New("no seq")
+		return nil, err
 	}
-	pub, _ := strconv.ParseUint(h.Get(hdrPub), 10, 64)
-	return entry{Delivery: deliveryFromHeaders(topic, h, data), Seq: seq, From: h.Get(hdrFrom), Node: h.Get(hdrNode), Pub: pub}, nil
+	node := h.Get(hdrNode)
+	if h.Get(hdrCount) == "" {
+		pub, _ := strconv.ParseUint(h.Get(hdrPub), 10, 64)
+		return []entry{{Delivery: deliveryFromHeaders(topic, h, data), Seq: first, From: h.Get(hdrFrom), Node: node, Pub: pub}}, nil
+	}
+	recs, err := decodeBatch(data, count)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]entry, len(recs))
+	for i, r := range recs {
+		out[i] = entry{Delivery: Delivery{Topic: topic, Frame: r.Frame, To: r.To, Except: r.Except}, Seq: first + uint64(i), From: r.From, Node: node, Pub: r.Pub}
+	}
+	return out, nil
 }
 
 // The rest is history.HistoryReader over the stream.
@@ -826,22 +962,37 @@ func (c *Cluster) Topics() ([]string, error) {
 	return out, nil
 }
 
-// stored is one message of a topic's log.
+// stored is one message of a topic's log: its envelopes, in seq order
+// (one, or a batch), which share its stream sequence and Received time.
 type stored struct {
 	streamSeq uint64
-	rec       history.Record
+	recs      []history.Record
 }
 
+// lastRec is the message's newest envelope.
+func (s stored) lastRec() history.Record { return s.recs[len(s.recs)-1] }
+
 func (c *Cluster) readMsg(m *jetstream.RawStreamMsg) (stored, error) {
-	seq, err := strconv.ParseUint(m.Header.Get(hdrSeq), 10, 64)
+	first, count, err := msgSeqs(m.Header)
 	if err != nil {
-		return stored{}, fmt.Errorf("mcpx cluster: message %d has no seq", m.Sequence)
+		return stored{}, fmt.Errorf("mcpx cluster: message %d: %w", m.Sequence, err)
 	}
-	r := history.Record{Seq: seq, ID: m.Header.Get(hdrID), From: m.Header.Get(hdrFrom), Received: m.Time, Data: m.Data}
-	if to := m.Header.Get(hdrTo); to != "" {
-		r.To = strings.Split(to, ",")
+	if m.Header.Get(hdrCount) == "" {
+		r := history.Record{Seq: first, ID: m.Header.Get(hdrID), From: m.Header.Get(hdrFrom), Received: m.Time, Data: m.Data}
+		if to := m.Header.Get(hdrTo); to != "" {
+			r.To = strings.Split(to, ",")
+		}
+		return stored{streamSeq: m.Sequence, recs: []history.Record{r}}, nil
 	}
-	return stored{streamSeq: m.Sequence, rec: r}, nil
+	recs, err := decodeBatch(m.Data, count)
+	if err != nil {
+		return stored{}, fmt.Errorf("mcpx cluster: message %d: %w", m.Sequence, err)
+	}
+	s := stored{streamSeq: m.Sequence, recs: make([]history.Record, len(recs))}
+	for i, r := range recs {
+		s.recs[i] = history.Record{Seq: first + uint64(i), ID: r.ID, From: r.From, To: r.To, Received: m.Time, Data: r.Frame}
+	}
+	return s, nil
 }
 
 // nextOf returns the topic's first message at stream sequence from or
@@ -858,16 +1009,28 @@ func (c *Cluster) nextOf(ctx context.Context, topic string, from uint64) (stored
 	return s, err == nil, err
 }
 
+// unreachable reports whether err says that NATS could not be reached
+// (down, reconnecting, or not answering in time), which the gateway
+// answers with unavailable: the link can go down between the check of Up
+// and a request, and the client reports that in several ways.
+func (c *Cluster) unreachable(err error) bool {
+	return !c.Up() || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrConnectionClosed) ||
+		errors.Is(err, nats.ErrReconnectBufExceeded) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+		errors.Is(err, nats.ErrDisconnected)
+}
+
 func (c *Cluster) readErr(err error) error {
-	if !c.Up() {
+	if c.unreachable(err) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return fmt.Errorf("mcpx cluster: read history: %w", err)
 }
 
-// search returns the topic's first message, in log order, for which pred
-// holds; pred must be false up to some message and true from it on. It
-// is a binary search over stream sequences: O(log n) direct gets.
+// search returns the topic's first message, in log order, that holds an
+// envelope for which pred holds; pred must be false up to some envelope
+// and true from it on (so it is tested on each message's newest). It is a
+// binary search over stream sequences: O(log n) direct gets.
 func (c *Cluster) search(ctx context.Context, topic string, lastStream uint64, pred func(history.Record) bool) (stored, bool, error) {
 	lo, hi := uint64(1), lastStream
 	var found stored
@@ -881,7 +1044,7 @@ func (c *Cluster) search(ctx context.Context, topic string, lastStream uint64, p
 		switch {
 		case !exists || s.streamSeq > hi:
 			hi = mid - 1 // none of the topic's messages lies in [mid, hi]
-		case pred(s.rec):
+		case pred(s.lastRec()):
 			found, ok = s, true
 			hi = mid - 1
 		default:
@@ -941,8 +1104,15 @@ func (c *Cluster) Query(ctx context.Context, topic string, q history.Query) (his
 		return history.Page{}, err
 	}
 	cutoff := c.cutoff()
+	// MaxPerTopic bounds the topic's messages, and a message may hold a
+	// batch: what is served is its newest MaxPerTopic envelopes, as on
+	// one node.
+	floor := uint64(1)
+	if m := uint64(c.opts.MaxPerTopic); c.opts.MaxPerTopic > 0 && lastSeq > m {
+		floor = lastSeq - m + 1
+	}
 	visible := func(r history.Record) bool {
-		return !r.Received.Before(cutoff) && (q.Visible == nil || q.Visible(r.From, r.To))
+		return r.Seq >= floor && !r.Received.Before(cutoff) && (q.Visible == nil || q.Visible(r.From, r.To))
 	}
 	var page history.Page
 	if q.After != nil {
@@ -956,13 +1126,21 @@ func (c *Cluster) Query(ctx context.Context, topic string, q history.Query) (his
 		}
 		var out []history.Record
 		err = c.scan(ctx, topic, start.streamSeq, lastStream, func(s stored) bool {
-			if q.Before != nil && !beforeCursor(s.rec, q.Before) {
-				return false
+			for _, r := range s.recs {
+				if !pred(r) {
+					continue // before the cursor, in the same batch
+				}
+				if q.Before != nil && !beforeCursor(r, q.Before) {
+					return false
+				}
+				if visible(r) {
+					out = append(out, copyRecord(r))
+					if len(out) > q.Limit {
+						return false
+					}
+				}
 			}
-			if visible(s.rec) {
-				out = append(out, copyRecord(s.rec))
-			}
-			return len(out) <= q.Limit
+			return true
 		})
 		if err != nil {
 			return history.Page{}, err
@@ -987,7 +1165,7 @@ func (c *Cluster) Query(ctx context.Context, topic string, q history.Query) (his
 				return history.Page{}, err
 			}
 			if ok {
-				hi = s.rec.Seq
+				hi = s.recs[0].Seq // a batch shares one time
 			}
 		}
 	}
@@ -995,10 +1173,11 @@ func (c *Cluster) Query(ctx context.Context, topic string, q history.Query) (his
 	if err != nil || !ok {
 		return history.Page{}, err
 	}
+	firstSeq := max(first.recs[0].Seq, floor)
 	var out []history.Record // newest first
 	window := uint64(q.Limit + 1)
-	for hi > first.rec.Seq && len(out) <= q.Limit {
-		lo := first.rec.Seq
+	for hi > firstSeq && len(out) <= q.Limit {
+		lo := firstSeq
 		if hi > window && hi-window > lo {
 			lo = hi - window
 		}
@@ -1011,11 +1190,13 @@ func (c *Cluster) Query(ctx context.Context, topic string, q history.Query) (his
 		}
 		var chunk []history.Record
 		err = c.scan(ctx, topic, start.streamSeq, lastStream, func(s stored) bool {
-			if s.rec.Seq >= hi {
-				return false
-			}
-			if visible(s.rec) {
-				chunk = append(chunk, copyRecord(s.rec))
+			for _, r := range s.recs {
+				if r.Seq >= hi {
+					return false
+				}
+				if r.Seq >= lo && visible(r) {
+					chunk = append(chunk, copyRecord(r))
+				}
 			}
 			return true
 		})
@@ -1138,7 +1319,7 @@ func (c *Cluster) trim(ctx context.Context, cutoff time.Time) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		if !ok || !first.rec.Received.Before(cutoff) {
+		if !ok || !first.recs[0].Received.Before(cutoff) {
 			continue
 		}
 		_, lastStream, err := c.last(ctx, topic)

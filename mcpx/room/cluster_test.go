@@ -38,6 +38,13 @@ func startCluster(t *testing.T, n int, opts Options) *testCluster {
 }
 
 func (tc *testCluster) addNode(keys *Keys, opts Options) *testGateway {
+	tc.t.Helper()
+	return tc.addNodeWith(keys, opts, ClusterOptions{})
+}
+
+// addNodeWith adds a node whose Cluster has copts (the test timeouts and
+// logger are set here).
+func (tc *testCluster) addNodeWith(keys *Keys, opts Options, copts ClusterOptions) *testGateway {
 	t := tc.t
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -47,7 +54,8 @@ func (tc *testCluster) addNode(keys *Keys, opts Options) *testGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := NewCluster(ctx, conn, ClusterOptions{NodeTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond, Logger: log})
+	copts.NodeTimeout, copts.RetryAfter, copts.Logger = 2*time.Second, 250*time.Millisecond, log
+	cl, err := NewCluster(ctx, conn, copts)
 	if err != nil {
 		conn.Close()
 		t.Fatal(err)

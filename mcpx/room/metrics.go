@@ -44,6 +44,7 @@ func newMetrics(cl *Cluster) *metrics {
 // /metrics.
 type clusterStats struct {
 	appends         atomic.Uint64
+	appendMessages  atomic.Uint64
 	appendConflicts atomic.Uint64
 	appendFailures  atomic.Uint64
 	rosterWrites    atomic.Uint64
@@ -63,6 +64,8 @@ func (s *clusterStats) register(r *promreg.Registry, cl *Cluster) {
 	})
 	r.CounterFunc("cvm_mcpx_cluster_appends_total",
 		"Envelopes this node appended to the JetStream log (acknowledged).", count(&s.appends))
+	r.CounterFunc("cvm_mcpx_cluster_append_messages_total",
+		"JetStream messages this node appended to the log (acknowledged), each holding one envelope or a batch: appends_total over this is the envelopes per message.", count(&s.appendMessages))
 	r.CounterFunc("cvm_mcpx_cluster_append_conflicts_total",
 		"Appends JetStream refused because another node had taken the seq (Nats-Expected-Last-Subject-Sequence), then retried.", count(&s.appendConflicts))
 	r.CounterFunc("cvm_mcpx_cluster_append_failures_total",

@@ -56,8 +56,20 @@ type session struct {
 	cancel    context.CancelFunc
 
 	// window holds a token per envelope of this connection that waits for
-	// its commit (Options.MaxUncommitted).
-	window chan struct{}
+	// its commit (Options.MaxUncommitted). On a cluster node, appending
+	// counts them too, so that the leave waits for them.
+	window    chan struct{}
+	appending sync.WaitGroup
+	// echoQ are this connection's own envelopes on a cluster node whose
+	// echo has not gone out yet, in order (guarded by its topic's echoMu).
+	echoQ []*echoWait
+	// flight is the bytes of this connection's envelopes on their way to
+	// JetStream (cluster nodes), at most maxFlightBytes but for one
+	// envelope; freed tells the read loop, waiting for room, that some
+	// were acknowledged.
+	flightMu sync.Mutex
+	flight   int
+	freed    chan struct{}
 
 	// outMu orders what reaches the connection. While one of the
 	// participant's own envelopes waits for its commit, every frame for it
@@ -102,6 +114,9 @@ func newSession(g *Gateway, t *topic, p mcpx.Participant, ws *wsconn.Conn) *sess
 		done:   make(chan struct{}),
 		window: make(chan struct{}, g.opts.MaxUncommitted),
 	}
+	if g.cluster != nil {
+		s.freed = make(chan struct{}, 1)
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
@@ -120,6 +135,10 @@ func (s *session) run() {
 		s.log.Info("participant joined", "name", s.p.Name, "kind", s.p.Kind)
 		s.readLoop(ctx)
 	}
+	// On a cluster node, envelopes read before the end may still be on
+	// their way to JetStream: they go before the leave (each append ends
+	// within JetStream's timeout).
+	s.appending.Wait()
 	why := mcpx.LeaveClosed
 	if errors.Is(s.ws.Err(), wsconn.ErrSlowConsumer) {
 		why = mcpx.LeaveSlowConsumer // the connection dropped itself; the read ended with it
@@ -236,6 +255,41 @@ func (s *session) reserve(h HistoryStore) error {
 	return nil
 }
 
+// maxFlightBytes bounds the bytes of one connection's envelopes on their
+// way to JetStream on a cluster node, beside MaxUncommitted: an envelope
+// larger than it goes alone.
+const maxFlightBytes = 4 << 20
+
+// reserveFlight waits until n more bytes of envelopes may be in flight
+// (only the read loop calls it).
+func (s *session) reserveFlight(n int) error {
+	for {
+		s.flightMu.Lock()
+		if s.flight == 0 || s.flight+n <= maxFlightBytes {
+			s.flight += n
+			s.flightMu.Unlock()
+			return nil
+		}
+		s.flightMu.Unlock()
+		select {
+		case <-s.freed:
+		case <-s.ctx.Done():
+			return errEnding
+		}
+	}
+}
+
+// releaseFlight gives back what reserveFlight took.
+func (s *session) releaseFlight(n int) {
+	s.flightMu.Lock()
+	s.flight -= n
+	s.flightMu.Unlock()
+	select {
+	case s.freed <- struct{}{}:
+	default:
+	}
+}
+
 // stored runs when the commit of the participant's envelope id ends (from
 // the history writer: it must not block). Only now is the envelope
 // acknowledged: its echo (frame, in the slot echo held for it) goes out,
@@ -260,10 +314,15 @@ func (s *session) stored(echo *slot, frame []byte, id string, err error) {
 
 // reject answers a refused frame with an error envelope.
 func (s *session) reject(code mcpx.Code, correlation, message string, retryAfter time.Duration) {
+	s.send(s.rejection(code, correlation, message, retryAfter))
+}
+
+// rejection is the error envelope reject sends, counted.
+func (s *session) rejection(code mcpx.Code, correlation, message string, retryAfter time.Duration) []byte {
 	s.g.metrics.rejected.WithLabelValues(string(code)).Inc()
 	s.log.Debug("frame refused", "code", code, "envelope", correlation, "msg", message)
 	e := errorEnvelope(s.g.opts.Now(), s.p.ID, code, correlation, message, retryAfter)
-	s.send(e.AppendJSON(nil))
+	return e.AppendJSON(nil)
 }
 
 func (s *session) readLoop(ctx context.Context) {
@@ -328,29 +387,41 @@ func (s *session) handle(ctx context.Context, data []byte) {
 		s.reject(mcpx.CodeFromMismatch, e.ID, fmt.Sprintf("from %q does not match your authenticated participant id %q", e.From, s.p.ID), 0)
 		return
 	}
+	if s.g.cluster != nil {
+		s.t.publishCluster(s, e) // answers once JetStream did
+		return
+	}
 	absent, err := s.t.publish(ctx, s, e)
+	if f := s.answer(e, absent, err); f != nil {
+		s.send(f)
+	}
+}
+
+// answer is how publishing e ended, for its sender: when it was accepted,
+// nothing more than its echo (the acknowledgement), or an error envelope
+// naming the recipients that were absent; else an error envelope saying
+// why not. Nil: nothing to say.
+func (s *session) answer(e *mcpx.Envelope, absent []string, err error) []byte {
 	switch {
 	case errors.Is(err, errEnding):
-		return // the connection is closing: nobody to answer
+		return nil // the connection is closing: nobody to answer
 	case errors.Is(err, ErrUnavailable):
 		retry := s.g.cluster.opts.RetryAfter
 		s.log.Warn("envelope refused: NATS unavailable", "envelope", e.ID, "err", err)
-		s.reject(mcpx.CodeUnavailable, e.ID, fmt.Sprintf("the gateway lost its link to NATS, so the envelope was not published; send it again in %d ms", retry.Milliseconds()), retry)
-		return
+		return s.rejection(mcpx.CodeUnavailable, e.ID, fmt.Sprintf("the gateway lost its link to NATS, so the envelope was not published; send it again in %d ms", retry.Milliseconds()), retry)
 	case errors.Is(err, errReplaced):
 		s.log.Info("envelope from a replaced connection refused", "envelope", e.ID)
-		s.reject(mcpx.CodeFromMismatch, e.ID, "this connection was replaced by a newer one for the same participant", 0)
-		return
+		return s.rejection(mcpx.CodeFromMismatch, e.ID, "this connection was replaced by a newer one for the same participant", 0)
 	case err != nil:
 		s.log.Error("publish failed", "envelope", e.ID, "err", err)
-		s.reject(mcpx.CodeInternal, e.ID, "the gateway could not publish the envelope; it was not delivered", 0)
-		return
+		return s.rejection(mcpx.CodeInternal, e.ID, "the gateway could not publish the envelope; it was not delivered", 0)
 	}
 	s.g.metrics.accepted.Inc()
 	if len(absent) > 0 {
 		// Not "it is in history": that is true only once it is committed.
-		s.reject(mcpx.CodeUnknownRecipient, e.ID, fmt.Sprintf("not in the topic, so not delivered live: %s", strings.Join(absent, ", ")), 0)
+		return s.rejection(mcpx.CodeUnknownRecipient, e.ID, fmt.Sprintf("not in the topic, so not delivered live: %s", strings.Join(absent, ", ")), 0)
 	}
+	return nil
 }
 
 // allow takes a token if one is available, else reports how long until one is.

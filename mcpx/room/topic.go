@@ -239,9 +239,6 @@ func (t *topic) publishPresence(ctx context.Context, event string, p mcpx.Partic
 // session.stored). It returns the recipients e names that are not in the
 // topic.
 func (t *topic) publish(ctx context.Context, s *session, e *mcpx.Envelope) (absent []string, err error) {
-	if t.g.cluster != nil {
-		return t.publishCluster(ctx, s, e)
-	}
 	h := t.g.opts.History
 	if h != nil {
 		if err := s.reserve(h); err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -20,13 +21,47 @@ import (
 // echoWait is a participant's own envelope on its way through the cluster
 // log: its echo goes out once JetStream has acknowledged the append
 // (acked) and this node's follower has reached it in the topic's order
-// (delivered), whichever comes last.
+// (delivered), whichever comes last. after are the answers to the
+// connection's later envelopes (errors, unknown_recipient) that must
+// not overtake this echo. Guarded by the topic's echoMu.
 type echoWait struct {
 	s         *session
+	pub       uint64
 	acked     bool
+	failed    bool
 	delivered bool
 	held      *slot
 	frame     []byte
+	after     [][]byte
+}
+
+// answerLocked sends frames, the answers to s's envelope pub, after the
+// echoes of s's earlier envelopes that have not gone out yet, so that a
+// connection gets its answers in the order of its envelopes although
+// errors are known at once and echoes only when the follower reaches
+// them. echoMu must be held.
+func (t *topic) answerLocked(s *session, pub uint64, frames ...[]byte) {
+	for i := len(s.echoQ) - 1; i >= 0; i-- {
+		if w := s.echoQ[i]; w.pub < pub {
+			w.after = append(w.after, frames...)
+			return
+		}
+	}
+	for _, f := range frames {
+		s.send(f)
+	}
+}
+
+// echoGoneLocked takes w off its connection's echoes to come and returns
+// what waited for it. echoMu must be held.
+func echoGoneLocked(w *echoWait) [][]byte {
+	s := w.s
+	if i := slices.Index(s.echoQ, w); i >= 0 {
+		s.echoQ = slices.Delete(s.echoQ, i, i+1)
+	}
+	after := w.after
+	w.after = nil
+	return after
 }
 
 func newConnID() string {
@@ -195,20 +230,48 @@ func (t *topic) leaveCluster(ctx context.Context, s *session, why mcpx.LeaveReas
 	t.g.cluster.leave(ctx, t.name, s.p, s.connID, why)
 }
 
-// publishCluster is publish on a cluster node: the envelope is appended to
-// the topic's log, which gives it its seq; every node's follower delivers
-// it, in the log's order; the sender's copy waits for JetStream's
-// acknowledgement too.
-func (t *topic) publishCluster(ctx context.Context, s *session, e *mcpx.Envelope) (absent []string, err error) {
+// publishCluster is publish on a cluster node: the envelope is queued for
+// the topic's appender, which gives it its seq and stores it in the next
+// JetStream message; every node's follower delivers it, in the log's
+// order. It returns as soon as the envelope is queued, so the read loop
+// goes on reading: a connection may have Options.MaxUncommitted envelopes
+// and maxFlightBytes waiting for JetStream, and its read loop waits here
+// beyond either (the backpressure, through TCP, on this publisher only).
+// The answer comes once JetStream acknowledged the envelope, or failed
+// to: the sender's copy (held, like any echo, until the follower reached
+// it too), an unknown_recipient, or the error envelope (session.answer),
+// in the order of the connection's envelopes (answerLocked).
+func (t *topic) publishCluster(s *session, e *mcpx.Envelope) {
 	c := t.g.cluster
+	size := len(e.Payload) + 192 + len(e.ID) + len(e.CorrelationID)
+	select {
+	case s.window <- struct{}{}:
+	case <-s.ctx.Done():
+		return // the connection is closing: nobody to answer
+	}
+	if s.reserveFlight(size) != nil {
+		<-s.window
+		return
+	}
+	refuse := func(err error) {
+		s.releaseFlight(size)
+		<-s.window
+		if f := s.answer(e, nil, err); f != nil {
+			t.echoMu.Lock()
+			t.answerLocked(s, math.MaxUint64, f)
+			t.echoMu.Unlock()
+		}
+	}
 	if !c.Up() {
-		return nil, ErrUnavailable
+		refuse(ErrUnavailable)
+		return
 	}
 	t.rosterMu.RLock()
 	current := t.members[s.p.ID] == s
 	t.rosterMu.RUnlock()
 	if !current {
-		return nil, errReplaced
+		refuse(errReplaced)
+		return
 	}
 	d := Delivery{Topic: t.name}
 	own := e.Broadcast()
@@ -223,43 +286,66 @@ func (t *topic) publishCluster(ctx context.Context, s *session, e *mcpx.Envelope
 	pub := t.g.pubs.Add(1)
 	var w *echoWait
 	if own {
-		w = &echoWait{s: s}
+		w = &echoWait{s: s, pub: pub}
 		t.echoMu.Lock()
 		t.echoes[pub] = w
+		s.echoQ = append(s.echoQ, w)
 		t.echoMu.Unlock()
 	}
-	size := len(e.Payload) + 192 + len(e.ID) + len(e.CorrelationID)
-	_, err = c.appendEnvelope(ctx, d, e.ID, e.From, pub, func(seq uint64) []byte {
-		e.Seq = seq
-		return e.AppendJSON(make([]byte, 0, size))
-	})
-	if w != nil {
-		t.echoMu.Lock()
-		w.acked = err == nil
-		var fill *slot
-		var frame []byte
-		if err != nil || w.delivered {
-			delete(t.echoes, pub)
-			fill, frame = w.held, w.frame
-		}
-		t.echoMu.Unlock()
-		if fill != nil {
-			if err != nil {
-				frame = nil
+	s.appending.Add(1)
+	c.enqueueAppend(t.name, &appendReq{
+		d: d, id: e.ID, from: e.From, pub: pub,
+		encode: func(seq uint64) []byte {
+			e.Seq = seq
+			return e.AppendJSON(make([]byte, 0, size))
+		},
+		done: func(_ uint64, err error) {
+			defer s.appending.Done()
+			var absent []string
+			if err == nil {
+				present := c.members(t.name)
+				for _, r := range e.To {
+					if _, ok := present[r]; !ok {
+						absent = append(absent, r)
+					}
+				}
 			}
-			s.fill(fill, frame)
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	present := c.members(t.name)
-	for _, r := range e.To {
-		if _, ok := present[r]; !ok {
-			absent = append(absent, r)
-		}
-	}
-	return absent, nil
+			s.releaseFlight(size)
+			<-s.window
+			var answer [][]byte
+			if f := s.answer(e, absent, err); f != nil {
+				answer = [][]byte{f}
+			}
+			t.echoMu.Lock()
+			defer t.echoMu.Unlock()
+			switch {
+			case w == nil:
+				t.answerLocked(s, pub, answer...)
+			case err == nil:
+				w.acked = true
+				if w.delivered {
+					delete(t.echoes, pub)
+				}
+				if w.held == nil {
+					// The follower sends the echo when it reaches it,
+					// and the answer after it.
+					w.after = append(answer, w.after...)
+					return
+				}
+				// The follower reached it first and held its place.
+				s.fill(w.held, append(append([][]byte{w.frame}, answer...), echoGoneLocked(w)...)...)
+			default:
+				// No echo: the error (after the earlier echoes), then
+				// what waited for this one.
+				w.failed = true
+				delete(t.echoes, pub)
+				if w.held != nil {
+					s.fill(w.held)
+				}
+				t.answerLocked(s, pub, append(answer, echoGoneLocked(w)...)...)
+			}
+		},
+	})
 }
 
 // deliverEntry queues an entry of the topic's log for its local
@@ -282,12 +368,21 @@ func (t *topic) deliverEntry(e entry) {
 	send := func(s *session) {
 		if w != nil && s == w.s {
 			t.echoMu.Lock()
-			if !w.acked {
+			defer t.echoMu.Unlock()
+			switch {
+			case w.failed:
+				// Stored although its append reported a failure (the
+				// acknowledgement was lost): delivered, not an echo.
+			case !w.acked:
 				w.held, w.frame = s.hold(), e.Frame
-				t.echoMu.Unlock()
+				return
+			default:
+				s.send(e.Frame)
+				for _, f := range echoGoneLocked(w) {
+					s.send(f)
+				}
 				return
 			}
-			t.echoMu.Unlock()
 		}
 		s.send(e.Frame)
 	}
