@@ -94,6 +94,9 @@ type ClusterOptions struct {
 	// publishLog appends one message to the log (default
 	// JetStream.PublishMsg); tests make it fail.
 	publishLog func(context.Context, *nats.Msg, ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+	// rosterMax bounds a topic's roster value (default the connection's
+	// largest payload less header room); tests make it small.
+	rosterMax int
 }
 
 // Cluster is what several gateway nodes share through NATS JetStream:
@@ -113,8 +116,9 @@ type Cluster struct {
 	log    *slog.Logger
 	node   string
 
-	seqMu sync.Mutex
-	seqs  map[string]*topicSeq
+	seqMu  sync.Mutex
+	seqs   map[string]*topicSeq
+	closed bool // by Close: no appender starts any more
 
 	mu       sync.Mutex
 	rosters  map[string]*rosterSnap // from the bucket's watcher and our own writes
@@ -145,6 +149,14 @@ type Cluster struct {
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	appenders sync.WaitGroup
+
+	// rosterQs are the roster changes waiting for each topic's writer
+	// (see update); rosterWriters run them, each while its topic has
+	// changes queued.
+	rosterMu      sync.Mutex
+	rosterQs      map[string]*rosterQueue
+	rosterClosed  bool // by Close: no writer starts any more
+	rosterWriters sync.WaitGroup
 }
 
 // member is one participant's entry in a topic's roster.
@@ -194,6 +206,7 @@ func NewCluster(ctx context.Context, conn *natsx.Conn, opts ClusterOptions) (*Cl
 		log:      opts.Logger.With("node", opts.Node),
 		seqs:     map[string]*topicSeq{},
 		rosters:  map[string]*rosterSnap{},
+		rosterQs: map[string]*rosterQueue{},
 		watchers: map[string][]*rosterWatch{},
 		seen:     map[string]time.Time{},
 		upSince:  time.Now(),
@@ -273,8 +286,17 @@ func NewCluster(ctx context.Context, conn *natsx.Conn, opts ClusterOptions) (*Cl
 // connection.
 func (c *Cluster) Close() {
 	c.cancel()
+	// Under the locks that start the writers, so that none starts after
+	// the waits below.
+	c.seqMu.Lock()
+	c.closed = true
+	c.seqMu.Unlock()
+	c.rosterMu.Lock()
+	c.rosterClosed = true
+	c.rosterMu.Unlock()
 	c.wg.Wait()
 	c.appenders.Wait()
+	c.rosterWriters.Wait()
 }
 
 // Node is this node's name.
@@ -415,91 +437,49 @@ func (c *Cluster) heartbeat(ctx context.Context) {
 
 // sweep removes the roster entries of dead nodes and publishes their
 // leaves; of several nodes sweeping, the one whose write wins publishes.
+// A topic's dead entries go in one write, however many there are.
 func (c *Cluster) sweep(ctx context.Context, now time.Time) {
 	c.mu.Lock()
 	if now.Sub(c.upSince) < c.opts.NodeTimeout {
 		c.mu.Unlock()
 		return
 	}
-	type gone struct {
-		topic string
-		m     member
-	}
-	var dead []gone
+	dead := map[string][]member{}
 	for topic, s := range c.rosters {
 		for _, m := range s.members {
 			if m.Node == c.node {
 				continue
 			}
 			if last, ok := c.seen[m.Node]; !ok || now.Sub(last) > c.opts.NodeTimeout {
-				dead = append(dead, gone{topic, m})
+				dead[topic] = append(dead[topic], m)
 			}
 		}
 	}
 	c.mu.Unlock()
-	for _, d := range dead {
-		ok, err := c.release(ctx, d.topic, d.m.P.ID, d.m.Conn)
-		if err != nil || !ok {
-			continue
-		}
-		c.stats.deadLeaves.Add(1)
-		c.log.Info("participant of a dead node reported left", "topic", d.topic, "participant", d.m.P.ID, "dead_node", d.m.Node)
-		e := presenceEnvelope(time.Now(), mcpx.PresenceLeave, d.m.P, mcpx.LeaveTimeout)
-		if err := c.Publish(ctx, Delivery{Topic: d.topic, Frame: e.AppendJSON(nil)}); err != nil {
-			c.log.Warn("leave of a dead node's participant not published", "topic", d.topic, "err", err)
-		}
-	}
-}
-
-// update applies change to topic's roster with compare-and-set, retrying
-// on conflicts. change returns false to leave the roster as it is.
-func (c *Cluster) update(ctx context.Context, topic string, change func(map[string]member) (bool, error)) (*rosterSnap, error) {
-	if !c.Up() {
-		return nil, ErrUnavailable
-	}
-	key := rosterKey(topic)
-	for range 64 {
-		var rev uint64
-		members := map[string]member{}
-		e, err := c.roster.Get(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return nil, fmt.Errorf("roster %s: %w", topic, err)
-		default:
-			rev = e.Revision()
-			if len(e.Value()) > 0 {
-				if err := json.Unmarshal(e.Value(), &members); err != nil {
-					return nil, fmt.Errorf("roster %s: %w", topic, err)
+	for topic, ms := range dead {
+		var removed []member
+		_, err := c.update(ctx, topic, func(roster map[string]member) (bool, error) {
+			removed = removed[:0]
+			for _, m := range ms {
+				if cur, ok := roster[m.P.ID]; ok && cur.Conn == m.Conn {
+					delete(roster, m.P.ID)
+					removed = append(removed, m)
 				}
 			}
-		}
-		changed, err := change(members)
-		if err != nil || !changed {
-			return &rosterSnap{rev: rev, members: members}, err
-		}
-		val, err := json.Marshal(members)
+			return len(removed) > 0, nil
+		})
 		if err != nil {
-			return nil, err
-		}
-		if rev == 0 {
-			rev, err = c.roster.Create(ctx, key, val)
-		} else {
-			rev, err = c.roster.Update(ctx, key, val, rev)
-		}
-		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) {
-			c.stats.rosterConflicts.Add(1)
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("roster %s: %w", topic, err)
+		for _, m := range removed {
+			c.stats.deadLeaves.Add(1)
+			c.log.Info("participant of a dead node reported left", "topic", topic, "participant", m.P.ID, "dead_node", m.Node)
+			e := presenceEnvelope(time.Now(), mcpx.PresenceLeave, m.P, mcpx.LeaveTimeout)
+			if err := c.Publish(ctx, Delivery{Topic: topic, Frame: e.AppendJSON(nil)}); err != nil {
+				c.log.Warn("leave of a dead node's participant not published", "topic", topic, "err", err)
+			}
 		}
-		c.stats.rosterWrites.Add(1)
-		snap := &rosterSnap{rev: rev, members: members}
-		c.apply(topic, snap, false)
-		return snap, nil
 	}
-	return nil, fmt.Errorf("roster %s: too much contention", topic)
 }
 
 func isWrongLastSeq(err error) bool {
@@ -725,12 +705,16 @@ type topicSeq struct {
 // guarded by Nats-Expected-Last-Subject-Sequence like a single one.
 func (c *Cluster) enqueueAppend(topic string, r *appendReq) {
 	c.seqMu.Lock()
+	if c.closed {
+		c.seqMu.Unlock()
+		r.done(0, fmt.Errorf("%w: the node is closing", ErrUnavailable))
+		return
+	}
 	ts := c.seqs[topic]
 	if ts == nil {
 		ts = &topicSeq{}
 		c.seqs[topic] = ts
 	}
-	c.seqMu.Unlock()
 	ts.mu.Lock()
 	ts.queue = append(ts.queue, r)
 	start := !ts.running
@@ -739,6 +723,7 @@ func (c *Cluster) enqueueAppend(topic string, r *appendReq) {
 	if start {
 		c.appenders.Go(func() { c.runAppender(topic, ts) })
 	}
+	c.seqMu.Unlock()
 }
 
 // runAppender appends what queues for topic until the queue is empty.

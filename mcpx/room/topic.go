@@ -17,7 +17,10 @@ import (
 
 var (
 	errTopicFull = errors.New("topic full")
-	errReplaced  = errors.New("connection replaced")
+	// errRosterFull: the topic's roster, on a cluster, would not fit in one
+	// NATS message.
+	errRosterFull = errors.New("the topic's roster has reached the NATS message size limit")
+	errReplaced   = errors.New("connection replaced")
 )
 
 // topic is one room on this gateway node: its roster of local connections

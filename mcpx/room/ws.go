@@ -64,6 +64,10 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, r, &httpError{http.StatusForbidden, mcpx.CodeTopicFull,
 			fmt.Sprintf("Topic %s is full (%d participants)", name, g.opts.MaxParticipants)})
 		return
+	case errors.Is(err, errRosterFull):
+		g.refuse(w, r, &httpError{http.StatusForbidden, mcpx.CodeTopicFull,
+			fmt.Sprintf("Topic %s is full: its roster has reached the NATS message size limit (the operator can raise NATS max_payload)", name)})
+		return
 	case err != nil:
 		g.log.Warn("admission failed", "topic", name, "err", err)
 		g.refuse(w, r, &httpError{http.StatusServiceUnavailable, mcpx.CodeUnavailable, "the gateway cannot reach NATS; try another gateway node, or again shortly"})
