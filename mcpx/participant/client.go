@@ -225,8 +225,9 @@ type Client struct {
 	closed    bool
 	self      mcpx.Participant
 	roster    map[string]mcpx.Participant
-	lastSeq   uint64 // highest seq processed
-	history   bool   // the gateway keeps history (resume possible)
+	absent    map[string]int // peers missing after our reconnect, in their grace (peerAbsent)
+	lastSeq   uint64         // highest seq processed
+	history   bool           // the gateway keeps history (resume possible)
 	pageLimit int
 	token     string // the token of the current connection
 
@@ -265,6 +266,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		eps:      eps,
 		ready:    make(chan struct{}),
 		roster:   map[string]mcpx.Participant{},
+		absent:   map[string]int{},
 		out:      newOutbox(),
 		pending:  newPendingTable(opts.RequestTimeout),
 		peers:    map[string]*peerState{},

@@ -198,6 +198,7 @@ func (c *Client) onPresence(e *mcpx.Envelope) {
 	switch p.Event {
 	case mcpx.PresenceJoin, mcpx.PresenceHeartbeat:
 		c.roster[id] = p.Participant
+		delete(c.absent, id) // back: no longer awaited
 		if p.Event == mcpx.PresenceJoin {
 			if ps := c.peers[id]; ps != nil {
 				ps.invalidate()
@@ -205,6 +206,7 @@ func (c *Client) onPresence(e *mcpx.Envelope) {
 		}
 	case mcpx.PresenceLeave:
 		delete(c.roster, id)
+		delete(c.absent, id) // it said it left: no longer awaited
 		if ps := c.peers[id]; ps != nil {
 			ps.invalidate()
 		}
@@ -250,21 +252,43 @@ func (c *Client) peerGone(id string) {
 // peerAbsent gives a peer missing after our reconnect absentGrace to come
 // back before it counts as gone.
 func (c *Client) peerAbsent(id string) {
+	c.mu.Lock()
+	c.absent[id]++
+	c.mu.Unlock()
 	c.goOwned(func() {
 		t := time.NewTimer(absentGrace)
 		defer t.Stop()
+		var done bool
 		select {
 		case <-t.C:
 		case <-c.ctx.Done():
-			return
+			done = true
 		}
 		c.mu.Lock()
+		if c.absent[id]--; c.absent[id] <= 0 {
+			delete(c.absent, id)
+		}
 		_, back := c.roster[id]
 		c.mu.Unlock()
-		if !back {
+		if !back && !done {
 			c.peerGone(id)
 		}
 	})
+}
+
+// awaited reports whether a request sent in envelope envID is to a peer
+// missing after our reconnect and still in its grace: the gateway's
+// unknown_recipient for it only says the peer is not back yet. The
+// envelope is stored, so the peer reads it from history when it comes
+// back, and answers; if it does not, peerAbsent fails the request.
+func (c *Client) awaited(envID string) bool {
+	p := c.pending.sentIn(envID)
+	if p == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.absent[p.peer] > 0
 }
 
 // onSystem handles the gateway's system envelopes addressed to us: errors
@@ -289,6 +313,10 @@ func (c *Client) onSystem(e *mcpx.Envelope) {
 	// Refused or (unknown_recipient) stored: either way, settled.
 	c.out.confirm(e.CorrelationID)
 	c.mu.Unlock()
+	if p.Code == mcpx.CodeUnknownRecipient && c.awaited(e.CorrelationID) {
+		c.log.Debug("request stored for a peer not back yet; still waiting", "envelope", e.CorrelationID)
+		return
+	}
 	p2, ok := c.pending.takeEnvelope(e.CorrelationID)
 	if ok {
 		p2.sink.fail(p2, gerr)

@@ -386,3 +386,28 @@ func TestClient_PeerSlowToReconnectKeepsItsRequests(t *testing.T) {
 		t.Fatalf("the call to a peer slower to reconnect: %v", err)
 	}
 }
+
+// The same, when the request leaves only once the gateway is back: the
+// caller, back first, sends it while the peer is still away, and the
+// gateway stores it with unknown_recipient. The peer, in its grace, reads
+// it from history when it comes back and answers; the call does not fail.
+func TestClient_RequestSentBeforeThePeerIsBackIsAnswered(t *testing.T) {
+	g := startGateway(t, room.Options{})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "slowpoke"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "hello"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "here"}}}, nil, nil
+	})
+	caller, cev := g.client("room:x", "caller", Options{ReconnectMin: 50 * time.Millisecond, ReconnectMax: 100 * time.Millisecond})
+	g.client("room:x", "slowpoke", Options{Server: SDKServer(srv), ReconnectMin: 1500 * time.Millisecond, ReconnectMax: 2 * time.Second})
+	done := make(chan error, 1)
+	g.RestartAfter(func() {
+		cev.wait(t, "the caller disconnected", func(e Event) bool { return e.Type == EventDisconnected })
+		go func() { // it waits for the caller to be back
+			_, err := caller.Request(ctx10(t), "slowpoke", "tools/call", map[string]any{"name": "hello"})
+			done <- err
+		}()
+	})
+	if err := <-done; err != nil {
+		t.Fatalf("the call sent before its peer was back: %v", err)
+	}
+}

@@ -127,6 +127,12 @@ func (g *Gateway) Token(topic, id string, edits ...func(*room.Claims)) string {
 // looks like to participants.
 func (g *Gateway) Restart() {
 	g.t.Helper()
+	g.RestartAfter(func() {})
+}
+
+// RestartAfter is Restart with down run while the gateway is stopped.
+func (g *Gateway) RestartAfter(down func()) {
+	g.t.Helper()
 	addr := g.Addr.String()
 	g.Server.Close()
 	if g.store != nil {
@@ -134,6 +140,7 @@ func (g *Gateway) Restart() {
 		g.store = g.openHistory()
 		g.opts.History = g.store
 	}
+	down()
 	var s *room.Server
 	var err error
 	// The port can stay taken for a moment after the listener closes; the
