@@ -373,7 +373,10 @@ func TestReplicas_FragmentedRequestOnLostReplica(t *testing.T) {
 // A request whose CEP-22 frames were still arriving when the replica
 // receiving them died: the survivor, which gets the rest of the frames,
 // aborts the transfer at its end frame (the request never ran), so the
-// client does not wait for its timeout.
+// client does not wait for its timeout. When the dead replica had claimed
+// none of the frames it was sent (they were still on their way to it),
+// the survivor takes them over with the rest and runs the request, once:
+// that is right too, and the test accepts it.
 func TestReplicas_TransferCutByLostReplicaIsAborted(t *testing.T) {
 	ns := natstest.Start(t)
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
@@ -403,7 +406,15 @@ func TestReplicas_TransferCutByLostReplicaIsAborted(t *testing.T) {
 			t.Fatal("the transfer cut by the lost replica was never aborted")
 		}
 		if strings.Contains(evt.Content, `"result"`) || strings.Contains(evt.Content, `"error"`) {
-			t.Fatalf("the cut request was answered: %s", evt.Content)
+			// Taken over whole: it ran once, on the survivor.
+			if !strings.Contains(evt.Content, `"result"`) || !strings.Contains(evt.Content, `"id":9`) {
+				t.Fatalf("the cut request was answered: %s", evt.Content)
+			}
+			if n := calls.Load(); n != 1 {
+				t.Errorf("the request taken over whole ran %d times, want 1", n)
+			}
+			t.Log("the survivor had every frame: it ran the request once")
+			return
 		}
 		if strings.Contains(evt.Content, `"frameType":"abort"`) {
 			if !strings.Contains(evt.Content, `"raw"`) {
