@@ -115,14 +115,22 @@ func TestReplicas_BatchInFlightOnLostReplica(t *testing.T) {
 	killed := time.Now()
 	reps[owner].kill()
 
-	evt, ok := peer.next(failoverBound + 5*time.Second)
-	if !ok {
-		t.Fatal("the batch in flight on the lost replica was never answered")
+	var evt nostr.Event
+	for {
+		var ok bool
+		evt, ok = peer.next(failoverBound + 5*time.Second)
+		if !ok {
+			t.Fatal("the batch in flight on the lost replica was never answered")
+		}
+		if e, _ := firstTag(evt.Tags, "e"); e == b.ID.Hex() {
+			break
+		}
+		// The handshake's in-flight record, not removed yet when its
+		// replica died, gets a second answer the client ignores
+		// (docs/replicas.md, Failover).
+		t.Logf("an answer to another request: %s", evt.Content)
 	}
 	within(t, "batch answered", killed)
-	if e, _ := firstTag(evt.Tags, "e"); e != b.ID.Hex() {
-		t.Fatalf("answer refers to %s, not the batch %s: %s", e, b.ID.Hex(), evt.Content)
-	}
 	var resps []struct {
 		ID    json.RawMessage `json:"id"`
 		Error *struct {
@@ -140,8 +148,14 @@ func TestReplicas_BatchInFlightOnLostReplica(t *testing.T) {
 			t.Fatalf("answer %s; want %d for every call", evt.Content, contextvm.CodeReplicaLost)
 		}
 	}
-	if extra, ok := peer.next(500 * time.Millisecond); ok {
-		t.Errorf("a second answer: %s", extra.Content)
+	for {
+		extra, ok := peer.next(500 * time.Millisecond)
+		if !ok {
+			break
+		}
+		if e, _ := firstTag(extra.Tags, "e"); e == b.ID.Hex() {
+			t.Errorf("a second answer to the batch: %s", extra.Content)
+		}
 	}
 	if n := len(started[1-owner]); n != 0 {
 		t.Errorf("the survivor ran %d calls of the lost batch", n)
@@ -406,8 +420,16 @@ func TestReplicas_TransferCutByLostReplicaIsAborted(t *testing.T) {
 			t.Fatal("the transfer cut by the lost replica was never aborted")
 		}
 		if strings.Contains(evt.Content, `"result"`) || strings.Contains(evt.Content, `"error"`) {
+			var resp struct{ ID any }
+			if json.Unmarshal([]byte(evt.Content), &resp) == nil && resp.ID != float64(9) {
+				// An answer to the handshake whose in-flight record the
+				// dead replica had not removed yet: a second answer the
+				// client ignores (docs/replicas.md, Failover).
+				t.Logf("an answer to another request: %s", evt.Content)
+				continue
+			}
 			// Taken over whole: it ran once, on the survivor.
-			if !strings.Contains(evt.Content, `"result"`) || !strings.Contains(evt.Content, `"id":9`) {
+			if !strings.Contains(evt.Content, `"result"`) {
 				t.Fatalf("the cut request was answered: %s", evt.Content)
 			}
 			if n := calls.Load(); n != 1 {
