@@ -305,6 +305,29 @@ func TestNIP10_PaidCallThroughQuotationPaymentConfirmation(t *testing.T) {
 			t.Fatalf("paid call with session %q: HTTP %d", sid, resp.StatusCode)
 		}
 	}
+	// Sent with a header MCP's transport refuses, it is refused before
+	// MCP reads it, and the quotation stays good for the call.
+	for _, bad := range []map[string]string{
+		{"Last-Event-ID": "s_1"},
+		{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list", "Mcp-Name": "translate"},
+	} {
+		req, _ := http.NewRequest("POST", b.url, strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", s.sid)
+		for k, v := range bad {
+			req.Header.Set(k, v)
+		}
+		resp, err := s.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("paid call with %v: HTTP %d %s", bad, resp.StatusCode, msg)
+		}
+	}
 	r, raw := s.do("tools/call", call)
 	if r.Error != nil || !strings.Contains(string(r.Result), "fr:hello") {
 		t.Fatalf("paid call: %s", raw)

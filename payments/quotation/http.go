@@ -117,16 +117,57 @@ func (h HTTP) Middleware(next http.Handler) http.Handler {
 				}})
 				return
 			}
-			if err := h.Desk.Spend(ctx, h.caller(ctx), quotation, name, args); err != nil {
+			caller := h.caller(ctx)
+			if err := h.Desk.Spend(ctx, caller, quotation, name, args); err != nil {
 				answer(w, req.ID, nil, err)
 				return
 			}
-			next.ServeHTTP(w, r)
+			sw := &statusWriter{ResponseWriter: w}
+			next.ServeHTTP(sw, r)
+			if sw.status >= 300 {
+				// MCP's transport refuses a request with an HTTP error only
+				// before it hands the request on (a header it rejects, a
+				// duplicate id): the call did not run.
+				if err := h.Desk.Release(context.WithoutCancel(ctx), caller, quotation); err != nil {
+					h.Desk.opts.Logger.Error("quotation: a paid call refused before MCP kept its quotation spent", "quotation", clip(quotation), "status", sw.status, "err", err)
+				}
+			}
 		default:
 			next.ServeHTTP(w, r)
 		}
 	})
 }
+
+// statusWriter notes the final status written through it (informational
+// ones aside); a body written without one is a 200.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush lets the transport stream its answer (SSE) through the writer.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the writer underneath.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (h HTTP) batchHasPaidCall(body []byte) bool {
 	var msgs []json.RawMessage

@@ -62,6 +62,45 @@ func TestHTTP_PricedCallNeverReachesMCPUnpaid(t *testing.T) {
 	}
 }
 
+// A paid call that MCP's transport refuses with an HTTP error did not run:
+// its quotation pays for the call sent again. One it accepted is spent.
+func TestHTTP_CallRefusedBeforeMCPKeepsItsQuotation(t *testing.T) {
+	r := newRig(t, nil)
+	h := quotation.HTTP{Desk: r.desk, Caller: aliceCaller}
+	q := r.quote(alice, args)
+	if err := r.desk.Confirm(context.Background(), alice, q.ID, r.pay(q)); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"translate","arguments":{"text":"hello","to":"fr"},"_meta":{"nip10/quotation_id":"` + q.ID + `"}}}`
+	send := func(status int) *httptest.ResponseRecorder {
+		next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if status == http.StatusBadRequest {
+				http.Error(w, "Accept must contain both 'application/json' and 'text/event-stream'", status)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`))
+		})
+		rec := httptest.NewRecorder()
+		h.Middleware(next).ServeHTTP(rec, httptest.NewRequest("POST", "/mcp", strings.NewReader(body)))
+		return rec
+	}
+	for range 2 {
+		if rec := send(http.StatusBadRequest); rec.Code != http.StatusBadRequest {
+			t.Fatalf("refused call: %d %s", rec.Code, rec.Body)
+		}
+	}
+	if rec := send(http.StatusOK); rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), "error") {
+		t.Fatalf("the call sent again: %d %s", rec.Code, rec.Body)
+	}
+	rec := send(http.StatusOK)
+	var resp struct{ Error struct{ Code int64 } }
+	json.Unmarshal(rec.Body.Bytes(), &resp)
+	if resp.Error.Code != quotation.CodeQuotationSpent {
+		t.Fatalf("a third call on a quotation that paid for one: %s", rec.Body)
+	}
+}
+
 func FuzzMiddleware(f *testing.F) {
 	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"translate","_meta":{"nip10/quotation_id":"x"}}}`)
 	f.Add(`{"jsonrpc":"2.0","id":1,"method":"nip10/quote","params":{"name":"translate","arguments":{"a":[1,2]}}}`)

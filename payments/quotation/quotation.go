@@ -8,7 +8,10 @@
 //
 // Quotations live in a durable.Store, so that a restart neither forgets a
 // paid quotation nor lets one be spent twice: confirming is a Put of the
-// quotation marked paid, spending is a Claim, which succeeds once.
+// quotation marked paid, spending is a Claim, which succeeds once. A call
+// that its transport refused before MCP read it (a wrong header, a
+// duplicate request id) did not run, so Release gives its quotation back:
+// the quotation moves to its next attempt, whose Claim is a new key.
 //
 // The Desk is transport neutral; Middleware puts it in front of an MCP
 // streamable HTTP endpoint, where it answers the two quotation methods and
@@ -25,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -99,6 +103,18 @@ type record struct {
 	Expires  time.Time                `json:"expires"`
 	Paid     bool                     `json:"paid,omitempty"`
 	ChargeID string                   `json:"charge_id"`
+	// Attempt counts the Releases: the spend of attempt n claims
+	// spentKey(id, n).
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// spentKey is the claim that spends attempt n of quotation id; the first
+// is the id itself, as records written before Release existed have it.
+func spentKey(id string, n int) []byte {
+	if n == 0 {
+		return []byte(id)
+	}
+	return []byte(id + "#" + strconv.Itoa(n))
 }
 
 // Options configure a Desk.
@@ -246,7 +262,7 @@ func (d *Desk) Confirm(ctx context.Context, caller, id, proof string) error {
 	if rec.Paid {
 		return nil
 	}
-	if spent, err := d.spent(ctx, id); err != nil {
+	if spent, err := d.spent(ctx, id, rec.Attempt); err != nil {
 		return err
 	} else if spent {
 		return ErrSpent
@@ -285,8 +301,8 @@ func checkPreimage(payReq, proof string) error {
 	return nil
 }
 
-func (d *Desk) spent(ctx context.Context, id string) (bool, error) {
-	_, ok, err := d.opts.Store.Get(ctx, spaceSpent, []byte(id))
+func (d *Desk) spent(ctx context.Context, id string, attempt int) (bool, error) {
+	_, ok, err := d.opts.Store.Get(ctx, spaceSpent, spentKey(id, attempt))
 	if err != nil {
 		return false, fmt.Errorf("quotation: store: %w", err)
 	}
@@ -308,7 +324,7 @@ func (d *Desk) Spend(ctx context.Context, caller, id, tool string, args json.Raw
 		return ErrMismatch
 	}
 	if !rec.Paid {
-		if spent, _ := d.spent(ctx, id); spent {
+		if spent, _ := d.spent(ctx, id, rec.Attempt); spent {
 			return ErrSpent
 		}
 		if !d.opts.Now().Before(rec.Expires) {
@@ -316,7 +332,7 @@ func (d *Desk) Spend(ctx context.Context, caller, id, tool string, args json.Raw
 		}
 		return ErrNotPaid
 	}
-	ok, err := d.opts.Store.Claim(ctx, spaceSpent, []byte(id), rec.Expires.Add(keep))
+	ok, err := d.opts.Store.Claim(ctx, spaceSpent, spentKey(id, rec.Attempt), rec.Expires.Add(keep))
 	if err != nil {
 		return fmt.Errorf("quotation: store: %w", err)
 	}
@@ -324,6 +340,33 @@ func (d *Desk) Spend(ctx context.Context, caller, id, tool string, args json.Raw
 		return ErrSpent
 	}
 	d.opts.Logger.Info("quotation spent", "tool", tool, "caller", caller, "amount", rec.Price.Amount, "unit", rec.Price.Unit)
+	return nil
+}
+
+// Release gives back paid quotation id, which caller's last Spend used,
+// for a call that never ran: its transport refused it before handing it
+// to MCP. The quotation can then pay for the same call again. Call it only
+// when the call certainly did not reach the tool, and at most once per
+// Spend: a released quotation spent by a call that did run is a call run
+// for free.
+func (d *Desk) Release(ctx context.Context, caller, id string) error {
+	rec, err := d.load(ctx, caller, id)
+	if err != nil {
+		return err
+	}
+	if !rec.Paid {
+		return ErrNotPaid
+	}
+	if spent, err := d.spent(ctx, id, rec.Attempt); err != nil {
+		return err
+	} else if !spent {
+		return fmt.Errorf("quotation: release of %s, which is not spent", clip(id))
+	}
+	rec.Attempt++
+	if err := d.put(ctx, id, rec); err != nil {
+		return err
+	}
+	d.opts.Logger.Info("quotation released: its call did not reach the tool", "tool", rec.Tool, "caller", caller, "attempt", rec.Attempt)
 	return nil
 }
 

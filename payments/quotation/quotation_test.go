@@ -281,6 +281,54 @@ func TestQuote_ConcurrentSpendOnce(t *testing.T) {
 	}
 }
 
+// A quotation released after its call was refused before MCP pays for
+// the same call once more, across a restart, and only once.
+func TestQuote_ReleasedQuotationPaysOnce(t *testing.T) {
+	dir := t.TempDir()
+	store, err := durable.Open(dir, "q", durable.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, store)
+	ctx := context.Background()
+	q := r.quote(alice, args)
+	wantErr(t, r.desk.Release(ctx, alice, q.ID), quotation.ErrNotPaid, quotation.CodeQuotationNotPaid)
+	if err := r.desk.Confirm(ctx, alice, q.ID, r.pay(q)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.desk.Release(ctx, alice, q.ID); err == nil {
+		t.Fatal("released a quotation no call had spent")
+	}
+	if err := r.desk.Spend(ctx, alice, q.ID, "translate", args); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, r.desk.Release(ctx, bob, q.ID), quotation.ErrNotYours, quotation.CodeQuotationNotYours)
+	if err := r.desk.Release(ctx, alice, q.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.desk.Release(ctx, alice, q.ID); err == nil {
+		t.Fatal("released one spend twice")
+	}
+	store.Close()
+
+	store, err = durable.Open(dir, "q", durable.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	r.store = store
+	sw, _ := r.net.Wallet("server")
+	r.desk = r.newDesk(sw)
+	wantErr(t, r.desk.Spend(ctx, alice, q.ID, "translate", json.RawMessage(`{"text":"other"}`)), quotation.ErrMismatch, quotation.CodeQuotationMismatch)
+	if err := r.desk.Spend(ctx, alice, q.ID, "translate", args); err != nil {
+		t.Fatalf("a released quotation after a restart: %v", err)
+	}
+	wantErr(t, r.desk.Spend(ctx, alice, q.ID, "translate", args), quotation.ErrSpent, quotation.CodeQuotationSpent)
+	if b, _ := r.net.Balance("server"); b != 10_000 {
+		t.Fatalf("server balance %d msat, want 10000", b)
+	}
+}
+
 func FuzzArgsHash(f *testing.F) {
 	f.Add([]byte(`{"a":1,"b":[1,2,{"c":"d"}]}`))
 	f.Add([]byte(`null`))
