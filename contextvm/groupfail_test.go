@@ -15,6 +15,7 @@ import (
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
 	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -448,5 +449,86 @@ func TestReplicas_TransferCutByLostReplicaIsAborted(t *testing.T) {
 	within(t, "transfer aborted", killed)
 	if n := calls.Load(); n != 0 {
 		t.Errorf("the cut request ran %d times", n)
+	}
+}
+
+// heldHandler pays through h only once release is closed, and tells asked
+// when a payment is asked of it.
+type heldHandler struct {
+	h       payments.Handler
+	asked   chan struct{}
+	release chan struct{}
+}
+
+func (h *heldHandler) PMI() string { return h.h.PMI() }
+
+func (h *heldHandler) Pay(ctx context.Context, req payments.PaymentRequired, max int64) (payments.Receipt, error) {
+	select {
+	case h.asked <- struct{}{}:
+	default:
+	}
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return payments.Receipt{}, ctx.Err()
+	}
+	return h.h.Pay(ctx, req, max)
+}
+
+// A priced call whose payment a replica was waiting for when it died: the
+// client pays in that moment, and the survivor takes up the wait from the
+// payment request on record, verifies that payment (it issues no other)
+// and runs the call once. The dead replica, still running here as a
+// replica cut off from NATS would, verifies the payment too, and runs
+// nothing: the run is claimed in NATS.
+func TestReplicas_PaymentAwaitedOnLostReplica(t *testing.T) {
+	ns := natstest.Start(t)
+	f := newPayFixture(t, 100)
+	signer := contextvm.NewKeySigner(nostr.Generate())
+	reps := killableGroup(t, ns.URL(), f.relay.URL, signer, f.serverOptions(0), func(int, **contextvm.Server) *mcp.Server {
+		return counterServer(&f.calls)
+	})
+	h := &heldHandler{h: &payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}, asked: make(chan struct{}, 1), release: make(chan struct{})}
+	cs := f.client(t, reps[0].srv, &contextvm.PayOptions{Handlers: []payments.Handler{h}, Budget: &payments.Budget{PerCall: 10}})
+	owner := ownerOf(t, reps)
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := call(cs, "count", nil)
+		done <- outcome{res, err}
+	}()
+	select {
+	case <-h.asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no payment was asked for")
+	}
+	killed := time.Now()
+	reps[owner].kill()
+	close(h.release)
+
+	var o outcome
+	select {
+	case o = <-done:
+	case <-time.After(failoverBound + 10*time.Second):
+		t.Fatal("the paid call was never answered")
+	}
+	if o.err != nil {
+		t.Fatalf("the paid call: %v (code %d)", o.err, rpcCode(o.err))
+	}
+	within(t, "paid call answered", killed)
+	if text := o.res.Content[0].(*mcp.TextContent).Text; text != "1" {
+		t.Fatalf("result %q, want the first run", text)
+	}
+	// The dead replica's own verification ends within its claim's
+	// patience (the membership timeout); it must not run the call.
+	time.Sleep(2 * time.Second)
+	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
+		t.Fatalf("balances alice %d srv %d, %d runs; want 90, 10 and 1", a, s, f.calls.Load())
+	}
+	if !strings.Contains(reps[1-owner].logs.String(), "taking over a lost replica's wait for a payment") {
+		t.Errorf("the survivor did not take over the wait:\n%s", reps[1-owner].logs.String())
 	}
 }

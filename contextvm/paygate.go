@@ -82,6 +82,7 @@ const (
 	grantSpace      = "contextvm.grants"
 	grantUsedSpace  = "contextvm.grants.used"
 	issuedSpace     = "contextvm.issued"        // transparent: payment requests issued, by route key
+	paidRunSpace    = "contextvm.charges.run"   // paid requests claimed for running, by route key
 	grantIssueSpace = "contextvm.grants.issued" // explicit gating: payment requests issued, by grant key
 	defaultVerify   = 5 * time.Minute
 	pendingRetrySec = 1
@@ -139,6 +140,11 @@ const finalCheck = 2 * time.Second
 type issuedRecord struct {
 	Charge payments.Charge          `json:"charge"`
 	Req    payments.PaymentRequired `json:"req"`
+	// Event and Wrap are the request, kept by a replica (ServerOptions.
+	// Replicas) for a survivor of its death to take up: the wait for
+	// this payment, then the call (see adopt).
+	Event *nostr.Event `json:"event,omitempty"`
+	Wrap  nostr.Kind   `json:"wrap,omitempty"`
 }
 
 // grant is an explicit-gating payment under way.
@@ -210,7 +216,7 @@ func (g *gate) admit(c *ServerConn, key string, r *route, inner nostr.Event, m *
 			if rec, ok := g.issued(ctx, issuedSpace, key); ok {
 				// A replay, after a restart, of a request whose payment
 				// was asked for: that payment, not a new one.
-				g.transparent(ctx, c, key, r, rec.Charge, &rec.Req, forward)
+				g.transparent(ctx, c, key, r, inner, rec.Charge, &rec.Req, forward)
 				return
 			}
 		}
@@ -238,23 +244,25 @@ func (g *gate) admit(c *ServerConn, key string, r *route, inner nostr.Event, m *
 			g.gated(ctx, c, key, r, m, charge, forward)
 			return
 		}
-		g.transparent(ctx, c, key, r, charge, nil, forward)
+		g.transparent(ctx, c, key, r, inner, charge, nil, forward)
 	})
 }
 
-// issue asks the first processor for the payment of charge and records it
-// in space under key, until expires, before the client learns of it.
-func (g *gate) issue(ctx context.Context, space, key string, charge payments.Charge, expires time.Time) (payments.PaymentRequired, error) {
+// issue asks the first processor for the payment of rec.Charge and
+// records it, with the rest of rec, in space under key, until expires,
+// before the client learns of it.
+func (g *gate) issue(ctx context.Context, space, key string, rec issuedRecord, expires time.Time) (payments.PaymentRequired, error) {
 	proc := g.opts.Processors[0]
-	req, err := proc.Require(ctx, charge)
+	req, err := proc.Require(ctx, rec.Charge)
 	if err != nil {
 		return req, fmt.Errorf("issue a %s payment request: %w", proc.PMI(), err)
 	}
-	rec, err := json.Marshal(issuedRecord{Charge: charge, Req: req})
+	rec.Req = req
+	b, err := json.Marshal(rec)
 	if err != nil {
 		return req, err
 	}
-	if err := g.s.opts.State.Put(ctx, space, []byte(key), rec, expires); err != nil {
+	if err := g.s.opts.State.Put(ctx, space, []byte(key), b, expires); err != nil {
 		return req, fmt.Errorf("record the payment request: %w", err)
 	}
 	return req, nil
@@ -290,7 +298,7 @@ func (g *gate) issueFailed(ctx context.Context, c *ServerConn, key string, err e
 // transparent collects the payment of one request with CEP-8's
 // notifications. prev is the payment request already issued for it, before
 // a restart, if any.
-func (g *gate) transparent(ctx context.Context, c *ServerConn, key string, r *route, charge payments.Charge, prev *payments.PaymentRequired, forward func()) {
+func (g *gate) transparent(ctx context.Context, c *ServerConn, key string, r *route, inner nostr.Event, charge payments.Charge, prev *payments.PaymentRequired, forward func()) {
 	wctx, withdraw := context.WithCancelCause(ctx)
 	defer withdraw(nil)
 	g.mu.Lock()
@@ -317,7 +325,11 @@ func (g *gate) transparent(ctx context.Context, c *ServerConn, key string, r *ro
 		g.s.log.Info("verifying a payment requested before a restart", "client", charge.Client, "request", key, "amount", charge.Amount)
 	} else {
 		var err error
-		if req, err = g.issue(ctx, issuedSpace, key, charge, g.expiry(r)); err != nil {
+		rec := issuedRecord{Charge: charge}
+		if g.s.group != nil && r.batch == nil {
+			rec.Event, rec.Wrap = &inner, r.wrapKind
+		}
+		if req, err = g.issue(ctx, issuedSpace, key, rec, g.expiry(r)); err != nil {
 			g.issueFailed(ctx, c, key, err)
 			return
 		}
@@ -356,7 +368,16 @@ func (g *gate) transparent(ctx context.Context, c *ServerConn, key string, r *ro
 		c.answerError(ctx, key, &jsonrpc.Error{Code: CodePaymentRejected, Message: msg})
 		return
 	}
-	g.paid(ctx, key, r, charge, req.PMI)
+	if err := g.paid(ctx, key, r, charge, req.PMI); err != nil {
+		if errors.Is(err, errRunClaimed) && prev != nil {
+			// Taken up from a lost replica that had claimed the run
+			// (it verified the payment too) and died.
+			c.answerError(ctx, key, &jsonrpc.Error{Code: CodePaidResultLost, Message: paidLost(charge.Amount, charge.Unit)})
+			return
+		}
+		c.routes.drop(key) // run and answered by the replica that claimed it
+		return
+	}
 	g.forgetIssued(ctx, issuedSpace, key)
 	c.notifyFor(ctx, r, MethodPaymentAccepted, map[string]any{"amount": req.Amount, "pmi": req.PMI})
 	forward()
@@ -372,8 +393,23 @@ func (g *gate) verifyTimeout(req payments.PaymentRequired) time.Duration {
 
 // paid records that the request under key was paid for, before it runs:
 // from now on its replays are answered from its result, or told that it
-// was lost.
-func (g *gate) paid(ctx context.Context, key string, r *route, charge payments.Charge, pmi string) {
+// was lost. In a replica group it first claims the run, and returns an
+// error, to run nothing, when another replica holds the claim
+// (errRunClaimed) or the claim cannot be made: a replica presumed dead
+// whose clients a survivor took over may still verify the payment it
+// waited for, and the survivor verifies it too (see adopt); one of them
+// runs the request.
+func (g *gate) paid(ctx context.Context, key string, r *route, charge payments.Charge, pmi string) error {
+	if grp := g.s.group; grp != nil {
+		won, err := g.claimRun(ctx, key, g.expiry(r), grp.timeout)
+		if err == nil && !won {
+			err = errRunClaimed
+		}
+		if err != nil {
+			g.s.log.Warn("a verified payment's request is left to another replica", "client", charge.Client, "request", key, "err", err)
+			return err
+		}
+	}
 	r.mu.Lock()
 	r.paid = true
 	r.mu.Unlock()
@@ -383,6 +419,65 @@ func (g *gate) paid(ctx context.Context, key string, r *route, charge payments.C
 		g.s.log.Error("a verified payment could not be recorded; running the request anyway", "request", key, "err", err)
 	}
 	g.s.log.Info("payment verified", "client", charge.Client, "request", key, "amount", charge.Amount, "unit", charge.Unit, "pmi", pmi)
+	return nil
+}
+
+// errRunClaimed: another replica of the group claimed the run of a paid
+// request.
+var errRunClaimed = errors.New("another replica claimed the run of this paid request")
+
+// paidLost is the message of CodePaidResultLost.
+func paidLost(amount int64, unit string) string {
+	return fmt.Sprintf("paid, result lost: the server stopped while running this request; the payment of %d %s stands and the call may or may not have taken effect", amount, unit)
+}
+
+// claimRun claims the run of the paid request under key for this
+// replica, trying again for up to patience while the store cannot be
+// reached (a replica cut off longer is presumed dead by the others).
+func (g *gate) claimRun(ctx context.Context, key string, expires time.Time, patience time.Duration) (bool, error) {
+	deadline := time.Now().Add(patience)
+	for {
+		won, err := g.s.opts.State.Claim(ctx, paidRunSpace, []byte(key), expires)
+		if err == nil || !time.Now().Before(deadline) {
+			return won, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// adopt takes up, on a survivor, the priced request event id that client
+// sent to a lost replica, which claimed it and never answered: a request
+// whose payment that replica recorded as verified is answered as its
+// replays are (the stored result, or CodePaidResultLost); one whose
+// payment request it had issued, and whose event it kept, is run through
+// the gate again, which verifies that payment request rather than issuing
+// another, and runs the request once paid. It reports false when it has
+// no record of the request, which is then answered CodeReplicaLost.
+func (g *gate) adopt(ctx context.Context, id nostr.ID, client nostr.PubKey, wrap nostr.Kind) bool {
+	key := id.Hex()
+	if _, ok, err := g.s.opts.State.Get(ctx, chargeSpace, []byte(key)); err == nil && ok {
+		g.s.log.Info("answering a lost replica's paid request from the payment state", "client", client.Hex(), "request", key)
+		g.replayed(ctx, nostr.Event{ID: id, PubKey: client}, wrap)
+		return true
+	}
+	rec, ok := g.issued(ctx, issuedSpace, key)
+	if !ok || rec.Event == nil || rec.Event.ID != id || rec.Event.PubKey != client {
+		return false
+	}
+	g.s.log.Info("taking over a lost replica's wait for a payment", "client", client.Hex(), "request", key, "amount", rec.Charge.Amount, "unit", rec.Charge.Unit)
+	if grp := g.s.group; grp != nil {
+		if ids, ok := callIDs(rec.Event.Content); ok {
+			if err := grp.begin(ctx, id, client, ids, rec.Wrap); err != nil {
+				g.s.log.Warn("could not record a call taken over from a lost replica", "request", key, "err", err)
+			}
+		}
+	}
+	g.s.dispatch(ctx, *rec.Event, rec.Wrap)
+	return true
 }
 
 // expiry is when the records of a request may be forgotten: when its
@@ -428,8 +523,7 @@ func (g *gate) replayed(ctx context.Context, inner nostr.Event, wrapKind nostr.K
 		if err != nil {
 			return
 		}
-		resp := mcpmsg.ErrorResponse(id, CodePaidResultLost,
-			"paid, result lost: the server stopped while running this request; the payment of %d %s stands and the call may or may not have taken effect", cr.Amount, cr.Unit)
+		resp := mcpmsg.ErrorResponse(id, CodePaidResultLost, "%s", paidLost(cr.Amount, cr.Unit))
 		enc, err := EncodeContent(resp)
 		if err != nil {
 			return
@@ -489,8 +583,11 @@ func (g *gate) gated(ctx context.Context, c *ServerConn, key string, r *route, m
 		return
 	}
 	if pmi, ok := g.consume(ctx, gk); ok {
-		g.paid(ctx, key, r, charge, pmi)
-		forward()
+		if g.paid(ctx, key, r, charge, pmi) == nil {
+			forward()
+		} else {
+			c.routes.drop(key)
+		}
 		return
 	}
 	g.mu.Lock()
@@ -520,7 +617,7 @@ func (g *gate) gated(ctx context.Context, c *ServerConn, key string, r *route, m
 		c.answerError(ctx, key, &jsonrpc.Error{Code: CodePaymentPending, Message: "Payment Pending", Data: data})
 		return
 	}
-	req, err := g.issue(ctx, grantIssueSpace, gk, charge, time.Now().Add(max(g.s.window, g.opts.VerifyTimeout)))
+	req, err := g.issue(ctx, grantIssueSpace, gk, issuedRecord{Charge: charge}, time.Now().Add(max(g.s.window, g.opts.VerifyTimeout)))
 	if err != nil {
 		g.issueFailed(ctx, c, key, err)
 		return

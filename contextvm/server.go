@@ -771,6 +771,10 @@ func (s *Server) answerOrphan(ctx context.Context, id nostr.ID, rec inflightReco
 	if err != nil {
 		return
 	}
+	if !rec.batch() && s.gate != nil && s.gate.adopt(ctx, id, client, rec.Wrap) {
+		// A priced call: its payment state says what became of it.
+		return
+	}
 	lost := &jsonrpc.Error{Code: CodeReplicaLost,
 		Message: fmt.Sprintf("the replica running this call (%s) stopped before answering; it may or may not have taken effect, and will not run again; retry if it is safe to", member)}
 	ids := rec.IDs
