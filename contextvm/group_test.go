@@ -21,8 +21,13 @@ func replicaOpts(t *testing.T, url, member string) *contextvm.ReplicaOptions {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
-	return &contextvm.ReplicaOptions{Conn: conn, Member: member, Timeout: time.Second}
+	return &contextvm.ReplicaOptions{Conn: conn, Member: member, Timeout: replicaTimeout}
 }
+
+// replicaTimeout is the membership timeout of the test groups: long
+// enough that a replica stalled by a loaded machine (both cores busy with
+// -race) is not taken for dead, which CI saw at one second.
+const replicaTimeout = 2 * time.Second
 
 // awaitGroup waits until every server sees n members and is ready.
 func awaitGroup(t *testing.T, n int, srvs ...*contextvm.Server) {

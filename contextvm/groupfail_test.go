@@ -23,9 +23,9 @@ import (
 
 // Failover tests: a replica dies with something in flight, and the
 // survivor answers it within the membership timeout. The membership
-// timeout of these groups is one second (replicaOpts); an answer may take
-// that, one heartbeat, and the relay round trips.
-const failoverBound = time.Second + 3*time.Second
+// timeout of these groups is replicaTimeout; an answer may take that, one
+// heartbeat, and the relay round trips.
+const failoverBound = replicaTimeout + 3*time.Second
 
 // killableReplica is a replica whose relay pool and NATS connection are
 // its own: closing both is what a kill -9 looks like to the others (no
@@ -314,7 +314,7 @@ func TestReplicas_ServerRequestInFlightOnLostReplica(t *testing.T) {
 		}
 		within(t, "call answered", killed)
 	case <-time.After(failoverBound + 5*time.Second):
-		t.Fatal("the call waiting for the client on the lost replica was never answered")
+		t.Fatalf("the call waiting for the client on the lost replica was never answered; the survivor's log:\n%s\nthe lost replica's log:\n%s", survivor.logs.String(), reps[owner].logs.String())
 	}
 	survivor.logs.Await(t, 10*time.Second, "dropping a response to no request of ours")
 	// The client is served by the survivor from now on.
@@ -524,7 +524,7 @@ func TestReplicas_PaymentAwaitedOnLostReplica(t *testing.T) {
 	}
 	// The dead replica's own verification ends within its claim's
 	// patience (the membership timeout); it must not run the call.
-	time.Sleep(2 * time.Second)
+	time.Sleep(replicaTimeout + time.Second)
 	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
 		t.Fatalf("balances alice %d srv %d, %d runs; want 90, 10 and 1", a, s, f.calls.Load())
 	}
