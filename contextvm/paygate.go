@@ -368,7 +368,7 @@ func (g *gate) transparent(ctx context.Context, c *ServerConn, key string, r *ro
 		c.answerError(ctx, key, &jsonrpc.Error{Code: CodePaymentRejected, Message: msg})
 		return
 	}
-	if err := g.paid(ctx, key, r, charge, req.PMI); err != nil {
+	if err := g.claimRun(ctx, key, r, charge); err != nil {
 		if errors.Is(err, errRunClaimed) && prev != nil {
 			// Taken up from a lost replica that had claimed the run
 			// (it verified the payment too) and died.
@@ -378,6 +378,7 @@ func (g *gate) transparent(ctx context.Context, c *ServerConn, key string, r *ro
 		c.routes.drop(key) // run and answered by the replica that claimed it
 		return
 	}
+	g.paid(ctx, key, r, charge, req.PMI)
 	g.forgetIssued(ctx, issuedSpace, key)
 	c.notifyFor(ctx, r, MethodPaymentAccepted, map[string]any{"amount": req.Amount, "pmi": req.PMI})
 	forward()
@@ -393,23 +394,8 @@ func (g *gate) verifyTimeout(req payments.PaymentRequired) time.Duration {
 
 // paid records that the request under key was paid for, before it runs:
 // from now on its replays are answered from its result, or told that it
-// was lost. In a replica group it first claims the run, and returns an
-// error, to run nothing, when another replica holds the claim
-// (errRunClaimed) or the claim cannot be made: a replica presumed dead
-// whose clients a survivor took over may still verify the payment it
-// waited for, and the survivor verifies it too (see adopt); one of them
-// runs the request.
-func (g *gate) paid(ctx context.Context, key string, r *route, charge payments.Charge, pmi string) error {
-	if grp := g.s.group; grp != nil {
-		won, err := g.claimRun(ctx, key, g.expiry(r), grp.timeout)
-		if err == nil && !won {
-			err = errRunClaimed
-		}
-		if err != nil {
-			g.s.log.Warn("a verified payment's request is left to another replica", "client", charge.Client, "request", key, "err", err)
-			return err
-		}
-	}
+// was lost.
+func (g *gate) paid(ctx context.Context, key string, r *route, charge payments.Charge, pmi string) {
 	r.mu.Lock()
 	r.paid = true
 	r.mu.Unlock()
@@ -419,7 +405,6 @@ func (g *gate) paid(ctx context.Context, key string, r *route, charge payments.C
 		g.s.log.Error("a verified payment could not be recorded; running the request anyway", "request", key, "err", err)
 	}
 	g.s.log.Info("payment verified", "client", charge.Client, "request", key, "amount", charge.Amount, "unit", charge.Unit, "pmi", pmi)
-	return nil
 }
 
 // errRunClaimed: another replica of the group claimed the run of a paid
@@ -431,19 +416,34 @@ func paidLost(amount int64, unit string) string {
 	return fmt.Sprintf("paid, result lost: the server stopped while running this request; the payment of %d %s stands and the call may or may not have taken effect", amount, unit)
 }
 
-// claimRun claims the run of the paid request under key for this
-// replica, trying again for up to patience while the store cannot be
-// reached (a replica cut off longer is presumed dead by the others).
-func (g *gate) claimRun(ctx context.Context, key string, expires time.Time, patience time.Duration) (bool, error) {
-	deadline := time.Now().Add(patience)
+// claimRun claims, in a replica group, the run of the transparent request
+// under key whose payment this replica verified. It fails, to run
+// nothing, when another replica holds the claim (errRunClaimed) or the
+// claim cannot be made within the membership timeout: a replica presumed
+// dead whose clients a survivor took over may still verify the payment it
+// waited for, and the survivor verifies it too (see adopt); one of them
+// runs the request. (Explicit gating needs no such claim: spending the
+// grant is one.)
+func (g *gate) claimRun(ctx context.Context, key string, r *route, charge payments.Charge) error {
+	grp := g.s.group
+	if grp == nil {
+		return nil
+	}
+	deadline := time.Now().Add(grp.timeout)
 	for {
-		won, err := g.s.opts.State.Claim(ctx, paidRunSpace, []byte(key), expires)
-		if err == nil || !time.Now().Before(deadline) {
-			return won, err
+		won, err := g.s.opts.State.Claim(ctx, paidRunSpace, []byte(key), g.expiry(r))
+		if err == nil && !won {
+			err = errRunClaimed
+		}
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, errRunClaimed) || !time.Now().Before(deadline) || ctx.Err() != nil {
+			g.s.log.Warn("a verified payment's request is left to another replica", "client", charge.Client, "request", key, "err", err)
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return false, err
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -583,11 +583,8 @@ func (g *gate) gated(ctx context.Context, c *ServerConn, key string, r *route, m
 		return
 	}
 	if pmi, ok := g.consume(ctx, gk); ok {
-		if g.paid(ctx, key, r, charge, pmi) == nil {
-			forward()
-		} else {
-			c.routes.drop(key)
-		}
+		g.paid(ctx, key, r, charge, pmi)
+		forward()
 		return
 	}
 	g.mu.Lock()
