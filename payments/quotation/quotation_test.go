@@ -218,40 +218,40 @@ func TestQuote_UnknownAndAnonymous(t *testing.T) {
 
 // A paid quotation survives a restart of the server, and is spent at most
 // once across it.
-func TestQuote_SurvivesRestartSpentOnce(t *testing.T) {
-	dir := t.TempDir()
+// openStore opens the durable store in dir, closed after the test.
+func openStore(t *testing.T, dir string) durable.Store {
+	t.Helper()
 	store, err := durable.Open(dir, "q", durable.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRig(t, store)
+	t.Cleanup(func() { store.Close() })
+	return store
+}
+
+// restart closes the rig's store and starts its desk again on the store
+// reopened from dir.
+func (r *rig) restart(t *testing.T, dir string) {
+	t.Helper()
+	r.store.Close()
+	r.store = openStore(t, dir)
+	sw, _ := r.net.Wallet("server")
+	r.desk = r.newDesk(sw)
+}
+
+func TestQuote_SurvivesRestartSpentOnce(t *testing.T) {
+	dir := t.TempDir()
+	r := newRig(t, openStore(t, dir))
 	ctx := context.Background()
 	q := r.quote(alice, args)
 	if err := r.desk.Confirm(ctx, alice, q.ID, r.pay(q)); err != nil {
 		t.Fatal(err)
 	}
-	store.Close()
-
-	store, err = durable.Open(dir, "q", durable.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	r.store = store
-	sw, _ := r.net.Wallet("server")
-	r.desk = r.newDesk(sw)
+	r.restart(t, dir)
 	if err := r.desk.Spend(ctx, alice, q.ID, "translate", args); err != nil {
 		t.Fatalf("after a restart: %v", err)
 	}
-	store.Close()
-
-	store, err = durable.Open(dir, "q", durable.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	r.store = store
-	r.desk = r.newDesk(sw)
+	r.restart(t, dir)
 	wantErr(t, r.desk.Spend(ctx, alice, q.ID, "translate", args), quotation.ErrSpent, quotation.CodeQuotationSpent)
 }
 
@@ -285,11 +285,7 @@ func TestQuote_ConcurrentSpendOnce(t *testing.T) {
 // the same call once more, across a restart, and only once.
 func TestQuote_ReleasedQuotationPaysOnce(t *testing.T) {
 	dir := t.TempDir()
-	store, err := durable.Open(dir, "q", durable.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newRig(t, store)
+	r := newRig(t, openStore(t, dir))
 	ctx := context.Background()
 	q := r.quote(alice, args)
 	wantErr(t, r.desk.Release(ctx, alice, q.ID), quotation.ErrNotPaid, quotation.CodeQuotationNotPaid)
@@ -309,16 +305,7 @@ func TestQuote_ReleasedQuotationPaysOnce(t *testing.T) {
 	if err := r.desk.Release(ctx, alice, q.ID); err == nil {
 		t.Fatal("released one spend twice")
 	}
-	store.Close()
-
-	store, err = durable.Open(dir, "q", durable.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	r.store = store
-	sw, _ := r.net.Wallet("server")
-	r.desk = r.newDesk(sw)
+	r.restart(t, dir)
 	wantErr(t, r.desk.Spend(ctx, alice, q.ID, "translate", json.RawMessage(`{"text":"other"}`)), quotation.ErrMismatch, quotation.CodeQuotationMismatch)
 	if err := r.desk.Spend(ctx, alice, q.ID, "translate", args); err != nil {
 		t.Fatalf("a released quotation after a restart: %v", err)
