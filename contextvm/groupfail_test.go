@@ -532,3 +532,52 @@ func TestReplicas_PaymentAwaitedOnLostReplica(t *testing.T) {
 		t.Errorf("the survivor did not take over the wait:\n%s", reps[1-owner].logs.String())
 	}
 }
+
+// The same under explicit gating: the client pays the payment options of
+// its -32042 while the replica that issued them dies, and sends the
+// request again; the survivor finds that payment request on record,
+// verifies it (it asks for no other payment), and runs the call once.
+func TestReplicas_ExplicitGatingPaymentOnLostReplica(t *testing.T) {
+	ns := natstest.Start(t)
+	f := newPayFixture(t, 100)
+	signer := contextvm.NewKeySigner(nostr.Generate())
+	reps := killableGroup(t, ns.URL(), f.relay.URL, signer, f.serverOptions(0), func(int, **contextvm.Server) *mcp.Server {
+		return counterServer(&f.calls)
+	})
+	h := &heldHandler{h: &payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}, asked: make(chan struct{}, 1), release: make(chan struct{})}
+	cs := f.client(t, reps[0].srv, &contextvm.PayOptions{Handlers: []payments.Handler{h}, Budget: &payments.Budget{PerCall: 10}, ExplicitGating: true})
+	owner := ownerOf(t, reps)
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := call(cs, "count", nil)
+		done <- outcome{res, err}
+	}()
+	select {
+	case <-h.asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no payment was asked for")
+	}
+	reps[owner].kill()
+	close(h.release)
+
+	var o outcome
+	select {
+	case o = <-done:
+	case <-time.After(failoverBound + 10*time.Second):
+		t.Fatal("the paid call was never answered")
+	}
+	if o.err != nil {
+		t.Fatalf("the paid call: %v (code %d)", o.err, rpcCode(o.err))
+	}
+	if text := o.res.Content[0].(*mcp.TextContent).Text; text != "1" {
+		t.Fatalf("result %q, want the first run", text)
+	}
+	time.Sleep(replicaTimeout + time.Second)
+	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
+		t.Fatalf("balances alice %d srv %d, %d runs; want 90, 10 and 1", a, s, f.calls.Load())
+	}
+}
