@@ -772,9 +772,11 @@ func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *j
 		return
 	}
 	if m.Error != nil && c.gatedAnswer(p, m) {
+		c.pending.answered(p, id)
 		return
 	}
 	if delay, ok := RetryAfter(m.Error); ok && c.retryable(p, delay) {
+		c.pending.answered(p, id)
 		// Busy means not acted on: asking again is safe, and soon enough
 		// it is what the server asked for.
 		p.busyRetries++

@@ -680,3 +680,69 @@ func BenchmarkPaidCall(b *testing.B) {
 		})
 	}
 }
+
+// Under explicit gating a request goes out again under a new event after
+// its -32042; a later answer to its first event (a survivor's -32019 for a
+// record its lost replica had not removed yet, which CI saw) is stale, and
+// the request waits for the answer to the event it is pending under.
+func TestPayExplicit_StaleAnswerToTheFirstEventIsIgnored(t *testing.T) {
+	f := newPayFixture(t, 100)
+	proc := &payments.FakeProcessor{Ledger: f.ledger, Payee: "srv"}
+	srv := newRawPeer(t, f.relay.URL)
+	answer := func(to nostr.Event, content string) {
+		srv.publish(srv.message(to.PubKey, content, nostr.Tag{"e", to.ID.Hex()}))
+	}
+	served := make(chan error, 1)
+	go func() {
+		var first nostr.Event
+		for {
+			evt, ok := srv.next(20 * time.Second)
+			if !ok {
+				served <- errors.New("the client sent nothing more")
+				return
+			}
+			var m struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			json.Unmarshal([]byte(evt.Content), &m)
+			switch {
+			case len(m.ID) == 0:
+				// a notification
+			case m.Method == "initialize":
+				answer(evt, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}}`)
+			case m.Method == "tools/call" && first.ID == (nostr.ID{}):
+				first = evt
+				req, err := proc.Require(context.Background(), payments.Charge{Amount: 10, Unit: "sats", RequestID: evt.ID.Hex(), Client: evt.PubKey.Hex()})
+				if err != nil {
+					served <- err
+					return
+				}
+				data, _ := json.Marshal(map[string]any{"payment_options": []payments.PaymentRequired{req}})
+				answer(evt, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"error":{"code":-32042,"message":"Payment Required","data":`+string(data)+`}}`)
+			case m.Method == "tools/call":
+				answer(first, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"error":{"code":-32019,"message":"the replica running this call stopped before answering"}}`)
+				time.Sleep(200 * time.Millisecond)
+				answer(evt, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"content":[{"type":"text","text":"paid"}]}}`)
+				served <- nil
+				return
+			}
+		}
+	}()
+	cs := connect(t, contextvm.ClientOptions{Server: srv.sk.Public().Hex(), Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled,
+		RequestTimeout: 20 * time.Second, Pay: &contextvm.PayOptions{
+			Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+			Budget:         &payments.Budget{PerCall: 10},
+			ExplicitGating: true,
+		}})
+	res, err := call(cs, "count", nil)
+	if err != nil {
+		t.Fatalf("the paid call ended with %v (code %d); want its answer to the event it was sent again under", err, rpcCode(err))
+	}
+	if text := res.Content[0].(*mcp.TextContent).Text; text != "paid" {
+		t.Fatalf("result %q", text)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -91,6 +91,19 @@ func (t *pendingTable) addEvent(p *pendingRequest, id nostr.ID) bool {
 	return true
 }
 
+// answered forgets the event id that p went out under, whose answer told
+// the client to send p again (a payment to make, a wait, a busy server):
+// p is pending under its next event, and any later answer naming this one
+// is stale. A replica taking over a lost one can send such an answer, for
+// a record the lost replica had not yet removed (docs/replicas.md).
+func (t *pendingTable) answered(p *pendingRequest, id nostr.ID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byEvent[id] == p {
+		delete(t.byEvent, id)
+	}
+}
+
 // eventCount is how many events p went out under (two after a plaintext
 // fallback).
 func (t *pendingTable) eventCount(p *pendingRequest) int {

@@ -342,6 +342,13 @@ func newServer(opts ServerOptions, e endpoint) *Server {
 // PublicKey is the server's identity.
 func (s *Server) PublicKey() nostr.PubKey { return s.me }
 
+// State is the store the server keeps what must survive it in:
+// ServerOptions.State, or, in a replica group given none, the group's
+// bucket in NATS. Another transport of the same server (the HTTP endpoint
+// of cvm gateway) keeps its replay guard and payments there too, so that
+// they hold across the group.
+func (s *Server) State() durable.Store { return s.opts.State }
+
 // Relays are the relays the server listens on.
 func (s *Server) Relays() []string { return s.pool.Relays() }
 

@@ -208,6 +208,9 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	if gf.noNostr && gf.announce {
 		return errors.New("--announce publishes on Nostr: drop it or --no-nostr")
 	}
+	if gf.noNostr && gf.replica.natsURL != "" {
+		return errors.New("--nats makes replicas of a server on Nostr: drop it or --no-nostr")
+	}
 	allowed, public, err := a.access(gf)
 	if err != nil {
 		return err
@@ -314,12 +317,6 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		Logger:             a.log,
 	}
 	opts.NoNostr = gf.noNostr
-	var httpPay gateway.HTTPPayments
-	if gf.httpAddr != "" {
-		if httpPay, err = httpPayments(state, processor, prices, didauth.Caller, a.log); err != nil {
-			return err
-		}
-	}
 	// Starting is waiting for a relay, and in shared mode for the upstream
 	// session too.
 	wait := relayWait
@@ -341,6 +338,18 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 
 	var httpURL, serverDID string
 	if gf.httpAddr != "" {
+		// The HTTP endpoint keeps its nonces and quotations where the
+		// server keeps its state: with --nats, in the group's bucket, so
+		// that a request signed for the gateway's DID is accepted once by
+		// the whole group and a quotation is spent once.
+		httpState := state
+		if httpState == nil && srv != nil {
+			httpState = srv.State()
+		}
+		httpPay, err := httpPayments(httpState, processor, prices, didauth.Caller, a.log)
+		if err != nil {
+			return err
+		}
 		serverDID = did.NostrDID(pk)
 		h := &deferredHandler{}
 		hs, err := httpserve.Listen(gf.httpAddr, h, nil)
@@ -355,7 +364,7 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		if host, port, err := net.SplitHostPort(gf.httpAddr); err == nil && host != "" && port != "0" {
 			audiences = append(audiences, "http://"+gf.httpAddr+gateway.MCPPath)
 		}
-		auth, err := httpAuth(state, gf, audiences, a.log)
+		auth, err := httpAuth(httpState, gf, audiences, a.log)
 		if err != nil {
 			return err
 		}

@@ -102,6 +102,7 @@ func TestGatewayCommand_HTTPBadInput(t *testing.T) {
 		{[]string{"gateway", "--allow", "did:key:z6Mkabc", "--", "true"}, "can only call over --http"},
 		{[]string{"gateway", "--http", "127.0.0.1:0", "--no-nostr", "--announce", "--", "true"}, "--announce publishes on Nostr"},
 		{[]string{"gateway", "--auth-compat", "--", "true"}, "--auth-window and --auth-compat are for the HTTP endpoint"},
+		{[]string{"gateway", "--http", "127.0.0.1:0", "--no-nostr", "--nats", "nats://127.0.0.1:1", "--", "true"}, "--nats makes replicas of a server on Nostr"},
 		{[]string{"gateway", "--http", "127.0.0.1:0", "--auth-window", "0s", "--", "true"}, "--auth-window 0s: give a positive duration"},
 	} {
 		code, out, errOut := c.run(tc.args...)

@@ -19,7 +19,10 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/did"
+	"github.com/cvmgo/cvm/didauth"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -34,7 +37,7 @@ type replicaGroup struct {
 	nats    string
 	logPath string
 	procs   []*proc
-	ready   []gatewayReady
+	ready   []gatewayHTTPReady // HTTP and DID set with --http
 }
 
 // start runs one more replica, named name, in front of the exec-log server.
@@ -53,7 +56,7 @@ func (g *replicaGroup) start(name string, extra ...string) {
 		c.env[k] = v
 	}
 	p := startCVM(g.t, c, append(args, "--", exe)...)
-	var ready gatewayReady
+	var ready gatewayHTTPReady
 	p.readyLine(g.t, &ready)
 	g.procs = append(g.procs, p)
 	g.ready = append(g.ready, ready)
@@ -530,6 +533,91 @@ func TestGatewayReplicas_SharedSessionMode(t *testing.T) {
 	}
 	if _, body := g.health(1); body["group"].(map[string]any)["sessions_rebuilt"].(float64) < 1 {
 		t.Errorf("no session rebuilt on the survivor: %v", body["group"])
+	}
+}
+
+// Over HTTP, a replica group keeps one replay guard: a request signed for
+// the gateway's DID (which every replica answers to) and replayed to
+// another replica within the auth window is refused there as it is on the
+// first. Before, each replica kept its nonces in its own memory.
+func TestGatewayReplicas_HTTPNoncesAreGroupWide(t *testing.T) {
+	ns := natstest.Start(t)
+	r := relaytest.Start(t, relay.Options{})
+	g := &replicaGroup{t: t, c: newCLI(t), relay: r.URL, nats: ns.URL(), logPath: filepath.Join(t.TempDir(), "exec.log")}
+	for _, name := range []string{"r0", "r1"} {
+		g.start(name, "--http", "127.0.0.1:0")
+	}
+	g.awaitMembers(0, 2)
+	g.awaitMembers(1, 2)
+	if g.ready[0].DID == "" || g.ready[0].DID != g.ready[1].DID {
+		t.Fatalf("replica DIDs %q and %q; want one", g.ready[0].DID, g.ready[1].DID)
+	}
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"replayed","version":"1"}}}`)
+	signer := did.NostrSigner(nostr.Generate())
+	header, err := didauth.SignPayload(t.Context(), signer, didauth.Payload{
+		Audience: g.ready[0].DID, BodySHA256: didauth.BodyHash(body), Method: "POST",
+		Nonce: didauth.NewNonce(), Path: "/mcp", Timestamp: time.Now().Unix(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(url string) (int, string) {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", header)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e struct{ Code string }
+		json.NewDecoder(resp.Body).Decode(&e)
+		return resp.StatusCode, e.Code
+	}
+	if status, code := post(g.ready[0].HTTP); status != http.StatusOK {
+		t.Fatalf("the signed request on r0: %d %s", status, code)
+	}
+	for i, url := range []string{g.ready[1].HTTP, g.ready[0].HTTP} {
+		if status, code := post(url); status != http.StatusUnauthorized || code != didauth.CodeReplayed {
+			t.Errorf("the same request replayed to r%d: %d %q; want 401 %s", 1-i, status, code, didauth.CodeReplayed)
+		}
+	}
+}
+
+// A replica group serves priced tools over HTTP too, its quotations in the
+// group's bucket (before, a gateway with --nats, --http and --price did not
+// start): each replica sells a call, paid once and run once.
+func TestGatewayReplicas_PricedOverHTTP(t *testing.T) {
+	ns := natstest.Start(t)
+	r := relaytest.Start(t, relay.Options{})
+	dir := t.TempDir()
+	ledgerPath := filepath.Join(dir, "ledger.json")
+	ledger := payments.OpenLedger(ledgerPath)
+	if err := ledger.Fund(context.Background(), "alice", 100); err != nil {
+		t.Fatal(err)
+	}
+	srvWallet := writeSecret(t, dir, "srv.wallet", "fake://srv?ledger="+ledgerPath)
+	aliceWallet := writeSecret(t, dir, "alice.wallet", "fake://alice?ledger="+ledgerPath)
+	g := &replicaGroup{t: t, c: newCLI(t), relay: r.URL, nats: ns.URL(), logPath: filepath.Join(dir, "exec.log")}
+	for _, name := range []string{"r0", "r1"} {
+		g.start(name, "--http", "127.0.0.1:0", "--price", "tool:work=5", "--wallet-file", srvWallet)
+	}
+	g.awaitMembers(0, 2)
+	for i, rd := range g.ready {
+		rid := fmt.Sprintf("paid-%d", i)
+		code, out, errOut := g.c.run("call", rd.HTTP, "work", "rid="+rid, "--wallet-file", aliceWallet, "--max-sats", "10", "--yes")
+		if code != 0 || !strings.Contains(out, rid) || !strings.Contains(errOut, "paid 5 sats") {
+			t.Fatalf("paid call on r%d: %d %q %q", i, code, out, errOut)
+		}
+	}
+	a, _ := ledger.Balance(context.Background(), "alice")
+	s, _ := ledger.Balance(context.Background(), "srv")
+	if a != 90 || s != 10 {
+		t.Fatalf("balances alice %d srv %d; want 90 and 10", a, s)
+	}
+	if n := executions(t, g.logPath); n["paid-0"] != 1 || n["paid-1"] != 1 {
+		t.Fatalf("executions %v; want each paid call once", n)
 	}
 }
 
