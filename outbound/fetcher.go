@@ -239,7 +239,14 @@ func (f *Fetcher) read(resp *http.Response, req Request) (*Response, error) {
 func (f *Fetcher) failure(caller, fetch context.Context, where string, err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		where, err = ue.URL, ue.Err
+		// ue.URL is the hop that failed; for a refused redirect, the
+		// Location as sent, which may be relative.
+		if u, perr := url.Parse(ue.URL); perr == nil && u.IsAbs() {
+			where = ue.URL
+		} else {
+			where += " (redirected to " + ue.URL + ")"
+		}
+		err = ue.Err
 	}
 	switch {
 	case caller.Err() != nil:
