@@ -12,7 +12,10 @@
 //     with BIP-340 Schnorr. It is the same principal as the Nostr key (see
 //     Principal), so one allow-list serves Nostr and HTTP;
 //   - did:web, fetched over HTTPS (plain HTTP only for loopback hosts, which
-//     tests use).
+//     tests use) through an outbound.Fetcher: public addresses only, no
+//     redirects (another host would answer for the DID), served as JSON,
+//     256 KiB at most. Tests let their loopback servers through by exact
+//     address (outbound/outboundtest).
 //
 // A Resolver turns a DID into its Document; NewResolver gives one with a
 // bounded cache. A Signer signs as a DID: NostrSigner from a Nostr secret

@@ -4,19 +4,15 @@ import (
 	"container/list"
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/btcsuite/btcd/btcec/v2/schnorr"
+	"github.com/cvmgo/cvm/outbound"
 )
 
 // Resolver resolves a DID to its document. Implementations are safe for
@@ -151,10 +147,6 @@ func WebDID(endpoint string) (string, error) {
 	return "did:web:" + strings.ReplaceAll(u.Host, ":", "%3A"), nil
 }
 
-func publicAddr(ip netip.Addr) bool {
-	return ip.IsGlobalUnicast() && !ip.IsPrivate() && !ip.IsLoopback() && !ip.IsLinkLocalUnicast()
-}
-
 func isLoopback(hostport string) bool {
 	h := hostport
 	if hh, _, err := net.SplitHostPort(hostport); err == nil {
@@ -171,17 +163,12 @@ func isLoopback(hostport string) bool {
 // ResolverOptions configure NewResolver. Zero values take the defaults
 // beside them.
 type ResolverOptions struct {
-	// HTTPClient fetches did:web documents (default: a client with a 10 s
-	// timeout that follows no redirects, since a redirect would let
-	// another host answer for the DID, and that connects only to public
-	// addresses unless AllowPrivateHosts).
-	HTTPClient *http.Client
-	// AllowPrivateHosts lets the default HTTPClient fetch did:web documents
-	// from loopback, private and link-local addresses. Off by default: a
-	// signer names the did:web, so resolving it would otherwise let anyone
-	// make the server send GETs into its own network. Tests (and servers
-	// on a private network) turn it on.
-	AllowPrivateHosts bool
+	// Fetcher fetches did:web documents (default outbound.New with its
+	// defaults: public addresses only, 10 s). A signer names the did:web,
+	// so resolving it would otherwise let anyone make the server send GETs
+	// into its own network; tests allow their loopback servers by exact
+	// address (package outbound/outboundtest).
+	Fetcher *outbound.Fetcher
 	// CacheSize bounds the documents kept (default 1024), least recently
 	// used evicted first.
 	CacheSize int
@@ -204,6 +191,10 @@ type ResolverOptions struct {
 // maxDocument bounds a fetched did:web document.
 const maxDocument = 256 << 10
 
+// documentTypes are the media types a did:web document may be served as:
+// the DID ones, and plain JSON (what most static hosts say for did.json).
+var documentTypes = []string{"application/did+json", "application/did+ld+json", "application/ld+json", "application/json"}
+
 // CachingResolver resolves did:key, did:nostr and did:web, caching
 // did:web documents (and those of Methods) in a bounded LRU cache.
 type CachingResolver struct {
@@ -223,31 +214,8 @@ type cacheEntry struct {
 
 // NewResolver returns a CachingResolver.
 func NewResolver(opts ResolverOptions) *CachingResolver {
-	if opts.HTTPClient == nil {
-		dialer := &net.Dialer{Timeout: 5 * time.Second}
-		if !opts.AllowPrivateHosts {
-			// Checked on the address dialled, after DNS, so that a name
-			// resolving to a private address is refused as well.
-			dialer.Control = func(_, address string, _ syscall.RawConn) error {
-				host, _, err := net.SplitHostPort(address)
-				if err != nil {
-					return err
-				}
-				ip, err := netip.ParseAddr(host)
-				if err != nil {
-					return err
-				}
-				if !publicAddr(ip.Unmap()) {
-					return fmt.Errorf("did:web host address %s is not public (ResolverOptions.AllowPrivateHosts)", ip)
-				}
-				return nil
-			}
-		}
-		opts.HTTPClient = &http.Client{
-			Timeout:       10 * time.Second,
-			Transport:     &http.Transport{DialContext: dialer.DialContext, TLSHandshakeTimeout: 5 * time.Second, MaxIdleConnsPerHost: 2},
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+	if opts.Fetcher == nil {
+		opts.Fetcher = outbound.New(outbound.Options{})
 	}
 	if opts.CacheSize <= 0 {
 		opts.CacheSize = 1024
@@ -356,29 +324,11 @@ func (r *CachingResolver) fetchWeb(ctx context.Context, s string) (*Document, er
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrNotFound, s, err)
-	}
-	req.Header.Set("Accept", "application/did+json, application/json")
-	resp, err := r.opts.HTTPClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrNotFound, s, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%w: %s: GET %s: %s", ErrNotFound, s, u, resp.Status)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocument+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrNotFound, s, err)
-	}
-	if len(body) > maxDocument {
-		return nil, fmt.Errorf("%w: %s: document larger than %d bytes", ErrNotFound, s, maxDocument)
-	}
+	// No redirects: another host would answer for the DID.
 	var doc Document
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, fmt.Errorf("%w: %s: document is not a DID document: %v", ErrNotFound, s, err)
+	err = r.opts.Fetcher.GetJSON(ctx, outbound.Request{URL: u, Accept: documentTypes, MaxBytes: maxDocument}, &doc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrNotFound, s, err)
 	}
 	if doc.ID != s {
 		return nil, fmt.Errorf("%w: %s: document is for %q", ErrNotFound, s, abbreviate(doc.ID))

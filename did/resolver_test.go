@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/outbound"
+	"github.com/cvmgo/cvm/outbound/outboundtest"
 )
 
 func TestWebURL(t *testing.T) {
@@ -46,14 +48,14 @@ func TestResolver_DidWebIsFetchedCachedAndBounded(t *testing.T) {
 	mux.HandleFunc("/.well-known/did.json", func(w http.ResponseWriter, r *http.Request) {
 		fetches.Add(1)
 		id, _ := WebDID(srvURL)
-		_ = json.NewEncoder(w).Encode(ServerDocument(id, signer, srvURL+"/mcp"))
+		Handler(ServerDocument(id, signer, srvURL+"/mcp")).ServeHTTP(w, r)
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	srvURL = srv.URL
 	id, _ := WebDID(srv.URL)
 	now := time.Unix(1000, 0)
-	r := NewResolver(ResolverOptions{AllowPrivateHosts: true, CacheSize: 1, TTL: time.Minute, Now: func() time.Time { return now },
+	r := NewResolver(ResolverOptions{Fetcher: outboundtest.Allowing(srv), CacheSize: 1, TTL: time.Minute, Now: func() time.Time { return now },
 		Methods: map[string]Resolver{"test": ResolverFunc(func(_ context.Context, d string) (*Document, error) { return &Document{ID: d}, nil })}})
 	ctx := context.Background()
 	doc, err := r.Resolve(ctx, id)
@@ -90,10 +92,10 @@ func TestResolver_DidWebIsFetchedCachedAndBounded(t *testing.T) {
 }
 
 func TestResolver_Errors(t *testing.T) {
-	r := NewResolver(ResolverOptions{AllowPrivateHosts: true})
-	ctx := context.Background()
 	nf := httptest.NewServer(http.NotFoundHandler())
 	defer nf.Close()
+	r := NewResolver(ResolverOptions{Fetcher: outboundtest.Allowing(nf)})
+	ctx := context.Background()
 	web, _ := WebDID(nf.URL)
 	cases := map[string]error{
 		"did:example:123":                      ErrUnsupportedMethod,
@@ -210,14 +212,54 @@ func TestResolveKey_P256StandardAndKitPrefixes(t *testing.T) {
 
 // TestResolver_RefusesPrivateHostsByDefault: a did:web naming a loopback
 // host (as an attacker's DID could, to reach the server's own network) is
-// not fetched unless AllowPrivateHosts.
+// not fetched unless the Fetcher allows that exact address.
 func TestResolver_RefusesPrivateHostsByDefault(t *testing.T) {
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 	defer srv.Close()
 	id, _ := WebDID(srv.URL)
 	_, err := NewResolver(ResolverOptions{}).Resolve(context.Background(), id)
-	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "not public") || hits.Load() != 0 {
+	if !errors.Is(err, ErrNotFound) || !errors.Is(err, outbound.ErrNotPublic) || hits.Load() != 0 {
 		t.Fatalf("err %v, %d requests reached the host", err, hits.Load())
+	}
+}
+
+// TestResolver_DidWebDocumentComesFromItsHostOnly: a did:web host that
+// redirects is not followed, even to a host the fetcher may reach (another
+// host would answer for the DID); a document that is not served as JSON, or
+// is too big, is refused.
+func TestResolver_DidWebDocumentComesFromItsHostOnly(t *testing.T) {
+	signer, _ := GenerateKey(Ed25519)
+	var id string
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		Handler(ServerDocument(id, signer, "https://x/mcp")).ServeHTTP(w, r)
+	}))
+	defer other.Close()
+	var mode atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch mode.Load() {
+		case "redirect":
+			http.Redirect(w, r, other.URL+r.URL.Path, http.StatusFound)
+		case "html":
+			w.Header().Set("Content-Type", "text/html")
+			json.NewEncoder(w).Encode(ServerDocument(id, signer, "https://x/mcp"))
+		case "big":
+			w.Header().Set("Content-Type", "application/did+json")
+			w.Write([]byte(`{"id":"` + id + `","x":"` + strings.Repeat("a", maxDocument) + `"}`))
+		}
+	}))
+	defer srv.Close()
+	id, _ = WebDID(srv.URL)
+	for m, want := range map[string]error{"redirect": outbound.ErrRedirected, "html": outbound.ErrContentType, "big": outbound.ErrTooLarge} {
+		mode.Store(m)
+		r := NewResolver(ResolverOptions{Fetcher: outboundtest.Allowing(srv, other)})
+		if _, err := r.Resolve(context.Background(), id); !errors.Is(err, ErrNotFound) || !errors.Is(err, want) {
+			t.Errorf("%s: %v, want %v", m, err, want)
+		}
+	}
+	if elsewhere.Load() != 0 {
+		t.Fatalf("%d requests followed the redirect", elsewhere.Load())
 	}
 }

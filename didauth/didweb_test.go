@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/did"
+	"github.com/cvmgo/cvm/outbound/outboundtest"
 )
 
 // TestMiddleware_DidWebClientAndKeyRotation: a client whose DID is a
@@ -41,7 +42,7 @@ func TestMiddleware_DidWebClientAndKeyRotation(t *testing.T) {
 		doc = did.ServerDocument(id, k, web.URL+"/mcp")
 		return k.WithKeyID(id, doc.VerificationMethod[0].ID)
 	}
-	v, _ := NewVerifier(Options{RequireAuth: true, Resolver: did.NewResolver(did.ResolverOptions{AllowPrivateHosts: true, RefreshInterval: time.Nanosecond})})
+	v, _ := NewVerifier(Options{RequireAuth: true, Resolver: did.NewResolver(did.ResolverOptions{Fetcher: outboundtest.Allowing(web), RefreshInterval: time.Nanosecond})})
 	srv := httptest.NewServer(v.Middleware(http.HandlerFunc(echoCaller)))
 	defer srv.Close()
 	for i, k := range []*did.KeySigner{k1, k2} {
@@ -59,7 +60,7 @@ func TestMiddleware_DidWebClientAndKeyRotation(t *testing.T) {
 		}
 	}
 	// The document a server publishes names its endpoint.
-	r := did.NewResolver(did.ResolverOptions{AllowPrivateHosts: true})
+	r := did.NewResolver(did.ResolverOptions{Fetcher: outboundtest.Allowing(web)})
 	d, err := r.Resolve(context.Background(), id)
 	if err != nil || len(d.MCPEndpoints()) != 1 || d.MCPEndpoints()[0] != web.URL+"/mcp" {
 		t.Fatalf("endpoints %v, %v", d, err)

@@ -143,7 +143,9 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 	demo.readyLine(t, &demoReady)
 	demo.stderr.Await(t, 20*time.Second, `msg=announced`)
 
-	// Pictures: one HTML page pretending to be one.
+	// Pictures: one HTML page pretending to be one. It is on loopback, so
+	// the page neither fetches nor offers it (outbound refuses the
+	// address); catalogpage's tests check the type on an allowed address.
 	pics := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "image/png")
 		fmt.Fprint(w, `<html><script>window.pwned6=1</script></html>`)

@@ -1,15 +1,3 @@
-// Package catalogpage is the browser page of cvm discover --serve: the
-// catalog of announced ContextVM servers, live, with filters kept in the
-// URL, pictures fetched by cvm and served from its own origin, and "try
-// it": a tool called by the page's server with the operator's identity,
-// paid for only after the person confirms the announced price.
-//
-// Because "try it" spends the operator's identity and wallet, every
-// request must name this server in its Host header (against DNS
-// rebinding), and every call must come from this server's own page: same
-// origin, a JSON body (which a form on another site cannot send), and the
-// per-page token the page was served with. A priced call needs a second
-// request carrying a single-use quote that only the page has seen.
 package catalogpage
 
 import (
@@ -37,6 +25,7 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/discovery"
 	"github.com/cvmgo/cvm/internal/webui"
+	"github.com/cvmgo/cvm/outbound"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -94,9 +83,12 @@ type Options struct {
 	// AllowedHosts are Host names besides loopback ones the page answers
 	// to (patterns as in path.Match).
 	AllowedHosts []string
-	// PictureClient fetches servers' pictures (default: a client with a
-	// 10 s timeout); MaxPictureBytes bounds each (default 512 KiB).
-	PictureClient   *http.Client
+	// Fetcher fetches servers' pictures (default outbound.New with its
+	// defaults: public addresses only, redirects bounded, 10 s). A picture
+	// URL is a stranger's: without it, anyone announcing a server could
+	// make cvm fetch, and serve back, what only the operator's network
+	// can reach. MaxPictureBytes bounds each picture (default 512 KiB).
+	Fetcher         *outbound.Fetcher
 	MaxPictureBytes int64
 	// Budget describes, for the person, what the operator's budget allows
 	// (e.g. "at most 50 sats a call"); "" when no payments are possible.
@@ -137,17 +129,10 @@ type quote struct {
 	expires time.Time
 }
 
-type picture struct {
-	url   string
-	ctype string
-	data  []byte // nil: not an image, too big, or not reachable
-}
-
 const (
 	quoteTTL       = 5 * time.Minute
 	maxQuotes      = 1000
 	maxCallBody    = 1 << 20
-	maxPictures    = 1000
 	tokenHeader    = "X-CVM-Page-Token"
 	tokenMetaValue = "{{PAGE_TOKEN}}"
 )
@@ -160,8 +145,8 @@ func New(opts Options) (*Page, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.PictureClient == nil {
-		opts.PictureClient = &http.Client{Timeout: 10 * time.Second}
+	if opts.Fetcher == nil {
+		opts.Fetcher = outbound.New(outbound.Options{})
 	}
 	if opts.MaxPictureBytes <= 0 {
 		opts.MaxPictureBytes = 512 << 10
@@ -309,7 +294,7 @@ func (p *Page) serveServers(w http.ResponseWriter, r *http.Request) {
 		if !matchText(s, text) {
 			continue
 		}
-		v := serverView{Server: s, HasPicture: pictureURL(s.Picture) != ""}
+		v := serverView{Server: s, HasPicture: p.pictureAllowed(s.Picture)}
 		for _, t := range s.Tools {
 			tv := toolVw{Tool: t}
 			if t.Price != nil {
@@ -361,86 +346,6 @@ func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		fl.Flush()
 	}
-}
-
-// pictureURL is u if cvm may fetch it: http or https, no credentials.
-func pictureURL(u string) string {
-	p, err := url.Parse(u)
-	if err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" || p.User != nil || len(u) > 2048 {
-		return ""
-	}
-	return u
-}
-
-var pictureTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
-
-// servePicture serves a server's picture, fetched once by cvm: only raster
-// image types (never SVG, which can carry script), at most
-// MaxPictureBytes; anything else is a 404 and the page shows none.
-func (p *Page) servePicture(w http.ResponseWriter, r *http.Request) {
-	pk, err := nostr.PubKeyFromHex(r.PathValue("pubkey"))
-	if err != nil {
-		webui.WriteError(w, http.StatusBadRequest, CodeBadRequest, "want a server's public key in hex")
-		return
-	}
-	s, ok := p.opts.Catalog.Server(pk)
-	src := pictureURL(s.Picture)
-	if !ok || src == "" {
-		webui.WriteError(w, http.StatusNotFound, CodeNoPicture, "this server announces no picture cvm can fetch")
-		return
-	}
-	p.mu.Lock()
-	pic, cached := p.pictures[pk.Hex()]
-	p.mu.Unlock()
-	if !cached || pic.url != src {
-		pic = p.fetchPicture(r.Context(), src)
-		p.mu.Lock()
-		if len(p.pictures) >= maxPictures {
-			clear(p.pictures)
-		}
-		p.pictures[pk.Hex()] = pic
-		p.mu.Unlock()
-	}
-	if pic.data == nil {
-		webui.WriteError(w, http.StatusNotFound, CodeNoPicture, "the server's picture is not a PNG, JPEG, GIF or WebP image of at most "+strconv.FormatInt(p.opts.MaxPictureBytes, 10)+" bytes, or could not be fetched")
-		return
-	}
-	w.Header().Set("Content-Type", pic.ctype)
-	w.Header().Set("Cache-Control", "private, max-age=300")
-	w.Write(pic.data)
-}
-
-func (p *Page) fetchPicture(ctx context.Context, src string) picture {
-	pic := picture{url: src}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
-	if err != nil {
-		return pic
-	}
-	resp, err := p.opts.PictureClient.Do(req)
-	if err != nil {
-		p.log.Info("picture not fetched", "url", src, "err", err)
-		return pic
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		p.log.Info("picture not fetched", "url", src, "status", resp.StatusCode)
-		return pic
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, p.opts.MaxPictureBytes+1))
-	if err != nil || int64(len(data)) > p.opts.MaxPictureBytes {
-		p.log.Info("picture not used: too big or cut short", "url", src, "limit", p.opts.MaxPictureBytes)
-		return pic
-	}
-	// The bytes decide, not what the remote server says they are.
-	ctype := http.DetectContentType(data)
-	if !slices.Contains(pictureTypes, ctype) {
-		p.log.Info("picture not used: not an image type shown", "url", src, "type", ctype)
-		return pic
-	}
-	pic.ctype, pic.data = ctype, data
-	return pic
 }
 
 // callBody is the JSON body of POST /api/call.

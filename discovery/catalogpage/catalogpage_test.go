@@ -9,16 +9,20 @@ import (
 	"image/png"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/discovery"
+	"github.com/cvmgo/cvm/outbound"
+	"github.com/cvmgo/cvm/outbound/outboundtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -56,13 +60,15 @@ func announce(t *testing.T, c *discovery.Catalog, sk nostr.SecretKey, picture st
 	}
 }
 
-func newTestPage(t *testing.T, picture string) (*Page, *fakeCaller, nostr.PubKey, *httptest.Server) {
+// newTestPage serves a page whose catalog has one server, announcing
+// picture; fetcher fetches it (nil: the default, public addresses only).
+func newTestPage(t *testing.T, picture string, fetcher *outbound.Fetcher) (*Page, *fakeCaller, nostr.PubKey, *httptest.Server) {
 	t.Helper()
 	c := discovery.NewCatalog()
 	sk := nostr.Generate()
 	announce(t, c, sk, picture, nostr.Tags{{"cap", "tool:add", "3", "sats"}})
 	fc := &fakeCaller{}
-	p, err := New(Options{Catalog: c, Caller: fc, Logger: slog.New(slog.DiscardHandler), MaxPictureBytes: 1000,
+	p, err := New(Options{Catalog: c, Caller: fc, Logger: slog.New(slog.DiscardHandler), MaxPictureBytes: 1000, Fetcher: fetcher,
 		Budget: "at most 5 sats a call", MaxPerCall: 5, BudgetUnit: "sats"})
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +97,7 @@ func post(t *testing.T, srv *httptest.Server, token, body string, mod func(*http
 }
 
 func TestCall_PricedNeedsItsOwnSingleUseQuote(t *testing.T) {
-	p, fc, pk, srv := newTestPage(t, "")
+	p, fc, pk, srv := newTestPage(t, "", nil)
 	tok := p.pageToken()
 	call := `{"server":"` + pk.Hex() + `","tool":"add","arguments":{"a":1}}`
 
@@ -149,7 +155,7 @@ func TestCall_OverBudgetIsRefusedBeforeAnyQuote(t *testing.T) {
 }
 
 func TestCall_RefusesWhatAnotherSiteCanSend(t *testing.T) {
-	p, fc, pk, srv := newTestPage(t, "")
+	p, fc, pk, srv := newTestPage(t, "", nil)
 	tok := p.pageToken()
 	call := `{"server":"` + pk.Hex() + `","tool":"free"}`
 	for _, c := range []struct {
@@ -209,18 +215,13 @@ func TestPictures_OnlySmallRasterImagesFromCvmsOrigin(t *testing.T) {
 	}))
 	defer remote.Close()
 	for path, want := range map[string]int{"/ok.png": 200, "/svg": 404, "/html": 404, "/big": 404, "/gone": 404} {
-		_, _, pk, srv := newTestPage(t, remote.URL+path)
-		resp, err := http.Get(srv.URL + "/api/picture/" + pk.Hex())
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		_, _, pk, srv := newTestPage(t, remote.URL+path, outboundtest.Allowing(remote))
+		resp, b := getPicture(t, srv, pk)
 		if resp.StatusCode != want || (want == 200 && (resp.Header.Get("Content-Type") != "image/png" || !bytes.Equal(b, pngBytes))) {
 			t.Errorf("%s: %d %q", path, resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
 	}
-	_, _, pk, srv := newTestPage(t, "javascript:alert(1)")
+	_, _, pk, srv := newTestPage(t, "javascript:alert(1)", nil)
 	resp, _ := http.Get(srv.URL + "/api/servers")
 	var list struct{ Servers []struct{ HasPicture bool } }
 	json.NewDecoder(resp.Body).Decode(&list)
@@ -235,8 +236,97 @@ func TestPictures_OnlySmallRasterImagesFromCvmsOrigin(t *testing.T) {
 	}
 }
 
+func getPicture(t *testing.T, srv *httptest.Server, pk nostr.PubKey) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.Get(srv.URL + "/api/picture/" + pk.Hex())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+func hasPicture(t *testing.T, srv *httptest.Server) bool {
+	t.Helper()
+	resp, err := http.Get(srv.URL + "/api/servers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct{ Servers []struct{ HasPicture bool } }
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list.Servers) != 1 {
+		t.Fatalf("server list: %v, %+v", err, list)
+	}
+	return list.Servers[0].HasPicture
+}
+
+// pngServer serves a valid PNG at every path and counts the requests.
+func pngServer(t *testing.T) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var buf bytes.Buffer
+	png.Encode(&buf, image.NewRGBA(image.Rect(0, 0, 2, 2)))
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		w.Write(buf.Bytes())
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+// TestPictures_LoopbackPictureIsNeitherFetchedNorServed: an announced
+// picture on the operator's own machine (by address or by a name that
+// resolves there) is not offered, not fetched, and answered no_picture.
+func TestPictures_LoopbackPictureIsNeitherFetchedNorServed(t *testing.T) {
+	local, hits := pngServer(t)
+	_, port, _ := net.SplitHostPort(local.Listener.Addr().String())
+	for _, c := range []struct {
+		url     string
+		offered bool
+	}{
+		{local.URL + "/logo.png", false},                 // a literal loopback address: known at once
+		{"http://localhost:" + port + "/logo.png", true}, // a name: judged when dialled
+	} {
+		_, _, pk, srv := newTestPage(t, c.url, nil)
+		if got := hasPicture(t, srv); got != c.offered {
+			t.Errorf("%s: hasPicture %v", c.url, got)
+		}
+		if resp, b := getPicture(t, srv, pk); resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), CodeNoPicture) {
+			t.Errorf("%s: %d %s", c.url, resp.StatusCode, b)
+		}
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("%d requests reached the loopback server", hits.Load())
+	}
+}
+
+// TestPictures_RedirectToLoopbackIsRefused: the picture's host (allowed as
+// if public) redirects to another loopback port, not allowed: nothing is
+// fetched there, and nothing served.
+func TestPictures_RedirectToLoopbackIsRefused(t *testing.T) {
+	local, hits := pngServer(t)
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, local.URL+"/logo.png", http.StatusFound)
+	}))
+	defer origin.Close()
+	_, _, pk, srv := newTestPage(t, origin.URL+"/logo.png", outboundtest.Allowing(origin))
+	if resp, b := getPicture(t, srv, pk); resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), CodeNoPicture) {
+		t.Errorf("redirect to loopback: %d %s", resp.StatusCode, b)
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("%d requests followed the redirect to loopback", hits.Load())
+	}
+	// The same picture, allowed, is served: the refusal above is the
+	// address's, not the picture's.
+	_, _, pk, srv = newTestPage(t, origin.URL+"/logo.png", outboundtest.Allowing(origin, local))
+	if resp, _ := getPicture(t, srv, pk); resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/png" {
+		t.Errorf("redirect to an allowed address: %d", resp.StatusCode)
+	}
+}
+
 func TestEvents_NotifyReachesOpenPages(t *testing.T) {
-	p, _, _, srv := newTestPage(t, "")
+	p, _, _, srv := newTestPage(t, "", nil)
 	resp, err := http.Get(srv.URL + "/api/events")
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +361,7 @@ func TestEvents_NotifyReachesOpenPages(t *testing.T) {
 }
 
 func TestServers_FiltersAndPageToken(t *testing.T) {
-	p, _, _, srv := newTestPage(t, "")
+	p, _, _, srv := newTestPage(t, "", nil)
 	for q, n := range map[string]int{"": 1, "?tool=add": 1, "?tool=nope": 0, "?text=s": 1, "?text=zzz": 0, "?tool=add&max_price=2": 0, "?tool=add&max_price=3": 1, "?encrypted=1": 0} {
 		resp, _ := http.Get(srv.URL + "/api/servers" + q)
 		var list struct{ Servers []json.RawMessage }

@@ -11,8 +11,8 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	// Keep-alive connections of the tests' clients and of picture fetches
-	// (both on the default transport) are not leaks of the package.
+	// Keep-alive connections of the tests' clients (on the default
+	// transport) are not leaks of the package; picture fetches keep none.
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

@@ -1,0 +1,25 @@
+// Package catalogpage is the browser page of cvm discover --serve: the
+// catalog of announced ContextVM servers, live, with filters kept in the
+// URL, pictures fetched by cvm and served from its own origin, and "try
+// it": a tool called by the page's server with the operator's identity,
+// paid for only after the person confirms the announced price.
+//
+// Because "try it" spends the operator's identity and wallet, every
+// request must name this server in its Host header (against DNS
+// rebinding), and every call must come from this server's own page: same
+// origin, a JSON body (which a form on another site cannot send), and the
+// per-page token the page was served with. A priced call needs a second
+// request carrying a single-use quote that only the page has seen.
+//
+// A picture URL is chosen by whoever announced the server, so it is
+// fetched through an outbound.Fetcher (Options.Fetcher): public addresses
+// only, on every redirect, within a size and a time limit, and served only
+// if its bytes are a PNG, JPEG, GIF or WebP image. Otherwise anyone could
+// make the page fetch, and show back, what only the operator's network
+// reaches.
+//
+// Files: catalogpage.go (Options, the Page and its routes: the index, the
+// server list and its filters, the event stream, "try it" and its quotes),
+// picture.go (pictures: fetched once, cached, served from this origin),
+// assets/ (the page itself).
+package catalogpage
