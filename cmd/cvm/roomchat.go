@@ -30,6 +30,7 @@ const chatHelp = `commands:
 
 func (a *app) roomChatCommand() *cobra.Command {
 	var join joinFlags
+	var drain time.Duration
 	cmd := &cobra.Command{
 		Use:   "chat --topic T (--token T | --token-file F)",
 		Short: "Join a room from the terminal: chat, presence, and peers' tools",
@@ -45,13 +46,22 @@ participants may call this participant's chat.say and presence.get tools
 
 It works in a terminal and when a program drives it through stdin and
 stdout. With --json every line printed is one JSON object (the first one
-says {"event":"ready",...}); otherwise lines are for people. End of input
-or SIGINT leaves the room.`,
+says {"event":"ready",...}); otherwise lines are for people.
+
+Lines are said one at a time, each once the gateway has published (echoed)
+the one before, in order: input that comes faster than the gateway's rate limit
+waits in a queue (the gateway's rate_limited answers say how long). End of
+input or /quit leaves the room once the queue is empty, or once
+--drain-timeout has passed; SIGINT leaves at once. Lines not sent by then
+are counted: the command says how many and exits with status 1.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			copts, err := join.options()
 			if err != nil {
 				return err
+			}
+			if drain < 0 {
+				return errors.New("--drain-timeout must not be negative")
 			}
 			out := &chatOutput{w: a.stdout, json: a.jsonOut}
 			copts.Logger = a.log
@@ -63,50 +73,182 @@ or SIGINT leaves the room.`,
 			}
 			defer c.Close()
 			out.ready(c, join.topic)
-			return chatLoop(ctx, c, a.stdin, out)
+			return chatLoop(ctx, c, a.stdin, out, drain)
 		},
 	}
 	join.register(cmd.Flags())
+	cmd.Flags().DurationVar(&drain, "drain-timeout", defaultDrainTimeout,
+		"at end of input or /quit, how long lines still queued may take to reach the room (0: none)")
 	return cmd
 }
 
-// chatLoop reads commands until end of input, /quit or ctx ends.
-func chatLoop(ctx context.Context, c *participant.Client, in io.Reader, out *chatOutput) error {
-	lines := make(chan string)
-	readErr := make(chan error, 1)
+// defaultDrainTimeout is how long the queue may take to empty at the end
+// of input: at the gateway's default rate (50 lines/s) it is room for 500
+// lines beyond the burst, while a gateway that takes nothing still lets
+// the command end soon.
+const defaultDrainTimeout = 10 * time.Second
+
+// chatQueueMax bounds the lines read ahead of what the room has taken.
+// Reading ahead is what lets the chat see the end of input, and start
+// --drain-timeout, while lines are still queued; past the bound, reading
+// waits, as the pipe's writer would.
+const chatQueueMax = 1024
+
+// errInterrupted cuts the queue short when the command is interrupted.
+var errInterrupted = errors.New("interrupted")
+
+// chatLoop reads commands until end of input, /quit or ctx ends, then
+// waits at most drain for the queue to empty. Lines not sent are counted
+// and make the error it returns.
+func chatLoop(ctx context.Context, c *participant.Client, in io.Reader, out *chatOutput, drain time.Duration) error {
+	lines := make(chan string, chatQueueMax)
+	ended := make(chan error, 1)
+	// Owned by chatLoop only until it returns: a read blocked on a
+	// terminal cannot be interrupted, and the process exits anyway.
+	go readChatInput(ctx, in, lines, ended)
+
+	work, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	var tally chatTally
+	done := make(chan struct{})
 	go func() {
-		// Owned by chatLoop only until it returns: a read blocked on a
-		// terminal cannot be interrupted, and the process exits anyway.
-		sc := bufio.NewScanner(in)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			case <-ctx.Done():
-				return
-			}
-		}
-		readErr <- sc.Err()
+		defer close(done)
+		tally.run(work, c, lines, out)
 	}()
-	for {
+	var readErr, why error // why: why the queue was cut short
+	select {
+	case readErr = <-ended:
+		t := time.NewTimer(drain)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			why = fmt.Errorf("--drain-timeout %s passed first; the gateway takes lines at its rate limit, so give them more time with --drain-timeout", drain)
+		case <-ctx.Done():
+			why = errInterrupted
+		}
+	case <-ctx.Done():
+		why = errInterrupted
+	}
+	stop(why)
+	<-done
+	tally.countQueued(lines)
+	return errors.Join(readErr, tally.err(why))
+}
+
+// readChatInput sends the lines of in to lines until end of input or
+// /quit (then it sends nil to ended and closes lines), a read error (sent
+// to ended) or the end of ctx.
+func readChatInput(ctx context.Context, in io.Reader, lines chan<- string, ended chan<- error) {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if cmd, err := parseChatLine(line); err == nil && cmd.name == "quit" {
+			break
+		}
+		select {
+		case lines <- line:
+		case <-ctx.Done():
+			return
+		}
+	}
+	ended <- sc.Err()
+	close(lines)
+}
+
+// chatTally runs the queued lines and counts those said and not.
+type chatTally struct {
+	notSent     int // refused, not sent in time, or still queued
+	unconfirmed int // sent, but the gateway's acknowledgement did not come in time
+}
+
+// run runs the lines in order until lines closes or ctx ends.
+func (t *chatTally) run(ctx context.Context, c *participant.Client, lines <-chan string, out *chatOutput) {
+	for ctx.Err() == nil {
 		var line string
 		select {
 		case <-ctx.Done():
-			return nil
-		case err := <-readErr:
-			return err
-		case line = <-lines:
+			return
+		case l, ok := <-lines:
+			if !ok {
+				return
+			}
+			line = l
 		}
 		cmd, err := parseChatLine(line)
 		if err != nil {
 			out.fail(line, err)
 			continue
 		}
-		if cmd.name == "quit" {
-			return nil
+		if cmd.name != "say" {
+			runChatCommand(ctx, c, cmd, out)
+			continue
 		}
-		runChatCommand(ctx, c, cmd, out)
+		if err := say(ctx, c, cmd); err != nil {
+			if errors.Is(err, participant.ErrUnconfirmed) {
+				t.unconfirmed++
+			} else {
+				t.notSent++
+			}
+			if ctx.Err() == nil { // else the count says it
+				out.fail("say", err)
+			}
+		}
 	}
+}
+
+// say says cmd's text once the gateway took every line before it.
+func say(ctx context.Context, c *participant.Client, cmd chatCommand) error {
+	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
+	defer cancel()
+	_, err := c.SayConfirmed(ctx, cmd.text, cmd.format)
+	return err
+}
+
+// countQueued counts as not sent the lines left in the queue.
+func (t *chatTally) countQueued(lines <-chan string) {
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				return
+			}
+			if strings.TrimSpace(line) != "" {
+				t.notSent++
+			}
+		default:
+			return
+		}
+	}
+}
+
+// err reports the lines not sent, if any; why is what cut the queue short,
+// if anything did.
+func (t *chatTally) err(why error) error {
+	if t.notSent == 0 && t.unconfirmed == 0 {
+		return nil
+	}
+	var parts []string
+	if t.notSent > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s not sent", t.notSent, plural(t.notSent, "line was", "lines were")))
+	}
+	if t.unconfirmed > 0 {
+		// Its echo did not come in time: the gateway may have published it.
+		parts = append(parts, fmt.Sprintf("%d %s sent but not confirmed by the gateway", t.unconfirmed, plural(t.unconfirmed, "line was", "lines were")))
+	}
+	msg := strings.Join(parts, ", and ")
+	if why != nil {
+		return remote(fmt.Errorf("%s: %w", msg, why))
+	}
+	return remote(fmt.Errorf("%s (the gateway's answers are above)", msg))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // chatCommand is one parsed input line.
@@ -203,18 +345,14 @@ func afterFields(line string, n int) string {
 	return rest
 }
 
-// commandTimeout bounds a /tools or /call: the input loop waits for it.
+// commandTimeout bounds a line said or a /tools or /call: the lines after
+// it wait for it.
 const commandTimeout = 2 * time.Minute
 
 func runChatCommand(ctx context.Context, c *participant.Client, cmd chatCommand, out *chatOutput) {
 	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
 	defer cancel()
 	switch cmd.name {
-	case "":
-	case "say":
-		if _, err := c.Say(ctx, cmd.text, cmd.format); err != nil {
-			out.fail("say", err)
-		}
 	case "help":
 		out.text(chatHelp)
 	case "who":

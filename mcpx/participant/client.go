@@ -30,6 +30,13 @@ var (
 	// ErrHandshakeBackoff is returned while a peer's failed MCP handshake
 	// waits out its backoff; it wraps the failure.
 	ErrHandshakeBackoff = errors.New("mcpx: handshake with peer failed recently")
+	// ErrNotSent: the gateway does not have the envelope, and the client
+	// will not send it (SayConfirmed).
+	ErrNotSent = errors.New("mcpx: envelope not sent")
+	// ErrUnconfirmed: the envelope was written to the gateway, which may
+	// or may not have published it; the client could not tell in time
+	// (SayConfirmed).
+	ErrUnconfirmed = errors.New("mcpx: envelope sent but not confirmed")
 	// errConnClosed is what a per-peer mcp.Connection returns once closed.
 	errConnClosed = fmt.Errorf("mcpx: %w", mcp.ErrConnectionClosed)
 )

@@ -47,25 +47,35 @@ func (c *Client) Say(ctx context.Context, text, format string) (*mcpx.Envelope, 
 	return c.say(ctx, text, format, "")
 }
 
+// SayConfirmed is Say that returns once the gateway has published the
+// message (its echo came back: it is stored, if the topic keeps history)
+// or refused it. A rate_limited refusal is waited out for the
+// retry_after_ms the gateway asked for and the message sent again, as often
+// as ctx allows; a reconnect meanwhile is survived as by every envelope.
+// So messages said one after another with SayConfirmed are published in
+// that order, each once, at the pace the gateway allows: what Say cannot
+// promise, since the gateway refuses what comes faster than its rate.
+//
+// The error says what became of the message: a *GatewayError (refused),
+// ErrNotSent (the gateway does not have it: ctx ended, or the client was
+// closed, before it took it) or ErrUnconfirmed (ctx ended with the message
+// on the wire, or the client could not tell after a reconnect: it may have
+// been published).
+func (c *Client) SayConfirmed(ctx context.Context, text, format string) (*mcpx.Envelope, error) {
+	e, err := c.chatEnvelope(text, format)
+	if err != nil {
+		return nil, err
+	}
+	return e, c.sendConfirmed(ctx, e)
+}
+
 // say sends a chat message; saidFor names the peer whose chat.say call
 // it is, remembered until the echo so that the event can say so.
 func (c *Client) say(ctx context.Context, text, format, saidFor string) (*mcpx.Envelope, error) {
-	switch format {
-	case "":
-		format = FormatPlain
-	case FormatPlain, FormatMarkdown:
-	default:
-		return nil, fmt.Errorf("mcpx: chat format %q: want %s or %s", format, FormatPlain, FormatMarkdown)
-	}
-	params, err := mcpmsg.Marshal(map[string]string{"text": text, "format": format})
+	e, err := c.chatEnvelope(text, format)
 	if err != nil {
 		return nil, err
 	}
-	payload, err := encodeRPC(&jsonrpc.Request{Method: methodChat, Params: params})
-	if err != nil {
-		return nil, err
-	}
-	e := c.envelope(nil, payload, "")
 	if saidFor != "" {
 		c.mu.Lock()
 		if len(c.saidFor) >= saidForMax {
@@ -81,6 +91,26 @@ func (c *Client) say(ctx context.Context, text, format, saidFor string) (*mcpx.E
 		return nil, err
 	}
 	return e, nil
+}
+
+// chatEnvelope is a chat message in format ("" for plain) to the topic.
+func (c *Client) chatEnvelope(text, format string) (*mcpx.Envelope, error) {
+	switch format {
+	case "":
+		format = FormatPlain
+	case FormatPlain, FormatMarkdown:
+	default:
+		return nil, fmt.Errorf("mcpx: chat format %q: want %s or %s", format, FormatPlain, FormatMarkdown)
+	}
+	params, err := mcpmsg.Marshal(map[string]string{"text": text, "format": format})
+	if err != nil {
+		return nil, err
+	}
+	payload, err := encodeRPC(&jsonrpc.Request{Method: methodChat, Params: params})
+	if err != nil {
+		return nil, err
+	}
+	return c.envelope(nil, payload, ""), nil
 }
 
 func (c *Client) emitChat(e *mcpx.Envelope, m *jsonrpc.Request, replay bool) {

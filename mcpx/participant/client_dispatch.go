@@ -46,7 +46,7 @@ func (c *Client) handleFrame(data []byte, replay bool) {
 	}
 	self := c.self.ID
 	if e.From == self {
-		c.out.confirm(e.ID)
+		c.out.settle(e.ID, nil)
 	}
 	c.mu.Unlock()
 	msg, err := jsonrpc.DecodeMessage(e.Payload)
@@ -311,7 +311,7 @@ func (c *Client) onSystem(e *mcpx.Envelope) {
 	}
 	c.mu.Lock()
 	// Refused or (unknown_recipient) stored: either way, settled.
-	c.out.confirm(e.CorrelationID)
+	c.out.settle(e.CorrelationID, gerr)
 	c.mu.Unlock()
 	if p.Code == mcpx.CodeUnknownRecipient && c.awaited(e.CorrelationID) {
 		c.log.Debug("request stored for a peer not back yet; still waiting", "envelope", e.CorrelationID)

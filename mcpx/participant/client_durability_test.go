@@ -121,10 +121,7 @@ func TestClient_PingerConfirmsWhatHistoryHolds(t *testing.T) {
 	}
 	bev.wait(t, "the last chat", func(e Event) bool { return e.Type == EventChat && e.Chat.Text == "m4" })
 	proxy.waitPings(t, 3)
-	alice.mu.Lock()
-	left := len(alice.out.entries)
-	alice.mu.Unlock()
-	if left != 0 {
+	if left := outboxEntries(alice, nil); left != 0 {
 		t.Fatalf("%d envelopes still unconfirmed after a round of the pinger that began after they were written", left)
 	}
 }

@@ -3,6 +3,7 @@ package participant
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"time"
@@ -42,8 +43,12 @@ type outEntry struct {
 	n        uint64 // order of sending
 	gen      int    // connection it was written to
 	written  bool   // the write returned (successfully or not): the entry is the resume's to check
-	checking bool   // a recheck owns it
+	checking bool   // a recheck (or its waiter, after a rate_limited refusal) owns it
 	retries  int    // rate_limited resends
+	// w, if set, is the sender waiting for the entry's fate (sendConfirmed):
+	// it paces the resends after rate_limited itself, and hears how the
+	// entry was settled.
+	w *waiter
 }
 
 type outbox struct {
@@ -53,9 +58,9 @@ type outbox struct {
 
 func newOutbox() outbox { return outbox{entries: map[string]*outEntry{}} }
 
-func (o *outbox) add(id string, frame []byte, gen int) *outEntry {
+func (o *outbox) add(id string, frame []byte, gen int, w *waiter) *outEntry {
 	o.n++
-	e := &outEntry{id: id, frame: frame, n: o.n, gen: gen}
+	e := &outEntry{id: id, frame: frame, n: o.n, gen: gen, w: w}
 	o.entries[id] = e
 	if len(o.entries) > outboxMax {
 		var oldest *outEntry
@@ -64,12 +69,27 @@ func (o *outbox) add(id string, frame []byte, gen int) *outEntry {
 				oldest = x
 			}
 		}
-		delete(o.entries, oldest.id)
+		o.settle(oldest.id, errForgotten)
 	}
 	return e
 }
 
-func (o *outbox) confirm(id string) { delete(o.entries, id) }
+// errForgotten settles an entry the client stopped watching: its fate is
+// not known.
+var errForgotten = fmt.Errorf("%w: the client stopped watching it", ErrUnconfirmed)
+
+// settle forgets entry id: err nil means the gateway stored it, else err
+// says why it is no longer watched. A waiting sender hears which.
+func (o *outbox) settle(id string, err error) {
+	e := o.entries[id]
+	if e == nil {
+		return
+	}
+	delete(o.entries, id)
+	if e.w != nil {
+		e.w.settled(err)
+	}
+}
 
 // written lists the entries written to connection gen, for a ping to
 // confirm.
@@ -102,18 +122,36 @@ func (o *outbox) older(gen int) []*outEntry {
 // a failed write has left it for the next connection to check and, if the
 // gateway never got it, send again.
 func (c *Client) send(ctx context.Context, e *mcpx.Envelope) error {
+	_, err := c.sendEntry(ctx, e, nil)
+	return err
+}
+
+// sendEntry is send, with w (if not nil) waiting for the entry's fate. The
+// entry is nil if the frame was not written; else it is in the outbox,
+// whatever the error.
+func (c *Client) sendEntry(ctx context.Context, e *mcpx.Envelope, w *waiter) (*outEntry, error) {
 	frame := e.AppendJSON(nil)
 	conn, gen, err := c.waitConn(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := c.lockWrite(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	c.mu.Lock()
-	entry := c.out.add(e.ID, frame, gen)
+	entry := c.out.add(e.ID, frame, gen, w)
 	c.mu.Unlock()
 	werr := conn.Write(ctx, websocket.MessageText, frame)
+	c.wrote(entry, gen)
+	if werr != nil && ctx.Err() != nil {
+		return entry, ctx.Err()
+	}
+	return entry, nil
+}
+
+// wrote records that the write of entry to connection gen returned, and
+// releases the write lock.
+func (c *Client) wrote(entry *outEntry, gen int) {
 	c.mu.Lock()
 	entry.written = true
 	<-c.wlock
@@ -123,7 +161,7 @@ func (c *Client) send(ctx context.Context, e *mcpx.Envelope) error {
 	// whatever the write returned (a write into a dying socket often
 	// succeeds). A failed write on the current connection is left to the
 	// next resume: checking now, with the gateway away, could not tell.
-	recheck := c.scanned > gen && !entry.checking && c.out.entries[e.ID] == entry
+	recheck := c.scanned > gen && !entry.checking && c.out.entries[entry.id] == entry
 	if recheck {
 		entry.checking = true
 	}
@@ -131,10 +169,6 @@ func (c *Client) send(ctx context.Context, e *mcpx.Envelope) error {
 	if recheck {
 		c.goOwned(func() { c.recheck(entry, nil, 0) })
 	}
-	if werr != nil && ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return nil
 }
 
 // lockWrite takes the write lock (see Client.wlock), within ctx.
@@ -193,14 +227,14 @@ func (c *Client) recheck(e *outEntry, conn *websocket.Conn, gen int) {
 	c.mu.Unlock()
 	if !history {
 		c.warnOnce("no-history", "the gateway keeps no history: envelopes written just before a disconnect may have been lost")
-		c.dropEntry(e)
+		c.dropEntry(e, fmt.Errorf("%w: written just before a disconnect, and the gateway keeps no history to tell", ErrUnconfirmed))
 		return
 	}
 	err := c.lookup(ctx, tok, e.id)
 	var herr *HTTPError
 	switch {
 	case err == nil: // stored: it was published
-		c.dropEntry(e)
+		c.dropEntry(e, nil)
 	case errors.As(err, &herr) && herr.Status == http.StatusBadRequest && herr.Code == mcpx.CodeUnknownCursor:
 		c.log.Info("an envelope sent before the disconnect never reached the gateway; sending it again", "envelope", e.id)
 		c.rewrite(ctx, e, conn, gen)
@@ -208,7 +242,7 @@ func (c *Client) recheck(e *outEntry, conn *websocket.Conn, gen int) {
 		// Sending again could duplicate a tool call; losing it is the
 		// lesser harm, and the caller's timeout reports it.
 		c.log.Warn("could not tell whether an envelope sent before the disconnect was published; not sending it again", "envelope", e.id, "err", err)
-		c.dropEntry(e)
+		c.dropEntry(e, fmt.Errorf("%w: written just before a disconnect, and history could not tell: %w", ErrUnconfirmed, err))
 	}
 }
 
@@ -239,38 +273,39 @@ func (c *Client) lookup(ctx context.Context, tok, id string) error {
 	}
 }
 
-// rewrite writes an outbox entry again, on conn or (if nil) the current
-// connection.
+// rewrite writes an outbox entry the gateway does not hold again, on conn
+// or (if nil) the current connection.
 func (c *Client) rewrite(ctx context.Context, e *outEntry, conn *websocket.Conn, gen int) {
 	if conn == nil {
 		var err error
 		if conn, gen, err = c.waitConn(ctx); err != nil {
-			c.dropEntry(e)
+			c.dropEntry(e, fmt.Errorf("%w: %w", ErrNotSent, err))
 			return
 		}
 	}
 	if err := c.lockWrite(ctx); err != nil {
-		c.dropEntry(e)
+		c.dropEntry(e, fmt.Errorf("%w: %w", ErrNotSent, err))
 		return
 	}
 	c.mu.Lock()
 	c.out.n++
 	e.n, e.gen, e.written, e.checking = c.out.n, gen, false, false // its new place on the wire
+	if e.w != nil {
+		e.w.held = false
+	}
 	c.mu.Unlock()
 	werr := conn.Write(ctx, websocket.MessageText, e.frame)
-	c.mu.Lock()
-	e.written = true
-	<-c.wlock
-	c.mu.Unlock()
+	c.wrote(e, gen)
 	if werr != nil {
 		c.log.Debug("resend failed; the next connection checks it again", "envelope", e.id, "err", werr)
 	}
 }
 
-func (c *Client) dropEntry(e *outEntry) {
+// dropEntry settles e (see outbox.settle) unless it was settled already.
+func (c *Client) dropEntry(e *outEntry, err error) {
 	c.mu.Lock()
 	if c.out.entries[e.id] == e {
-		c.out.confirm(e.id)
+		c.out.settle(e.id, err)
 	}
 	c.mu.Unlock()
 }
@@ -313,13 +348,17 @@ func (c *Client) pinger(ctx context.Context, conn *websocket.Conn, gen int) {
 			}
 			return
 		}
-		if !c.stored(ctx, mark) {
+		last, ok := c.stored(ctx, mark)
+		if !ok {
 			continue // they stay for the next round, or the next resume
 		}
 		c.mu.Lock()
 		for _, e := range mark {
-			if c.out.entries[e.id] == e && e.gen == gen {
-				c.out.confirm(e.id)
+			// last found proves the others stored or refused: a
+			// waiting sender must hear which, from the echo or the
+			// refusal.
+			if c.out.entries[e.id] == e && e.gen == gen && (e.w == nil || e == last) {
+				c.out.settle(e.id, nil)
 			}
 		}
 		c.mu.Unlock()
@@ -327,20 +366,21 @@ func (c *Client) pinger(ctx context.Context, conn *websocket.Conn, gen int) {
 }
 
 // stored reports whether the entries in mark, all written to one
-// connection, are stored: whether history holds the last of them written.
-// Without history nothing can be checked, now or after a reconnect: they
-// count as stored, so that the outbox does not grow.
-func (c *Client) stored(ctx context.Context, mark []*outEntry) bool {
+// connection, are stored or refused: whether history holds the last of
+// them written, which it returns. Without history nothing can be checked,
+// now or after a reconnect: they count as stored (last is nil), so that
+// the outbox does not grow.
+func (c *Client) stored(ctx context.Context, mark []*outEntry) (last *outEntry, ok bool) {
 	if len(mark) == 0 {
-		return false
+		return nil, false
 	}
 	c.mu.Lock()
 	tok, history := c.token, c.history
 	c.mu.Unlock()
 	if !history {
-		return true
+		return nil, true
 	}
-	last := mark[0]
+	last = mark[0]
 	for _, e := range mark {
 		if e.n > last.n {
 			last = e
@@ -349,15 +389,27 @@ func (c *Client) stored(ctx context.Context, mark []*outEntry) bool {
 	lctx, cancel := context.WithTimeout(ctx, c.opts.PingTimeout)
 	defer cancel()
 	_, _, err := c.historyPage(lctx, tok, HistoryQuery{After: last.id, Limit: 1})
-	return err == nil
+	return last, err == nil
 }
 
 // rateLimited sends an envelope the gateway refused for the rate limit
-// again after the delay it asked for; it reports false when the envelope is
-// not ours to retry (unknown, or retried too often).
+// again after the delay it asked for, or leaves that to its waiting sender;
+// it reports false when the envelope is not ours to retry (unknown, or
+// retried too often).
 func (c *Client) rateLimited(id string, after time.Duration) bool {
 	c.mu.Lock()
 	e := c.out.entries[id]
+	if e != nil && e.w != nil {
+		// Its waiting sender sends it again (sendConfirmed); if a
+		// recheck has claimed it, the recheck finds it missing from
+		// history and sends it again.
+		if !e.checking {
+			e.checking = true
+			e.w.hold(after)
+		}
+		c.mu.Unlock()
+		return true
+	}
 	ok := e != nil && !e.checking && e.retries < maxRateRetries
 	if ok {
 		e.retries++

@@ -13,7 +13,8 @@
 // cancellation), client_peer.go (one handshake per peer, with backoff),
 // client_sessions.go (the per-peer mcp.Connections), client_outbox.go
 // (what was sent but not confirmed, re-checked after a reconnect),
-// client_chat.go (chat messages, seed 001 §8.1) and client_tools.go (the
+// client_confirm.go (a send that waits until the gateway stored or refused
+// it, sending again after rate_limited: SayConfirmed), client_chat.go (chat messages, seed 001 §8.1) and client_tools.go (the
 // default server's chat.say and presence.get, §8.2).
 //
 // A Client is safe for concurrent use; Close waits for every goroutine it
