@@ -597,6 +597,10 @@ func (c *clientConn) expire(p *pendingRequest) {
 	if !c.pending.remove(p) {
 		return
 	}
+	if resp := c.pending.heldReplicaError(p); resp != nil {
+		c.answer(p, resp) // what the group said is more than "no answer"
+		return
+	}
 	msg := fmt.Sprintf("contextvm: %s: no response within %s", p.req.Method, c.opts.RequestTimeout)
 	if p.unheard.Load() {
 		msg = fmt.Sprintf("contextvm: %s: %v (server %s): every relay accepted the request but nobody was subscribed to it",
@@ -784,6 +788,10 @@ func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *j
 		c.life.AfterFunc(delay, func(ctx context.Context) { c.retryBusy(ctx, p) })
 		return
 	}
+	if wait, ok := replicaErrorWait(m.Error); ok {
+		c.holdReplicaError(p, m, wait)
+		return
+	}
 	if wrapKind == 0 && c.opts.Encryption == EncryptOptional && c.pending.eventCount(p) > 1 {
 		c.view.setPlaintext() // the plaintext copy was the one answered
 	}
@@ -793,6 +801,12 @@ func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *j
 	if list, ok := listedKind[p.req.Method]; ok && m.Error == nil {
 		c.view.learnPrices(inner.Tags, list)
 	}
+	c.answer(p, m)
+}
+
+// answer hands m to the go-sdk as the answer to p, which its caller has
+// taken out of the table; an error also ends p's stream.
+func (c *clientConn) answer(p *pendingRequest, m *jsonrpc.Response) {
 	if m.Error != nil {
 		c.endStream(p, fmt.Sprintf("the call ended with an error: %v", m.Error))
 	}
@@ -822,6 +836,40 @@ const (
 	maxBusyRetries = 3
 	maxBusyWait    = 5 * time.Second
 )
+
+// maxReplicaErrorWait bounds the wait for another replica's answer after a
+// replica's error (replicaErrorWait). The server asks for its membership
+// timeout, seconds (3 s by default); a group configured for more is not
+// waited for beyond this.
+const maxReplicaErrorWait = 10 * time.Second
+
+// replicaErrorWait is how long the client waits, after err, a replica's
+// error answer, for another answer to the same request event: the error's
+// retry_after_ms, at most maxReplicaErrorWait. ok is false for any other
+// answer, and for a replica error that asks for no wait.
+func replicaErrorWait(err error) (wait time.Duration, ok bool) {
+	wait, ok = retryAfter(err, CodeReplicaUnavailable, CodeReplicaLost)
+	return min(wait, maxReplicaErrorWait), ok
+}
+
+// holdReplicaError keeps m, a replica's error answer to p, for wait before
+// it answers p: every replica of a group receives every request, and
+// another one may still answer with what the request did. Any other answer
+// in that window wins, and m is dropped; a second replica error is dropped
+// at once (the first stands). docs/replicas.md says when a group sends
+// such an error at all.
+func (c *clientConn) holdReplicaError(p *pendingRequest, m *jsonrpc.Response, wait time.Duration) {
+	held := c.pending.holdReplicaError(p, m, func() *time.Timer {
+		return c.life.AfterFunc(wait, func(context.Context) {
+			if c.pending.remove(p) {
+				c.answer(p, m)
+			}
+		})
+	})
+	if held {
+		c.log.Debug("a replica could not serve the request; waiting for another to answer", "method", p.req.Method, "for", wait, "err", m.Error)
+	}
+}
 
 // retryable reports whether p, answered busy with a retry after delay, is
 // sent again rather than failed.

@@ -185,3 +185,77 @@ func TestServerView(t *testing.T) {
 		t.Fatal("required and disabled modes")
 	}
 }
+
+// Every replica of a group receives every request, so a replica's error
+// answer with retry_after_ms (-32018) may be followed by another replica's
+// answer to the same request event. The client waits retry_after_ms (at
+// most maxReplicaErrorWait, and not past the request timeout) for it; any
+// other answer in that window, a result or the call's own error, wins.
+func TestClientConn_ReplicaErrorWaitsForAnotherAnswer(t *testing.T) {
+	type answer struct {
+		at  time.Duration // after the first answer
+		err *jsonrpc.Error
+	}
+	unavailable := func(d time.Duration) *jsonrpc.Error { return ReplicaUnavailableError(d) }
+	lost := &jsonrpc.Error{Code: CodeReplicaLost, Message: "lost"}
+	invalid := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "bad arguments"}
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration // the request timeout (default 60 s)
+		answers []answer      // a nil err is a result
+		want    int64         // the code the go-sdk gets; 0 for the result
+		wantAt  time.Duration // and when, after the first answer
+	}{
+		{"a result within the wait wins", 0, []answer{{0, unavailable(3 * time.Second)}, {2 * time.Second, nil}}, 0, 2 * time.Second},
+		{"the call's own error within the wait wins", 0, []answer{{0, unavailable(3 * time.Second)}, {time.Second, invalid}}, jsonrpc.CodeInvalidParams, time.Second},
+		{"no other answer: the error once the wait is over", 0, []answer{{0, unavailable(3 * time.Second)}}, CodeReplicaUnavailable, 3 * time.Second},
+		{"a result after the wait is too late", 0, []answer{{0, unavailable(3 * time.Second)}, {4 * time.Second, nil}}, CodeReplicaUnavailable, 3 * time.Second},
+		{"a second replica error leaves the wait as it was", 0, []answer{{0, unavailable(3 * time.Second)}, {time.Second, unavailable(3 * time.Second)}, {2 * time.Second, nil}}, 0, 2 * time.Second},
+		{"the wait is bounded", 0, []answer{{0, unavailable(time.Minute)}}, CodeReplicaUnavailable, maxReplicaErrorWait},
+		{"the request timeout ends the wait with the error", 2 * time.Second, []answer{{0, unavailable(3 * time.Second)}}, CodeReplicaUnavailable, 2 * time.Second},
+		{"an error that asks for no wait is at once", 0, []answer{{0, lost}, {time.Second, nil}}, CodeReplicaLost, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newTestClientConn(t, ClientOptions{RequestTimeout: tc.timeout}, &fakePool{})
+				defer c.Close()
+				id := mcpmsg.IntID(5)
+				p := c.track(&jsonrpc.Request{ID: id, Method: "tools/call", Params: json.RawMessage(`{"name":"x"}`)})
+				evt := nostr.Event{ID: nostr.ID{1}, Tags: nostr.Tags{{"e", nostr.ID{1}.Hex()}}}
+				c.pending.addEvent(p, evt.ID)
+				start := time.Now()
+				var got *jsonrpc.Response
+				var gotAt time.Duration
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					got, gotAt = (<-c.incoming).(*jsonrpc.Response), time.Since(start)
+				}()
+				for _, a := range tc.answers {
+					time.Sleep(a.at - time.Since(start))
+					resp := &jsonrpc.Response{ID: id, Result: json.RawMessage(`{"content":[]}`)}
+					if a.err != nil {
+						resp = &jsonrpc.Response{ID: id, Error: a.err}
+					}
+					c.handleResponse(evt, 0, resp)
+				}
+				<-done
+				var code int64
+				var werr *jsonrpc.Error
+				if errors.As(got.Error, &werr) {
+					code = werr.Code
+				}
+				if code != tc.want || gotAt != tc.wantAt {
+					t.Fatalf("the go-sdk got code %d after %v; want %d after %v", code, gotAt, tc.want, tc.wantAt)
+				}
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				select {
+				case msg := <-c.incoming:
+					t.Fatalf("a second answer reached the go-sdk: %v", msg)
+				default:
+				}
+			})
+		})
+	}
+}

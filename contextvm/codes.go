@@ -3,6 +3,7 @@ package contextvm
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -83,11 +84,16 @@ const (
 
 // Error codes of replica groups (ServerOptions.Replicas, cvm gateway --nats).
 const (
-	// CodeReplicaUnavailable answers a request that the replica owning its
-	// client could not coordinate with its group (its link to NATS is down,
-	// or just back, or the shared store failed): it did not run, and no
-	// replica runs it. Retry after data.retry_after_ms, by when the group
-	// has moved the client or the link is back.
+	// CodeReplicaUnavailable answers a request that a replica of a group
+	// claimed in the group's store and did not run: it held the request
+	// for too long while it could not coordinate it (docs/replicas.md), or
+	// could not record it or read its session after the claim. The claim
+	// makes the answer true: it did not run, and no replica runs it; a
+	// retry is safe. A replica that cannot coordinate never sends it (it
+	// cannot know whether another replica runs the request): it holds the
+	// request. data.retry_after_ms is the membership timeout; a cvm client
+	// waits that long for another answer to the same request before it
+	// takes this one.
 	CodeReplicaUnavailable = -32018
 	// CodeReplicaLost answers, from a surviving replica, a call that was in
 	// flight on a replica that died (unheard for the membership timeout).
@@ -102,7 +108,7 @@ func ReplicaUnavailableError(wait time.Duration) *jsonrpc.Error {
 	ms := max((wait+time.Millisecond-1)/time.Millisecond, 1)
 	data, _ := json.Marshal(retryAfterData{RetryAfterMS: int64(ms)})
 	return &jsonrpc.Error{Code: CodeReplicaUnavailable,
-		Message: "the replica group serving this key cannot coordinate the request now, so it did not run; retry later", Data: data}
+		Message: "the replica group serving this key could not coordinate the request in time: it did not run, and no replica will run it; retry", Data: data}
 }
 
 // Error codes of payments (CEP-8): see PaymentOptions and PayOptions.
@@ -154,8 +160,14 @@ func BusyError(message string, wait time.Duration) *jsonrpc.Error {
 // again: err is, or wraps, a CodeServerBusy *jsonrpc.Error whose data
 // holds retry_after_ms.
 func RetryAfter(err error) (time.Duration, bool) {
+	return retryAfter(err, CodeServerBusy)
+}
+
+// retryAfter reads the retry_after_ms of err, when err is, or wraps, a
+// *jsonrpc.Error with one of codes.
+func retryAfter(err error, codes ...int64) (time.Duration, bool) {
 	var werr *jsonrpc.Error
-	if !errors.As(err, &werr) || werr.Code != CodeServerBusy {
+	if !errors.As(err, &werr) || !slices.Contains(codes, werr.Code) {
 		return 0, false
 	}
 	var d retryAfterData

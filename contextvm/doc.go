@@ -35,5 +35,8 @@
 // requests in flight), endpoint.go (what both share), codes.go (the
 // JSON-RPC error codes), lifetime.go and registry.go (what owners are built
 // from), fragment.go and oversized.go (CEP-22), stream.go (CEP-41),
-// auth.go and replay.go, announce.go, unannounce.go and pricing.go.
+// auth.go and replay.go, announce.go, unannounce.go and pricing.go;
+// group.go (a replica of a group on NATS: membership, placement, claims,
+// failover) and hold.go (what a replica that cannot coordinate does with
+// its requests).
 package contextvm

@@ -97,7 +97,7 @@ type placement int
 const (
 	placeMine  placement = iota // this replica runs it
 	placeOther                  // another replica does
-	placeDown                   // this replica would, but cannot coordinate now
+	placeDown                   // this replica would, but cannot coordinate now: it holds it (hold.go)
 )
 
 // group is a server's membership of a replica group. Safe for concurrent
@@ -115,12 +115,17 @@ type group struct {
 	mu       sync.Mutex
 	members  map[string]memberView // others, by name
 	live     []string              // sorted, self included
-	epoch    uint64                // bumped whenever live changes
+	epoch    uint64                // bumped whenever live changes, and when the link comes back
 	owners   map[nostr.PubKey]ownerEntry
 	upSince  time.Time // when the link last came up; zero while down
 	sessions func() int
 	leading  bool          // this replica holds the announcer lease
 	leadCh   chan struct{} // closed and replaced when leading changes
+	// pauseUntil is when, after the shared store failed, this replica
+	// tries to coordinate again; held are the requests it owns but could
+	// not coordinate, oldest first (hold.go).
+	pauseUntil time.Time
+	held       []*opened
 
 	skipMu  sync.Mutex
 	skipped []skippedItem
@@ -130,6 +135,9 @@ type group struct {
 	// benchmarks) removes them on the answering goroutine instead.
 	forget      chan nostr.ID
 	syncRemoval atomic.Bool
+
+	// wake tells the router that held requests can be routed again.
+	wake chan struct{}
 
 	stats groupStats
 }
@@ -151,6 +159,7 @@ type groupStats struct {
 	ClaimsLost     atomic.Int64 // requests it tried to claim that another replica (or a replay) had
 	Skipped        atomic.Int64 // requests that belonged to another replica
 	Refused        atomic.Int64 // requests answered CodeReplicaUnavailable
+	Held           atomic.Int64 // requests held while this replica could not coordinate them
 	Orphans        atomic.Int64 // calls of dead replicas answered CodeReplicaLost
 	Rerouted       atomic.Int64 // skipped requests taken over from a dead replica
 	Rebuilt        atomic.Int64 // sessions rebuilt from the shared store
@@ -188,6 +197,7 @@ func newGroup(ctx context.Context, me nostr.PubKey, o ReplicaOptions, log *slog.
 		sessions: func() int { return 0 },
 		leadCh:   make(chan struct{}),
 		forget:   make(chan nostr.ID, removalQueue),
+		wake:     make(chan struct{}, 1),
 	}
 	g.live = []string{g.member}
 	if o.Conn.Up() {
@@ -216,7 +226,11 @@ func (g *group) run(ctx context.Context) {
 		// runs out, and says it leaves.
 		g.mu.Lock()
 		g.leading = false
+		held := len(g.held)
 		g.mu.Unlock()
+		if held > 0 {
+			g.log.Warn("stopping with requests held: none runs here; another replica runs them if it takes the clients over in time, else their clients' timeouts answer them", "held", held)
+		}
 		if g.conn.Up() {
 			b, _ := json.Marshal(heartbeat{Member: g.member, Leaving: true})
 			g.conn.NC.Publish(g.subject, b)
@@ -238,6 +252,7 @@ func (g *group) run(ctx context.Context) {
 		case <-t.C:
 			g.check(time.Now())
 			g.campaign(ctx)
+			g.wakeHeld()
 		}
 	}
 }
@@ -341,13 +356,17 @@ func (g *group) heard(hb heartbeat) {
 
 // linkChanged follows the NATS link: while it is down the view is frozen
 // (no member is declared dead by a replica that cannot hear anyone); when
-// it comes back, every member gets a fresh timeout to be heard.
+// it comes back, every member gets a fresh timeout to be heard, and the
+// owners it cached are read again: while it was cut off, the others may
+// have taken its clients over (they took it for dead), and their session
+// records now say so.
 func (g *group) linkChanged(up bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
 	case up && g.upSince.IsZero():
 		g.upSince = time.Now()
+		g.epoch++
 		for m, v := range g.members {
 			v.seen = g.upSince
 			g.members[m] = v
@@ -397,11 +416,17 @@ func (g *group) relive() {
 }
 
 // ready reports whether the replica may take requests: the link is up and
-// has been for long enough to hear the others.
+// has been for long enough to hear the others, and the shared store has
+// not just failed.
 func (g *group) ready() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return !g.upSince.IsZero() && time.Since(g.upSince) >= settleBeats*g.beat
+	return g.readyLocked(time.Now())
+}
+
+// readyLocked is ready; g.mu held.
+func (g *group) readyLocked(now time.Time) bool {
+	return !g.upSince.IsZero() && now.Sub(g.upSince) >= settleBeats*g.beat && !now.Before(g.pauseUntil)
 }
 
 // rendezvous picks the member with the highest hash of (member, client):
@@ -423,10 +448,12 @@ func rendezvous(live []string, client nostr.PubKey) string {
 
 // place says which replica runs client's requests: the owner in the shared
 // session record while it lives, otherwise the rendezvous choice. The
-// record is read once per client and membership change.
+// record is read once per client and membership change. While requests
+// are held, a request this replica owns is held after them (placeDown),
+// so that a client's requests run in the order they came.
 func (g *group) place(ctx context.Context, client nostr.PubKey) (placement, string) {
 	g.mu.Lock()
-	ready := !g.upSince.IsZero() && time.Since(g.upSince) >= settleBeats*g.beat
+	ready := g.readyLocked(time.Now()) && len(g.held) == 0
 	epoch, live := g.epoch, g.live
 	e, cached := g.owners[client]
 	g.mu.Unlock()
@@ -439,6 +466,7 @@ func (g *group) place(ctx context.Context, client nostr.PubKey) (placement, stri
 			g.stats.timed(start)
 			if err != nil {
 				ready = false
+				g.pause()
 			} else {
 				if ok && slices.Contains(live, rec.Owner) {
 					owner = rec.Owner
@@ -631,8 +659,10 @@ func (g *group) takeSkipped(member string) []*opened {
 type GroupStatus struct {
 	Member string `json:"member"`
 	// Ready is false while the replica cannot coordinate (NATS down, or
-	// just back): it then takes no request.
+	// just back): it then runs no request, and holds those it owns.
 	Ready bool `json:"ready"`
+	// Holding is how many requests it holds now.
+	Holding int `json:"holding"`
 	// Leader is true on the one replica that publishes the announcements.
 	Leader bool `json:"leader"`
 	// Members are the live replicas, this one included, with the sessions
@@ -643,6 +673,7 @@ type GroupStatus struct {
 	ClaimsLost  int64 `json:"claims_lost"`
 	Skipped     int64 `json:"skipped"`
 	Refused     int64 `json:"refused"`
+	Held        int64 `json:"held"`
 	Orphans     int64 `json:"orphans_answered"`
 	Rerouted    int64 `json:"rerouted"`
 	Rebuilt     int64 `json:"sessions_rebuilt"`
@@ -661,9 +692,10 @@ func (g *group) status() GroupStatus {
 	for m, v := range g.members {
 		st.Members[m] = v.sessions
 	}
+	st.Holding = len(g.held)
 	g.mu.Unlock()
 	st.ClaimsWon, st.ClaimsLost = g.stats.ClaimsWon.Load(), g.stats.ClaimsLost.Load()
-	st.Skipped, st.Refused, st.Orphans = g.stats.Skipped.Load(), g.stats.Refused.Load(), g.stats.Orphans.Load()
+	st.Skipped, st.Refused, st.Held, st.Orphans = g.stats.Skipped.Load(), g.stats.Refused.Load(), g.stats.Held.Load(), g.stats.Orphans.Load()
 	st.Rerouted, st.Rebuilt, st.MembersLost = g.stats.Rerouted.Load(), g.stats.Rebuilt.Load(), g.stats.MembersLost.Load()
 	st.Coordinations, st.CoordinationNS = g.stats.CoordinationN.Load(), g.stats.CoordinationNS.Load()
 	return st

@@ -68,6 +68,92 @@ func TestGroupRemovesAnsweredRecordsOffTheAnsweringPath(t *testing.T) {
 	}
 }
 
+// testGroup is a group of member "a" on an embedded NATS that also knows
+// a live member "b", and has been ready for a while.
+func testGroup(t *testing.T) *group {
+	t.Helper()
+	ns := natstest.Start(t)
+	conn, err := natsx.Connect(t.Context(), ns.URL(), natsx.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	g, err := newGroup(t.Context(), nostr.Generate().Public(), ReplicaOptions{Conn: conn, Member: "a"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.heard(heartbeat{Member: "b"})
+	g.settled()
+	return g
+}
+
+// settled makes the link look up for long enough to coordinate.
+func (g *group) settled() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.upSince = time.Now().Add(-settleBeats * g.beat)
+}
+
+// clientOf returns a client that the rendezvous gives to member.
+func clientOf(live []string, member string) nostr.PubKey {
+	for {
+		if c := nostr.Generate().Public(); rendezvous(live, c) == member {
+			return c
+		}
+	}
+}
+
+// A replica cut off from NATS may be taken for dead meanwhile, and its
+// clients taken over: when its link comes back, it reads their owners
+// again instead of trusting what it cached, and leaves them where their
+// session records say.
+func TestGroupReadsOwnersAgainWhenItsLinkComesBack(t *testing.T) {
+	g := testGroup(t)
+	ctx := t.Context()
+	client := clientOf([]string{"a", "b"}, "a")
+	if p, _ := g.place(ctx, client); p != placeMine {
+		t.Fatalf("placement %v; want this replica's", p)
+	}
+	// While a was cut off, b took the client over.
+	b, _ := json.Marshal(sessionRecord{Owner: "b"})
+	if err := g.store.Put(ctx, sessionSpace, client[:], b, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	g.linkChanged(false)
+	g.linkChanged(true)
+	g.settled()
+	if p, owner := g.place(ctx, client); p != placeOther || owner != "b" {
+		t.Fatalf("placement %v (%s) after the link came back; want b's, as its record says", p, owner)
+	}
+}
+
+// Held requests come out in the order they came, and while any is held a
+// request of this replica is held after them, even once it can coordinate
+// again: a client's requests run in the order it sent them.
+func TestGroupHoldsRequestsInOrder(t *testing.T) {
+	g := testGroup(t)
+	ctx := t.Context()
+	client := clientOf([]string{"a", "b"}, "a")
+	g.linkChanged(false)
+	first, second := &opened{}, &opened{}
+	g.hold(first)
+	if out := g.release(); out != nil {
+		t.Fatalf("released %d requests while cut off", len(out))
+	}
+	g.linkChanged(true)
+	g.settled()
+	if p, _ := g.place(ctx, client); p != placeDown {
+		t.Fatalf("placement %v with a request held; want it held too", p)
+	}
+	g.hold(second)
+	if out := g.release(); len(out) != 2 || out[0] != first || out[1] != second {
+		t.Fatalf("released %v; want the two held, in order", out)
+	}
+	if p, _ := g.place(ctx, client); p != placeMine {
+		t.Fatalf("placement %v with nothing held; want this replica's", p)
+	}
+}
+
 // The in-flight record of a message event holds the ids of its calls: one
 // for a single call, all of a batch's (not its notifications), none for
 // notifications and responses.

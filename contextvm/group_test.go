@@ -11,6 +11,7 @@ import (
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
 	"github.com/cvmgo/cvm/payments"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // replicaOpts connects to NATS for one replica, closed after the test.
@@ -122,32 +123,101 @@ func TestReplicas_TwoGroupsOnOneNATSDoNotInterfere(t *testing.T) {
 	}
 }
 
-// A replica that loses NATS answers its clients' calls with the retryable
-// CodeReplicaUnavailable, runs nothing, and serves again once NATS is back.
+// natsLost stops NATS and waits until srv has seen it go.
+func natsLost(t *testing.T, ns *natstest.Server, srv *contextvm.Server) {
+	t.Helper()
+	ns.Stop()
+	for st, _ := srv.Group(); st.Ready; st, _ = srv.Group() {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// callHeld starts a call and waits until srv holds it (its n-th held
+// request); the call's error comes on the channel.
+func callHeld(t *testing.T, cs *mcp.ClientSession, srv *contextvm.Server, n int64) <-chan error {
+	t.Helper()
+	res := make(chan error, 1)
+	go func() {
+		_, err := call(cs, "count", nil)
+		res <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for st, _ := srv.Group(); st.Held < n; st, _ = srv.Group() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the call was not held: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return res
+}
+
+// A replica that loses NATS holds its clients' calls: it neither runs nor
+// refuses them, since it cannot know whether another replica will. Once
+// NATS is back, a call held for less than twice the membership timeout is
+// claimed and run, once, and answered. Before, it was answered -32018 at
+// once, which was false when another replica ran it.
 func TestReplicas_NATSLostThenBack(t *testing.T) {
 	ns := natstest.Start(t)
 	f := newPayFixture(t, 0)
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Replicas: replicaOpts(t, ns.URL(), "solo")}, counterServer(&f.calls))
+	// A long timeout: the call must be back well within twice it, even
+	// when NATS is slow to restart on a loaded machine.
+	opts := replicaOpts(t, ns.URL(), "solo")
+	opts.Timeout = 5 * time.Second
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Replicas: opts}, counterServer(&f.calls))
 	awaitGroup(t, 1, srv)
 	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL}, RequestTimeout: 20 * time.Second})
 	if _, err := call(cs, "count", nil); err != nil {
 		t.Fatal(err)
 	}
-	ns.Stop()
-	for st, _ := srv.Group(); st.Ready; st, _ = srv.Group() {
-		time.Sleep(10 * time.Millisecond)
-	}
-	_, err := call(cs, "count", nil)
-	if rpcCode(err) != contextvm.CodeReplicaUnavailable {
-		t.Fatalf("call without NATS: %v", err)
+	natsLost(t, ns, srv)
+	res := callHeld(t, cs, srv, 1)
+	if n := f.calls.Load(); n != 1 {
+		t.Fatalf("%d executions without NATS; want none", n-1)
 	}
 	ns.Restart()
-	awaitGroup(t, 1, srv)
+	if err := <-res; err != nil {
+		t.Fatalf("call held while NATS was down: %v", err)
+	}
 	if _, err := call(cs, "count", nil); err != nil {
 		t.Fatalf("call after NATS came back: %v", err)
 	}
-	if n := f.calls.Load(); n != 2 {
-		t.Fatalf("%d executions; want 2", n)
+	if n := f.calls.Load(); n != 3 {
+		t.Fatalf("%d executions; want 3", n)
+	}
+	if st, _ := srv.Group(); st.Refused != 0 || st.Holding != 0 {
+		t.Fatalf("group %+v; want nothing refused or held", st)
+	}
+}
+
+// A call held for longer than twice the membership timeout does not run
+// when NATS comes back: it is claimed, so no replica can run it, and
+// answered -32018, which is then true.
+func TestReplicas_HeldTooLongIsRefusedNotRun(t *testing.T) {
+	ns := natstest.Start(t)
+	f := newPayFixture(t, 0)
+	// One replica: no false death to fear from a short timeout.
+	opts := replicaOpts(t, ns.URL(), "solo")
+	opts.Timeout = time.Second
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Replicas: opts}, counterServer(&f.calls))
+	awaitGroup(t, 1, srv)
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL}, RequestTimeout: 20 * time.Second})
+	natsLost(t, ns, srv)
+	res := callHeld(t, cs, srv, 1)
+	// Pacing that is the behaviour under test: held past twice the
+	// membership timeout.
+	time.Sleep(2 * opts.Timeout)
+	ns.Restart()
+	if err := <-res; rpcCode(err) != contextvm.CodeReplicaUnavailable {
+		t.Fatalf("call held too long: %v; want %d", err, contextvm.CodeReplicaUnavailable)
+	}
+	if n := f.calls.Load(); n != 0 {
+		t.Fatalf("%d executions of a call refused", n)
+	}
+	if _, err := call(cs, "count", nil); err != nil {
+		t.Fatalf("call after NATS came back: %v", err)
+	}
+	if st, _ := srv.Group(); f.calls.Load() != 1 || st.Refused != 1 {
+		t.Fatalf("%d executions, group %+v; want 1, one refused", f.calls.Load(), st)
 	}
 }
 

@@ -36,6 +36,13 @@ type pendingRequest struct {
 	payment PaymentOffer
 
 	events []nostr.ID // guarded by the table's lock: the event ids it went out under
+
+	// replicaErr is a replica's error answer (CodeReplicaUnavailable)
+	// held while another replica may still answer with what the request
+	// did, and replicaTimer the end of that wait; both guarded by the
+	// table's lock.
+	replicaErr   *jsonrpc.Response
+	replicaTimer *time.Timer
 }
 
 // injected reports whether the transport added the request's progress
@@ -110,6 +117,28 @@ func (t *pendingTable) eventCount(p *pendingRequest) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(p.events)
+}
+
+// holdReplicaError keeps resp, a replica's error answer to p, and calls
+// arm, under the table's lock, to time the wait for another answer. It
+// reports false, and keeps nothing, when p already holds one (the first
+// stands) or is no longer pending.
+func (t *pendingTable) holdReplicaError(p *pendingRequest, resp *jsonrpc.Response, arm func() *time.Timer) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID[p.req.ID] != p || p.replicaErr != nil {
+		return false
+	}
+	p.replicaErr = resp
+	p.replicaTimer = arm()
+	return true
+}
+
+// heldReplicaError is the replica error p holds, if any.
+func (t *pendingTable) heldReplicaError(p *pendingRequest) *jsonrpc.Response {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return p.replicaErr
 }
 
 // isPending reports whether p is still waiting for its answer.
@@ -237,5 +266,8 @@ func stopTimers(p *pendingRequest) {
 	}
 	if p.fallback != nil {
 		p.fallback.Stop()
+	}
+	if p.replicaTimer != nil {
+		p.replicaTimer.Stop()
 	}
 }

@@ -438,6 +438,7 @@ type opened struct {
 	err      error
 	ready    chan struct{} // closed when the worker has opened it
 	rerouted bool          // taken over from a lost replica
+	heldAt   time.Time     // when this replica first held it (hold.go); zero if never
 	// orphan is the lost replica's record of it, if it had one: the
 	// lost replica may have claimed it.
 	orphan     *inflightRecord
@@ -463,10 +464,22 @@ func (s *Server) pipeline() {
 			}
 		})
 	}
+	var wake <-chan struct{} // held requests can be routed again
+	if s.group != nil {
+		wake = s.group.wake
+	}
 	router.Go(func() {
-		for o := range queue {
-			<-o.ready
-			s.routeOpened(o)
+		for {
+			select {
+			case o, ok := <-queue:
+				if !ok {
+					return
+				}
+				<-o.ready
+				s.routeOpened(o)
+			case <-wake:
+				s.routeHeld()
+			}
 		}
 	})
 	defer func() {
@@ -524,14 +537,15 @@ func (s *Server) routeOpened(o *opened) {
 		return
 	}
 	if g := s.group; g != nil {
+		if o.heldAt.IsZero() {
+			s.routeHeld()
+		}
 		switch place, owner := g.place(s.life.ctx, o.inner.PubKey); place {
 		case placeOther:
 			g.skip(o, owner)
 			return
 		case placeDown:
-			g.stats.Refused.Add(1)
-			s.log.Info("refusing a message: the replica group cannot coordinate it", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex())
-			s.refuseEvent(o.inner, o.wrapKind, ReplicaUnavailableError(g.timeout))
+			s.holdOpened(o, "not ready: its NATS link is down or just back, or requests that came before are held")
 			return
 		}
 	}
@@ -542,9 +556,8 @@ func (s *Server) routeOpened(o *opened) {
 	if g := s.group; g != nil {
 		if rec, ok := callIDs(o.inner.Content); ok {
 			if err := g.begin(s.life.ctx, o.inner.ID, o.inner.PubKey, rec, o.wrapKind); err != nil {
-				g.stats.Refused.Add(1)
-				s.log.Warn("refusing a message: the replica group could not record it", "id", o.inner.ID.Hex(), "err", err)
-				s.refuseEvent(o.inner, o.wrapKind, ReplicaUnavailableError(g.timeout))
+				g.pause()
+				s.holdOpened(o, fmt.Sprintf("recording it in flight: %v", err))
 				return
 			}
 			tracked = true
@@ -561,6 +574,16 @@ func (s *Server) routeOpened(o *opened) {
 		switch {
 		case err == nil:
 			g.stats.ClaimsWon.Add(1)
+			if tracked && g.heldTooLong(o) {
+				// Claimed, so no replica runs its calls now: saying so
+				// is true. (Notifications and responses, which no caller
+				// waits on, go through.)
+				g.stats.Refused.Add(1)
+				s.log.Info("refusing a held message: held too long to run; the claim is this replica's, so no replica runs it",
+					"id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex(), "held", time.Since(o.heldAt))
+				s.refuseEvent(o.inner, o.wrapKind, ReplicaUnavailableError(g.timeout))
+				return
+			}
 		case errors.Is(err, ErrReplay):
 			g.stats.ClaimsLost.Add(1)
 			if o.orphan != nil {
@@ -568,10 +591,18 @@ func (s *Server) routeOpened(o *opened) {
 				s.answerOrphan(s.life.ctx, o.inner.ID, *o.orphan, o.lostMember)
 				return
 			}
+			if !o.heldAt.IsZero() {
+				s.log.Info("dropping a held message: another replica claimed it, and answers it", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex())
+				return
+			}
 		case !errors.Is(err, durable.ErrFull):
-			g.stats.Refused.Add(1)
-			s.log.Warn("refusing a message: the replica group could not record it", "id", o.inner.ID.Hex(), "err", err)
-			s.refuseEvent(o.inner, o.wrapKind, ReplicaUnavailableError(g.timeout))
+			// The claim may or may not have landed: held, it is claimed
+			// again later and runs at most once. (Had this one landed
+			// with its ack and check both lost, the next finds it and
+			// takes it for another replica's: then nobody answers, and
+			// the client's timeout does.)
+			g.pause()
+			s.holdOpened(o, fmt.Sprintf("claiming it: %v", err))
 			return
 		}
 	}
@@ -750,6 +781,9 @@ func (s *Server) takeOverSession(client nostr.PubKey) (*ServerConn, *jsonrpc.Err
 	ctx := s.life.ctx
 	rec, ok, err := s.group.loadSession(ctx, client)
 	if err != nil {
+		// True: the request is claimed (dispatch comes after the claim),
+		// so no other replica runs it.
+		s.group.stats.Refused.Add(1)
 		return nil, ReplicaUnavailableError(s.group.timeout)
 	}
 	if !ok || len(rec.Params) == 0 {
@@ -1061,6 +1095,8 @@ func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind n
 			// replica dies (the end frame itself carries no call).
 			if rec, ok := callIDs(assembled); ok {
 				if err := g.begin(ctx, synthetic.ID, client, rec, wrapKind); err != nil {
+					// True: this replica holds the end frame's claim, so
+					// no other can run the request.
 					g.stats.Refused.Add(1)
 					s.log.Warn("refusing a message: the replica group could not record it", "id", synthetic.ID.Hex(), "err", err)
 					s.refuseEvent(synthetic, wrapKind, ReplicaUnavailableError(g.timeout))

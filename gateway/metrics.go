@@ -98,8 +98,9 @@ func (g *Gateway) Handler() http.Handler {
 			"status": status, "mode": g.opts.Mode.String(), "sessions": sessions, "upstream": upstream,
 		}
 		if grp, ok := g.srv.Group(); ok {
-			// A replica that cannot coordinate takes no request: the
-			// group (or its load balancer) should look elsewhere.
+			// A replica that cannot coordinate runs no request (it
+			// holds them): the group (or its load balancer) should look
+			// elsewhere.
 			body["group"] = grp
 			if !grp.Ready && status == "ok" {
 				status = "degraded"

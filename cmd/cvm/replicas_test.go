@@ -43,11 +43,17 @@ type replicaGroup struct {
 // start runs one more replica, named name, in front of the exec-log server.
 func (g *replicaGroup) start(name string, extra ...string) {
 	g.t.Helper()
+	g.startVia(name, g.nats, extra...)
+}
+
+// startVia is start with the replica reaching NATS at natsURL (a proxy).
+func (g *replicaGroup) startVia(name, natsURL string, extra ...string) {
+	g.t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	args := append([]string{"gateway", "--relay", g.relay, "--nats", g.nats, "--replica-name", name,
+	args := append([]string{"gateway", "--relay", g.relay, "--nats", natsURL, "--replica-name", name,
 		"--membership-timeout", "3s", "--metrics", "127.0.0.1:0", "-e", execLogEnv + "=" + g.logPath}, extra...)
 	// The same home (so the same identity), and the replica's name for
 	// the upstream it starts.
@@ -93,6 +99,61 @@ func (g *replicaGroup) awaitMembers(i, n int) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// groupStatus is replica i's /healthz status code and its group view.
+func (g *replicaGroup) groupStatus(i int) (int, map[string]any) {
+	code, body := g.health(i)
+	grp, _ := body["group"].(map[string]any)
+	return code, grp
+}
+
+// awaitGroup waits until replica i's /healthz status code and group view
+// satisfy ok.
+func (g *replicaGroup) awaitGroup(i int, what string, ok func(code int, grp map[string]any) bool) {
+	g.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, grp := g.groupStatus(i)
+		if ok(code, grp) {
+			return
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("replica %d: not %s in 20 s: healthz %d, group %v", i, what, code, grp)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// clientOn connects clients until one's first call, "cN-0", runs on
+// replica, and returns that client and its name, cN; next numbers the
+// clients from one call to the next. The others are closed with the test.
+func (g *replicaGroup) clientOn(ctx context.Context, replica string, next *int) (*mcp.ClientSession, string) {
+	g.t.Helper()
+	for tries := 0; tries < 40; tries++ {
+		id := fmt.Sprintf("c%d", *next)
+		*next++
+		cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: id}, nil),
+			contextvm.ClientOptions{Server: g.ready[0].Pubkey, Relays: []string{g.relay}, Signer: contextvm.NewKeySigner(nostr.Generate()), RequestTimeout: 30 * time.Second})
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		g.t.Cleanup(func() { cs.Close() })
+		if err := callWork(ctx, cs, id+"-0", 0); err != nil {
+			g.t.Fatal(err)
+		}
+		if on := placements(g.t, g.logPath)[id]; len(on) == 1 && on[0] == replica {
+			return cs, id
+		}
+	}
+	g.t.Fatalf("40 clients, none served by %s", replica)
+	return nil, ""
+}
+
+// callWork calls the exec-log server's work tool.
+func callWork(ctx context.Context, cs *mcp.ClientSession, rid string, delayMS int) error {
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "work", Arguments: map[string]any{"rid": rid, "delay_ms": delayMS}})
+	return err
 }
 
 // executions counts the lines of the exec log.
@@ -388,35 +449,50 @@ func TestGatewayReplicas_KillNineMidRun(t *testing.T) {
 		t.Logf("replica %d: %v", i, body["group"])
 	}
 
-	// Every replica cut off: a call gets the retryable error, not an
-	// uncoordinated execution; once NATS is back, calls succeed again.
+	// Every replica cut off: a call is held, neither run uncoordinated
+	// nor refused (no replica can know that another will not run it);
+	// once NATS is back, it runs once, or, held too long, is claimed and
+	// refused with -32018 and never runs. Then calls succeed again.
+	held := func() (n float64) {
+		for i := 1; i < 3; i++ {
+			_, grp := g.groupStatus(i)
+			v, _ := grp["held"].(float64)
+			n += v
+		}
+		return n
+	}
+	heldBefore := held()
 	ns.Stop()
 	for i := 1; i < 3; i++ {
-		deadline := time.Now().Add(10 * time.Second)
-		for code, _ := g.health(i); code == 200; code, _ = g.health(i) {
-			if time.Now().After(deadline) {
-				t.Fatalf("replica %d still healthy without NATS", i)
-			}
-			time.Sleep(20 * time.Millisecond)
+		g.awaitGroup(i, "cut off", func(code int, _ map[string]any) bool { return code != 200 })
+	}
+	cutOff := make(chan error, 1)
+	go func() { cutOff <- callWork(ctx, sessions[0], "cut-off", 0) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for held() == heldBefore {
+		if time.Now().After(deadline) {
+			t.Fatal("no replica held the call made with NATS down")
 		}
-	}
-	_, err := sessions[0].CallTool(ctx, &mcp.CallToolParams{Name: "work", Arguments: map[string]any{"rid": "cut-off"}})
-	if code := errorCode(err); code != contextvm.CodeReplicaUnavailable {
-		t.Fatalf("call with NATS down: %v (code %d)", err, code)
-	}
-	if _, ok := contextvm.RetryAfter(err); ok {
-		// RetryAfter reads only busy errors; the data has retry_after_ms.
-		t.Log("retry-after read as busy")
+		time.Sleep(20 * time.Millisecond)
 	}
 	ns.Restart()
+	err := <-cutOff
 	for i := 1; i < 3; i++ {
 		g.awaitMembers(i, 2)
 	}
-	if _, err := sessions[0].CallTool(ctx, &mcp.CallToolParams{Name: "work", Arguments: map[string]any{"rid": "back"}}); err != nil {
+	if err := callWork(ctx, sessions[0], "back", 0); err != nil {
 		t.Fatalf("call after NATS came back: %v", err)
 	}
-	if runs := executions(t, g.logPath); runs["cut-off"] != 0 || runs["back"] != 1 {
-		t.Errorf("executions: cut-off %d, back %d", runs["cut-off"], runs["back"])
+	switch runs := executions(t, g.logPath); {
+	case err == nil && runs["cut-off"] == 1:
+		t.Log("the call held while NATS was down ran once NATS was back")
+	case errorCode(err) == contextvm.CodeReplicaUnavailable && runs["cut-off"] == 0:
+		t.Log("the call held while NATS was down was held too long, and refused")
+	default:
+		t.Errorf("call held while NATS was down: %v, and it ran %d times", err, runs["cut-off"])
+	}
+	if runs := executions(t, g.logPath); runs["back"] != 1 {
+		t.Errorf("executions: back %d", runs["back"])
 	}
 
 	// The reference SDK's client, served by the group unchanged.
@@ -468,34 +544,11 @@ func TestGatewayReplicas_SharedSessionMode(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	work := func(cs *mcp.ClientSession, rid string, delayMS int) error {
-		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "work", Arguments: map[string]any{"rid": rid, "delay_ms": delayMS}})
-		return err
-	}
-	// Clients until each replica serves one: victim on r0, bystander on r1.
-	var victim, bystander *mcp.ClientSession
-	var victimID, bystanderID string
-	for i := 0; victim == nil || bystander == nil; i++ {
-		if i == 40 {
-			t.Fatal("40 clients, and one replica serves none")
-		}
-		cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("c%d", i)}, nil),
-			contextvm.ClientOptions{Server: g.ready[0].Pubkey, Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(nostr.Generate()), RequestTimeout: 30 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
-		id := fmt.Sprintf("c%d", i)
-		if err := work(cs, id+"-0", 0); err != nil {
-			t.Fatal(err)
-		}
-		switch on := placements(t, g.logPath)[id]; {
-		case len(on) == 1 && on[0] == "r0" && victim == nil:
-			victim, victimID = cs, id
-		case len(on) == 1 && on[0] == "r1" && bystander == nil:
-			bystander, bystanderID = cs, id
-		}
-	}
+	work := func(cs *mcp.ClientSession, rid string, delayMS int) error { return callWork(ctx, cs, rid, delayMS) }
+	// A client on each replica: victim on r0, bystander on r1.
+	var next int
+	victim, victimID := g.clientOn(ctx, "r0", &next)
+	bystander, bystanderID := g.clientOn(ctx, "r1", &next)
 	seen, _ := os.ReadFile(g.logPath)
 	victimErr, bystanderErr := make(chan error, 1), make(chan error, 1)
 	go func() { victimErr <- work(victim, victimID+"-1", 5000) }()
@@ -533,6 +586,102 @@ func TestGatewayReplicas_SharedSessionMode(t *testing.T) {
 	}
 	if _, body := g.health(1); body["group"].(map[string]any)["sessions_rebuilt"].(float64) < 1 {
 		t.Errorf("no session rebuilt on the survivor: %v", body["group"])
+	}
+}
+
+// One replica of two is cut off from NATS, and not from the relays, by a
+// proxy between it and NATS. It receives every request still, cannot
+// coordinate any, and cannot know whether the other replica will run them:
+// it holds them and says nothing, while the other takes it for dead after
+// the membership timeout and runs them. 20 calls of clients it served: each
+// gets one outcome, its result; none runs twice; no replica answers
+// -32018 (each call ran). Let back, it drops what it held (claimed by the
+// other), and the moved clients stay on the other. Before, the cut
+// replica answered -32018 at once to every call that the other then ran.
+func TestGatewayReplicas_CutFromNATSAnswersOnce(t *testing.T) {
+	const calls = 20
+	ns := natstest.Start(t)
+	proxy := natstest.NewProxy(t, ns)
+	r := relaytest.Start(t, relay.Options{})
+	g := &replicaGroup{t: t, c: newCLI(t), relay: r.URL, nats: ns.URL(), logPath: filepath.Join(t.TempDir(), "exec.log")}
+	g.startVia("r0", proxy.URL())
+	g.start("r1")
+	g.awaitMembers(0, 2)
+	g.awaitMembers(1, 2)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var next int
+	clients := make([]*mcp.ClientSession, 2)
+	ids := make([]string, 2)
+	for i := range clients {
+		clients[i], ids[i] = g.clientOn(ctx, "r0", &next)
+	}
+	refused := func() (n float64) {
+		for i := range g.procs {
+			_, grp := g.groupStatus(i)
+			v, _ := grp["refused"].(float64)
+			n += v
+		}
+		return n
+	}
+	// run makes n calls per client, numbered from first, the clients side
+	// by side, reports the ones that failed and logs how long they took.
+	run := func(what string, first, n int) {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var took []time.Duration
+		for i, cs := range clients {
+			wg.Go(func() {
+				for k := first; k < first+n; k++ {
+					rid := fmt.Sprintf("%s-%d", ids[i], k)
+					start := time.Now()
+					if err := callWork(ctx, cs, rid, 0); err != nil {
+						t.Errorf("%s: %v (code %d)", rid, err, errorCode(err))
+					}
+					mu.Lock()
+					took = append(took, time.Since(start))
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		slices.Sort(took)
+		t.Logf("%s: %d calls, median %v, slowest %v", what, len(took), took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+	}
+
+	proxy.Cut()
+	g.awaitGroup(0, "cut off", func(code int, grp map[string]any) bool { return code != 200 && grp["ready"] == false })
+	run("r0 cut off", 1, calls/len(clients))
+	if _, grp := g.groupStatus(0); grp["held"].(float64) < calls {
+		t.Errorf("the cut replica held %v requests; want its clients' %d calls", grp["held"], calls)
+	}
+
+	proxy.Restore()
+	g.awaitGroup(0, "back, with nothing held", func(code int, grp map[string]any) bool {
+		return code == 200 && grp["ready"] == true && grp["holding"].(float64) == 0
+	})
+	run("r0 back", 1+calls/len(clients), 2)
+
+	for rid, n := range executions(t, g.logPath) {
+		if n != 1 {
+			t.Errorf("%s executed %d times", rid, n)
+		}
+	}
+	for _, id := range ids {
+		want := []string{"r0"}
+		for range calls/len(clients) + 2 {
+			want = append(want, "r1")
+		}
+		if on := placements(t, g.logPath)[id]; !slices.Equal(on, want) {
+			t.Errorf("client %s ran on %v; want its first call on r0, then all on r1", id, on)
+		}
+	}
+	if n := refused(); n != 0 {
+		t.Errorf("the replicas answered %v calls -32018; every call ran", n)
+	}
+	if t.Failed() {
+		t.Logf("r0 stderr:\n%s", g.procs[0].stderr)
+		t.Logf("r1 stderr:\n%s", g.procs[1].stderr)
 	}
 }
 
