@@ -16,6 +16,7 @@ import (
 
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/internal/config"
+	"github.com/cvmgo/cvm/internal/secretenv"
 	"github.com/cvmgo/cvm/internal/secretfile"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
@@ -26,7 +27,7 @@ import (
 
 // walletEnv is the environment variable that may hold the wallet URI, a
 // secret that is never given as a plain flag value.
-const walletEnv = "CVM_WALLET"
+const walletEnv = secretenv.Wallet
 
 // payFlags are the flags of the commands that may pay for a call.
 type payFlags struct {

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/secretenv"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -47,7 +49,14 @@ const terminateGrace = 2 * time.Second
 // with that line, which is usually the reason the child exited. The child
 // is not bound to ctx: the connection owns it, and closing the connection
 // stops it (stdin closed, then SIGTERM, then SIGKILL).
+//
+// A cmd whose Env is nil gets this process's environment without the
+// variables cvm reads secrets from (package secretenv): the server is
+// another party's program. A caller that sets Env decides for itself.
 func OpenCommand(ctx context.Context, cmd *exec.Cmd, stderr io.Writer) (mcp.Connection, error) {
+	if cmd.Env == nil {
+		cmd.Env = secretenv.Strip(os.Environ(), nil)
+	}
 	if stderr == nil {
 		stderr = io.Discard
 	}
