@@ -161,3 +161,110 @@ func TestPassEnv_BadInput(t *testing.T) {
 		t.Errorf("--pass-env with --upstream-url: %d %q", code, errOut)
 	}
 }
+
+// The test upstream of these tests is a wrapper whose child serves on the
+// wrapper's pipes, outlives its input and ignores SIGTERM (see forkEnv), as
+// npx and the node it starts. However the gateway ends, and when the
+// wrapper dies under it, nothing of it is left running.
+func TestGatewayCommand_StopsUpstreamProcessGroup(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	for _, tc := range []struct {
+		sig  os.Signal
+		mode string
+	}{
+		{syscall.SIGTERM, "shared"},
+		{os.Interrupt, "per-client"},
+	} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			c := newCLI(t)
+			dir := forkDir(t)
+			c.env[forkEnv] = dir
+			p := startCVM(t, c, "gateway", "--relay", r.URL, "--session-mode", tc.mode, "--", testUpstream(t))
+			var ready gatewayReady
+			p.readyLine(t, &ready)
+			if tc.mode == "per-client" {
+				if code, out, errOut := c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", r.URL); code != 0 || out != `{"sum":3}`+"\n" {
+					t.Fatalf("call: %d %q %q", code, out, errOut)
+				}
+			}
+			// The check's upstream is gone; the shared one, or the
+			// client session's, runs.
+			if gs := grandchildren(t, dir); len(gs) != 2 || len(living(t, gs)) != 1 {
+				t.Fatalf("grandchildren %v, alive %v; want the check's gone and one alive", gs, living(t, gs))
+			}
+			if code := p.stop(t, tc.sig); code != 0 {
+				t.Fatalf("exit %d after %v; stderr: %s", code, tc.sig, p.stderr)
+			}
+			awaitNoneAlive(t, dir, "after the gateway stopped")
+		})
+	}
+
+	t.Run("refused start", func(t *testing.T) {
+		c := newCLI(t)
+		first := startCVM(t, c, "gateway", "--relay", r.URL, "--", demoServerBinary)
+		var ready gatewayReady
+		first.readyLine(t, &ready)
+		// The same key and data directory: refused.
+		dir := forkDir(t)
+		second := &cli{t: t, cfg: c.cfg, env: maps.Clone(c.env)}
+		second.env[forkEnv] = dir
+		p := startCVM(t, second, "gateway", "--relay", r.URL, "--", testUpstream(t))
+		if code := p.wait(t); code != exitLocal || !strings.Contains(p.stderr.String(), "another cvm gateway with this key already runs") {
+			t.Fatalf("second gateway: exit %d, stderr %s", code, p.stderr)
+		}
+		if gs := grandchildren(t, dir); len(gs) != 0 {
+			t.Fatalf("a refused gateway started its upstream: grandchildren %v, alive %v", gs, living(t, gs))
+		}
+	})
+
+	t.Run("restart", func(t *testing.T) {
+		c := newCLI(t)
+		dir := forkDir(t)
+		c.env[forkEnv] = dir
+		p := startCVM(t, c, "gateway", "--relay", r.URL, "--session-mode", "shared", "--", testUpstream(t))
+		var ready gatewayReady
+		p.readyLine(t, &ready)
+		up := living(t, grandchildren(t, dir))
+		if len(up) != 1 {
+			t.Fatalf("alive %v, want the shared upstream's", up)
+		}
+		// The wrapper dies, as npx killed: its child goes with it, and the
+		// upstream is started again.
+		if err := syscall.Kill(up[0].ppid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		awaitGrandchildren(t, dir, "after the upstream died", func(gs []grandchild) bool {
+			alive := living(t, gs)
+			return len(alive) == 1 && alive[0].pid != up[0].pid
+		})
+		if code, out, errOut := c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", r.URL); code != 0 || out != `{"sum":3}`+"\n" {
+			t.Fatalf("call after the restart: %d %q %q", code, out, errOut)
+		}
+		if code := p.stop(t, syscall.SIGTERM); code != 0 {
+			t.Fatalf("exit %d; stderr: %s", code, p.stderr)
+		}
+		awaitNoneAlive(t, dir, "after the gateway stopped")
+	})
+}
+
+func TestRoomBridge_StopsServerProcessGroup(t *testing.T) {
+	c := newCLI(t)
+	data := filepath.Join(t.TempDir(), "room")
+	gw := startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", data)
+	var ready roomReady
+	gw.readyLine(t, &ready)
+	dir := forkDir(t)
+	bc := &cli{t: t, cfg: c.cfg, env: maps.Clone(c.env)}
+	bc.env[forkEnv] = dir
+	bridge := startCVM(t, bc, "room", "bridge", "--gateway", ready.REST, "--topic", "room:x",
+		"--token", mint(t, c, "--data", data, "--topic", "room:x", "--id", "alpha"), "--", testUpstream(t))
+	var bready struct{ Ready bool }
+	bridge.readyLine(t, &bready)
+	if alive := living(t, grandchildren(t, dir)); len(alive) != 1 {
+		t.Fatalf("alive %v, want the server", alive)
+	}
+	if code := bridge.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("bridge exited %d; stderr: %s", code, bridge.stderr)
+	}
+	awaitNoneAlive(t, dir, "after the bridge stopped")
+}

@@ -106,7 +106,10 @@ nip10/confirm).
 The upstream command gets cvm's environment and each -e KEY=VALUE, but not
 the variables cvm reads secrets from (` + "$" + strings.Join(secretenv.Names(), ", $") + `): a third
 party's server must not spend from the wallet or sign as the gateway.
---pass-env NAME (repeatable) hands one over anyway.
+--pass-env NAME (repeatable) hands one over anyway. It runs in a process
+group of its own, which the gateway stops as a whole (SIGTERM, then SIGKILL
+2 s later) when its session ends, when it exits (a restart follows), and
+when the gateway stops: nothing it started outlives it.
 
 When ready, one JSON line on stdout gives the gateway's pubkey, npub and
 relays (and with --http its MCP endpoint "http" and its "did"). Logs and the upstream's stderr go to stderr. SIGINT or SIGTERM shuts
@@ -265,21 +268,12 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	}
 	ctx := cmd.Context()
 
-	// Start the upstream once before serving anyone: a command that is not
-	// found or exits at once is reported now, not to the first client.
-	startCtx, cancel := context.WithTimeout(ctx, opts.InitializeTimeout)
-	defer cancel()
-	res, err := gateway.Check(startCtx, upstream, opts.InitializeTimeout)
-	if err != nil {
-		return fmt.Errorf("%w; %s", err, hint)
-	}
-	if gf.name == "" && res.ServerInfo != nil {
-		gf.name = serverInfoName(res.ServerInfo.Title, res.ServerInfo.Name)
-	}
 	// The ids of executed requests survive a restart: a replay then never
 	// runs twice. One store per server key, so that gateways with other
 	// keys may share the directory, and one process per key. With --nats
-	// they live in the replica group's bucket instead.
+	// they live in the replica group's bucket instead. Taken before the
+	// upstream is started: a gateway that may not run starts nobody's
+	// program.
 	replicas, closeNATS, err := gf.replica.connect(ctx, a)
 	if err != nil {
 		return err
@@ -300,6 +294,17 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		}
 		defer st.Close()
 		state = st
+	}
+	// Start the upstream once before serving anyone: a command that is not
+	// found or exits at once is reported now, not to the first client.
+	startCtx, cancel := context.WithTimeout(ctx, opts.InitializeTimeout)
+	defer cancel()
+	res, err := gateway.Check(startCtx, upstream, opts.InitializeTimeout)
+	if err != nil {
+		return fmt.Errorf("%w; %s", err, hint)
+	}
+	if gf.name == "" && res.ServerInfo != nil {
+		gf.name = serverInfoName(res.ServerInfo.Title, res.ServerInfo.Name)
 	}
 	opts.Server = contextvm.ServerOptions{
 		Replicas:           replicas,

@@ -36,7 +36,9 @@ description) each time it joins, as notifications/tools/available.
 
 The server gets cvm's environment without the variables cvm reads secrets
 from (` + "$" + strings.Join(secretenv.Names(), ", $") + `); --pass-env NAME (repeatable) hands
-one over anyway.
+one over anyway. It runs in a process group of its own, stopped as a whole
+(SIGTERM, then SIGKILL 2 s later) when it exits (a restart follows) and
+when the bridge stops: nothing it started outlives it.
 
 When the bridge has joined, one JSON line is printed on stdout:
   {"ready":true,"participant":"alpha","topic":"room:x","server":{...},...}
