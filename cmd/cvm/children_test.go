@@ -115,10 +115,7 @@ func TestGatewayCommand_UpstreamGetsNoSecrets(t *testing.T) {
 
 func TestRoomBridge_ServerGetsNoSecrets(t *testing.T) {
 	c := newCLI(t)
-	data := filepath.Join(t.TempDir(), "room")
-	gw := startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", data)
-	var ready roomReady
-	gw.readyLine(t, &ready)
+	data, ready := startRoomGateway(t, c)
 	for _, tc := range []struct {
 		id   string
 		pass []string
@@ -249,10 +246,7 @@ func TestGatewayCommand_StopsUpstreamProcessGroup(t *testing.T) {
 
 func TestRoomBridge_StopsServerProcessGroup(t *testing.T) {
 	c := newCLI(t)
-	data := filepath.Join(t.TempDir(), "room")
-	gw := startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", data)
-	var ready roomReady
-	gw.readyLine(t, &ready)
+	data, ready := startRoomGateway(t, c)
 	dir := forkDir(t)
 	bc := &cli{t: t, cfg: c.cfg, env: maps.Clone(c.env)}
 	bc.env[forkEnv] = dir
