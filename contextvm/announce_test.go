@@ -285,10 +285,27 @@ func TestParsePrice(t *testing.T) {
 			t.Errorf("ParsePrice(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"translate=10", "tool:=10", "tool:x", "tool:x=", "tool:x=-1", "tool:x=1e3", "tool:x=5-2", "tool:x=NaN", "tool:x=1:two words", "widget:x=1"} {
+	for _, bad := range []string{"translate=10", "tool:=10", "tool:x", "tool:x=", "tool:x=1e3", "tool:x=5-2", "tool:x=NaN", "tool:x=1:two words", "widget:x=1"} {
 		if _, err := contextvm.ParsePrice(bad); err == nil {
 			t.Errorf("ParsePrice(%q) accepted", bad)
 		}
+	}
+	// Money that cannot be: refused saying why.
+	for bad, why := range map[string]string{
+		"tool:x=-1":                      "cannot be negative",
+		"tool:x=-1-5":                    "cannot be negative",
+		"tool:x=1--5":                    "cannot be negative",
+		"tool:x=5-":                      "no amount",
+		"tool:x=9007199254740993":        "more than any price can be",
+		"tool:x=1-100000000000000000000": "more than any price can be",
+		"tool:x=1.2.3":                   "not a non-negative decimal number",
+	} {
+		if _, err := contextvm.ParsePrice(bad); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("ParsePrice(%q) = %v, want an error saying %q", bad, err, why)
+		}
+	}
+	if p, err := contextvm.ParsePrice("tool:x=9007199254740992"); err != nil {
+		t.Errorf("the largest price: %+v, %v", p, err)
 	}
 	if p, err := contextvm.ParseCapTag(nostr.Tag{"cap", "tool:x", "3"}); err != nil || p.Unit != "sats" {
 		t.Errorf("cap tag without unit: %+v, %v", p, err)

@@ -3,6 +3,7 @@ package contextvm
 import (
 	"errors"
 	"fmt"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,6 +141,9 @@ func (p Price) Name() string {
 
 // Range returns the lowest and highest amount (equal for a fixed price).
 func (p Price) Range() (low, high float64, err error) {
+	if strings.HasPrefix(p.Amount, "-") || strings.Contains(p.Amount, "--") {
+		return 0, 0, fmt.Errorf("%w: amount %q: a price cannot be negative (a range is MIN-MAX, e.g. 5-10)", ErrBadPrice, p.Amount)
+	}
 	lo, hi, isRange := strings.Cut(p.Amount, "-")
 	if low, err = parseAmount(lo); err != nil {
 		return 0, 0, fmt.Errorf("%w: amount %q: %v", ErrBadPrice, p.Amount, err)
@@ -173,11 +177,17 @@ func (p Price) Validate() error {
 	return nil
 }
 
-// parseAmount accepts plain non-negative decimals: no sign, exponent,
-// infinity or NaN, which strconv alone would let through.
+// maxAmount is the largest amount a price may name: 2^53, the last integer
+// a float64 holds exactly. Amounts become whole numbers (int64) where they
+// are charged; past 2^63 that conversion turns negative, and long before,
+// no price is real.
+const maxAmount = 1 << 53
+
+// parseAmount accepts plain non-negative decimals up to maxAmount: no sign,
+// exponent, infinity or NaN, which strconv alone would let through.
 func parseAmount(s string) (float64, error) {
 	if s == "" {
-		return 0, errors.New("empty")
+		return 0, errors.New("no amount")
 	}
 	dot := false
 	for _, c := range s {
@@ -186,10 +196,18 @@ func parseAmount(s string) (float64, error) {
 		case c == '.' && !dot:
 			dot = true
 		default:
-			return 0, fmt.Errorf("%q is not a non-negative decimal number", s)
+			return 0, fmt.Errorf("%q is not a non-negative decimal number, such as 10 or 0.5", s)
 		}
 	}
-	return strconv.ParseFloat(s, 64)
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a decimal number, such as 10 or 0.5", s)
+	}
+	// Compared exactly: as a float64, 2^53+1 is 2^53.
+	if r, ok := new(big.Rat).SetString(s); !ok || r.Cmp(big.NewRat(maxAmount, 1)) > 0 {
+		return 0, fmt.Errorf("%s is more than any price can be (at most %d)", s, maxAmount)
+	}
+	return v, nil
 }
 
 // priceTags are the cap tags of prices whose kind is in kinds (all of them

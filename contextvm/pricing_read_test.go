@@ -68,7 +68,7 @@ func FuzzReadCapTag(f *testing.F) {
 		if p.Validate() != nil || !HasPrefix(p.Capability) {
 			t.Fatalf("accepted %+v", p)
 		}
-		if lo, hi, err := p.Range(); err != nil || lo < 0 || hi < lo {
+		if lo, hi, err := p.Range(); err != nil || lo < 0 || hi < lo || hi > maxAmount || int64(hi) < 0 {
 			t.Fatalf("accepted %+v: range %g-%g, %v", p, lo, hi, err)
 		}
 	})

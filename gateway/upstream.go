@@ -8,6 +8,7 @@ import (
 	"os/exec"
 
 	"github.com/cvmgo/cvm/internal/mcpmux"
+	"github.com/cvmgo/cvm/internal/secretenv"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -51,8 +52,15 @@ type Command struct {
 	// Path is the program to run; a bare name is looked up in $PATH.
 	Path string
 	Args []string
-	// Env is added to the gateway's own environment (KEY=VALUE entries).
+	// Env is added to the child's environment (KEY=VALUE entries), which
+	// is the gateway's own without the variables cvm reads secrets from
+	// ($CVM_SECRET_KEY, $CVM_WALLET: see package internal/secretenv). The
+	// child is a third party's program: with the wallet it could spend,
+	// with the key sign as the server.
 	Env []string
+	// PassEnv names secret variables of the gateway's environment that
+	// the child gets anyway.
+	PassEnv []string
 	// Dir is the child's working directory (default: the gateway's).
 	Dir string
 	// Stderr receives the child's standard error. Nil discards it. The
@@ -74,9 +82,7 @@ func (c *Command) LookPath() error {
 // SIGKILL) and reports its exit status with its last line on stderr.
 func (c *Command) Open(ctx context.Context) (mcp.Connection, error) {
 	cmd := exec.Command(c.Path, c.Args...)
-	if len(c.Env) > 0 {
-		cmd.Env = append(os.Environ(), c.Env...)
-	}
+	cmd.Env = append(secretenv.Strip(os.Environ(), c.PassEnv), c.Env...)
 	cmd.Dir = c.Dir
 	return mcpmux.OpenCommand(ctx, cmd, c.Stderr)
 }

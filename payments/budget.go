@@ -21,6 +21,9 @@ var (
 	ErrOverDaily   = errors.New("price over what is left of a daily limit")
 	ErrNotAllowed  = errors.New("server not allowed to charge")
 	ErrUnitUnknown = errors.New("price in a unit the budget does not hold")
+	// ErrNegative is a negative limit, which must not read as "no limit",
+	// or a negative price, which must not lower what was spent.
+	ErrNegative = errors.New("negative amount")
 )
 
 // budgetLockTimeout bounds the wait for the lock of a budget file: a
@@ -36,7 +39,7 @@ type Budget struct {
 	Unit            string // the unit of every amount here; "sats" when empty
 	PerCall         int64  // the most one call may cost; 0: no payment at all
 	PerServerPerDay int64  // 0: no limit
-	PerDay          int64  // 0: no limit
+	PerDay          int64  // 0: no limit; a negative limit refuses every payment
 	Allow           []string
 	Path            string
 	Now             func() time.Time
@@ -72,6 +75,10 @@ func (b *Budget) Check(server string, amount int64, unit string) error {
 		unit = "sats"
 	}
 	switch {
+	case b.PerCall < 0 || b.PerServerPerDay < 0 || b.PerDay < 0:
+		return fmt.Errorf("%w: %w: a limit is below zero (per call %d, per server per day %d, per day %d)", ErrBudget, ErrNegative, b.PerCall, b.PerServerPerDay, b.PerDay)
+	case amount < 0:
+		return fmt.Errorf("%w: %w: a price of %d %s", ErrBudget, ErrNegative, amount, unit)
 	case unit != b.unit():
 		return fmt.Errorf("%w: %w: %d %s against a budget in %s", ErrBudget, ErrUnitUnknown, amount, unit, b.unit())
 	case len(b.Allow) > 0 && !slices.Contains(b.Allow, server):

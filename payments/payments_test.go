@@ -141,6 +141,15 @@ func TestBudget_RefusesAndSharesDailyTotals(t *testing.T) {
 	if err := (&payments.Budget{}).Check("s", 1, ""); !errors.Is(err, payments.ErrNoCap) {
 		t.Errorf("no cap: %v", err)
 	}
+	// A negative limit is no "no limit", and a negative price no refund.
+	for _, nb := range []*payments.Budget{{PerCall: -5}, {PerCall: 10, PerDay: -1}, {PerCall: 10, PerServerPerDay: -1}} {
+		if err := nb.Reserve(ctx, "s1", 1, ""); !errors.Is(err, payments.ErrNegative) || !errors.Is(err, payments.ErrBudget) {
+			t.Errorf("%+v: %v", nb, err)
+		}
+	}
+	if err := b.Reserve(ctx, "s1", -10, ""); !errors.Is(err, payments.ErrNegative) {
+		t.Errorf("a negative price: %v", err)
+	}
 	if err := b.Reserve(ctx, "s1", 10, ""); err != nil {
 		t.Fatal(err)
 	}

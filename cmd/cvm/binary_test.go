@@ -31,6 +31,7 @@ var cvmBinary, demoServerBinary string
 var browser browsertest.Browser
 
 func TestMain(m *testing.M) {
+	runTestChild()
 	if path := os.Getenv(execLogEnv); path != "" {
 		runExecLogServer(path)
 	}

@@ -152,7 +152,7 @@ func (a *app) call(ctx context.Context, cf clientFlags, server, name string, arg
 		res, err = cs.CallTool(ctx, params)
 	}
 	cs.answered(err)
-	if derr, ok := declinedError(err); ok {
+	if derr, ok := declinedError(err, cf.pay); ok {
 		return derr
 	}
 	if chunks != nil {

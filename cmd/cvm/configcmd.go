@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/cvmgo/cvm/internal/config"
+	"github.com/cvmgo/cvm/internal/secretenv"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -94,8 +95,8 @@ func (a *app) allSettings(root *cobra.Command) ([]config.Setting, error) {
 // keySetting describes which identity a command without --key would use,
 // without reading or creating any key file.
 func (a *app) keySetting() config.Setting {
-	if a.getenv("CVM_SECRET_KEY") != "" {
-		return config.Setting{Key: "key", Value: "(secret from the environment)", Source: config.Env, Origin: "CVM_SECRET_KEY"}
+	if a.getenv(secretenv.SecretKey) != "" {
+		return config.Setting{Key: "key", Value: "(secret from the environment)", Source: config.Env, Origin: secretenv.SecretKey}
 	}
 	if v, ok := a.file.Lookup("key"); ok {
 		return config.Setting{Key: "key", Value: fmt.Sprint(v), Source: config.File, Origin: a.file.Path}

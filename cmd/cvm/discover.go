@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -92,10 +93,13 @@ loopback host (or --allow-host) and calls only for its own pages.`,
 }
 
 func (a *app) runDiscover(cmd *cobra.Command, df discoverFlags) error {
+	if err := df.pay.check(); err != nil {
+		return err
+	}
 	filter := discovery.Filter{Tool: df.tool, SchemaHash: strings.ToLower(df.schema), Category: df.category, Encrypted: df.encrypted}
 	if cmd.Flags().Changed("max-price") {
-		if df.maxPrice < 0 {
-			return fmt.Errorf("--max-price %g: want a price of 0 or more", df.maxPrice)
+		if !(df.maxPrice >= 0) || math.IsInf(df.maxPrice, 1) {
+			return fmt.Errorf("--max-price %g: want a price of 0 or more, such as 10", df.maxPrice)
 		}
 		filter.MaxPrice = &df.maxPrice
 	}

@@ -112,7 +112,7 @@ func (c *catalogCaller) Call(ctx context.Context, req catalogpage.CallRequest, p
 	params.SetProgressToken(fmt.Sprintf("cvm-page-%d", time.Now().UnixNano()))
 	res, err := cs.CallTool(ctx, params)
 	cs.answered(err)
-	if derr, ok := declinedError(err); ok {
+	if derr, ok := declinedError(err, cf.pay); ok {
 		return nil, derr
 	}
 	if err != nil {

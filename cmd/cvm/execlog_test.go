@@ -20,10 +20,18 @@ const execLogEnv = "CVM_TEST_EXECLOG"
 // names that gateway in each line: "RID REPLICA".
 const execReplicaEnv = "CVM_TEST_REPLICA"
 
-// runExecLogServer serves until stdin closes. Its tools: work {rid,
+// runExecLogServer serves until stdin closes, then exits.
+func runExecLogServer(path string) {
+	if err := execLogServer(path).Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// execLogServer is the server of runExecLogServer. Its tools: work {rid,
 // delay_ms} logs rid, waits delay_ms and answers rid; echo and add (for
 // the reference SDK's client) log "echo"/"add".
-func runExecLogServer(path string) {
+func execLogServer(path string) *mcp.Server {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -69,8 +77,5 @@ func runExecLogServer(path string) {
 		logID("add")
 		return nil, map[string]float64{"sum": in.A + in.B}, nil
 	})
-	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
-		os.Exit(1)
-	}
-	os.Exit(0)
+	return s
 }

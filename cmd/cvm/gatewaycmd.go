@@ -17,6 +17,7 @@ import (
 	"github.com/cvmgo/cvm/internal/admission"
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/internal/httpserve"
+	"github.com/cvmgo/cvm/internal/secretenv"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/lightning"
@@ -31,6 +32,7 @@ type gatewayFlags struct {
 	announceRelays             []string
 	key, encryption, giftWrap  string
 	allow, public, env         []string
+	passEnv                    []string
 	name, about, website, pict string
 	mode, upstreamURL, metrics string
 	data                       string
@@ -101,6 +103,14 @@ unsigned ones (401), and --allow accepts DIDs too (did:nostr:<hex> is that
 key). Priced tools are paid over HTTP through quotations (nip10/quote,
 nip10/confirm).
 
+The upstream command gets cvm's environment and each -e KEY=VALUE, but not
+the variables cvm reads secrets from (` + "$" + strings.Join(secretenv.Names(), ", $") + `): a third
+party's server must not spend from the wallet or sign as the gateway.
+--pass-env NAME (repeatable) hands one over anyway. It runs in a process
+group of its own, which the gateway stops as a whole (SIGTERM, then SIGKILL
+2 s later) when its session ends, when it exits (a restart follows), and
+when the gateway stops: nothing it started outlives it.
+
 When ready, one JSON line on stdout gives the gateway's pubkey, npub and
 relays (and with --http its MCP endpoint "http" and its "did"). Logs and the upstream's stderr go to stderr. SIGINT or SIGTERM shuts
 it down, answering what is in flight with an error.`,
@@ -123,6 +133,7 @@ it down, answering what is in flight with an error.`,
 	f.StringVar(&gf.pict, "picture", "", "server picture URL announced to clients")
 	f.StringVar(&gf.mode, "session-mode", "per-client", "per-client or shared")
 	f.StringArrayVarP(&gf.env, "env", "e", nil, "KEY=VALUE for the upstream command's environment (repeatable)")
+	f.StringArrayVar(&gf.passEnv, "pass-env", nil, "give the upstream command this secret variable of cvm's environment anyway: "+strings.Join(secretenv.Names(), " or ")+" (repeatable)")
 	f.StringVar(&gf.upstreamURL, "upstream-url", "", "a streamable-HTTP MCP server to expose instead of a command")
 	f.IntVar(&gf.transferBytes, "max-transfer-bytes", 32<<20, "bytes one client's large (CEP-22) requests may hold while they arrive; clients outside --allow share 1 MiB")
 	f.StringVar(&gf.data, "data", "", "directory for state that must survive a restart (default: gateway in the data directory)")
@@ -148,7 +159,7 @@ it down, answering what is in flight with an error.`,
 	gf.replica.add(f)
 	cmd.Long += replicaHelp
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
-		"session-mode", "env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-rate", "session-burst", "idle-timeout",
+		"session-mode", "env", "pass-env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-rate", "session-burst", "idle-timeout",
 		"announce", "announce-relay", "unannounce-on-exit", "price", "payment-ttl", "common-tool", "category", "http", "no-nostr", "require-auth", "auth-window", "auth-compat"} {
 		config.Bind(f, name, "gateway."+name)
 	}
@@ -257,21 +268,12 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	}
 	ctx := cmd.Context()
 
-	// Start the upstream once before serving anyone: a command that is not
-	// found or exits at once is reported now, not to the first client.
-	startCtx, cancel := context.WithTimeout(ctx, opts.InitializeTimeout)
-	defer cancel()
-	res, err := gateway.Check(startCtx, upstream, opts.InitializeTimeout)
-	if err != nil {
-		return fmt.Errorf("%w; %s", err, hint)
-	}
-	if gf.name == "" && res.ServerInfo != nil {
-		gf.name = serverInfoName(res.ServerInfo.Title, res.ServerInfo.Name)
-	}
 	// The ids of executed requests survive a restart: a replay then never
 	// runs twice. One store per server key, so that gateways with other
 	// keys may share the directory, and one process per key. With --nats
-	// they live in the replica group's bucket instead.
+	// they live in the replica group's bucket instead. Taken before the
+	// upstream is started: a gateway that may not run starts nobody's
+	// program.
 	replicas, closeNATS, err := gf.replica.connect(ctx, a)
 	if err != nil {
 		return err
@@ -292,6 +294,17 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		}
 		defer st.Close()
 		state = st
+	}
+	// Start the upstream once before serving anyone: a command that is not
+	// found or exits at once is reported now, not to the first client.
+	startCtx, cancel := context.WithTimeout(ctx, opts.InitializeTimeout)
+	defer cancel()
+	res, err := gateway.Check(startCtx, upstream, opts.InitializeTimeout)
+	if err != nil {
+		return fmt.Errorf("%w; %s", err, hint)
+	}
+	if gf.name == "" && res.ServerInfo != nil {
+		gf.name = serverInfoName(res.ServerInfo.Title, res.ServerInfo.Name)
 	}
 	opts.Server = contextvm.ServerOptions{
 		Replicas:           replicas,
@@ -446,6 +459,8 @@ func (a *app) gatewayUpstream(cmd *cobra.Command, args []string, gf gatewayFlags
 		return nil, "", fmt.Errorf("put the upstream command after --, as in: cvm gateway [flags] -- %s", strings.Join(args, " "))
 	case len(args) > 0 && gf.upstreamURL != "":
 		return nil, "", errors.New("give either a command after -- or --upstream-url, not both")
+	case gf.upstreamURL != "" && len(gf.passEnv) > 0:
+		return nil, "", errors.New("--pass-env is for an upstream command, not --upstream-url")
 	case gf.upstreamURL != "":
 		if !strings.HasPrefix(gf.upstreamURL, "http://") && !strings.HasPrefix(gf.upstreamURL, "https://") {
 			return nil, "", fmt.Errorf("--upstream-url %q: want an http:// or https:// URL", gf.upstreamURL)
@@ -459,7 +474,10 @@ func (a *app) gatewayUpstream(cmd *cobra.Command, args []string, gf gatewayFlags
 			return nil, "", fmt.Errorf("-e %q: want KEY=VALUE", kv)
 		}
 	}
-	c := &gateway.Command{Path: args[0], Args: args[1:], Env: gf.env, Stderr: a.stderr}
+	if err := secretenv.CheckPass(gf.passEnv); err != nil {
+		return nil, "", err
+	}
+	c := &gateway.Command{Path: args[0], Args: args[1:], Env: gf.env, PassEnv: gf.passEnv, Stderr: a.stderr}
 	if err := c.LookPath(); err != nil {
 		return nil, "", err
 	}

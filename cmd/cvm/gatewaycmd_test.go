@@ -91,6 +91,9 @@ func TestGatewayCommand_BadInput(t *testing.T) {
 		{[]string{"gateway", "-e", "TOKEN", "--", "true"}, `-e "TOKEN": want KEY=VALUE`},
 		{[]string{"gateway", "--session-rate", "0", "--", "true"}, "--session-rate must be positive"},
 		{[]string{"gateway", "--session-burst", "0", "--", "true"}, "--session-burst at least 1"},
+		{[]string{"gateway", "--price", "tool:add=-5", "--", "true"}, `--price: bad price: amount "-5": a price cannot be negative`},
+		{[]string{"gateway", "--price", "tool:add=100000000000000000000", "--", "true"}, "100000000000000000000 is more than any price can be"},
+		{[]string{"gateway", "--price", "tool:add=", "--", "true"}, `amount "": no amount`},
 	} {
 		code, out, errOut := c.run(tc.args...)
 		lines := strings.Split(strings.TrimSpace(errOut), "\n")

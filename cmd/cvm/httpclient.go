@@ -237,7 +237,7 @@ func isQuotationRequired(err error) bool {
 // payOverHTTP buys the quotation of a call and names it in its _meta.
 func (s *oneShot) payOverHTTP(ctx context.Context, params *mcp.CallToolParams) error {
 	id, err := s.buyer.buyQuotation(ctx, params.Name, params.Arguments)
-	if derr, ok := declinedError(err); ok {
+	if derr, ok := declinedError(err, s.buyer.pay); ok {
 		return derr
 	}
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/internal/config"
+	"github.com/cvmgo/cvm/internal/secretenv"
 	"github.com/cvmgo/cvm/nostrx"
 )
 
@@ -53,12 +54,12 @@ func (a *app) resolveIdentity(keyFlag string, use keyUse) (identity, error) {
 		}
 		return identity{sk, "--key " + keyFlag}, nil
 	}
-	if s := a.getenv("CVM_SECRET_KEY"); s != "" {
+	if s := a.getenv(secretenv.SecretKey); s != "" {
 		sk, err := nostrx.ParseSecretKey(s)
 		if err != nil {
-			return identity{}, fmt.Errorf("$CVM_SECRET_KEY: %w", err)
+			return identity{}, fmt.Errorf("$%s: %w", secretenv.SecretKey, err)
 		}
-		return identity{sk, "$CVM_SECRET_KEY"}, nil
+		return identity{sk, "$" + secretenv.SecretKey}, nil
 	}
 	if a.file != nil {
 		if v, ok := a.file.Lookup("key"); ok {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/internal/config"
+	"github.com/cvmgo/cvm/internal/secretenv"
 	"github.com/cvmgo/cvm/internal/secretfile"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
@@ -26,7 +27,7 @@ import (
 
 // walletEnv is the environment variable that may hold the wallet URI, a
 // secret that is never given as a plain flag value.
-const walletEnv = "CVM_WALLET"
+const walletEnv = secretenv.Wallet
 
 // payFlags are the flags of the commands that may pay for a call.
 type payFlags struct {
@@ -56,6 +57,27 @@ func (a *app) addPayFlags(cmd *cobra.Command, pf *payFlags, withYes bool) {
 	if withYes {
 		f.BoolVar(&pf.yes, "yes", false, "pay without asking, within --max-sats")
 	}
+}
+
+// check refuses limits that cannot be, before anything is sent: a negative
+// cap would read as no cap, and a negative daily limit as no daily limit
+// at all. Malformed values never get here: the flag parser, the config
+// file and the environment refuse them first.
+func (pf payFlags) check() error {
+	for _, l := range []struct {
+		flag, key string
+		v         int64
+		zero      string
+	}{
+		{"--max-sats", "payments.max-sats", pf.maxSats, "0, the default, pays nothing"},
+		{"--max-sats-per-day", "payments.max-sats-per-day", pf.perDay, "0, the default, sets no daily limit"},
+		{"--max-sats-per-server-per-day", "payments.max-sats-per-server-per-day", pf.perServerPerDay, "0, the default, sets no daily limit"},
+	} {
+		if l.v < 0 {
+			return fmt.Errorf("%s %d (or %s): a limit cannot be negative; give the most to pay in sats (%s)", l.flag, l.v, l.key, l.zero)
+		}
+	}
+	return nil
 }
 
 // walletURI reads the wallet connection URI from --wallet-file (which must
@@ -186,6 +208,9 @@ func (l *payLog) payments() []payment {
 // wallet's handler, and how to ask. ask is nil where nobody can be asked
 // (pay within the cap only).
 func (a *app) payOptions(pf payFlags, ask func(context.Context, contextvm.PaymentOffer) bool) (*contextvm.PayOptions, *payLog, error) {
+	if err := pf.check(); err != nil {
+		return nil, nil, err
+	}
 	log := &payLog{a: a, close: func() error { return nil }}
 	opts := &contextvm.PayOptions{Report: log.report, Confirm: ask}
 	switch pf.interaction {
@@ -269,8 +294,9 @@ func statOf(f *os.File, ok bool) (os.FileInfo, error) {
 }
 
 // declinedError turns a payment the client would not make into the
-// command's error: exit 2, saying what to do.
-func declinedError(err error) (error, bool) {
+// command's error: exit 2, saying what to do. pay is what the client
+// paid with, so that the advice names only what is missing.
+func declinedError(err error, pay *contextvm.PayOptions) (error, bool) {
 	d, ok := contextvm.Declined(err)
 	if !ok {
 		return nil, false
@@ -278,6 +304,9 @@ func declinedError(err error) (error, bool) {
 	what := fmt.Sprintf("the call costs %d %s", d.Amount, d.Unit)
 	switch d.Reason {
 	case contextvm.DeclinedNoCap, contextvm.DeclinedNoPayments:
+		if pay != nil && len(pay.Handlers) > 0 {
+			return fmt.Errorf("%s and no per-call cap allows paying it; give --max-sats %d (or set payments.max-sats) to pay it with your wallet", what, d.Amount), true
+		}
 		return fmt.Errorf("%s; give --max-sats %d (or set payments.max-sats) and a wallet (--wallet-file or $%s) to pay for it", what, d.Amount, walletEnv), true
 	case contextvm.DeclinedOverCap:
 		return fmt.Errorf("%s, more than --max-sats; raise --max-sats to pay it", what), true

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,7 +88,7 @@ func TestPayCLI_RefusesWithoutCapTerminalOrBudget(t *testing.T) {
 		extra []string
 		want  string
 	}{
-		{"no cap", []string{"--yes"}, "--max-sats 10"},
+		{"no cap", []string{"--yes"}, "costs 10 sats and no per-call cap allows paying it; give --max-sats 10 (or set payments.max-sats) to pay it with your wallet"},
 		{"over the cap", []string{"--max-sats", "9", "--yes"}, "raise --max-sats"},
 		{"no terminal, no --yes", []string{"--max-sats", "10"}, "--yes"},
 		{"not allowed", []string{"--max-sats", "10", "--yes", "--pay-allow", strings.Repeat("ab", 32)}, "payments.allow"},
@@ -97,8 +98,73 @@ func TestPayCLI_RefusesWithoutCapTerminalOrBudget(t *testing.T) {
 			t.Errorf("%s: code %d, stderr %q; want 2 and %q", tc.name, code, errOut, tc.want)
 		}
 	}
+	// The wallet was given: the advice names only the cap. Without one,
+	// it names both.
+	if _, _, errOut := c.run(append(base, "--yes")...); strings.Contains(errOut, "--wallet-file") {
+		t.Errorf("no cap, with a wallet: %q asks for a wallet", errOut)
+	}
+	noWallet := []string{"call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--yes"}
+	if code, _, errOut := c.run(noWallet...); code != exitLocal || !strings.Contains(errOut, "give --max-sats 10 (or set payments.max-sats) and a wallet (--wallet-file or $CVM_WALLET)") {
+		t.Errorf("no cap, no wallet: code %d, %q", code, errOut)
+	}
 	if a, s := w.balances(t); a != 100 || s != 0 {
 		t.Fatalf("balances alice %d srv %d after refusals", a, s)
+	}
+}
+
+// A negative limit, from a flag, the config file or the environment, is
+// refused before anything is sent, saying which; a malformed one too. A
+// negative cap used to read as no cap, and a negative daily limit as none
+// at all, which paid.
+func TestPayCLI_RefusesBadLimitsBeforeSending(t *testing.T) {
+	w := newPayWorld(t, "tool:add=10")
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		config string
+		env    map[string]string
+		want   string
+	}{
+		{"cap", []string{"--max-sats", "-5"}, "", nil, "--max-sats -5 (or payments.max-sats): a limit cannot be negative; give the most to pay in sats (0, the default, pays nothing)"},
+		{"daily", []string{"--max-sats", "10", "--max-sats-per-day", "-5"}, "", nil, "--max-sats-per-day -5 (or payments.max-sats-per-day): a limit cannot be negative"},
+		{"daily per server", []string{"--max-sats", "10", "--max-sats-per-server-per-day", "-1"}, "", nil, "--max-sats-per-server-per-day -1 (or payments.max-sats-per-server-per-day): a limit cannot be negative"},
+		{"config", nil, "[payments]\nmax-sats = 10\nmax-sats-per-day = -5\n", nil, "--max-sats-per-day -5 (or payments.max-sats-per-day): a limit cannot be negative"},
+		{"environment", []string{"--max-sats", "10"}, "", map[string]string{"CVM_PAYMENTS_MAX_SATS_PER_SERVER_PER_DAY": "-3"}, "-3 (or payments.max-sats-per-server-per-day): a limit cannot be negative"},
+		{"malformed flag", []string{"--max-sats", "ten"}, "", nil, `invalid argument "ten" for "--max-sats" flag`},
+		{"malformed config", nil, "[payments]\nmax-sats = \"ten\"\n", nil, `key "payments.max-sats": invalid value "ten" for int64`},
+		{"malformed environment", []string{"--max-sats", "10"}, "", map[string]string{"CVM_PAYMENTS_MAX_SATS_PER_DAY": "lots"}, `CVM_PAYMENTS_MAX_SATS_PER_DAY: invalid value "lots" for int64`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCLI(t)
+			if tc.config != "" {
+				c.writeConfig(tc.config)
+			}
+			maps.Copy(c.env, tc.env)
+			// Through the world's relay, and through none: the refusal
+			// comes first either way.
+			for _, relayURL := range []string{w.relay, "ws://127.0.0.1:1"} {
+				args := append([]string{"call", w.npub, "add", "a=1", "b=2", "--relay", relayURL, "--wallet-file", w.clientFile, "--yes"}, tc.args...)
+				code, out, errOut := c.run(args...)
+				if code != exitLocal || out != "" || !strings.Contains(errOut, tc.want) {
+					t.Errorf("%v: code %d, %q, %q; want 2 and %q", args, code, out, errOut, tc.want)
+				}
+			}
+		})
+	}
+	if a, s := w.balances(t); a != 100 || s != 0 {
+		t.Fatalf("balances alice %d srv %d after refusals", a, s)
+	}
+	// The other commands that pay.
+	c := newCLI(t)
+	for _, args := range [][]string{
+		{"proxy", w.npub, "--relay", "ws://127.0.0.1:1", "--max-sats", "-5"},
+		{"discover", "--relay", "ws://127.0.0.1:1", "--max-sats", "10", "--max-sats-per-day", "-5"},
+		{"discover", "--relay", "ws://127.0.0.1:1", "--max-price", "NaN"},
+	} {
+		code, out, errOut := c.run(args...)
+		if code != exitLocal || out != "" || !(strings.Contains(errOut, "a limit cannot be negative") || strings.Contains(errOut, "want a price of 0 or more")) {
+			t.Errorf("%v: code %d, %q, %q", args, code, out, errOut)
+		}
 	}
 }
 

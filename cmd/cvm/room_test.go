@@ -25,6 +25,15 @@ type roomReady struct {
 	Compat  string `json:"compat"`
 }
 
+// startRoomGateway runs cvm room serve on a free port with a data
+// directory of its own, which it returns with the ready line.
+func startRoomGateway(t *testing.T, c *cli) (data string, ready roomReady) {
+	t.Helper()
+	data = filepath.Join(t.TempDir(), "room")
+	startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", data).readyLine(t, &ready)
+	return data, ready
+}
+
 // mint runs "cvm room token" in-process and returns the token.
 func mint(t *testing.T, c *cli, args ...string) string {
 	t.Helper()

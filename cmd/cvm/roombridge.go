@@ -2,9 +2,12 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"strings"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/secretenv"
 	"github.com/cvmgo/cvm/mcpx/bridge"
 	"github.com/spf13/cobra"
 )
@@ -14,6 +17,7 @@ func (a *app) roomBridgeCommand() *cobra.Command {
 		join          joinFlags
 		restartMax    time.Duration
 		announceTools bool
+		passEnv       []string
 	)
 	cmd := &cobra.Command{
 		Use:   "bridge --topic T (--token T | --token-file F) -- COMMAND [ARG...]",
@@ -30,6 +34,12 @@ bridge: the server serves every peer and is not stopped by one. With
 --announce-tools the bridge broadcasts the server's tools (name, title,
 description) each time it joins, as notifications/tools/available.
 
+The server gets cvm's environment without the variables cvm reads secrets
+from (` + "$" + strings.Join(secretenv.Names(), ", $") + `); --pass-env NAME (repeatable) hands
+one over anyway. It runs in a process group of its own, stopped as a whole
+(SIGTERM, then SIGKILL 2 s later) when it exits (a restart follows) and
+when the bridge stops: nothing it started outlives it.
+
 When the bridge has joined, one JSON line is printed on stdout:
   {"ready":true,"participant":"alpha","topic":"room:x","server":{...},...}
 Logs and the server's stderr go to stderr. SIGINT or SIGTERM leaves the
@@ -44,10 +54,16 @@ topic and stops the server.`,
 			if _, err := exec.LookPath(args[0]); err != nil {
 				return fmt.Errorf("command %s: %w", args[0], err)
 			}
+			if err := secretenv.CheckPass(passEnv); err != nil {
+				return err
+			}
+			env := secretenv.Strip(os.Environ(), passEnv)
 			b, err := bridge.Start(cmd.Context(), bridge.Options{
 				Participant: copts,
 				Command: func() *exec.Cmd {
-					return exec.Command(args[0], args[1:]...)
+					c := exec.Command(args[0], args[1:]...)
+					c.Env = env
+					return c
 				},
 				Stderr:        a.stderr,
 				RestartMax:    restartMax,
@@ -78,6 +94,7 @@ topic and stops the server.`,
 	f := cmd.Flags()
 	join.register(f)
 	f.BoolVar(&announceTools, "announce-tools", false, "broadcast the server's tools to the topic on every join (notifications/tools/available)")
+	f.StringArrayVar(&passEnv, "pass-env", nil, "give the server this secret variable of cvm's environment anyway: "+strings.Join(secretenv.Names(), " or ")+" (repeatable)")
 	f.DurationVar(&restartMax, "restart-max", 30*time.Second, "longest wait between restarts of a server that keeps exiting")
 	return cmd
 }

@@ -62,10 +62,9 @@ both, NIP-44 first. Logs go to stderr. SIGINT or SIGTERM stops it.`,
 			balances := map[string]int64{}
 			var names []string
 			for _, w := range wallets {
-				name, amount, ok := strings.Cut(w, "=")
-				n, err := strconv.ParseInt(amount, 10, 64)
-				if !ok || name == "" || err != nil || n < 0 || n > 21_000_000*100_000_000 {
-					return fmt.Errorf("--wallet %q: want NAME=SATS, e.g. alice=100000", w)
+				name, n, err := parseSimWallet(w)
+				if err != nil {
+					return err
 				}
 				if _, dup := balances[name]; dup {
 					return fmt.Errorf("--wallet %q: wallet %q given twice", w, name)
@@ -184,4 +183,26 @@ func walletSimKeys(dir string, names []string) (map[string]walletSimConn, error)
 		}
 	}
 	return keys, nil
+}
+
+// maxSimBalance is every bitcoin there will be, in sats: no wallet holds
+// more.
+const maxSimBalance = 21_000_000 * 100_000_000
+
+// parseSimWallet reads --wallet NAME=SATS, saying what is wrong with it.
+func parseSimWallet(w string) (name string, sats int64, err error) {
+	name, amount, ok := strings.Cut(w, "=")
+	if !ok || name == "" {
+		return "", 0, fmt.Errorf("--wallet %q: want NAME=SATS, e.g. alice=100000", w)
+	}
+	n, err := strconv.ParseInt(amount, 10, 64)
+	switch {
+	case err == nil && n < 0, errors.Is(err, strconv.ErrRange) && strings.HasPrefix(amount, "-"):
+		return "", 0, fmt.Errorf("--wallet %q: a balance cannot be negative; give 0 or more sats", w)
+	case err == nil && n > maxSimBalance, errors.Is(err, strconv.ErrRange):
+		return "", 0, fmt.Errorf("--wallet %q: more sats than there will ever be (%d)", w, int64(maxSimBalance))
+	case err != nil:
+		return "", 0, fmt.Errorf("--wallet %q: %q is not a whole number of sats; want NAME=SATS, e.g. alice=100000", w, amount)
+	}
+	return name, n, nil
 }

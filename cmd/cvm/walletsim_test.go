@@ -103,7 +103,12 @@ func TestWalletSimUsage(t *testing.T) {
 		{[]string{"wallet-sim", "--wallet", "a=1"}, "--relay"},
 		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1"}, "--wallet"},
 		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1", "--wallet", "a"}, "NAME=SATS"},
-		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1", "--wallet", "a=-1"}, "NAME=SATS"},
+		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1", "--wallet", "a=-1"}, "a balance cannot be negative"},
+		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1", "--wallet", "a=-99999999999999999999"}, "a balance cannot be negative"},
+		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1", "--wallet", "a=2100000000000001"}, "more sats than there will ever be"},
+		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1", "--wallet", "a=99999999999999999999"}, "more sats than there will ever be"},
+		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1", "--wallet", "a=1.5"}, `"1.5" is not a whole number of sats`},
+		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1", "--wallet", "=5"}, "NAME=SATS"},
 		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1", "--wallet", "a=1", "--wallet", "a=2"}, "twice"},
 		{[]string{"wallet-sim", "--relay", "ws://127.0.0.1:1", "--wallet", "a=1", "--encryption", "nip44"}, "want nip44_v2 or nip04"},
 	} {

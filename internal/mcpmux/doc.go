@@ -22,8 +22,9 @@
 // whose call caused it, as far as that can be told (see Routing). Roots
 // are not offered: a shared session has no single answer to roots/list.
 //
-// Files: upstream.go (where connections come from: Upstream, child
-// processes), link.go (one supervised session), mux.go (the Mux and its
+// Files: upstream.go (where connections come from: Upstream,
+// OpenCommand), child.go (a child process and the process group it leads,
+// stopped as a whole; group_unix.go and group_other.go), link.go (one supervised session), mux.go (the Mux and its
 // handling of the upstream), session.go (one caller), tables.go (the
 // books: calls in flight, requests routed to callers, subscriptions).
 package mcpmux

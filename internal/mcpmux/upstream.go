@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
-	"time"
 
+	"github.com/cvmgo/cvm/internal/secretenv"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -35,51 +36,34 @@ type UpstreamFunc func(ctx context.Context) (mcp.Connection, error)
 // Open calls f.
 func (f UpstreamFunc) Open(ctx context.Context) (mcp.Connection, error) { return f(ctx) }
 
-// terminateGrace is how long a child gets to exit after its stdin closes,
-// and again after SIGTERM, before it is killed. Servers exit on end of
-// input; the grace period only matters for one that does not, and a relay
-// shutting down should not wait long for it.
-const terminateGrace = 2 * time.Second
-
 // OpenCommand starts cmd as a stdio MCP server and returns the connection
 // to it. Its standard error goes to stderr (nil discards it); the last line
 // is kept either way, and closing the connection reports the exit status
 // with that line, which is usually the reason the child exited. The child
 // is not bound to ctx: the connection owns it, and closing the connection
-// stops it (stdin closed, then SIGTERM, then SIGKILL).
+// stops it (stdin closed, then SIGTERM, then SIGKILL). It leads a process
+// group of its own, and whatever it started in that group is stopped with
+// it, when the connection closes and as soon as the child exits (see
+// child). cmd's Stdin, Stdout, Stderr and Setpgid are set here.
+//
+// A cmd whose Env is nil gets this process's environment without the
+// variables cvm reads secrets from (package secretenv): the server is
+// another party's program. A caller that sets Env decides for itself.
 func OpenCommand(ctx context.Context, cmd *exec.Cmd, stderr io.Writer) (mcp.Connection, error) {
+	if cmd.Env == nil {
+		cmd.Env = secretenv.Strip(os.Environ(), nil)
+	}
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	tail := &tailWriter{}
-	cmd.Stderr = io.MultiWriter(stderr, tail)
-	// A child that leaves a grandchild holding stderr open would otherwise
-	// make Wait, and so Close, block until the grandchild exits.
-	cmd.WaitDelay = terminateGrace
-	t := &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}
-	conn, err := t.Connect(ctx)
+	c, err := startChild(cmd, stderr)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
-	return &childConn{Connection: conn, tail: tail}, nil
-}
-
-// childConn adds to the error that closing the connection reports (the
-// child's exit status) the last line the child wrote on stderr.
-type childConn struct {
-	mcp.Connection
-	tail *tailWriter
-}
-
-func (c *childConn) Close() error {
-	err := c.Connection.Close()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		if line := c.tail.lastLine(); line != "" {
-			return fmt.Errorf("%w; its last words on stderr: %q", err, line)
-		}
-	}
-	return err
+	// The connection closes the child, not its stdout: Close reads what
+	// is left of it first.
+	t := &mcp.IOTransport{Reader: io.NopCloser(c.stdout), Writer: c}
+	return t.Connect(ctx)
 }
 
 // tailWriter keeps the last bytes written to it.
