@@ -214,12 +214,33 @@ func TestPerClient_IdleSessionsAreReaped(t *testing.T) {
 	}
 }
 
-func TestPerClient_BusySessionIsNotReaped(t *testing.T) {
-	b := newBench(t, gateway.Options{IdleTimeout: 100 * time.Millisecond})
-	cs := b.connect(nil)
-	// In flight for several idle periods: must survive them.
-	if got := call(t, cs, "slow", map[string]any{"ms": 800}); got != "done" {
-		t.Fatalf("slow: %q", got)
+// A session whose call outlasts IdleTimeout is busy until the answer has
+// reached its client, not only until the upstream answered: reaped in
+// between, the client would get "session closed" instead of its result.
+func TestBusySessionIsNotReaped(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		opts      gateway.Options
+		stateless bool
+	}{
+		{"per-client", gateway.Options{}, false},
+		{"per-client stateless", gateway.Options{}, true},
+		{"shared", gateway.Options{Mode: gateway.Shared}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.IdleTimeout = 100 * time.Millisecond
+			b := newBench(t, tc.opts)
+			connect := func() *mcp.ClientSession { return b.connect(nil) }
+			if tc.stateless {
+				connect = b.connectStateless
+			}
+			// In flight for several idle periods: must survive them.
+			for i := range 3 {
+				if got, err := tryCall(connect(), "slow", map[string]any{"ms": 500}); err != nil || got != "done" {
+					t.Fatalf("call %d: %q, %v", i, got, err)
+				}
+			}
+		})
 	}
 }
 

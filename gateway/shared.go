@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"fiatjaf.com/nostr"
@@ -69,6 +70,10 @@ type member struct {
 	log  *slog.Logger
 	out  chan jsonrpc.Message
 	done chan struct{} // closed when the session ends: Send gives up
+	// unsent counts the messages Send took that the writer has not
+	// written: an answer on its way makes the session busy, as its request
+	// did, so that it is not reaped between the two.
+	unsent atomic.Int64
 
 	mu   sync.Mutex
 	last time.Time
@@ -80,7 +85,7 @@ func (m *member) idleSince() time.Time {
 	return m.last
 }
 
-func (m *member) busy() bool { return m.sess.InFlight() > 0 }
+func (m *member) busy() bool { return m.sess.InFlight() > 0 || m.unsent.Load() > 0 }
 
 func (m *member) end() { m.conn.Close() }
 
@@ -88,10 +93,12 @@ func (m *member) client() nostr.PubKey { return m.conn.Client() }
 
 // Send implements mcpmux.Caller: it queues msg for the member's writer.
 func (m *member) Send(msg jsonrpc.Message, _ jsonrpc.ID) error {
+	m.unsent.Add(1)
 	select {
 	case m.out <- msg:
 		return nil
 	case <-m.done:
+		m.unsent.Add(-1)
 		return errSessionEnded
 	}
 }
@@ -105,6 +112,7 @@ func (m *member) write(ctx context.Context) {
 			if err := m.conn.Write(ctx, msg); err != nil {
 				m.log.Debug("message not delivered to the client", "err", err)
 			}
+			m.unsent.Add(-1)
 		case <-m.done:
 			return
 		}
