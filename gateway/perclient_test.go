@@ -127,7 +127,9 @@ func TestPerClient_ProgressSubscriptionsAndListChanged(t *testing.T) {
 }
 
 func TestPerClient_SessionBound(t *testing.T) {
-	b := newBench(t, gateway.Options{MaxSessions: 2, SessionGrace: 200 * time.Millisecond})
+	// Isolated, the session started for an evicted client's next request
+	// (a stateless one) needs an upstream slot too.
+	b := newBench(t, gateway.Options{MaxSessions: 2, SessionGrace: 200 * time.Millisecond, IsolateStateless: true})
 	first, second := b.connect(nil), b.connect(nil)
 	firstPID := call(t, first, "pid", nil)
 	call(t, second, "pid", nil)
@@ -176,10 +178,11 @@ func TestPerClient_SessionBound(t *testing.T) {
 }
 
 // A session the gateway refuses for a client without one (stateless, or
-// evicted) answers the client's request with the refusal: busy, with when
-// to retry, not a bare "session closed".
+// evicted; isolated, it needs an upstream slot) answers the client's
+// request with the refusal: busy, with when to retry, not a bare "session
+// closed".
 func TestPerClient_StatelessRefusalSaysBusy(t *testing.T) {
-	b := newBench(t, gateway.Options{MaxSessions: 1})
+	b := newBench(t, gateway.Options{MaxSessions: 1, IsolateStateless: true})
 	b.connect(nil) // young for 30 s: nobody else gets in
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
