@@ -136,6 +136,16 @@ func (c *ServerConn) Client() nostr.PubKey { return c.client }
 // SessionID identifies the session (client key prefix and a sequence number).
 func (c *ServerConn) SessionID() string { return c.id }
 
+// Stateless reports whether the session began with a request rather than
+// an initialize (a stateless client, CEP-35, or a client whose session
+// ended under it): the server initialized it on the client's behalf, with
+// no client capabilities, and it gets no broadcast notifications.
+func (c *ServerConn) Stateless() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stateless
+}
+
 // Transport returns an mcp.Transport whose Connect returns c, for
 // mcp.Server.Connect. It caps the protocol versions at ProtocolVersion.
 func (c *ServerConn) Transport() mcp.Transport { return sessionTransport{c} }

@@ -162,6 +162,19 @@ func await(t testing.TB, what string, n *notifier, cond func() bool) {
 // session whose connection has closed, once the server has forgotten it.
 func serveWatched(t testing.TB, opts contextvm.ServerOptions, mcpServer *mcp.Server) (srv *contextvm.Server, ended <-chan *contextvm.ServerConn) {
 	t.Helper()
+	ch := make(chan *contextvm.ServerConn, 64)
+	srv = serveEach(t, opts, mcpServer, func(c *contextvm.ServerConn, ss *mcp.ServerSession) {
+		ss.Wait()
+		ch <- c
+	})
+	return srv, ch
+}
+
+// serveEach is serve, with each session the server accepts connected by
+// the test and then handed to each, on a goroutine of its own that the
+// test's end waits for.
+func serveEach(t testing.TB, opts contextvm.ServerOptions, mcpServer *mcp.Server, each func(*contextvm.ServerConn, *mcp.ServerSession)) *contextvm.Server {
+	t.Helper()
 	if opts.Signer == nil {
 		opts.Signer = contextvm.NewKeySigner(nostr.Generate())
 	}
@@ -171,7 +184,6 @@ func serveWatched(t testing.TB, opts contextvm.ServerOptions, mcpServer *mcp.Ser
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := make(chan *contextvm.ServerConn, 64)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
@@ -185,17 +197,14 @@ func serveWatched(t testing.TB, opts contextvm.ServerOptions, mcpServer *mcp.Ser
 				c.Close()
 				continue
 			}
-			wg.Go(func() {
-				ss.Wait()
-				ch <- c
-			})
+			wg.Go(func() { each(c, ss) })
 		}
 	})
 	t.Cleanup(func() {
 		srv.Close()
 		wg.Wait()
 	})
-	return srv, ch
+	return srv
 }
 
 // awaitEnd waits for the next session to end.
@@ -336,6 +345,29 @@ func TestStatelessClient(t *testing.T) {
 			if !slices.Contains(tagNames(m.evt.Tags), contextvm.TagSupportEncryption) {
 				t.Errorf("first request of a stateless session lacks discovery tags: %v", m.evt.Tags)
 			}
+		}
+	}
+}
+
+// A session the server began for a request without initialize says so;
+// one its client began with initialize does not: the gateway serves the
+// two differently.
+func TestServerConn_Stateless(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	accepted := make(chan *contextvm.ServerConn, 2)
+	srv := serveEach(t, contextvm.ServerOptions{Relays: []string{r.URL}}, testServer(), func(c *contextvm.ServerConn, _ *mcp.ServerSession) {
+		accepted <- c
+	})
+	for _, stateless := range []bool{true, false} {
+		cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Stateless: stateless})
+		callEcho(t, cs, "hi")
+		select {
+		case c := <-accepted:
+			if c.Stateless() != stateless {
+				t.Errorf("a session of a client with Stateless %v reports Stateless %v", stateless, c.Stateless())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no session accepted")
 		}
 	}
 }

@@ -14,7 +14,14 @@
 //     of its own (a child process, or an HTTP session), at most MaxSessions
 //     at once, closed when idle. Everything passes through unchanged;
 //     messages the upstream sends before its initialize response are held
-//     back until the client has that response.
+//     back until the client has that response. The sessions of clients
+//     that send requests without initialize (stateless clients, CEP-35:
+//     a one-shot cvm call) share one upstream session instead, as in
+//     Shared mode, started with the first and closed after the last: they
+//     declared no capabilities, so the upstream is told of none and may ask
+//     them nothing, they get no broadcasts, and a one-shot client costs no
+//     process. What the upstream keeps between calls they share among
+//     themselves; IsolateStateless gives them a session each.
 //   - Shared runs one upstream session for every client. The gateway
 //     initializes it once and answers each client's initialize from that
 //     result, renumbers requests and progress tokens so that clients never
@@ -34,7 +41,8 @@
 //
 // Files: gateway.go (the Gateway, its sessions, bound and idle reaping),
 // upstream.go and http.go (where upstream sessions come from), perclient.go
-// and shared.go (the two modes), metrics.go, message.go (error codes). A
+// and shared.go (the two modes), stateless.go (PerClient mode's shared
+// upstream for stateless clients), metrics.go, message.go (error codes). A
 // supervised upstream session (handshake, restart) is an mcpmux.Link, and
 // Shared mode is an mcpmux.Mux: the room bridge (mcpx/bridge) shares both.
 package gateway

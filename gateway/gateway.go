@@ -78,12 +78,12 @@ type Options struct {
 	NoNostr bool
 
 	// MaxSessions bounds the upstream sessions of PerClient mode (default
-	// 64): child processes are not cheap. A client session beyond it
-	// replaces a session that has nothing in flight and has been quiet for
-	// SessionGrace: the least recently active of a client outside
-	// Server.AllowedClients first, an allowed client's only for another
-	// allowed client. When none may give way, its initialize is refused
-	// (CodeBusy, with contextvm.RetryAfter).
+	// 64; the one stateless clients share is not counted): child processes
+	// are not cheap. A client session beyond it replaces a session that
+	// has nothing in flight and has been quiet for SessionGrace: the least
+	// recently active of a client outside Server.AllowedClients first, an
+	// allowed client's only for another allowed client. When none may give
+	// way, its initialize is refused (CodeBusy, with contextvm.RetryAfter).
 	MaxSessions int
 	// SessionGrace is how long after its last message a session is safe
 	// from being replaced (default 30 s), in the gateway's books and the
@@ -93,6 +93,16 @@ type Options struct {
 	// upstream session) that has had no message from its client for this
 	// long and has nothing in flight (default 10 min; negative: never).
 	IdleTimeout time.Duration
+
+	// IsolateStateless gives, in PerClient mode, a client without a
+	// session an upstream session of its own too. By default the sessions
+	// of such clients (stateless clients, CEP-35, which send requests
+	// without initialize, as cvm call does to a server it knows) share one
+	// upstream session, started with the first and closed after the last
+	// (see the package doc): a one-shot client then costs no process. Set
+	// it when the upstream keeps state between calls that clients must not
+	// share even when they keep no session.
+	IsolateStateless bool
 
 	// ClientInfo is how the gateway introduces itself to the upstream in
 	// Shared mode (default "cvm-gateway").
@@ -159,10 +169,11 @@ type session interface {
 // Gateway bridges the client sessions of a contextvm.Server to an upstream
 // MCP server. Its methods are safe for concurrent use.
 type Gateway struct {
-	opts    Options
-	metrics *metrics
-	hub     *hub // Shared mode
-	srv     *contextvm.Server
+	opts      Options
+	metrics   *metrics
+	hub       *hub       // Shared mode
+	stateless *stateless // PerClient mode, unless IsolateStateless
+	srv       *contextvm.Server
 
 	ctx    context.Context // the life of every session; cancelled by Close
 	cancel context.CancelFunc
@@ -220,13 +231,16 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	for _, pk := range opts.Server.AllowedClients {
 		g.known[pk] = true
 	}
-	if opts.Mode == Shared {
-		h, err := newHub(ctx, g)
+	switch {
+	case opts.Mode == Shared:
+		h, err := newHub(ctx, g, sharedMode(g))
 		if err != nil {
 			cancel()
 			return nil, err
 		}
 		g.hub = h
+	case !opts.IsolateStateless:
+		g.stateless = newStateless(g)
 	}
 	if !opts.NoNostr {
 		srv, err := contextvm.NewServer(ctx, opts.Server)
@@ -314,12 +328,41 @@ func (g *Gateway) Serve(ctx context.Context) error {
 // closed.
 func (g *Gateway) serveConn(c clientConn) bool {
 	return g.spawn(func() {
-		if g.hub != nil {
+		switch {
+		case g.hub != nil:
 			g.hub.serve(c)
-		} else {
+		case g.stateless != nil && isStateless(c):
+			g.stateless.serve(c)
+		default:
 			newPerClient(g, c).run()
 		}
 	})
+}
+
+// isStateless reports whether c is the session of a client that sent no
+// initialize; contextvm.ServerConn knows.
+func isStateless(c clientConn) bool {
+	s, ok := c.(interface{ Stateless() bool })
+	return ok && s.Stateless()
+}
+
+// readInitialize reads the first message of a client session: an
+// initialize, the client's or one the contextvm.Server made on a
+// stateless client's behalf. Anything else is refused, and ok is false.
+func readInitialize(ctx context.Context, c clientConn, log *slog.Logger) (init *jsonrpc.Request, ok bool) {
+	first, err := c.Read(ctx)
+	if err != nil {
+		return nil, false
+	}
+	init, ok = first.(*jsonrpc.Request)
+	if !ok || init.Method != mcpmsg.MethodInitialize || !init.IsCall() {
+		log.Warn("client session did not start with initialize", "message", fmt.Sprintf("%T", first))
+		if ok {
+			refuse(ctx, c, init, jsonrpc.CodeInvalidRequest, "the session must start with initialize")
+		}
+		return nil, false
+	}
+	return init, true
 }
 
 // spawn runs f on a goroutine Close waits for; false if the gateway is

@@ -123,6 +123,22 @@ func (b *bench) tryConnectClient(client *mcp.Client) (*mcp.ClientSession, error)
 	return cs, nil
 }
 
+// connectStateless opens a stateless client (CEP-35) with a fresh key: its
+// requests carry no session, and the server starts one on its behalf.
+func (b *bench) connectStateless() *mcp.ClientSession {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := contextvm.Connect(ctx, newClient(nil), contextvm.ClientOptions{
+		Server: b.srv.PublicKey().Hex(), Relays: []string{b.relay}, Stateless: true, RequestTimeout: 15 * time.Second,
+	})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
 // metric reads one unlabelled value from the gateway's /metrics.
 func (b *bench) metric(name string) float64 {
 	b.t.Helper()

@@ -74,18 +74,8 @@ func (s *perClient) client() nostr.PubKey { return s.conn.Client() }
 func (s *perClient) run() {
 	ctx := s.g.ctx
 	defer s.conn.Close()
-	first, err := s.conn.Read(ctx)
-	if err != nil {
-		return
-	}
-	init, ok := first.(*jsonrpc.Request)
-	if !ok || init.Method != "initialize" || !init.IsCall() {
-		// contextvm.Server opens every session with an initialize, the
-		// client's or one made on a stateless client's behalf.
-		s.log.Warn("client session did not start with initialize", "message", fmt.Sprintf("%T", first))
-		if ok {
-			refuse(ctx, s.conn, init, jsonrpc.CodeInvalidRequest, "the session must start with initialize")
-		}
+	init, ok := readInitialize(ctx, s.conn, s.log)
+	if !ok {
 		return
 	}
 	if err := s.g.track(s, true); err != nil {

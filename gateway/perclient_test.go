@@ -127,7 +127,9 @@ func TestPerClient_ProgressSubscriptionsAndListChanged(t *testing.T) {
 }
 
 func TestPerClient_SessionBound(t *testing.T) {
-	b := newBench(t, gateway.Options{MaxSessions: 2, SessionGrace: 200 * time.Millisecond})
+	// Isolated, the session started for an evicted client's next request
+	// (a stateless one) needs an upstream slot too.
+	b := newBench(t, gateway.Options{MaxSessions: 2, SessionGrace: 200 * time.Millisecond, IsolateStateless: true})
 	first, second := b.connect(nil), b.connect(nil)
 	firstPID := call(t, first, "pid", nil)
 	call(t, second, "pid", nil)
@@ -176,10 +178,11 @@ func TestPerClient_SessionBound(t *testing.T) {
 }
 
 // A session the gateway refuses for a client without one (stateless, or
-// evicted) answers the client's request with the refusal: busy, with when
-// to retry, not a bare "session closed".
+// evicted; isolated, it needs an upstream slot) answers the client's
+// request with the refusal: busy, with when to retry, not a bare "session
+// closed".
 func TestPerClient_StatelessRefusalSaysBusy(t *testing.T) {
-	b := newBench(t, gateway.Options{MaxSessions: 1})
+	b := newBench(t, gateway.Options{MaxSessions: 1, IsolateStateless: true})
 	b.connect(nil) // young for 30 s: nobody else gets in
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -214,12 +217,33 @@ func TestPerClient_IdleSessionsAreReaped(t *testing.T) {
 	}
 }
 
-func TestPerClient_BusySessionIsNotReaped(t *testing.T) {
-	b := newBench(t, gateway.Options{IdleTimeout: 100 * time.Millisecond})
-	cs := b.connect(nil)
-	// In flight for several idle periods: must survive them.
-	if got := call(t, cs, "slow", map[string]any{"ms": 800}); got != "done" {
-		t.Fatalf("slow: %q", got)
+// A session whose call outlasts IdleTimeout is busy until the answer has
+// reached its client, not only until the upstream answered: reaped in
+// between, the client would get "session closed" instead of its result.
+func TestBusySessionIsNotReaped(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		opts      gateway.Options
+		stateless bool
+	}{
+		{"per-client", gateway.Options{}, false},
+		{"per-client stateless", gateway.Options{}, true},
+		{"shared", gateway.Options{Mode: gateway.Shared}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.IdleTimeout = 100 * time.Millisecond
+			b := newBench(t, tc.opts)
+			connect := func() *mcp.ClientSession { return b.connect(nil) }
+			if tc.stateless {
+				connect = b.connectStateless
+			}
+			// In flight for several idle periods: must survive them.
+			for i := range 3 {
+				if got, err := tryCall(connect(), "slow", map[string]any{"ms": 500}); err != nil || got != "done" {
+					t.Fatalf("call %d: %q, %v", i, got, err)
+				}
+			}
+		})
 	}
 }
 

@@ -3,22 +3,24 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/internal/mcpmux"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// hub serves every client session through one upstream session (Shared
-// mode), multiplexed by internal/mcpmux: ids, progress tokens,
-// subscriptions, cancellations and the upstream's own requests are the
-// mux's business; the hub connects client sessions to it and keeps the
-// gateway's books (slots, idleness, metrics).
+// hub serves client sessions through one upstream session (every one in
+// Shared mode, the stateless ones in PerClient mode), multiplexed by
+// internal/mcpmux: ids, progress tokens, subscriptions, cancellations and
+// the upstream's own requests are the mux's business; the hub connects
+// client sessions to it and keeps the gateway's books (slots, idleness,
+// metrics).
 type hub struct {
 	g   *Gateway
 	mux *mcpmux.Mux
@@ -30,18 +32,38 @@ type hub struct {
 // through relays, so only a stalled relay connection fills one.
 const outboxSize = 1024
 
-// newHub starts the upstream. The mux declares sampling and elicitation to
-// it, which it relays to a client when it can tell which one; roots are per
-// client and have no shared answer.
-func newHub(ctx context.Context, g *Gateway) (*hub, error) {
+// hubOptions say what a hub is for: Shared mode's hub serves every client,
+// the stateless hub of PerClient mode only clients without a session.
+type hubOptions struct {
+	// name and hint go into the errors the mux gives (see mcpmux.Options).
+	name, hint string
+	// caps are what the hub declares to the upstream (nil: sampling and
+	// elicitation, which it relays to a client when it can tell which one).
+	caps *mcp.ClientCapabilities
+	log  *slog.Logger
+}
+
+// sharedMode is the hub of Shared mode. Roots are per client and have no
+// shared answer, so the mux offers none.
+func sharedMode(g *Gateway) hubOptions {
+	return hubOptions{
+		name: "cvm gateway (shared session mode)",
+		hint: "run the gateway with --session-mode per-client",
+		log:  g.opts.Logger.With("mode", "shared"),
+	}
+}
+
+// newHub starts the upstream.
+func newHub(ctx context.Context, g *Gateway, o hubOptions) (*hub, error) {
 	m := g.metrics
 	mux, err := mcpmux.Open(ctx, mcpmux.Options{
 		Upstream:          g.opts.Upstream,
 		ClientInfo:        g.opts.ClientInfo,
+		Capabilities:      o.caps,
 		ProtocolVersion:   contextvm.ProtocolVersion,
 		Routing:           mcpmux.RouteSole,
-		Name:              "cvm gateway (shared session mode)",
-		Hint:              "run the gateway with --session-mode per-client",
+		Name:              o.name,
+		Hint:              o.hint,
 		InitializeTimeout: g.opts.InitializeTimeout,
 		RestartMin:        g.opts.RestartMin,
 		RestartMax:        g.opts.RestartMax,
@@ -50,12 +72,12 @@ func newHub(ctx context.Context, g *Gateway) (*hub, error) {
 			Unroutable: func(string, string) { m.refused.WithLabelValues("unroutable").Inc() },
 			Link:       g.linkEvents(),
 		},
-		Logger: g.opts.Logger.With("mode", "shared"),
+		Logger: o.log,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &hub{g: g, mux: mux, log: g.opts.Logger.With("mode", "shared")}, nil
+	return &hub{g: g, mux: mux, log: o.log}, nil
 }
 
 func (h *hub) close() { h.mux.Close() }
@@ -69,6 +91,10 @@ type member struct {
 	log  *slog.Logger
 	out  chan jsonrpc.Message
 	done chan struct{} // closed when the session ends: Send gives up
+	// unsent counts the messages Send took that the writer has not
+	// written: an answer on its way makes the session busy, as its request
+	// did, so that it is not reaped between the two.
+	unsent atomic.Int64
 
 	mu   sync.Mutex
 	last time.Time
@@ -80,7 +106,7 @@ func (m *member) idleSince() time.Time {
 	return m.last
 }
 
-func (m *member) busy() bool { return m.sess.InFlight() > 0 }
+func (m *member) busy() bool { return m.sess.InFlight() > 0 || m.unsent.Load() > 0 }
 
 func (m *member) end() { m.conn.Close() }
 
@@ -88,10 +114,12 @@ func (m *member) client() nostr.PubKey { return m.conn.Client() }
 
 // Send implements mcpmux.Caller: it queues msg for the member's writer.
 func (m *member) Send(msg jsonrpc.Message, _ jsonrpc.ID) error {
+	m.unsent.Add(1)
 	select {
 	case m.out <- msg:
 		return nil
 	case <-m.done:
+		m.unsent.Add(-1)
 		return errSessionEnded
 	}
 }
@@ -105,6 +133,7 @@ func (m *member) write(ctx context.Context) {
 			if err := m.conn.Write(ctx, msg); err != nil {
 				m.log.Debug("message not delivered to the client", "err", err)
 			}
+			m.unsent.Add(-1)
 		case <-m.done:
 			return
 		}
@@ -113,22 +142,15 @@ func (m *member) write(ctx context.Context) {
 
 // serve runs one client session until it ends.
 func (h *hub) serve(c clientConn) {
-	ctx := h.g.ctx
 	defer c.Close()
-	first, err := c.Read(ctx)
-	if err != nil {
-		return
+	if init, ok := readInitialize(h.g.ctx, c, h.log); ok {
+		h.join(c, init)
 	}
-	init, ok := first.(*jsonrpc.Request)
-	if !ok || init.Method != "initialize" || !init.IsCall() {
-		// contextvm.Server opens every session with an initialize, the
-		// client's or one made on a stateless client's behalf.
-		h.log.Warn("client session did not start with initialize", "message", fmt.Sprintf("%T", first))
-		if ok {
-			refuse(ctx, c, init, jsonrpc.CodeInvalidRequest, "the session must start with initialize")
-		}
-		return
-	}
+}
+
+// join serves a client session that has sent init until it ends.
+func (h *hub) join(c clientConn, init *jsonrpc.Request) {
+	ctx := h.g.ctx
 	m := &member{
 		conn: c,
 		log:  h.log.With("client", c.Client().Hex()[:12]),

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -199,6 +200,63 @@ func TestGateway_ServerEverything(t *testing.T) {
 				t.Errorf("cvm call with a bad argument: %d %q", code, errOut)
 			}
 		})
+	}
+}
+
+// TestGateway_StatelessClientsShareOneUpstream: twenty one-shot clients of
+// the reference SDK in stateless mode (CEP-35), each with a fresh key,
+// against a per-client gateway over server-everything: each gets its answer
+// (progress included), as a stateful client gets the same one, and they
+// cost one upstream process between them, where each used to leave one
+// behind for --idle-timeout. The stateful client still gets its own.
+func TestGateway_StatelessClientsShareOneUpstream(t *testing.T) {
+	server := everything(t)
+	// Every client opens a connection of its own, all from 127.0.0.1.
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{ConnectionsPerSecond: -1}})
+	pids := t.TempDir()
+	// Each upstream process records its pid ($$, kept by exec).
+	gw := startGateway(t, "--relay", r.URL, "--", "sh", "-c", `echo $$ > "$0/$$" && exec node "$1"`, pids, server)
+
+	const n = 20
+	var res struct {
+		OK          bool      `json:"ok"`
+		Error       string    `json:"error"`
+		Step        string    `json:"step"`
+		Sums        []string  `json:"sums"`
+		StatefulSum string    `json:"statefulSum"`
+		Progress    []float64 `json:"progress"`
+	}
+	runScript(t, 180*time.Second, "stateless-clients.mjs", map[string]string{"RELAY_URL": r.URL, "SERVER_PUBKEY": gw.Npub, "N": fmt.Sprint(n)}, &res)
+	if !res.OK {
+		t.Fatalf("TS clients failed in step %s: %s", res.Step, res.Error)
+	}
+	for i, sum := range res.Sums {
+		if want := fmt.Sprintf("The sum of %d and 1 is %d.", i, i+1); sum != want {
+			t.Errorf("stateless client %d: %q, want %q", i, sum, want)
+		}
+	}
+	if len(res.Sums) != n || res.StatefulSum != res.Sums[n-1] {
+		t.Errorf("%d stateless answers; the stateful client's %q, the last stateless one's %q", len(res.Sums), res.StatefulSum, res.Sums[len(res.Sums)-1])
+	}
+	// Progress reaches a stateless client through the shared upstream. The
+	// reference client may drop the last notification when it races the
+	// result (it handles events concurrently), so a prefix will do.
+	if want := []float64{1, 2, 3}; len(res.Progress) == 0 || len(res.Progress) > len(want) || !slices.Equal(res.Progress, want[:len(res.Progress)]) {
+		t.Errorf("progress to a stateless client: %v", res.Progress)
+	}
+	entries, err := os.ReadDir(pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var alive []string
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && syscall.Kill(pid, 0) == nil {
+			alive = append(alive, e.Name())
+		}
+	}
+	// The stateless clients' shared one and the stateful client's.
+	if len(alive) != 2 {
+		t.Fatalf("%d upstream processes alive after %d stateless clients and one stateful (%v), want 2", len(alive), n, alive)
 	}
 }
 

@@ -40,6 +40,7 @@ type gatewayFlags struct {
 	sessionRate                float64
 	transferBytes              int
 	idleTimeout                time.Duration
+	isolateStateless           bool
 
 	announce, unannounceOnExit bool
 	injectClientPubkey         bool
@@ -69,10 +70,15 @@ new client replaces a session only if that one has nothing in flight and
 has been quiet for 30 s, a client's outside --allow first, never an --allow
 client's for a stranger; otherwise it is told to retry later (busy, with
 retry_after_ms), as is a client starting sessions faster than --session-rate
-and --session-burst allow. shared runs one upstream
-session for all clients; requests of the upstream's to a client (sampling,
-elicitation) then reach a client only when exactly one has requests in
-flight, and are refused otherwise.
+and --session-burst allow. Clients that send requests without a session
+(stateless, CEP-35: cvm call to a server it knows) share one upstream
+session, started with the first and closed after the last, so that one-shot
+calls cost no process each; they declared no capabilities, so the upstream
+may ask them nothing, and what it keeps between calls they share among
+themselves. --isolate-stateless gives them a session each instead. shared
+runs one upstream session for all clients; requests of the upstream's to a
+client (sampling, elicitation) then reach a client only when exactly one
+has requests in flight, and are refused otherwise.
 
 --allow PUBKEY (repeatable) serves only those clients; --public METHOD[:NAME]
 (repeatable) opens a capability to everyone anyway, e.g. --public tools/list
@@ -142,6 +148,7 @@ it down, answering what is in flight with an error.`,
 	f.Float64Var(&gf.sessionRate, "session-rate", admission.DefaultRate, "new client sessions a second, overall; one client key gets a quarter (-1: no limit)")
 	f.IntVar(&gf.sessionBurst, "session-burst", admission.DefaultBurst, "new client sessions at once beyond --session-rate, overall; one client key gets a quarter")
 	f.DurationVar(&gf.idleTimeout, "idle-timeout", 10*time.Minute, "close a client session after this long without a message (0: never)")
+	f.BoolVar(&gf.isolateStateless, "isolate-stateless", false, "in per-client mode, give each client without a session (stateless, CEP-35) an upstream session of its own too, rather than one they share")
 	f.BoolVar(&gf.injectClientPubkey, "inject-client-pubkey", false, "pass the caller's public key to the upstream in each request's params._meta.clientPubkey (CEP-16)")
 	f.BoolVar(&gf.announce, "announce", false, "publish the server's announcements (CEP-6) and keep them current")
 	f.StringSliceVar(&gf.announceRelays, "announce-relay", nil, "also publish the announcements and relay list to this relay, where clients look servers up (repeatable; needs --announce)")
@@ -159,7 +166,7 @@ it down, answering what is in flight with an error.`,
 	gf.replica.add(f)
 	cmd.Long += replicaHelp
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
-		"session-mode", "env", "pass-env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-rate", "session-burst", "idle-timeout",
+		"session-mode", "env", "pass-env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-rate", "session-burst", "idle-timeout", "isolate-stateless",
 		"announce", "announce-relay", "unannounce-on-exit", "price", "payment-ttl", "common-tool", "category", "http", "no-nostr", "require-auth", "auth-window", "auth-compat"} {
 		config.Bind(f, name, "gateway."+name)
 	}
@@ -497,10 +504,11 @@ func (a *app) gatewayOptions(gf gatewayFlags) (gateway.Options, error) {
 		return gateway.Options{}, fmt.Errorf("--max-sessions %d: want at least 1", gf.maxSessions)
 	}
 	return gateway.Options{
-		Mode:        mode,
-		MaxSessions: gf.maxSessions,
-		IdleTimeout: idle,
-		ClientInfo:  &mcp.Implementation{Name: "cvm-gateway", Version: currentVersion().Version},
+		Mode:             mode,
+		MaxSessions:      gf.maxSessions,
+		IdleTimeout:      idle,
+		IsolateStateless: gf.isolateStateless,
+		ClientInfo:       &mcp.Implementation{Name: "cvm-gateway", Version: currentVersion().Version},
 		// npx fetching a server on first use takes a while.
 		InitializeTimeout: 60 * time.Second,
 		Logger:            a.log,

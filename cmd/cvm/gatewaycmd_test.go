@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -244,4 +247,70 @@ func TestGatewayCommand_OneProcessPerKeyAndDataDirectory(t *testing.T) {
 	c.run("keygen", "--out", other)
 	second := startCVM(t, c, "gateway", "--relay", r.URL, "--key", other, "--data", data, "--", demoServerBinary)
 	second.readyLine(t, &ready)
+}
+
+// One-shot calls, each with a throwaway key, against a per-client gateway:
+// the first, to a server it does not know yet, opens a session (an upstream
+// process of its own); the rest are stateless and share one upstream
+// process. Each call's result is what it always was. Before, every call
+// left a process behind for --idle-timeout. --isolate-stateless brings
+// that back for an upstream whose state clients must not share.
+func TestGatewayCommand_OneShotCallsShareOneUpstream(t *testing.T) {
+	for _, tc := range []struct {
+		flags              []string
+		calls              int
+		minAlive, maxAlive int
+	}{
+		{nil, 20, 1, 2},
+		{[]string{"--isolate-stateless"}, 3, 3, 3},
+	} {
+		t.Run(strings.Join(append([]string{"default"}, tc.flags...), " "), func(t *testing.T) {
+			// Every call opens connections of its own, all from 127.0.0.1.
+			r := relaytest.Start(t, relay.Options{Limits: relay.Limits{ConnectionsPerSecond: -1}})
+			pids := t.TempDir()
+			// Each upstream process records its pid ($$, kept by exec).
+			args := append([]string{"gateway", "--relay", r.URL, "--metrics", "127.0.0.1:0"}, tc.flags...)
+			args = append(args, "--", "sh", "-c", `echo $$ > "$0/$$" && exec "$1"`, pids, demoServerBinary)
+			gw := startCVM(t, newCLI(t), args...)
+			var ready gatewayReady
+			gw.readyLine(t, &ready)
+
+			client := newCLI(t) // no key anywhere: a throwaway key per call
+			for i := range tc.calls {
+				code, out, errOut := client.run("call", ready.Npub, "add", "a=1", fmt.Sprintf("b=%d", i), "--relay", r.URL)
+				if want := fmt.Sprintf(`{"sum":%d}`+"\n", i+1); code != 0 || out != want {
+					t.Fatalf("call %d: exit %d, %q, want %q; stderr: %s", i, code, out, want, errOut)
+				}
+			}
+			if n := grep(get(t, ready.Metrics), "cvm_gateway_sessions "); n != fmt.Sprintf("cvm_gateway_sessions %d", tc.calls) {
+				t.Errorf("%s; want a client session per call", n)
+			}
+			alive := livePIDs(t, pids)
+			if len(alive) < tc.minAlive || len(alive) > tc.maxAlive {
+				t.Fatalf("%d upstream processes alive after %d one-shot calls (%v), want %d to %d", len(alive), tc.calls, alive, tc.minAlive, tc.maxAlive)
+			}
+			t.Logf("%d one-shot calls: %d upstream processes alive", tc.calls, len(alive))
+		})
+	}
+}
+
+// livePIDs lists the processes that recorded their pid in dir and are
+// still running.
+func livePIDs(t *testing.T, dir string) []int {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var alive []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			t.Fatalf("pid file %q", e.Name())
+		}
+		if syscall.Kill(pid, 0) == nil {
+			alive = append(alive, pid)
+		}
+	}
+	return alive
 }

@@ -208,7 +208,8 @@ func (m *Mux) members() []*Session {
 
 // forward sends a request upstream under an id (and a progress token) of
 // the mux's, remembering whose it is. With the upstream down, or the write
-// failing, it returns the reason and c is not in flight.
+// failing, it returns the reason and c is not in flight: the caller answers
+// it, then settles it.
 func (m *Mux) forward(c *call, req *jsonrpc.Request) error {
 	gen, up := m.link.Current()
 	if !up {
@@ -239,6 +240,7 @@ func (m *Mux) forward(c *call, req *jsonrpc.Request) error {
 func (m *Mux) internal(method string, params json.RawMessage) {
 	c := &call{method: method, start: time.Now()}
 	if err := m.forward(c, &jsonrpc.Request{Method: method, Params: params}); err != nil {
+		c.settle()
 		m.log.Warn("the mux's own request did not reach the upstream", "method", method, "err", err)
 	}
 }
@@ -268,6 +270,7 @@ func (m *Mux) answerFromUpstream(r *jsonrpc.Response) {
 		m.log.Debug("dropping an upstream answer to no request in flight", "id", r.ID.Raw())
 		return
 	}
+	defer c.settle()
 	if c.s == nil {
 		if r.Error != nil {
 			m.log.Warn("the upstream refused a request of the mux's own", "method", c.method, "err", r.Error)
@@ -396,11 +399,11 @@ func (m *Mux) UpstreamDown(gen uint64, why error) {
 	dead := m.calls.takeAll(func(c *call) bool { return c.gen == gen })
 	m.routed.takeAll(nil)
 	for _, c := range dead {
-		if c.s == nil {
-			continue
+		if c.s != nil {
+			m.opts.Events.Answered(c.method, c.start, OutcomeUpstreamDown)
+			c.s.send(mcpmsg.ErrorResponse(c.origID, CodeUpstreamUnavailable, "%v with this request in flight; %s is restarting it", why, m.opts.Name), jsonrpc.ID{})
 		}
-		m.opts.Events.Answered(c.method, c.start, OutcomeUpstreamDown)
-		c.s.send(mcpmsg.ErrorResponse(c.origID, CodeUpstreamUnavailable, "%v with this request in flight; %s is restarting it", why, m.opts.Name), jsonrpc.ID{})
+		c.settle()
 	}
 }
 

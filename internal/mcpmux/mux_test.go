@@ -438,6 +438,50 @@ func TestMux_UpstreamDeathFailsCallsAndRestarts(t *testing.T) {
 	}
 }
 
+// A caller counts a call as in flight until its answer has been handed to
+// the caller's Send, the upstream's or the mux's own when the upstream
+// died: whoever ends idle callers by InFlight (the gateway's reaper) never
+// ends one whose answer is on its way.
+func TestMux_InFlightUntilTheAnswerIsHandedOver(t *testing.T) {
+	u := newTestUpstream(t)
+	m := openMux(t, u, RouteSole)
+	var s atomic.Pointer[Session]
+	inFlight := make(chan int, 4) // InFlight as each answer reaches Send
+	s.Store(m.Join(CallerFunc(func(msg jsonrpc.Message, _ jsonrpc.ID) error {
+		if r, ok := msg.(*jsonrpc.Response); ok && r.ID != mcpmsg.IntID(0) {
+			inFlight <- s.Load().InFlight()
+		}
+		return nil
+	})))
+	defer s.Load().Leave()
+	s.Load().Handle(&jsonrpc.Request{ID: mcpmsg.IntID(0), Method: mcpmsg.MethodInitialize,
+		Params: json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}`)})
+
+	s.Load().Handle(&jsonrpc.Request{ID: mcpmsg.IntID(1), Method: "tools/call", Params: json.RawMessage(toolCall("echo", "hi"))})
+	if n := within(t, inFlight, "the answer"); n != 1 {
+		t.Fatalf("in flight %d while the upstream's answer is handed over, want 1", n)
+	}
+	s.Load().Handle(&jsonrpc.Request{ID: mcpmsg.IntID(2), Method: "tools/call", Params: json.RawMessage(toolCall("hang", "dies"))})
+	u.waitHung(t, "dies")
+	u.kill()
+	if n := within(t, inFlight, "the error for the call the upstream died with"); n != 1 {
+		t.Fatalf("in flight %d while the error is handed over, want 1", n)
+	}
+	waitFor(t, "nothing in flight", func() bool { return s.Load().InFlight() == 0 })
+}
+
+func within[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no %s", what)
+		var zero T
+		return zero
+	}
+}
+
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

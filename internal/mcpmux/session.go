@@ -66,8 +66,9 @@ func (m *Mux) Join(c Caller) *Session {
 	return s
 }
 
-// InFlight is the number of the caller's requests the upstream has not
-// answered.
+// InFlight is the number of the caller's requests whose answers have not
+// reached it: the upstream has not answered them, or the answer is being
+// handed to the caller's Send.
 func (s *Session) InFlight() int { return int(s.inflight.Load()) }
 
 func (s *Session) isInitialized() bool {
@@ -192,6 +193,7 @@ func (s *Session) request(r *jsonrpc.Request) {
 		}
 		m.opts.Events.Answered(r.Method, start, OutcomeUpstreamDown)
 		s.send(mcpmsg.ErrorResponse(r.ID, CodeUpstreamUnavailable, "%v", err), jsonrpc.ID{})
+		c.settle()
 	}
 }
 
@@ -211,6 +213,7 @@ func (s *Session) notification(r *jsonrpc.Request) {
 		if !ok {
 			return // answered already
 		}
+		c.settle() // a cancelled request is owed no answer
 		m.opts.Events.Answered(c.method, c.start, OutcomeCancelled)
 		up, err := mcpmsg.WithCancelledRequest(r, c.upID)
 		if err != nil {
@@ -254,6 +257,7 @@ func (s *Session) Leave() {
 	asked := m.routed.takeAll(s)
 	unwatched := m.subs.drop(s)
 	for _, c := range mine {
+		c.settle() // nobody is left to answer
 		m.opts.Events.Answered(c.method, c.start, OutcomeCancelled)
 		if err := m.link.Write(c.gen, mcpmsg.Cancelled(c.upID, "the client went away")); err != nil {
 			m.log.Debug("cancellation not delivered upstream", "err", err)

@@ -55,7 +55,17 @@ func (t *calls) add(c *call) {
 	}
 }
 
-// take removes the call the upstream knows as id.
+// settle ends c's count among its caller's requests in flight. A call
+// taken from the books (take, takeOf, takeAll) is settled once its answer
+// has been handed to the caller, or at once when none is owed: a caller
+// that InFlight calls idle has no answer on its way.
+func (c *call) settle() {
+	if c.s != nil {
+		c.s.inflight.Add(-1)
+	}
+}
+
+// take removes the call the upstream knows as id; the caller settles it.
 func (t *calls) take(id jsonrpc.ID) (*call, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -70,9 +80,6 @@ func (t *calls) dropLocked(c *call) {
 	delete(t.byID, c.upID)
 	if !c.upToken.IsZero() {
 		delete(t.byToken, c.upToken)
-	}
-	if c.s != nil {
-		c.s.inflight.Add(-1)
 	}
 }
 
