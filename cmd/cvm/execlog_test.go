@@ -20,6 +20,11 @@ const execLogEnv = "CVM_TEST_EXECLOG"
 // names that gateway in each line: "RID REPLICA".
 const execReplicaEnv = "CVM_TEST_REPLICA"
 
+// execStartDelayEnv, a duration, makes the server wait that long before it
+// reads its first message: a cold upstream, such as an npx package
+// fetched on first use.
+const execStartDelayEnv = "CVM_TEST_START_DELAY"
+
 // runExecLogServer serves until stdin closes. Its tools: work {rid,
 // delay_ms} logs rid, waits delay_ms and answers rid; echo and add (for
 // the reference SDK's client) log "echo"/"add".
@@ -69,6 +74,9 @@ func runExecLogServer(path string) {
 		logID("add")
 		return nil, map[string]float64{"sum": in.A + in.B}, nil
 	})
+	if d, err := time.ParseDuration(os.Getenv(execStartDelayEnv)); err == nil {
+		time.Sleep(d) // the cold start is the behaviour under test
+	}
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		os.Exit(1)
 	}
