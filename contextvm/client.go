@@ -55,13 +55,31 @@ type ClientOptions struct {
 	// fewer, no server session state.
 	Stateless bool
 
-	// PlaintextFallback is how long, in optional encryption mode, an
-	// encrypted request that is safe to repeat (initialize, ping, lists,
-	// reads) waits for an answer before it is sent once more in plaintext
-	// (default 3 s; negative disables). A server with encryption disabled
-	// drops gift wraps without a word; this is how an optional client still
-	// reaches it. Tool calls are never repeated.
+	// PlaintextFallback is how long, in optional encryption mode, a request
+	// waits for an answer before the client asks itself whether the server
+	// reads the form it went in (default 3 s; negative disables). The
+	// reference drops what its encryption mode refuses without a word. A
+	// request safe to repeat (initialize, ping, lists, reads), sent
+	// gift-wrapped to a server nothing is known of, then goes once more in
+	// plaintext: how an optional client reaches a server with encryption
+	// disabled at first contact. Otherwise, unless the server has answered
+	// in that form already, the client pings it in both forms, and sends the
+	// request again in the other form only when the server answers that
+	// form's ping and not the first: it dropped the request unopened, so
+	// whatever the method, a tools/call too, it ran nothing. A server that
+	// answers the ping is slow, and is left to answer. To a server known to
+	// read gift wraps the plaintext ping goes only after as long again.
 	PlaintextFallback time.Duration
+
+	// KnownEncryption is what the caller knows of the server's encryption
+	// from before this connection: its announcement, or what an earlier
+	// connection learned (ClientTransport.ServerEncryption), as cvm's
+	// one-shot commands remember it. In optional mode it decides the form of
+	// the first request without AnnouncementLookup, and a server known to
+	// read gift wraps is not sent a request again in plaintext because it is
+	// slow to answer. Knowledge out of date costs a probe, not the request
+	// (see PlaintextFallback).
+	KnownEncryption ServerEncryption
 
 	// OversizedThreshold is the size of a published event above which a
 	// message is sent as CEP-22 fragments (default DefaultOversizedThreshold,
@@ -86,7 +104,7 @@ type ClientOptions struct {
 
 	// AnnouncementLookup bounds the wait, in optional mode, for the server's
 	// announcement, which says whether it supports encryption (default 1 s;
-	// negative skips the lookup).
+	// negative skips the lookup, as does a KnownEncryption).
 	AnnouncementLookup time.Duration
 
 	Logger *slog.Logger
@@ -170,8 +188,10 @@ func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		Since: since,
 	}, 0)
 
-	if t.opts.Encryption == EncryptOptional && t.opts.AnnouncementLookup > 0 {
-		c.life.Go(func(context.Context) {
+	if t.opts.Encryption == EncryptOptional && t.opts.AnnouncementLookup > 0 && t.opts.KnownEncryption == EncryptionUnknown {
+		// Under the connection's lifetime, not Connect's ctx: the lookup
+		// outlives Connect, whose caller may cancel ctx once it returns.
+		c.life.Go(func(ctx context.Context) {
 			defer close(c.announcement)
 			c.lookupAnnouncement(ctx)
 		})
@@ -269,6 +289,21 @@ func (t *ClientTransport) ServerSupport() ServerSupport {
 	return ServerSupport{Known: v.caps.known, Encryption: v.caps.encryption, EphemeralGiftWrap: v.caps.ephemeral, OversizedTransfer: v.caps.oversized, OpenStreams: v.caps.openStream, PMIs: slices.Clone(v.caps.pmis)}
 }
 
+// ServerEncryption reports what the connection knows of whether the server
+// reads gift wraps: what the server's answers showed (discovery tags, the
+// form it answered in, a refusal, a probe), else what KnownEncryption or
+// its announcement said; EncryptionUnknown before Connect. A caller that
+// connects again later may pass it as KnownEncryption.
+func (t *ClientTransport) ServerEncryption() ServerEncryption {
+	t.mu.Lock()
+	c := t.conn
+	t.mu.Unlock()
+	if c == nil {
+		return EncryptionUnknown
+	}
+	return c.view.encryption()
+}
+
 // Connect connects client to the ContextVM server of opts and performs the
 // MCP handshake at ProtocolVersion.
 func Connect(ctx context.Context, client *mcp.Client, opts ClientOptions) (*mcp.ClientSession, error) {
@@ -303,6 +338,9 @@ type clientConn struct {
 
 	// announcement is closed when the announcement lookup is over.
 	announcement chan struct{}
+	// probes are the pings it sent to learn which form the server reads
+	// (encryption.go), by event id.
+	probes registry[nostr.ID, *probePing]
 
 	view      serverView
 	pending   pendingTable
@@ -325,6 +363,7 @@ func newClientConn(opts ClientOptions, e endpoint, server nostr.PubKey) *clientC
 		announcement: make(chan struct{}),
 		replay:       newReplayGuard(opts.Freshness, 0),
 	}
+	c.view.enc = opts.KnownEncryption
 	c.transfers = newReassembler(opts.Transfers, func(k transferKey) {
 		c.life.Go(func(ctx context.Context) { c.abortTransfer(ctx, k.token, "transfer timed out") })
 	})
@@ -477,20 +516,16 @@ func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
 	}
 	wrapKind := c.wrapKind()
 	oversized := c.fragmenting() && finalSize(content, tags, wrapKind) > c.opts.OversizedThreshold
-	canFallBack := !oversized && wrapKind != 0 && c.opts.Encryption == EncryptOptional
-	fallback := canFallBack && c.opts.PlaintextFallback > 0 && repeatable(m.Method)
+	p.wrapped, p.tags = wrapKind != 0, tags
+	p.switchable = !oversized && c.opts.Encryption == EncryptOptional
+	watchSilence := p.switchable && c.opts.PlaintextFallback > 0
 	serverKnowsCEP22 := c.view.oversized()
 	c.pending.add(p, func(p *pendingRequest) {
 		if c.opts.RequestTimeout > 0 {
 			p.timer = c.life.AfterFunc(c.opts.RequestTimeout, func(context.Context) { c.expire(p) })
 		}
-		if canFallBack {
-			p.plaintext = func(ctx context.Context, why string) { c.fallBackToPlaintext(ctx, p, tags, why) }
-		}
-		if fallback {
-			p.fallback = c.life.AfterFunc(c.opts.PlaintextFallback, func(ctx context.Context) {
-				p.plaintext(ctx, "no answer to an encrypted request; trying plaintext in case the server has encryption disabled")
-			})
+		if watchSilence {
+			p.fallback = c.life.AfterFunc(c.opts.PlaintextFallback, func(ctx context.Context) { c.onSilence(ctx, p) })
 		}
 	})
 
@@ -601,34 +636,13 @@ func (c *clientConn) expire(p *pendingRequest) {
 		c.answer(p, resp) // what the group said is more than "no answer"
 		return
 	}
-	msg := fmt.Sprintf("contextvm: %s: no response within %s", p.req.Method, c.opts.RequestTimeout)
+	msg := fmt.Sprintf("contextvm: %s: no answer from %s within %s (%s)", p.req.Method, nostrx.EncodeNpub(c.server), c.opts.RequestTimeout, p.sentAs())
 	if p.unheard.Load() {
 		msg = fmt.Sprintf("contextvm: %s: %v (server %s): every relay accepted the request but nobody was subscribed to it",
 			p.req.Method, ErrServerNotListening, nostrx.EncodeNpub(c.server))
 	}
 	c.endStream(p, msg)
 	c.fail(p.req.ID, CodeRequestTimeout, msg)
-}
-
-// fallBackToPlaintext re-sends an encrypted request in plaintext, once, for
-// a server that has, or might have, encryption disabled; why says which.
-func (c *clientConn) fallBackToPlaintext(ctx context.Context, p *pendingRequest, tags nostr.Tags, why string) {
-	if !c.pending.isPending(p) || p.sentPlaintext.Swap(true) {
-		return
-	}
-	tags = slices.DeleteFunc(slices.Clone(tags), func(t nostr.Tag) bool {
-		return len(t) > 0 && (t[0] == TagSupportEncryption || t[0] == TagSupportEncryptionEphemeral)
-	})
-	c.log.Info(why, "method", p.req.Method)
-	content, err := EncodeContent(p.wire)
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.opts.PlaintextFallback)
-	defer cancel()
-	if _, err := c.sendTracked(ctx, p, content, tags, 0); err != nil && !errors.Is(err, nostrx.ErrUnheard) {
-		c.log.Debug("plaintext fallback not delivered", "err", err)
-	}
 }
 
 // repeatable reports whether sending a request twice is harmless, so that the
@@ -671,7 +685,7 @@ func (c *clientConn) handle(evt nostr.Event) {
 		c.log.Log(ctx, dropLevel(err), "dropping message", "id", inner.ID.Hex(), "err", err)
 		return
 	}
-	c.view.learn(inner.Tags, c.opts.Encryption == EncryptOptional)
+	c.view.learn(inner.Tags)
 	msgs, _, err := DecodeContent(inner.Content)
 	if err != nil {
 		c.log.Warn("server sent something that is not JSON-RPC", "event", inner.ID.Hex(), "err", err)
@@ -688,6 +702,7 @@ func (c *clientConn) dispatch(inner nostr.Event, wrapKind nostr.Kind, msgs []jso
 		case *jsonrpc.Response:
 			c.handleResponse(inner, wrapKind, m)
 		case *jsonrpc.Request:
+			c.view.answeredIn(wrapKind != 0)
 			if m.IsCall() {
 				c.inbound.put(m.ID, inner.ID)
 				c.deliver(m)
@@ -752,27 +767,39 @@ func (c *clientConn) receiveFrame(inner nostr.Event, wrapKind nostr.Kind, p prog
 }
 
 func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *jsonrpc.Response) {
+	refusedWrapped, refusal := encryptionRefusal(m)
+	if !refusal {
+		c.view.answeredIn(wrapKind != 0)
+	}
 	ref, _ := firstTagValue(inner.Tags, "e")
 	id, err := nostr.IDFromHex(ref)
 	var p *pendingRequest
 	if err == nil {
+		if ping, ok := c.probes.take(id); ok {
+			if !refusal {
+				close(ping.answered)
+			}
+			return
+		}
 		p = c.pending.forEvent(id)
 	}
 	if p == nil {
 		c.log.Debug("response to no pending request", "e", ref)
 		return
 	}
-	if wrapKind == 0 && c.opts.Encryption == EncryptOptional && isEncryptionRefusal(m) && p.plaintext != nil {
-		// The server said it reads no gift wraps: fall back now, not later.
-		// It opened nothing, so it ran nothing: sending the request again
-		// is safe whatever its method, a tools/call too.
-		c.view.setPlaintext()
-		if p.fallback != nil {
-			p.fallback.Stop()
+	if refusal && wrapKind == 0 && p.switchable && refusedWrapped == p.wrapped {
+		// The server refused the form p first went in, now, not later: it
+		// opened nothing, so it ran nothing, and sending the request again
+		// in the other form is safe whatever its method, a tools/call too.
+		c.pending.answered(p, id)
+		why := "the server requires encryption: sending the request again gift-wrapped"
+		if refusedWrapped {
+			c.view.setEncryption(EncryptionUnsupported)
+			why = "the server has encryption disabled: sending the request again in plaintext"
+		} else {
+			c.view.setEncryption(EncryptionSupported)
 		}
-		c.life.AfterFunc(0, func(ctx context.Context) {
-			p.plaintext(ctx, "the server has encryption disabled; sending the request again in plaintext")
-		})
+		c.life.AfterFunc(0, func(ctx context.Context) { c.sendOtherForm(ctx, p, !refusedWrapped, why) })
 		return
 	}
 	if m.Error != nil && c.gatedAnswer(p, m) {
@@ -792,8 +819,8 @@ func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *j
 		c.holdReplicaError(p, m, wait)
 		return
 	}
-	if wrapKind == 0 && c.opts.Encryption == EncryptOptional && c.pending.eventCount(p) > 1 {
-		c.view.setPlaintext() // the plaintext copy was the one answered
+	if wrapKind == 0 && p.switchable && p.wrapped && p.switched.Load() {
+		c.view.plaintextCopyAnswered()
 	}
 	if !c.pending.remove(p) {
 		return
@@ -913,33 +940,6 @@ func (c *clientConn) keepAlive(token mcpmsg.Token) {
 		return
 	}
 	c.pending.keepAlive(token, c.opts.RequestTimeout)
-}
-
-// lookupAnnouncement reads the server's CEP-6 announcement, if any, to learn
-// whether it accepts encrypted messages before sending the first one.
-func (c *clientConn) lookupAnnouncement(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.AnnouncementLookup)
-	defer cancel()
-	sub := c.pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{KindServerAnnouncement}, Authors: []nostr.PubKey{c.server}, Limit: 1}, 1)
-	defer sub.Close()
-	select {
-	case evt := <-sub.Events():
-		caps, ok := learnCaps(evt.Tags)
-		if ok && !caps.encryption {
-			c.view.setPlaintext()
-			c.log.Debug("server announcement says it does not support encryption; using plaintext")
-		}
-	case <-sub.Ready(): // stored events come before EOSE: there is none
-	case <-ctx.Done():
-	case <-c.closed:
-	}
-}
-
-// isEncryptionRefusal recognizes a cvm server's answer to a gift wrap it will
-// not open.
-func isEncryptionRefusal(m *jsonrpc.Response) bool {
-	var werr *jsonrpc.Error
-	return errors.As(m.Error, &werr) && werr.Code == CodeEncryptionNotAccepted
 }
 
 // statelessInitializeResult is the local answer to initialize in stateless

@@ -162,15 +162,15 @@ func TestServerView(t *testing.T) {
 	if k := v.wrapKind(EncryptOptional, WrapOptional); k != KindGiftWrap {
 		t.Fatalf("optional, nothing learned: wrap %d", k)
 	}
-	v.learn(nostr.Tags{{TagSupportEncryption}, {TagSupportEncryptionEphemeral}, {TagSupportOversizedTransfer}}, true)
+	v.learn(nostr.Tags{{TagSupportEncryption}, {TagSupportEncryptionEphemeral}, {TagSupportOversizedTransfer}})
 	if k := v.wrapKind(EncryptOptional, WrapOptional); k != KindEphemeralGiftWrap || !v.oversized() {
 		t.Fatalf("after learning ephemeral and CEP-22: wrap %d, oversized %v", k, v.oversized())
 	}
-	v.learn(nostr.Tags{{"p", "x"}}, true) // no discovery tags: nothing learned
+	v.learn(nostr.Tags{{"p", "x"}}) // no discovery tags: nothing learned
 	if !v.oversized() {
 		t.Fatal("a message without discovery tags changed what was known")
 	}
-	v.learn(nostr.Tags{{TagName, "n"}}, true) // discovery tags replace, not merge
+	v.learn(nostr.Tags{{TagName, "n"}}) // discovery tags replace, not merge
 	if v.oversized() || v.wrapKind(EncryptOptional, WrapOptional) != 0 {
 		t.Fatal("capabilities were merged, or a server without encryption is still sent wraps")
 	}

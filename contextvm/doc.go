@@ -29,8 +29,9 @@
 // theirs fires.
 //
 // Files: codec.go (message ⇄ event), wrap.go (CEP-4/19 gift wraps),
-// peer.go (discovery tags, CEP-35), client.go (the client transport) and
-// pending.go (its requests in flight), server.go, sessions.go, session.go
+// peer.go (discovery tags, CEP-35), client.go (the client transport),
+// pending.go (its requests in flight) and encryption.go (how it chooses
+// between gift wraps and plaintext, and finds out it chose wrong), server.go, sessions.go, session.go
 // and routes.go (the server, its book of sessions, a session, a session's
 // requests in flight), endpoint.go (what both share), codes.go (the
 // JSON-RPC error codes), lifetime.go and registry.go (what owners are built

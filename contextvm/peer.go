@@ -140,13 +140,19 @@ func wrapKindFor(mode GiftWrapMode, peerEphemeral bool, mirror nostr.Kind) nostr
 // serverView is what a client knows of its server, under a lock of its own:
 // the capabilities the server's discovery tags announced in this session,
 // whether this session has sent the client's own discovery tags yet, and
-// whether the server is known to read no gift wraps.
+// whether the server reads gift wraps (encryption.go).
 type serverView struct {
 	mu            sync.Mutex
 	caps          peerCaps
 	sentDiscovery bool
-	plaintext     bool             // learned once, kept across sessions
-	prices        map[string]Price // by capability, from list answers
+	// enc is what is known of the server's encryption: given
+	// (ClientOptions.KnownEncryption), read in its announcement, then
+	// learned from its answers. Kept across sessions.
+	enc ServerEncryption
+	// heard says which forms the server has answered in on this
+	// connection, [0] plaintext and [1] gift-wrapped: it reads them.
+	heard  [2]bool
+	prices map[string]Price // by capability, from list answers
 }
 
 // learnPrices reads the cap tags of the server's answer to a list request
@@ -197,9 +203,8 @@ func (v *serverView) newSession() {
 }
 
 // learn reads the discovery tags of a message from the server, which
-// replace what was known. With optional encryption, a server that does not
-// advertise encryption is sent plaintext from then on.
-func (v *serverView) learn(tags nostr.Tags, optional bool) {
+// replace what was known: they say whether it reads gift wraps too.
+func (v *serverView) learn(tags nostr.Tags) {
 	caps, ok := learnCaps(tags)
 	if !ok {
 		return
@@ -207,8 +212,9 @@ func (v *serverView) learn(tags nostr.Tags, optional bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.caps = caps
-	if !caps.encryption && optional {
-		v.plaintext = true
+	v.enc = EncryptionUnsupported
+	if caps.encryption {
+		v.enc = EncryptionSupported
 	}
 }
 
@@ -220,13 +226,6 @@ func (v *serverView) takeDiscovery() bool {
 	first := !v.sentDiscovery
 	v.sentDiscovery = true
 	return first
-}
-
-// setPlaintext records that the server reads no gift wraps.
-func (v *serverView) setPlaintext() {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.plaintext = true
 }
 
 // oversized reports whether the server said it takes CEP-22 transfers.
@@ -242,7 +241,7 @@ func (v *serverView) wrapKind(enc EncryptionMode, wrap GiftWrapMode) nostr.Kind 
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	switch {
-	case enc == EncryptDisabled, enc == EncryptOptional && v.plaintext:
+	case enc == EncryptDisabled, enc == EncryptOptional && v.enc == EncryptionUnsupported:
 		return 0
 	}
 	return wrapKindFor(wrap, v.caps.ephemeral, 0)

@@ -1,7 +1,6 @@
 package contextvm
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,11 +19,17 @@ type pendingRequest struct {
 	// Set by the start function of pendingTable.add, under the table's
 	// lock, and only read after that.
 	timer    *time.Timer // the request timeout
-	fallback *time.Timer // the plaintext fallback, if any
-	// plaintext re-sends the request in plaintext, for a request sent
-	// gift-wrapped in one event in optional mode; nil otherwise.
-	plaintext     func(ctx context.Context, why string)
-	sentPlaintext atomic.Bool // plaintext ran: it sends once
+	fallback *time.Timer // what silence sets off (encryption.go), if anything
+
+	// How it went out, set before it is added, for an optional-mode
+	// client's change of form (encryption.go).
+	wrapped    bool       // its first event was gift-wrapped
+	tags       nostr.Tags // the tags of its first event
+	switchable bool       // optional mode, one event: it may go again in the other form
+	switched   atomic.Bool
+	probe      atomic.Int32 // a probeOutcome
+
+	done chan struct{} // closed when it leaves the table
 
 	unheard atomic.Bool // every relay said nobody listens
 
@@ -76,6 +81,9 @@ func (t *pendingTable) add(p *pendingRequest, start func(*pendingRequest)) {
 	if old := t.byID[p.req.ID]; old != nil {
 		t.removeLocked(old)
 	}
+	if p.done == nil {
+		p.done = make(chan struct{})
+	}
 	t.byID[p.req.ID] = p
 	if !p.token.IsZero() {
 		t.byToken[p.token] = append(t.byToken[p.token], p)
@@ -109,14 +117,6 @@ func (t *pendingTable) answered(p *pendingRequest, id nostr.ID) {
 	if t.byEvent[id] == p {
 		delete(t.byEvent, id)
 	}
-}
-
-// eventCount is how many events p went out under (two after a plaintext
-// fallback).
-func (t *pendingTable) eventCount(p *pendingRequest) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(p.events)
 }
 
 // holdReplicaError keeps resp, a replica's error answer to p, and calls
@@ -177,13 +177,16 @@ func (t *pendingTable) injected(tok mcpmsg.Token) bool {
 }
 
 // keepAlive restarts, with d, the timeout of every request that asked for
-// progress under tok.
+// progress under tok, and stops what its silence would set off.
 func (t *pendingTable) keepAlive(tok mcpmsg.Token, d time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, p := range t.byToken[tok] {
 		if p.timer != nil {
 			p.timer.Reset(d)
+		}
+		if p.fallback != nil {
+			p.fallback.Stop() // the server has it: not silent
 		}
 	}
 }
@@ -223,6 +226,7 @@ func (t *pendingTable) remove(p *pendingRequest) bool {
 
 func (t *pendingTable) removeLocked(p *pendingRequest) {
 	delete(t.byID, p.req.ID)
+	close(p.done)
 	for _, id := range p.events {
 		delete(t.byEvent, id)
 	}

@@ -340,15 +340,7 @@ func startEverythingHTTP(t *testing.T) string {
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
+	t.Cleanup(stopper(cmd, exited))
 	listening := make(chan struct{})
 	var log lockedBuffer
 	go func() {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,14 @@ import (
 // relative to interop/), waits for its one JSON ready line and stops it when
 // the test ends.
 func startNode(t *testing.T, script string, env map[string]string, ready any) *lockedBuffer {
+	t.Helper()
+	stderr, _ := startNodeStoppable(t, script, env, ready)
+	return stderr
+}
+
+// startNodeStoppable is startNode, and also returns the function that stops
+// the script before the test ends; it returns once the script has exited.
+func startNodeStoppable(t *testing.T, script string, env map[string]string, ready any) (*lockedBuffer, func()) {
 	t.Helper()
 	requireNodeModules(t)
 	cmd := exec.Command("node", script)
@@ -47,15 +56,8 @@ func startNode(t *testing.T, script string, env map[string]string, ready any) *l
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
+	stop := stopper(cmd, exited)
+	t.Cleanup(stop)
 	lines := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(stdout).ReadString('\n')
@@ -69,7 +71,25 @@ func startNode(t *testing.T, script string, env map[string]string, ready any) *l
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s: not ready after 30s; stderr: %s", script, stderr.String())
 	}
-	return &stderr
+	return &stderr, stop
+}
+
+// stopper returns the function that stops cmd, once: an interrupt, then a
+// kill if it has not exited (exited is closed) within 5 s. It returns once
+// cmd has exited.
+func stopper(cmd *exec.Cmd, exited <-chan struct{}) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+				cmd.Process.Kill()
+				<-exited
+			}
+		})
+	}
 }
 
 type lockedBuffer = waitbuf.Buffer

@@ -38,8 +38,11 @@ when the server is known to take it: it announces itself, or it answered
 before; --stateful opens a session first, --stateless forces it. Arguments
 are typed from the server's tools announcement or the tools it listed last
 time, remembered in the cache directory; tools/list is asked only without
-them. --stream writes the chunks of the tool's open stream (CEP-41) to
-stdout as they arrive.
+them. Whether the server reads gift wraps is remembered too, for
+--encryption optional to send the right form first; a fact out of date is
+found out, said on stderr and corrected (see docs/protocol-compatibility.md).
+--stream writes the chunks of the tool's open stream (CEP-41) to stdout as
+they arrive.
 
 The result's text goes to stdout; --json prints the whole CallToolResult.
 Progress goes to stderr. Exit status 1 when the tool reports an error
@@ -115,7 +118,7 @@ func (a *app) call(ctx context.Context, cf clientFlags, server, name string, arg
 	tool, tools, err := cs.tool(ctx, name)
 	if err != nil {
 		cs.answered(err)
-		return remoteFailure("tools/list", server, cs.relays, err)
+		return remoteFailure(ctx, "tools/list", server, cs.relays, err)
 	}
 	if tool == nil {
 		return remote(fmt.Errorf("the server has no tool %q; it has: %s (see: cvm tools %s)", name, toolNames(tools), server))
@@ -165,7 +168,7 @@ func (a *app) call(ctx context.Context, cf clientFlags, server, name string, arg
 		}
 	}
 	if err != nil {
-		return remoteFailure("tools/call "+name, server, cs.relays, err)
+		return remoteFailure(ctx, "tools/call "+name, server, cs.relays, err)
 	}
 	if ps := paid.payments(); len(ps) > 0 && a.jsonOut {
 		if res.Meta == nil {

@@ -101,7 +101,7 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, has
 		return remote(err)
 	}
 	if err != nil {
-		return remoteFailure("tools/call "+name, "the providers of "+shorten(hash, 12), cf.relays, err)
+		return remoteFailure(ctx, "tools/call "+name, "the providers of "+shorten(hash, 12), cf.relays, err)
 	}
 	p := res.Provider
 	fmt.Fprintf(a.stderr, "answered by %s (%s), %s\n", p.Server.Name, p.Server.Npub, p.Tool.Price)

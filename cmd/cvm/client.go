@@ -299,9 +299,13 @@ func relayWaitFor(timeout time.Duration) time.Duration {
 }
 
 // remoteFailure describes a request the server failed or never answered;
-// the command exits with status 1.
-func remoteFailure(what, server string, relays []string, err error) error {
+// the command exits with status 1. A command stopped while it waited (a
+// signal: ctx is the command's) says what it was waiting for.
+func remoteFailure(ctx context.Context, what, server string, relays []string, err error) error {
 	var werr *jsonrpc.Error
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return remote(fmt.Errorf("%s: stopped waiting for %s to answer, on %s (%v)", what, server, strings.Join(relays, ", "), context.Cause(ctx)))
+	}
 	if !errors.As(err, &werr) {
 		return remote(fmt.Errorf("%s: %w", what, err))
 	}

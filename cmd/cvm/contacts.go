@@ -22,11 +22,17 @@ const maxContactFile = 4 << 20
 
 // contact is what the one-shot commands remember of a server between runs,
 // so that the next run needs fewer round trips: that the server answered a
-// session of ours (so it takes stateless requests, CEP-35), and the tools
-// it listed (to type key=value arguments without asking tools/list again).
+// session of ours (so it takes stateless requests, CEP-35), whether it
+// reads gift wraps (so that an optional client sends the right form first),
+// and the tools it listed (to type key=value arguments without asking
+// tools/list again). All of it may be out of date: the client corrects
+// what it finds wrong, and the record with it.
 type contact struct {
 	// Answered is when the server last answered.
 	Answered time.Time `json:"answered"`
+	// Encrypts is whether the server reads gift wraps (CEP-4), as the
+	// client transport last knew it; nil when unknown.
+	Encrypts *bool `json:"encrypts,omitempty"`
 	// Announced is the UpdatedAt of the server's announcement (Unix
 	// seconds) when the tools were read; 0 when it had none. Tools read
 	// under another announcement are stale.

@@ -116,7 +116,7 @@ func (c *catalogCaller) Call(ctx context.Context, req catalogpage.CallRequest, p
 		return nil, derr
 	}
 	if err != nil {
-		return nil, remoteFailure("tools/call "+req.Tool, server, cs.relays, err)
+		return nil, remoteFailure(ctx, "tools/call "+req.Tool, server, cs.relays, err)
 	}
 	return res, nil
 }

@@ -20,9 +20,18 @@ const execLogEnv = "CVM_TEST_EXECLOG"
 // names that gateway in each line: "RID REPLICA".
 const execReplicaEnv = "CVM_TEST_REPLICA"
 
+// execStartDelayEnv, a duration, makes the server wait that long before it
+// reads its first message: a cold upstream, such as an npx package
+// fetched on first use.
+const execStartDelayEnv = "CVM_TEST_START_DELAY"
+
 // runExecLogServer serves until stdin closes, then exits.
 func runExecLogServer(path string) {
-	if err := execLogServer(path).Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+	s := execLogServer(path)
+	if d, err := time.ParseDuration(os.Getenv(execStartDelayEnv)); err == nil {
+		time.Sleep(d) // the cold start is the behaviour under test
+	}
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		os.Exit(1)
 	}
 	os.Exit(0)

@@ -37,7 +37,7 @@ reads it), and beside it "prices" and "claims", by tool name.`,
 			tools, err := all(cs.Tools(ctx, nil))
 			cs.answered(err)
 			if err != nil {
-				return remoteFailure("tools/list", args[0], cs.relays, err)
+				return remoteFailure(ctx, "tools/list", args[0], cs.relays, err)
 			}
 			cs.rec.Tools, cs.rec.Announced = tools, announced(cs.ann)
 			prices := cs.toolPrices(tools)
@@ -88,7 +88,7 @@ resources/read result.`,
 				res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: read})
 				cs.answered(err)
 				if err != nil {
-					return remoteFailure("resources/read "+read, args[0], cs.relays, err)
+					return remoteFailure(ctx, "resources/read "+read, args[0], cs.relays, err)
 				}
 				if a.jsonOut {
 					return a.printJSON(res)
@@ -108,11 +108,11 @@ resources/read result.`,
 			resources, err := all(cs.Resources(ctx, nil))
 			cs.answered(err)
 			if err != nil {
-				return remoteFailure("resources/list", args[0], cs.relays, err)
+				return remoteFailure(ctx, "resources/list", args[0], cs.relays, err)
 			}
 			templates, err := all(cs.ResourceTemplates(ctx, nil))
 			if err != nil {
-				return remoteFailure("resources/templates/list", args[0], cs.relays, err)
+				return remoteFailure(ctx, "resources/templates/list", args[0], cs.relays, err)
 			}
 			if a.jsonOut {
 				return a.printJSON(struct {
@@ -168,7 +168,7 @@ with --get NAME print the messages of one, its arguments given as key=value.
 				res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: get, Arguments: promptArgs})
 				cs.answered(err)
 				if err != nil {
-					return remoteFailure("prompts/get "+get, args[0], cs.relays, err)
+					return remoteFailure(ctx, "prompts/get "+get, args[0], cs.relays, err)
 				}
 				if a.jsonOut {
 					return a.printJSON(res)
@@ -181,7 +181,7 @@ with --get NAME print the messages of one, its arguments given as key=value.
 			prompts, err := all(cs.Prompts(ctx, nil))
 			cs.answered(err)
 			if err != nil {
-				return remoteFailure("prompts/list", args[0], cs.relays, err)
+				return remoteFailure(ctx, "prompts/list", args[0], cs.relays, err)
 			}
 			if a.jsonOut {
 				return a.printJSON(mcp.ListPromptsResult{Prompts: nonNil(prompts)})

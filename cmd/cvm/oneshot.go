@@ -93,6 +93,7 @@ func (a *app) dial(ctx context.Context, cf clientFlags, serverArg string, do dia
 	}
 	opts.Stateless = s.stateless
 	opts.OpenStreams = do.stream
+	opts.KnownEncryption = s.knownEncryption()
 	if s.transport, err = contextvm.NewClientTransport(opts); err != nil {
 		s.Close()
 		return nil, err
@@ -112,7 +113,7 @@ func (a *app) dial(ctx context.Context, cf clientFlags, serverArg string, do dia
 		if errors.Is(err, errNoRelay) {
 			return nil, err
 		}
-		return nil, remoteFailure("initialize", serverArg, opts.Relays, err)
+		return nil, remoteFailure(ctx, "initialize", serverArg, opts.Relays, err)
 	}
 	s.ClientSession = cs
 	if !s.stateless {
@@ -164,6 +165,41 @@ func (s *oneShot) readAnnouncement(ctx context.Context) {
 	ctx, s.stop = context.WithCancel(ctx)
 	s.fresh = make(chan *discovery.Server, 1)
 	s.reading.Go(func() { s.fresh <- s.a.fetchAnnouncement(ctx, s.tg) })
+}
+
+// knownEncryption is what is known, before connecting, of whether the
+// server reads gift wraps: what its announcement says, else what the last
+// run learned. The client transport corrects it if it is out of date.
+func (s *oneShot) knownEncryption() contextvm.ServerEncryption {
+	var encrypts bool
+	switch {
+	case s.ann != nil:
+		encrypts = s.ann.Encryption
+	case s.rec.Encrypts != nil:
+		encrypts = *s.rec.Encrypts
+	default:
+		return contextvm.EncryptionUnknown
+	}
+	if encrypts {
+		return contextvm.EncryptionSupported
+	}
+	return contextvm.EncryptionUnsupported
+}
+
+// rememberEncryption keeps what the transport knows now of the server's
+// encryption for the next run, and says so when that corrects what was
+// remembered: the server changed its settings since.
+func (s *oneShot) rememberEncryption() {
+	enc := s.transport.ServerEncryption()
+	if enc == contextvm.EncryptionUnknown {
+		return
+	}
+	encrypts := enc == contextvm.EncryptionSupported
+	if was := s.rec.Encrypts; was != nil && *was != encrypts {
+		s.a.log.Info("the server has changed its encryption since it was remembered; remembered now for next time",
+			"server", nostrx.EncodeNpub(s.tg.key.Key), "encryption", enc)
+	}
+	s.rec.Encrypts = &encrypts
 }
 
 // announced returns the announcement's version: 0 for none.
@@ -257,6 +293,9 @@ func (s *oneShot) Close() error {
 	}
 	if s.httpURL != "" {
 		return err // nothing remembered of HTTP servers
+	}
+	if s.transport != nil {
+		s.rememberEncryption()
 	}
 	if s.stop != nil {
 		s.stop()

@@ -64,54 +64,10 @@ func waitForEvent(t *testing.T, relayURL string, f nostr.Filter) {
 	}
 }
 
-// inbox counts the events addressed to a server on a relay, as the server
-// receives them.
-type inbox struct {
-	t      *testing.T
-	pool   *nostrx.Pool
-	sub    *nostrx.Subscription
-	server nostr.PubKey
-	marker nostr.SecretKey
-}
-
-func watchInbox(t *testing.T, relayURL string, server nostr.PubKey) *inbox {
+// watchInbox watches the ContextVM messages a server receives on a relay.
+func watchInbox(t *testing.T, relayURL string, server nostr.PubKey) *relaytest.Inbox {
 	t.Helper()
-	p := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{relayURL}})
-	t.Cleanup(func() { p.Close() })
-	kinds := []nostr.Kind{1, contextvm.KindMessage, contextvm.KindGiftWrap, contextvm.KindEphemeralGiftWrap}
-	sub := p.Subscribe(nostr.Filter{Kinds: kinds, Tags: nostr.TagMap{"p": {server.Hex()}}, Since: nostr.Now() - 5}, 1024)
-	<-sub.Ready()
-	return &inbox{t: t, pool: p, sub: sub, server: server, marker: nostr.Generate()}
-}
-
-// count returns how many events reached the server since the last count.
-// A marker event published after them arrives after them: the relay
-// delivers in the order it accepted, so no wait is needed.
-func (in *inbox) count() int {
-	in.t.Helper()
-	m := nostr.Event{Kind: 1, CreatedAt: nostr.Now(), Content: fmt.Sprint("marker ", time.Now().UnixNano()), Tags: nostr.Tags{{"p", in.server.Hex()}}}
-	if err := m.Sign(in.marker); err != nil {
-		in.t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := in.pool.Publish(ctx, m); err != nil {
-		in.t.Fatal(err)
-	}
-	n := 0
-	for {
-		select {
-		case e := <-in.sub.Events():
-			if e.ID == m.ID {
-				return n
-			}
-			if e.PubKey != in.marker.Public() {
-				n++
-			}
-		case <-ctx.Done():
-			in.t.Fatal("the marker never came back")
-		}
-	}
+	return relaytest.WatchInbox(t, relayURL, server, contextvm.KindMessage, contextvm.KindGiftWrap, contextvm.KindEphemeralGiftWrap)
 }
 
 // A server that listens on relay A and announces itself (with its relay
@@ -235,7 +191,7 @@ func TestCall_Stateless(t *testing.T) {
 	if code, out, errOut := c.run("call", npub, "add", "a=1", "b=2", "--relay", r.URL, "--stateful"); code != 0 || !strings.Contains(out, `{"sum":3}`) {
 		t.Fatalf("stateful: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	if n := in.count(); n != 4 {
+	if n := len(in.Take()); n != 4 {
 		t.Errorf("a stateful call published %d events to the server; want 4", n)
 	}
 	// Typed without tools/list: no announcement and a fresh cache, so
@@ -244,13 +200,13 @@ func TestCall_Stateless(t *testing.T) {
 	if code, out, errOut := c2.run("call", npub, "echo", `{"text":"hi"}`, "--relay", r.URL, "--stateless"); code != 0 || out != "hi\n" {
 		t.Fatalf("stateless: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	if n := in.count(); n != 2 {
+	if n := len(in.Take()); n != 2 {
 		t.Errorf("a stateless call without known tools published %d events; want 2 (tools/list, tools/call)", n)
 	}
 	if code, out, errOut := c2.run("call", npub, "echo", "text=again", "--relay", r.URL, "--stateless"); code != 0 || out != "again\n" {
 		t.Fatalf("stateless, second: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	if n := in.count(); n != 1 {
+	if n := len(in.Take()); n != 1 {
 		t.Errorf("a stateless call with the tools remembered published %d events; want 1", n)
 	}
 }
@@ -269,7 +225,7 @@ func TestCall_AnnouncedServerOneEvent(t *testing.T) {
 		if code != 0 || !strings.Contains(out, `{"sum":5}`) {
 			t.Fatalf("call %d: code %d, stdout %q, stderr %q", i+1, code, out, errOut)
 		}
-		if n := in.count(); n != 1 {
+		if n := len(in.Take()); n != 1 {
 			t.Errorf("call %d published %d events to the server; want 1", i+1, n)
 		}
 	}

@@ -1,5 +1,6 @@
 // Package relaytest starts an embedded relay on a free loopback port for
-// tests, in the manner of net/http/httptest.
+// tests, in the manner of net/http/httptest (relaytest.go), and watches
+// what a relay delivers to one key (inbox.go).
 package relaytest
 
 import (
