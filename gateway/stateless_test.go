@@ -66,7 +66,9 @@ func TestPerClient_StatelessUpstreamEndsWithItsLastClient(t *testing.T) {
 	pid := call(t, cs, "pid", nil)
 	eventually(t, "the shared upstream to exit", func() bool { return exited(t, pid) })
 	eventually(t, "no upstream session", func() bool { return b.metric("cvm_gateway_upstream_sessions") == 0 })
-	if again := call(t, b.connectStateless(), "pid", nil); again == pid || exited(t, again) {
+	// Only the pid is compared: the new upstream may itself be reaped by the
+	// time it is looked at, 300 ms after its answer on a busy machine.
+	if again := call(t, b.connectStateless(), "pid", nil); again == pid {
 		t.Fatalf("after the last stateless client: upstream %s, then %s", pid, again)
 	}
 }
