@@ -1088,13 +1088,19 @@ func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind n
 		s.sendFrame(client, abortFrame(p.ProgressToken, "this server does not accept oversized transfers"), wrapKind)
 		return
 	}
-	if s.group != nil && p.CVM.FrameType == "end" && !s.transfers.has(client, p.ProgressToken) {
-		// The transfer began on another replica, lost since (or, during a
-		// membership change, still alive): its frames are there, and the
-		// request never ran, since this replica holds its end frame's
-		// claim. Said now, the client need not wait for its timeout.
-		s.log.Info("aborting a transfer that began on another replica", "client", client.Hex())
-		s.sendFrame(client, abortFrame(p.ProgressToken, "the replica that received the start of this request is gone; the request did not run: send it again"), wrapKind)
+	if p.CVM.FrameType == "end" && !s.transfers.has(client, p.ProgressToken) {
+		// Nothing to complete, so the request never ran: said now, the
+		// client need not wait for its timeout. The start frame never came
+		// (or the transfer was aborted, or timed out, which the client has
+		// been told already); in a replica group, the transfer began on
+		// another replica, lost since (or, during a membership change,
+		// still alive), and this replica holds its end frame's claim.
+		reason := "no transfer in progress on this token (its start never arrived, or it was aborted or timed out); the request did not run: send it again"
+		if s.group != nil {
+			reason = "the replica that received the start of this request is gone; the request did not run: send it again"
+		}
+		s.log.Info("aborting the end of a transfer never started here", "client", client.Hex(), "reason", reason)
+		s.sendFrame(client, abortFrame(p.ProgressToken, reason), wrapKind)
 		return
 	}
 	assembled, startTags, done, err := s.transfers.frame(client, p, inner.Tags)
@@ -1106,12 +1112,18 @@ func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind n
 		s.sendFrame(client, abortFrame(p.ProgressToken, err.Error()), wrapKind)
 	case p.CVM.FrameType == "start":
 		// A client waits for accept until it knows the server supports
-		// transfers, which it learns from this session's discovery tags.
-		if c, _ := s.session(client, false); c == nil || !c.toldDiscovery() {
-			s.sendFrame(client, acceptFrame(p.ProgressToken), wrapKind)
-		}
-		if c, _ := s.session(client, false); c != nil {
+		// transfers, which it learns from the server's discovery tags. It
+		// has not heard them when its key has no session here, when the
+		// session has not sent them yet, or when the start frame carries
+		// the client's own discovery tags, which a client sends before it
+		// has heard the server's (observe then owes them again): a
+		// stateless client, or another process under the key of a session.
+		c, _ := s.session(client, false)
+		if c != nil {
 			c.observe(inner, wrapKind)
+		}
+		if c == nil || !c.toldDiscovery() {
+			s.sendFrame(client, acceptFrame(p.ProgressToken), wrapKind)
 		}
 	case done:
 		// The reassembled message is answered as the end frame's event, and
