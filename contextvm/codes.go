@@ -74,8 +74,9 @@ const (
 
 	// CodeServerBusy answers a request the server did not act on for want
 	// of room: its session's inbox is full, no session could be started
-	// for its client (all MaxSessions in use, or new sessions coming too
-	// fast), or the store of executed requests is full. Retry later; the
+	// for its client (all MaxSessions in use, or for a client outside
+	// AllowedClients all but SessionReserve of them; or new sessions coming
+	// too fast), or the store of executed requests is full. Retry later; the
 	// error's data says when, where the server knows (see RetryAfter). It
 	// has a number of its own, not -32000, so that a client can tell
 	// "retry later" from "you may not" (CodeUnauthorized).

@@ -622,3 +622,46 @@ func TestResourceUpdatesGoOnlyToSubscribers(t *testing.T) {
 		t.Fatalf("a session that never subscribed got %d resource updates", n)
 	}
 }
+
+// Throwaway keys that spend every new session the server would start for
+// them, and hold every session they may, never crowd out a client in
+// AllowedClients: it starts its session on a budget of its own, in the
+// reserve, at the first try.
+func TestAllowedClientIsNeverCrowdedOut(t *testing.T) {
+	const (
+		maxSessions = 8
+		reserve     = 2
+		burst       = 8
+		strangers   = 12
+	)
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	friend := nostr.Generate()
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+		MaxSessions: maxSessions, SessionReserve: reserve,
+		SessionRate: 0.001, SessionBurst: burst, // spent by the strangers, not refilled during the test
+		AllowedClients: []nostr.PubKey{friend.Public()}, PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}}}, testServer())
+	admitted := 0
+	for range strangers {
+		p := newRawPeer(t, r.URL)
+		p.publish(p.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`))
+		answer, ok := p.next(10 * time.Second)
+		if !ok {
+			t.Fatal("a stranger's initialize was not answered")
+		}
+		if strings.Contains(answer.Content, `"result"`) {
+			admitted++
+		}
+	}
+	if admitted != maxSessions-reserve {
+		t.Fatalf("%d strangers got a session; want %d, the sessions less the reserve", admitted, maxSessions-reserve)
+	}
+	var logs logBuffer // the client's: it says when it was told busy and asked again
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+		Signer: contextvm.NewKeySigner(friend), Logger: logs.Logger()})
+	if got := callEcho(t, cs, "hi"); got != "hi" {
+		t.Fatalf("echo: %q", got)
+	}
+	if strings.Contains(logs.String(), "server busy") {
+		t.Fatalf("the allowed client was told busy and asked again:\n%s", logs.String())
+	}
+}

@@ -247,3 +247,57 @@ func TestOversized_StrangerCannotExhaustTheBudget(t *testing.T) {
 		t.Fatal("the friend's large request failed")
 	}
 }
+
+// In the set-up of issue 25 (an allow-list, a public capability, a
+// stranger's start frames just before), a fragmented call from a new
+// connection of the allowed client (another process under its key,
+// stateless as cvm call is) gets its result. Its key has a session here
+// that has sent the server's discovery tags already, to the first
+// connection; the new one never heard them, so it waits for an accept,
+// which the server used to send only to a session that had not.
+func TestOversized_NewConnectionOfAKeyWithASessionIsAccepted(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	friend := nostr.Generate()
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+		AllowedClients: []nostr.PubKey{friend.Public()}, PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}}}, testServer())
+	opts := contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+		Signer: contextvm.NewKeySigner(friend), RequestTimeout: 20 * time.Second}
+	first := connect(t, opts)
+	callEcho(t, first, "the session now has the server's discovery tags")
+
+	stranger := newRawPeer(t, r.URL)
+	for i := range 10 { // 8 taken, 2 refused: a stranger's share
+		stranger.publish(stranger.message(srv.PublicKey(), fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"s%d","progress":1,"cvm":{"type":"oversized-transfer","frameType":"start","completionMode":"render","digest":"sha256:%s","totalBytes":100000,"totalChunks":30}}}`,
+			i, strings.Repeat("0", 64))))
+	}
+	opts.Stateless = true
+	second := connect(t, opts)
+	arg := bigText(100_000)
+	if got := callEcho(t, second, arg); got != arg {
+		t.Fatalf("echo of %d bytes came back as %d bytes", len(arg), len(got))
+	}
+}
+
+// The end of a transfer the server never saw start (its start frame was
+// lost, or came before a restart) is answered with an abort: the request
+// did not run, and its client need not wait for its timeout to learn it.
+func TestOversized_EndOfATransferNeverStartedIsAborted(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, testServer())
+	peer := newRawPeer(t, r.URL)
+	peer.initialize(srv.PublicKey())
+	request := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("z", 3000) + `"},"_meta":{"progressToken":"raw"}}}`
+	rawTransfer(t, peer, srv.PublicKey(), request, func(i int, _ map[string]any) bool { return i != 0 })
+	for {
+		evt, ok := peer.next(10 * time.Second)
+		if !ok {
+			t.Fatal("no abort frame came back")
+		}
+		if strings.Contains(evt.Content, `"frameType":"abort"`) {
+			if !strings.Contains(evt.Content, `"progressToken":"raw"`) {
+				t.Fatalf("abort frame %s is not on the transfer's token", evt.Content)
+			}
+			return
+		}
+	}
+}

@@ -51,16 +51,28 @@ type ServerOptions struct {
 	// a client in AllowedClients only for another one. When no session may
 	// give way, the new client's request is refused with CodeServerBusy
 	// and a RetryAfter. A replaced session still answers what it has in
-	// flight.
+	// flight. SessionReserve keeps room for AllowedClients.
 	MaxSessions int
+	// SessionReserve is how many of MaxSessions only AllowedClients may
+	// hold (default 4, at most half of MaxSessions; negative: none): the
+	// clients outside the list hold at most MaxSessions−SessionReserve
+	// between them, and are refused (CodeServerBusy) beyond that unless
+	// one of theirs gives way as above. A client in AllowedClients is
+	// never refused for room the others hold: when every session is
+	// taken, one of theirs gives way to it, whatever its state (one with
+	// nothing in flight and the least recently active first; it still
+	// answers what it has in flight). Without AllowedClients it does
+	// nothing.
+	SessionReserve int
 	// SessionGrace is how long after its last message a session is safe
 	// from being replaced (default 30 s, admission.DefaultGrace).
 	SessionGrace time.Duration
 	// SessionRate and SessionBurst bound how fast new sessions start:
 	// overall, SessionRate a second with bursts of SessionBurst (default
 	// 20 and 64), and for one client key, a quarter of each. A start over
-	// the limit is refused with CodeServerBusy and a RetryAfter. A
-	// negative SessionRate is no limit.
+	// the limit is refused with CodeServerBusy and a RetryAfter. The
+	// clients in AllowedClients have an overall budget of their own, which
+	// the others cannot spend. A negative SessionRate is no limit.
 	SessionRate  float64
 	SessionBurst int
 	// IdleTimeout closes a session with nothing in flight after this long
@@ -195,11 +207,15 @@ type Server struct {
 	announcePool *nostrx.Pool
 
 	sessions *sessionTable
-	starts   *admission.Limiter[nostr.PubKey] // new sessions, per client and overall
+	starts   *admission.Limiter[nostr.PubKey] // new sessions, per client and overall (of clients outside AllowedClients, with the list)
 	outbound registry[nostr.ID, *ServerConn]  // server-to-client requests awaiting an answer, by event id
 	gate     *gate                            // collects payments, with ServerOptions.Payments
 	group    *group                           // with ServerOptions.Replicas
 	reroute  chan []*opened                   // requests taken over from a lost replica, for the router
+
+	// knownStarts limits the new sessions of AllowedClients, on a budget
+	// a flood of other keys cannot spend.
+	knownStarts *admission.Limiter[nostr.PubKey]
 }
 
 // withDefaults fills in the zero values that have defaults.
@@ -331,7 +347,12 @@ func newServer(opts ServerOptions, e endpoint) *Server {
 		window:    opts.Freshness,
 		reroute:   make(chan []*opened),
 	}
-	s.sessions = newSessionTable(opts.MaxSessions, opts.SessionGrace, s.auth.known)
+	s.knownStarts = admission.NewLimiter[nostr.PubKey](opts.SessionRate, opts.SessionBurst)
+	policy := admission.Policy{Max: opts.MaxSessions, Grace: opts.SessionGrace}
+	if s.auth.allowed != nil {
+		policy.Reserve = admission.ResolveReserve(opts.SessionReserve, opts.MaxSessions)
+	}
+	s.sessions = newSessionTable(policy, s.auth.known)
 	s.transfers = newReassembler(opts.Transfers, func(k transferKey) {
 		s.sendFrame(k.peer, abortFrame(k.token, "transfer timed out"), 0)
 	})
@@ -922,12 +943,17 @@ func (s *Server) replicaLost(ctx context.Context, member string) {
 
 // newSession starts a session for client, replacing its current one, or
 // refuses to (with CodeServerBusy and when to retry) when the client
-// starts sessions too fast, or when all MaxSessions are taken and none may
-// give way. The sessions replaced keep answering what they have in flight,
+// starts sessions too fast, or when all the sessions it may take
+// (MaxSessions, less SessionReserve for a client outside AllowedClients)
+// are taken and none may give way. The sessions replaced keep answering what they have in flight,
 // then close.
 func (s *Server) newSession(client nostr.PubKey, stateless bool) (*ServerConn, *jsonrpc.Error) {
 	now := time.Now()
-	if ok, retry := s.starts.Allow(client, now); !ok {
+	starts := s.starts
+	if s.auth.known(client) {
+		starts = s.knownStarts
+	}
+	if ok, retry := starts.Allow(client, now); !ok {
 		s.log.Info("refusing a new session: too many new sessions", "client", client.Hex(), "retry_after", retry)
 		return nil, BusyError("server busy: too many new sessions; retry later", retry)
 	}
@@ -935,8 +961,12 @@ func (s *Server) newSession(client nostr.PubKey, stateless bool) (*ServerConn, *
 		return newServerConn(s, client, fmt.Sprintf("%s-%d", client.Hex()[:12], n))
 	})
 	if err != nil {
-		s.log.Info("refusing a new session: all sessions taken", "client", client.Hex(), "max", s.opts.MaxSessions, "retry_after", retry)
-		return nil, BusyError(fmt.Sprintf("server busy: all %d sessions are in use (%v); retry later", s.opts.MaxSessions, err), retry)
+		n := s.opts.MaxSessions
+		if errors.Is(err, errStrangerFull) {
+			n -= s.sessions.policy.Reserve
+		}
+		s.log.Info("refusing a new session: all sessions taken", "client", client.Hex(), "max", n, "retry_after", retry)
+		return nil, BusyError(fmt.Sprintf("server busy: all %d sessions are in use (%v); retry later", n, err), retry)
 	}
 	for _, old := range retired {
 		old.retire()
@@ -1058,13 +1088,19 @@ func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind n
 		s.sendFrame(client, abortFrame(p.ProgressToken, "this server does not accept oversized transfers"), wrapKind)
 		return
 	}
-	if s.group != nil && p.CVM.FrameType == "end" && !s.transfers.has(client, p.ProgressToken) {
-		// The transfer began on another replica, lost since (or, during a
-		// membership change, still alive): its frames are there, and the
-		// request never ran, since this replica holds its end frame's
-		// claim. Said now, the client need not wait for its timeout.
-		s.log.Info("aborting a transfer that began on another replica", "client", client.Hex())
-		s.sendFrame(client, abortFrame(p.ProgressToken, "the replica that received the start of this request is gone; the request did not run: send it again"), wrapKind)
+	if p.CVM.FrameType == "end" && !s.transfers.has(client, p.ProgressToken) {
+		// Nothing to complete, so the request never ran: said now, the
+		// client need not wait for its timeout. The start frame never came
+		// (or the transfer was aborted, or timed out, which the client has
+		// been told already); in a replica group, the transfer began on
+		// another replica, lost since (or, during a membership change,
+		// still alive), and this replica holds its end frame's claim.
+		reason := "no transfer in progress on this token (its start never arrived, or it was aborted or timed out); the request did not run: send it again"
+		if s.group != nil {
+			reason = "the replica that received the start of this request is gone; the request did not run: send it again"
+		}
+		s.log.Info("aborting the end of a transfer never started here", "client", client.Hex(), "reason", reason)
+		s.sendFrame(client, abortFrame(p.ProgressToken, reason), wrapKind)
 		return
 	}
 	assembled, startTags, done, err := s.transfers.frame(client, p, inner.Tags)
@@ -1076,12 +1112,18 @@ func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind n
 		s.sendFrame(client, abortFrame(p.ProgressToken, err.Error()), wrapKind)
 	case p.CVM.FrameType == "start":
 		// A client waits for accept until it knows the server supports
-		// transfers, which it learns from this session's discovery tags.
-		if c, _ := s.session(client, false); c == nil || !c.toldDiscovery() {
-			s.sendFrame(client, acceptFrame(p.ProgressToken), wrapKind)
-		}
-		if c, _ := s.session(client, false); c != nil {
+		// transfers, which it learns from the server's discovery tags. It
+		// has not heard them when its key has no session here, when the
+		// session has not sent them yet, or when the start frame carries
+		// the client's own discovery tags, which a client sends before it
+		// has heard the server's (observe then owes them again): a
+		// stateless client, or another process under the key of a session.
+		c, _ := s.session(client, false)
+		if c != nil {
 			c.observe(inner, wrapKind)
+		}
+		if c == nil || !c.toldDiscovery() {
+			s.sendFrame(client, acceptFrame(p.ProgressToken), wrapKind)
 		}
 	case done:
 		// The reassembled message is answered as the end frame's event, and

@@ -303,9 +303,7 @@ func (c *ServerConn) receive(inner nostr.Event, wrapKind nostr.Kind, b *batch, i
 	if m.IsCall() && m.Method == mcpmsg.MethodInitialize {
 		c.caps = peerCaps{}
 	}
-	if caps, ok := learnCaps(inner.Tags); ok {
-		c.caps = caps
-	}
+	c.learnCapsLocked(inner.Tags)
 	c.learnPaymentModeLocked(inner.Tags)
 	c.mu.Unlock()
 	c.srv.sessions.touch(c)
@@ -650,8 +648,20 @@ func (c *ServerConn) observe(inner nostr.Event, wrapKind nostr.Kind) {
 	defer c.mu.Unlock()
 	c.active = time.Now()
 	c.lastWrap = wrapKind
-	if caps, ok := learnCaps(inner.Tags); ok {
+	c.learnCapsLocked(inner.Tags)
+}
+
+// learnCapsLocked takes what a client's discovery tags say it supports. A
+// client sends them on its first message (and on a request it sends again
+// after a busy answer), before it has heard the server's: when they reach
+// a session that has sent its own already, they come from a client that
+// has not heard them (another process under the same key, a stateless
+// client whose key has a session here), and the session's next message
+// carries them again.
+func (c *ServerConn) learnCapsLocked(tags nostr.Tags) {
+	if caps, ok := learnCaps(tags); ok {
 		c.caps = caps
+		c.sentDiscovery = false
 	}
 }
 

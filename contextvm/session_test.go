@@ -634,3 +634,31 @@ func TestNewSessionRateLimits(t *testing.T) {
 		t.Fatalf("a fifth key beyond the overall burst: busy %v, retry %v; want busy within 2.5s", busy, retry)
 	}
 }
+
+// A stateless connection under the key of a session that has sent the
+// server's discovery tags already, to another connection, hears them on
+// its first answer: it introduced itself with its own.
+func TestStatelessConnectionUnderAnExistingSessionHearsTheServer(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, testServer())
+	key := nostr.Generate()
+	opts := contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Signer: contextvm.NewKeySigner(key)}
+	callEcho(t, connect(t, opts), "first")
+
+	opts.Stateless = true
+	tr, err := contextvm.NewClientTransport(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "second", Version: "1"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	callEcho(t, cs, "second")
+	if sup := tr.ServerSupport(); !sup.Known || !sup.OversizedTransfer {
+		t.Fatalf("the second connection knows of the server: %+v; want its discovery tags heard", sup)
+	}
+}

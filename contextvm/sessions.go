@@ -13,28 +13,28 @@ import (
 
 // sessionTable is a server's book of client sessions, under a lock of its
 // own: the current session of each client, those same sessions in an LRU
-// (most recently active first) bounded by max, and every session not yet
-// closed, retired ones (replaced or evicted, still answering what they have
-// in flight) included, so that the server's Close can reach them all.
+// (most recently active first) admitted by policy (admission.Admit), and
+// every session not yet closed, retired ones (replaced or evicted, still
+// answering what they have in flight) included, so that the server's
+// Close can reach them all.
 //
 // Lock order: the table's lock may be held while taking a session's lock
 // (idle and start read each session's activity), never the reverse.
 type sessionTable struct {
-	max   int
-	grace time.Duration                  // a session quiet for less is never evicted
-	known func(client nostr.PubKey) bool // on the allow-list
+	policy admission.Policy
+	known  func(client nostr.PubKey) bool // on the allow-list
 
 	mu      sync.Mutex
 	current map[nostr.PubKey]*ServerConn
 	lru     *list.List // of *ServerConn; each session's elem points into it
+	unknown int        // current sessions of clients not on the allow-list
 	live    map[*ServerConn]struct{}
 	nextID  uint64
 }
 
-func newSessionTable(max int, grace time.Duration, known func(nostr.PubKey) bool) *sessionTable {
+func newSessionTable(policy admission.Policy, known func(nostr.PubKey) bool) *sessionTable {
 	return &sessionTable{
-		max:     max,
-		grace:   grace,
+		policy:  policy,
 		known:   known,
 		current: make(map[nostr.PubKey]*ServerConn),
 		lru:     list.New(),
@@ -49,38 +49,60 @@ func (t *sessionTable) get(client nostr.PubKey) *ServerConn {
 	return t.current[client]
 }
 
-// errNoSession is why start made no session: the table is full and no
-// session may give way.
-var errNoSession = errors.New("every session is busy or was active within the grace period")
+// Why start made no session: no session may give way, in the whole table
+// or in the share of it open to clients outside the allow-list.
+var (
+	errNoSession    = errors.New("every session is busy or was active within the grace period")
+	errStrangerFull = errors.New("every session open to clients outside the allow-list is busy or was active within the grace period")
+)
 
 // start makes the client's new current session with newConn, which gets a
 // number unique in the table and is called under its lock, and returns it
-// with the sessions it retires: the client's previous one, and, when the
-// table is full, the one admission.Victim picks. When it may pick none,
-// start makes nothing and returns errNoSession and when to try again.
+// with the sessions it retires: the client's previous one, or, for a
+// client without one, the one admission.Admit picks to give way. When it
+// may pick none, start makes nothing and returns errNoSession (or
+// errStrangerFull, for a client outside the allow-list refused only for
+// its kind's share) and when to try again.
 func (t *sessionTable) start(client nostr.PubKey, now time.Time, newConn func(n uint64) *ServerConn) (c *ServerConn, retired []*ServerConn, retryAfter time.Duration, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	old := t.current[client]
-	if old == nil && t.lru.Len() >= t.max {
-		victim, ok, retry := admission.Victim(now, t.grace, t.known(client), t.oldestFirst(), t.state)
-		if !ok {
-			return nil, nil, retry, errNoSession
-		}
-		t.lru.Remove(victim.elem)
-		delete(t.current, victim.client)
-		retired = append(retired, victim)
-	}
-	if old != nil {
+	if old := t.current[client]; old != nil {
+		t.dropLocked(old)
 		retired = append(retired, old)
-		t.lru.Remove(old.elem)
+	} else {
+		known := t.known(client)
+		held := admission.Held{Sessions: t.lru.Len(), Unknown: t.unknown}
+		d := admission.Admit(now, t.policy, known, held, t.oldestFirst(), t.state)
+		if !d.Admit {
+			if !known && t.policy.Reserve > 0 && held.Sessions < t.policy.Max {
+				return nil, nil, d.RetryAfter, errStrangerFull
+			}
+			return nil, nil, d.RetryAfter, errNoSession
+		}
+		if d.Evict {
+			t.dropLocked(d.Victim)
+			retired = append(retired, d.Victim)
+		}
 	}
 	t.nextID++
 	c = newConn(t.nextID)
 	t.current[client] = c
 	c.elem = t.lru.PushFront(c)
+	if !t.known(client) {
+		t.unknown++
+	}
 	t.live[c] = struct{}{}
 	return c, retired, 0, nil
+}
+
+// dropLocked takes c, a current session, out of service (it stays live
+// until it closes); the caller holds the lock.
+func (t *sessionTable) dropLocked(c *ServerConn) {
+	delete(t.current, c.client)
+	t.lru.Remove(c.elem)
+	if !t.known(c.client) {
+		t.unknown--
+	}
 }
 
 // oldestFirst yields the current sessions, least recently active first;
@@ -113,8 +135,7 @@ func (t *sessionTable) remove(c *ServerConn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.current[c.client] == c {
-		delete(t.current, c.client)
-		t.lru.Remove(c.elem)
+		t.dropLocked(c)
 	}
 	delete(t.live, c)
 }

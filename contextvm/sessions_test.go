@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/admission"
 )
 
 func TestSessionTable(t *testing.T) {
@@ -14,7 +15,7 @@ func TestSessionTable(t *testing.T) {
 	const grace = 30 * time.Second
 	now := time.Now()
 	allowed := nostr.Generate().Public()
-	tab := newSessionTable(2, grace, func(pk nostr.PubKey) bool { return pk == allowed })
+	tab := newSessionTable(admission.Policy{Max: 2, Grace: grace}, func(pk nostr.PubKey) bool { return pk == allowed })
 	conn := func(client nostr.PubKey) func(uint64) *ServerConn {
 		return func(n uint64) *ServerConn { return newServerConn(s, client, "") }
 	}
@@ -91,5 +92,53 @@ func TestSessionTable(t *testing.T) {
 	inFlight(t, cal, 1)
 	if idle := tab.idle(time.Now(), time.Minute); len(idle) != 0 {
 		t.Fatal("a session with a request in flight is not idle")
+	}
+}
+
+// Clients outside the allow-list hold at most the table less its reserve;
+// an allowed client is never refused for room they hold, and the count of
+// their sessions follows them out of the table.
+func TestSessionTable_Reserve(t *testing.T) {
+	s := &Server{}
+	s.life = newLifetime(t.Context())
+	now := time.Now()
+	friends := map[nostr.PubKey]bool{nostr.Generate().Public(): true, nostr.Generate().Public(): true}
+	tab := newSessionTable(admission.Policy{Max: 3, Reserve: 1, Grace: time.Minute}, func(pk nostr.PubKey) bool { return friends[pk] })
+	start := func(client nostr.PubKey) (*ServerConn, []*ServerConn, error) {
+		c, retired, _, err := tab.start(client, now, func(uint64) *ServerConn { return newServerConn(s, client, "") })
+		return c, retired, err
+	}
+	s1, _, err1 := start(nostr.Generate().Public())
+	s2, _, err2 := start(nostr.Generate().Public())
+	if err1 != nil || err2 != nil {
+		t.Fatal("strangers within their share refused")
+	}
+	if _, _, err := start(nostr.Generate().Public()); !errors.Is(err, errStrangerFull) {
+		t.Fatalf("a third stranger in a table of 3 with a reserve of 1: %v; want errStrangerFull", err)
+	}
+	if _, _, err := start(s1.client); err != nil {
+		t.Fatalf("a stranger replacing its own session: %v", err)
+	}
+	var friendList []nostr.PubKey
+	for pk := range friends {
+		friendList = append(friendList, pk)
+	}
+	if _, retired, err := start(friendList[0]); err != nil || len(retired) != 0 {
+		t.Fatalf("an allowed client with the reserve free: %v, retired %d", err, len(retired))
+	}
+	// Full: a stranger's session gives way to the second allowed client,
+	// young as it is, the least recently active first.
+	s2.active = now.Add(-time.Second)
+	tab.get(s1.client).active = now
+	_, retired, err := start(friendList[1])
+	if err != nil || len(retired) != 1 || retired[0] != s2 {
+		t.Fatalf("an allowed client in a full table: %v, retired %v; want s2 to give way", err, retired)
+	}
+	if tab.unknown != 1 || tab.len() != 3 {
+		t.Fatalf("%d strangers' sessions of %d counted; want 1 of 3", tab.unknown, tab.len())
+	}
+	tab.remove(tab.get(s1.client))
+	if tab.unknown != 0 {
+		t.Fatalf("a removed stranger's session still counts: %d", tab.unknown)
 	}
 }

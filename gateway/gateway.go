@@ -84,7 +84,18 @@ type Options struct {
 	// recently active of a client outside Server.AllowedClients first, an
 	// allowed client's only for another allowed client. When none may give
 	// way, its initialize is refused (CodeBusy, with contextvm.RetryAfter).
+	// SessionReserve keeps room for the allowed clients.
 	MaxSessions int
+	// SessionReserve is how many of MaxSessions only the clients in
+	// Server.AllowedClients may hold (default 4, at most half of
+	// MaxSessions; negative: none), in the gateway's books and the
+	// server's (Server.SessionReserve is set to it): the other clients
+	// hold at most MaxSessions−SessionReserve between them. An allowed
+	// client is never refused for room the others hold: when every
+	// session is taken, one of theirs gives way to it whatever its state
+	// (one with nothing in flight and the least recently active first).
+	// Without Server.AllowedClients it does nothing.
+	SessionReserve int
 	// SessionGrace is how long after its last message a session is safe
 	// from being replaced (default 30 s), in the gateway's books and the
 	// server's (Server.SessionGrace is set to it).
@@ -180,7 +191,11 @@ type Gateway struct {
 	wg     sync.WaitGroup
 
 	known  map[nostr.PubKey]bool // Server.AllowedClients
-	starts chan struct{}         // a slot per upstream session starting in PerClient mode
+	policy admission.Policy      // of PerClient mode's upstream sessions
+	// A slot per upstream session starting in PerClient mode: for the
+	// clients in Server.AllowedClients (knownStarts) and for the others,
+	// so that an allowed client's start never waits behind a crowd.
+	starts, knownStarts chan struct{}
 
 	mu       sync.Mutex
 	sessions map[session]bool // every session served; true if it holds a PerClient slot
@@ -211,6 +226,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	opts = opts.withDefaults()
 	opts.Server.IdleTimeout = -1
 	opts.Server.SessionGrace = opts.SessionGrace
+	opts.Server.SessionReserve = opts.SessionReserve
 	opts.Server.MaxSessions = 0 // the server's default
 	if opts.Mode == PerClient {
 		opts.Server.MaxSessions = opts.MaxSessions + serverSlack
@@ -228,8 +244,13 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		known:    make(map[nostr.PubKey]bool),
 		starts:   make(chan struct{}, startsAtOnce()),
 	}
+	g.knownStarts = make(chan struct{}, startsAtOnce())
 	for _, pk := range opts.Server.AllowedClients {
 		g.known[pk] = true
+	}
+	g.policy = admission.Policy{Max: opts.MaxSessions, Grace: opts.SessionGrace}
+	if len(g.known) > 0 {
+		g.policy.Reserve = admission.ResolveReserve(opts.SessionReserve, opts.MaxSessions)
 	}
 	switch {
 	case opts.Mode == Shared:
@@ -421,21 +442,28 @@ func (g *Gateway) Sessions() int {
 
 // slotError refuses a session for want of a free upstream session.
 type slotError struct {
-	max        int
+	max        int  // the sessions the client may take
+	strangers  bool // those open to clients outside the allow-list
 	grace      time.Duration
 	retryAfter time.Duration
 }
 
 func (e *slotError) Error() string {
-	return fmt.Sprintf("gateway busy: all %d upstream sessions are in use (busy, or active within %v); retry later", e.max, e.grace)
+	which := ""
+	if e.strangers {
+		which = " open to clients outside the allow-list"
+	}
+	return fmt.Sprintf("gateway busy: all %d upstream sessions%s are in use (busy, or active within %v); retry later", e.max, which, e.grace)
 }
 
 // track adds a client session to the books (slot: it holds one of the
-// MaxSessions upstream sessions of PerClient mode). When no slot is free,
-// a session gives way as admission.Victim decides: one with nothing in
-// flight that has been quiet for SessionGrace, a client's outside
-// Server.AllowedClients first, an allowed client's only to another. If
-// none may, track fails with a *slotError.
+// MaxSessions upstream sessions of PerClient mode). A session that needs a
+// slot is admitted as admission.Admit decides: within SessionReserve's
+// bounds, and in the place of a session that gives way when no slot is
+// free (one with nothing in flight that has been quiet for SessionGrace, a
+// client's outside Server.AllowedClients first, an allowed client's only
+// to another; any of the others' to an allowed client). If none may, track
+// fails with a *slotError.
 func (g *Gateway) track(s session, slot bool) error {
 	g.mu.Lock()
 	if g.closed {
@@ -443,18 +471,25 @@ func (g *Gateway) track(s session, slot bool) error {
 		return ErrClosed
 	}
 	var victim session
-	if slot && g.slots >= g.opts.MaxSessions {
-		var ok bool
-		var retry time.Duration
-		victim, ok, retry = admission.Victim(time.Now(), g.opts.SessionGrace, g.known[s.client()], g.slotHolders(), g.state)
-		if !ok {
+	if slot {
+		known := g.known[s.client()]
+		held := g.heldLocked()
+		d := admission.Admit(time.Now(), g.policy, known, held, g.slotHolders(), g.state)
+		if !d.Admit {
 			g.mu.Unlock()
 			g.metrics.sessionsRefused.Inc()
-			return &slotError{max: g.opts.MaxSessions, grace: g.opts.SessionGrace, retryAfter: retry}
+			err := &slotError{max: g.opts.MaxSessions, grace: g.opts.SessionGrace, retryAfter: d.RetryAfter}
+			if !known && held.Sessions < g.policy.Max {
+				err.max, err.strangers = g.policy.Max-g.policy.Reserve, true
+			}
+			return err
 		}
-		delete(g.sessions, victim)
-		g.slots--
-		g.metrics.sessions.Dec()
+		if d.Evict {
+			victim = d.Victim
+			delete(g.sessions, victim)
+			g.slots--
+			g.metrics.sessions.Dec()
+		}
 	}
 	g.sessions[s] = slot
 	if slot {
@@ -463,11 +498,24 @@ func (g *Gateway) track(s session, slot bool) error {
 	g.mu.Unlock()
 	g.metrics.sessions.Inc()
 	if victim != nil {
-		g.opts.Logger.Info("session limit reached: closing an idle session", "max", g.opts.MaxSessions, "client", victim.client().Hex())
+		g.opts.Logger.Info("session limit reached: closing a session to make room", "max", g.opts.MaxSessions, "client", victim.client().Hex(),
+			"for", s.client().Hex(), "busy", victim.busy())
 		g.metrics.sessionsEvicted.Inc()
 		victim.end()
 	}
 	return nil
+}
+
+// heldLocked counts the sessions holding an upstream session, and those of
+// clients outside the allow-list; the caller holds g.mu.
+func (g *Gateway) heldLocked() admission.Held {
+	held := admission.Held{Sessions: g.slots}
+	for s := range g.slotHolders() {
+		if !g.known[s.client()] {
+			held.Unknown++
+		}
+	}
+	return held
 }
 
 // slotHolders yields the sessions holding an upstream session; the caller

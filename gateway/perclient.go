@@ -88,14 +88,19 @@ func (s *perClient) run() {
 	// Starting an upstream is the costliest thing a client can ask for (a
 	// process of its own), so only a few start at once: a crowd of new
 	// clients then waits its turn rather than starving the sessions that
-	// run.
+	// run. Allowed clients wait in a line of their own, never behind a
+	// crowd of strangers.
+	starts := s.g.starts
+	if s.g.known[s.client()] {
+		starts = s.g.knownStarts
+	}
 	select {
-	case s.g.starts <- struct{}{}:
+	case starts <- struct{}{}:
 	case <-ctx.Done():
 		return
 	}
 	l, hs, err := mcpmux.OpenLink(ctx, s.g.linkOptions(init.Params, false))
-	<-s.g.starts
+	<-starts
 	if err != nil {
 		s.log.Warn("upstream session did not start", "err", err)
 		s.g.metrics.answered(init.Method, start, "upstream_down")

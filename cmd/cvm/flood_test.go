@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"fiatjaf.com/nostr"
 	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -141,4 +144,108 @@ func p99(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[min(len(s)-1, len(s)*99/100)]
+}
+
+// TestGatewayCommand_StrangersLeaveTheReserve floods a per-client gateway
+// with an allow-list, whose reserve comes from the configuration
+// (CVM_GATEWAY_SESSION_RESERVE, the key gateway.session-reserve, bound to
+// --session-reserve): strangers get the sessions less the reserve, and
+// the allowed client's initialize and call go through at the first try.
+func TestGatewayCommand_StrangersLeaveTheReserve(t *testing.T) {
+	const (
+		maxSessions = 8
+		reserve     = 3
+		strangers   = 20
+	)
+	c := newCLI(t)
+	c.env["CVM_GATEWAY_SESSION_RESERVE"] = strconv.Itoa(reserve)
+	rp := startCVM(t, c, "relay", "--listen", "127.0.0.1:0", "--memory", "--events-per-second", "-1", "--connections-per-second", "-1")
+	var r relayReady
+	rp.readyLine(t, &r)
+	t.Cleanup(func() { rp.stop(t, syscall.SIGTERM) })
+	friend := nostr.Generate()
+	p := startCVM(t, c, "gateway", "--relay", r.URL, "--max-sessions", strconv.Itoa(maxSessions), "--session-rate", "-1",
+		"--allow", friend.Public().Hex(), "--public", "tools/list", "--log-level", "warn", "--", demoServerBinary)
+	var ready gatewayReady
+	p.readyLine(t, &ready)
+	t.Cleanup(func() { p.stop(t, syscall.SIGTERM) })
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var inits []nostr.Event
+	var keys []string
+	for i, evt := range newcomerEvents(ready.Pubkey, strangers) {
+		if i%2 == 0 { // the initialize; the call after it is not needed
+			inits = append(inits, evt)
+			keys = append(keys, evt.PubKey.Hex())
+		}
+	}
+	answers := listen(ctx, t, r.URL, keys)
+	if err := publish(ctx, r.URL, inits); err != nil {
+		t.Fatal(err)
+	}
+	if got := answers(inits); got != maxSessions-reserve {
+		t.Fatalf("%d strangers got a session; want %d, --max-sessions less the reserve", got, maxSessions-reserve)
+	}
+	var logs waitbuf.Buffer // the client's: it says when it was told busy and asked again
+	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "friend", Version: "1"}, nil), contextvm.ClientOptions{
+		Server: ready.Npub, Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(friend), Logger: logs.Logger(),
+	})
+	if err != nil {
+		t.Fatalf("the allowed client's initialize: %v", err)
+	}
+	defer cs.Close()
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 2}}); err != nil || res.IsError {
+		t.Fatalf("the allowed client's call: %v", err)
+	}
+	if strings.Contains(logs.String(), "server busy") {
+		t.Fatalf("the allowed client was told busy and asked again:\n%s", logs.String())
+	}
+}
+
+// listen subscribes, over a websocket of its own, to the messages sent to
+// keys, and returns what waits for the answer to each of events and says
+// how many were results. It trusts its relay: a test verifies no answers.
+func listen(ctx context.Context, t *testing.T, relayURL string, keys []string) (answers func(events []nostr.Event) (results int)) {
+	t.Helper()
+	conn, _, err := websocket.Dial(ctx, relayURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.CloseNow() })
+	conn.SetReadLimit(-1)
+	if err := wsjson.Write(ctx, conn, []any{"REQ", "answers", map[string]any{"kinds": []nostr.Kind{contextvm.KindMessage}, "#p": keys}}); err != nil {
+		t.Fatal(err)
+	}
+	read := func() (kind string, msg []json.RawMessage) {
+		if err := wsjson.Read(ctx, conn, &msg); err != nil {
+			t.Fatalf("reading the answers: %v", err)
+		}
+		if len(msg) > 0 {
+			json.Unmarshal(msg[0], &kind)
+		}
+		return kind, msg
+	}
+	for kind, _ := read(); kind != "EOSE"; kind, _ = read() {
+	}
+	return func(events []nostr.Event) (results int) {
+		pending := make(map[string]bool, len(events))
+		for _, evt := range events {
+			pending[evt.ID.Hex()] = true
+		}
+		for len(pending) > 0 {
+			kind, msg := read()
+			var answer nostr.Event
+			if kind != "EVENT" || len(msg) < 3 || json.Unmarshal(msg[2], &answer) != nil {
+				continue
+			}
+			if ref := answer.Tags.Find("e"); len(ref) > 1 && pending[ref[1]] {
+				delete(pending, ref[1])
+				if strings.Contains(answer.Content, `"result"`) {
+					results++
+				}
+			}
+		}
+		return results
+	}
 }

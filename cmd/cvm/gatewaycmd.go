@@ -37,6 +37,7 @@ type gatewayFlags struct {
 	mode, upstreamURL, metrics string
 	data                       string
 	maxSessions, sessionBurst  int
+	sessionReserve             int
 	sessionRate                float64
 	transferBytes              int
 	idleTimeout                time.Duration
@@ -75,10 +76,13 @@ and --session-burst allow. Clients that send requests without a session
 session, started with the first and closed after the last, so that one-shot
 calls cost no process each; they declared no capabilities, so the upstream
 may ask them nothing, and what it keeps between calls they share among
-themselves. --isolate-stateless gives them a session each instead. shared
-runs one upstream session for all clients; requests of the upstream's to a
-client (sampling, elicitation) then reach a client only when exactly one
-has requests in flight, and are refused otherwise.
+themselves. --isolate-stateless gives them a session each instead. With
+--allow, clients outside it hold at most --max-sessions less
+--session-reserve sessions (4 by default), and an --allow client is never
+refused for sessions they hold: when all are in use, one of theirs gives
+way to it. shared runs one upstream session for all clients; requests of
+the upstream's to a client (sampling, elicitation) then reach a client only
+when exactly one has requests in flight, and are refused otherwise.
 
 --allow PUBKEY (repeatable) serves only those clients; --public METHOD[:NAME]
 (repeatable) opens a capability to everyone anyway, e.g. --public tools/list
@@ -145,6 +149,7 @@ it down, answering what is in flight with an error.`,
 	f.StringVar(&gf.data, "data", "", "directory for state that must survive a restart (default: gateway in the data directory)")
 	f.StringVar(&gf.metrics, "metrics", "", "serve /metrics and /healthz on this address, e.g. 127.0.0.1:9090")
 	f.IntVar(&gf.maxSessions, "max-sessions", 64, "upstream sessions at once in per-client mode")
+	f.IntVar(&gf.sessionReserve, "session-reserve", admission.DefaultReserve, "of --max-sessions, those only --allow clients may hold (0: none; the default, at most half of --max-sessions)")
 	f.Float64Var(&gf.sessionRate, "session-rate", admission.DefaultRate, "new client sessions a second, overall; one client key gets a quarter (-1: no limit)")
 	f.IntVar(&gf.sessionBurst, "session-burst", admission.DefaultBurst, "new client sessions at once beyond --session-rate, overall; one client key gets a quarter")
 	f.DurationVar(&gf.idleTimeout, "idle-timeout", 10*time.Minute, "close a client session after this long without a message (0: never)")
@@ -166,7 +171,7 @@ it down, answering what is in flight with an error.`,
 	gf.replica.add(f)
 	cmd.Long += replicaHelp
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
-		"session-mode", "env", "pass-env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-rate", "session-burst", "idle-timeout", "isolate-stateless",
+		"session-mode", "env", "pass-env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-reserve", "session-rate", "session-burst", "idle-timeout", "isolate-stateless",
 		"announce", "announce-relay", "unannounce-on-exit", "price", "payment-ttl", "common-tool", "category", "http", "no-nostr", "require-auth", "auth-window", "auth-compat"} {
 		config.Bind(f, name, "gateway."+name)
 	}
@@ -503,9 +508,19 @@ func (a *app) gatewayOptions(gf gatewayFlags) (gateway.Options, error) {
 	if gf.maxSessions < 1 {
 		return gateway.Options{}, fmt.Errorf("--max-sessions %d: want at least 1", gf.maxSessions)
 	}
+	reserve := gf.sessionReserve
+	switch {
+	case reserve < 0 || reserve > gf.maxSessions && reserve != admission.DefaultReserve:
+		return gateway.Options{}, fmt.Errorf("--session-reserve %d: want 0 to --max-sessions (%d)", reserve, gf.maxSessions)
+	case reserve == 0:
+		reserve = -1 // none: the library's zero is its default
+	case reserve == admission.DefaultReserve:
+		reserve = 0 // the library's default, which takes at most half of a small --max-sessions
+	}
 	return gateway.Options{
 		Mode:             mode,
 		MaxSessions:      gf.maxSessions,
+		SessionReserve:   reserve,
 		IdleTimeout:      idle,
 		IsolateStateless: gf.isolateStateless,
 		ClientInfo:       &mcp.Implementation{Name: "cvm-gateway", Version: currentVersion().Version},

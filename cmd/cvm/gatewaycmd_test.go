@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/admission"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -97,12 +98,32 @@ func TestGatewayCommand_BadInput(t *testing.T) {
 		{[]string{"gateway", "--price", "tool:add=-5", "--", "true"}, `--price: bad price: amount "-5": a price cannot be negative`},
 		{[]string{"gateway", "--price", "tool:add=100000000000000000000", "--", "true"}, "100000000000000000000 is more than any price can be"},
 		{[]string{"gateway", "--price", "tool:add=", "--", "true"}, `amount "": no amount`},
+		{[]string{"gateway", "--max-sessions", "2", "--session-reserve", "3", "--", "true"}, "--session-reserve 3: want 0 to --max-sessions (2)"},
+		{[]string{"gateway", "--session-reserve", "-1", "--", "true"}, "--session-reserve -1: want 0 to --max-sessions (64)"},
 	} {
 		code, out, errOut := c.run(tc.args...)
 		lines := strings.Split(strings.TrimSpace(errOut), "\n")
 		last := lines[len(lines)-1]
 		if code != exitLocal || out != "" || !strings.HasPrefix(last, "cvm: ") || !strings.Contains(last, tc.want) {
 			t.Errorf("%v: code %d, stdout %q, stderr %q; want 2 and one line with %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+}
+
+// --session-reserve 0 keeps no reserve, and the default takes at most
+// half of a small --max-sessions (the library's default) rather than
+// refusing to start.
+func TestGatewayOptions_SessionReserve(t *testing.T) {
+	a := &app{log: discardLogger()}
+	for _, tc := range []struct{ flag, maxSessions, want int }{
+		{0, 64, -1},
+		{admission.DefaultReserve, 64, 0},
+		{admission.DefaultReserve, 2, 0},
+		{10, 64, 10},
+	} {
+		opts, err := a.gatewayOptions(gatewayFlags{mode: "per-client", maxSessions: tc.maxSessions, sessionReserve: tc.flag})
+		if err != nil || opts.SessionReserve != tc.want {
+			t.Errorf("--session-reserve %d --max-sessions %d: SessionReserve %d, %v; want %d", tc.flag, tc.maxSessions, opts.SessionReserve, err, tc.want)
 		}
 	}
 }

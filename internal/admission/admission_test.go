@@ -135,3 +135,83 @@ func TestLimiter_Unlimited(t *testing.T) {
 		}
 	}
 }
+
+func TestAdmit(t *testing.T) {
+	const grace = 30 * time.Second
+	now := time.Unix(1_000_000, 0)
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	policy := Policy{Max: 4, Reserve: 2, Grace: grace}
+	for _, tc := range []struct {
+		name     string
+		policy   Policy
+		sessions map[string]State
+		known    bool
+		admit    bool
+		victim   string        // "" for none
+		retry    time.Duration // when refused
+	}{
+		{"a stranger within the strangers' share", policy, map[string]State{
+			"s1": {LastActive: ago(time.Second)},
+		}, false, true, "", 0},
+		{"a stranger beyond the strangers' share, in a table with room", policy, map[string]State{
+			"s1": {LastActive: ago(time.Second)}, "s2": {LastActive: ago(10 * time.Second)},
+		}, false, false, "", 20 * time.Second},
+		{"a stranger beyond the share takes an idle stranger's place", policy, map[string]State{
+			"s1": {LastActive: ago(time.Second)}, "s2": {LastActive: ago(time.Minute)},
+		}, false, true, "s2", 0},
+		{"a known key with room evicts nobody", policy, map[string]State{
+			"s1": {LastActive: ago(time.Second)}, "s2": {LastActive: ago(time.Second)},
+		}, true, true, "", 0},
+		{"a known key in a full table: a stranger gives way however young", policy, map[string]State{
+			"k1": {LastActive: ago(time.Hour), Known: true}, "k2": {LastActive: ago(time.Hour), Known: true},
+			"s1": {LastActive: ago(time.Second)}, "s2": {LastActive: ago(2 * time.Second), Busy: true},
+		}, true, true, "s1", 0},
+		{"a known key in a full table: an idle stranger before a busy one, then the oldest", policy, map[string]State{
+			"k1": {LastActive: ago(time.Second), Known: true}, "s1": {LastActive: ago(3 * time.Second)},
+			"s2": {LastActive: ago(5 * time.Second)}, "s3": {LastActive: ago(time.Hour), Busy: true},
+		}, true, true, "s2", 0},
+		{"a known key in a table of busy strangers: one gives way anyway", policy, map[string]State{
+			"k1": {LastActive: ago(time.Second), Known: true}, "k2": {LastActive: ago(time.Second), Known: true},
+			"s1": {LastActive: ago(time.Second), Busy: true}, "s2": {LastActive: ago(2 * time.Second), Busy: true},
+		}, true, true, "s2", 0},
+		{"a known key in a table of young known keys waits", policy, map[string]State{
+			"k1": {LastActive: ago(time.Second), Known: true}, "k2": {LastActive: ago(5 * time.Second), Known: true},
+			"k3": {LastActive: ago(time.Second), Known: true}, "k4": {LastActive: ago(time.Second), Known: true},
+		}, true, false, "", 25 * time.Second},
+		{"without a reserve, strangers fill the table", Policy{Max: 4, Grace: grace}, map[string]State{
+			"s1": {LastActive: ago(time.Second)}, "s2": {LastActive: ago(time.Second)}, "s3": {LastActive: ago(time.Second)},
+		}, false, true, "", 0},
+		{"without a reserve, a full table of young strangers refuses a stranger", Policy{Max: 2, Grace: grace}, map[string]State{
+			"s1": {LastActive: ago(time.Second)}, "s2": {LastActive: ago(2 * time.Second)},
+		}, false, false, "", 28 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := slices.Sorted(maps.Keys(tc.sessions))
+			held := Held{Sessions: len(keys)}
+			for _, st := range tc.sessions {
+				if !st.Known {
+					held.Unknown++
+				}
+			}
+			d := Admit(now, tc.policy, tc.known, held, slices.Values(keys), func(k string) State { return tc.sessions[k] })
+			if d.Admit != tc.admit || d.Evict != (tc.victim != "") || d.Evict && d.Victim != tc.victim || !d.Admit && d.RetryAfter != tc.retry {
+				t.Fatalf("got %+v; want admit=%v victim %q retry %v", d, tc.admit, tc.victim, tc.retry)
+			}
+		})
+	}
+}
+
+func TestResolveReserve(t *testing.T) {
+	for _, tc := range []struct{ reserve, max, want int }{
+		{0, 64, DefaultReserve},
+		{0, 6, 3}, // a default takes at most half of a small table
+		{0, 1, 0},
+		{-1, 64, 0},
+		{10, 64, 10},
+		{100, 64, 64},
+	} {
+		if got := ResolveReserve(tc.reserve, tc.max); got != tc.want {
+			t.Errorf("ResolveReserve(%d, %d) = %d, want %d", tc.reserve, tc.max, got, tc.want)
+		}
+	}
+}
