@@ -72,7 +72,10 @@ func (p *rawPeer) publish(evt nostr.Event) {
 // next returns the content of the next message addressed to the peer.
 func (p *rawPeer) next(d time.Duration) (nostr.Event, bool) {
 	select {
-	case evt := <-p.sub.Events():
+	case evt, ok := <-p.sub.Events():
+		if !ok {
+			return nostr.Event{}, false // the peer is closed: its test is over
+		}
 		if evt.Kind != contextvm.KindMessage {
 			inner, err := contextvm.Unwrap(context.Background(), contextvm.NewKeySigner(p.sk), p.sk.Public(), evt)
 			if err != nil {

@@ -631,6 +631,21 @@ func (p *explicitPeer) send() (int64, json.RawMessage, json.RawMessage) {
 	return e.Code, e.Data, m["result"]
 }
 
+// untilResult sends the call until it gets a result, -32043 (payment
+// pending) meanwhile; when says when, for a failure.
+func (p *explicitPeer) untilResult(when string) {
+	p.t.Helper()
+	for {
+		code, data, result := p.send()
+		if result != nil {
+			return
+		}
+		if code != contextvm.CodePaymentPending {
+			p.t.Fatalf("%s: %d %s; want the result, or -32043 first", when, code, data)
+		}
+	}
+}
+
 // offered sends the call and returns the payment request its -32042 offers.
 func (p *explicitPeer) offered() payments.PaymentRequired {
 	p.t.Helper()
@@ -702,15 +717,7 @@ func TestPayExplicit_SameInvoiceUntilItExpiresThenAFreshOne(t *testing.T) {
 	if _, err := (&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}).Pay(context.Background(), fresh, 10); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		code, data, result := p.send()
-		if result != nil {
-			break
-		}
-		if code != contextvm.CodePaymentPending {
-			t.Fatalf("after paying: %d %s", code, data)
-		}
-	}
+	p.untilResult("after paying")
 	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
 		t.Fatalf("balances %d %d, %d runs; want 90, 10, 1", a, s, f.calls.Load())
 	}
@@ -755,15 +762,7 @@ func TestPayExplicit_PendingOnlyWhileThePaymentIsVerified(t *testing.T) {
 		}
 	}
 	close(held.release)
-	for {
-		code, data, result := p.send()
-		if result != nil {
-			break
-		}
-		if code != contextvm.CodePaymentPending {
-			t.Fatalf("verified: %d %s", code, data)
-		}
-	}
+	p.untilResult("verified")
 	if next := p.offered(); next.PayReq == req.PayReq {
 		t.Fatal("the spent payment request was offered again")
 	}
@@ -869,18 +868,39 @@ func BenchmarkPaidCall(b *testing.B) {
 // the request waits for the answer to the event it is pending under.
 func TestPayExplicit_StaleAnswerToTheFirstEventIsIgnored(t *testing.T) {
 	f := newPayFixture(t, 100)
-	proc := &payments.FakeProcessor{Ledger: f.ledger, Payee: "srv"}
 	srv := newRawPeer(t, f.relay.URL)
-	answer := func(to nostr.Event, content string) {
-		srv.publish(srv.message(to.PubKey, content, nostr.Tag{"e", to.ID.Hex()}))
-	}
+	var first nostr.Event
+	served := serveRaw(t, srv, func(evt nostr.Event, id json.RawMessage) (bool, error) {
+		if first.ID == (nostr.ID{}) {
+			first = evt
+			req, err := f.fakeRequest(evt)
+			offerRaw(srv, evt, id, req)
+			return false, err
+		}
+		answerRaw(srv, first, id, `"error":{"code":-32019,"message":"the replica running this call stopped before answering"}`)
+		time.Sleep(200 * time.Millisecond)
+		answerRaw(srv, evt, id, `"result":{"content":[{"type":"text","text":"paid"}]}`)
+		return true, nil
+	})
+	f.explicitCall(t, srv, nil, served, "want its answer to the event it was sent again under")
+}
+
+// answerRaw answers, as srv, the request event to with a JSON-RPC response
+// of id whose rest is body.
+func answerRaw(srv *rawPeer, to nostr.Event, id json.RawMessage, body string) {
+	srv.publish(srv.message(to.PubKey, `{"jsonrpc":"2.0","id":`+string(id)+`,`+body+`}`, nostr.Tag{"e", to.ID.Hex()}))
+}
+
+// serveRaw serves as srv, by hand, on a goroutine: it answers initialize,
+// ignores notifications and hands each tools/call to call, until call
+// reports it is done or fails. The channel says how it ended.
+func serveRaw(t *testing.T, srv *rawPeer, call func(evt nostr.Event, id json.RawMessage) (done bool, err error)) <-chan error {
 	served := make(chan error, 1)
 	go func() {
-		var first nostr.Event
-		for {
+		for calls := 0; ; {
 			evt, ok := srv.next(20 * time.Second)
 			if !ok {
-				served <- errors.New("the client sent nothing more")
+				served <- fmt.Errorf("the client sent nothing more after %d calls", calls)
 				return
 			}
 			var m struct {
@@ -890,36 +910,51 @@ func TestPayExplicit_StaleAnswerToTheFirstEventIsIgnored(t *testing.T) {
 			json.Unmarshal([]byte(evt.Content), &m)
 			switch {
 			case len(m.ID) == 0:
-				// a notification
 			case m.Method == "initialize":
-				answer(evt, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}}`)
-			case m.Method == "tools/call" && first.ID == (nostr.ID{}):
-				first = evt
-				req, err := proc.Require(context.Background(), payments.Charge{Amount: 10, Unit: "sats", RequestID: evt.ID.Hex(), Client: evt.PubKey.Hex()})
-				if err != nil {
+				answerRaw(srv, evt, m.ID, `"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`)
+			case m.Method == "tools/call":
+				calls++
+				if done, err := call(evt, m.ID); done || err != nil {
 					served <- err
 					return
 				}
-				data, _ := json.Marshal(map[string]any{"payment_options": []payments.PaymentRequired{req}})
-				answer(evt, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"error":{"code":-32042,"message":"Payment Required","data":`+string(data)+`}}`)
-			case m.Method == "tools/call":
-				answer(first, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"error":{"code":-32019,"message":"the replica running this call stopped before answering"}}`)
-				time.Sleep(200 * time.Millisecond)
-				answer(evt, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"content":[{"type":"text","text":"paid"}]}}`)
-				served <- nil
-				return
 			}
 		}
 	}()
+	return served
+}
+
+// fakeRequest is a Fake payment request of 10 sats to srv for the call
+// evt.
+func (f *payFixture) fakeRequest(evt nostr.Event) (payments.PaymentRequired, error) {
+	proc := &payments.FakeProcessor{Ledger: f.ledger, Payee: "srv"}
+	return proc.Require(context.Background(), payments.Charge{Amount: 10, Unit: "sats", RequestID: evt.ID.Hex(), Client: evt.PubKey.Hex()})
+}
+
+// offerRaw answers the call evt, as srv, -32042 offering req.
+func offerRaw(srv *rawPeer, evt nostr.Event, id json.RawMessage, req payments.PaymentRequired) {
+	data, _ := json.Marshal(map[string]any{"payment_options": []payments.PaymentRequired{req}})
+	answerRaw(srv, evt, id, `"error":{"code":-32042,"message":"Payment Required","data":`+string(data)+`}`)
+}
+
+// explicitCall calls count, as a cvm client asking for explicit gating and
+// paying from alice, on the raw server srv, and wants the result "paid"
+// that it serves (want says why) and served to end well.
+func (f *payFixture) explicitCall(t *testing.T, srv *rawPeer, rep *reports, served <-chan error, want string) {
+	t.Helper()
+	pay := &contextvm.PayOptions{
+		Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+		Budget:         &payments.Budget{PerCall: 10},
+		ExplicitGating: true,
+	}
+	if rep != nil {
+		pay.Report = rep.add
+	}
 	cs := connect(t, contextvm.ClientOptions{Server: srv.sk.Public().Hex(), Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled,
-		RequestTimeout: 20 * time.Second, Pay: &contextvm.PayOptions{
-			Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
-			Budget:         &payments.Budget{PerCall: 10},
-			ExplicitGating: true,
-		}})
+		RequestTimeout: 20 * time.Second, Pay: pay})
 	res, err := call(cs, "count", nil)
 	if err != nil {
-		t.Fatalf("the paid call ended with %v (code %d); want its answer to the event it was sent again under", err, rpcCode(err))
+		t.Fatalf("the paid call ended with %v (code %d); %s", err, rpcCode(err), want)
 	}
 	if text := res.Content[0].(*mcp.TextContent).Text; text != "paid" {
 		t.Fatalf("result %q", text)
@@ -972,67 +1007,26 @@ func TestPayExplicit_SeenPaymentIsVerifiedAtOnce(t *testing.T) {
 // nor give up: it sends the request again later, and gets the result.
 func TestPayExplicit_ClientPaidWaitsWhenOfferedTheSameInvoiceAgain(t *testing.T) {
 	f := newPayFixture(t, 100)
-	proc := &payments.FakeProcessor{Ledger: f.ledger, Payee: "srv"}
 	srv := newRawPeer(t, f.relay.URL)
-	answer := func(to nostr.Event, id json.RawMessage, body string) {
-		srv.publish(srv.message(to.PubKey, `{"jsonrpc":"2.0","id":`+string(id)+`,`+body+`}`, nostr.Tag{"e", to.ID.Hex()}))
-	}
-	served := make(chan error, 1)
-	go func() {
-		var offer string
-		calls := 0
-		for {
-			evt, ok := srv.next(20 * time.Second)
-			if !ok {
-				served <- fmt.Errorf("the client sent nothing more after %d calls", calls)
-				return
-			}
-			var m struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-			}
-			json.Unmarshal([]byte(evt.Content), &m)
-			switch {
-			case len(m.ID) == 0:
-			case m.Method == "initialize":
-				answer(evt, m.ID, `"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`)
-			case m.Method == "tools/call" && calls < 2:
-				calls++
-				if offer == "" {
-					req, err := proc.Require(context.Background(), payments.Charge{Amount: 10, Unit: "sats", RequestID: evt.ID.Hex(), Client: evt.PubKey.Hex()})
-					if err != nil {
-						served <- err
-						return
-					}
-					data, _ := json.Marshal(map[string]any{"payment_options": []payments.PaymentRequired{req}})
-					offer = string(data)
-				}
-				answer(evt, m.ID, `"error":{"code":-32042,"message":"Payment Required","data":`+offer+`}`)
-			case m.Method == "tools/call":
-				answer(evt, m.ID, `"result":{"content":[{"type":"text","text":"paid"}]}`)
-				served <- nil
-				return
-			}
+	var offered payments.PaymentRequired
+	calls := 0
+	served := serveRaw(t, srv, func(evt nostr.Event, id json.RawMessage) (bool, error) {
+		calls++
+		switch calls {
+		case 1:
+			var err error
+			offered, err = f.fakeRequest(evt)
+			offerRaw(srv, evt, id, offered)
+			return false, err
+		case 2:
+			offerRaw(srv, evt, id, offered) // paid, but not seen yet as far as this server knows
+			return false, nil
 		}
-	}()
+		answerRaw(srv, evt, id, `"result":{"content":[{"type":"text","text":"paid"}]}`)
+		return true, nil
+	})
 	var rep reports
-	cs := connect(t, contextvm.ClientOptions{Server: srv.sk.Public().Hex(), Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled,
-		RequestTimeout: 20 * time.Second, Pay: &contextvm.PayOptions{
-			Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
-			Budget:         &payments.Budget{PerCall: 10},
-			Report:         rep.add,
-			ExplicitGating: true,
-		}})
-	res, err := call(cs, "count", nil)
-	if err != nil {
-		t.Fatalf("the paid call ended with %v (code %d); want the result once the server saw the payment", err, rpcCode(err))
-	}
-	if text := res.Content[0].(*mcp.TextContent).Text; text != "paid" {
-		t.Fatalf("result %q", text)
-	}
-	if err := <-served; err != nil {
-		t.Fatal(err)
-	}
+	f.explicitCall(t, srv, &rep, served, "want the result once the server saw the payment")
 	if a, s := f.balances(t); a != 90 || s != 10 || len(rep.all) != 1 {
 		t.Fatalf("balances %d %d, reports %+v; want one payment", a, s, rep.all)
 	}

@@ -146,14 +146,38 @@ func TestPool_AnswersAuthChallenges(t *testing.T) {
 	}
 }
 
-func TestPool_ResubscribesAfterRelayRestart(t *testing.T) {
-	db := t.TempDir() + "/r.db"
-	r, err := relay.Start("127.0.0.1:0", relay.Options{DBPath: db})
+// restartableRelay is a relay with a database on a fixed address, which a
+// test stops and starts again.
+type restartableRelay struct {
+	t    *testing.T
+	db   string
+	addr string
+	r    *relay.Server
+}
+
+// startRestartable starts a restartableRelay, and a pool that reconnects
+// to it quickly.
+func startRestartable(t *testing.T) (*restartableRelay, *nostrx.Pool) {
+	rr := &restartableRelay{t: t, db: t.TempDir() + "/r.db", addr: "127.0.0.1:0"}
+	rr.start()
+	rr.addr = rr.r.Addr.String()
+	t.Cleanup(func() { rr.r.Close() })
+	return rr, newPool(t, nostrx.PoolOptions{Relays: []string{rr.r.URL}, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond})
+}
+
+func (rr *restartableRelay) start() {
+	rr.t.Helper()
+	r, err := relay.Start(rr.addr, relay.Options{DBPath: rr.db})
 	if err != nil {
-		t.Fatal(err)
+		rr.t.Fatal(err)
 	}
-	addr := r.Addr.String()
-	p := newPool(t, nostrx.PoolOptions{Relays: []string{r.URL}, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond})
+	rr.r = r
+}
+
+func (rr *restartableRelay) stop() { rr.r.Close() }
+
+func TestPool_ResubscribesAfterRelayRestart(t *testing.T) {
+	rr, p := startRestartable(t)
 	me := nostr.Generate()
 	sub := p.Subscribe(nostr.Filter{Kinds: []nostr.Kind{1059}, Tags: nostr.TagMap{"p": {me.Public().Hex()}}, Since: nostr.Now() - 5}, 0)
 	defer sub.Close()
@@ -165,11 +189,11 @@ func TestPool_ResubscribesAfterRelayRestart(t *testing.T) {
 	if got, ok := within(t, sub.Events(), 5*time.Second); !ok || got.ID != first.ID {
 		t.Fatal("first event not delivered")
 	}
-	r.Close()
+	rr.stop()
 
 	// While the relay is down, another client stores an event for us.
 	missed := signed(t, nostr.Generate(), 1059, "during outage", nostr.Tag{"p", me.Public().Hex()})
-	offline, err := relay.New(relay.Options{DBPath: db})
+	offline, err := relay.New(relay.Options{DBPath: rr.db})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,11 +201,7 @@ func TestPool_ResubscribesAfterRelayRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	offline.Close()
-	r2, err := relay.Start(addr, relay.Options{DBPath: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r2.Close()
+	rr.start()
 	got, ok := within(t, sub.Events(), 10*time.Second)
 	if !ok || got.ID != missed.ID {
 		t.Fatalf("event stored during the outage not delivered after reconnect (got %v)", got.Content)
@@ -204,13 +224,7 @@ func signedAt(t testing.TB, sk nostr.SecretKey, kind nostr.Kind, at nostr.Timest
 // the last one seen (a request published again, a peer whose clock is
 // behind) still arrives, while the stored kind resumes where it stopped.
 func TestPool_EphemeralFilterKeepsNoSinceAfterReconnect(t *testing.T) {
-	db := t.TempDir() + "/r.db"
-	r, err := relay.Start("127.0.0.1:0", relay.Options{DBPath: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := r.Addr.String()
-	p := newPool(t, nostrx.PoolOptions{Relays: []string{r.URL}, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond})
+	rr, p := startRestartable(t)
 	me := nostr.Generate()
 	to := nostr.Tag{"p", me.Public().Hex()}
 	sub := p.SubscribeFilters([]nostr.Filter{
@@ -231,12 +245,8 @@ func TestPool_EphemeralFilterKeepsNoSinceAfterReconnect(t *testing.T) {
 	deliver(signed(t, nostr.Generate(), 1059, "stored kind", to))
 	deliver(signed(t, nostr.Generate(), 25910, "ephemeral, now", to))
 	deliver(signedAt(t, nostr.Generate(), 25910, nostr.Now()-60, "ephemeral, a minute old", to))
-	r.Close()
-	r2, err := relay.Start(addr, relay.Options{DBPath: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r2.Close()
+	rr.stop()
+	rr.start()
 	// Heard once the pool has subscribed again.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
