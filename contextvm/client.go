@@ -179,14 +179,11 @@ func (t *ClientTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	}
 	c := newClientConn(t.opts, endpoint{pool: pool, signer: signer, me: me, log: t.opts.Logger.With("server", t.server.Key.Hex()[:12])}, t.server.Key)
 	c.ownPool = ownPool
-	// A little before now, so that a server whose clock is behind ours is
-	// still heard; stale answers have no pending request and are dropped.
+	// Stored wraps from a little before now, so that a server whose clock
+	// is behind ours is still heard; stale answers have no pending request
+	// and are dropped.
 	since := nostr.Now() - 10
-	c.sub = pool.Subscribe(nostr.Filter{
-		Kinds: t.opts.GiftWrap.subscriptionKinds(),
-		Tags:  nostr.TagMap{"p": {me.Hex()}},
-		Since: since,
-	}, 0)
+	c.sub = pool.SubscribeFilters(t.opts.GiftWrap.inboxFilters(me, since), 0)
 
 	if t.opts.Encryption == EncryptOptional && t.opts.AnnouncementLookup > 0 && t.opts.KnownEncryption == EncryptionUnknown {
 		// Under the connection's lifetime, not Connect's ctx: the lookup

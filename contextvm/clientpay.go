@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -409,11 +410,18 @@ func (c *clientConn) progress(p *pendingRequest, message string) {
 
 // gatedAnswer handles explicit gating's answers to p: -32042 (pay, then
 // send again) and -32043 (send again later). It reports whether m was one.
+// A -32042 offering again the payment request p paid comes from a server
+// that has not seen the payment yet: p is sent again later, as on -32043,
+// and nothing is paid twice.
 func (c *clientConn) gatedAnswer(p *pendingRequest, m *jsonrpc.Response) bool {
 	if c.opts.Pay == nil || !c.opts.Pay.ExplicitGating {
 		return false
 	}
 	if opts, ok := IsPaymentRequired(m.Error); ok {
+		if p.paidFor.Load() && slices.ContainsFunc(opts, func(o payments.PaymentRequired) bool { return o.PayReq == p.offer().PayReq }) {
+			c.retryLater(p, pendingRetrySec)
+			return true
+		}
 		if len(opts) == 0 || !p.paying.CompareAndSwap(false, true) {
 			return false
 		}
@@ -438,12 +446,18 @@ func (c *clientConn) gatedAnswer(p *pendingRequest, m *jsonrpc.Response) bool {
 			RetryAfter float64 `json:"retry_after"`
 		}
 		json.Unmarshal(werr.Data, &d)
-		wait := min(max(time.Duration(d.RetryAfter*float64(time.Second)), 100*time.Millisecond), 30*time.Second)
-		c.restart(p)
-		c.life.AfterFunc(wait, func(ctx context.Context) { c.resend(ctx, p) })
+		c.retryLater(p, d.RetryAfter)
 		return true
 	}
 	return false
+}
+
+// retryLater sends p again after retryAfter seconds (between 0.1 and 30),
+// its timeout restarted meanwhile.
+func (c *clientConn) retryLater(p *pendingRequest, retryAfter float64) {
+	wait := min(max(time.Duration(retryAfter*float64(time.Second)), 100*time.Millisecond), 30*time.Second)
+	c.restart(p)
+	c.life.AfterFunc(wait, func(ctx context.Context) { c.resend(ctx, p) })
 }
 
 func (c *clientConn) hasHandler(pmi string) bool {

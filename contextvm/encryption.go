@@ -129,7 +129,7 @@ func (v *serverView) giftWrapKind(wrap GiftWrapMode) nostr.Kind {
 func (c *clientConn) lookupAnnouncement(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.AnnouncementLookup)
 	defer cancel()
-	sub := c.pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{KindServerAnnouncement}, Authors: []nostr.PubKey{c.server}, Limit: 1}, 1)
+	sub := c.pool.SubscribeFilters([]nostr.Filter{{Kinds: []nostr.Kind{KindServerAnnouncement}, Authors: []nostr.PubKey{c.server}, Limit: 1}}, 1)
 	defer sub.Close()
 	select {
 	case evt := <-sub.Events():

@@ -16,7 +16,7 @@ import (
 // place.
 type relayPool interface {
 	Publish(ctx context.Context, evt nostr.Event) error
-	Subscribe(filter nostr.Filter, buffer int) *nostrx.Subscription
+	SubscribeFilters(filters []nostr.Filter, buffer int) *nostrx.Subscription
 	Query(ctx context.Context, filter nostr.Filter) ([]nostr.Event, error)
 	Relays() []string
 	Close() error

@@ -43,7 +43,7 @@ func (p *fakePool) Publish(ctx context.Context, evt nostr.Event) error {
 	return nil
 }
 
-func (p *fakePool) Subscribe(nostr.Filter, int) *nostrx.Subscription {
+func (p *fakePool) SubscribeFilters([]nostr.Filter, int) *nostrx.Subscription {
 	panic("fakePool: nothing subscribes in these tests")
 }
 

@@ -50,6 +50,16 @@ func (p *rawPeer) message(server nostr.PubKey, content string, tags ...nostr.Tag
 	return evt
 }
 
+// messageAt is message dated at.
+func (p *rawPeer) messageAt(at nostr.Timestamp, to nostr.PubKey, content string, tags ...nostr.Tag) nostr.Event {
+	evt := p.message(to, content, tags...)
+	evt.CreatedAt = at
+	if err := evt.Sign(p.sk); err != nil {
+		p.t.Fatal(err)
+	}
+	return evt
+}
+
 func (p *rawPeer) publish(evt nostr.Event) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -62,7 +72,10 @@ func (p *rawPeer) publish(evt nostr.Event) {
 // next returns the content of the next message addressed to the peer.
 func (p *rawPeer) next(d time.Duration) (nostr.Event, bool) {
 	select {
-	case evt := <-p.sub.Events():
+	case evt, ok := <-p.sub.Events():
+		if !ok {
+			return nostr.Event{}, false // the peer is closed: its test is over
+		}
 		if evt.Kind != contextvm.KindMessage {
 			inner, err := contextvm.Unwrap(context.Background(), contextvm.NewKeySigner(p.sk), p.sk.Public(), evt)
 			if err != nil {
@@ -223,6 +236,57 @@ func TestStaleEventsAreDroppedWithALogLine(t *testing.T) {
 	logs.Await(t, 10*time.Second, "freshness window")
 	if _, ok := peer.next(500 * time.Millisecond); ok {
 		t.Fatal("a stale request was answered")
+	}
+}
+
+// A request event dated before the server started, and inside the
+// freshness window, reaches it: the same request published again after a
+// restart, or one from a client whose clock is behind. Relays never store
+// ephemeral events, so a since on them would hide nothing but these.
+func TestServer_HearsRequestsDatedBeforeItStarted(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, testServer())
+	peer := newRawPeer(t, r.URL)
+	peer.publish(peer.messageAt(nostr.Now()-60, srv.PublicKey(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`))
+	answer, ok := peer.next(10 * time.Second)
+	if !ok {
+		t.Fatal("a request dated a minute ago was not answered")
+	}
+	if !strings.Contains(answer.Content, `"result"`) {
+		t.Fatalf("answered %s", answer.Content)
+	}
+}
+
+// An answer dated before the client started, inside the freshness window,
+// reaches it: a server whose clock is behind is still heard.
+func TestClient_HearsAnswersDatedBeforeItStarted(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	srv := newRawPeer(t, r.URL)
+	served := make(chan error, 1)
+	go func() {
+		req, ok := srv.next(20 * time.Second)
+		if !ok {
+			served <- errors.New("no initialize")
+			return
+		}
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		json.Unmarshal([]byte(req.Content), &m)
+		srv.publish(srv.messageAt(nostr.Now()-60, req.PubKey, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"raw","version":"1"}}}`,
+			nostr.Tag{"e", req.ID.Hex()}))
+		served <- nil
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "c", Version: "0"}, nil),
+		contextvm.ClientOptions{Server: srv.sk.Public().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
+	if err != nil {
+		t.Fatalf("connect, answered a minute back: %v", err)
+	}
+	cs.Close()
+	if err := <-served; err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -83,16 +83,24 @@ func ParseGiftWrapMode(s string) (GiftWrapMode, error) {
 	return 0, fmt.Errorf("gift-wrap mode %q: want optional, ephemeral or persistent", s)
 }
 
-// subscriptionKinds are the kinds a peer in this mode listens for.
-func (m GiftWrapMode) subscriptionKinds() []nostr.Kind {
-	switch {
-	case m == WrapPersistent:
-		return []nostr.Kind{KindMessage, KindGiftWrap}
-	case m == WrapEphemeral:
-		return []nostr.Kind{KindMessage, KindEphemeralGiftWrap}
-	default:
-		return []nostr.Kind{KindMessage, KindGiftWrap, KindEphemeralGiftWrap}
+// inboxFilters are what a peer in this mode subscribes to: the events
+// addressed to me. Persistent gift wraps (1059), which relays store, are
+// asked for from since on, so that a peer starting does not fetch every
+// wrap it was ever sent. The ephemeral kinds (25910, 21059), which relays
+// never store, are asked for without a since: it would only hide live
+// events dated before it, such as a request event published again after
+// the server restarted, or one from a peer whose clock is behind, which
+// the freshness window accepts (and the replay guard then deals with).
+func (m GiftWrapMode) inboxFilters(me nostr.PubKey, since nostr.Timestamp) []nostr.Filter {
+	p := nostr.TagMap{"p": {me.Hex()}}
+	live := nostr.Filter{Kinds: []nostr.Kind{KindMessage}, Tags: p}
+	if m != WrapPersistent {
+		live.Kinds = append(live.Kinds, KindEphemeralGiftWrap)
 	}
+	if m == WrapEphemeral {
+		return []nostr.Filter{live}
+	}
+	return []nostr.Filter{live, {Kinds: []nostr.Kind{KindGiftWrap}, Tags: p, Since: since}}
 }
 
 // advertisesEphemeral reports whether a peer in these modes announces

@@ -44,8 +44,11 @@ const (
 // (CodePaymentRejected). Explicit gating, for a client that opts in with
 // ["payment_interaction","explicit_gating"]: the request is answered with
 // CodePaymentRequired and data.payment_options; the client pays and sends
-// the same request again, answered with CodePaymentPending until the
-// payment is verified, then run once per payment.
+// the same request again, which runs once per payment. Sent again before
+// the payment is seen, by any process of the same client, it is the same
+// invocation (CEP-8's grant key) and is offered the same payment request;
+// once the payment is seen, and while it is verified, it is answered
+// CodePaymentPending.
 //
 // Once a payment is verified the charge stands: if the MCP handler fails,
 // times out or the client cancels, the client paid. The answer of a paid
@@ -147,12 +150,39 @@ type issuedRecord struct {
 	Wrap  nostr.Kind   `json:"wrap,omitempty"`
 }
 
-// grant is an explicit-gating payment under way.
+// grant is an explicit-gating payment under way: issued, and neither
+// recorded as a grant nor failed yet. Its fields but done are guarded by
+// gate.mu.
 type grant struct {
 	req    payments.PaymentRequired
 	charge payments.Charge
 	failed error
+	// seen: the payment was seen (a look on a request sent again found it
+	// paid, or Verify returned), and is being verified and recorded.
+	seen bool
+	// wake ends the verifier's current wait, for it to look again at once.
+	wake context.CancelCauseFunc
+	done chan struct{} // closed once the grant is recorded or has failed
 }
+
+func newGrant(req payments.PaymentRequired, charge payments.Charge) *grant {
+	return &grant{req: req, charge: charge, done: make(chan struct{})}
+}
+
+// errLookAgain wakes a grant's verifier: the payment was seen.
+var errLookAgain = errors.New("the payment was seen: look again")
+
+// seenWait bounds how long a request sent again, whose payment was just
+// seen, waits for its grant to be verified and recorded before it is
+// answered CodePaymentPending: about one wallet lookup over a relay, so
+// that the paid request usually runs at once rather than after another
+// round trip and retry_after.
+const seenWait = time.Second
+
+// lookTimeout bounds the one look at a payment (payments.Checker) made
+// for a request sent again; a wallet slower than that is taken as not paid
+// yet, and the same payment request offered again.
+const lookTimeout = 2 * time.Second
 
 type chargeRecord struct {
 	ID     json.RawMessage `json:"id"`
@@ -575,7 +605,9 @@ func (g *gate) withdraw(key string) bool {
 }
 
 // gated serves a priced request under explicit gating: it runs once per
-// verified payment for the same client, method and params.
+// verified payment for the same client, method and params (CEP-8's
+// invocation identity, grantKey). Sent again while its payment is awaited,
+// it is the same invocation: see retried.
 func (g *gate) gated(ctx context.Context, c *ServerConn, key string, r *route, m *jsonrpc.Request, charge payments.Charge, forward func()) {
 	gk, err := grantKey(c.client, m)
 	if err != nil {
@@ -594,10 +626,10 @@ func (g *gate) gated(ctx context.Context, c *ServerConn, key string, r *route, m
 		gr = nil
 	}
 	if gr == nil {
-		// A payment asked for before a restart, and not yet spent, is
-		// verified rather than asked for again.
+		// A payment asked for before a restart (or by another replica),
+		// and not yet spent, is verified rather than asked for again.
 		if rec, ok := g.issued(ctx, grantIssueSpace, gk); ok && !g.grantUsed(ctx, rec.Req.PayReq) {
-			gr = &grant{req: rec.Req, charge: rec.Charge}
+			gr = newGrant(rec.Req, rec.Charge)
 			g.pending[gk] = gr
 			g.s.log.Info("verifying a payment requested before a restart", "client", rec.Charge.Client, "amount", rec.Charge.Amount)
 			if !g.s.life.Go(func(ctx context.Context) { g.verifyGrant(ctx, gk, gr) }) {
@@ -609,9 +641,7 @@ func (g *gate) gated(ctx context.Context, c *ServerConn, key string, r *route, m
 	}
 	g.mu.Unlock()
 	if gr != nil {
-		data, _ := json.Marshal(map[string]any{"instructions": "the payment is not verified yet; send the same request again after retry_after seconds",
-			"retry_after": pendingRetrySec})
-		c.answerError(ctx, key, &jsonrpc.Error{Code: CodePaymentPending, Message: "Payment Pending", Data: data})
+		g.retried(ctx, c, key, r, gk, gr, charge, forward)
 		return
 	}
 	req, err := g.issue(ctx, grantIssueSpace, gk, issuedRecord{Charge: charge}, time.Now().Add(max(g.s.window, g.opts.VerifyTimeout)))
@@ -619,13 +649,82 @@ func (g *gate) gated(ctx context.Context, c *ServerConn, key string, r *route, m
 		g.issueFailed(ctx, c, key, err)
 		return
 	}
-	gr = &grant{req: req, charge: charge}
+	gr = newGrant(req, charge)
 	g.mu.Lock()
 	g.pending[gk] = gr
 	g.mu.Unlock()
 	if !g.s.life.Go(func(ctx context.Context) { g.verifyGrant(ctx, gk, gr) }) {
 		return
 	}
+	g.paymentRequired(ctx, c, key, req)
+}
+
+// retried answers a request sent again while the payment gr of its
+// invocation is awaited, by this client process or another with the same
+// key. Until the payment is seen it is offered the same payment request
+// again (CodePaymentRequired): a second invoice for one invocation could
+// be paid twice, and a client that lost the first (a new process) could
+// otherwise not pay before it expires. Once the payment is seen, the
+// request waits a moment for the grant and runs on it, or is answered
+// CodePaymentPending while the payment is verified and recorded.
+func (g *gate) retried(ctx context.Context, c *ServerConn, key string, r *route, gk string, gr *grant, charge payments.Charge, forward func()) {
+	if !g.sawPayment(ctx, gr) {
+		g.paymentRequired(ctx, c, key, gr.req)
+		return
+	}
+	t := time.NewTimer(seenWait)
+	select {
+	case <-gr.done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	if pmi, ok := g.consume(ctx, gk); ok {
+		g.paid(ctx, key, r, charge, pmi)
+		forward()
+		return
+	}
+	data, _ := json.Marshal(map[string]any{"instructions": "the payment is being verified; send the same request again after retry_after seconds",
+		"retry_after": pendingRetrySec})
+	c.answerError(ctx, key, &jsonrpc.Error{Code: CodePaymentPending, Message: "Payment Pending", Data: data})
+}
+
+// sawPayment reports whether the payment of gr was seen: by its verifier,
+// or now, in one look (payments.Checker), after which the verifier is
+// woken to verify and record it at once rather than at its next poll.
+func (g *gate) sawPayment(ctx context.Context, gr *grant) bool {
+	g.mu.Lock()
+	seen := gr.seen
+	g.mu.Unlock()
+	if seen {
+		return true
+	}
+	chk, ok := g.procs[gr.req.PMI].(payments.Checker)
+	if !ok {
+		return false
+	}
+	lctx, cancel := context.WithTimeout(ctx, lookTimeout)
+	paid, err := chk.Paid(lctx, gr.charge, gr.req)
+	cancel()
+	if err != nil {
+		g.s.log.Debug("could not look at a payment; offering it again", "client", gr.charge.Client, "err", err)
+	}
+	if !paid {
+		return false
+	}
+	g.mu.Lock()
+	gr.seen = true
+	wake := gr.wake
+	g.mu.Unlock()
+	if wake != nil {
+		wake(errLookAgain)
+	}
+	return true
+}
+
+// paymentRequired answers the request under key CodePaymentRequired,
+// offering req.
+func (g *gate) paymentRequired(ctx context.Context, c *ServerConn, key string, req payments.PaymentRequired) {
 	data, _ := json.Marshal(map[string]any{
 		"instructions":    "pay one of payment_options, then send the same request again",
 		"payment_options": []payments.PaymentRequired{req},
@@ -640,12 +739,30 @@ func (g *gate) grantUsed(ctx context.Context, payReq string) bool {
 }
 
 // verifyGrant waits for an explicit-gating payment and records the grant
-// it buys.
+// it buys. Woken (sawPayment), it stops waiting and verifies again at once.
 func (g *gate) verifyGrant(ctx context.Context, gk string, gr *grant) {
+	defer close(gr.done)
 	proc := g.procs[gr.req.PMI]
-	vctx, cancel := context.WithTimeout(ctx, g.verifyTimeout(gr.req))
-	err := proc.Verify(vctx, gr.charge, gr.req)
-	cancel()
+	deadline := time.Now().Add(g.verifyTimeout(gr.req))
+	var err error
+	for {
+		vctx, cancel := context.WithDeadline(ctx, deadline)
+		wctx, wake := context.WithCancelCause(vctx)
+		g.mu.Lock()
+		gr.wake = wake
+		g.mu.Unlock()
+		err = proc.Verify(wctx, gr.charge, gr.req)
+		again := err != nil && vctx.Err() == nil && errors.Is(context.Cause(wctx), errLookAgain)
+		wake(nil)
+		cancel()
+		if !again {
+			break
+		}
+	}
+	g.mu.Lock()
+	gr.wake = nil
+	gr.seen = gr.seen || err == nil
+	g.mu.Unlock()
 	if err == nil {
 		rec, _ := json.Marshal(map[string]string{"pay_req": gr.req.PayReq, "pmi": gr.req.PMI})
 		err = g.s.opts.State.Put(ctx, grantSpace, []byte(gk), rec, time.Now().Add(g.s.window))

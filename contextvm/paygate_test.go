@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -526,8 +527,9 @@ func TestPayClient_ForgedNotificationsIgnored(t *testing.T) {
 	}
 }
 
-// Explicit gating by hand: -32042 with payment options, -32043 while the
-// payment is pending, the result once paid, and the grant consumed once.
+// Explicit gating by hand: -32042 with payment options, the same payment
+// options while they are unpaid, the result once paid, and the grant
+// consumed once.
 func TestPayExplicit_PendingThenPaidThenConsumed(t *testing.T) {
 	f := newPayFixture(t, 100)
 	srv := serve(t, f.serverOptions(0), counterServer(&f.calls))
@@ -558,8 +560,8 @@ func TestPayExplicit_PendingThenPaidThenConsumed(t *testing.T) {
 	if !ok || len(opts) != 1 || opts[0].Amount != 10 {
 		t.Fatalf("first answer %d %s", code, data)
 	}
-	if code, data, _ := send(2); code != contextvm.CodePaymentPending || !strings.Contains(string(data), "retry_after") {
-		t.Fatalf("before paying: %d %s", code, data)
+	if code, data, _ := send(2); !sameOffer(code, data, opts[0]) {
+		t.Fatalf("before paying: %d %s; want the same payment request again", code, data)
 	}
 	if _, err := (&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}).Pay(context.Background(), opts[0], 10); err != nil {
 		t.Fatal(err)
@@ -587,6 +589,185 @@ func TestPayExplicit_PendingThenPaidThenConsumed(t *testing.T) {
 		nostr.Tag{"payment_interaction", "barter"}))
 	if _, m := nextMessage(t, bogus); !strings.Contains(string(m["error"]), `-32602`) || !strings.Contains(string(m["error"]), `"requested":"barter"`) {
 		t.Fatalf("unsupported mode answered %s", m["error"])
+	}
+}
+
+// sameOffer reports whether an answer is -32042 offering req, and only it.
+func sameOffer(code int64, data json.RawMessage, req payments.PaymentRequired) bool {
+	opts, ok := contextvm.IsPaymentRequired(&jsonrpc.Error{Code: code, Data: data})
+	return ok && len(opts) == 1 && opts[0].PayReq == req.PayReq
+}
+
+// explicitPeer is a raw client that asked for explicit gating, and sends
+// the server the count tool's call again and again, as new events.
+type explicitPeer struct {
+	t    *testing.T
+	peer *rawPeer
+	srv  nostr.PubKey
+	id   int
+}
+
+func newExplicitPeer(t *testing.T, relayURL string, srv nostr.PubKey) *explicitPeer {
+	p := &explicitPeer{t: t, peer: newRawPeer(t, relayURL), srv: srv}
+	p.peer.publish(p.peer.message(srv, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`,
+		nostr.Tag{"payment_interaction", "explicit_gating"}))
+	nextMessage(t, p.peer)
+	p.peer.publish(p.peer.message(srv, `{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	return p
+}
+
+// send sends the call once more and returns its answer: the error's code
+// and data, or the result.
+func (p *explicitPeer) send() (int64, json.RawMessage, json.RawMessage) {
+	p.t.Helper()
+	p.id++
+	p.peer.publish(p.peer.message(p.srv, `{"jsonrpc":"2.0","id":`+jsonInt(p.id)+`,"method":"tools/call","params":{"name":"count","arguments":{}}}`))
+	_, m := nextMessage(p.t, p.peer)
+	var e struct {
+		Code int64           `json:"code"`
+		Data json.RawMessage `json:"data"`
+	}
+	json.Unmarshal(m["error"], &e)
+	return e.Code, e.Data, m["result"]
+}
+
+// untilResult sends the call until it gets a result, -32043 (payment
+// pending) meanwhile; when says when, for a failure.
+func (p *explicitPeer) untilResult(when string) {
+	p.t.Helper()
+	for {
+		code, data, result := p.send()
+		if result != nil {
+			return
+		}
+		if code != contextvm.CodePaymentPending {
+			p.t.Fatalf("%s: %d %s; want the result, or -32043 first", when, code, data)
+		}
+	}
+}
+
+// offered sends the call and returns the payment request its -32042 offers.
+func (p *explicitPeer) offered() payments.PaymentRequired {
+	p.t.Helper()
+	code, data, _ := p.send()
+	opts, ok := contextvm.IsPaymentRequired(&jsonrpc.Error{Code: code, Data: data})
+	if !ok || len(opts) != 1 {
+		p.t.Fatalf("answered %d %s; want -32042 with one payment option", code, data)
+	}
+	return opts[0]
+}
+
+// CEP-8 keys an explicit-gating grant on the invocation: the client's key,
+// the method and the params. A request sent again by another process of
+// the same client, while the payment request the first process got is
+// unpaid, is that invocation: it is offered the same payment request
+// (-32042, not -32043 with nothing to pay), pays it, and runs once; no
+// second payment request is issued.
+func TestPayExplicit_AnotherProcessIsOfferedTheSameInvoice(t *testing.T) {
+	f := newPayFixture(t, 100)
+	srv := serve(t, f.serverOptions(0), counterServer(&f.calls))
+	sk := nostr.Generate()
+	process := func(rep *reports, approve bool) *mcp.ClientSession {
+		return connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled,
+			Signer: contextvm.NewKeySigner(sk), RequestTimeout: 20 * time.Second, Pay: &contextvm.PayOptions{
+				Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+				Budget:         &payments.Budget{PerCall: 10},
+				Confirm:        func(context.Context, contextvm.PaymentOffer) bool { return approve },
+				Report:         rep.add,
+				ExplicitGating: true,
+			}})
+	}
+	var first, second reports
+	a := process(&first, false)
+	if _, err := call(a, "count", nil); rpcCode(err) != contextvm.CodePaymentDeclined {
+		t.Fatalf("the first process, declining: %v; want -32017", err)
+	}
+	a.Close()
+	b := process(&second, true)
+	if _, err := call(b, "count", nil); err != nil {
+		t.Fatalf("the second process: %v (code %d); want its paid result", err, rpcCode(err))
+	}
+	if len(first.all) != 1 || len(second.all) == 0 || second.all[0].PayReq != first.all[0].PayReq || !second.all[0].Paid {
+		t.Fatalf("offered %+v to the first process and %+v to the second; want the same payment request, paid", first.all, second.all)
+	}
+	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
+		t.Fatalf("balances %d %d, %d runs; want 90, 10, 1", a, s, f.calls.Load())
+	}
+}
+
+// An unpaid explicit-gating payment request is offered again until it
+// expires; after, a request sent again gets a fresh one, which pays for
+// the call.
+func TestPayExplicit_SameInvoiceUntilItExpiresThenAFreshOne(t *testing.T) {
+	f := newPayFixture(t, 100)
+	var logs logBuffer
+	opts := f.serverOptions(time.Second)
+	opts.Logger = logs.Logger()
+	srv := serve(t, opts, counterServer(&f.calls))
+	p := newExplicitPeer(t, f.relay.URL, srv.PublicKey())
+	first := p.offered()
+	if again := p.offered(); again.PayReq != first.PayReq {
+		t.Fatalf("offered %s, then %s while the first was open", first.PayReq, again.PayReq)
+	}
+	logs.Await(t, 10*time.Second, "explicit-gating payment not verified")
+	fresh := p.offered()
+	if fresh.PayReq == first.PayReq {
+		t.Fatalf("the expired payment request %s was offered again", first.PayReq)
+	}
+	if _, err := (&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}).Pay(context.Background(), fresh, 10); err != nil {
+		t.Fatal(err)
+	}
+	p.untilResult("after paying")
+	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
+		t.Fatalf("balances %d %d, %d runs; want 90, 10, 1", a, s, f.calls.Load())
+	}
+}
+
+// heldVerifier is the Fake rail with a Verify that waits for release
+// before it verifies anything: a wallet slow to confirm.
+type heldVerifier struct {
+	*payments.FakeProcessor
+	release chan struct{}
+}
+
+func (p heldVerifier) Verify(ctx context.Context, c payments.Charge, req payments.PaymentRequired) error {
+	select {
+	case <-p.release:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	return p.FakeProcessor.Verify(ctx, c, req)
+}
+
+// -32043 (payment pending) answers a request sent again only once its
+// payment has been seen and while it is verified: before, the payment
+// request is offered again; after, the call runs, once.
+func TestPayExplicit_PendingOnlyWhileThePaymentIsVerified(t *testing.T) {
+	f := newPayFixture(t, 100)
+	held := heldVerifier{FakeProcessor: &payments.FakeProcessor{Ledger: f.ledger, Payee: "srv"}, release: make(chan struct{})}
+	opts := f.serverOptions(0)
+	opts.Payments.Processors = []payments.Processor{held}
+	srv := serve(t, opts, counterServer(&f.calls))
+	p := newExplicitPeer(t, f.relay.URL, srv.PublicKey())
+	req := p.offered()
+	if code, data, _ := p.send(); !sameOffer(code, data, req) {
+		t.Fatalf("unpaid: %d %s; want the same payment request", code, data)
+	}
+	if _, err := (&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}).Pay(context.Background(), req, 10); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if code, data, _ := p.send(); code != contextvm.CodePaymentPending || !strings.Contains(string(data), "retry_after") {
+			t.Fatalf("paid, not verified yet: %d %s; want -32043", code, data)
+		}
+	}
+	close(held.release)
+	p.untilResult("verified")
+	if next := p.offered(); next.PayReq == req.PayReq {
+		t.Fatal("the spent payment request was offered again")
+	}
+	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
+		t.Fatalf("balances %d %d, %d runs; want 90, 10, 1", a, s, f.calls.Load())
 	}
 }
 
@@ -687,18 +868,39 @@ func BenchmarkPaidCall(b *testing.B) {
 // the request waits for the answer to the event it is pending under.
 func TestPayExplicit_StaleAnswerToTheFirstEventIsIgnored(t *testing.T) {
 	f := newPayFixture(t, 100)
-	proc := &payments.FakeProcessor{Ledger: f.ledger, Payee: "srv"}
 	srv := newRawPeer(t, f.relay.URL)
-	answer := func(to nostr.Event, content string) {
-		srv.publish(srv.message(to.PubKey, content, nostr.Tag{"e", to.ID.Hex()}))
-	}
+	var first nostr.Event
+	served := serveRaw(t, srv, func(evt nostr.Event, id json.RawMessage) (bool, error) {
+		if first.ID == (nostr.ID{}) {
+			first = evt
+			req, err := f.fakeRequest(evt)
+			offerRaw(srv, evt, id, req)
+			return false, err
+		}
+		answerRaw(srv, first, id, `"error":{"code":-32019,"message":"the replica running this call stopped before answering"}`)
+		time.Sleep(200 * time.Millisecond)
+		answerRaw(srv, evt, id, `"result":{"content":[{"type":"text","text":"paid"}]}`)
+		return true, nil
+	})
+	f.explicitCall(t, srv, nil, served, "want its answer to the event it was sent again under")
+}
+
+// answerRaw answers, as srv, the request event to with a JSON-RPC response
+// of id whose rest is body.
+func answerRaw(srv *rawPeer, to nostr.Event, id json.RawMessage, body string) {
+	srv.publish(srv.message(to.PubKey, `{"jsonrpc":"2.0","id":`+string(id)+`,`+body+`}`, nostr.Tag{"e", to.ID.Hex()}))
+}
+
+// serveRaw serves as srv, by hand, on a goroutine: it answers initialize,
+// ignores notifications and hands each tools/call to call, until call
+// reports it is done or fails. The channel says how it ended.
+func serveRaw(t *testing.T, srv *rawPeer, call func(evt nostr.Event, id json.RawMessage) (done bool, err error)) <-chan error {
 	served := make(chan error, 1)
 	go func() {
-		var first nostr.Event
-		for {
+		for calls := 0; ; {
 			evt, ok := srv.next(20 * time.Second)
 			if !ok {
-				served <- errors.New("the client sent nothing more")
+				served <- fmt.Errorf("the client sent nothing more after %d calls", calls)
 				return
 			}
 			var m struct {
@@ -708,41 +910,124 @@ func TestPayExplicit_StaleAnswerToTheFirstEventIsIgnored(t *testing.T) {
 			json.Unmarshal([]byte(evt.Content), &m)
 			switch {
 			case len(m.ID) == 0:
-				// a notification
 			case m.Method == "initialize":
-				answer(evt, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}}`)
-			case m.Method == "tools/call" && first.ID == (nostr.ID{}):
-				first = evt
-				req, err := proc.Require(context.Background(), payments.Charge{Amount: 10, Unit: "sats", RequestID: evt.ID.Hex(), Client: evt.PubKey.Hex()})
-				if err != nil {
+				answerRaw(srv, evt, m.ID, `"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`)
+			case m.Method == "tools/call":
+				calls++
+				if done, err := call(evt, m.ID); done || err != nil {
 					served <- err
 					return
 				}
-				data, _ := json.Marshal(map[string]any{"payment_options": []payments.PaymentRequired{req}})
-				answer(evt, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"error":{"code":-32042,"message":"Payment Required","data":`+string(data)+`}}`)
-			case m.Method == "tools/call":
-				answer(first, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"error":{"code":-32019,"message":"the replica running this call stopped before answering"}}`)
-				time.Sleep(200 * time.Millisecond)
-				answer(evt, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"content":[{"type":"text","text":"paid"}]}}`)
-				served <- nil
-				return
 			}
 		}
 	}()
+	return served
+}
+
+// fakeRequest is a Fake payment request of 10 sats to srv for the call
+// evt.
+func (f *payFixture) fakeRequest(evt nostr.Event) (payments.PaymentRequired, error) {
+	proc := &payments.FakeProcessor{Ledger: f.ledger, Payee: "srv"}
+	return proc.Require(context.Background(), payments.Charge{Amount: 10, Unit: "sats", RequestID: evt.ID.Hex(), Client: evt.PubKey.Hex()})
+}
+
+// offerRaw answers the call evt, as srv, -32042 offering req.
+func offerRaw(srv *rawPeer, evt nostr.Event, id json.RawMessage, req payments.PaymentRequired) {
+	data, _ := json.Marshal(map[string]any{"payment_options": []payments.PaymentRequired{req}})
+	answerRaw(srv, evt, id, `"error":{"code":-32042,"message":"Payment Required","data":`+string(data)+`}`)
+}
+
+// explicitCall calls count, as a cvm client asking for explicit gating and
+// paying from alice, on the raw server srv, and wants the result "paid"
+// that it serves (want says why) and served to end well.
+func (f *payFixture) explicitCall(t *testing.T, srv *rawPeer, rep *reports, served <-chan error, want string) {
+	t.Helper()
+	pay := &contextvm.PayOptions{
+		Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+		Budget:         &payments.Budget{PerCall: 10},
+		ExplicitGating: true,
+	}
+	if rep != nil {
+		pay.Report = rep.add
+	}
 	cs := connect(t, contextvm.ClientOptions{Server: srv.sk.Public().Hex(), Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled,
-		RequestTimeout: 20 * time.Second, Pay: &contextvm.PayOptions{
-			Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
-			Budget:         &payments.Budget{PerCall: 10},
-			ExplicitGating: true,
-		}})
+		RequestTimeout: 20 * time.Second, Pay: pay})
 	res, err := call(cs, "count", nil)
 	if err != nil {
-		t.Fatalf("the paid call ended with %v (code %d); want its answer to the event it was sent again under", err, rpcCode(err))
+		t.Fatalf("the paid call ended with %v (code %d); %s", err, rpcCode(err), want)
 	}
 	if text := res.Content[0].(*mcp.TextContent).Text; text != "paid" {
 		t.Fatalf("result %q", text)
 	}
 	if err := <-served; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// slowPoller is the Fake rail with a Verify that looks at the payment
+// once an hour, as a Lightning processor backing off to long polls does.
+type slowPoller struct{ *payments.FakeProcessor }
+
+func (p slowPoller) Verify(ctx context.Context, c payments.Charge, req payments.PaymentRequired) error {
+	for {
+		if paid, err := p.Paid(ctx, c, req); paid || err != nil {
+			return err
+		}
+		select {
+		case <-time.After(time.Hour):
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// A payment seen by the look made for a request sent again is verified at
+// once, not at the verifier's next poll: that request runs.
+func TestPayExplicit_SeenPaymentIsVerifiedAtOnce(t *testing.T) {
+	f := newPayFixture(t, 100)
+	opts := f.serverOptions(0)
+	opts.Payments.Processors = []payments.Processor{slowPoller{&payments.FakeProcessor{Ledger: f.ledger, Payee: "srv"}}}
+	srv := serve(t, opts, counterServer(&f.calls))
+	p := newExplicitPeer(t, f.relay.URL, srv.PublicKey())
+	req := p.offered()
+	if _, err := (&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}).Pay(context.Background(), req, 10); err != nil {
+		t.Fatal(err)
+	}
+	if code, data, result := p.send(); result == nil {
+		t.Fatalf("paid: %d %s; want the result", code, data)
+	}
+	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
+		t.Fatalf("balances %d %d, %d runs; want 90, 10, 1", a, s, f.calls.Load())
+	}
+}
+
+// A server that has not seen a payment yet (its processor cannot look
+// without waiting) offers the same payment request again to the request
+// sent after it was paid. The cvm client that paid it does not pay again
+// nor give up: it sends the request again later, and gets the result.
+func TestPayExplicit_ClientPaidWaitsWhenOfferedTheSameInvoiceAgain(t *testing.T) {
+	f := newPayFixture(t, 100)
+	srv := newRawPeer(t, f.relay.URL)
+	var offered payments.PaymentRequired
+	calls := 0
+	served := serveRaw(t, srv, func(evt nostr.Event, id json.RawMessage) (bool, error) {
+		calls++
+		switch calls {
+		case 1:
+			var err error
+			offered, err = f.fakeRequest(evt)
+			offerRaw(srv, evt, id, offered)
+			return false, err
+		case 2:
+			offerRaw(srv, evt, id, offered) // paid, but not seen yet as far as this server knows
+			return false, nil
+		}
+		answerRaw(srv, evt, id, `"result":{"content":[{"type":"text","text":"paid"}]}`)
+		return true, nil
+	})
+	var rep reports
+	f.explicitCall(t, srv, &rep, served, "want the result once the server saw the payment")
+	if a, s := f.balances(t); a != 90 || s != 10 || len(rep.all) != 1 {
+		t.Fatalf("balances %d %d, reports %+v; want one payment", a, s, rep.all)
 	}
 }

@@ -306,11 +306,8 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.sub = pool.Subscribe(nostr.Filter{
-		Kinds: opts.GiftWrap.subscriptionKinds(),
-		Tags:  nostr.TagMap{"p": {me.Hex()}},
-		Since: nostr.Now() - 10,
-	}, 1024)
+	// Stored wraps from a little before now: those sent while it started.
+	s.sub = pool.SubscribeFilters(opts.GiftWrap.inboxFilters(me, nostr.Now()-10), 1024)
 	select {
 	case <-s.sub.Ready():
 	case <-ctx.Done():

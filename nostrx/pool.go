@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -95,7 +96,8 @@ func (o PoolOptions) withDefaults() PoolOptions {
 // with backoff when they drop, and their subscriptions resumed.
 //
 // Every event a Subscription delivers has a valid id and signature and
-// matches the subscription's filter: relays are not trusted to check either.
+// matches one of the subscription's filters: relays are not trusted to
+// check either.
 //
 // A Pool is safe for concurrent use. Close releases it.
 type Pool struct {
@@ -294,17 +296,17 @@ func hasResult(rs []RelayResult, url string) bool {
 	return false
 }
 
-// Subscription delivers the events matching its filter, from every relay of
+// Subscription delivers the events matching its filters, from every relay of
 // the pool, each event once.
 type Subscription struct {
-	pool   *Pool
-	id     string
-	filter nostr.Filter
-	events chan nostr.Event
-	done   chan struct{}
-	once   sync.Once
-	ready  chan struct{} // closed at the first EOSE from any relay
-	eose   sync.Once
+	pool    *Pool
+	id      string
+	filters []nostr.Filter // an event matching any of them is delivered
+	events  chan nostr.Event
+	done    chan struct{}
+	once    sync.Once
+	ready   chan struct{} // closed at the first EOSE from any relay
+	eose    sync.Once
 	// complete is closed once every relay of the pool has sent EOSE.
 	complete chan struct{}
 	eoseFrom map[string]bool // guarded by mu
@@ -321,6 +323,12 @@ type Subscription struct {
 // channel capacity (0 picks 256); a consumer that falls behind slows the
 // relays' reads, it never loses events.
 func (p *Pool) Subscribe(filter nostr.Filter, buffer int) *Subscription {
+	return p.SubscribeFilters([]nostr.Filter{filter}, buffer)
+}
+
+// SubscribeFilters is Subscribe for the events matching any of filters,
+// in one subscription (one REQ) per relay.
+func (p *Pool) SubscribeFilters(filters []nostr.Filter, buffer int) *Subscription {
 	if buffer <= 0 {
 		buffer = 256
 	}
@@ -329,7 +337,7 @@ func (p *Pool) Subscribe(filter nostr.Filter, buffer int) *Subscription {
 	s := &Subscription{
 		pool:     p,
 		id:       fmt.Sprintf("cvm-%d", p.nextID),
-		filter:   filter,
+		filters:  slices.Clone(filters),
 		events:   make(chan nostr.Event, buffer),
 		done:     make(chan struct{}),
 		ready:    make(chan struct{}),
@@ -423,13 +431,15 @@ func (s *Subscription) Close() {
 	})
 }
 
-// resumeFilter is the filter to send after a reconnect: the original one,
-// starting a little before the last event seen or the disconnection,
-// whichever is earlier.
-func (s *Subscription) resumeFilter(disconnectedAt time.Time, overlap time.Duration) nostr.Filter {
-	f := s.filter
+// resumeFilters are the filters to send after a reconnect: the original
+// ones, starting a little before the last event seen or the disconnection,
+// whichever is earlier. A filter of ephemeral kinds only is sent as it was:
+// relays keep no such events to catch up on, so a since would only hide
+// live events dated before it (a replay, a peer whose clock is behind).
+func (s *Subscription) resumeFilters(disconnectedAt time.Time, overlap time.Duration) []nostr.Filter {
+	fs := slices.Clone(s.filters)
 	if disconnectedAt.IsZero() {
-		return f
+		return fs
 	}
 	s.mu.Lock()
 	last := s.lastSeen
@@ -439,10 +449,35 @@ func (s *Subscription) resumeFilter(disconnectedAt time.Time, overlap time.Durat
 		from = last
 	}
 	from -= nostr.Timestamp(overlap / time.Second)
-	if from > f.Since {
-		f.Since = from
+	for i, f := range fs {
+		if from > f.Since && !ephemeralOnly(f) {
+			fs[i].Since = from
+		}
 	}
-	return f
+	return fs
+}
+
+// ephemeralOnly reports whether f asks for ephemeral kinds only.
+func ephemeralOnly(f nostr.Filter) bool {
+	if len(f.Kinds) == 0 {
+		return false
+	}
+	for _, k := range f.Kinds {
+		if !k.IsEphemeral() {
+			return false
+		}
+	}
+	return true
+}
+
+// matches reports whether evt matches one of the subscription's filters.
+func (s *Subscription) matches(evt nostr.Event) bool {
+	for _, f := range s.filters {
+		if f.Matches(evt) {
+			return true
+		}
+	}
+	return false
 }
 
 // deliver checks, deduplicates and hands over one event from a relay. It
@@ -451,7 +486,7 @@ func (s *Subscription) deliver(evt nostr.Event) bool {
 	s.mu.Lock()
 	dup := s.seen.has(evt.ID)
 	s.mu.Unlock()
-	if dup || !s.filter.Matches(evt) {
+	if dup || !s.matches(evt) {
 		return true
 	}
 	if !evt.CheckID() || !evt.VerifySignature() {

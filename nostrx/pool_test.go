@@ -146,14 +146,38 @@ func TestPool_AnswersAuthChallenges(t *testing.T) {
 	}
 }
 
-func TestPool_ResubscribesAfterRelayRestart(t *testing.T) {
-	db := t.TempDir() + "/r.db"
-	r, err := relay.Start("127.0.0.1:0", relay.Options{DBPath: db})
+// restartableRelay is a relay with a database on a fixed address, which a
+// test stops and starts again.
+type restartableRelay struct {
+	t    *testing.T
+	db   string
+	addr string
+	r    *relay.Server
+}
+
+// startRestartable starts a restartableRelay, and a pool that reconnects
+// to it quickly.
+func startRestartable(t *testing.T) (*restartableRelay, *nostrx.Pool) {
+	rr := &restartableRelay{t: t, db: t.TempDir() + "/r.db", addr: "127.0.0.1:0"}
+	rr.start()
+	rr.addr = rr.r.Addr.String()
+	t.Cleanup(func() { rr.r.Close() })
+	return rr, newPool(t, nostrx.PoolOptions{Relays: []string{rr.r.URL}, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond})
+}
+
+func (rr *restartableRelay) start() {
+	rr.t.Helper()
+	r, err := relay.Start(rr.addr, relay.Options{DBPath: rr.db})
 	if err != nil {
-		t.Fatal(err)
+		rr.t.Fatal(err)
 	}
-	addr := r.Addr.String()
-	p := newPool(t, nostrx.PoolOptions{Relays: []string{r.URL}, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond})
+	rr.r = r
+}
+
+func (rr *restartableRelay) stop() { rr.r.Close() }
+
+func TestPool_ResubscribesAfterRelayRestart(t *testing.T) {
+	rr, p := startRestartable(t)
 	me := nostr.Generate()
 	sub := p.Subscribe(nostr.Filter{Kinds: []nostr.Kind{1059}, Tags: nostr.TagMap{"p": {me.Public().Hex()}}, Since: nostr.Now() - 5}, 0)
 	defer sub.Close()
@@ -165,11 +189,11 @@ func TestPool_ResubscribesAfterRelayRestart(t *testing.T) {
 	if got, ok := within(t, sub.Events(), 5*time.Second); !ok || got.ID != first.ID {
 		t.Fatal("first event not delivered")
 	}
-	r.Close()
+	rr.stop()
 
 	// While the relay is down, another client stores an event for us.
 	missed := signed(t, nostr.Generate(), 1059, "during outage", nostr.Tag{"p", me.Public().Hex()})
-	offline, err := relay.New(relay.Options{DBPath: db})
+	offline, err := relay.New(relay.Options{DBPath: rr.db})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,15 +201,68 @@ func TestPool_ResubscribesAfterRelayRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	offline.Close()
-	r2, err := relay.Start(addr, relay.Options{DBPath: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r2.Close()
+	rr.start()
 	got, ok := within(t, sub.Events(), 10*time.Second)
 	if !ok || got.ID != missed.ID {
 		t.Fatalf("event stored during the outage not delivered after reconnect (got %v)", got.Content)
 	}
+}
+
+// signedAt is signed, dated at.
+func signedAt(t testing.TB, sk nostr.SecretKey, kind nostr.Kind, at nostr.Timestamp, content string, tags ...nostr.Tag) nostr.Event {
+	t.Helper()
+	evt := nostr.Event{Kind: kind, CreatedAt: at, Content: content, Tags: nostr.Tags(tags)}
+	if err := evt.Sign(sk); err != nil {
+		t.Fatal(err)
+	}
+	return evt
+}
+
+// A subscription's filters are one REQ: an event matching any of them is
+// delivered. A filter of ephemeral kinds only, which relays never store,
+// keeps no since after a reconnect: an ephemeral event dated well before
+// the last one seen (a request published again, a peer whose clock is
+// behind) still arrives, while the stored kind resumes where it stopped.
+func TestPool_EphemeralFilterKeepsNoSinceAfterReconnect(t *testing.T) {
+	rr, p := startRestartable(t)
+	me := nostr.Generate()
+	to := nostr.Tag{"p", me.Public().Hex()}
+	sub := p.SubscribeFilters([]nostr.Filter{
+		{Kinds: []nostr.Kind{25910}, Tags: nostr.TagMap{"p": {me.Public().Hex()}}},
+		{Kinds: []nostr.Kind{1059}, Tags: nostr.TagMap{"p": {me.Public().Hex()}}, Since: nostr.Now() - 5},
+	}, 0)
+	defer sub.Close()
+	<-sub.Ready()
+	deliver := func(evt nostr.Event) {
+		t.Helper()
+		if err := p.Publish(context.Background(), evt); err != nil {
+			t.Fatalf("publish %q: %v", evt.Content, err)
+		}
+		if got, ok := within(t, sub.Events(), 5*time.Second); !ok || got.ID != evt.ID {
+			t.Fatalf("%q not delivered (got %q)", evt.Content, got.Content)
+		}
+	}
+	deliver(signed(t, nostr.Generate(), 1059, "stored kind", to))
+	deliver(signed(t, nostr.Generate(), 25910, "ephemeral, now", to))
+	deliver(signedAt(t, nostr.Generate(), 25910, nostr.Now()-60, "ephemeral, a minute old", to))
+	rr.stop()
+	rr.start()
+	// Heard once the pool has subscribed again.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		probe := signed(t, nostr.Generate(), 25910, "probe", to)
+		err := p.Publish(context.Background(), probe)
+		if err == nil {
+			if got, ok := within(t, sub.Events(), 5*time.Second); !ok || got.ID != probe.ID {
+				t.Fatalf("probe not delivered (got %q)", got.Content)
+			}
+			break
+		}
+		if !errors.Is(err, nostrx.ErrUnheard) || time.Now().After(deadline) {
+			t.Fatalf("the pool did not subscribe again after the relay restarted: %v", err)
+		}
+	}
+	deliver(signedAt(t, nostr.Generate(), 25910, nostr.Now()-60, "ephemeral, a minute old, after the reconnect", to))
 }
 
 // TestPool_PublishRacesClose: a publish that starts while the pool closes

@@ -2,6 +2,7 @@ package nostrx
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -102,7 +103,7 @@ func (rc *relayConn) attach(ctx context.Context, conn *websocket.Conn) {
 	}
 	rc.mu.Unlock()
 	for _, s := range subs {
-		rc.sendREQ(ctx, conn, s, s.resumeFilter(disconnectedAt, rc.pool.opts.ResubscribeOverlap))
+		rc.sendREQ(ctx, conn, s, s.resumeFilters(disconnectedAt, rc.pool.opts.ResubscribeOverlap))
 	}
 }
 
@@ -270,7 +271,7 @@ func (rc *relayConn) resubscribeAfterAuth(ctx context.Context, conn *websocket.C
 	defer cancel()
 	select {
 	case <-authed:
-		rc.sendREQ(ctx, conn, s, s.filter)
+		rc.sendREQ(ctx, conn, s, s.filters)
 	case <-ctx.Done():
 		rc.log.Warn("subscription refused: relay requires AUTH and authentication did not complete", "sub", subID)
 	}
@@ -388,7 +389,7 @@ func (rc *relayConn) subscribe(s *Subscription) {
 	if conn != nil {
 		ctx, cancel := context.WithTimeout(rc.pool.ctx, rc.pool.opts.PublishTimeout)
 		defer cancel()
-		rc.sendREQ(ctx, conn, s, s.filter)
+		rc.sendREQ(ctx, conn, s, s.filters)
 	}
 }
 
@@ -405,8 +406,8 @@ func (rc *relayConn) unsubscribe(s *Subscription) {
 	}
 }
 
-func (rc *relayConn) sendREQ(ctx context.Context, conn *websocket.Conn, s *Subscription, f nostr.Filter) {
-	frame, err := nostr.ReqEnvelope{SubscriptionID: s.id, Filters: []nostr.Filter{f}}.MarshalJSON()
+func (rc *relayConn) sendREQ(ctx context.Context, conn *websocket.Conn, s *Subscription, fs []nostr.Filter) {
+	frame, err := reqFrame(s.id, fs)
 	if err != nil {
 		rc.log.Error("encode REQ", "err", err)
 		return
@@ -415,4 +416,15 @@ func (rc *relayConn) sendREQ(ctx context.Context, conn *websocket.Conn, s *Subsc
 		// The read loop sees the broken connection and the next attach resends.
 		rc.log.Debug("sending REQ failed", "err", err)
 	}
+}
+
+// reqFrame is ["REQ", id, filter…]. The nostr library's ReqEnvelope
+// writes the first filter only.
+func reqFrame(id string, fs []nostr.Filter) ([]byte, error) {
+	frame := make([]any, 0, 2+len(fs))
+	frame = append(frame, "REQ", id)
+	for _, f := range fs {
+		frame = append(frame, f)
+	}
+	return json.Marshal(frame)
 }

@@ -235,6 +235,12 @@ func (p *FakeProcessor) Verify(ctx context.Context, c Charge, req PaymentRequire
 	}
 }
 
+// Paid reports whether req is paid (Checker).
+func (p *FakeProcessor) Paid(ctx context.Context, _ Charge, req PaymentRequired) (bool, error) {
+	paid, _, _, err := p.Ledger.status(ctx, req.PayReq, time.Now())
+	return paid, err
+}
+
 // FakeHandler is the client side of the Fake payment method (test/demo
 // only): it pays from Payer's balance in Ledger.
 type FakeHandler struct {

@@ -43,6 +43,17 @@ type Processor interface {
 	Verify(ctx context.Context, c Charge, req PaymentRequired) error
 }
 
+// Checker is a Processor that can look once, without waiting, whether a
+// payment request is paid. A server asks it when a client sends a request
+// again while its payment is awaited (CEP-8 explicit gating), to tell a
+// client that paid, whose payment it then verifies at once, from one that
+// has not, which it offers the same payment request again.
+type Checker interface {
+	// Paid reports whether req is paid now. It says nothing of the
+	// amount or the proof: Verify checks those.
+	Paid(ctx context.Context, c Charge, req PaymentRequired) (bool, error)
+}
+
 // Handler is a payment method on the client side: it pays a payment
 // request. It must check that req asks for no more than the price the
 // caller agreed to before paying (the caller passes the most it will pay).

@@ -188,6 +188,30 @@ func TestPayCLI_WalletSecrets(t *testing.T) {
 	}
 }
 
+// Explicit gating keys a payment on the invocation (client key, tool,
+// arguments): a cvm call that declines to pay leaves its payment request
+// open, and the next cvm call with the same identity and arguments is
+// offered it again, pays it and gets its result, instead of -32043 with
+// nothing to pay until it expires.
+func TestPayCLI_ExplicitNextProcessPaysTheSameInvocation(t *testing.T) {
+	w := newPayWorld(t, "tool:add=10")
+	c := newCLI(t)
+	key := filepath.Join(t.TempDir(), "key")
+	if code, _, errOut := c.run("keygen", "--out", key); code != 0 {
+		t.Fatal(errOut)
+	}
+	base := []string{"call", w.npub, "add", "a=1", "b=2", "--key", key, "--relay", w.relay, "--wallet-file", w.clientFile, "--payment-interaction", "explicit", "--yes"}
+	if code, _, errOut := c.run(append(base, "--max-sats", "5")...); code != exitLocal || !strings.Contains(errOut, "--max-sats") {
+		t.Fatalf("over the cap: code %d, %q", code, errOut)
+	}
+	if code, out, errOut := c.run(append(base, "--max-sats", "10")...); code != 0 || out != `{"sum":3}`+"\n" {
+		t.Fatalf("the next process: code %d, %q, %q", code, out, errOut)
+	}
+	if a, s := w.balances(t); a != 90 || s != 10 {
+		t.Fatalf("balances alice %d srv %d; want 90 and 10", a, s)
+	}
+}
+
 // Two cvm call processes at once, sharing one daily budget that holds one
 // call: one pays, the other is refused, and no more than the limit is
 // spent.

@@ -56,7 +56,10 @@ type Processor struct {
 	opts ProcessorOptions
 }
 
-var _ payments.Processor = (*Processor)(nil)
+var (
+	_ payments.Processor = (*Processor)(nil)
+	_ payments.Checker   = (*Processor)(nil)
+)
 
 // NewProcessor returns a processor that receives into w.
 func NewProcessor(w payments.Wallet, opts ProcessorOptions) *Processor {
@@ -163,6 +166,24 @@ func (p *Processor) Verify(ctx context.Context, c payments.Charge, req payments.
 		}
 		delay = min(delay*2, p.opts.PollMax)
 	}
+}
+
+// Paid looks up the invoice of req once and reports whether it is settled
+// (payments.Checker); Verify checks the amount and the preimage.
+func (p *Processor) Paid(ctx context.Context, _ payments.Charge, req payments.PaymentRequired) (bool, error) {
+	inv, err := bolt11.Decode(req.PayReq)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalidInvoice, err)
+	}
+	got, err := p.w.LookupInvoice(ctx, inv.PaymentHash())
+	var we *payments.WalletError
+	switch {
+	case errors.As(err, &we) && we.Code == payments.CodeNotFound:
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("lightning: lookup invoice: %w", err)
+	}
+	return got.Settled(), nil
 }
 
 func preimageMatches(preimage, hash string) bool {

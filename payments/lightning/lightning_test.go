@@ -114,6 +114,37 @@ func TestVerifyWaitsForPayment(t *testing.T) {
 	}
 }
 
+// TestPaidLooksOnce: Paid answers from one lookup, without waiting:
+// false before the invoice is paid (the wallet's NOT_FOUND included), true
+// after; an invoice that is not one is an error.
+func TestPaidLooksOnce(t *testing.T) {
+	net := newNet(t, nil)
+	server, _ := net.Wallet("server")
+	client, _ := net.Wallet("client")
+	proc := lightning.NewProcessor(server, lightning.ProcessorOptions{})
+	charge := payments.Charge{Amount: 5}
+	req, err := proc.Require(context.Background(), charge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if paid, err := proc.Paid(context.Background(), charge, req); paid || err != nil {
+		t.Fatalf("before paying: %v %v", paid, err)
+	}
+	other, _ := lightning.NewProcessor(client, lightning.ProcessorOptions{}).Require(context.Background(), charge)
+	if paid, err := proc.Paid(context.Background(), charge, other); paid || err != nil {
+		t.Fatalf("an invoice the wallet does not know: %v %v", paid, err)
+	}
+	if _, err := lightning.NewHandler(client).Pay(context.Background(), req, 5); err != nil {
+		t.Fatal(err)
+	}
+	if paid, err := proc.Paid(context.Background(), charge, req); !paid || err != nil {
+		t.Fatalf("after paying: %v %v", paid, err)
+	}
+	if _, err := proc.Paid(context.Background(), charge, payments.PaymentRequired{PayReq: "lnbc1garbage"}); !errors.Is(err, lightning.ErrInvalidInvoice) {
+		t.Fatalf("garbage: %v", err)
+	}
+}
+
 // TestVerifyStops: an unpaid invoice ends Verify at expiry (an injected
 // clock past it) or when the context ends.
 func TestVerifyStops(t *testing.T) {
