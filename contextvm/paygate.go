@@ -160,6 +160,9 @@ type grant struct {
 	// seen: the payment was seen (a look on a request sent again found it
 	// paid, or Verify returned), and is being verified and recorded.
 	seen bool
+	// lookedAt is when a request sent again last made a look at the
+	// payment (payments.Checker); see lookInterval.
+	lookedAt time.Time
 	// wake ends the verifier's current wait, for it to look again at once.
 	wake context.CancelCauseFunc
 	done chan struct{} // closed once the grant is recorded or has failed
@@ -183,6 +186,15 @@ const seenWait = time.Second
 // for a request sent again; a wallet slower than that is taken as not paid
 // yet, and the same payment request offered again.
 const lookTimeout = 2 * time.Second
+
+// lookInterval spaces the looks that requests sent again make at one
+// grant's payment: each look is a wallet request (lookup_invoice), and a
+// client repeating its request in a loop must not turn into a stream of
+// them. A repeat within the interval waits for the next look (a client
+// that has just paid is answered at most this much later); a repeat while
+// another already waits for it is offered the payment request again
+// without a look, and the grant's verifier keeps polling meanwhile.
+const lookInterval = time.Second
 
 type chargeRecord struct {
 	ID     json.RawMessage `json:"id"`
@@ -693,15 +705,33 @@ func (g *gate) retried(ctx context.Context, c *ServerConn, key string, r *route,
 // or now, in one look (payments.Checker), after which the verifier is
 // woken to verify and record it at once rather than at its next poll.
 func (g *gate) sawPayment(ctx context.Context, gr *grant) bool {
+	chk, canLook := g.procs[gr.req.PMI].(payments.Checker)
 	g.mu.Lock()
 	seen := gr.seen
-	g.mu.Unlock()
-	if seen {
-		return true
+	// The next look is due lookInterval after the last one booked; one
+	// request at most waits for it, and any more are offered the payment
+	// request again without a look.
+	now := time.Now()
+	at := gr.lookedAt.Add(lookInterval)
+	if at.Before(now) {
+		at = now
 	}
-	chk, ok := g.procs[gr.req.PMI].(payments.Checker)
-	if !ok {
-		return false
+	look := canLook && !seen && at.Sub(now) <= lookInterval
+	if look {
+		gr.lookedAt = at
+	}
+	g.mu.Unlock()
+	if seen || !look {
+		return seen
+	}
+	if wait := time.Until(at); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
 	}
 	lctx, cancel := context.WithTimeout(ctx, lookTimeout)
 	paid, err := chk.Paid(lctx, gr.charge, gr.req)

@@ -1031,3 +1031,37 @@ func TestPayExplicit_ClientPaidWaitsWhenOfferedTheSameInvoiceAgain(t *testing.T)
 		t.Fatalf("balances %d %d, reports %+v; want one payment", a, s, rep.all)
 	}
 }
+
+// countingChecker is the Fake rail counting its one-off looks (Checker).
+type countingChecker struct {
+	*payments.FakeProcessor
+	looks atomic.Int64
+}
+
+func (c *countingChecker) Paid(ctx context.Context, ch payments.Charge, req payments.PaymentRequired) (bool, error) {
+	c.looks.Add(1)
+	return c.FakeProcessor.Paid(ctx, ch, req)
+}
+
+// A client repeating an unpaid explicit-gating request in a loop makes at
+// most one wallet look a lookInterval, not one a repeat.
+func TestPayExplicit_RepeatsDoNotFloodTheWallet(t *testing.T) {
+	f := newPayFixture(t, 100)
+	opts := f.serverOptions(0)
+	chk := &countingChecker{FakeProcessor: opts.Payments.Processors[0].(*payments.FakeProcessor)}
+	opts.Payments.Processors = []payments.Processor{chk}
+	srv := serve(t, opts, counterServer(&f.calls))
+	p := newExplicitPeer(t, f.relay.URL, srv.PublicKey())
+	start := time.Now()
+	first := p.offered()
+	const repeats = 4
+	for range repeats {
+		if again := p.offered(); again.PayReq != first.PayReq {
+			t.Fatalf("offered %s, then %s while the first was open", first.PayReq, again.PayReq)
+		}
+	}
+	// One look a second at most (the first repeat may look at once).
+	if most := int64(time.Since(start)/time.Second) + 1; chk.looks.Load() > most {
+		t.Fatalf("%d repeats in %v made %d wallet looks; want at most %d", repeats, time.Since(start), chk.looks.Load(), most)
+	}
+}
