@@ -422,3 +422,32 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 		t.Error("the other site was never visited")
 	}
 }
+
+// A screenshot tool (Chromium's command line, headless, with a virtual
+// time budget) sees the list: the page loads it with a plain fetch, and
+// holds no stream open that would keep the budget from running out.
+func TestCatalogPage_HeadlessScreenshotShowsTheList(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	c := newCLI(t)
+	shapes, _ := shapesOnNostr(t, r.URL)
+	clientKey := filepath.Join(t.TempDir(), "client.key")
+	if code, _, errOut := c.run("keygen", "--out", clientKey); code != 0 {
+		t.Fatal(errOut)
+	}
+	cat := startCVM(t, c, "discover", "--serve", "127.0.0.1:0", "--relay", r.URL, "--key", clientKey)
+	var ready struct{ URL string }
+	cat.readyLine(t, &ready)
+	// The catalog has the server (a person's browser shows it) before the
+	// screenshot is taken.
+	visitor := browser.Person(t, "visitor", 1280, 900)
+	visitor.Do("open the catalog", chromedp.Navigate(ready.URL))
+	visitor.WaitFor("the server", `!!document.querySelector('li.server[data-pubkey="`+shapes+`"]')`)
+
+	dom, png := browsertest.Headless(t, "catalog", ready.URL, 5*time.Second, 1280, 900)
+	if !strings.Contains(dom, `data-pubkey="`+shapes+`"`) || !strings.Contains(dom, `data-tool="configure"`) || !strings.Contains(dom, ">1 server.<") {
+		t.Errorf("the headless DOM has no list:\n%s", dom)
+	}
+	if len(png) < 1000 {
+		t.Errorf("a screenshot of %d bytes", len(png))
+	}
+}

@@ -18,8 +18,14 @@
 // make the page fetch, and show back, what only the operator's network
 // reaches.
 //
+// The page fetches the list before it opens the event stream, and reads
+// the stream in a worker: a request the page itself keeps open would stop
+// the virtual time of headless screenshot tools, which would never see
+// the list.
+//
 // Files: catalogpage.go (Options, the Page and its routes: the index, the
 // server list and its filters, the event stream, "try it" and its quotes),
 // picture.go (pictures: fetched once, cached, served from this origin),
-// assets/ (the page itself).
+// assets/ (the page itself: catalog.js, and events.js, the worker reading
+// the event stream).
 package catalogpage

@@ -177,10 +177,18 @@
     load();
   });
 
+  // The list is loaded and shown first; only then do live updates start,
+  // from a worker (events.js): a stream the page itself held open would
+  // be, to a headless browser with a virtual time budget (screenshot
+  // tools), a load that never ends, and it would never show the list.
+  function live() {
+    var w = new Worker("/ui/events.js");
+    w.addEventListener("message", function (ev) {
+      if (ev.data === "error") status("Live updates interrupted; retrying…", "bad");
+      else load(); // "open" (changes may have come meanwhile) or "changed"
+    });
+  }
+
   fromURL();
-  load();
-  var events = new EventSource("/api/events");
-  events.addEventListener("changed", function () { load(); });
-  events.addEventListener("error", function () { status("Live updates interrupted; retrying…", "bad"); });
-  events.addEventListener("open", function () { load(); });
+  load().then(live);
 })();
