@@ -205,6 +205,15 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 	visitor.Do("reload", chromedp.Reload())
 	visitor.WaitFor("the filter after a reload", `document.getElementById("f-tool").value === "get-sum" && `+serverCount(1))
 	visitor.Shot("03-filtered")
+	// The tool the filter names is marked, first; the server's other tools
+	// are folded away.
+	evTools := browsertest.Eval[int](visitor, `fetch("/api/servers").then(r => r.json()).then(b => b.servers.find(s => s.pubkey === "`+evReady.Pubkey+`").tools.length)`)
+	if got := browsertest.Eval[string](visitor, `[...document.querySelectorAll("#servers li.match")].map(li => li.dataset.tool + ":" +
+	  (li.parentElement.firstElementChild === li) + ":" + li.textContent.includes("matches the filter")).join() + " " +
+	  [...document.querySelectorAll("#servers li[data-tool]")].filter(li => li.checkVisibility()).length + " " +
+	  (document.querySelector("#servers details.others:not([open]) summary") || {}).textContent`); got != "get-sum:true:true 1 "+fmt.Sprint(evTools-1)+" other tools" {
+		t.Errorf("?tool=get-sum: (marked:first:badge, tools shown, folded) %s", got)
+	}
 	visitor.Do("filter by category", chromedp.Click("#f-clear"), chromedp.SendKeys("#f-category", "math"))
 	visitor.WaitFor("only the demo server", serverCount(1)+` && location.search === "?category=math"`)
 	visitor.Do("add at most 2", chromedp.SendKeys("#f-tool", "add"), chromedp.SendKeys("#f-price", "2"))
@@ -335,6 +344,13 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 	visitor.CheckAccessible("catalog")
 	visitor.TabReaches("catalog", "#f-text", "#f-tool", "#f-category", "#f-schema", "#f-price", "#f-encrypted", "#f-clear", tryBtn(evReady.Pubkey, "echo"))
 	phone := browser.Person(t, "phone", 375, 812)
+	// A link to one tool: on a phone the filters fill the screen, and the
+	// tool is brought into view.
+	phone.Do("open a link to get-sum", chromedp.Navigate(ready.URL+"?tool=get-sum"))
+	phone.WaitFor("get-sum in view", `(() => { const li = document.querySelector('#servers li.match[data-tool="get-sum"]'); if (!li) return false;
+	  const r = li.getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; })()`)
+	phone.CheckAccessible("a link to one tool at 375 px")
+	phone.Shot("09a-375px-one-tool")
 	phone.Do("open the catalog", chromedp.Navigate(ready.URL+"?category=math"))
 	phone.WaitFor("the filtered list", serverCount(1)+` && document.getElementById("f-category").value === "math"`)
 	phone.CheckAccessible("catalog at 375 px")

@@ -247,6 +247,9 @@ type toolVw struct {
 	// PriceHigh is the most a call can cost (a range at its top), null
 	// for an unknown price; absent for a free tool.
 	PriceHigh *float64 `json:"priceHigh,omitempty"`
+	// Match: the filter names tools (by name, schema or price) and this
+	// is one of them, which the page shows first and marked.
+	Match bool `json:"match,omitempty"`
 }
 
 // filterFrom reads the page's filters from the query: the same as cvm
@@ -289,6 +292,7 @@ func (p *Page) serveServers(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	version := p.version
 	p.mu.Unlock()
+	toolFilter := f.Tool != "" || f.SchemaHash != "" || f.MaxPrice != nil
 	out := []serverView{}
 	for _, s := range p.opts.Catalog.Servers(f) {
 		if !matchText(s, text) {
@@ -296,7 +300,7 @@ func (p *Page) serveServers(w http.ResponseWriter, r *http.Request) {
 		}
 		v := serverView{Server: s, HasPicture: p.pictureAllowed(s.Picture)}
 		for _, t := range s.Tools {
-			tv := toolVw{Tool: t}
+			tv := toolVw{Tool: t, Match: toolFilter && f.MatchTool(t)}
 			if t.Price != nil {
 				if h := t.Price.High(); h < 1e300 {
 					tv.PriceHigh = &h

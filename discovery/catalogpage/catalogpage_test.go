@@ -371,6 +371,30 @@ func TestServers_FiltersAndPageToken(t *testing.T) {
 			t.Errorf("%s: %d servers, want %d", q, len(list.Servers), n)
 		}
 	}
+	// A filter naming tools marks them; others, and every tool without
+	// one, are unmarked.
+	for q, want := range map[string]string{"?tool=add": "add", "?tool=add&max_price=3": "add", "?max_price=0": "free", "": "", "?text=s": ""} {
+		resp, _ := http.Get(srv.URL + "/api/servers" + q)
+		var list struct {
+			Servers []struct {
+				Tools []struct {
+					Name  string
+					Match bool
+				}
+			}
+		}
+		json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		var marked []string
+		for _, t := range list.Servers[0].Tools {
+			if t.Match {
+				marked = append(marked, t.Name)
+			}
+		}
+		if strings.Join(marked, ",") != want {
+			t.Errorf("%s: marked %q, want %q", q, marked, want)
+		}
+	}
 	resp, _ := http.Get(srv.URL + "/api/servers?max_price=-1")
 	resp.Body.Close()
 	if resp.StatusCode != 400 {

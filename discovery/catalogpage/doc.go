@@ -18,6 +18,9 @@
 // make the page fetch, and show back, what only the operator's network
 // reaches.
 //
+// A filter that names tools (by name, schema or price) marks them in the
+// list, so the page can show them first and fold the others away.
+//
 // The page fetches the list before it opens the event stream, and reads
 // the stream in a worker: a request the page itself keeps open would stop
 // the virtual time of headless screenshot tools, which would never see

@@ -7,6 +7,10 @@
   var pageToken = document.querySelector('meta[name="cvm-page-token"]').getAttribute("content");
   var FILTERS = [["text", "f-text"], ["tool", "f-tool"], ["category", "f-category"], ["schema", "f-schema"], ["max_price", "f-price"]];
   var tryIt = false, budget = "", loadSeq = 0, servers = {};
+  // A page opened with a filter naming tools (a link to one tool, say)
+  // brings the first tool it names into view, once: later renders, live
+  // or as the person types, leave the scroll where the person put it.
+  var revealMatch = true;
 
   function status(msg, kind) { var s = $("status"); s.textContent = msg; s.className = "status" + (kind ? " " + kind : ""); }
 
@@ -43,6 +47,9 @@
     servers = {};
     list.forEach(function (s) { servers[s.pubkey] = s; ol.appendChild(serverItem(s)); });
     status(list.length === 1 ? "1 server." : list.length + " servers.", list.length ? "good" : "");
+    var first = ol.querySelector("li.match");
+    if (revealMatch && first) first.scrollIntoView({ block: "center" });
+    revealMatch = false;
   }
 
   function price(t) {
@@ -60,28 +67,42 @@
     }
     head.appendChild(el("div", null, el("h3", null, String(s.name || "(no name)")),
       el("div", { "class": "npub" }, String(s.npub))));
-    var tools = el("ul", { "class": "tools", "aria-label": "Tools of " + String(s.name || s.npub) });
-    (s.tools || []).forEach(function (t) {
-      var schema = null;
-      if (t.schemaHash) schema = el("div", { "class": "help" }, "common schema " + String(t.schemaHash).slice(0, 16) + "… ",
-        t.verified ? el("span", { "class": "verified" }, "verified") : el("span", { "class": "unverified" }, "NOT verified"));
-      var li = el("li", { "data-tool": String(t.name) }, el("span", { "class": "tname" }, String(t.name)),
-        el("span", { "class": "badge" }, price(t)),
-        t.description ? el("div", { "class": "help" }, String(t.description)) : null, schema);
-      if (tryIt) {
-        var b = el("button", { type: "button", "class": "secondary", "aria-label": "Try " + String(t.name) + " of " + String(s.name || s.npub) }, "Try it");
-        b.addEventListener("click", function () { openTry(s.pubkey, t.name); });
-        li.appendChild(b);
-      }
-      tools.appendChild(li);
-    });
+    var who = String(s.name || s.npub);
+    // The tools the filter names come first, marked; the others wait,
+    // folded, under them.
+    var all = s.tools || [];
+    var matched = all.filter(function (t) { return t.match; });
+    var others = all.filter(function (t) { return !t.match; });
+    var tools = el("ul", { "class": "tools", "aria-label": (matched.length ? "Tools of " + who + " the filter names" : "Tools of " + who) });
+    (matched.length ? matched : all).forEach(function (t) { tools.appendChild(toolItem(s, t)); });
+    var folded = null;
+    if (matched.length && others.length) {
+      var rest = el("ul", { "class": "tools", "aria-label": "Other tools of " + who });
+      others.forEach(function (t) { rest.appendChild(toolItem(s, t)); });
+      folded = el("details", { "class": "others" }, el("summary", null, others.length === 1 ? "1 other tool" : others.length + " other tools"), rest);
+    }
     var meta = [s.encryption ? "encrypted" : "plaintext only"];
     if (s.categories && s.categories.length) meta.push("categories: " + s.categories.join(", "));
     return el("li", { "class": "server", "data-pubkey": String(s.pubkey) }, head,
       s.about ? el("p", { "class": "about" }, String(s.about)) : null,
       el("div", { "class": "help" }, meta.join(" · ")),
       s.relays && s.relays.length ? el("div", { "class": "help" }, "relays: " + s.relays.join(", ")) : null,
-      tools);
+      tools, folded);
+  }
+
+  function toolItem(s, t) {
+    var schema = null;
+    if (t.schemaHash) schema = el("div", { "class": "help" }, "common schema " + String(t.schemaHash).slice(0, 16) + "… ",
+      t.verified ? el("span", { "class": "verified" }, "verified") : el("span", { "class": "unverified" }, "NOT verified"));
+    var li = el("li", { "data-tool": String(t.name), "class": t.match ? "match" : null }, el("span", { "class": "tname" }, String(t.name)),
+      el("span", { "class": "badge" }, price(t)), t.match ? el("span", { "class": "badge matches" }, "matches the filter") : null,
+      t.description ? el("div", { "class": "help" }, String(t.description)) : null, schema);
+    if (tryIt) {
+      var b = el("button", { type: "button", "class": "secondary", "aria-label": "Try " + String(t.name) + " of " + String(s.name || s.npub) }, "Try it");
+      b.addEventListener("click", function () { openTry(s.pubkey, t.name); });
+      li.appendChild(b);
+    }
+    return li;
   }
 
   function openTry(pubkey, name) {
