@@ -274,11 +274,39 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 	if bal, _ := ledger.Balance(context.Background(), "operator"); bal != 100 {
 		t.Fatalf("paid before the confirmation: balance %d", bal)
 	}
+	// Each step of the paid call shows as it comes, before the result:
+	// what it waits for, what is paid and to whom.
+	visitor.Do("watch the steps", chromedp.Evaluate[chromedp.Void](`window.steps = [];
+	  new MutationObserver(ms => ms.forEach(m => m.addedNodes.forEach(n => {
+	    if (n.matches && n.matches("li.step")) window.steps.push({step: n.dataset.step, text: n.textContent,
+	      before: !document.querySelector("#try-form .result .content")});
+	  }))).observe(document.getElementById("try-body"), {childList: true, subtree: true})`))
 	visitor.Do("confirm", chromedp.Click("#confirm-pay"))
 	visitor.WaitFor("add's result", `document.querySelector("#try-form .result").textContent.includes("42")`)
 	visitor.Shot("07-paid-result")
 	if bal, _ := ledger.Balance(context.Background(), "operator"); bal != 97 {
 		t.Errorf("operator balance %d after one confirmed call, want 97", bal)
+	}
+	type step struct {
+		Step, Text string
+		Before     bool
+	}
+	steps := browsertest.Eval[[]step](visitor, `window.steps`)
+	var kinds []string
+	for _, st := range steps {
+		kinds = append(kinds, st.Step)
+		if st.Step != "done" && !st.Before {
+			t.Errorf("step %q shown only with the result", st.Text)
+		}
+		if (st.Step == "paying" || st.Step == "paid") && !strings.Contains(st.Text, "3 sats to cvm demo server ("+demoReady.Npub+")") {
+			t.Errorf("step %q does not say what is paid to whom", st.Text)
+		}
+	}
+	if got := strings.Join(kinds, ","); got != "calling,waiting,paying,paid,waiting,done" {
+		t.Errorf("the paid call's steps: %s (%+v)", got, steps)
+	}
+	if got := browsertest.Eval[string](visitor, `(document.querySelector("#try-form .result .receipt") || {textContent: "none"}).textContent`); got != "Paid 3 sats to cvm demo server ("+demoReady.Npub+")." {
+		t.Errorf("after the paid call: receipt %q", got)
 	}
 
 	// Another site's page posts a form to "try it" (and to the confirm):

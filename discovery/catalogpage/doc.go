@@ -28,7 +28,8 @@
 //
 // Files: catalogpage.go (Options, the Page and its routes: the index, the
 // server list and its filters, the event stream, "try it" and its quotes),
-// picture.go (pictures: fetched once, cached, served from this origin),
-// assets/ (the page itself: catalog.js, and events.js, the worker reading
-// the event stream).
+// callstream.go (how a "try it" call goes, streamed to the page: the
+// Reporter a Caller tells, step by step), picture.go (pictures: fetched
+// once, cached, served from this origin), assets/ (the page itself:
+// catalog.js, and events.js, the worker reading the event stream).
 package catalogpage

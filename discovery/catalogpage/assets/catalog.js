@@ -135,26 +135,75 @@
     $("try").scrollIntoView();
   }
 
+  // callSteps shows how a call goes, one line a step as the steps come,
+  // the current one with the seconds it has taken so far (hidden from
+  // screen readers, which hear each new step).
+  function callSteps(out) {
+    var ol = el("ol", { "class": "steps", "aria-label": "Steps of the call" });
+    out.appendChild(ol);
+    var cur = null, start = Date.now();
+    var timer = setInterval(function () { if (cur) cur.clock.textContent = " " + seconds(cur.since); }, 1000);
+    function seconds(since) { return ((Date.now() - since) / 1000).toFixed(1) + " s"; }
+    function settle() { if (cur) { cur.li.className = "step done"; cur.clock.textContent = ""; } }
+    return {
+      step: function (kind, text) {
+        settle();
+        var clock = el("span", { "class": "clock", "aria-hidden": "true" }), detail = el("span", { "class": "detail" });
+        var li = el("li", { "class": "step current", "data-step": kind }, text, detail, clock);
+        ol.appendChild(li);
+        cur = { kind: kind, li: li, clock: clock, detail: detail, since: Date.now() };
+      },
+      current: function () { return cur && cur.kind; },
+      detail: function (text) { if (cur) cur.detail.textContent = " " + text; },
+      end: function () { settle(); clearInterval(timer); return seconds(start); }
+    };
+  }
+
+  function payee(to) {
+    to = to || {};
+    return String(to.name || "(no name)") + " (" + String(to.npub || "") + ")";
+  }
+
   function call(pubkey, name, args, quote, out, btn) {
-    var prog = el("p", { "class": "help", role: "status" }, "Calling " + name + "…");
     clear(out);
-    out.appendChild(prog);
+    var steps = callSteps(out), paid = null, over = false;
+    var s = servers[pubkey] || {};
+    steps.step("calling", "Calling " + name + " of " + String(s.name || s.npub || "the server") + "…");
     btn.disabled = true;
     var payload = { server: pubkey, tool: name, arguments: args };
     if (quote) payload.quote = quote;
+    function failed(msg) {
+      over = true;
+      steps.end();
+      if (paid) out.appendChild(el("p", { "class": "receipt" }, "Paid " + paid + ", and the call failed."));
+      out.appendChild(el("p", { "class": "error", role: "alert" }, "Failed: " + msg));
+    }
     fetch("/api/call", { method: "POST", cache: "no-store", credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CVM-Page-Token": pageToken }, body: JSON.stringify(payload) })
       .then(function (r) {
-        if (r.status === 402) return r.json().then(function (b) { prog.remove(); confirmPay(pubkey, name, args, b, out, btn); });
+        if (r.status === 402) return r.json().then(function (b) { over = true; steps.end(); clear(out); confirmPay(pubkey, name, args, b, out, btn); });
         if (!r.ok) return r.json().catch(function () { return {}; }).then(function (b) { throw new Error(b.message || "HTTP " + r.status); });
         return readLines(r, function (m) {
-          if (m.progress) prog.textContent = "Running: " + (m.progress.message ? String(m.progress.message) + " " : "") +
-            String(m.progress.progress) + (m.progress.total ? " / " + String(m.progress.total) : "");
-          else if (m.result) { prog.textContent = "Done."; out.appendChild(cvmui.content(m.result)); }
-          else if (m.error) { prog.textContent = ""; out.appendChild(el("p", { "class": "error", role: "alert" }, "Failed: " + String(m.error))); }
-        });
+          var p = m.payment || {};
+          if (m.step === "waiting" && steps.current() !== "waiting") steps.step("waiting", "Waiting for the result…");
+          else if (m.step === "paying") steps.step("paying", "Waiting for payment: paying " + String(p.amount) + " " + String(p.unit) + " to " + payee(p.to) + "…");
+          else if (m.step === "paid") {
+            paid = String(p.amount) + " " + String(p.unit) + " to " + payee(p.to);
+            steps.step("paid", "Paid " + paid + ".");
+            steps.step("waiting", "Waiting for the result…");
+          } else if (m.progress) steps.detail("Running: " + (m.progress.message ? String(m.progress.message) + " " : "") +
+            String(m.progress.progress) + (m.progress.total ? " / " + String(m.progress.total) : ""));
+          else if (m.result) {
+            over = true;
+            steps.step("done", "Done.");
+            var took = steps.end();
+            out.appendChild(el("p", { "class": "help" }, "Took " + took + "."));
+            if (paid) out.appendChild(el("p", { "class": "receipt" }, "Paid " + paid + "."));
+            out.appendChild(cvmui.content(m.result));
+          } else if (m.error) failed(String(m.error));
+        }).then(function () { if (!over) failed("the answer ended before the result came"); });
       })
-      .catch(function (e) { prog.textContent = ""; out.appendChild(el("p", { "class": "error", role: "alert" }, "Failed: " + e.message)); })
+      .catch(function (e) { failed(e.message); })
       .then(function () { btn.disabled = false; });
   }
 
