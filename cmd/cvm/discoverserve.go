@@ -90,18 +90,30 @@ type catalogCaller struct {
 	pay *contextvm.PayOptions // nil: no wallet or no budget, nothing is paid
 }
 
-func (c *catalogCaller) Call(ctx context.Context, req catalogpage.CallRequest, progress func(catalogpage.Progress)) (*mcp.CallToolResult, error) {
+func (c *catalogCaller) Call(ctx context.Context, req catalogpage.CallRequest, rep catalogpage.Reporter) (*mcp.CallToolResult, error) {
 	cf := c.cf
 	if c.pay != nil {
 		p := *c.pay
 		p.Confirm = func(_ context.Context, o contextvm.PaymentOffer) bool {
-			return req.MaxPay > 0 && o.Amount <= req.MaxPay && o.Unit == req.Unit && o.Server == req.Server.Hex()
+			ok := req.MaxPay > 0 && o.Amount <= req.MaxPay && o.Unit == req.Unit && o.Server == req.Server.Hex()
+			if ok {
+				rep.Paying(catalogpage.Payment{Amount: o.Amount, Unit: o.Unit})
+			}
+			return ok
+		}
+		p.Report = func(r contextvm.PaymentReport) {
+			if c.pay.Report != nil {
+				c.pay.Report(r)
+			}
+			if r.Paid && !r.Accepted && !r.Rejected && r.Err == nil {
+				rep.Paid(catalogpage.Payment{Amount: r.Amount, Unit: r.Unit})
+			}
 		}
 		cf.pay = &p
 	}
 	server := nostrx.EncodeNpub(req.Server)
 	onProgress := func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
-		progress(catalogpage.Progress{Progress: r.Params.Progress, Total: r.Params.Total, Message: r.Params.Message})
+		rep.Progress(catalogpage.Progress{Progress: r.Params.Progress, Total: r.Params.Total, Message: r.Params.Message})
 	}
 	cs, err := c.a.dial(ctx, cf, server, dialOptions{client: &mcp.ClientOptions{ProgressNotificationHandler: onProgress}})
 	if err != nil {
@@ -110,6 +122,7 @@ func (c *catalogCaller) Call(ctx context.Context, req catalogpage.CallRequest, p
 	defer cs.Close()
 	params := &mcp.CallToolParams{Name: req.Tool, Arguments: req.Arguments}
 	params.SetProgressToken(fmt.Sprintf("cvm-page-%d", time.Now().UnixNano()))
+	rep.Sent()
 	res, err := cs.CallTool(ctx, params)
 	cs.answered(err)
 	if derr, ok := declinedError(err, cf.pay); ok {

@@ -205,6 +205,15 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 	visitor.Do("reload", chromedp.Reload())
 	visitor.WaitFor("the filter after a reload", `document.getElementById("f-tool").value === "get-sum" && `+serverCount(1))
 	visitor.Shot("03-filtered")
+	// The tool the filter names is marked, first; the server's other tools
+	// are folded away.
+	evTools := browsertest.Eval[int](visitor, `fetch("/api/servers").then(r => r.json()).then(b => b.servers.find(s => s.pubkey === "`+evReady.Pubkey+`").tools.length)`)
+	if got := browsertest.Eval[string](visitor, `[...document.querySelectorAll("#servers li.match")].map(li => li.dataset.tool + ":" +
+	  (li.parentElement.firstElementChild === li) + ":" + li.textContent.includes("matches the filter")).join() + " " +
+	  [...document.querySelectorAll("#servers li[data-tool]")].filter(li => li.checkVisibility()).length + " " +
+	  (document.querySelector("#servers details.others:not([open]) summary") || {}).textContent`); got != "get-sum:true:true 1 "+fmt.Sprint(evTools-1)+" other tools" {
+		t.Errorf("?tool=get-sum: (marked:first:badge, tools shown, folded) %s", got)
+	}
 	visitor.Do("filter by category", chromedp.Click("#f-clear"), chromedp.SendKeys("#f-category", "math"))
 	visitor.WaitFor("only the demo server", serverCount(1)+` && location.search === "?category=math"`)
 	visitor.Do("add at most 2", chromedp.SendKeys("#f-tool", "add"), chromedp.SendKeys("#f-price", "2"))
@@ -265,11 +274,39 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 	if bal, _ := ledger.Balance(context.Background(), "operator"); bal != 100 {
 		t.Fatalf("paid before the confirmation: balance %d", bal)
 	}
+	// Each step of the paid call shows as it comes, before the result:
+	// what it waits for, what is paid and to whom.
+	visitor.Do("watch the steps", chromedp.Evaluate[chromedp.Void](`window.steps = [];
+	  new MutationObserver(ms => ms.forEach(m => m.addedNodes.forEach(n => {
+	    if (n.matches && n.matches("li.step")) window.steps.push({step: n.dataset.step, text: n.textContent,
+	      before: !document.querySelector("#try-form .result .content")});
+	  }))).observe(document.getElementById("try-body"), {childList: true, subtree: true})`))
 	visitor.Do("confirm", chromedp.Click("#confirm-pay"))
 	visitor.WaitFor("add's result", `document.querySelector("#try-form .result").textContent.includes("42")`)
 	visitor.Shot("07-paid-result")
 	if bal, _ := ledger.Balance(context.Background(), "operator"); bal != 97 {
 		t.Errorf("operator balance %d after one confirmed call, want 97", bal)
+	}
+	type step struct {
+		Step, Text string
+		Before     bool
+	}
+	steps := browsertest.Eval[[]step](visitor, `window.steps`)
+	var kinds []string
+	for _, st := range steps {
+		kinds = append(kinds, st.Step)
+		if st.Step != "done" && !st.Before {
+			t.Errorf("step %q shown only with the result", st.Text)
+		}
+		if (st.Step == "paying" || st.Step == "paid") && !strings.Contains(st.Text, "3 sats to cvm demo server ("+demoReady.Npub+")") {
+			t.Errorf("step %q does not say what is paid to whom", st.Text)
+		}
+	}
+	if got := strings.Join(kinds, ","); got != "calling,waiting,paying,paid,waiting,done" {
+		t.Errorf("the paid call's steps: %s (%+v)", got, steps)
+	}
+	if got := browsertest.Eval[string](visitor, `(document.querySelector("#try-form .result .receipt") || {textContent: "none"}).textContent`); got != "Paid 3 sats to cvm demo server ("+demoReady.Npub+")." {
+		t.Errorf("after the paid call: receipt %q", got)
 	}
 
 	// Another site's page posts a form to "try it" (and to the confirm):
@@ -335,6 +372,13 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 	visitor.CheckAccessible("catalog")
 	visitor.TabReaches("catalog", "#f-text", "#f-tool", "#f-category", "#f-schema", "#f-price", "#f-encrypted", "#f-clear", tryBtn(evReady.Pubkey, "echo"))
 	phone := browser.Person(t, "phone", 375, 812)
+	// A link to one tool: on a phone the filters fill the screen, and the
+	// tool is brought into view.
+	phone.Do("open a link to get-sum", chromedp.Navigate(ready.URL+"?tool=get-sum"))
+	phone.WaitFor("get-sum in view", `(() => { const li = document.querySelector('#servers li.match[data-tool="get-sum"]'); if (!li) return false;
+	  const r = li.getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; })()`)
+	phone.CheckAccessible("a link to one tool at 375 px")
+	phone.Shot("09a-375px-one-tool")
 	phone.Do("open the catalog", chromedp.Navigate(ready.URL+"?category=math"))
 	phone.WaitFor("the filtered list", serverCount(1)+` && document.getElementById("f-category").value === "math"`)
 	phone.CheckAccessible("catalog at 375 px")
@@ -420,5 +464,34 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 	visitor.WaitFor("all again", serverCount(3)+` && location.search === "" && !document.getElementById("f-encrypted").checked`)
 	if evilHits == 0 {
 		t.Error("the other site was never visited")
+	}
+}
+
+// A screenshot tool (Chromium's command line, headless, with a virtual
+// time budget) sees the list: the page loads it with a plain fetch, and
+// holds no stream open that would keep the budget from running out.
+func TestCatalogPage_HeadlessScreenshotShowsTheList(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	c := newCLI(t)
+	shapes, _ := shapesOnNostr(t, r.URL)
+	clientKey := filepath.Join(t.TempDir(), "client.key")
+	if code, _, errOut := c.run("keygen", "--out", clientKey); code != 0 {
+		t.Fatal(errOut)
+	}
+	cat := startCVM(t, c, "discover", "--serve", "127.0.0.1:0", "--relay", r.URL, "--key", clientKey)
+	var ready struct{ URL string }
+	cat.readyLine(t, &ready)
+	// The catalog has the server (a person's browser shows it) before the
+	// screenshot is taken.
+	visitor := browser.Person(t, "visitor", 1280, 900)
+	visitor.Do("open the catalog", chromedp.Navigate(ready.URL))
+	visitor.WaitFor("the server", `!!document.querySelector('li.server[data-pubkey="`+shapes+`"]')`)
+
+	dom, png := browsertest.Headless(t, "catalog", ready.URL, 5*time.Second, 1280, 900)
+	if !strings.Contains(dom, `data-pubkey="`+shapes+`"`) || !strings.Contains(dom, `data-tool="configure"`) || !strings.Contains(dom, ">1 server.<") {
+		t.Errorf("the headless DOM has no list:\n%s", dom)
+	}
+	if len(png) < 1000 {
+		t.Errorf("a screenshot of %d bytes", len(png))
 	}
 }

@@ -256,8 +256,20 @@ func TestRoomPage_PeopleChatCallToolsSafely(t *testing.T) {
 	alice.Do("list alpha's tools", chromedp.Click(`#participants li[data-id="alpha"] button`))
 	alice.WaitFor("alpha's tools", `[...document.querySelectorAll("#tools .tool-list button")].some(b => b.textContent === "echo")`)
 	alice.Shot("07-tools")
-	alice.Do("choose echo", chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll("#tools .tool-list button")].find(b => b.textContent === "echo").click()`))
+	// The form opens where the person clicked, right under the tool (not
+	// under the whole list), with its first field focused and in view.
+	if n := browsertest.Eval[int](alice, `document.querySelectorAll("#tools .tool-list button").length`); n < 10 {
+		t.Fatalf("alpha lists %d tools; the form's place is tested on a long list", n)
+	}
+	alice.Do("choose echo", chromedp.Click(`#tools .tool-list button[data-tool="echo"]`))
 	alice.WaitFor("the echo form", `!!document.querySelector("#tool-call input[name=message]")`)
+	if got := browsertest.Eval[string](alice, `(() => { const b = document.querySelector('#tools .tool-list button[data-tool="echo"]');
+	  const f = document.getElementById("tool-call").getBoundingClientRect(), a = document.activeElement.getBoundingClientRect();
+	  return [Math.round(f.top - b.getBoundingClientRect().bottom) <= 40, document.getElementById("tool-call").contains(document.activeElement),
+	    a.top >= 0 && a.bottom <= innerHeight, b.getAttribute("aria-expanded"), "gap " + Math.round(f.top - b.getBoundingClientRect().bottom) + " px"].join(); })()`); !strings.HasPrefix(got, "true,true,true,true,") {
+		t.Errorf("the echo form (under its button, focus in it, focus in view, button expanded, gap): %s", got)
+	}
+	alice.Shot("07b-tool-form")
 	alice.Do("call echo with nothing", chromedp.Click(`#tool-call button[type=submit]`))
 	alice.WaitFor("the missing-field error", `document.querySelector("#tool-call .result").textContent.includes("message is required")`)
 	alice.Do("call echo", chromedp.SetValue(`#tool-call input[name=message]`, "through the page "+hostile), chromedp.Click(`#tool-call button[type=submit]`))

@@ -1,7 +1,6 @@
 package catalogpage
 
 import (
-	"bufio"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -69,10 +68,32 @@ type Progress struct {
 	Message  string  `json:"message,omitempty"`
 }
 
+// Payment is what the called server asks for, or was paid, for a call.
+type Payment struct {
+	Amount int64
+	Unit   string
+}
+
+// Reporter is told how a running call goes, as it goes, so that the
+// person sees what the call waits for. Its methods may be called from any
+// goroutine; what is reported after Call returned is dropped.
+type Reporter interface {
+	// Sent: the server was found and the request is on its way; the
+	// result is awaited.
+	Sent()
+	// Paying: the called server asked for p, and p is being paid.
+	Paying(p Payment)
+	// Paid: p was paid to the called server; the result is awaited.
+	Paid(p Payment)
+	// Progress: a progress notification of the tool.
+	Progress(p Progress)
+}
+
 // Caller makes "try it" calls with the operator's client identity (and
-// wallet, within its budget).
+// wallet, within its budget), telling r how each goes. It pays no one but
+// req.Server.
 type Caller interface {
-	Call(ctx context.Context, req CallRequest, progress func(Progress)) (*mcp.CallToolResult, error)
+	Call(ctx context.Context, req CallRequest, r Reporter) (*mcp.CallToolResult, error)
 }
 
 // Options configure a Page.
@@ -247,6 +268,9 @@ type toolVw struct {
 	// PriceHigh is the most a call can cost (a range at its top), null
 	// for an unknown price; absent for a free tool.
 	PriceHigh *float64 `json:"priceHigh,omitempty"`
+	// Match: the filter names tools (by name, schema or price) and this
+	// is one of them, which the page shows first and marked.
+	Match bool `json:"match,omitempty"`
 }
 
 // filterFrom reads the page's filters from the query: the same as cvm
@@ -289,6 +313,7 @@ func (p *Page) serveServers(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	version := p.version
 	p.mu.Unlock()
+	toolFilter := f.Tool != "" || f.SchemaHash != "" || f.MaxPrice != nil
 	out := []serverView{}
 	for _, s := range p.opts.Catalog.Servers(f) {
 		if !matchText(s, text) {
@@ -296,7 +321,7 @@ func (p *Page) serveServers(w http.ResponseWriter, r *http.Request) {
 		}
 		v := serverView{Server: s, HasPicture: p.pictureAllowed(s.Picture)}
 		for _, t := range s.Tools {
-			tv := toolVw{Tool: t}
+			tv := toolVw{Tool: t, Match: toolFilter && f.MatchTool(t)}
 			if t.Price != nil {
 				if h := t.Price.High(); h < 1e300 {
 					tv.PriceHigh = &h
@@ -356,9 +381,10 @@ type callBody struct {
 	Quote     string         `json:"quote,omitempty"`
 }
 
-// serveCall is "try it". The answer is a stream of JSON lines:
-// {"progress":…}, then {"result": CallToolResult} or {"error": message}.
-// A priced tool without a quote is answered 402 with the price and a quote
+// serveCall is "try it". The answer is a stream of JSON lines (see
+// callStream): the steps of the call, with what is paid and to whom, its
+// progress, then {"result": CallToolResult} or {"error": message}. A
+// priced tool without a quote is answered 402 with the price and a quote
 // to confirm.
 func (p *Page) serveCall(w http.ResponseWriter, r *http.Request) {
 	if p.opts.Caller == nil {
@@ -434,7 +460,7 @@ func (p *Page) serveCall(w http.ResponseWriter, r *http.Request) {
 		}
 		req.MaxPay, req.Unit = amount, unit
 	}
-	p.stream(w, r, req)
+	p.stream(w, r, req, s)
 }
 
 // priceToPay is the most a call at price can cost, in whole units.
@@ -479,32 +505,4 @@ func (p *Page) takeQuote(id, key string, amount int64, unit string) bool {
 	q, ok := p.quotes[id]
 	delete(p.quotes, id)
 	return ok && q.key == key && q.amount == amount && q.unit == unit && time.Now().Before(q.expires)
-}
-
-// stream runs the call and writes its progress and outcome as JSON lines.
-func (p *Page) stream(w http.ResponseWriter, r *http.Request, req CallRequest) {
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
-	fl, _ := w.(http.Flusher)
-	bw := bufio.NewWriter(w)
-	var mu sync.Mutex
-	write := func(v any) {
-		mu.Lock()
-		defer mu.Unlock()
-		b, _ := json.Marshal(v)
-		bw.Write(append(b, '\n'))
-		bw.Flush()
-		if fl != nil {
-			fl.Flush()
-		}
-	}
-	write(map[string]any{"started": true})
-	p.log.Info("try it", "server", req.Server.Hex(), "tool", req.Tool, "max_pay", req.MaxPay)
-	res, err := p.opts.Caller.Call(r.Context(), req, func(pr Progress) { write(map[string]any{"progress": pr}) })
-	if err != nil {
-		p.log.Info("try it failed", "server", req.Server.Hex(), "tool", req.Tool, "err", err)
-		write(map[string]any{"error": err.Error()})
-		return
-	}
-	write(map[string]any{"result": res})
 }

@@ -31,13 +31,22 @@ import (
 type fakeCaller struct {
 	mu    sync.Mutex
 	calls []CallRequest
+	late  []Reporter // the reporters of calls that returned
 }
 
-func (f *fakeCaller) Call(_ context.Context, req CallRequest, progress func(Progress)) (*mcp.CallToolResult, error) {
+// Call reports the steps a paid call goes through: sent, paying and paid
+// (what the person agreed to), progress.
+func (f *fakeCaller) Call(_ context.Context, req CallRequest, r Reporter) (*mcp.CallToolResult, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, req)
+	f.late = append(f.late, r)
 	f.mu.Unlock()
-	progress(Progress{Progress: 1, Total: 2})
+	r.Sent()
+	if req.MaxPay > 0 {
+		r.Paying(Payment{Amount: req.MaxPay, Unit: req.Unit})
+		r.Paid(Payment{Amount: req.MaxPay, Unit: req.Unit})
+	}
+	r.Progress(Progress{Progress: 1, Total: 2})
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 }
 
@@ -132,6 +141,32 @@ func TestCall_PricedNeedsItsOwnSingleUseQuote(t *testing.T) {
 	if status != 200 || fc.n() != 2 || fc.calls[1].MaxPay != 0 {
 		t.Fatalf("free call: %d %+v", status, fc.calls)
 	}
+}
+
+// A confirmed call streams each step as it comes: calling, waiting,
+// paying and paid (the amount, and the server's name and npub), progress,
+// the result. What the caller reports after it returned is dropped.
+func TestCall_StreamsItsStepsAndWhatWasPaid(t *testing.T) {
+	p, fc, pk, srv := newTestPage(t, "", nil)
+	tok := p.pageToken()
+	call := `{"server":"` + pk.Hex() + `","tool":"add","arguments":{}}`
+	_, body := post(t, srv, tok, call, nil)
+	var q struct{ Quote string }
+	json.Unmarshal([]byte(body), &q)
+	status, body := post(t, srv, tok, strings.Replace(call, "}}", `},"quote":"`+q.Quote+`"}`, 1), nil)
+	if status != 200 {
+		t.Fatalf("confirmed call: %d %s", status, body)
+	}
+	s, _ := p.opts.Catalog.Server(pk)
+	paid := `"payment":{"amount":3,"unit":"sats","to":{"name":"S","npub":"` + s.Npub + `"}}`
+	want := []string{`{"step":"calling"}`, `{"step":"waiting"}`, `{` + paid + `,"step":"paying"}`, `{` + paid + `,"step":"paid"}`,
+		`{"progress":{"progress":1,"total":2}}`, `{"result":{"content":[{"type":"text","text":"ok"}]}}`}
+	if got := strings.Split(strings.TrimSpace(body), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the stream:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The response is over: a late report must not write to it.
+	fc.late[0].Paid(Payment{Amount: 1, Unit: "sats"})
+	fc.late[0].Progress(Progress{Progress: 2})
 }
 
 func TestCall_OverBudgetIsRefusedBeforeAnyQuote(t *testing.T) {
@@ -369,6 +404,30 @@ func TestServers_FiltersAndPageToken(t *testing.T) {
 		resp.Body.Close()
 		if len(list.Servers) != n {
 			t.Errorf("%s: %d servers, want %d", q, len(list.Servers), n)
+		}
+	}
+	// A filter naming tools marks them; others, and every tool without
+	// one, are unmarked.
+	for q, want := range map[string]string{"?tool=add": "add", "?tool=add&max_price=3": "add", "?max_price=0": "free", "": "", "?text=s": ""} {
+		resp, _ := http.Get(srv.URL + "/api/servers" + q)
+		var list struct {
+			Servers []struct {
+				Tools []struct {
+					Name  string
+					Match bool
+				}
+			}
+		}
+		json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		var marked []string
+		for _, t := range list.Servers[0].Tools {
+			if t.Match {
+				marked = append(marked, t.Name)
+			}
+		}
+		if strings.Join(marked, ",") != want {
+			t.Errorf("%s: marked %q, want %q", q, marked, want)
 		}
 	}
 	resp, _ := http.Get(srv.URL + "/api/servers?max_price=-1")

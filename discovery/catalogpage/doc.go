@@ -18,8 +18,18 @@
 // make the page fetch, and show back, what only the operator's network
 // reaches.
 //
+// A filter that names tools (by name, schema or price) marks them in the
+// list, so the page can show them first and fold the others away.
+//
+// The page fetches the list before it opens the event stream, and reads
+// the stream in a worker: a request the page itself keeps open would stop
+// the virtual time of headless screenshot tools, which would never see
+// the list.
+//
 // Files: catalogpage.go (Options, the Page and its routes: the index, the
 // server list and its filters, the event stream, "try it" and its quotes),
-// picture.go (pictures: fetched once, cached, served from this origin),
-// assets/ (the page itself).
+// callstream.go (how a "try it" call goes, streamed to the page: the
+// Reporter a Caller tells, step by step), picture.go (pictures: fetched
+// once, cached, served from this origin), assets/ (the page itself:
+// catalog.js, and events.js, the worker reading the event stream).
 package catalogpage

@@ -8,6 +8,10 @@
 // CVM_CHROMIUM names the executable when it is not on PATH as chromium,
 // chromium-browser or google-chrome. Screenshots go to $CVM_SCREENSHOTS,
 // default the git-ignored screenshots/ at the module root.
+//
+// Files: browsertest.go (the browser, people, waits, screenshots),
+// checks.go (accessibility and keyboard checks), headless.go (Chromium's
+// command line, as screenshot tools run it).
 package browsertest
 
 import (
@@ -86,6 +90,17 @@ func (b *Browser) start() (context.Context, error) {
 
 var errNoBrowser = errors.New("no Chromium found")
 
+// skipWithoutBrowser skips t, or fails it under CVM_REQUIRE_BROWSER=1,
+// saying how to run it.
+func skipWithoutBrowser(t testing.TB) {
+	t.Helper()
+	msg := "no Chromium found: install it (apt-get install chromium) or set CVM_CHROMIUM to run the browser tests"
+	if os.Getenv("CVM_REQUIRE_BROWSER") == "1" {
+		t.Fatal(msg + " (CVM_REQUIRE_BROWSER=1 requires them)")
+	}
+	t.Skip(msg + "; CVM_REQUIRE_BROWSER=1 makes this a failure")
+}
+
 // Close stops the browser, if it was started.
 func (b *Browser) Close() {
 	b.mu.Lock()
@@ -114,11 +129,7 @@ func (b *Browser) Person(t testing.TB, name string, width, height int64) *Person
 	t.Helper()
 	parent, err := b.start()
 	if errors.Is(err, errNoBrowser) {
-		msg := "no Chromium found: install it (apt-get install chromium) or set CVM_CHROMIUM to run the browser tests"
-		if os.Getenv("CVM_REQUIRE_BROWSER") == "1" {
-			t.Fatal(msg + " (CVM_REQUIRE_BROWSER=1 requires them)")
-		}
-		t.Skip(msg + "; CVM_REQUIRE_BROWSER=1 makes this a failure")
+		skipWithoutBrowser(t)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,8 @@
 // Package roompage is the browser page of an MCPx gateway (cvm room serve):
 // join a topic with a token, see who is there, chat (plain and markdown),
 // read history back by seq, list a participant's tools and call one through
-// a form built from its schema, and watch the envelopes arrive.
+// a form built from its schema (opened right under the tool chosen), and
+// watch the envelopes arrive.
 //
 // The page is static, embedded in the binary; everything it does goes
 // through the gateway's own endpoints, authenticated as docs/mcpx.md allows

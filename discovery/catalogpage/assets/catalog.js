@@ -7,6 +7,10 @@
   var pageToken = document.querySelector('meta[name="cvm-page-token"]').getAttribute("content");
   var FILTERS = [["text", "f-text"], ["tool", "f-tool"], ["category", "f-category"], ["schema", "f-schema"], ["max_price", "f-price"]];
   var tryIt = false, budget = "", loadSeq = 0, servers = {};
+  // A page opened with a filter naming tools (a link to one tool, say)
+  // brings the first tool it names into view, once: later renders, live
+  // or as the person types, leave the scroll where the person put it.
+  var revealMatch = true;
 
   function status(msg, kind) { var s = $("status"); s.textContent = msg; s.className = "status" + (kind ? " " + kind : ""); }
 
@@ -43,6 +47,9 @@
     servers = {};
     list.forEach(function (s) { servers[s.pubkey] = s; ol.appendChild(serverItem(s)); });
     status(list.length === 1 ? "1 server." : list.length + " servers.", list.length ? "good" : "");
+    var first = ol.querySelector("li.match");
+    if (revealMatch && first) first.scrollIntoView({ block: "center" });
+    revealMatch = false;
   }
 
   function price(t) {
@@ -60,28 +67,42 @@
     }
     head.appendChild(el("div", null, el("h3", null, String(s.name || "(no name)")),
       el("div", { "class": "npub" }, String(s.npub))));
-    var tools = el("ul", { "class": "tools", "aria-label": "Tools of " + String(s.name || s.npub) });
-    (s.tools || []).forEach(function (t) {
-      var schema = null;
-      if (t.schemaHash) schema = el("div", { "class": "help" }, "common schema " + String(t.schemaHash).slice(0, 16) + "… ",
-        t.verified ? el("span", { "class": "verified" }, "verified") : el("span", { "class": "unverified" }, "NOT verified"));
-      var li = el("li", { "data-tool": String(t.name) }, el("span", { "class": "tname" }, String(t.name)),
-        el("span", { "class": "badge" }, price(t)),
-        t.description ? el("div", { "class": "help" }, String(t.description)) : null, schema);
-      if (tryIt) {
-        var b = el("button", { type: "button", "class": "secondary", "aria-label": "Try " + String(t.name) + " of " + String(s.name || s.npub) }, "Try it");
-        b.addEventListener("click", function () { openTry(s.pubkey, t.name); });
-        li.appendChild(b);
-      }
-      tools.appendChild(li);
-    });
+    var who = String(s.name || s.npub);
+    // The tools the filter names come first, marked; the others wait,
+    // folded, under them.
+    var all = s.tools || [];
+    var matched = all.filter(function (t) { return t.match; });
+    var others = all.filter(function (t) { return !t.match; });
+    var tools = el("ul", { "class": "tools", "aria-label": (matched.length ? "Tools of " + who + " the filter names" : "Tools of " + who) });
+    (matched.length ? matched : all).forEach(function (t) { tools.appendChild(toolItem(s, t)); });
+    var folded = null;
+    if (matched.length && others.length) {
+      var rest = el("ul", { "class": "tools", "aria-label": "Other tools of " + who });
+      others.forEach(function (t) { rest.appendChild(toolItem(s, t)); });
+      folded = el("details", { "class": "others" }, el("summary", null, others.length === 1 ? "1 other tool" : others.length + " other tools"), rest);
+    }
     var meta = [s.encryption ? "encrypted" : "plaintext only"];
     if (s.categories && s.categories.length) meta.push("categories: " + s.categories.join(", "));
     return el("li", { "class": "server", "data-pubkey": String(s.pubkey) }, head,
       s.about ? el("p", { "class": "about" }, String(s.about)) : null,
       el("div", { "class": "help" }, meta.join(" · ")),
       s.relays && s.relays.length ? el("div", { "class": "help" }, "relays: " + s.relays.join(", ")) : null,
-      tools);
+      tools, folded);
+  }
+
+  function toolItem(s, t) {
+    var schema = null;
+    if (t.schemaHash) schema = el("div", { "class": "help" }, "common schema " + String(t.schemaHash).slice(0, 16) + "… ",
+      t.verified ? el("span", { "class": "verified" }, "verified") : el("span", { "class": "unverified" }, "NOT verified"));
+    var li = el("li", { "data-tool": String(t.name), "class": t.match ? "match" : null }, el("span", { "class": "tname" }, String(t.name)),
+      el("span", { "class": "badge" }, price(t)), t.match ? el("span", { "class": "badge matches" }, "matches the filter") : null,
+      t.description ? el("div", { "class": "help" }, String(t.description)) : null, schema);
+    if (tryIt) {
+      var b = el("button", { type: "button", "class": "secondary", "aria-label": "Try " + String(t.name) + " of " + String(s.name || s.npub) }, "Try it");
+      b.addEventListener("click", function () { openTry(s.pubkey, t.name); });
+      li.appendChild(b);
+    }
+    return li;
   }
 
   function openTry(pubkey, name) {
@@ -114,26 +135,75 @@
     $("try").scrollIntoView();
   }
 
+  // callSteps shows how a call goes, one line a step as the steps come,
+  // the current one with the seconds it has taken so far (hidden from
+  // screen readers, which hear each new step).
+  function callSteps(out) {
+    var ol = el("ol", { "class": "steps", "aria-label": "Steps of the call" });
+    out.appendChild(ol);
+    var cur = null, start = Date.now();
+    var timer = setInterval(function () { if (cur) cur.clock.textContent = " " + seconds(cur.since); }, 1000);
+    function seconds(since) { return ((Date.now() - since) / 1000).toFixed(1) + " s"; }
+    function settle() { if (cur) { cur.li.className = "step done"; cur.clock.textContent = ""; } }
+    return {
+      step: function (kind, text) {
+        settle();
+        var clock = el("span", { "class": "clock", "aria-hidden": "true" }), detail = el("span", { "class": "detail" });
+        var li = el("li", { "class": "step current", "data-step": kind }, text, detail, clock);
+        ol.appendChild(li);
+        cur = { kind: kind, li: li, clock: clock, detail: detail, since: Date.now() };
+      },
+      current: function () { return cur && cur.kind; },
+      detail: function (text) { if (cur) cur.detail.textContent = " " + text; },
+      end: function () { settle(); clearInterval(timer); return seconds(start); }
+    };
+  }
+
+  function payee(to) {
+    to = to || {};
+    return String(to.name || "(no name)") + " (" + String(to.npub || "") + ")";
+  }
+
   function call(pubkey, name, args, quote, out, btn) {
-    var prog = el("p", { "class": "help", role: "status" }, "Calling " + name + "…");
     clear(out);
-    out.appendChild(prog);
+    var steps = callSteps(out), paid = null, over = false;
+    var s = servers[pubkey] || {};
+    steps.step("calling", "Calling " + name + " of " + String(s.name || s.npub || "the server") + "…");
     btn.disabled = true;
     var payload = { server: pubkey, tool: name, arguments: args };
     if (quote) payload.quote = quote;
+    function failed(msg) {
+      over = true;
+      steps.end();
+      if (paid) out.appendChild(el("p", { "class": "receipt" }, "Paid " + paid + ", and the call failed."));
+      out.appendChild(el("p", { "class": "error", role: "alert" }, "Failed: " + msg));
+    }
     fetch("/api/call", { method: "POST", cache: "no-store", credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CVM-Page-Token": pageToken }, body: JSON.stringify(payload) })
       .then(function (r) {
-        if (r.status === 402) return r.json().then(function (b) { prog.remove(); confirmPay(pubkey, name, args, b, out, btn); });
+        if (r.status === 402) return r.json().then(function (b) { over = true; steps.end(); clear(out); confirmPay(pubkey, name, args, b, out, btn); });
         if (!r.ok) return r.json().catch(function () { return {}; }).then(function (b) { throw new Error(b.message || "HTTP " + r.status); });
         return readLines(r, function (m) {
-          if (m.progress) prog.textContent = "Running: " + (m.progress.message ? String(m.progress.message) + " " : "") +
-            String(m.progress.progress) + (m.progress.total ? " / " + String(m.progress.total) : "");
-          else if (m.result) { prog.textContent = "Done."; out.appendChild(cvmui.content(m.result)); }
-          else if (m.error) { prog.textContent = ""; out.appendChild(el("p", { "class": "error", role: "alert" }, "Failed: " + String(m.error))); }
-        });
+          var p = m.payment || {};
+          if (m.step === "waiting" && steps.current() !== "waiting") steps.step("waiting", "Waiting for the result…");
+          else if (m.step === "paying") steps.step("paying", "Waiting for payment: paying " + String(p.amount) + " " + String(p.unit) + " to " + payee(p.to) + "…");
+          else if (m.step === "paid") {
+            paid = String(p.amount) + " " + String(p.unit) + " to " + payee(p.to);
+            steps.step("paid", "Paid " + paid + ".");
+            steps.step("waiting", "Waiting for the result…");
+          } else if (m.progress) steps.detail("Running: " + (m.progress.message ? String(m.progress.message) + " " : "") +
+            String(m.progress.progress) + (m.progress.total ? " / " + String(m.progress.total) : ""));
+          else if (m.result) {
+            over = true;
+            steps.step("done", "Done.");
+            var took = steps.end();
+            out.appendChild(el("p", { "class": "help" }, "Took " + took + "."));
+            if (paid) out.appendChild(el("p", { "class": "receipt" }, "Paid " + paid + "."));
+            out.appendChild(cvmui.content(m.result));
+          } else if (m.error) failed(String(m.error));
+        }).then(function () { if (!over) failed("the answer ended before the result came"); });
       })
-      .catch(function (e) { prog.textContent = ""; out.appendChild(el("p", { "class": "error", role: "alert" }, "Failed: " + e.message)); })
+      .catch(function (e) { failed(e.message); })
       .then(function () { btn.disabled = false; });
   }
 
@@ -177,10 +247,18 @@
     load();
   });
 
+  // The list is loaded and shown first; only then do live updates start,
+  // from a worker (events.js): a stream the page itself held open would
+  // be, to a headless browser with a virtual time budget (screenshot
+  // tools), a load that never ends, and it would never show the list.
+  function live() {
+    var w = new Worker("/ui/events.js");
+    w.addEventListener("message", function (ev) {
+      if (ev.data === "error") status("Live updates interrupted; retrying…", "bad");
+      else load(); // "open" (changes may have come meanwhile) or "changed"
+    });
+  }
+
   fromURL();
-  load();
-  var events = new EventSource("/api/events");
-  events.addEventListener("changed", function () { load(); });
-  events.addEventListener("error", function () { status("Live updates interrupted; retrying…", "bad"); });
-  events.addEventListener("open", function () { load(); });
+  load().then(live);
 })();

@@ -345,23 +345,28 @@
       var ul = el("ul", { "class": "plain tool-list" });
       tools.forEach(function (tool) {
         if (!tool || typeof tool.name !== "string") return;
-        var b = el("button", { type: "button", "class": "secondary" }, tool.name);
-        b.addEventListener("click", function () { toolForm(peer, tool); });
-        ul.appendChild(el("li", null, b, tool.description ? el("span", { "class": "help" }, " " + String(tool.description)) : null));
+        var b = el("button", { type: "button", "class": "secondary", "aria-expanded": "false", "data-tool": tool.name }, tool.name);
+        var li = el("li", null, b, tool.description ? el("span", { "class": "help" }, " " + String(tool.description)) : null);
+        b.addEventListener("click", function () { toolForm(peer, tool, li, b); });
+        ul.appendChild(li);
       });
       box.appendChild(ul);
     }, function (e) { msg.textContent = "Could not list the tools of " + peer + ": " + e.message; msg.className = "error"; });
   }
 
-  function toolForm(peer, tool) {
-    var box = $("tools");
+  // toolForm opens the form of a tool right under its button (li), where
+  // the person is looking, however long the list: the first field takes
+  // the focus. The open tool's button closes it.
+  function toolForm(peer, tool, li, opener) {
     var old = document.getElementById("tool-call");
     if (old) old.remove();
+    if (old && opener.getAttribute("aria-expanded") === "true") { opener.setAttribute("aria-expanded", "false"); return; }
+    [].forEach.call(document.querySelectorAll('#tools .tool-list button[aria-expanded="true"]'), function (b) { b.setAttribute("aria-expanded", "false"); });
+    opener.setAttribute("aria-expanded", "true");
     var f = cvmui.schemaForm(tool.inputSchema);
     var out = el("div", { "class": "result", "aria-live": "polite" });
     var btn = el("button", { type: "submit" }, "Call " + tool.name);
-    var form = el("form", { id: "tool-call", method: "post", action: "/" }, el("h3", null, peer + " · " + tool.name),
-      tool.description ? el("p", { "class": "help" }, String(tool.description)) : null, f.node, btn, out);
+    var form = el("form", { id: "tool-call", method: "post", action: "/", "aria-label": peer + " · " + tool.name }, f.node, btn, out);
     form.addEventListener("submit", function (ev) {
       ev.preventDefault();
       clear(out);
@@ -382,7 +387,7 @@
         out.appendChild(el("p", { "class": "error", role: "alert" }, "Failed: " + e.message));
       }).then(function () { btn.disabled = false; });
     });
-    box.appendChild(form);
+    li.appendChild(form);
     var first = form.querySelector("input, select, textarea, button");
     if (first) first.focus();
   }
