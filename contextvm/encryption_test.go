@@ -139,10 +139,6 @@ func newFormClient(t *testing.T, srv *formServer, enc ServerEncryption) *clientC
 // known to read gift wraps is not pinged in plaintext before it has had
 // twice PlaintextFallback to answer a gift-wrapped ping.
 func TestClientConn_ChoiceOfForm(t *testing.T) {
-	const (
-		plain   = false
-		wrapped = true
-	)
 	reads := func(p, w bool) [2]bool { return [2]bool{p, w} }
 	for _, tc := range []struct {
 		name   string
