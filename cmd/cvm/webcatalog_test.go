@@ -231,18 +231,45 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 	tryBtn := func(pub, tool string) string {
 		return `li.server[data-pubkey="` + pub + `"] li[data-tool="` + tool + `"] button`
 	}
+	// The panel opens where the person clicked, right under the tool,
+	// however far down the list (not at the top of the page), with its
+	// first field focused and in view; the same button closes it.
+	if n := browsertest.Eval[int](visitor, `document.querySelectorAll("#servers li[data-tool] button").length`); n < 10 {
+		t.Fatalf("the catalog lists %d tools; the panel's place is tested on a long list", n)
+	}
 	visitor.Do("try echo", chromedp.Click(tryBtn(evReady.Pubkey, "echo")))
+	visitor.WaitFor("the echo form", `!!document.querySelector("#try-form input[name=message]")`)
+	if top, height := visitor.OpenedInPlace("the echo panel", tryBtn(evReady.Pubkey, "echo"), "#try-form", 40); top < height {
+		t.Errorf("echo's Try it is %d px down the page, within the first %d px screen: the test tells nothing", top, height)
+	}
+	visitor.Shot("04a-try-echo-in-place")
+	visitor.Do("close echo's panel", chromedp.Click(tryBtn(evReady.Pubkey, "echo")))
+	visitor.WaitFor("the panel closed", `!document.getElementById("try-form") && document.querySelector('`+tryBtn(evReady.Pubkey, "echo")+`').getAttribute("aria-expanded") === "false"`)
+	visitor.Do("try echo again", chromedp.Click(tryBtn(evReady.Pubkey, "echo")))
 	visitor.WaitFor("the echo form", `!!document.querySelector("#try-form input[name=message]")`)
 	visitor.Do("call echo", chromedp.SendKeys(`#try-form input[name=message]`, "from the catalog "+hostile), chromedp.Click(`#try-form button[type=submit]`))
 	visitor.WaitFor("echo's result", `document.querySelector("#try-form .result").textContent.includes("Echo: from the catalog <script>")`)
 	visitor.Shot("04-try-echo")
-	if got := browsertest.Eval[string](visitor, `[typeof window.pwned, typeof window.pwned2, document.querySelectorAll("#try script, #try b").length].join(",")`); got != "undefined,undefined,0" {
+	if got := browsertest.Eval[string](visitor, `[typeof window.pwned, typeof window.pwned2, document.querySelectorAll("#try-form script, #try-form b").length].join(",")`); got != "undefined,undefined,0" {
 		t.Errorf("hostile tool output had effects: %s", got)
 	}
+	// The list is rebuilt as filters change (and live): the panel moves
+	// with its tool, as it is; while the tool is not listed it waits, and
+	// comes back with it.
+	echoPanel := `(() => { const f = document.getElementById("try-form"), b = document.querySelector('` + tryBtn(evReady.Pubkey, "echo") + `');
+	  return !!f && !!b && b.parentElement.contains(f) && b.getAttribute("aria-expanded") === "true" &&
+	    f.querySelector("input[name=message]").value === "from the catalog " + ` + mustString(hostile) + ` &&
+	    f.querySelector(".result").textContent.includes("Echo: from the catalog <script>"); })()`
+	visitor.Do("filter by tool echo", chromedp.SendKeys("#f-tool", "echo"))
+	visitor.WaitFor("the panel, kept, under echo marked", `location.search === "?tool=echo" && !!document.querySelector('li.match[data-tool="echo"] #try-form') && `+echoPanel)
+	visitor.Do("filter echo out", chromedp.SendKeys("#f-text", "no server says this"))
+	visitor.WaitFor("the panel waiting", serverCount(0)+` && !document.getElementById("try-form") && document.getElementById("status").textContent.includes("not listed now")`)
+	visitor.Do("clear", chromedp.Click("#f-clear"))
+	visitor.WaitFor("the panel back under echo", serverCount(3)+` && `+echoPanel)
 	// An image (a data: URL, which the CSP allows) and structured content
 	// from an enum in the form.
 	visitor.Do("try get-tiny-image", chromedp.Click(tryBtn(evReady.Pubkey, "get-tiny-image")))
-	visitor.WaitFor("its form", `!!document.querySelector("#try-form button[type=submit]") && document.querySelector("#try-form strong").textContent === "get-tiny-image"`)
+	visitor.WaitFor("its form", `!!document.querySelector("#try-form button[type=submit]") && document.getElementById("try-form").closest("li[data-tool]").dataset.tool === "get-tiny-image"`)
 	visitor.Do("call it", chromedp.Click(`#try-form button[type=submit]`))
 	visitor.WaitFor("the image shown", `(() => { const i = document.querySelector('#try-form .result img[src^="data:image/png;base64,"]'); return i && i.complete && i.naturalWidth > 0; })()`)
 	visitor.Shot("04b-image")
@@ -280,7 +307,7 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 	  new MutationObserver(ms => ms.forEach(m => m.addedNodes.forEach(n => {
 	    if (n.matches && n.matches("li.step")) window.steps.push({step: n.dataset.step, text: n.textContent,
 	      before: !document.querySelector("#try-form .result .content")});
-	  }))).observe(document.getElementById("try-body"), {childList: true, subtree: true})`))
+	  }))).observe(document.getElementById("try-form"), {childList: true, subtree: true})`))
 	visitor.Do("confirm", chromedp.Click("#confirm-pay"))
 	visitor.WaitFor("add's result", `document.querySelector("#try-form .result").textContent.includes("42")`)
 	visitor.Shot("07-paid-result")
@@ -440,7 +467,8 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 	// The schema and encryption filters narrow the list, live in the URL
 	// and survive a reload. Only the demo server claims a common schema (for
 	// add); the hostile server alone does not support encryption.
-	visitor.Do("close the try-it panel", chromedp.Evaluate[chromedp.Void](`document.getElementById("try").hidden = true`))
+	visitor.Do("close the try-it panel", chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll("#try-form button")].find(b => b.textContent === "Close").click()`))
+	visitor.WaitFor("the panel closed, the focus back on its button", `!document.getElementById("try-form") && document.activeElement === document.querySelector('`+tryBtn(shapes, "configure")+`')`)
 	hash := browsertest.Eval[string](visitor, `fetch("/api/servers").then(r => r.json()).then(b =>
 	  b.servers.find(s => s.pubkey === "`+demoReady.Pubkey+`").tools.find(t => t.name === "add").schemaHash)`)
 	if len(hash) != 64 {

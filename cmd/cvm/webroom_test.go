@@ -263,12 +263,7 @@ func TestRoomPage_PeopleChatCallToolsSafely(t *testing.T) {
 	}
 	alice.Do("choose echo", chromedp.Click(`#tools .tool-list button[data-tool="echo"]`))
 	alice.WaitFor("the echo form", `!!document.querySelector("#tool-call input[name=message]")`)
-	if got := browsertest.Eval[string](alice, `(() => { const b = document.querySelector('#tools .tool-list button[data-tool="echo"]');
-	  const f = document.getElementById("tool-call").getBoundingClientRect(), a = document.activeElement.getBoundingClientRect();
-	  return [Math.round(f.top - b.getBoundingClientRect().bottom) <= 40, document.getElementById("tool-call").contains(document.activeElement),
-	    a.top >= 0 && a.bottom <= innerHeight, b.getAttribute("aria-expanded"), "gap " + Math.round(f.top - b.getBoundingClientRect().bottom) + " px"].join(); })()`); !strings.HasPrefix(got, "true,true,true,true,") {
-		t.Errorf("the echo form (under its button, focus in it, focus in view, button expanded, gap): %s", got)
-	}
+	alice.OpenedInPlace("the echo form", `#tools .tool-list button[data-tool="echo"]`, "#tool-call", 40)
 	alice.Shot("07b-tool-form")
 	alice.Do("call echo with nothing", chromedp.Click(`#tool-call button[type=submit]`))
 	alice.WaitFor("the missing-field error", `document.querySelector("#tool-call .result").textContent.includes("message is required")`)

@@ -19,7 +19,9 @@
 // reaches.
 //
 // A filter that names tools (by name, schema or price) marks them in the
-// list, so the page can show them first and fold the others away.
+// list, so the page can show them first and fold the others away. A tool's
+// "try it" panel opens in its item, right under the button clicked, and
+// moves with the tool, as it is, when the list is rebuilt.
 //
 // The page fetches the list before it opens the event stream, and reads
 // the stream in a worker: a request the page itself keeps open would stop

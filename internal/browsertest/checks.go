@@ -78,3 +78,43 @@ func jsString(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 	return `"` + r.Replace(s) + `"`
 }
+
+// inPlaceJS measures, for an opener button and the panel it opened: the
+// gap from the button's bottom to the panel's top, whether the panel holds
+// the focus and the focused element is in the viewport, the button's
+// aria-expanded, and how far down the page the button is.
+const inPlaceJS = `((opener, panel) => {
+  const b = document.querySelector(opener), f = document.querySelector(panel);
+  if (!b || !f) return {missing: (b ? "" : opener + " ") + (f ? "" : panel)};
+  const a = document.activeElement, ar = a.getBoundingClientRect(), br = b.getBoundingClientRect();
+  return {gap: Math.round(f.getBoundingClientRect().top - br.bottom), focused: f.contains(a),
+    focusInView: ar.top >= 0 && ar.bottom <= innerHeight, expanded: b.getAttribute("aria-expanded") || "",
+    openerTop: Math.round(br.top + scrollY), viewport: innerHeight};
+})`
+
+// OpenedInPlace fails the test unless the panel (a CSS selector) that the
+// button opener opened starts under it, at most maxGap pixels below,
+// holds the focus with the focused element in the viewport, and opener
+// says aria-expanded="true". It returns how far down the page, in
+// pixels, the opener is, and the viewport's height, for a test to check
+// that the list was long enough to tell.
+func (p *Person) OpenedInPlace(what, opener, panel string, maxGap int) (openerTop, viewport int) {
+	p.t.Helper()
+	got := Eval[struct {
+		Missing             string
+		Gap                 int
+		Focused             bool
+		FocusInView         bool
+		Expanded            string
+		OpenerTop, Viewport int
+	}](p, inPlaceJS+`(`+jsString(opener)+`, `+jsString(panel)+`)`)
+	switch {
+	case got.Missing != "":
+		p.t.Errorf("%s: %s: not on the page: %s", p.Name, what, got.Missing)
+	case got.Gap < 0 || got.Gap > maxGap || !got.Focused || !got.FocusInView || got.Expanded != "true":
+		p.Shot("not-in-place-" + what)
+		p.t.Errorf("%s: %s: the panel starts %d px under its button (at most %d), holds the focus %t, focus in view %t, aria-expanded %q",
+			p.Name, what, got.Gap, maxGap, got.Focused, got.FocusInView, got.Expanded)
+	}
+	return got.OpenerTop, got.Viewport
+}

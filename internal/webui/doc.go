@@ -3,7 +3,8 @@
 // Content-Security-Policy among them), the Host-header check that keeps a
 // DNS-rebinding site from reaching a loopback server, and the script and
 // style shared by the pages (safe DOM building, the markdown subset, the
-// schema form).
+// schema form, and the disclosure that opens a tool's form right under the
+// tool chosen, however long the list).
 //
 // The pages load nothing from anywhere else: no fonts, scripts or styles
 // from other origins, so the CSP can forbid them all.

@@ -11,6 +11,11 @@
   // brings the first tool it names into view, once: later renders, live
   // or as the person types, leave the scroll where the person put it.
   var revealMatch = true;
+  // The Try it panel opens inside the item of the tool tried, right under
+  // its button, however long the list; it moves, as it is, with its tool
+  // when the list is rebuilt (live, or as filters change). trySpots maps a
+  // listed tool's key to its button and item.
+  var tries = cvmui.disclosure(), trySpots = Object.create(null);
 
   function status(msg, kind) { var s = $("status"); s.textContent = msg; s.className = "status" + (kind ? " " + kind : ""); }
 
@@ -43,10 +48,15 @@
 
   function render(list) {
     var ol = $("servers");
+    tries.hold();
     clear(ol);
     servers = {};
+    trySpots = Object.create(null);
     list.forEach(function (s) { servers[s.pubkey] = s; ol.appendChild(serverItem(s)); });
-    status(list.length === 1 ? "1 server." : list.length + " servers.", list.length ? "good" : "");
+    var open = tries.key(), spot = (open !== null && trySpots[open]) || {};
+    var held = !tries.restore(spot.button, spot.item);
+    status((list.length === 1 ? "1 server." : list.length + " servers.") +
+      (held ? " The tool you were trying is not listed now: its Try it panel comes back with it." : ""), list.length ? "good" : "");
     var first = ol.querySelector("li.match");
     if (revealMatch && first) first.scrollIntoView({ block: "center" });
     revealMatch = false;
@@ -98,29 +108,25 @@
       el("span", { "class": "badge" }, price(t)), t.match ? el("span", { "class": "badge matches" }, "matches the filter") : null,
       t.description ? el("div", { "class": "help" }, String(t.description)) : null, schema);
     if (tryIt) {
-      var b = el("button", { type: "button", "class": "secondary", "aria-label": "Try " + String(t.name) + " of " + String(s.name || s.npub) }, "Try it");
-      b.addEventListener("click", function () { openTry(s.pubkey, t.name); });
+      var key = s.pubkey + "\n" + t.name;
+      var b = el("button", { type: "button", "class": "secondary", "aria-expanded": "false", "aria-label": "Try " + String(t.name) + " of " + String(s.name || s.npub) }, "Try it");
+      b.addEventListener("click", function () { tries.toggle(key, b, li, function () { return tryForm(s, t); }); });
       li.appendChild(b);
+      trySpots[key] = { button: b, item: li };
     }
     return li;
   }
 
-  function openTry(pubkey, name) {
-    var s = servers[pubkey];
-    var t = s && (s.tools || []).filter(function (x) { return x.name === name; })[0];
-    if (!t) return;
-    var body = $("try-body");
-    clear(body);
-    $("try").hidden = false;
-    var schema = t.inputSchema;
-    var f = cvmui.schemaForm(schema);
+  // tryForm is the Try it panel of tool t of server s: the tool's name and
+  // description are just above it, in the tool's item.
+  function tryForm(s, t) {
+    var pubkey = s.pubkey, name = t.name;
+    var f = cvmui.schemaForm(t.inputSchema);
     var out = el("div", { "class": "result", "aria-live": "polite" });
     var btn = el("button", { type: "submit" }, t.price ? "Call " + name + " (" + price(t) + ")" : "Call " + name);
     var cancel = el("button", { type: "button", "class": "secondary" }, "Close");
-    cancel.addEventListener("click", function () { $("try").hidden = true; });
-    var form = el("form", { id: "try-form", method: "post", action: "/" },
-      el("p", null, el("strong", null, String(name)), " of " + String(s.name || s.npub)),
-      t.description ? el("p", { "class": "help" }, String(t.description)) : null,
+    cancel.addEventListener("click", function () { tries.close(); });
+    var form = el("form", { id: "try-form", "class": "tool-form", method: "post", action: "/", "aria-label": "Try " + String(name) + " of " + String(s.name || s.npub) },
       t.price ? el("p", { "class": "help" }, "Priced: " + price(t) + ". You will be asked to confirm before anything is paid." + (budget ? " Budget: " + budget + "." : "")) : null,
       f.node, btn, cancel, out);
     form.addEventListener("submit", function (ev) {
@@ -130,9 +136,7 @@
       try { args = f.values(); } catch (e) { out.appendChild(el("p", { "class": "error", role: "alert" }, e.message)); return; }
       call(pubkey, name, args, null, out, btn);
     });
-    body.appendChild(form);
-    $("try-h").focus();
-    $("try").scrollIntoView();
+    return form;
   }
 
   // callSteps shows how a call goes, one line a step as the steps come,

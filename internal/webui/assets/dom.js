@@ -196,6 +196,75 @@ var cvmui = (function () {
     return box;
   }
 
+  // disclosure keeps at most one panel (a tool's form) open, inside the
+  // item whose button opened it: however long the list, the page does not
+  // jump away from where the person clicked. The panel's first field takes
+  // the focus, scrolled into view with as much of the panel as fits; the
+  // button says aria-expanded, and clicking it again closes the panel.
+  //
+  // A page that rebuilds its list calls hold() before and restore() after:
+  // the panel moves as it is (what was typed, a call under way, its
+  // result) into the rebuilt item, and the focus goes back into it if it
+  // was there and has gone nowhere else meanwhile.
+  function disclosure() {
+    var cur = null; // { key, panel, opener, focus }
+    function shut() {
+      if (!cur) return;
+      cur.panel.remove();
+      cur.opener.setAttribute("aria-expanded", "false");
+      cur = null;
+    }
+    function show(opener, place) {
+      place.appendChild(cur.panel);
+      cur.opener = opener;
+      opener.setAttribute("aria-expanded", "true");
+      for (var d = place.closest("details"); d; d = d.parentElement && d.parentElement.closest("details")) d.open = true;
+    }
+    return {
+      // toggle opens build()'s panel at the end of place (the item holding
+      // opener), after closing any other; on the open panel's own button,
+      // it only closes.
+      toggle: function (key, opener, place, build) {
+        var again = cur && cur.opener === opener && cur.panel.isConnected;
+        shut();
+        if (again) return;
+        cur = { key: key, panel: build(), opener: opener, focus: null };
+        show(opener, place);
+        cur.panel.scrollIntoView({ block: "nearest" });
+        var first = cur.panel.querySelector("input, select, textarea, button");
+        if (first) first.focus({ preventScroll: true });
+      },
+      // close closes the open panel and gives the focus back to its button.
+      close: function () {
+        var opener = cur && cur.opener;
+        shut();
+        if (opener && opener.isConnected) opener.focus();
+      },
+      // key is the open (or held) panel's key, null when none is.
+      key: function () { return cur ? cur.key : null; },
+      // hold takes the open panel out of the page, noting whether it had
+      // the focus.
+      hold: function () {
+        if (!cur || !cur.panel.isConnected) return;
+        var a = document.activeElement;
+        cur.focus = cur.panel.contains(a) ? a : null;
+        cur.panel.remove();
+      },
+      // restore puts the held panel under opener, in place; without an
+      // opener (its item is not listed now) the panel stays held, and
+      // restore reports false.
+      restore: function (opener, place) {
+        if (!cur || cur.panel.isConnected) return true;
+        if (!opener) return false;
+        show(opener, place);
+        var a = document.activeElement;
+        if (cur.focus && (!a || a === document.body)) cur.focus.focus({ preventScroll: true });
+        cur.focus = null;
+        return true;
+      }
+    };
+  }
+
   function uuid() {
     if (crypto.randomUUID) return crypto.randomUUID();
     var b = crypto.getRandomValues(new Uint8Array(16));
@@ -204,5 +273,6 @@ var cvmui = (function () {
     return h.slice(0, 8) + "-" + h.slice(8, 12) + "-" + h.slice(12, 16) + "-" + h.slice(16, 20) + "-" + h.slice(20);
   }
 
-  return { el: el, append: append, clear: clear, markdown: markdown, schemaForm: schemaForm, content: content, safeURL: safeURL, uuid: uuid };
+  return { el: el, append: append, clear: clear, markdown: markdown, schemaForm: schemaForm, content: content, safeURL: safeURL, uuid: uuid,
+    disclosure: disclosure };
 })();

@@ -16,6 +16,9 @@
   var progressOf = {};      // progress token -> pending entry
   var ready = {};           // peer id -> promise of its initialize
   var rpcSeq = 0;
+  // The one tool form open, right under the tool's button where the
+  // person clicked, however long the list; its first field focused.
+  var toolForms = cvmui.disclosure();
 
   function status(msg, kind) {
     var s = $("status");
@@ -347,26 +350,20 @@
         if (!tool || typeof tool.name !== "string") return;
         var b = el("button", { type: "button", "class": "secondary", "aria-expanded": "false", "data-tool": tool.name }, tool.name);
         var li = el("li", null, b, tool.description ? el("span", { "class": "help" }, " " + String(tool.description)) : null);
-        b.addEventListener("click", function () { toolForm(peer, tool, li, b); });
+        b.addEventListener("click", function () { toolForms.toggle(peer + "\n" + tool.name, b, li, function () { return toolForm(peer, tool); }); });
         ul.appendChild(li);
       });
       box.appendChild(ul);
     }, function (e) { msg.textContent = "Could not list the tools of " + peer + ": " + e.message; msg.className = "error"; });
   }
 
-  // toolForm opens the form of a tool right under its button (li), where
-  // the person is looking, however long the list: the first field takes
-  // the focus. The open tool's button closes it.
-  function toolForm(peer, tool, li, opener) {
-    var old = document.getElementById("tool-call");
-    if (old) old.remove();
-    if (old && opener.getAttribute("aria-expanded") === "true") { opener.setAttribute("aria-expanded", "false"); return; }
-    [].forEach.call(document.querySelectorAll('#tools .tool-list button[aria-expanded="true"]'), function (b) { b.setAttribute("aria-expanded", "false"); });
-    opener.setAttribute("aria-expanded", "true");
+  // toolForm is the form that calls a tool of peer; toolForms opens it
+  // right under the tool's button.
+  function toolForm(peer, tool) {
     var f = cvmui.schemaForm(tool.inputSchema);
     var out = el("div", { "class": "result", "aria-live": "polite" });
     var btn = el("button", { type: "submit" }, "Call " + tool.name);
-    var form = el("form", { id: "tool-call", method: "post", action: "/", "aria-label": peer + " · " + tool.name }, f.node, btn, out);
+    var form = el("form", { id: "tool-call", "class": "tool-form", method: "post", action: "/", "aria-label": peer + " · " + tool.name }, f.node, btn, out);
     form.addEventListener("submit", function (ev) {
       ev.preventDefault();
       clear(out);
@@ -387,8 +384,6 @@
         out.appendChild(el("p", { "class": "error", role: "alert" }, "Failed: " + e.message));
       }).then(function () { btn.disabled = false; });
     });
-    li.appendChild(form);
-    var first = form.querySelector("input, select, textarea, button");
-    if (first) first.focus();
+    return form;
   }
 })();
