@@ -32,16 +32,23 @@ func streamingServer(srv **contextvm.Server, stopped chan<- error) *mcp.Server {
 		if err != nil {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "no stream: " + err.Error()}}}, nil, nil
 		}
+		stop := func() (*mcp.CallToolResult, any, error) {
+			if stopped != nil {
+				stopped <- errors.New("aborted")
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "stopped"}}}, nil, nil
+		}
 		for i := range in.Chunks {
 			select {
 			case <-w.Aborted():
-				if stopped != nil {
-					stopped <- errors.New("aborted")
-				}
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "stopped"}}}, nil, nil
+				return stop()
 			case <-time.After(time.Duration(in.PauseM) * time.Millisecond):
 			}
-			if err := w.Write(ctx, fmt.Sprint("chunk ", i)); err != nil {
+			// An abort that lands between the check above and this write
+			// is seen here, as the write's error.
+			if err := w.Write(ctx, fmt.Sprint("chunk ", i)); errors.Is(err, contextvm.ErrStreamAborted) {
+				return stop()
+			} else if err != nil {
 				return nil, nil, err
 			}
 		}
