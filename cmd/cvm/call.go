@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -259,7 +258,7 @@ func toolNames(tools []*mcp.Tool) string {
 // nothing else.
 func printContent(w io.Writer, res *mcp.CallToolResult) {
 	if len(res.Content) == 0 && res.StructuredContent != nil {
-		b, _ := json.Marshal(res.StructuredContent)
+		b, _ := plainJSON(res.StructuredContent)
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}
@@ -286,7 +285,7 @@ func describeContent(c mcp.Content) string {
 			return fmt.Sprintf("[resource %s]", c.Resource.URI)
 		}
 	}
-	b, _ := json.Marshal(c)
+	b, _ := plainJSON(c)
 	return string(b)
 }
 

@@ -394,7 +394,7 @@ func (o *chatOutput) line(human string, obj map[string]any) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.json {
-		b, err := json.Marshal(obj)
+		b, err := plainJSON(obj)
 		if err == nil {
 			fmt.Fprintf(o.w, "%s\n", b)
 		}
