@@ -76,9 +76,9 @@ _meta["cvm/payments"].`,
   cvm call --schema 7c61a439f00669bd… --trust npub1… translate text=hello to=fr`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if schema != "" {
-				return cobra.MinimumNArgs(1)(cmd, args)
+				return positional(1, -1)(cmd, args)
 			}
-			return cobra.MinimumNArgs(2)(cmd, args)
+			return positional(2, -1)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pay, paid, err := a.payOptions(pf, a.askOnTerminal(pf.yes))

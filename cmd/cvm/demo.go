@@ -41,7 +41,7 @@ client pays the invoice within its budget, and a second call is refused
 because it would pass the client's daily budget. Each step is printed with
 how long it took; then everything shuts down. Nothing leaves this machine
 and nothing is written to disk.`,
-		Args: cobra.NoArgs,
+		Args: positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
 			defer cancel()

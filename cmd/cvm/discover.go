@@ -69,7 +69,7 @@ loopback host (or --allow-host) and calls only for its own pages.`,
   cvm discover --schema 7c61a439f006… --max-price 10
   cvm discover --json --watch --relay wss://relay.example.com
   cvm discover --schemas`,
-		Args: cobra.NoArgs,
+		Args: positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.runDiscover(cmd, df) },
 	}
 	addRelayFlag(cmd, &df.relays)

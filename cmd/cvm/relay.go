@@ -27,7 +27,7 @@ database (--db) or kept in memory (--memory). Ephemeral events (kinds
 When the relay is ready, one JSON line is printed on stdout:
   {"ready":true,"url":"ws://127.0.0.1:7777",...}
 Logs go to stderr. SIGINT or SIGTERM shuts it down cleanly.`,
-		Args: cobra.NoArgs,
+		Args: positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if memory && cmd.Flags().Changed("db") {
 				return fmt.Errorf("--db and --memory are exclusive: choose where events live")

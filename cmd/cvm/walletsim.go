@@ -52,7 +52,7 @@ wallet already in DIR keeps its balance, whatever --wallet says).
 --encryption nip04 (or nip44_v2) makes the service accept and announce only
 that scheme, as a legacy (or a NIP-44-only) wallet does; the default is
 both, NIP-44 first. Logs go to stderr. SIGINT or SIGTERM stops it.`,
-		Args: cobra.NoArgs,
+		Args: positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(relays) == 0 {
 				return errors.New("--relay is required: the relay the wallet service listens on")
