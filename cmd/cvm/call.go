@@ -81,6 +81,15 @@ _meta["cvm/payments"].`,
 			return positional(2, -1)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			first := 2 // SERVER TOOL
+			if schema != "" {
+				first = 1 // TOOL
+			}
+			// Checked before anything is sent: their form needs no server.
+			toolArgs, err := parseArguments(args[first:])
+			if err != nil {
+				return err
+			}
 			pay, paid, err := a.payOptions(pf, a.askOnTerminal(pf.yes))
 			if err != nil {
 				return err
@@ -88,9 +97,9 @@ _meta["cvm/payments"].`,
 			defer paid.Close()
 			cf.pay = pay
 			if schema != "" {
-				return a.callSchema(cmd.Context(), cf, tf, strings.ToLower(schema), args[0], args[1:])
+				return a.callSchema(cmd.Context(), cf, tf, strings.ToLower(schema), args[0], toolArgs)
 			}
-			return a.call(cmd.Context(), cf, args[0], args[1], args[2:], stream, paid)
+			return a.call(cmd.Context(), cf, args[0], args[1], toolArgs, stream, paid)
 		},
 	}
 	a.addClientFlags(cmd, &cf, 30*time.Second)
@@ -102,8 +111,8 @@ _meta["cvm/payments"].`,
 	return cmd
 }
 
-// call calls tool name on server with args given as JSON or key=value.
-func (a *app) call(ctx context.Context, cf clientFlags, server, name string, args []string, stream bool, paid *payLog) error {
+// call calls tool name on server with args, typed by the tool's schema.
+func (a *app) call(ctx context.Context, cf clientFlags, server, name string, args callArguments, stream bool, paid *payLog) error {
 	cs, err := a.dial(ctx, cf, server, dialOptions{client: &mcp.ClientOptions{ProgressNotificationHandler: a.printProgress}, stream: stream})
 	if err != nil {
 		return err
@@ -122,7 +131,7 @@ func (a *app) call(ctx context.Context, cf clientFlags, server, name string, arg
 	if tool == nil {
 		return remote(fmt.Errorf("the server has no tool %q; it has: %s (see: cvm tools %s)", name, toolNames(tools), server))
 	}
-	arguments, err := toolArguments(args, tool.InputSchema)
+	arguments, err := args.typed(tool.InputSchema)
 	if err != nil {
 		return fmt.Errorf("%w (see: cvm tools %s --json)", err, server)
 	}

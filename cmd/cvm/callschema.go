@@ -18,7 +18,7 @@ import (
 
 // callSchema is cvm call --schema: the tool of a common schema, on the best
 // provider, failing over to the next.
-func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, hash, name string, rawArgs []string) error {
+func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, hash, name string, args callArguments) error {
 	enc, err := contextvm.ParseEncryptionMode(cf.encryption)
 	if err != nil {
 		return fmt.Errorf("--encryption: %w", err)
@@ -68,7 +68,7 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, has
 	if err := json.Unmarshal(tool.InputSchema, &inputSchema); err != nil {
 		return remote(fmt.Errorf("the announced input schema of %s: %w", name, err))
 	}
-	arguments, err := toolArguments(rawArgs, inputSchema)
+	arguments, err := args.typed(inputSchema)
 	if err != nil {
 		return fmt.Errorf("%w (see: cvm discover --schema %s --json)", err, hash)
 	}
