@@ -49,7 +49,8 @@ Progress goes to stderr. Exit status 1 when the tool reports an error
 
 With --schema HASH and no SERVER, the tool is called on a server chosen
 among those that announce a verified implementation of that common schema
-(see cvm discover). An announcement is no reason to trust a server with
+(see cvm discover; the start of a hash will do when only one announced
+hash starts with it). An announcement is no reason to trust a server with
 your arguments: by default only servers you trust are called (--trust NPUB,
 repeatable, or the [trust] table of config.toml); --trust-policy
 trusted-first calls them first and others after, any ranks all alike.
@@ -90,6 +91,13 @@ _meta["cvm/payments"].`,
 			if err != nil {
 				return err
 			}
+			var prefix string
+			var whole bool
+			if schema != "" {
+				if prefix, whole, err = schemaArg(schema); err != nil {
+					return err
+				}
+			}
 			pay, paid, err := a.payOptions(pf, a.askOnTerminal(pf.yes))
 			if err != nil {
 				return err
@@ -97,7 +105,7 @@ _meta["cvm/payments"].`,
 			defer paid.Close()
 			cf.pay = pay
 			if schema != "" {
-				return a.callSchema(cmd.Context(), cf, tf, strings.ToLower(schema), args[0], toolArgs)
+				return a.callSchema(cmd.Context(), cf, tf, prefix, whole, args[0], toolArgs)
 			}
 			return a.call(cmd.Context(), cf, args[0], args[1], toolArgs, stream, paid)
 		},
@@ -105,7 +113,7 @@ _meta["cvm/payments"].`,
 	a.addClientFlags(cmd, &cf, 30*time.Second)
 	addModeFlags(cmd, &cf, true)
 	cmd.Flags().BoolVar(&stream, "stream", false, "read the tool's open stream (CEP-41) and write its chunks to stdout as they arrive")
-	cmd.Flags().StringVar(&schema, "schema", "", "call the tool of this common schema hash on the best server that announces it")
+	cmd.Flags().StringVar(&schema, "schema", "", "call the tool of this common schema hash (or a unique start of it) on the best server that announces it")
 	addTrustFlags(cmd, &tf)
 	a.addPayFlags(cmd, &pf, true)
 	return cmd
