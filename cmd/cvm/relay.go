@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -54,6 +55,9 @@ Logs go to stderr. SIGINT or SIGTERM shuts it down cleanly.`,
 				TrustForwardedFor: trustXFF,
 				Logger:            a.log,
 			})
+			if errors.Is(err, relay.ErrDatabaseLocked) {
+				return fmt.Errorf("another cvm relay already runs on %s; stop it, or give this one another --db, or --memory", path)
+			}
 			if err != nil {
 				return err
 			}
