@@ -50,7 +50,9 @@ and nothing is written to disk.`,
 				s := demoStep{name, detail, float64(time.Since(start).Microseconds()) / 1000}
 				steps = append(steps, s)
 				if !a.jsonOut {
-					fmt.Fprintf(a.stdout, "  %2d. %-9s %-62s %8.1f ms\n", len(steps), s.Step, s.Detail, s.Ms)
+					// The latency before the detail: a column after text of
+					// any length cannot stay in line.
+					fmt.Fprintf(a.stdout, "  %2d. %-9s %8.1f ms  %s\n", len(steps), s.Step, s.Ms, s.Detail)
 				}
 			}
 			if !a.jsonOut {
