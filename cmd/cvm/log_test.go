@@ -7,9 +7,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/cvmgo/cvm/relay"
-	"github.com/cvmgo/cvm/relay/relaytest"
 )
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -20,18 +17,12 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 // reaches the gateway; a paid call says what it paid, once; a gateway
 // (announcing) stopped with SIGTERM warns of nothing.
 func TestLogs_DefaultLevelSaysWhatAPersonNeeds(t *testing.T) {
-	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	c := newCLI(t)
-	_, sim := startWalletSim(t, c, "--relay", r.URL, "--wallet", "srv=0", "--wallet", "alice=100")
-	dir := t.TempDir()
-	srvWallet := writeSecret(t, dir, "srv.wallet", sim.Wallets["srv"])
-	aliceWallet := writeSecret(t, dir, "alice.wallet", sim.Wallets["alice"])
-	gw := startCVM(t, c, "gateway", "--relay", r.URL, "--announce", "--price", "tool:add=10", "--wallet-file", srvWallet, "--", demoServerBinary)
-	var ready gatewayReady
-	gw.readyLine(t, &ready)
+	w := newSimWorld(t, c, "--announce")
+	gw, ready := w.gateway, w.ready
 	gw.stderr.Await(t, 20*time.Second, "msg=announced")
 
-	call := []string{"call", ready.Npub, "add", "a=1", "b=2", "--relay", r.URL, "--wallet-file", aliceWallet, "--yes"}
+	call := []string{"call", ready.Npub, "add", "a=1", "b=2", "--relay", w.relay, "--wallet-file", w.alice, "--yes"}
 	code, _, errOut := c.run(append(call, "--max-sats", "5")...)
 	if want := "cvm: the call costs 10 sats, more than --max-sats; raise --max-sats to pay it\n"; code != exitLocal || !strings.HasSuffix(errOut, want) || strings.Contains(errOut, "level=") {
 		t.Errorf("refused call: code %d, stderr:\n%s\nwant no log line, and %q", code, errOut, want)
