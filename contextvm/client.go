@@ -477,7 +477,12 @@ func (c *clientConn) writeNotification(ctx context.Context, m *jsonrpc.Request) 
 	}
 	if _, err := c.send(ctx, c.server, content, nostr.Tags{{"p", c.server.Hex()}}, c.wrapKind()); err != nil {
 		// A lost notification must not end the session; say so and go on.
-		c.log.Warn("notification not delivered", "method", m.Method, "err", err)
+		// One that Close cut short was given up by the caller: no news.
+		level := slog.LevelWarn
+		if ctx.Err() != nil && c.life.stopping() {
+			level = slog.LevelDebug
+		}
+		c.log.Log(ctx, level, "notification not delivered", "method", m.Method, "err", err)
 	}
 	return nil
 }

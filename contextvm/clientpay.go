@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -297,7 +298,14 @@ func (c *clientConn) pay(ctx context.Context, p *pendingRequest, offer PaymentOf
 		return payments.Receipt{}, c.declined(p, offer, DeclinedWallet, err)
 	}
 	p.paidFor.Store(true)
-	c.log.Info("paid", "server", offer.Server, "capability", offer.Capability, "amount", offer.Amount, "unit", offer.Unit, "pmi", offer.PMI)
+	// A caller that takes reports tells of the payment itself (cvm prints
+	// "paid N sats to …"): the log says it again only at debug. The
+	// logger names the server.
+	level := slog.LevelInfo
+	if po.Report != nil {
+		level = slog.LevelDebug
+	}
+	c.log.Log(ctx, level, "paid", "capability", offer.Capability, "amount", offer.Amount, "unit", offer.Unit, "pmi", offer.PMI)
 	c.report(PaymentReport{PaymentOffer: offer, Paid: true, Receipt: receipt})
 	c.restart(p)
 	return receipt, nil
@@ -323,13 +331,23 @@ func budgetReason(err error) string {
 func (c *clientConn) declined(p *pendingRequest, offer PaymentOffer, reason string, err error) error {
 	c.report(PaymentReport{PaymentOffer: offer, Err: err})
 	if c.pending.remove(p) {
+		// Withdrawn first: the caller, told next, may close the connection
+		// at once, and Close waits for a withdrawal under way.
+		c.withdraw(p, reason)
 		data, _ := json.Marshal(DeclinedData{Reason: reason, Amount: offer.Amount, Unit: offer.Unit, PMI: offer.PMI, Server: offer.Server})
 		c.deliver(&jsonrpc.Response{ID: p.req.ID, Error: &jsonrpc.Error{Code: CodePaymentDeclined,
 			Message: fmt.Sprintf("contextvm: %s costs %d %s and was not paid: %v", offer.what(), offer.Amount, offer.Unit, err), Data: data}})
-		c.withdraw(p, reason)
 	}
 	return err
 }
+
+// withdrawWait bounds the sending of a withdrawal. It is sent even when the
+// connection closes meanwhile, as a one-shot command's does as soon as its
+// call is refused: Close waits for it this long rather than cancel it,
+// since a server not told would wait for the payment until the payment
+// request expires. A relay's OK takes milliseconds; a relay that does not
+// answer must not hold the command for long.
+const withdrawWait = 2 * time.Second
 
 // withdraw cancels p on the server (notifications/cancelled), which would
 // otherwise wait for its payment until the payment request expires (5
@@ -340,7 +358,11 @@ func (c *clientConn) withdraw(p *pendingRequest, reason string) {
 		return
 	}
 	n := mcpmsg.Cancelled(p.wire.ID, "payment declined: "+reason)
-	c.life.Go(func(ctx context.Context) { c.writeNotification(ctx, n) })
+	c.life.Go(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawWait)
+		defer cancel()
+		c.writeNotification(ctx, n)
+	})
 }
 
 func (o PaymentOffer) what() string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -424,31 +425,47 @@ func (p watchedProcessor) Verify(ctx context.Context, c payments.Charge, req pay
 
 // A client that declines to pay cancels the request, and the server stops
 // waiting for its payment at once instead of until the payment request
-// expires (here a minute); nothing runs, nothing is charged.
+// expires (here a minute); nothing runs, nothing is charged. So does a
+// client closed as soon as its call is declined, as a one-shot command is:
+// Close waits for the withdrawal instead of cutting it short, and there is
+// nothing to warn of.
 func TestPayTransparent_DeclinedRequestIsWithdrawnAtOnce(t *testing.T) {
-	f := newPayFixture(t, 100)
-	opts := f.serverOptions(time.Minute)
-	proc := watchedProcessor{opts.Payments.Processors[0].(*payments.FakeProcessor), make(chan error, 4)}
-	opts.Payments.Processors[0] = proc
-	srv := serve(t, opts, counterServer(&f.calls))
-	cs := f.client(t, srv, &contextvm.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
-		Budget: &payments.Budget{PerCall: 9}})
-	if _, err := call(cs, "count", nil); rpcCode(err) != contextvm.CodePaymentDeclined {
-		t.Fatalf("call over the cap: %v", err)
-	}
-	// The long wait, then the final look (about finalCheck).
-	for i := range 2 {
-		select {
-		case err := <-proc.ended:
-			if err == nil {
-				t.Fatalf("verification %d succeeded", i)
+	for _, closed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "open", true: "closed at once"}[closed], func(t *testing.T) {
+			f := newPayFixture(t, 100)
+			opts := f.serverOptions(time.Minute)
+			proc := watchedProcessor{opts.Payments.Processors[0].(*payments.FakeProcessor), make(chan error, 4)}
+			opts.Payments.Processors[0] = proc
+			srv := serve(t, opts, counterServer(&f.calls))
+			var logs logBuffer
+			cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL},
+				Encryption: contextvm.EncryptDisabled, RequestTimeout: 20 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+				Pay: &contextvm.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+					Budget: &payments.Budget{PerCall: 9}}})
+			if _, err := call(cs, "count", nil); rpcCode(err) != contextvm.CodePaymentDeclined {
+				t.Fatalf("call over the cap: %v", err)
 			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("the server still waits for the payment of a declined request (verification %d)", i)
-		}
-	}
-	if a, s := f.balances(t); a != 100 || s != 0 || f.calls.Load() != 0 {
-		t.Fatalf("alice %d, srv %d, %d calls ran", a, s, f.calls.Load())
+			if closed {
+				cs.Close()
+			}
+			// The long wait, then the final look (about finalCheck).
+			for i := range 2 {
+				select {
+				case err := <-proc.ended:
+					if err == nil {
+						t.Fatalf("verification %d succeeded", i)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("the server still waits for the payment of a declined request (verification %d)", i)
+				}
+			}
+			if a, s := f.balances(t); a != 100 || s != 0 || f.calls.Load() != 0 {
+				t.Fatalf("alice %d, srv %d, %d calls ran", a, s, f.calls.Load())
+			}
+			if strings.Contains(logs.String(), "level=WARN") {
+				t.Errorf("the client warns: %s", logs.String())
+			}
+		})
 	}
 }
 

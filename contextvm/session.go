@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/internal/mcpmsg"
+	"github.com/cvmgo/cvm/nostrx"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -737,7 +739,24 @@ func (c *ServerConn) sendResponse(ctx context.Context, r *route, resp *jsonrpc.R
 		}
 	}
 	if err != nil {
-		c.srv.log.Warn("response not delivered", "session", c.id, "method", r.method, "err", err)
+		level := slog.LevelWarn
+		if errors.Is(err, nostrx.ErrUnheard) && c.aborting() {
+			// What abort answers as the session closes, to a client that
+			// has gone (a one-shot command, one that gave up): no news.
+			level = slog.LevelDebug
+		}
+		c.srv.log.Log(ctx, level, "response not delivered", "session", c.id, "method", r.method, "err", err)
+	}
+}
+
+// aborting reports whether abort has begun: what is answered now is the
+// session's closing answer to requests in flight.
+func (c *ServerConn) aborting() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -660,5 +661,38 @@ func TestStatelessConnectionUnderAnExistingSessionHearsTheServer(t *testing.T) {
 	callEcho(t, cs, "second")
 	if sup := tr.ServerSupport(); !sup.Known || !sup.OversizedTransfer {
 		t.Fatalf("the second connection knows of the server: %+v; want its discovery tags heard", sup)
+	}
+}
+
+// A server closing answers what is in flight; a client that has gone
+// meanwhile cannot hear it, and that is no news: nothing is logged at the
+// default level.
+func TestServerClose_ClientGoneIsNoNews(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	s := testServer()
+	mcp.AddTool(s, &mcp.Tool{Name: "hang"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		close(started)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	var logs logBuffer
+	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, s)
+	peer := newRawPeer(t, r.URL)
+	peer.initialize(srv.PublicKey())
+	peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hang","arguments":{}}}`))
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not start")
+	}
+	peer.sub.Close() // gone: nobody listens for the answer
+	srv.Close()
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("the server warns:\n%s", logs.String())
 	}
 }

@@ -14,7 +14,9 @@
 // [Fetch] fills a catalog from relays, asking them to filter where the
 // protocol lets them (#i for a schema hash, #t for a category) and filtering
 // the rest itself; [Watch] keeps one current. [Catalog.Servers] lists what
-// matches a [Filter].
+// matches a [Filter]. [Catalog.Schemas] lists the common schemas claimed
+// (schemas.go), and [Catalog.ResolveSchema] finds the one whose hash
+// starts with what a person typed.
 //
 // For a common schema, [Catalog.Providers] lists the verified
 // implementations in the order [Choose] prefers them (cheapest, then

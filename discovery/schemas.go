@@ -3,8 +3,10 @@ package discovery
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/commonschema"
@@ -85,4 +87,44 @@ func (c *Catalog) Schemas() []Schema {
 		return cmp.Or(cmp.Compare(b.Verified, a.Verified), cmp.Compare(b.Claimed, a.Claimed), cmp.Compare(a.Hash, b.Hash))
 	})
 	return out
+}
+
+// ErrNoSchema is returned by ResolveSchema when no schema hash the catalog
+// knows starts with the prefix.
+var ErrNoSchema = errors.New("no common schema hash starts with that prefix")
+
+// AmbiguousSchemaError is returned by ResolveSchema when several schema
+// hashes start with the prefix: Candidates are their schemas.
+type AmbiguousSchemaError struct {
+	Prefix     string
+	Candidates []Schema
+}
+
+func (e *AmbiguousSchemaError) Error() string {
+	names := make([]string, len(e.Candidates))
+	for i, sc := range e.Candidates {
+		names[i] = fmt.Sprintf("%s (%s, verified by %d of %d servers)", sc.Hash, sc.Tool, sc.Verified, sc.Claimed)
+	}
+	return fmt.Sprintf("%d common schema hashes start with %s: %s", len(e.Candidates), e.Prefix, strings.Join(names, "; "))
+}
+
+// ResolveSchema returns the one schema hash claimed in the catalog that
+// starts with prefix (lower-case hex; a whole hash is a prefix of itself),
+// so that people can give the short hashes they are shown. It fails with
+// ErrNoSchema when none does, and with an *AmbiguousSchemaError naming
+// them all when several do.
+func (c *Catalog) ResolveSchema(prefix string) (string, error) {
+	var found []Schema
+	for _, sc := range c.Schemas() {
+		if strings.HasPrefix(sc.Hash, prefix) {
+			found = append(found, sc)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("discovery: %w: %s", ErrNoSchema, prefix)
+	case 1:
+		return found[0].Hash, nil
+	}
+	return "", &AmbiguousSchemaError{Prefix: prefix, Candidates: found}
 }

@@ -24,7 +24,8 @@ func KeepAnnounced(ctx context.Context, up Upstream, srv *contextvm.Server, log 
 	backoff := firstRetry
 	for ctx.Err() == nil {
 		start := time.Now()
-		if err := announceSession(ctx, up, srv); err != nil {
+		if err := announceSession(ctx, up, srv); err != nil && ctx.Err() == nil {
+			// Ended by ctx, it did not fail: the gateway is stopping.
 			log.Warn("announcements: upstream session failed", "err", err, "retry_in", backoff)
 		}
 		if time.Since(start) > healthy {

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
@@ -18,7 +19,12 @@ import (
 	"fiatjaf.com/nostr/eventstore/slicestore"
 	"fiatjaf.com/nostr/khatru"
 	"fiatjaf.com/nostr/nip11"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
+
+// ErrDatabaseLocked is returned by New and Start when another process has
+// the database at Options.DBPath open: bbolt's file lock keeps it to one.
+var ErrDatabaseLocked = errors.New("relay: the database is in use by another process")
 
 // Options configure a Relay. The zero value is a usable in-memory relay.
 type Options struct {
@@ -157,6 +163,10 @@ func openStore(path string) (eventstore.Store, error) {
 	}
 	s := &boltdb.BoltBackend{Path: path}
 	if err := s.Init(); err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			// The backend waits 2 s for the lock, then gives up.
+			return nil, fmt.Errorf("%w: %s", ErrDatabaseLocked, path)
+		}
 		return nil, fmt.Errorf("relay: open database %s: %w", path, err)
 	}
 	return s, nil

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -417,6 +418,14 @@ func TestRelay_PersistsAcrossRestart(t *testing.T) {
 	got := dial(t, s2.URL).query("again", nostr.Filter{Authors: []nostr.PubKey{id.pk}})
 	if !slices.Equal(ids(got), ids([]nostr.Event{profile, note})) && !slices.Equal(ids(got), ids([]nostr.Event{note, profile})) {
 		t.Fatalf("after restart got %v, want both events", ids(got))
+	}
+}
+
+func TestRelay_DatabaseInUseIsSaid(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "relay.db")
+	relaytest.Start(t, relay.Options{DBPath: db})
+	if _, err := relay.Start("127.0.0.1:0", relay.Options{DBPath: db}); !errors.Is(err, relay.ErrDatabaseLocked) || !strings.Contains(err.Error(), db) {
+		t.Fatalf("a second relay on %s: %v; want ErrDatabaseLocked naming it", db, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -164,10 +165,23 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 
 // printJSON writes v as one line of JSON on stdout.
 func (a *app) printJSON(v any) error {
-	b, err := json.Marshal(v)
+	b, err := plainJSON(v)
 	if err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(a.stdout, "%s\n", b)
 	return err
+}
+
+// plainJSON is json.Marshal without its HTML escaping: what cvm prints is
+// read by people and programs, not put in web pages, and a URI printed
+// with & as \u0026 is broken when a person copies it.
+func plainJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

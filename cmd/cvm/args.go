@@ -10,35 +10,58 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
-// toolArguments reads the arguments of `cvm call`: one JSON object, or
-// key=value pairs whose values are typed by the tool's input schema (a
+// callArguments are the arguments of `cvm call` as given: one JSON object,
+// or key=value pairs whose values are typed by the tool's input schema (a
 // string stays a string, "3" becomes a number where the schema wants one,
-// arrays and objects are given as JSON).
-func toolArguments(args []string, inputSchema any) (map[string]any, error) {
-	out := map[string]any{}
-	if len(args) == 0 {
-		return out, nil
-	}
+// arrays and objects are given as JSON). Reading them needs nothing from
+// the server, so that a mistake in their form is reported before anything
+// is sent; typing them needs the schema, and comes after.
+type callArguments struct {
+	object map[string]any // the JSON object form
+	pairs  []argPair      // the key=value form, in order
+}
+
+type argPair struct{ key, value string }
+
+// parseArguments reads the arguments' form.
+func parseArguments(args []string) (callArguments, error) {
 	if len(args) == 1 && strings.HasPrefix(strings.TrimSpace(args[0]), "{") {
+		var out map[string]any
 		if err := json.Unmarshal([]byte(args[0]), &out); err != nil {
-			return nil, fmt.Errorf("arguments are not a JSON object: %w", err)
+			return callArguments{}, fmt.Errorf("arguments are not a JSON object: %w (quote the object: '{\"key\":\"value\"}')", err)
 		}
-		return out, nil
+		return callArguments{object: out}, nil
 	}
-	props := schemaProperties(inputSchema)
+	var c callArguments
+	seen := map[string]bool{}
 	for _, arg := range args {
 		key, value, ok := strings.Cut(arg, "=")
 		if !ok || key == "" {
-			return nil, fmt.Errorf("argument %q: want key=value, or a single JSON object", arg)
+			return callArguments{}, fmt.Errorf("argument %q: want key=value, or a single JSON object", arg)
 		}
-		if _, dup := out[key]; dup {
-			return nil, fmt.Errorf("argument %q given twice", key)
+		if seen[key] {
+			return callArguments{}, fmt.Errorf("argument %q given twice", key)
 		}
-		v, err := typedValue(value, schemaTypes(props[key]))
+		seen[key] = true
+		c.pairs = append(c.pairs, argPair{key, value})
+	}
+	return c, nil
+}
+
+// typed returns the arguments as the tool gets them, key=value values
+// typed by its input schema.
+func (c callArguments) typed(inputSchema any) (map[string]any, error) {
+	if c.object != nil {
+		return c.object, nil
+	}
+	out := make(map[string]any, len(c.pairs))
+	props := schemaProperties(inputSchema)
+	for _, p := range c.pairs {
+		v, err := typedValue(p.value, schemaTypes(props[p.key]))
 		if err != nil {
-			return nil, fmt.Errorf("argument %s: %w", key, err)
+			return nil, fmt.Errorf("argument %s: %w", p.key, err)
 		}
-		out[key] = v
+		out[p.key] = v
 	}
 	return out, nil
 }

@@ -214,6 +214,20 @@ func TestRelayCommand_ListenInUse(t *testing.T) {
 	}
 }
 
+// A second relay on the same database says that one runs there, and what
+// to do, as a second gateway with the same key does.
+func TestRelayCommand_OneProcessPerDatabase(t *testing.T) {
+	c := newCLI(t)
+	p := startCVM(t, c, "relay", "--listen", "127.0.0.1:0")
+	var ready relayReady
+	p.readyLine(t, &ready)
+	code, out, errOut := c.run("relay", "--listen", "127.0.0.1:0")
+	want := "cvm: another cvm relay already runs on " + ready.DB + "; stop it, or give this one another --db, or --memory\n"
+	if code != exitLocal || out != "" || errOut != want {
+		t.Fatalf("code %d, stdout %q, stderr %q; want 2 and %q", code, out, errOut, want)
+	}
+}
+
 // publishAndQuery stores one event through url and reads it back.
 func publishAndQuery(t *testing.T, url string) nostr.Event {
 	t.Helper()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -50,7 +49,8 @@ Progress goes to stderr. Exit status 1 when the tool reports an error
 
 With --schema HASH and no SERVER, the tool is called on a server chosen
 among those that announce a verified implementation of that common schema
-(see cvm discover). An announcement is no reason to trust a server with
+(see cvm discover; the start of a hash will do when only one announced
+hash starts with it). An announcement is no reason to trust a server with
 your arguments: by default only servers you trust are called (--trust NPUB,
 repeatable, or the [trust] table of config.toml); --trust-policy
 trusted-first calls them first and others after, any ranks all alike.
@@ -77,11 +77,27 @@ _meta["cvm/payments"].`,
   cvm call --schema 7c61a439f00669bd… --trust npub1… translate text=hello to=fr`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if schema != "" {
-				return cobra.MinimumNArgs(1)(cmd, args)
+				return positional(1, -1)(cmd, args)
 			}
-			return cobra.MinimumNArgs(2)(cmd, args)
+			return positional(2, -1)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			first := 2 // SERVER TOOL
+			if schema != "" {
+				first = 1 // TOOL
+			}
+			// Checked before anything is sent: their form needs no server.
+			toolArgs, err := parseArguments(args[first:])
+			if err != nil {
+				return err
+			}
+			var prefix string
+			var whole bool
+			if schema != "" {
+				if prefix, whole, err = schemaArg(schema); err != nil {
+					return err
+				}
+			}
 			pay, paid, err := a.payOptions(pf, a.askOnTerminal(pf.yes))
 			if err != nil {
 				return err
@@ -89,22 +105,22 @@ _meta["cvm/payments"].`,
 			defer paid.Close()
 			cf.pay = pay
 			if schema != "" {
-				return a.callSchema(cmd.Context(), cf, tf, strings.ToLower(schema), args[0], args[1:])
+				return a.callSchema(cmd.Context(), cf, tf, prefix, whole, args[0], toolArgs)
 			}
-			return a.call(cmd.Context(), cf, args[0], args[1], args[2:], stream, paid)
+			return a.call(cmd.Context(), cf, args[0], args[1], toolArgs, stream, paid)
 		},
 	}
 	a.addClientFlags(cmd, &cf, 30*time.Second)
 	addModeFlags(cmd, &cf, true)
 	cmd.Flags().BoolVar(&stream, "stream", false, "read the tool's open stream (CEP-41) and write its chunks to stdout as they arrive")
-	cmd.Flags().StringVar(&schema, "schema", "", "call the tool of this common schema hash on the best server that announces it")
+	cmd.Flags().StringVar(&schema, "schema", "", "call the tool of this common schema hash (or a unique start of it) on the best server that announces it")
 	addTrustFlags(cmd, &tf)
 	a.addPayFlags(cmd, &pf, true)
 	return cmd
 }
 
-// call calls tool name on server with args given as JSON or key=value.
-func (a *app) call(ctx context.Context, cf clientFlags, server, name string, args []string, stream bool, paid *payLog) error {
+// call calls tool name on server with args, typed by the tool's schema.
+func (a *app) call(ctx context.Context, cf clientFlags, server, name string, args callArguments, stream bool, paid *payLog) error {
 	cs, err := a.dial(ctx, cf, server, dialOptions{client: &mcp.ClientOptions{ProgressNotificationHandler: a.printProgress}, stream: stream})
 	if err != nil {
 		return err
@@ -123,7 +139,7 @@ func (a *app) call(ctx context.Context, cf clientFlags, server, name string, arg
 	if tool == nil {
 		return remote(fmt.Errorf("the server has no tool %q; it has: %s (see: cvm tools %s)", name, toolNames(tools), server))
 	}
-	arguments, err := toolArguments(args, tool.InputSchema)
+	arguments, err := args.typed(tool.InputSchema)
 	if err != nil {
 		return fmt.Errorf("%w (see: cvm tools %s --json)", err, server)
 	}
@@ -259,7 +275,7 @@ func toolNames(tools []*mcp.Tool) string {
 // nothing else.
 func printContent(w io.Writer, res *mcp.CallToolResult) {
 	if len(res.Content) == 0 && res.StructuredContent != nil {
-		b, _ := json.Marshal(res.StructuredContent)
+		b, _ := plainJSON(res.StructuredContent)
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}
@@ -286,7 +302,7 @@ func describeContent(c mcp.Content) string {
 			return fmt.Sprintf("[resource %s]", c.Resource.URI)
 		}
 	}
-	b, _ := json.Marshal(c)
+	b, _ := plainJSON(c)
 	return string(b)
 }
 

@@ -16,9 +16,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// callSchema is cvm call --schema: the tool of a common schema, on the best
-// provider, failing over to the next.
-func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, hash, name string, rawArgs []string) error {
+// callSchema is cvm call --schema: the tool of a common schema, given by
+// its hash or the start of it (whole says which), on the best provider,
+// failing over to the next.
+func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, prefix string, whole bool, name string, args callArguments) error {
 	enc, err := contextvm.ParseEncryptionMode(cf.encryption)
 	if err != nil {
 		return fmt.Errorf("--encryption: %w", err)
@@ -35,11 +36,17 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, has
 	defer pool.Close()
 
 	wait := relayWaitFor(cf.timeout)
-	stop := a.spinner("looking for servers implementing " + shorten(hash, 12))
+	stop := a.spinner("looking for servers implementing " + shorten(prefix, 12))
 	qctx, cancel := context.WithTimeout(ctx, wait)
-	catalog, err := discovery.Fetch(qctx, pool, discovery.Filter{SchemaHash: hash})
+	catalog, hash, err := fetchForSchema(qctx, pool, discovery.Filter{}, prefix, whole)
 	cancel()
 	stop()
+	if perr := (*schemaPrefixError)(nil); errors.As(err, &perr) {
+		if perr.ambiguous() {
+			return perr
+		}
+		return remote(perr)
+	}
 	if err != nil {
 		return noRelay(cf.relays, wait, err)
 	}
@@ -68,7 +75,7 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, has
 	if err := json.Unmarshal(tool.InputSchema, &inputSchema); err != nil {
 		return remote(fmt.Errorf("the announced input schema of %s: %w", name, err))
 	}
-	arguments, err := toolArguments(rawArgs, inputSchema)
+	arguments, err := args.typed(inputSchema)
 	if err != nil {
 		return fmt.Errorf("%w (see: cvm discover --schema %s --json)", err, hash)
 	}

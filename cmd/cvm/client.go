@@ -128,8 +128,10 @@ type target struct {
 // locate resolves SERVER and finds its relays (CEP-17): a --relay given on
 // the command line is used as it is; else an nprofile's hints; else the
 // server's relay list, cached or looked up on the discovery relays; else
-// the configured relays. Where they came from is said on stderr, unless
-// the user named them.
+// the configured relays. Where they came from is said on stderr when it
+// is not the person's own words: not of relays given with --relay, nor of
+// the configured ones when the server has no relay list (at debug only;
+// a failure names the relays it tried).
 func (a *app) locate(ctx context.Context, cf clientFlags, serverArg string) (target, error) {
 	server, err := a.resolveServer(serverArg)
 	if err != nil {

@@ -194,3 +194,28 @@ func nprofileOf(t *testing.T, pk nostr.PubKey, relayURL string) string {
 	t.Helper()
 	return nip19.EncodeNprofile(pk, []string{relayURL})
 }
+
+// TestCall_ArgumentFormCheckedBeforeSending: arguments whose form is wrong
+// (JSON that does not parse, a word that is no key=value, a key twice) are
+// refused before any relay is dialed: the relay here is not even there,
+// and the answer is about the arguments, not the relay.
+func TestCall_ArgumentFormCheckedBeforeSending(t *testing.T) {
+	c := newCLI(t)
+	nobody := nostrx.EncodeNpub(nostr.Generate().Public())
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{nobody, "add", "{bad"}, "arguments are not a JSON object"},
+		{[]string{nobody, "add", `{"a":1}`, "b=2"}, `argument "{\"a\":1}": want key=value, or a single JSON object`},
+		{[]string{nobody, "add", "a"}, `argument "a": want key=value`},
+		{[]string{nobody, "add", "=1"}, `argument "=1": want key=value`},
+		{[]string{nobody, "add", "a=1", "a=2"}, `argument "a" given twice`},
+		{[]string{"--schema", strings.Repeat("ab", 32), "add", "{bad"}, "arguments are not a JSON object"},
+	} {
+		code, out, errOut := c.run(append(append([]string{"call"}, tc.args...), "--relay", "ws://127.0.0.1:1", "--timeout", "30s")...)
+		if code != exitLocal || out != "" || !strings.Contains(errOut, tc.want) || strings.Contains(errOut, "relay") {
+			t.Errorf("%q: code %d, stderr %q; want 2 and %q, before any relay", tc.args, code, errOut, tc.want)
+		}
+	}
+}

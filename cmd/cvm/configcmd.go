@@ -19,7 +19,7 @@ func (a *app) configCommand() *cobra.Command {
 		Long: `Show every setting cvm reads from config.toml, CVM_* environment variables
 and defaults, with the layer that won. A setting named relay.listen is the
 "listen" key of the [relay] table and the CVM_RELAY_LISTEN variable.`,
-		Args: cobra.NoArgs,
+		Args: positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			settings, err := a.allSettings(cmd.Root())
 			if err != nil {

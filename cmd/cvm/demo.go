@@ -41,7 +41,7 @@ client pays the invoice within its budget, and a second call is refused
 because it would pass the client's daily budget. Each step is printed with
 how long it took; then everything shuts down. Nothing leaves this machine
 and nothing is written to disk.`,
-		Args: cobra.NoArgs,
+		Args: positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
 			defer cancel()
@@ -50,7 +50,9 @@ and nothing is written to disk.`,
 				s := demoStep{name, detail, float64(time.Since(start).Microseconds()) / 1000}
 				steps = append(steps, s)
 				if !a.jsonOut {
-					fmt.Fprintf(a.stdout, "  %2d. %-9s %-62s %8.1f ms\n", len(steps), s.Step, s.Detail, s.Ms)
+					// The latency before the detail: a column after text of
+					// any length cannot stay in line.
+					fmt.Fprintf(a.stdout, "  %2d. %-9s %8.1f ms  %s\n", len(steps), s.Step, s.Ms, s.Detail)
 				}
 			}
 			if !a.jsonOut {

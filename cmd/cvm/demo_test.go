@@ -2,11 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestDemo(t *testing.T) {
@@ -15,20 +18,41 @@ func TestDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("demo: code %d, stderr %s", code, errOut)
 	}
-	for _, want := range []string{"1. relay", "2. gateway", "encryption required", "3. connect", "cvm-demo 1.0.0, MCP 2025-11-25",
-		"4. tools", "add, caller, count, echo, time, word_count", `5. call      add {"a":2,"b":3} → {"sum":5}`,
-		"6. price     word_count costs 21 sats (its cap tag); client budget 30 sats a day",
-		"7. invoice   payment_required: 21 sats, lnbcrt210n1",
-		`8. pay       paid, payment_accepted; word_count → {"characters":23,"lines":1,"words":5}`,
-		"9. balances  client 100 → 79 sats, server 0 → 21 sats (simulated wallets)",
-		"10. refused   word_count again: over the 30-sat daily budget (-32017 over-daily), unpaid",
-		"11. shutdown", "cvm gateway --price tool:NAME=SATS --wallet-file FILE"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("demo output lacks %q:\n%s", want, out)
+	// Each step's line: its number and name, its latency and its detail.
+	steps := regexp.MustCompile(`(?m)^ +(\d+)\. (\S+) +(.*\d ms.*)$`).FindAllStringSubmatch(out, -1)
+	want := []struct{ name, detail string }{
+		{"relay", "embedded relay on ws://127.0.0.1:"},
+		{"gateway", "encryption required"},
+		{"connect", "cvm-demo 1.0.0, MCP 2025-11-25"},
+		{"tools", "add, caller, count, echo, time, word_count"},
+		{"call", `add {"a":2,"b":3} → {"sum":5}`},
+		{"price", "word_count costs 21 sats (its cap tag); client budget 30 sats a day"},
+		{"invoice", "payment_required: 21 sats, lnbcrt210n1"},
+		{"pay", `paid, payment_accepted; word_count → {"characters":23,"lines":1,"words":5}`},
+		{"balances", "client 100 → 79 sats, server 0 → 21 sats (simulated wallets)"},
+		{"refused", "word_count again: over the 30-sat daily budget (-32017 over-daily), unpaid"},
+		{"shutdown", "client, gateway and relay stopped"},
+	}
+	if len(steps) != len(want) {
+		t.Fatalf("%d steps with their latency, want %d:\n%s", len(steps), len(want), out)
+	}
+	for i, w := range want {
+		if s := steps[i]; s[1] != fmt.Sprint(i+1) || s[2] != w.name || !strings.Contains(s[3], w.detail) {
+			t.Errorf("step %d: %q; want %s and %q", i+1, s[0], w.name, w.detail)
 		}
 	}
-	if strings.Count(out, " ms\n") != 11 {
-		t.Errorf("every step should show its latency:\n%s", out)
+	// The latency column stays in line, whatever the length of the rows.
+	col := -1
+	for _, s := range steps {
+		at := utf8.RuneCountInString(s[0][:strings.Index(s[0], " ms")])
+		if col >= 0 && at != col {
+			t.Errorf("the latency column moves (rune %d, then %d):\n%s", col, at, out)
+			break
+		}
+		col = at
+	}
+	if !strings.Contains(out, "cvm gateway --price tool:NAME=SATS --wallet-file FILE") {
+		t.Errorf("demo output lacks what to do next:\n%s", out)
 	}
 }
 

@@ -44,7 +44,9 @@ name, public key, encryption, relays, and their tools with prices and common
 schema hashes. A hash counts as verified only when the tool's own schemas
 produce it.
 
-Filters: --tool NAME, --schema HASH (verified implementations only),
+Filters: --tool NAME, --schema HASH (verified implementations only; the
+start of a hash, such as the 12 characters shown, will do when only one
+announced hash starts with it),
 --category T, --max-price AMOUNT (in the announced unit; a range counts at its
 top; free tools always pass), --encrypted. --json prints one JSON array of
 servers; --watch then follows changes (with --json, one server object per
@@ -69,14 +71,14 @@ loopback host (or --allow-host) and calls only for its own pages.`,
   cvm discover --schema 7c61a439f006… --max-price 10
   cvm discover --json --watch --relay wss://relay.example.com
   cvm discover --schemas`,
-		Args: cobra.NoArgs,
+		Args: positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.runDiscover(cmd, df) },
 	}
 	addRelayFlag(cmd, &df.relays)
 	addDiscoveryRelayFlag(cmd, &df.discoveryRelays)
 	f := cmd.Flags()
 	f.StringVar(&df.tool, "tool", "", "only servers with a tool of this name")
-	f.StringVar(&df.schema, "schema", "", "only servers with a verified implementation of this common schema hash")
+	f.StringVar(&df.schema, "schema", "", "only servers with a verified implementation of this common schema hash (or a unique start of it)")
 	f.StringVar(&df.category, "category", "", "only servers whose tools announcement has this category")
 	f.Float64Var(&df.maxPrice, "max-price", 0, "only servers with a matching tool at most this price")
 	f.BoolVar(&df.encrypted, "encrypted", false, "only servers that support encryption")
@@ -96,7 +98,15 @@ func (a *app) runDiscover(cmd *cobra.Command, df discoverFlags) error {
 	if err := df.pay.check(); err != nil {
 		return err
 	}
-	filter := discovery.Filter{Tool: df.tool, SchemaHash: strings.ToLower(df.schema), Category: df.category, Encrypted: df.encrypted}
+	filter := discovery.Filter{Tool: df.tool, Category: df.category, Encrypted: df.encrypted}
+	var prefix string
+	var whole bool
+	if df.schema != "" {
+		var err error
+		if prefix, whole, err = schemaArg(df.schema); err != nil {
+			return err
+		}
+	}
 	if cmd.Flags().Changed("max-price") {
 		if !(df.maxPrice >= 0) || math.IsInf(df.maxPrice, 1) {
 			return fmt.Errorf("--max-price %g: want a price of 0 or more, such as 10", df.maxPrice)
@@ -139,9 +149,27 @@ func (a *app) runDiscover(cmd *cobra.Command, df discoverFlags) error {
 	}
 	stop := a.spinner("asking " + strings.Join(pool.Relays(), ", "))
 	qctx, cancel := context.WithTimeout(ctx, df.timeout)
-	catalog, err := discovery.Fetch(qctx, pool, filter)
+	var catalog *discovery.Catalog
+	if prefix != "" {
+		catalog, filter.SchemaHash, err = fetchForSchema(qctx, pool, filter, prefix, whole)
+	} else {
+		catalog, err = discovery.Fetch(qctx, pool, filter)
+	}
 	cancel()
 	stop()
+	if perr := (*schemaPrefixError)(nil); errors.As(err, &perr) {
+		if perr.ambiguous() {
+			return perr
+		}
+		if df.watch {
+			return fmt.Errorf("%w; to wait for a schema not announced yet, give its whole hash", perr)
+		}
+		if a.jsonOut {
+			return a.printJSON([]discovery.Server{})
+		}
+		fmt.Fprintln(a.stderr, perr)
+		return nil
+	}
 	if err != nil {
 		return noRelay(df.relays, df.timeout, err)
 	}

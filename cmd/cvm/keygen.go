@@ -19,7 +19,7 @@ func (a *app) keygenCommand() *cobra.Command {
 you (mode 0600). Without --out the file is "key" in the config directory, which
 commands use when no other key is given. An existing file is never
 overwritten unless --force is given.`,
-		Args: cobra.NoArgs,
+		Args: positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path := out
 			if path == "" {
@@ -54,7 +54,7 @@ func (a *app) whoamiCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "whoami",
 		Short: "Show the public key of the identity commands would use, and where it comes from",
-		Args:  cobra.NoArgs,
+		Args:  positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			id, err := a.resolveIdentity(keyFile, existingKey)
 			if err != nil {

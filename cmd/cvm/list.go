@@ -26,7 +26,9 @@ are those the server states in cap tags on its tools/list answer; a price
 that cannot be read is shown as unknown, never as free. --json prints a
 tools/list result, {"tools":[…]}, with every input schema (cvm schema hash
 reads it), and beside it "prices" and "claims", by tool name.`,
-		Args: cobra.ExactArgs(1),
+		Example: `  cvm tools npub1…
+  cvm tools weather --json`,
+		Args: positional(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			cs, err := a.dial(ctx, cf, args[0], dialOptions{})
@@ -76,7 +78,9 @@ func (a *app) resourcesCommand() *cobra.Command {
 print the contents of one: text as it is, binary contents decoded. --json
 prints the resources/list and resources/templates/list results, or the
 resources/read result.`,
-		Args: cobra.ExactArgs(1),
+		Example: `  cvm resources npub1…
+  cvm resources npub1… --read file:///notes.txt`,
+		Args: positional(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			cs, err := a.dial(ctx, cf, args[0], dialOptions{})
@@ -145,7 +149,9 @@ func (a *app) promptsCommand() *cobra.Command {
 		Long: `List the prompts of SERVER with their arguments (* marks required ones), or
 with --get NAME print the messages of one, its arguments given as key=value.
 --json prints the prompts/list or prompts/get result.`,
-		Args: cobra.MinimumNArgs(1),
+		Example: `  cvm prompts npub1…
+  cvm prompts npub1… --get greet name=Ada`,
+		Args: positional(1, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if get == "" && len(args) > 1 {
 				return fmt.Errorf("prompt arguments (%s) need --get NAME", strings.Join(args[1:], " "))

@@ -136,12 +136,26 @@ func walletPMI(uri string, log *slog.Logger, ttl time.Duration) (payments.Proces
 		wu, err := nwc.ParseURI(uri)
 		if err != nil {
 			// The parser's errors name no secret (its tests check it).
-			return nil, nil, nil, fmt.Errorf("wallet: %w", err)
+			return nil, nil, nil, fmt.Errorf("wallet: %w%s", err, nwcURIHint(uri))
 		}
 		w := nwc.NewClient(wu, nwc.ClientOptions{Logger: log})
 		return lightning.NewProcessor(w, lightning.ProcessorOptions{TTL: ttl}), lightning.NewHandler(w), w.Close, nil
 	}
 	return nil, nil, nil, fmt.Errorf("unknown wallet URI scheme %q: want nostr+walletconnect:// (NIP-47), or fake:// for the test simulator", u.Scheme)
+}
+
+// nwcURIHint names the likely cause of a connection URI without its
+// secret: copied from escaped JSON, or cut at its '&' by a shell that
+// read the rest as another command. It never quotes the URI.
+func nwcURIHint(uri string) string {
+	_, query, _ := strings.Cut(uri, "?")
+	switch {
+	case strings.Contains(query, `\u0026`):
+		return `; the URI has \u0026 where '&' belongs: it was copied from escaped JSON; put '&' back, or write it to a file with cvm wallet-sim --out DIR`
+	case !strings.Contains(query, "secret=") || !strings.Contains(query, "relay="):
+		return "; was it cut at an '&' by the shell? quote it ('nostr+walletconnect://…'), or use cvm wallet-sim --out DIR and --wallet-file DIR/NAME.wallet"
+	}
+	return ""
 }
 
 // payment is one payment a command made or refused, for reports.

@@ -242,21 +242,40 @@ func TestPayCLI_ConcurrentCallsShareTheDailyBudget(t *testing.T) {
 	}
 }
 
+// simWorld is a relay, cvm wallet-sim serving the wallets srv (0 sats) and
+// alice (100), and a cvm gateway charging 10 sats for the demo server's add,
+// paid into srv.
+type simWorld struct {
+	relay   string
+	sim     walletSimReady
+	alice   string // alice's wallet file
+	gateway *proc
+	ready   gatewayReady
+}
+
+// newSimWorld starts a simWorld; gatewayFlags go to the gateway.
+func newSimWorld(t *testing.T, c *cli, gatewayFlags ...string) *simWorld {
+	t.Helper()
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	_, sim := startWalletSim(t, c, "--relay", r.URL, "--wallet", "srv=0", "--wallet", "alice=100")
+	dir := t.TempDir()
+	srvWallet := writeSecret(t, dir, "srv.wallet", sim.Wallets["srv"])
+	w := &simWorld{relay: r.URL, sim: sim, alice: writeSecret(t, dir, "alice.wallet", sim.Wallets["alice"])}
+	args := append([]string{"gateway", "--relay", r.URL, "--price", "tool:add=10", "--wallet-file", srvWallet}, gatewayFlags...)
+	w.gateway = startCVM(t, c, append(args, "--", demoServerBinary)...)
+	w.gateway.readyLine(t, &w.ready)
+	return w
+}
+
 // Lightning end to end: cvm wallet-sim serves two wallets over Nostr Wallet
 // Connect; cvm gateway collects 10 sats for add into one, cvm call pays from
 // the other, and the balances move by exactly the price.
 func TestPayCLI_LightningThroughWalletSim(t *testing.T) {
-	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	c := newCLI(t)
-	_, sim := startWalletSim(t, c, "--relay", r.URL, "--wallet", "srv=0", "--wallet", "alice=100")
-	dir := t.TempDir()
-	srvWallet := writeSecret(t, dir, "srv.wallet", sim.Wallets["srv"])
-	aliceWallet := writeSecret(t, dir, "alice.wallet", sim.Wallets["alice"])
-	gw := startCVM(t, c, "gateway", "--relay", r.URL, "--price", "tool:add=10", "--wallet-file", srvWallet, "--", demoServerBinary)
-	var ready gatewayReady
-	gw.readyLine(t, &ready)
+	w := newSimWorld(t, c)
+	sim, ready, aliceWallet := w.sim, w.ready, w.alice
 
-	code, out, errOut := c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", r.URL, "--wallet-file", aliceWallet, "--max-sats", "20", "--yes", "--json")
+	code, out, errOut := c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", w.relay, "--wallet-file", aliceWallet, "--max-sats", "20", "--yes", "--json")
 	var res struct {
 		StructuredContent map[string]float64 `json:"structuredContent"`
 		Meta              map[string][]struct {
@@ -275,7 +294,7 @@ func TestPayCLI_LightningThroughWalletSim(t *testing.T) {
 		t.Fatalf("balances after one paid call: alice %d msat, srv %d msat; want 90000 and 10000", a, s)
 	}
 	// Over the cap: refused before paying, nothing moves.
-	code, _, errOut = c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", r.URL, "--wallet-file", aliceWallet, "--max-sats", "5", "--yes")
+	code, _, errOut = c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", w.relay, "--wallet-file", aliceWallet, "--max-sats", "5", "--yes")
 	if code != exitLocal || !strings.Contains(errOut, "--max-sats") {
 		t.Errorf("over the cap: code %d, %s", code, errOut)
 	}

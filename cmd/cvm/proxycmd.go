@@ -40,7 +40,9 @@ proxy pays within the cap and the daily limits.
 SERVER may also be an http(s):// MCP endpoint (streamable HTTP): requests
 are signed with DIDAuthV1 as the identity's did:nostr (or --did-key FILE),
 and priced tools are paid through NIP-10 quotations under the same limits.`,
-		Args: cobra.ExactArgs(1),
+		Example: `  cvm proxy npub1…
+  cvm proxy https://mcp.example.com/mcp --max-sats 10`,
+		Args: positional(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := a.log
 			if logFile != "" {

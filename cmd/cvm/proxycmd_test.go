@@ -94,7 +94,7 @@ func TestProxyCommand_BadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"proxy"}, "accepts 1 arg(s)"},
+		{[]string{"proxy"}, "proxy wants 1 argument, got none\nusage:  cvm proxy SERVER\nexample: cvm proxy npub1…"},
 		{[]string{"proxy", "weather"}, `unknown server "weather"`},
 		{[]string{"proxy", "npub1qqqq"}, "invalid key"},
 	} {

@@ -395,3 +395,30 @@ func TestCall_RoundTripsThroughASlowRelay(t *testing.T) {
 		t.Errorf("the second call (%s) is no faster than the stateful one (%s)", a, b)
 	}
 }
+
+// TestCall_SaysWhichRelaysWhenNotObvious: a one-shot command says on
+// stderr, at the default level, which relays it used when they came from
+// elsewhere than the person's own words (an nprofile's hints here; a relay
+// list in TestCall_FoundThroughADiscoveryRelay), and says nothing of relays
+// given with --relay or configured, which --log-level debug shows.
+func TestCall_SaysWhichRelaysWhenNotObvious(t *testing.T) {
+	relayURL, npub := demoOnNostr(t)
+	pk, _ := nostrx.ParsePublicKey(npub)
+	c := newCLI(t)
+	c.writeConfig(fmt.Sprintf("relays = [%q]\n", relayURL))
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // "" for nothing on stderr
+	}{
+		{"given with --relay", []string{"call", npub, "echo", "text=hi", "--relay", relayURL}, ""},
+		{"configured, no relay list", []string{"call", npub, "echo", "text=hi"}, ""},
+		{"configured, at debug", []string{"call", npub, "echo", "text=hi", "--log-level", "debug"}, "using relays " + relayURL + " ("},
+		{"an nprofile's", []string{"call", nprofileOf(t, pk.Key, relayURL), "echo", "text=hi"}, "using relays " + relayURL + " (from the nprofile)"},
+	} {
+		code, out, errOut := c.run(tc.args...)
+		if code != 0 || out != "hi\n" || (tc.want == "" && errOut != "") || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: code %d, stdout %q, stderr %q; want %q", tc.name, code, out, errOut, tc.want)
+		}
+	}
+}

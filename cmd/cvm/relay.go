@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -27,7 +28,7 @@ database (--db) or kept in memory (--memory). Ephemeral events (kinds
 When the relay is ready, one JSON line is printed on stdout:
   {"ready":true,"url":"ws://127.0.0.1:7777",...}
 Logs go to stderr. SIGINT or SIGTERM shuts it down cleanly.`,
-		Args: cobra.NoArgs,
+		Args: positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if memory && cmd.Flags().Changed("db") {
 				return fmt.Errorf("--db and --memory are exclusive: choose where events live")
@@ -54,6 +55,9 @@ Logs go to stderr. SIGINT or SIGTERM shuts it down cleanly.`,
 				TrustForwardedFor: trustXFF,
 				Logger:            a.log,
 			})
+			if errors.Is(err, relay.ErrDatabaseLocked) {
+				return fmt.Errorf("another cvm relay already runs on %s; stop it, or give this one another --db, or --memory", path)
+			}
 			if err != nil {
 				return err
 			}

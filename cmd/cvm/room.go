@@ -73,7 +73,7 @@ When the gateway is ready, one JSON line is printed on stdout:
   {"ready":true,"url":"ws://127.0.0.1:7070/v0/ws",...}
 Logs go to stderr. SIGINT or SIGTERM closes every connection (1001) and
 exits.`,
-		Args: cobra.NoArgs,
+		Args: positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, err := a.roomDataDir(data)
 			if err != nil {
@@ -186,7 +186,7 @@ func (a *app) roomTokenCommand() *cobra.Command {
 of the gateway whose --data directory holds the signing key (the key is
 created there if missing). Only the token is printed; give it to the
 participant, who sends it as "Authorization: Bearer TOKEN".`,
-		Args: cobra.NoArgs,
+		Args: positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(topics) == 0 || id == "" {
 				return fmt.Errorf("--topic and --id are required, e.g. cvm room token --topic room:alpha --id robot-alpha")

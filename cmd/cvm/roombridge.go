@@ -44,7 +44,8 @@ When the bridge has joined, one JSON line is printed on stdout:
   {"ready":true,"participant":"alpha","topic":"room:x","server":{...},...}
 Logs and the server's stderr go to stderr. SIGINT or SIGTERM leaves the
 topic and stops the server.`,
-		Args: cobra.MinimumNArgs(1),
+		Example: `  cvm room bridge --gateway ws://127.0.0.1:8090 --topic room:demo --token-file alpha.token -- npx -y @modelcontextprotocol/server-everything`,
+		Args:    positional(1, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			copts, err := join.options()
 			if err != nil {

@@ -54,7 +54,7 @@ waits in a queue (the gateway's rate_limited answers say how long). End of
 input or /quit leaves the room once the queue is empty, or once
 --drain-timeout has passed; SIGINT leaves at once. Lines not sent by then
 are counted: the command says how many and exits with status 1.`,
-		Args: cobra.NoArgs,
+		Args: positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			copts, err := join.options()
 			if err != nil {
@@ -394,7 +394,7 @@ func (o *chatOutput) line(human string, obj map[string]any) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.json {
-		b, err := json.Marshal(obj)
+		b, err := plainJSON(obj)
 		if err == nil {
 			fmt.Fprintf(o.w, "%s\n", b)
 		}

@@ -208,7 +208,7 @@ func TestRoomChat_UsageErrors(t *testing.T) {
 		{[]string{"room", "chat", "--token", "x"}, "--topic is required"},
 		{[]string{"room", "chat", "--topic", "room:x"}, "--token or --token-file is required"},
 		{[]string{"room", "chat", "--topic", "room:x", "--token", "a", "--token-file", "b"}, "not both"},
-		{[]string{"room", "bridge", "--topic", "room:x", "--token", "a"}, "requires at least 1 arg"},
+		{[]string{"room", "bridge", "--topic", "room:x", "--token", "a"}, "room bridge wants at least 1 argument, got none\nusage:  cvm room bridge"},
 		{[]string{"room", "bridge", "--topic", "room:x", "--token", "a", "--", "/no/such/server"}, "command /no/such/server"},
 		{[]string{"room", "chat", "--topic", "room:x", "--token-file", "/no/such/file"}, "--token-file"},
 	} {

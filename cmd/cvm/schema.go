@@ -40,7 +40,9 @@ each tool. --json prints [{"name":…,"schemaHash":…}] in both cases.
 
 A property whose name the hash leaves out (a property called title, for
 instance) is reported on stderr: two tools differing only there share a hash.`,
-		Args: cobra.MaximumNArgs(1),
+		Example: `  cvm schema hash tool.json
+  cvm tools npub1… --json | cvm schema hash`,
+		Args: positional(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			source, data, err := a.readInput(args)
 			if err != nil {

@@ -184,7 +184,6 @@ func TestSchemaHash_BadInputExits2(t *testing.T) {
 		{"a bad tool in a list", `{"tools":[` + echoJSON + `,{"name":"b"}]}`, nil, "stdin: tools[1]: invalid tool definition: missing inputSchema"},
 		{"a list item not an object", `{"tools":[7]}`, nil, "stdin: tools[0]: invalid tool definition: not a JSON object"},
 		{"missing file", ``, []string{filepath.Join(t.TempDir(), "nope.json")}, "no such file"},
-		{"two arguments", ``, []string{"a", "b"}, "accepts at most 1 arg"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := c.runStdin(tc.input, append([]string{"schema", "hash"}, tc.args...)...)

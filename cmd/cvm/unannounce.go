@@ -23,7 +23,7 @@ func (a *app) unannounceCommand() *cobra.Command {
 finding the server. The key is the server's: --key, else the configured
 identity, as for cvm gateway. The server keeps serving whoever knows its key;
 a gateway run with --announce announces itself again when it restarts.`,
-		Args: cobra.NoArgs,
+		Args: positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			id, err := a.resolveIdentity(key, existingKey)
 			if err != nil {

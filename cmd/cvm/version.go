@@ -43,7 +43,7 @@ func (a *app) versionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of cvm",
-		Args:  cobra.NoArgs,
+		Args:  positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v := currentVersion()
 			if a.jsonOut {

@@ -26,6 +26,7 @@ func (a *app) walletSimCommand() *cobra.Command {
 		relays      []string
 		wallets     []string
 		dataDir     string
+		outDir      string
 		encryptions []string
 	)
 	cmd := &cobra.Command{
@@ -41,12 +42,17 @@ wallet. Those URIs hold the simulator's throwaway secrets: this is the one
 place cvm prints a secret. Never use them, or this command, for real money.
   {"ready":true,"relays":[...],"wallets":{"NAME":"nostr+walletconnect://..."},"simulator":true,...}
 
+--out DIR also writes each wallet's URI to DIR/NAME.wallet (mode 0600),
+ready for --wallet-file DIR/NAME.wallet; "files" in the ready line names
+them. A URI copied by hand must be quoted in a shell: an unquoted & ends
+the command there.
+
 --data DIR keeps balances, invoices and connection keys across restarts (a
 wallet already in DIR keeps its balance, whatever --wallet says).
 --encryption nip04 (or nip44_v2) makes the service accept and announce only
 that scheme, as a legacy (or a NIP-44-only) wallet does; the default is
 both, NIP-44 first. Logs go to stderr. SIGINT or SIGTERM stops it.`,
-		Args: cobra.NoArgs,
+		Args: positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(relays) == 0 {
 				return errors.New("--relay is required: the relay the wallet service listens on")
@@ -65,6 +71,9 @@ both, NIP-44 first. Logs go to stderr. SIGINT or SIGTERM stops it.`,
 				name, n, err := parseSimWallet(w)
 				if err != nil {
 					return err
+				}
+				if outDir != "" && !plainFileName(name) {
+					return fmt.Errorf("--wallet %q: with --out, a wallet name becomes a file name: letters, digits, '-', '_' and '.', starting with a letter, digit or '_'", w)
 				}
 				if _, dup := balances[name]; dup {
 					return fmt.Errorf("--wallet %q: wallet %q given twice", w, name)
@@ -103,6 +112,10 @@ both, NIP-44 first. Logs go to stderr. SIGINT or SIGTERM stops it.`,
 				}
 				uris[name] = u.Reveal()
 			}
+			files, err := writeWalletFiles(outDir, uris)
+			if err != nil {
+				return err
+			}
 
 			ctx := cmd.Context()
 			done := make(chan error, 1)
@@ -119,7 +132,8 @@ both, NIP-44 first. Logs go to stderr. SIGINT or SIGTERM stops it.`,
 				Simulator bool              `json:"simulator"`
 				Note      string            `json:"note"`
 				Data      string            `json:"data,omitempty"`
-			}{true, pool.Relays(), uris, true, walletSimNote, dataDir}
+				Files     map[string]string `json:"files,omitempty"`
+			}{true, pool.Relays(), uris, true, walletSimNote, dataDir, files}
 			if err := a.printJSON(ready); err != nil {
 				return err
 			}
@@ -133,6 +147,7 @@ both, NIP-44 first. Logs go to stderr. SIGINT or SIGTERM stops it.`,
 	f.StringArrayVar(&relays, "relay", nil, "relay URL the wallet service uses (repeatable)")
 	f.StringArrayVar(&wallets, "wallet", nil, "a wallet and its starting balance in sats, NAME=SATS (repeatable)")
 	f.StringVar(&dataDir, "data", "", "directory that keeps the simulator's state across restarts (default: none, in memory)")
+	f.StringVar(&outDir, "out", "", "directory to write each wallet's URI to, as NAME.wallet (mode 0600), for --wallet-file")
 	f.StringSliceVar(&encryptions, "encryption", nil, "NIP-47 encryption schemes accepted and announced, in order of preference: nip44_v2, nip04 (default both)")
 	return cmd
 }
@@ -205,4 +220,41 @@ func parseSimWallet(w string) (name string, sats int64, err error) {
 		return "", 0, fmt.Errorf("--wallet %q: %q is not a whole number of sats; want NAME=SATS, e.g. alice=100000", w, amount)
 	}
 	return name, n, nil
+}
+
+// writeWalletFiles writes each wallet's URI to dir/NAME.wallet (mode
+// 0600), and returns the files by wallet name; nothing without dir.
+func writeWalletFiles(dir string, uris map[string]string) (map[string]string, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--out: %w", err)
+	}
+	files := make(map[string]string, len(uris))
+	for name, uri := range uris {
+		path := filepath.Join(dir, name+".wallet")
+		if err := secretfile.Replace(path, []byte(uri+"\n")); err != nil {
+			return nil, fmt.Errorf("--out: %w", err)
+		}
+		files[name] = path
+	}
+	return files, nil
+}
+
+// plainFileName reports whether name can be a file's name as it is, in any
+// directory: no separator, nothing a shell or ls would hide or read as a
+// flag.
+func plainFileName(name string) bool {
+	if name == "" || name[0] == '.' || name[0] == '-' {
+		return false
+	}
+	for _, r := range name {
+		ok := r == '-' || r == '_' || r == '.' || ('0' <= r && r <= '9') || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z')
+		if !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments/nwc"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -116,5 +121,82 @@ func TestWalletSimUsage(t *testing.T) {
 		if code != exitLocal || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q", tc.args, code, stderr)
 		}
+	}
+}
+
+// TestWalletSim_URIsCopyAsPrinted: the ready line holds the URIs as a
+// person copies them (& as &, not \u0026), and --out writes each to a 0600
+// file named in the ready line, which --wallet-file reads as it is.
+func TestWalletSim_URIsCopyAsPrinted(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	c := newCLI(t)
+	out := filepath.Join(t.TempDir(), "wallets")
+	p := startCVM(t, c, "wallet-sim", "--relay", r.URL, "--wallet", "alice=7", "--wallet", "bob-2=0", "--out", out)
+	line, err := p.stdout.ReadString('\n')
+	if err != nil {
+		t.Fatalf("no ready line: %v; stderr: %s", err, p.stderr)
+	}
+	if strings.Contains(line, `\u0026`) || !strings.Contains(line, "&secret=") {
+		t.Fatalf("the ready line escapes the URIs: %s", line)
+	}
+	var ready struct {
+		Wallets map[string]string `json:"wallets"`
+		Files   map[string]string `json:"files"`
+	}
+	if err := json.Unmarshal([]byte(line), &ready); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"alice", "bob-2"} {
+		want := filepath.Join(out, name+".wallet")
+		if ready.Files[name] != want {
+			t.Fatalf("files %v: want %s for %s", ready.Files, want, name)
+		}
+		info, err := os.Stat(want)
+		if err != nil || info.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v, mode %v", want, err, info.Mode())
+		}
+		b, _ := os.ReadFile(want)
+		if strings.TrimSpace(string(b)) != ready.Wallets[name] {
+			t.Fatalf("%s holds %q, the ready line %q", want, b, ready.Wallets[name])
+		}
+	}
+	// The file works as it is, where a wallet file is taken.
+	a := newCLI(t)
+	code, _, errOut := a.run("call", nostrx.EncodeNpub(nostr.Generate().Public()), "add", "a=1", "--relay", "ws://127.0.0.1:1", "--timeout", "1s",
+		"--wallet-file", ready.Files["alice"], "--max-sats", "1", "--yes")
+	if strings.Contains(errOut, "wallet") {
+		t.Fatalf("the written wallet file is refused: code %d, %s", code, errOut)
+	}
+	if got := balanceOf(t, ready.Wallets["alice"]); got != 7_000 {
+		t.Fatalf("alice has %d msat", got)
+	}
+	// A name that is no plain file name is refused with --out.
+	if code, _, errOut := c.run("wallet-sim", "--relay", r.URL, "--wallet", "../x=1", "--out", out); code != exitLocal || !strings.Contains(errOut, "a wallet name becomes a file name") {
+		t.Fatalf("--wallet ../x with --out: code %d, %s", code, errOut)
+	}
+}
+
+// TestWalletURI_SaysWhyTheSecretIsMissing: a connection URI cut at its
+// '&' by a shell, or copied with & escaped as \u0026, is refused with the
+// likely cause and what to do, and without the secret.
+func TestWalletURI_SaysWhyTheSecretIsMissing(t *testing.T) {
+	secret := strings.Repeat("ab", 32)
+	full := "nostr+walletconnect://" + nostr.Generate().Public().Hex() + "?relay=ws%3A%2F%2F127.0.0.1%3A7777&secret=" + secret
+	cut, _, _ := strings.Cut(full, "&")
+	for _, tc := range []struct{ name, uri, want string }{
+		{"cut by the shell", cut, "was it cut at an '&' by the shell? quote it"},
+		{"escaped as in JSON", strings.Replace(full, "&", `\u0026`, 1), `has \u0026 where '&' belongs`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCLI(t)
+			c.env[walletEnv] = tc.uri
+			code, _, errOut := c.run("call", nostrx.EncodeNpub(nostr.Generate().Public()), "add", "--relay", "ws://127.0.0.1:1", "--max-sats", "1", "--yes")
+			if code != exitLocal || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, "wallet-sim --out") {
+				t.Fatalf("code %d, stderr %q; want 2 and %q", code, errOut, tc.want)
+			}
+			if strings.Contains(errOut, secret) {
+				t.Fatal("the secret reached stderr")
+			}
+		})
 	}
 }

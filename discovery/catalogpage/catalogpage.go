@@ -288,6 +288,25 @@ func filterFrom(q url.Values) (discovery.Filter, string, error) {
 	return f, strings.ToLower(strings.TrimSpace(q.Get("text"))), nil
 }
 
+// schemaFilter reads the schema filter as cvm discover --schema reads it:
+// a whole hash, or the start of one (as the page shows it, "…" and all)
+// when only one hash in the catalog starts with it. A start that several
+// share is refused naming them; one that none has matches nothing.
+func (p *Page) schemaFilter(v string) (string, error) {
+	v = strings.TrimSuffix(strings.TrimSpace(v), "…")
+	if v == "" || len(v) == sha256.Size*2 {
+		return v, nil
+	}
+	hash, err := p.opts.Catalog.ResolveSchema(v)
+	if amb := (*discovery.AmbiguousSchemaError)(nil); errors.As(err, &amb) {
+		return "", fmt.Errorf("schema: %w; type more of the hash", err)
+	}
+	if err != nil {
+		return v, nil
+	}
+	return hash, nil
+}
+
 func matchText(s discovery.Server, text string) bool {
 	if text == "" {
 		return true
@@ -306,6 +325,9 @@ func matchText(s discovery.Server, text string) bool {
 
 func (p *Page) serveServers(w http.ResponseWriter, r *http.Request) {
 	f, text, err := filterFrom(r.URL.Query())
+	if err == nil {
+		f.SchemaHash, err = p.schemaFilter(f.SchemaHash)
+	}
 	if err != nil {
 		webui.WriteError(w, http.StatusBadRequest, CodeBadFilter, err.Error())
 		return

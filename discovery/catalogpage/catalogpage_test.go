@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/png"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/commonschema"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/discovery"
 	"github.com/cvmgo/cvm/outbound"
@@ -462,4 +465,71 @@ func FuzzTokenValid(f *testing.F) {
 			t.Fatalf("accepted %q", tok)
 		}
 	})
+}
+
+// The schema filter takes what the page shows of a hash, as cvm discover
+// --schema does: its start, with its "…", when one hash starts with it; a
+// start that two share is a bad filter naming both.
+func TestServers_SchemaFilterTakesTheStartOfAHash(t *testing.T) {
+	object := json.RawMessage(`{"type":"object"}`)
+	hash := func(name string) string {
+		h, err := commonschema.Hash(commonschema.Tool{Name: name, InputSchema: object})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	c := discovery.NewCatalog()
+	addHash, freeHash := hash("add"), hash("free")
+	announce(t, c, nostr.Generate(), "", nostr.Tags{{"i", addHash, "add"}, {"i", freeHash, "free"}})
+	// A second server's tool whose hash starts as add's does.
+	other := ""
+	for i := 0; other == "" || hash(other)[0] != addHash[0]; i++ {
+		other = fmt.Sprintf("tool%d", i)
+	}
+	sk := nostr.Generate()
+	for _, e := range []nostr.Event{
+		{Kind: contextvm.KindServerAnnouncement, CreatedAt: nostr.Now(), Content: `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"o","version":"1"}}`, Tags: nostr.Tags{}},
+		{Kind: contextvm.KindToolsList, CreatedAt: nostr.Now(), Content: `{"tools":[{"name":"` + other + `","inputSchema":{"type":"object"}}]}`, Tags: nostr.Tags{{"i", hash(other), other}}},
+	} {
+		e.Sign(sk)
+		if _, err := c.Add(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := New(Options{Catalog: c, Caller: &fakeCaller{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(func() { p.Close(); srv.Close() })
+	get := func(schema string) (int, []json.RawMessage, string) {
+		resp, err := http.Get(srv.URL + "/api/servers?schema=" + url.QueryEscape(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body struct {
+			Servers []json.RawMessage
+			Message string
+		}
+		json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body.Servers, body.Message
+	}
+	for _, schema := range []string{freeHash, freeHash[:16], freeHash[:16] + "…", strings.ToUpper(freeHash[:5])} {
+		if code, servers, msg := get(schema); code != 200 || len(servers) != 1 {
+			t.Errorf("schema=%s: %d, %d servers, %s", schema, code, len(servers), msg)
+		}
+	}
+	code, _, msg := get(addHash[:1])
+	if code != http.StatusBadRequest || !strings.Contains(msg, addHash) || !strings.Contains(msg, hash(other)) || !strings.Contains(msg, "type more of the hash") {
+		t.Errorf("a shared start: %d %q", code, msg)
+	}
+	none := "0"
+	if addHash[0] == '0' || freeHash[0] == '0' {
+		none = "f"
+	}
+	if code, servers, msg := get(none + "123"); code != 200 || len(servers) != 0 {
+		t.Errorf("a start no hash has: %d, %d servers, %s", code, len(servers), msg)
+	}
 }

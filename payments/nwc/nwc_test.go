@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/lnsim"
@@ -339,6 +341,35 @@ func TestParseURI(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), sk.Hex()[:20]) {
 			t.Errorf("error shows the secret: %v", err)
+		}
+	}
+}
+
+// TestServiceUnheardAnswerIsNoNews: an answer that nobody hears (the
+// client gave up on its request, as a payment processor does when the
+// request it polls for is withdrawn) is logged at debug, not at the
+// default level.
+func TestServiceUnheardAnswerIsNoNews(t *testing.T) {
+	var logs waitbuf.Buffer
+	w := startWorld(t, nwc.ServiceOptions{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	u := w.uris["alice"]
+	content, err := nwc.EncryptForTest(nwc.EncryptionNIP04, `{"method":"get_balance","params":{}}`, u.Secret(), u.Wallet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evt := nostr.Event{Kind: nwc.KindRequest, CreatedAt: nostr.Now(), Tags: nostr.Tags{{"p", u.Wallet.Hex()}}, Content: content}
+	evt.Sign(u.Secret())
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: u.Relays})
+	defer pool.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := pool.Publish(ctx, evt); err != nil {
+		t.Fatal(err)
+	}
+	logs.Await(t, 10*time.Second, "nwc: response not delivered")
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "response not delivered") && !strings.Contains(line, "level=DEBUG") {
+			t.Errorf("at the default level: %s", line)
 		}
 	}
 }

@@ -254,7 +254,11 @@ func (s *Service) handle(ctx context.Context, evt nostr.Event) {
 		return
 	}
 	if err := s.pool.Publish(ctx, out); err != nil {
-		s.log.Info("nwc: response not delivered", "method", method, "err", err)
+		level := slog.LevelInfo
+		if errors.Is(err, nostrx.ErrUnheard) {
+			level = slog.LevelDebug // the client gave up on its request: no news
+		}
+		s.log.Log(ctx, level, "nwc: response not delivered", "method", method, "err", err)
 		return
 	}
 	s.log.Debug("nwc: request answered", "wallet", c.wallet, "method", method, "encryption", scheme)
