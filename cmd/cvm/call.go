@@ -248,15 +248,24 @@ func (w *chunkWriter) started() bool { return w.n.Load() > 0 }
 
 // printProgress reports progress notifications on stderr.
 func (a *app) printProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-	p := req.Params
+	fmt.Fprintln(a.stderr, progressLine(req.Params))
+}
+
+// progressLine says what a progress notification says. A message with no
+// progress counted yet (the client transport's own "payment of 10 sats
+// required …") is shown alone: "progress 0" would only be noise.
+func progressLine(p *mcp.ProgressNotificationParams) string {
 	line := fmt.Sprintf("progress %g", p.Progress)
-	if p.Total > 0 {
+	switch {
+	case p.Total > 0:
 		line = fmt.Sprintf("progress %g/%g", p.Progress, p.Total)
+	case p.Progress == 0 && p.Message != "":
+		return p.Message
 	}
 	if p.Message != "" {
 		line += ": " + p.Message
 	}
-	fmt.Fprintln(a.stderr, line)
+	return line
 }
 
 func toolNames(tools []*mcp.Tool) string {
