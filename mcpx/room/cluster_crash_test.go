@@ -56,7 +56,10 @@ func TestNATS_KilledNodeKeepsEveryEchoedEnvelope(t *testing.T) {
 	stop := make(chan struct{})
 	killNow := make(chan struct{})
 	echoed := map[string]uint64{}
-	wg.Go(func() {
+	// pub's writer and echo reader, waited for before echoed is read:
+	// the reader may still be handling an echo when pub is closed.
+	var pubWG sync.WaitGroup
+	pubWG.Go(func() {
 		for n := 1; ; n++ {
 			select {
 			case <-credits:
@@ -73,7 +76,7 @@ func TestNATS_KilledNodeKeepsEveryEchoedEnvelope(t *testing.T) {
 		}
 	})
 	var lastEcho uint64
-	wg.Go(func() {
+	pubWG.Go(func() {
 		for {
 			_, data, err := pub.Read(context.Background())
 			if err != nil {
@@ -102,6 +105,7 @@ func TestNATS_KilledNodeKeepsEveryEchoedEnvelope(t *testing.T) {
 	doomed.kill()
 	close(stop)
 	pub.CloseNow()
+	pubWG.Wait()
 
 	// The other node reports the dead node's participant left (NodeTimeout
 	// 5 s plus a sweep), and serves sub throughout.
