@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -46,7 +47,7 @@ func (sf *stalledFollower) waitReached() {
 	sf.t.Helper()
 	select {
 	case <-sf.reached:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testwait.Timeout(30 * time.Second)):
 		sf.t.Fatal("the follower never reached the first envelope")
 	}
 }
@@ -86,7 +87,7 @@ func (sf *stalledFollower) recover(a *client, first string, next uint64) {
 func (tc *testCluster) waitLink(up bool) {
 	tc.t.Helper()
 	for i := range tc.cls {
-		waitFor(tc.t, 30*time.Second, "the node to see the NATS link change", func() bool { return tc.cls[i].Up() == up })
+		testwait.Eventually(tc.t, 30*time.Second, "the node to see the NATS link change", func() bool { return tc.cls[i].Up() == up })
 	}
 }
 
@@ -100,7 +101,7 @@ func TestNATS_OutageReleasesAnswersHeldBehindAnEcho(t *testing.T) {
 	a, _ := sf.g.join("room", "a")
 	first := a.chat("first")["id"].(string)
 	sf.waitReached()
-	waitFor(t, 30*time.Second, "the first echo to be acknowledged", func() bool {
+	testwait.Eventually(t, 30*time.Second, "the first echo to be acknowledged", func() bool {
 		acked, _ := sf.g.echoes("room")
 		return acked == 1
 	})
@@ -108,7 +109,7 @@ func TestNATS_OutageReleasesAnswersHeldBehindAnEcho(t *testing.T) {
 	// follower is about to reach it.
 	toZ := a.env([]string{"z"}, `{"jsonrpc":"2.0","method":"notifications/x"}`)
 	a.send(toZ)
-	waitFor(t, 30*time.Second, "the unknown_recipient notice to wait behind the echo", func() bool {
+	testwait.Eventually(t, 30*time.Second, "the unknown_recipient notice to wait behind the echo", func() bool {
 		_, waiting := sf.g.echoes("room")
 		return waiting == 1
 	})
@@ -144,13 +145,13 @@ func TestNATS_EchoAcknowledgedDuringAnOutageHoldsNoAnswer(t *testing.T) {
 	first := a.chat("first")["id"].(string)
 	select {
 	case <-stored:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testwait.Timeout(30 * time.Second)):
 		t.Fatal("the first envelope was never appended")
 	}
 	sf.nats.Stop()
 	sf.waitLink(false)
 	later := a.chat("later")["id"].(string)
-	waitFor(t, 30*time.Second, "the refusal to wait behind the append in flight", func() bool {
+	testwait.Eventually(t, 30*time.Second, "the refusal to wait behind the append in flight", func() bool {
 		_, waiting := sf.g.echoes("room")
 		return waiting == 1
 	})

@@ -290,9 +290,7 @@ func (t *topic) leaveCluster(ctx context.Context, s *session, why mcpx.LeaveReas
 func (t *topic) publishCluster(s *session, e *mcpx.Envelope) {
 	c := t.g.cluster
 	size := len(e.Payload) + 192 + len(e.ID) + len(e.CorrelationID)
-	select {
-	case s.window <- struct{}{}:
-	case <-s.ctx.Done():
+	if s.takeWindow() != nil {
 		return // the connection is closing: nobody to answer
 	}
 	if s.reserveFlight(size) != nil {
