@@ -408,14 +408,10 @@ func NewAnnouncementClient() (*mcp.Client, <-chan struct{}) {
 // client with list_changed handlers that send on changed.
 //
 // In a replica group, only the replica holding the group's announcer lease
-// announces: this waits until it does, announces at once when it takes
-// the lease over, and stops when it loses it.
+// announces (Coordinator.Lead): this waits until it does, announces at
+// once when it takes the lease over, and stops when it loses it.
 func (s *Server) KeepAnnounced(ctx context.Context, src AnnouncementSource, changed <-chan struct{}) {
-	if s.group != nil {
-		s.group.whileLeader(ctx, func(ctx context.Context) { s.keepAnnounced(ctx, src, changed) })
-		return
-	}
-	s.keepAnnounced(ctx, src, changed)
+	s.replicas.Lead(ctx, func(ctx context.Context) { s.keepAnnounced(ctx, src, changed) })
 }
 
 func (s *Server) keepAnnounced(ctx context.Context, src AnnouncementSource, changed <-chan struct{}) {

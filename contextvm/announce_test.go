@@ -11,6 +11,7 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/commonschema"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -106,7 +107,7 @@ func tagged(tags nostr.Tags, want ...string) bool {
 
 func TestAnnounce(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := serve(t, announcingOptions(r), catalogServer())
+	srv := cvmtest.Serve(t, announcingOptions(r), catalogServer())
 	got := announcements(t, r, srv.PublicKey(), hasAll(contextvm.AnnouncementKinds...))
 
 	init := got[contextvm.KindServerAnnouncement]
@@ -165,7 +166,7 @@ func TestAnnounce(t *testing.T) {
 func TestAnnounceFollowsListChanges(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	mcpServer := catalogServer()
-	srv := serve(t, announcingOptions(r), mcpServer)
+	srv := cvmtest.Serve(t, announcingOptions(r), mcpServer)
 	before := announcements(t, r, srv.PublicKey(), hasAll(contextvm.AnnouncementKinds...))
 
 	mcp.AddTool(mcpServer, &mcp.Tool{Name: "summarize"}, func(ctx context.Context, req *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, any, error) {
@@ -187,7 +188,7 @@ func TestUnannounce(t *testing.T) {
 	key := nostr.Generate()
 	opts := announcingOptions(r)
 	opts.Signer = contextvm.NewKeySigner(key)
-	srv := serve(t, opts, catalogServer())
+	srv := cvmtest.Serve(t, opts, catalogServer())
 	announcements(t, r, srv.PublicKey(), hasAll(contextvm.AnnouncementKinds...))
 	srv.Close()
 
@@ -210,7 +211,7 @@ func TestUnannounceOnClose(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	opts := announcingOptions(r)
 	opts.UnannounceOnClose = true
-	srv := serve(t, opts, catalogServer())
+	srv := cvmtest.Serve(t, opts, catalogServer())
 	announcements(t, r, srv.PublicKey(), hasAll(contextvm.AnnouncementKinds...))
 	srv.Close()
 	announcements(t, r, srv.PublicKey(), func(m map[nostr.Kind]nostr.Event) bool { return len(m) == 0 })
@@ -223,7 +224,7 @@ func TestListResponsesCarryPricesAndSchemas(t *testing.T) {
 	opts := announcingOptions(r)
 	opts.Announce = false
 	opts.Encryption = contextvm.EncryptDisabled
-	srv := serve(t, opts, catalogServer())
+	srv := cvmtest.Serve(t, opts, catalogServer())
 
 	clientKey := nostr.Generate()
 	spy := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{r.URL}})
@@ -232,7 +233,7 @@ func TestListResponsesCarryPricesAndSchemas(t *testing.T) {
 	defer sub.Close()
 	<-sub.Ready()
 
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Signer: contextvm.NewKeySigner(clientKey)})
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Signer: contextvm.NewKeySigner(clientKey)})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tools, err := cs.ListTools(ctx, nil)

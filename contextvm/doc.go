@@ -28,16 +28,25 @@
 // returned. After Close nothing of theirs is published and no timer of
 // theirs fires.
 //
+// Features that not every server has plug in from outside through small
+// interfaces declared here, where the server calls them: a Coordinator
+// (coordinator.go; ServerOptions.Replicas) makes the server one replica of
+// a group, and decides which messages it acts on (package
+// contextvm/replica, on NATS). What a server lends them is a Host
+// (host.go). A server without one is a plain ContextVM server.
+//
 // Files: codec.go (message ⇄ event), wrap.go (CEP-4/19 gift wraps),
 // peer.go (discovery tags, CEP-35), client.go (the client transport),
 // pending.go (its requests in flight) and encryption.go (how it chooses
 // between gift wraps and plaintext, and finds out it chose wrong), server.go, sessions.go, session.go
 // and routes.go (the server, its book of sessions, a session, a session's
-// requests in flight), endpoint.go (what both share), codes.go (the
+// requests in flight), batch.go (a JSON-RPC batch's answers, sent as one),
+// endpoint.go (what both share), codes.go (the
 // JSON-RPC error codes), lifetime.go and registry.go (what owners are built
 // from), fragment.go and oversized.go (CEP-22), stream.go (CEP-41),
 // auth.go and replay.go, announce.go, unannounce.go and pricing.go;
-// group.go (a replica of a group on NATS: membership, placement, claims,
-// failover) and hold.go (what a replica that cannot coordinate does with
-// its requests).
+// coordinator.go and host.go (the seam of replica groups: what the router
+// asks a Coordinator, the Inbound message it routes, what a Host lends);
+// paygate.go and clientpay.go (CEP-8 payments, server and client),
+// kinds.go, modes.go, signer.go (event kinds, encryption modes, signers).
 package contextvm

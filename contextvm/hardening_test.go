@@ -13,6 +13,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/nostrx"
@@ -22,118 +23,29 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// rawPeer speaks ContextVM by hand: it signs and publishes events of its
-// choosing and collects what comes back, to test what a well-behaved client
-// would never send.
-type rawPeer struct {
-	t    testing.TB
-	sk   nostr.SecretKey
-	pool *nostrx.Pool
-	sub  *nostrx.Subscription
-}
-
-func newRawPeer(t testing.TB, relayURL string) *rawPeer {
-	sk := nostr.Generate()
-	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{relayURL}})
-	sub := pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{contextvm.KindMessage, contextvm.KindGiftWrap, contextvm.KindEphemeralGiftWrap}, Tags: nostr.TagMap{"p": {sk.Public().Hex()}}}, 0)
-	<-sub.Ready()
-	t.Cleanup(func() { pool.Close() })
-	return &rawPeer{t: t, sk: sk, pool: pool, sub: sub}
-}
-
-// message signs content as a kind 25910 event to server.
-func (p *rawPeer) message(server nostr.PubKey, content string, tags ...nostr.Tag) nostr.Event {
-	evt := nostr.Event{Kind: contextvm.KindMessage, CreatedAt: nostr.Now(), Content: content, Tags: append(nostr.Tags{{"p", server.Hex()}}, tags...)}
-	if err := evt.Sign(p.sk); err != nil {
-		p.t.Fatal(err)
-	}
-	return evt
-}
-
-// messageAt is message dated at.
-func (p *rawPeer) messageAt(at nostr.Timestamp, to nostr.PubKey, content string, tags ...nostr.Tag) nostr.Event {
-	evt := p.message(to, content, tags...)
-	evt.CreatedAt = at
-	if err := evt.Sign(p.sk); err != nil {
-		p.t.Fatal(err)
-	}
-	return evt
-}
-
-func (p *rawPeer) publish(evt nostr.Event) {
-	p.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := p.pool.Publish(ctx, evt); err != nil && !errors.Is(err, nostrx.ErrUnheard) {
-		p.t.Fatal(err)
-	}
-}
-
-// next returns the content of the next message addressed to the peer.
-func (p *rawPeer) next(d time.Duration) (nostr.Event, bool) {
-	select {
-	case evt, ok := <-p.sub.Events():
-		if !ok {
-			return nostr.Event{}, false // the peer is closed: its test is over
-		}
-		if evt.Kind != contextvm.KindMessage {
-			inner, err := contextvm.Unwrap(context.Background(), contextvm.NewKeySigner(p.sk), p.sk.Public(), evt)
-			if err != nil {
-				p.t.Errorf("unwrap: %v", err)
-				return nostr.Event{}, false
-			}
-			return inner, true
-		}
-		return evt, true
-	case <-time.After(d):
-		return nostr.Event{}, false
-	}
-}
-
-func (p *rawPeer) initialize(server nostr.PubKey) {
-	p.t.Helper()
-	p.publish(p.message(server, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`))
-	if _, ok := p.next(10 * time.Second); !ok {
-		p.t.Fatal("no initialize response")
-	}
-	p.publish(p.message(server, `{"jsonrpc":"2.0","method":"notifications/initialized"}`))
-}
-
-// logBuffer collects a component's logs for assertions.
-type logBuffer = waitbuf.Buffer
-
-func counterServer(calls *atomic.Int64) *mcp.Server {
-	s := testServer()
-	mcp.AddTool(s, &mcp.Tool{Name: "count"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		n := calls.Add(1)
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(n)}}}, nil, nil
-	})
-	return s
-}
-
 func TestReplayedEventExecutesOnce(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	var calls atomic.Int64
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, counterServer(&calls))
-	peer := newRawPeer(t, r.URL)
-	peer.initialize(srv.PublicKey())
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, cvmtest.CounterServer(&calls))
+	peer := cvmtest.NewRawPeer(t, r.URL)
+	peer.Initialize(srv.PublicKey())
 
-	plain := peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
-	inner := peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
+	plain := peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
+	inner := peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
 	wrap, err := contextvm.Wrap(inner, srv.PublicKey(), contextvm.KindEphemeralGiftWrap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 100 {
-		peer.publish(plain)
-		peer.publish(wrap)
+		peer.Publish(plain)
+		peer.Publish(wrap)
 	}
 	// The same inner message in a fresh wrap is a replay too.
 	rewrapped, _ := contextvm.Wrap(inner, srv.PublicKey(), contextvm.KindGiftWrap)
-	peer.publish(rewrapped)
+	peer.Publish(rewrapped)
 	answers := 0
 	for {
-		if _, ok := peer.next(time.Second); !ok {
+		if _, ok := peer.Next(time.Second); !ok {
 			break
 		}
 		answers++
@@ -158,22 +70,22 @@ func TestReplayAfterRestartDoesNotExecute(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(sk), State: state}, counterServer(&calls))
+		srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(sk), State: state}, cvmtest.CounterServer(&calls))
 		return srv, state
 	}
 	srv, state := start()
-	peer := newRawPeer(t, r.URL)
-	peer.initialize(srv.PublicKey())
-	plain := peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
-	inner := peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
+	peer := cvmtest.NewRawPeer(t, r.URL)
+	peer.Initialize(srv.PublicKey())
+	plain := peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
+	inner := peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
 	wrap, err := contextvm.Wrap(inner, srv.PublicKey(), contextvm.KindEphemeralGiftWrap)
 	if err != nil {
 		t.Fatal(err)
 	}
-	peer.publish(plain)
-	peer.publish(wrap)
+	peer.Publish(plain)
+	peer.Publish(wrap)
 	for range 2 {
-		if _, ok := peer.next(10 * time.Second); !ok {
+		if _, ok := peer.Next(10 * time.Second); !ok {
 			t.Fatal("a request was not answered")
 		}
 	}
@@ -183,18 +95,18 @@ func TestReplayAfterRestartDoesNotExecute(t *testing.T) {
 	srv, state = start()
 	defer state.Close()
 	defer srv.Close()
-	peer.publish(plain)
-	peer.publish(wrap)
+	peer.Publish(plain)
+	peer.Publish(wrap)
 	rewrapped, _ := contextvm.Wrap(inner, srv.PublicKey(), contextvm.KindGiftWrap)
-	peer.publish(rewrapped)
+	peer.Publish(rewrapped)
 	// A new request after the replays: once it is answered, the replays,
 	// published before it on the same connection, have been seen.
-	fresh := peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
-	peer.publish(fresh)
-	if _, ok := peer.next(10 * time.Second); !ok {
+	fresh := peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
+	peer.Publish(fresh)
+	if _, ok := peer.Next(10 * time.Second); !ok {
 		t.Fatal("the fresh request after the restart was not answered")
 	}
-	if _, ok := peer.next(500 * time.Millisecond); ok {
+	if _, ok := peer.Next(500 * time.Millisecond); ok {
 		t.Error("a replay was answered after the restart")
 	}
 	if got := calls.Load(); got != 3 {
@@ -208,11 +120,11 @@ func TestFullReplayStoreRefusesWithBusy(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	var calls atomic.Int64
 	// initialize and notifications/initialized take two records.
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, State: durable.NewMemory(durable.Options{MaxRecords: 2})}, counterServer(&calls))
-	peer := newRawPeer(t, r.URL)
-	peer.initialize(srv.PublicKey())
-	peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"count","arguments":{}}}`))
-	answer, ok := peer.next(10 * time.Second)
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, State: durable.NewMemory(durable.Options{MaxRecords: 2})}, cvmtest.CounterServer(&calls))
+	peer := cvmtest.NewRawPeer(t, r.URL)
+	peer.Initialize(srv.PublicKey())
+	peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"count","arguments":{}}}`))
+	answer, ok := peer.Next(10 * time.Second)
 	if !ok {
 		t.Fatal("no answer: a refused request must be answered")
 	}
@@ -223,18 +135,18 @@ func TestFullReplayStoreRefusesWithBusy(t *testing.T) {
 
 func TestStaleEventsAreDroppedWithALogLine(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	var logs logBuffer
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Freshness: time.Minute, Logger: logs.Logger()}, testServer())
-	peer := newRawPeer(t, r.URL)
+	var logs waitbuf.Buffer
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Freshness: time.Minute, Logger: logs.Logger()}, cvmtest.EchoServer())
+	peer := cvmtest.NewRawPeer(t, r.URL)
 	old := nostr.Event{Kind: contextvm.KindMessage, CreatedAt: nostr.Now() - 5, Content: `{"jsonrpc":"2.0","id":1,"method":"ping"}`,
 		Tags: nostr.Tags{{"p", srv.PublicKey().Hex()}}}
 	// Within the relay's since window but outside the server's freshness window: backdate the inner event of a wrap.
 	old.CreatedAt = nostr.Now() - 3600
-	old.Sign(peer.sk)
+	old.Sign(peer.SK)
 	wrap, _ := contextvm.Wrap(old, srv.PublicKey(), contextvm.KindEphemeralGiftWrap)
-	peer.publish(wrap)
+	peer.Publish(wrap)
 	logs.Await(t, 10*time.Second, "freshness window")
-	if _, ok := peer.next(500 * time.Millisecond); ok {
+	if _, ok := peer.Next(500 * time.Millisecond); ok {
 		t.Fatal("a stale request was answered")
 	}
 }
@@ -245,10 +157,10 @@ func TestStaleEventsAreDroppedWithALogLine(t *testing.T) {
 // ephemeral events, so a since on them would hide nothing but these.
 func TestServer_HearsRequestsDatedBeforeItStarted(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, testServer())
-	peer := newRawPeer(t, r.URL)
-	peer.publish(peer.messageAt(nostr.Now()-60, srv.PublicKey(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`))
-	answer, ok := peer.next(10 * time.Second)
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, cvmtest.EchoServer())
+	peer := cvmtest.NewRawPeer(t, r.URL)
+	peer.Publish(peer.MessageAt(nostr.Now()-60, srv.PublicKey(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`))
+	answer, ok := peer.Next(10 * time.Second)
 	if !ok {
 		t.Fatal("a request dated a minute ago was not answered")
 	}
@@ -261,10 +173,10 @@ func TestServer_HearsRequestsDatedBeforeItStarted(t *testing.T) {
 // reaches it: a server whose clock is behind is still heard.
 func TestClient_HearsAnswersDatedBeforeItStarted(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := newRawPeer(t, r.URL)
+	srv := cvmtest.NewRawPeer(t, r.URL)
 	served := make(chan error, 1)
 	go func() {
-		req, ok := srv.next(20 * time.Second)
+		req, ok := srv.Next(20 * time.Second)
 		if !ok {
 			served <- errors.New("no initialize")
 			return
@@ -273,14 +185,14 @@ func TestClient_HearsAnswersDatedBeforeItStarted(t *testing.T) {
 			ID json.RawMessage `json:"id"`
 		}
 		json.Unmarshal([]byte(req.Content), &m)
-		srv.publish(srv.messageAt(nostr.Now()-60, req.PubKey, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"raw","version":"1"}}}`,
+		srv.Publish(srv.MessageAt(nostr.Now()-60, req.PubKey, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"raw","version":"1"}}}`,
 			nostr.Tag{"e", req.ID.Hex()}))
 		served <- nil
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "c", Version: "0"}, nil),
-		contextvm.ClientOptions{Server: srv.sk.Public().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
+		contextvm.ClientOptions{Server: srv.SK.Public().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
 	if err != nil {
 		t.Fatalf("connect, answered a minute back: %v", err)
 	}
@@ -292,10 +204,10 @@ func TestClient_HearsAnswersDatedBeforeItStarted(t *testing.T) {
 
 func TestBadInputGetsAnErrorOrALogLine(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	var logs logBuffer
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Logger: logs.Logger()}, testServer())
-	peer := newRawPeer(t, r.URL)
-	peer.initialize(srv.PublicKey())
+	var logs waitbuf.Buffer
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Logger: logs.Logger()}, cvmtest.EchoServer())
+	peer := cvmtest.NewRawPeer(t, r.URL)
+	peer.Initialize(srv.PublicKey())
 	me := srv.PublicKey()
 
 	// What is not JSON-RPC is answered as JSON-RPC says, correlated by the
@@ -313,9 +225,9 @@ func TestBadInputGetsAnErrorOrALogLine(t *testing.T) {
 		{"a batch with a bad member", `[{"jsonrpc":"2.0","id":1,"method":"ping"},1]`, jsonrpc.CodeInvalidRequest, "null"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			evt := peer.message(me, tc.content)
-			peer.publish(evt)
-			answer, ok := peer.next(10 * time.Second)
+			evt := peer.Message(me, tc.content)
+			peer.Publish(evt)
+			answer, ok := peer.Next(10 * time.Second)
 			if !ok {
 				t.Fatal("no answer")
 			}
@@ -328,23 +240,23 @@ func TestBadInputGetsAnErrorOrALogLine(t *testing.T) {
 			if err := json.Unmarshal([]byte(answer.Content), &got); err != nil || got.Error.Code != tc.code || string(got.ID) != tc.id {
 				t.Fatalf("answer %s; want code %d and id %s", answer.Content, tc.code, tc.id)
 			}
-			if e, _ := firstTag(answer.Tags, "e"); e != evt.ID.Hex() {
+			if e, _ := cvmtest.FirstTag(answer.Tags, "e"); e != evt.ID.Hex() {
 				t.Fatalf("the answer is not correlated with the event: e=%q", e)
 			}
 		})
 	}
 	t.Run("a server that does not serve the author stays silent", func(t *testing.T) {
-		guarded := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Logger: logs.Logger(),
-			AllowedClients: []nostr.PubKey{nostr.Generate().Public()}}, testServer())
-		peer.publish(peer.message(guarded.PublicKey(), `{"jsonrpc":"1.0","id":5,"method":"ping"}`))
+		guarded := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Logger: logs.Logger(),
+			AllowedClients: []nostr.PubKey{nostr.Generate().Public()}}, cvmtest.EchoServer())
+		peer.Publish(peer.Message(guarded.PublicKey(), `{"jsonrpc":"1.0","id":5,"method":"ping"}`))
 		logs.Await(t, 10*time.Second, "not JSON-RPC")
-		if answer, ok := peer.next(300 * time.Millisecond); ok {
+		if answer, ok := peer.Next(300 * time.Millisecond); ok {
 			t.Fatalf("a stranger got an answer: %s", answer.Content)
 		}
 	})
 	t.Run("unknown method gets method not found", func(t *testing.T) {
-		peer.publish(peer.message(me, `{"jsonrpc":"2.0","id":7,"method":"no/such/method"}`))
-		evt, ok := peer.next(5 * time.Second)
+		peer.Publish(peer.Message(me, `{"jsonrpc":"2.0","id":7,"method":"no/such/method"}`))
+		evt, ok := peer.Next(5 * time.Second)
 		if !ok {
 			t.Fatal("no answer")
 		}
@@ -358,26 +270,26 @@ func TestBadInputGetsAnErrorOrALogLine(t *testing.T) {
 	t.Run("a wrap that does not decrypt is logged", func(t *testing.T) {
 		bogus := nostr.Event{Kind: contextvm.KindEphemeralGiftWrap, CreatedAt: nostr.Now(), Tags: nostr.Tags{{"p", me.Hex()}}, Content: "AgAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
 		bogus.Sign(nostr.Generate())
-		peer.publish(bogus)
+		peer.Publish(bogus)
 		logs.Await(t, 10*time.Second, "does not decrypt")
 	})
 	t.Run("a wrap hiding a message for someone else is logged", func(t *testing.T) {
-		inner := peer.message(nostr.Generate().Public(), `{"jsonrpc":"2.0","id":8,"method":"ping"}`)
+		inner := peer.Message(nostr.Generate().Public(), `{"jsonrpc":"2.0","id":8,"method":"ping"}`)
 		w, _ := contextvm.Wrap(inner, me, contextvm.KindEphemeralGiftWrap)
-		peer.publish(w)
+		peer.Publish(w)
 		logs.Await(t, 10*time.Second, "names another recipient")
 	})
 }
 
 func TestResponseTooLargeBecomesAnError(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	s := testServer()
+	s := cvmtest.EchoServer()
 	mcp.AddTool(s, &mcp.Tool{Name: "big"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", 70_000)}}}, nil, nil
 	})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired}, s)
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired}, s)
 	// A client without CEP-22 cannot take the answer in fragments.
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, OversizedThreshold: -1})
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, OversizedThreshold: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "big"})
@@ -389,15 +301,15 @@ func TestResponseTooLargeBecomesAnError(t *testing.T) {
 
 func TestBatchIsAnsweredAsOneEvent(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, testServer())
-	peer := newRawPeer(t, r.URL)
-	peer.initialize(srv.PublicKey())
-	peer.publish(peer.message(srv.PublicKey(), `[
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, cvmtest.EchoServer())
+	peer := cvmtest.NewRawPeer(t, r.URL)
+	peer.Initialize(srv.PublicKey())
+	peer.Publish(peer.Message(srv.PublicKey(), `[
 		{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo","arguments":{"text":"one"}}},
 		{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"x","progress":1}},
 		{"jsonrpc":"2.0","id":"b","method":"ping"}
 	]`))
-	evt, ok := peer.next(10 * time.Second)
+	evt, ok := peer.Next(10 * time.Second)
 	if !ok {
 		t.Fatal("no answer to the batch")
 	}
@@ -409,7 +321,7 @@ func TestBatchIsAnsweredAsOneEvent(t *testing.T) {
 	if ids[0] != "a" || ids[1] != "b" {
 		t.Errorf("batch answer ids %v, want [a b] in request order", ids)
 	}
-	if _, more := peer.next(500 * time.Millisecond); more {
+	if _, more := peer.Next(500 * time.Millisecond); more {
 		t.Error("more than one event answered the batch")
 	}
 }
@@ -427,13 +339,13 @@ func TestFullInboxAnswersBusy(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	// Nothing accepts the session, so nothing reads its inbox: the requests
 	// pile up until it is full.
-	peer := newRawPeer(t, r.URL)
-	peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`))
+	peer := cvmtest.NewRawPeer(t, r.URL)
+	peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`))
 	for i := range 300 {
-		peer.publish(peer.message(srv.PublicKey(), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)))
+		peer.Publish(peer.Message(srv.PublicKey(), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)))
 	}
 	// Nothing answers the requests that fit; the first answer is a refusal.
-	evt, ok := peer.next(10 * time.Second)
+	evt, ok := peer.Next(10 * time.Second)
 	if !ok {
 		t.Fatal("no busy answer to 300 requests nobody reads")
 	}
@@ -453,14 +365,14 @@ func TestFullInboxAnswersBusy(t *testing.T) {
 
 func TestShutdownEndsTheSession(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv, ended := serveWatched(t, contextvm.ServerOptions{Relays: []string{r.URL}}, testServer())
-	peer := newRawPeer(t, r.URL)
-	peer.initialize(srv.PublicKey()) // answered: the session exists
+	srv, ended := serveWatched(t, contextvm.ServerOptions{Relays: []string{r.URL}}, cvmtest.EchoServer())
+	peer := cvmtest.NewRawPeer(t, r.URL)
+	peer.Initialize(srv.PublicKey()) // answered: the session exists
 	if n := srv.Sessions(); n != 1 {
 		t.Fatalf("%d sessions after initialize", n)
 	}
-	peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"bye","method":"shutdown"}`))
-	evt, ok := peer.next(5 * time.Second)
+	peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"bye","method":"shutdown"}`))
+	evt, ok := peer.Next(5 * time.Second)
 	if !ok || !strings.Contains(evt.Content, `"result":{}`) || !strings.Contains(evt.Content, `"id":"bye"`) {
 		t.Fatalf("shutdown answer %q", evt.Content)
 	}
@@ -473,7 +385,7 @@ func TestShutdownEndsTheSession(t *testing.T) {
 func TestAuthorization(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	allowed, stranger := nostr.Generate(), nostr.Generate()
-	srv := serve(t, contextvm.ServerOptions{
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{
 		Relays:             []string{r.URL},
 		AllowedClients:     []nostr.PubKey{allowed.Public()},
 		PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}, {Method: "tools/call", Name: "whoami"}},
@@ -483,7 +395,7 @@ func TestAuthorization(t *testing.T) {
 			}
 			return nil
 		},
-	}, testServer())
+	}, cvmtest.EchoServer())
 	call := func(cs *mcp.ClientSession, tool, text string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -495,7 +407,7 @@ func TestAuthorization(t *testing.T) {
 		return errors.As(err, &werr) && werr.Code == contextvm.CodeUnauthorized
 	}
 
-	friend := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(allowed)})
+	friend := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(allowed)})
 	if err := call(friend, "echo", "hi"); err != nil {
 		t.Errorf("allowed client: %v", err)
 	}
@@ -503,7 +415,7 @@ func TestAuthorization(t *testing.T) {
 		t.Errorf("hook refusal: %v", err)
 	}
 
-	other := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(stranger)})
+	other := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(stranger)})
 	if _, err := other.ListTools(context.Background(), nil); err != nil {
 		t.Errorf("public tools/list: %v", err)
 	}
@@ -518,7 +430,7 @@ func TestAuthorization(t *testing.T) {
 
 func TestAuthorizationWithoutPublicCapabilitiesRefusesTheHandshake(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, AllowedClients: []nostr.PubKey{nostr.Generate().Public()}}, testServer())
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, AllowedClients: []nostr.PubKey{nostr.Generate().Public()}}, cvmtest.EchoServer())
 	tr, _ := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -533,7 +445,7 @@ func TestAuthorizationWithoutPublicCapabilitiesRefusesTheHandshake(t *testing.T)
 // progress (the reference routes by token alone and mixes them).
 func TestProgressIsRoutedPerClient(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	s := testServer()
+	s := cvmtest.EchoServer()
 	type in struct {
 		Who string `json:"who"`
 	}
@@ -543,7 +455,7 @@ func TestProgressIsRoutedPerClient(t *testing.T) {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: args.Who}}}, nil, nil
 	})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, s)
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, s)
 	var wg sync.WaitGroup
 	for _, who := range []string{"alice", "bob"} {
 		wg.Go(func() {
@@ -598,7 +510,7 @@ func TestProgressIsRoutedPerClient(t *testing.T) {
 // A client's cancel reaches the running handler, whose context ends.
 func TestCancelReachesTheHandler(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	s := testServer()
+	s := cvmtest.EchoServer()
 	started, cancelled := make(chan struct{}), make(chan struct{})
 	mcp.AddTool(s, &mcp.Tool{Name: "forever"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		close(started)
@@ -610,8 +522,8 @@ func TestCancelReachesTheHandler(t *testing.T) {
 			return nil, nil, errors.New("never cancelled")
 		}
 	})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, s)
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, s)
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-started
@@ -638,7 +550,7 @@ func TestResourceUpdatesGoOnlyToSubscribers(t *testing.T) {
 	s.AddResource(&mcp.Resource{URI: uri, Name: "watched"}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "v"}}}, nil
 	})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, s)
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, s)
 	updates := map[string]*atomic.Int64{"watcher": {}, "bystander": {}}
 	watcherUpdated := make(chan struct{}, 1)
 	sessions := map[string]*mcp.ClientSession{}
@@ -700,15 +612,15 @@ func TestAllowedClientIsNeverCrowdedOut(t *testing.T) {
 	)
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	friend := nostr.Generate()
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
 		MaxSessions: maxSessions, SessionReserve: reserve,
 		SessionRate: 0.001, SessionBurst: burst, // spent by the strangers, not refilled during the test
-		AllowedClients: []nostr.PubKey{friend.Public()}, PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}}}, testServer())
+		AllowedClients: []nostr.PubKey{friend.Public()}, PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}}}, cvmtest.EchoServer())
 	admitted := 0
 	for range strangers {
-		p := newRawPeer(t, r.URL)
-		p.publish(p.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`))
-		answer, ok := p.next(10 * time.Second)
+		p := cvmtest.NewRawPeer(t, r.URL)
+		p.Publish(p.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`))
+		answer, ok := p.Next(10 * time.Second)
 		if !ok {
 			t.Fatal("a stranger's initialize was not answered")
 		}
@@ -719,10 +631,10 @@ func TestAllowedClientIsNeverCrowdedOut(t *testing.T) {
 	if admitted != maxSessions-reserve {
 		t.Fatalf("%d strangers got a session; want %d, the sessions less the reserve", admitted, maxSessions-reserve)
 	}
-	var logs logBuffer // the client's: it says when it was told busy and asked again
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+	var logs waitbuf.Buffer // the client's: it says when it was told busy and asked again
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
 		Signer: contextvm.NewKeySigner(friend), Logger: logs.Logger()})
-	if got := callEcho(t, cs, "hi"); got != "hi" {
+	if got := cvmtest.CallEcho(t, cs, "hi"); got != "hi" {
 		t.Fatalf("echo: %q", got)
 	}
 	if strings.Contains(logs.String(), "server busy") {

@@ -8,6 +8,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -25,7 +26,7 @@ func TestEveryMessageEventIsDistinct(t *testing.T) {
 	all := watcher.Subscribe(nostr.Filter{Kinds: []nostr.Kind{contextvm.KindMessage}}, 256)
 	<-all.Ready()
 
-	s := testServer()
+	s := cvmtest.EchoServer()
 	mcp.AddTool(s, &mcp.Tool{Name: "twice"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		// A request to the client, which the client answers...
 		if err := req.Session.Ping(ctx, nil); err != nil {
@@ -37,7 +38,7 @@ func TestEveryMessageEventIsDistinct(t *testing.T) {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
 	})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, s)
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, s)
 	var progress atomic.Int64
 	client := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) },
@@ -65,7 +66,7 @@ func TestEveryMessageEventIsDistinct(t *testing.T) {
 		select {
 		case evt := <-all.Events():
 			seen++
-			if _, ok := firstTag(evt.Tags, "nonce"); !ok {
+			if _, ok := cvmtest.FirstTag(evt.Tags, "nonce"); !ok {
 				t.Errorf("a message without a nonce, from the %s: %s %v", side(evt, srv), evt.Content, evt.Tags)
 			}
 		case <-time.After(500 * time.Millisecond):

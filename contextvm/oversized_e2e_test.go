@@ -2,8 +2,6 @@ package contextvm_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,30 +11,22 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// bigText is 200 KB of text whose escaping and code points make the frame
-// arithmetic work: quotes, backslashes, emoji.
-func bigText(n int) string {
-	var b strings.Builder
-	for b.Len() < n {
-		b.WriteString(`line "quoted" \ back 🌍 naïve <&> `)
-	}
-	return b.String()
-}
-
 func TestOversizedBothWays(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
-	arg := bigText(200_000)
+	arg := cvmtest.BigText(200_000)
 	for _, enc := range []contextvm.EncryptionMode{contextvm.EncryptDisabled, contextvm.EncryptRequired} {
 		t.Run(enc.String(), func(t *testing.T) {
-			srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptOptional}, testServer())
-			cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: enc})
-			if got := callEcho(t, cs, arg); got != arg {
+			srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptOptional}, cvmtest.EchoServer())
+			cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: enc})
+			if got := cvmtest.CallEcho(t, cs, arg); got != arg {
 				t.Fatalf("echo of %d bytes came back as %d bytes", len(arg), len(got))
 			}
 		})
@@ -48,10 +38,10 @@ func TestOversizedBothWays(t *testing.T) {
 func TestOversizedFirstRequestWaitsForAccept(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	tp := newTap(t, r.URL)
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, testServer())
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Stateless: true})
-	arg := bigText(120_000)
-	if got := callEcho(t, cs, arg); got != arg {
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, cvmtest.EchoServer())
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Stateless: true})
+	arg := cvmtest.BigText(120_000)
+	if got := cvmtest.CallEcho(t, cs, arg); got != arg {
 		t.Fatal("wrong echo")
 	}
 	accepted := false
@@ -65,37 +55,10 @@ func TestOversizedFirstRequestWaitsForAccept(t *testing.T) {
 	}
 }
 
-// rawTransfer sends msg from peer to the server as CEP-22 frames, letting
-// mangle change them on the way.
-func rawTransfer(t *testing.T, peer *rawPeer, server nostr.PubKey, msg string, mangle func(i int, frame map[string]any) bool) {
-	t.Helper()
-	const chunk = 1000
-	var chunks []string
-	for i := 0; i < len(msg); i += chunk {
-		chunks = append(chunks, msg[i:min(i+chunk, len(msg))])
-	}
-	send := func(i int, cvm map[string]any, progress int) {
-		frame := map[string]any{"progressToken": "raw", "progress": progress, "cvm": cvm}
-		if mangle != nil && !mangle(i, frame) {
-			return
-		}
-		params, _ := json.Marshal(frame)
-		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": json.RawMessage(params)})
-		peer.publish(peer.message(server, string(body), nostr.Tag{"nonce", time.Now().String()}))
-	}
-	digest := "sha256:" + sha256hex(msg)
-	send(0, map[string]any{"type": "oversized-transfer", "frameType": "start", "completionMode": "render",
-		"digest": digest, "totalBytes": len(msg), "totalChunks": len(chunks)}, 1)
-	for i, c := range chunks {
-		send(i+1, map[string]any{"type": "oversized-transfer", "frameType": "chunk", "data": c}, 2+i)
-	}
-	send(len(chunks)+1, map[string]any{"type": "oversized-transfer", "frameType": "end"}, 2+len(chunks))
-}
-
 func TestCorruptTransfersAreAborted(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
-	var logs logBuffer
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Logger: logs.Logger()}, testServer())
+	var logs waitbuf.Buffer
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Logger: logs.Logger()}, cvmtest.EchoServer())
 	request := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("z", 5000) + `"},"_meta":{"progressToken":"raw"}}}`
 	for name, mangle := range map[string]func(int, map[string]any) bool{
 		"digest mismatch": func(i int, f map[string]any) bool {
@@ -107,12 +70,12 @@ func TestCorruptTransfersAreAborted(t *testing.T) {
 		"missing chunk": func(i int, f map[string]any) bool { return i != 3 },
 	} {
 		t.Run(name, func(t *testing.T) {
-			peer := newRawPeer(t, r.URL)
-			peer.initialize(srv.PublicKey())
-			rawTransfer(t, peer, srv.PublicKey(), request, mangle)
+			peer := cvmtest.NewRawPeer(t, r.URL)
+			peer.Initialize(srv.PublicKey())
+			cvmtest.RawTransfer(t, peer, srv.PublicKey(), request, mangle)
 			var abort string
 			for abort == "" {
-				evt, ok := peer.next(10 * time.Second)
+				evt, ok := peer.Next(10 * time.Second)
 				if !ok {
 					t.Fatal("no abort frame came back")
 				}
@@ -134,7 +97,7 @@ func TestCorruptTransfersAreAborted(t *testing.T) {
 // error and tells the server.
 func TestClientAbortsCorruptAnswer(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
-	fake := newRawPeer(t, r.URL) // plays the server
+	fake := cvmtest.NewRawPeer(t, r.URL) // plays the server
 	aborted := make(chan string, 1)
 	done := make(chan struct{})
 	stopped := make(chan struct{})
@@ -147,7 +110,7 @@ func TestClientAbortsCorruptAnswer(t *testing.T) {
 				return
 			default:
 			}
-			evt, ok := fake.next(100 * time.Millisecond)
+			evt, ok := fake.Next(100 * time.Millisecond)
 			if !ok {
 				continue
 			}
@@ -163,8 +126,8 @@ func TestClientAbortsCorruptAnswer(t *testing.T) {
 			reply := func(content string) {
 				e := nostr.Event{Kind: contextvm.KindMessage, CreatedAt: nostr.Now(), Content: content,
 					Tags: nostr.Tags{{"p", client.Hex()}, {"e", evt.ID.Hex()}, {"nonce", time.Now().String()}}}
-				e.Sign(fake.sk)
-				fake.publish(e)
+				e.Sign(fake.SK)
+				fake.Publish(e)
 			}
 			switch req.Method {
 			case "initialize":
@@ -179,7 +142,7 @@ func TestClientAbortsCorruptAnswer(t *testing.T) {
 				json.Unmarshal(req.Params, &p)
 				tok, _ := json.Marshal(p.Meta.ProgressToken)
 				frame := func(progress int, cvm string) {
-					reply(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + string(tok) + `,"progress":` + itoa(progress) + `,"cvm":` + cvm + `}}`)
+					reply(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + string(tok) + `,"progress":` + cvmtest.JSONInt(progress) + `,"cvm":` + cvm + `}}`)
 				}
 				frame(1, `{"type":"oversized-transfer","frameType":"start","completionMode":"render","digest":"sha256:`+strings.Repeat("0", 64)+`","totalBytes":5,"totalChunks":1}`)
 				frame(2, `{"type":"oversized-transfer","frameType":"chunk","data":"hello"}`)
@@ -194,7 +157,7 @@ func TestClientAbortsCorruptAnswer(t *testing.T) {
 			}
 		}
 	}()
-	cs := connect(t, contextvm.ClientOptions{Server: fake.sk.Public().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: fake.SK.Public().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
@@ -212,38 +175,31 @@ func TestClientAbortsCorruptAnswer(t *testing.T) {
 	}
 }
 
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
-
-func sha256hex(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
-
 // A key outside AllowedClients, on a server with a public capability,
 // cannot lock the clients it serves out of large requests with a few start
 // frames declaring the whole byte budget.
 func TestOversized_StrangerCannotExhaustTheBudget(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	friend := nostr.Generate()
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
-		AllowedClients: []nostr.PubKey{friend.Public()}, PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}}}, testServer())
-	stranger := newRawPeer(t, r.URL)
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+		AllowedClients: []nostr.PubKey{friend.Public()}, PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}}}, cvmtest.EchoServer())
+	stranger := cvmtest.NewRawPeer(t, r.URL)
 	for i, declared := range []int{100 << 20, 100 << 20, 56 << 20} {
-		stranger.publish(stranger.message(srv.PublicKey(), fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"s%d","progress":1,"cvm":{"type":"oversized-transfer","frameType":"start","completionMode":"render","digest":"sha256:%s","totalBytes":%d,"totalChunks":3000}}}`,
+		stranger.Publish(stranger.Message(srv.PublicKey(), fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"s%d","progress":1,"cvm":{"type":"oversized-transfer","frameType":"start","completionMode":"render","digest":"sha256:%s","totalBytes":%d,"totalChunks":3000}}}`,
 			i, strings.Repeat("0", 64), declared)))
 	}
 	// The server refuses each start with an abort frame: the stranger has
 	// been heard before the friend begins.
 	for range 3 {
-		abort, ok := stranger.next(10 * time.Second)
+		abort, ok := stranger.Next(10 * time.Second)
 		if !ok || !strings.Contains(abort.Content, `"frameType":"abort"`) {
 			t.Fatalf("a stranger's oversized start was not refused: %+v", abort)
 		}
 	}
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
 		Signer: contextvm.NewKeySigner(friend)})
-	arg := bigText(200_000)
-	if got := callEcho(t, cs, arg); got != arg {
+	arg := cvmtest.BigText(200_000)
+	if got := cvmtest.CallEcho(t, cs, arg); got != arg {
 		t.Fatal("the friend's large request failed")
 	}
 }
@@ -258,22 +214,22 @@ func TestOversized_StrangerCannotExhaustTheBudget(t *testing.T) {
 func TestOversized_NewConnectionOfAKeyWithASessionIsAccepted(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	friend := nostr.Generate()
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
-		AllowedClients: []nostr.PubKey{friend.Public()}, PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}}}, testServer())
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+		AllowedClients: []nostr.PubKey{friend.Public()}, PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}}}, cvmtest.EchoServer())
 	opts := contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
 		Signer: contextvm.NewKeySigner(friend), RequestTimeout: 20 * time.Second}
-	first := connect(t, opts)
-	callEcho(t, first, "the session now has the server's discovery tags")
+	first := cvmtest.Connect(t, opts)
+	cvmtest.CallEcho(t, first, "the session now has the server's discovery tags")
 
-	stranger := newRawPeer(t, r.URL)
+	stranger := cvmtest.NewRawPeer(t, r.URL)
 	for i := range 10 { // 8 taken, 2 refused: a stranger's share
-		stranger.publish(stranger.message(srv.PublicKey(), fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"s%d","progress":1,"cvm":{"type":"oversized-transfer","frameType":"start","completionMode":"render","digest":"sha256:%s","totalBytes":100000,"totalChunks":30}}}`,
+		stranger.Publish(stranger.Message(srv.PublicKey(), fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"s%d","progress":1,"cvm":{"type":"oversized-transfer","frameType":"start","completionMode":"render","digest":"sha256:%s","totalBytes":100000,"totalChunks":30}}}`,
 			i, strings.Repeat("0", 64))))
 	}
 	opts.Stateless = true
-	second := connect(t, opts)
-	arg := bigText(100_000)
-	if got := callEcho(t, second, arg); got != arg {
+	second := cvmtest.Connect(t, opts)
+	arg := cvmtest.BigText(100_000)
+	if got := cvmtest.CallEcho(t, second, arg); got != arg {
 		t.Fatalf("echo of %d bytes came back as %d bytes", len(arg), len(got))
 	}
 }
@@ -283,13 +239,13 @@ func TestOversized_NewConnectionOfAKeyWithASessionIsAccepted(t *testing.T) {
 // did not run, and its client need not wait for its timeout to learn it.
 func TestOversized_EndOfATransferNeverStartedIsAborted(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, testServer())
-	peer := newRawPeer(t, r.URL)
-	peer.initialize(srv.PublicKey())
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, cvmtest.EchoServer())
+	peer := cvmtest.NewRawPeer(t, r.URL)
+	peer.Initialize(srv.PublicKey())
 	request := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("z", 3000) + `"},"_meta":{"progressToken":"raw"}}}`
-	rawTransfer(t, peer, srv.PublicKey(), request, func(i int, _ map[string]any) bool { return i != 0 })
+	cvmtest.RawTransfer(t, peer, srv.PublicKey(), request, func(i int, _ map[string]any) bool { return i != 0 })
 	for {
-		evt, ok := peer.next(10 * time.Second)
+		evt, ok := peer.Next(10 * time.Second)
 		if !ok {
 			t.Fatal("no abort frame came back")
 		}

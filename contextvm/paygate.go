@@ -368,7 +368,7 @@ func (g *gate) transparent(ctx context.Context, c *ServerConn, key string, r *ro
 	} else {
 		var err error
 		rec := issuedRecord{Charge: charge}
-		if g.s.group != nil && r.batch == nil {
+		if g.s.opts.Replicas != nil && r.batch == nil {
 			rec.Event, rec.Wrap = &inner, r.wrapKind
 		}
 		if req, err = g.issue(ctx, issuedSpace, key, rec, g.expiry(r)); err != nil {
@@ -467,11 +467,11 @@ func paidLost(amount int64, unit string) string {
 // runs the request. (Explicit gating needs no such claim: spending the
 // grant is one.)
 func (g *gate) claimRun(ctx context.Context, key string, r *route, charge payments.Charge) error {
-	grp := g.s.group
-	if grp == nil {
+	grp, ok := g.s.opts.Replicas.(interface{ Timeout() time.Duration })
+	if !ok {
 		return nil
 	}
-	deadline := time.Now().Add(grp.timeout)
+	deadline := time.Now().Add(grp.Timeout())
 	for {
 		won, err := g.s.opts.State.Claim(ctx, paidRunSpace, []byte(key), g.expiry(r))
 		if err == nil && !won {
@@ -497,29 +497,22 @@ func (g *gate) claimRun(ctx context.Context, key string, r *route, charge paymen
 // replays are (the stored result, or CodePaidResultLost); one whose
 // payment request it had issued, and whose event it kept, is run through
 // the gate again, which verifies that payment request rather than issuing
-// another, and runs the request once paid. It reports false when it has
-// no record of the request, which is then answered CodeReplicaLost.
-func (g *gate) adopt(ctx context.Context, id nostr.ID, client nostr.PubKey, wrap nostr.Kind) bool {
+// another, and runs the request once paid: that event is returned, for
+// the coordinator to record and run. It reports false when it has no
+// record of the request, which is then answered CodeReplicaLost.
+func (g *gate) adopt(ctx context.Context, id nostr.ID, client nostr.PubKey, wrap nostr.Kind) (resume *nostr.Event, ok bool) {
 	key := id.Hex()
 	if _, ok, err := g.s.opts.State.Get(ctx, chargeSpace, []byte(key)); err == nil && ok {
 		g.s.log.Info("answering a lost replica's paid request from the payment state", "client", client.Hex(), "request", key)
 		g.replayed(ctx, nostr.Event{ID: id, PubKey: client}, wrap)
-		return true
+		return nil, true
 	}
 	rec, ok := g.issued(ctx, issuedSpace, key)
 	if !ok || rec.Event == nil || rec.Event.ID != id || rec.Event.PubKey != client {
-		return false
+		return nil, false
 	}
 	g.s.log.Info("taking over a lost replica's wait for a payment", "client", client.Hex(), "request", key, "amount", rec.Charge.Amount, "unit", rec.Charge.Unit)
-	if grp := g.s.group; grp != nil {
-		if ids, ok := callIDs(rec.Event.Content); ok {
-			if err := grp.begin(ctx, id, client, ids, rec.Wrap); err != nil {
-				g.s.log.Warn("could not record a call taken over from a lost replica", "request", key, "err", err)
-			}
-		}
-	}
-	g.s.dispatch(ctx, *rec.Event, rec.Wrap)
-	return true
+	return rec.Event, true
 }
 
 // expiry is when the records of a request may be forgotten: when its

@@ -3,7 +3,6 @@ package contextvm_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -14,51 +13,15 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
 	"github.com/cvmgo/cvm/durable"
+	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// payFixture is a relay, a ledger and a server charging 10 sats for its
-// count tool, paid to "srv" in the ledger.
-type payFixture struct {
-	relay  *relay.Server
-	ledger *payments.Ledger
-	calls  atomic.Int64
-}
-
-func newPayFixture(t *testing.T, alice int64) *payFixture {
-	return &payFixture{
-		relay:  relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}}),
-		ledger: payments.NewLedger(map[string]int64{"alice": alice}),
-	}
-}
-
-func (f *payFixture) serverOptions(ttl time.Duration, prices ...string) contextvm.ServerOptions {
-	if len(prices) == 0 {
-		prices = []string{"tool:count=10"}
-	}
-	var ps []contextvm.Price
-	for _, s := range prices {
-		p, err := contextvm.ParsePrice(s)
-		if err != nil {
-			panic(err)
-		}
-		ps = append(ps, p)
-	}
-	return contextvm.ServerOptions{Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled, Prices: ps,
-		Payments: &contextvm.PaymentOptions{Processors: []payments.Processor{&payments.FakeProcessor{Ledger: f.ledger, Payee: "srv", TTL: ttl}}}}
-}
-
-func (f *payFixture) balances(t *testing.T) (alice, srv int64) {
-	t.Helper()
-	alice, _ = f.ledger.Balance(context.Background(), "alice")
-	srv, _ = f.ledger.Balance(context.Background(), "srv")
-	return alice, srv
-}
 
 // reports collects a client's payment reports.
 type reports struct {
@@ -83,38 +46,19 @@ func (r *reports) count(f func(contextvm.PaymentReport) bool) int {
 	return n
 }
 
-func (f *payFixture) client(t *testing.T, srv *contextvm.Server, pay *contextvm.PayOptions) *mcp.ClientSession {
-	return connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL},
-		Encryption: contextvm.EncryptDisabled, RequestTimeout: 20 * time.Second, Pay: pay})
-}
-
-func call(cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	return cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-}
-
-func rpcCode(err error) int64 {
-	var werr *jsonrpc.Error
-	if errors.As(err, &werr) {
-		return werr.Code
-	}
-	return 0
-}
-
 // A priced call through cvm client and server, transparent flow: paid once,
 // balances moved by exactly the price, reported paid then accepted.
 func TestPayTransparent_GoClientPaysExactlyThePrice(t *testing.T) {
-	f := newPayFixture(t, 100)
-	srv := serve(t, f.serverOptions(0), counterServer(&f.calls))
+	f := cvmtest.NewPayFixture(t, 100)
+	srv := cvmtest.Serve(t, f.ServerOptions(0), cvmtest.CounterServer(&f.Calls))
 	var rep reports
-	cs := f.client(t, srv, &contextvm.PayOptions{
-		Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+	cs := f.Client(t, srv, &contextvm.PayOptions{
+		Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 		Budget:   &payments.Budget{PerCall: 10},
 		Report:   rep.add,
 	})
 	for i := range 2 {
-		res, err := call(cs, "count", nil)
+		res, err := cvmtest.Call(cs, "count", nil)
 		if err != nil {
 			t.Fatalf("paid call %d: %v", i, err)
 		}
@@ -122,10 +66,10 @@ func TestPayTransparent_GoClientPaysExactlyThePrice(t *testing.T) {
 			t.Fatalf("call %d answered %q", i, got)
 		}
 	}
-	if callEcho(t, cs, "free") != "free" {
+	if cvmtest.CallEcho(t, cs, "free") != "free" {
 		t.Fatal("free tool")
 	}
-	if a, s := f.balances(t); a != 80 || s != 20 {
+	if a, s := f.Balances(t); a != 80 || s != 20 {
 		t.Fatalf("balances alice %d srv %d; want 80 and 20", a, s)
 	}
 	if paid, accepted := rep.count(func(p contextvm.PaymentReport) bool { return p.Paid && !p.Accepted }),
@@ -137,31 +81,11 @@ func TestPayTransparent_GoClientPaysExactlyThePrice(t *testing.T) {
 	}
 }
 
-// notification reads the next message of the peer as a notification.
-func nextMessage(t *testing.T, p *rawPeer) (nostr.Event, map[string]json.RawMessage) {
-	t.Helper()
-	evt, ok := p.next(10 * time.Second)
-	if !ok {
-		t.Fatal("no message from the server")
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(evt.Content), &m); err != nil {
-		t.Fatal(err)
-	}
-	return evt, m
-}
-
-func method(m map[string]json.RawMessage) string {
-	var s string
-	json.Unmarshal(m["method"], &s)
-	return s
-}
-
 // The same paid request event, replayed 100 times and once more after a
 // restart, is charged once and run once; every replay is answered from the
 // stored result.
 func TestPayTransparent_ReplayChargedOnceAnsweredFromStore(t *testing.T) {
-	f := newPayFixture(t, 100)
+	f := cvmtest.NewPayFixture(t, 100)
 	dir := t.TempDir()
 	sk := nostr.Generate()
 	start := func() (*contextvm.Server, *durable.File) {
@@ -169,32 +93,32 @@ func TestPayTransparent_ReplayChargedOnceAnsweredFromStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts := f.serverOptions(0)
+		opts := f.ServerOptions(0)
 		opts.Signer, opts.State = contextvm.NewKeySigner(sk), state
 		opts.Encryption = contextvm.EncryptOptional
-		return serve(t, opts, counterServer(&f.calls)), state
+		return cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls)), state
 	}
 	srv, state := start()
-	peer := newRawPeer(t, f.relay.URL)
-	peer.initialize(srv.PublicKey())
-	req := peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
-	peer.publish(req)
+	peer := cvmtest.NewRawPeer(t, f.Relay.URL)
+	peer.Initialize(srv.PublicKey())
+	req := peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
+	peer.Publish(req)
 
-	evt, m := nextMessage(t, peer)
-	if method(m) != contextvm.MethodPaymentRequired || evt.Tags.Find("e")[1] != req.ID.Hex() {
+	evt, m := cvmtest.NextMessage(t, peer)
+	if cvmtest.Method(m) != contextvm.MethodPaymentRequired || evt.Tags.Find("e")[1] != req.ID.Hex() {
 		t.Fatalf("first answer %s", evt.Content)
 	}
 	pr, unit, err := contextvm.ParsePaymentRequired(m["params"])
 	if err != nil || pr.Amount != 10 || pr.PMI != payments.PMIFake || unit != "" {
 		t.Fatalf("payment_required %s: %v", m["params"], err)
 	}
-	if _, err := (&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}).Pay(context.Background(), pr, 10); err != nil {
+	if _, err := (&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}).Pay(context.Background(), pr, 10); err != nil {
 		t.Fatal(err)
 	}
-	if _, m := nextMessage(t, peer); method(m) != contextvm.MethodPaymentAccepted {
+	if _, m := cvmtest.NextMessage(t, peer); cvmtest.Method(m) != contextvm.MethodPaymentAccepted {
 		t.Fatalf("after paying: %v", m)
 	}
-	_, result := nextMessage(t, peer)
+	_, result := cvmtest.NextMessage(t, peer)
 	want := string(result["result"])
 	if !strings.Contains(want, `"text":"1"`) {
 		t.Fatalf("result %s", want)
@@ -208,10 +132,10 @@ func TestPayTransparent_ReplayChargedOnceAnsweredFromStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		peer.publish(wrap)
+		peer.Publish(wrap)
 	}
 	for i := range 100 {
-		evt, m := nextMessage(t, peer)
+		evt, m := cvmtest.NextMessage(t, peer)
 		if string(m["result"]) != want || string(m["id"]) != "7" || evt.Tags.Find("e")[1] != req.ID.Hex() {
 			t.Fatalf("replay %d answered %s", i, evt.Content)
 		}
@@ -222,14 +146,14 @@ func TestPayTransparent_ReplayChargedOnceAnsweredFromStore(t *testing.T) {
 	srv, state = start()
 	defer state.Close()
 	defer srv.Close()
-	peer.publish(req)
-	if _, m := nextMessage(t, peer); string(m["result"]) != want {
+	peer.Publish(req)
+	if _, m := cvmtest.NextMessage(t, peer); string(m["result"]) != want {
 		t.Fatalf("replay after restart answered %v", m)
 	}
-	if got := f.calls.Load(); got != 1 {
+	if got := f.Calls.Load(); got != 1 {
 		t.Fatalf("the paid tool ran %d times", got)
 	}
-	if a, s := f.balances(t); a != 90 || s != 10 {
+	if a, s := f.Balances(t); a != 90 || s != 10 {
 		t.Fatalf("balances alice %d srv %d; want 90 and 10", a, s)
 	}
 }
@@ -237,7 +161,7 @@ func TestPayTransparent_ReplayChargedOnceAnsweredFromStore(t *testing.T) {
 // A server that stops while a paid call runs answers the call's replay,
 // after its restart, with "paid, result lost", and does not run it again.
 func TestPayTransparent_CrashMidCallReplayGetsResultLost(t *testing.T) {
-	f := newPayFixture(t, 100)
+	f := cvmtest.NewPayFixture(t, 100)
 	dir := t.TempDir()
 	sk := nostr.Generate()
 	started := make(chan struct{}, 1)
@@ -245,7 +169,7 @@ func TestPayTransparent_CrashMidCallReplayGetsResultLost(t *testing.T) {
 	defer close(release)
 	var runs atomic.Int64
 	mcpServer := func() *mcp.Server {
-		s := testServer()
+		s := cvmtest.EchoServer()
 		mcp.AddTool(s, &mcp.Tool{Name: "slow"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			runs.Add(1)
 			started <- struct{}{}
@@ -262,18 +186,18 @@ func TestPayTransparent_CrashMidCallReplayGetsResultLost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts := f.serverOptions(0, "tool:slow=10")
+		opts := f.ServerOptions(0, "tool:slow=10")
 		opts.Signer, opts.State = contextvm.NewKeySigner(sk), state
-		return serve(t, opts, mcpServer()), state
+		return cvmtest.Serve(t, opts, mcpServer()), state
 	}
 	srv, state := start()
-	peer := newRawPeer(t, f.relay.URL)
-	peer.initialize(srv.PublicKey())
-	req := peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"slow","arguments":{}}}`)
-	peer.publish(req)
-	_, m := nextMessage(t, peer)
+	peer := cvmtest.NewRawPeer(t, f.Relay.URL)
+	peer.Initialize(srv.PublicKey())
+	req := peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"slow","arguments":{}}}`)
+	peer.Publish(req)
+	_, m := cvmtest.NextMessage(t, peer)
 	pr, _, _ := contextvm.ParsePaymentRequired(m["params"])
-	if _, err := (&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}).Pay(context.Background(), pr, 10); err != nil {
+	if _, err := (&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}).Pay(context.Background(), pr, 10); err != nil {
 		t.Fatal(err)
 	}
 	<-started
@@ -283,13 +207,13 @@ func TestPayTransparent_CrashMidCallReplayGetsResultLost(t *testing.T) {
 	defer state.Close()
 	defer srv.Close()
 	for {
-		_, m = nextMessage(t, peer)
-		if method(m) == "" && strings.Contains(string(m["error"]), "shutting down") {
+		_, m = cvmtest.NextMessage(t, peer)
+		if cvmtest.Method(m) == "" && strings.Contains(string(m["error"]), "shutting down") {
 			break
 		}
 	}
-	peer.publish(req)
-	_, m = nextMessage(t, peer)
+	peer.Publish(req)
+	_, m = cvmtest.NextMessage(t, peer)
 	var resp struct {
 		ID    string        `json:"id"`
 		Error jsonrpc.Error `json:"error"`
@@ -302,7 +226,7 @@ func TestPayTransparent_CrashMidCallReplayGetsResultLost(t *testing.T) {
 	if runs.Load() != 1 {
 		t.Fatalf("ran %d times", runs.Load())
 	}
-	if a, _ := f.balances(t); a != 90 {
+	if a, _ := f.Balances(t); a != 90 {
 		t.Fatalf("alice has %d; want 90", a)
 	}
 }
@@ -310,8 +234,8 @@ func TestPayTransparent_CrashMidCallReplayGetsResultLost(t *testing.T) {
 // A pricer may waive a price or refuse a request; neither charges, and a
 // price computed outside the announced range is never charged.
 func TestPayTransparent_WaivedRefusedAndOutOfRange(t *testing.T) {
-	f := newPayFixture(t, 100)
-	opts := f.serverOptions(0, "tool:echo=1-5")
+	f := cvmtest.NewPayFixture(t, 100)
+	opts := f.ServerOptions(0, "tool:echo=1-5")
 	opts.Payments.Pricer = payments.PricerFunc(func(_ context.Context, r payments.PriceRequest) (payments.Quote, error) {
 		var p struct {
 			Arguments struct{ Text string } `json:"arguments"`
@@ -325,27 +249,27 @@ func TestPayTransparent_WaivedRefusedAndOutOfRange(t *testing.T) {
 		}
 		return payments.Quote{Amount: int64(len(p.Arguments.Text))}, nil
 	})
-	srv := serve(t, opts, counterServer(&f.calls))
-	cs := f.client(t, srv, &contextvm.PayOptions{
-		Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
+	cs := f.Client(t, srv, &contextvm.PayOptions{
+		Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 		Budget:   &payments.Budget{PerCall: 10},
 	})
-	if res, err := call(cs, "echo", map[string]any{"text": "free"}); err != nil || res.Content[0].(*mcp.TextContent).Text != "free" {
+	if res, err := cvmtest.Call(cs, "echo", map[string]any{"text": "free"}); err != nil || res.Content[0].(*mcp.TextContent).Text != "free" {
 		t.Fatalf("waived: %v", err)
 	}
-	if _, err := call(cs, "echo", map[string]any{"text": "nope"}); rpcCode(err) != contextvm.CodePriceRefused || !strings.Contains(err.Error(), "not today") {
+	if _, err := cvmtest.Call(cs, "echo", map[string]any{"text": "nope"}); cvmtest.RPCCode(err) != contextvm.CodePriceRefused || !strings.Contains(err.Error(), "not today") {
 		t.Fatalf("refused: %v", err)
 	}
-	if _, err := call(cs, "echo", map[string]any{"text": "too long a text"}); rpcCode(err) != contextvm.CodePriceRefused {
+	if _, err := cvmtest.Call(cs, "echo", map[string]any{"text": "too long a text"}); cvmtest.RPCCode(err) != contextvm.CodePriceRefused {
 		t.Fatalf("out of range: %v", err)
 	}
-	if a, _ := f.balances(t); a != 100 {
+	if a, _ := f.Balances(t); a != 100 {
 		t.Fatalf("alice has %d; want 100", a)
 	}
-	if res, err := call(cs, "echo", map[string]any{"text": "abc"}); err != nil || res.Content[0].(*mcp.TextContent).Text != "abc" {
+	if res, err := cvmtest.Call(cs, "echo", map[string]any{"text": "abc"}); err != nil || res.Content[0].(*mcp.TextContent).Text != "abc" {
 		t.Fatalf("computed price: %v", err)
 	}
-	if a, s := f.balances(t); a != 97 || s != 3 {
+	if a, s := f.Balances(t); a != 97 || s != 3 {
 		t.Fatalf("balances %d %d; want 97 and 3", a, s)
 	}
 }
@@ -360,15 +284,15 @@ func (lyingHandler) Pay(context.Context, payments.PaymentRequired, int64) (payme
 
 // A payment never made expires: payment_rejected, an error, no execution.
 func TestPayTransparent_ExpiredPaymentIsRejected(t *testing.T) {
-	f := newPayFixture(t, 100)
-	srv := serve(t, f.serverOptions(time.Second), counterServer(&f.calls))
+	f := cvmtest.NewPayFixture(t, 100)
+	srv := cvmtest.Serve(t, f.ServerOptions(time.Second), cvmtest.CounterServer(&f.Calls))
 	var rep reports
-	cs := f.client(t, srv, &contextvm.PayOptions{Handlers: []payments.Handler{lyingHandler{}}, Budget: &payments.Budget{PerCall: 10}, Report: rep.add})
-	_, err := call(cs, "count", nil)
-	if rpcCode(err) != contextvm.CodePaymentRejected {
+	cs := f.Client(t, srv, &contextvm.PayOptions{Handlers: []payments.Handler{lyingHandler{}}, Budget: &payments.Budget{PerCall: 10}, Report: rep.add})
+	_, err := cvmtest.Call(cs, "count", nil)
+	if cvmtest.RPCCode(err) != contextvm.CodePaymentRejected {
 		t.Fatalf("unpaid call: %v", err)
 	}
-	if f.calls.Load() != 0 {
+	if f.Calls.Load() != 0 {
 		t.Fatal("an unpaid call ran")
 	}
 	if rep.count(func(p contextvm.PaymentReport) bool { return p.Rejected }) != 1 {
@@ -380,10 +304,10 @@ func TestPayTransparent_ExpiredPaymentIsRejected(t *testing.T) {
 // cap, one in a unit its budget does not hold, and one from a server not
 // allowed to charge.
 func TestPayClient_BudgetRefusesBeforePaying(t *testing.T) {
-	f := newPayFixture(t, 100)
-	opts := f.serverOptions(0, "tool:count=10", "tool:echo=1:usd")
-	srv := serve(t, opts, counterServer(&f.calls))
-	h := []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}}
+	f := cvmtest.NewPayFixture(t, 100)
+	opts := f.ServerOptions(0, "tool:count=10", "tool:echo=1:usd")
+	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
+	h := []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}}
 	for _, c := range []struct {
 		pay    *contextvm.PayOptions
 		tool   string
@@ -397,17 +321,17 @@ func TestPayClient_BudgetRefusesBeforePaying(t *testing.T) {
 		{&contextvm.PayOptions{Handlers: h, Budget: &payments.Budget{PerCall: 10}, Confirm: func(context.Context, contextvm.PaymentOffer) bool { return false }}, "count", contextvm.DeclinedByPerson},
 		{&contextvm.PayOptions{Budget: &payments.Budget{PerCall: 10}}, "count", contextvm.DeclinedNoHandler},
 	} {
-		cs := f.client(t, srv, c.pay)
+		cs := f.Client(t, srv, c.pay)
 		for range cs.Tools(context.Background(), nil) { // learns the prices and their units
 		}
-		_, err := call(cs, c.tool, map[string]any{"text": "x"})
+		_, err := cvmtest.Call(cs, c.tool, map[string]any{"text": "x"})
 		d, ok := contextvm.Declined(err)
-		if rpcCode(err) != contextvm.CodePaymentDeclined || !ok || d.Reason != c.reason {
+		if cvmtest.RPCCode(err) != contextvm.CodePaymentDeclined || !ok || d.Reason != c.reason {
 			t.Errorf("%s: %v (%+v), want reason %s", c.reason, err, d, c.reason)
 		}
 	}
-	if a, _ := f.balances(t); a != 100 || f.calls.Load() != 0 {
-		t.Fatalf("alice has %d, %d calls ran", a, f.calls.Load())
+	if a, _ := f.Balances(t); a != 100 || f.Calls.Load() != 0 {
+		t.Fatalf("alice has %d, %d calls ran", a, f.Calls.Load())
 	}
 }
 
@@ -432,17 +356,17 @@ func (p watchedProcessor) Verify(ctx context.Context, c payments.Charge, req pay
 func TestPayTransparent_DeclinedRequestIsWithdrawnAtOnce(t *testing.T) {
 	for _, closed := range []bool{false, true} {
 		t.Run(map[bool]string{false: "open", true: "closed at once"}[closed], func(t *testing.T) {
-			f := newPayFixture(t, 100)
-			opts := f.serverOptions(time.Minute)
+			f := cvmtest.NewPayFixture(t, 100)
+			opts := f.ServerOptions(time.Minute)
 			proc := watchedProcessor{opts.Payments.Processors[0].(*payments.FakeProcessor), make(chan error, 4)}
 			opts.Payments.Processors[0] = proc
-			srv := serve(t, opts, counterServer(&f.calls))
-			var logs logBuffer
-			cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL},
+			srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
+			var logs waitbuf.Buffer
+			cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL},
 				Encryption: contextvm.EncryptDisabled, RequestTimeout: 20 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-				Pay: &contextvm.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+				Pay: &contextvm.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 					Budget: &payments.Budget{PerCall: 9}}})
-			if _, err := call(cs, "count", nil); rpcCode(err) != contextvm.CodePaymentDeclined {
+			if _, err := cvmtest.Call(cs, "count", nil); cvmtest.RPCCode(err) != contextvm.CodePaymentDeclined {
 				t.Fatalf("call over the cap: %v", err)
 			}
 			if closed {
@@ -459,8 +383,8 @@ func TestPayTransparent_DeclinedRequestIsWithdrawnAtOnce(t *testing.T) {
 					t.Fatalf("the server still waits for the payment of a declined request (verification %d)", i)
 				}
 			}
-			if a, s := f.balances(t); a != 100 || s != 0 || f.calls.Load() != 0 {
-				t.Fatalf("alice %d, srv %d, %d calls ran", a, s, f.calls.Load())
+			if a, s := f.Balances(t); a != 100 || s != 0 || f.Calls.Load() != 0 {
+				t.Fatalf("alice %d, srv %d, %d calls ran", a, s, f.Calls.Load())
 			}
 			if strings.Contains(logs.String(), "level=WARN") {
 				t.Errorf("the client warns: %s", logs.String())
@@ -486,13 +410,13 @@ func (p *slowVerifier) Verify(ctx context.Context, c payments.Charge, req paymen
 // A request cancelled after its payment was made is not lost: the server's
 // last look finds the payment, credits it and runs the request.
 func TestPayTransparent_PaidThenCancelledStillRuns(t *testing.T) {
-	f := newPayFixture(t, 100)
-	opts := f.serverOptions(time.Minute)
+	f := cvmtest.NewPayFixture(t, 100)
+	opts := f.ServerOptions(time.Minute)
 	opts.Payments.Processors[0] = &slowVerifier{FakeProcessor: opts.Payments.Processors[0].(*payments.FakeProcessor)}
-	srv := serve(t, opts, counterServer(&f.calls))
+	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs := f.client(t, srv, &contextvm.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+	cs := f.Client(t, srv, &contextvm.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 		Budget: &payments.Budget{PerCall: 10},
 		Report: func(r contextvm.PaymentReport) {
 			if r.Paid {
@@ -503,24 +427,24 @@ func TestPayTransparent_PaidThenCancelledStillRuns(t *testing.T) {
 		t.Fatal("the cancelled call answered")
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for f.calls.Load() == 0 && time.Now().Before(deadline) {
+	for f.Calls.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
-		t.Fatalf("alice %d, srv %d, %d calls ran; want the paid request run once", a, s, f.calls.Load())
+	if a, s := f.Balances(t); a != 90 || s != 10 || f.Calls.Load() != 1 {
+		t.Fatalf("alice %d, srv %d, %d calls ran; want the paid request run once", a, s, f.Calls.Load())
 	}
 }
 
 // A payment_accepted or payment_rejected not from the server is ignored.
 func TestPayClient_ForgedNotificationsIgnored(t *testing.T) {
-	f := newPayFixture(t, 100)
-	srv := serve(t, f.serverOptions(0), counterServer(&f.calls))
-	forger := newRawPeer(t, f.relay.URL)
+	f := cvmtest.NewPayFixture(t, 100)
+	srv := cvmtest.Serve(t, f.ServerOptions(0), cvmtest.CounterServer(&f.Calls))
+	forger := cvmtest.NewRawPeer(t, f.Relay.URL)
 	sk := nostr.Generate()
 	var rep reports
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL}, Signer: contextvm.NewKeySigner(sk),
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL}, Signer: contextvm.NewKeySigner(sk),
 		Encryption: contextvm.EncryptDisabled, Pay: &contextvm.PayOptions{
-			Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+			Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 			Budget:   &payments.Budget{PerCall: 10},
 			Report:   rep.add,
 			Confirm: func(_ context.Context, o contextvm.PaymentOffer) bool {
@@ -530,13 +454,13 @@ func TestPayClient_ForgedNotificationsIgnored(t *testing.T) {
 					`{"jsonrpc":"2.0","method":"notifications/payment_accepted","params":{"pmi":"fake","amount":10}}`,
 				} {
 					evt := nostr.Event{Kind: contextvm.KindMessage, CreatedAt: nostr.Now(), Content: m, Tags: nostr.Tags{{"p", sk.Public().Hex()}, {"e", reqID}}}
-					evt.Sign(forger.sk)
-					forger.publish(evt)
+					evt.Sign(forger.SK)
+					forger.Publish(evt)
 				}
 				return true
 			},
 		}})
-	if _, err := call(cs, "count", nil); err != nil {
+	if _, err := cvmtest.Call(cs, "count", nil); err != nil {
 		t.Fatalf("the call failed on forged notifications: %v", err)
 	}
 	if n := rep.count(func(p contextvm.PaymentReport) bool { return p.Accepted || p.Rejected }); n != 1 {
@@ -548,23 +472,23 @@ func TestPayClient_ForgedNotificationsIgnored(t *testing.T) {
 // options while they are unpaid, the result once paid, and the grant
 // consumed once.
 func TestPayExplicit_PendingThenPaidThenConsumed(t *testing.T) {
-	f := newPayFixture(t, 100)
-	srv := serve(t, f.serverOptions(0), counterServer(&f.calls))
-	peer := newRawPeer(t, f.relay.URL)
-	peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`,
+	f := cvmtest.NewPayFixture(t, 100)
+	srv := cvmtest.Serve(t, f.ServerOptions(0), cvmtest.CounterServer(&f.Calls))
+	peer := cvmtest.NewRawPeer(t, f.Relay.URL)
+	peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`,
 		nostr.Tag{"payment_interaction", "explicit_gating"}))
-	evt, _ := nextMessage(t, peer)
+	evt, _ := cvmtest.NextMessage(t, peer)
 	if tag := evt.Tags.Find("pmi"); tag == nil || tag[1] != payments.PMIFake {
 		t.Errorf("the server's first message has no pmi tag: %v", evt.Tags)
 	}
 	if tag := evt.Tags.Find("payment_interaction"); tag == nil || tag[1] != "explicit_gating" {
 		t.Fatalf("the server did not echo explicit_gating: %v", evt.Tags)
 	}
-	peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	const callJSON = `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"count","arguments":{},"_meta":{"progressToken":%d}}}`
 	send := func(id int) (int64, json.RawMessage, json.RawMessage) {
-		peer.publish(peer.message(srv.PublicKey(), strings.NewReplacer("%d", jsonInt(id)).Replace(callJSON)))
-		_, m := nextMessage(t, peer)
+		peer.Publish(peer.Message(srv.PublicKey(), strings.NewReplacer("%d", cvmtest.JSONInt(id)).Replace(callJSON)))
+		_, m := cvmtest.NextMessage(t, peer)
 		var e struct {
 			Code int64           `json:"code"`
 			Data json.RawMessage `json:"data"`
@@ -580,7 +504,7 @@ func TestPayExplicit_PendingThenPaidThenConsumed(t *testing.T) {
 	if code, data, _ := send(2); !sameOffer(code, data, opts[0]) {
 		t.Fatalf("before paying: %d %s; want the same payment request again", code, data)
 	}
-	if _, err := (&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}).Pay(context.Background(), opts[0], 10); err != nil {
+	if _, err := (&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}).Pay(context.Background(), opts[0], 10); err != nil {
 		t.Fatal(err)
 	}
 	var result json.RawMessage
@@ -597,14 +521,14 @@ func TestPayExplicit_PendingThenPaidThenConsumed(t *testing.T) {
 	if code, _, _ := send(100); code != contextvm.CodePaymentRequired {
 		t.Fatalf("the grant was used twice: %d", code)
 	}
-	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
-		t.Fatalf("balances %d %d, %d runs", a, s, f.calls.Load())
+	if a, s := f.Balances(t); a != 90 || s != 10 || f.Calls.Load() != 1 {
+		t.Fatalf("balances %d %d, %d runs", a, s, f.Calls.Load())
 	}
 
-	bogus := newRawPeer(t, f.relay.URL)
-	bogus.publish(bogus.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count"}}`,
+	bogus := cvmtest.NewRawPeer(t, f.Relay.URL)
+	bogus.Publish(bogus.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count"}}`,
 		nostr.Tag{"payment_interaction", "barter"}))
-	if _, m := nextMessage(t, bogus); !strings.Contains(string(m["error"]), `-32602`) || !strings.Contains(string(m["error"]), `"requested":"barter"`) {
+	if _, m := cvmtest.NextMessage(t, bogus); !strings.Contains(string(m["error"]), `-32602`) || !strings.Contains(string(m["error"]), `"requested":"barter"`) {
 		t.Fatalf("unsupported mode answered %s", m["error"])
 	}
 }
@@ -619,17 +543,17 @@ func sameOffer(code int64, data json.RawMessage, req payments.PaymentRequired) b
 // the server the count tool's call again and again, as new events.
 type explicitPeer struct {
 	t    *testing.T
-	peer *rawPeer
+	peer *cvmtest.RawPeer
 	srv  nostr.PubKey
 	id   int
 }
 
 func newExplicitPeer(t *testing.T, relayURL string, srv nostr.PubKey) *explicitPeer {
-	p := &explicitPeer{t: t, peer: newRawPeer(t, relayURL), srv: srv}
-	p.peer.publish(p.peer.message(srv, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`,
+	p := &explicitPeer{t: t, peer: cvmtest.NewRawPeer(t, relayURL), srv: srv}
+	p.peer.Publish(p.peer.Message(srv, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`,
 		nostr.Tag{"payment_interaction", "explicit_gating"}))
-	nextMessage(t, p.peer)
-	p.peer.publish(p.peer.message(srv, `{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	cvmtest.NextMessage(t, p.peer)
+	p.peer.Publish(p.peer.Message(srv, `{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	return p
 }
 
@@ -638,8 +562,8 @@ func newExplicitPeer(t *testing.T, relayURL string, srv nostr.PubKey) *explicitP
 func (p *explicitPeer) send() (int64, json.RawMessage, json.RawMessage) {
 	p.t.Helper()
 	p.id++
-	p.peer.publish(p.peer.message(p.srv, `{"jsonrpc":"2.0","id":`+jsonInt(p.id)+`,"method":"tools/call","params":{"name":"count","arguments":{}}}`))
-	_, m := nextMessage(p.t, p.peer)
+	p.peer.Publish(p.peer.Message(p.srv, `{"jsonrpc":"2.0","id":`+cvmtest.JSONInt(p.id)+`,"method":"tools/call","params":{"name":"count","arguments":{}}}`))
+	_, m := cvmtest.NextMessage(p.t, p.peer)
 	var e struct {
 		Code int64           `json:"code"`
 		Data json.RawMessage `json:"data"`
@@ -681,13 +605,13 @@ func (p *explicitPeer) offered() payments.PaymentRequired {
 // (-32042, not -32043 with nothing to pay), pays it, and runs once; no
 // second payment request is issued.
 func TestPayExplicit_AnotherProcessIsOfferedTheSameInvoice(t *testing.T) {
-	f := newPayFixture(t, 100)
-	srv := serve(t, f.serverOptions(0), counterServer(&f.calls))
+	f := cvmtest.NewPayFixture(t, 100)
+	srv := cvmtest.Serve(t, f.ServerOptions(0), cvmtest.CounterServer(&f.Calls))
 	sk := nostr.Generate()
 	process := func(rep *reports, approve bool) *mcp.ClientSession {
-		return connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled,
+		return cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL}, Encryption: contextvm.EncryptDisabled,
 			Signer: contextvm.NewKeySigner(sk), RequestTimeout: 20 * time.Second, Pay: &contextvm.PayOptions{
-				Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+				Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 				Budget:         &payments.Budget{PerCall: 10},
 				Confirm:        func(context.Context, contextvm.PaymentOffer) bool { return approve },
 				Report:         rep.add,
@@ -696,19 +620,19 @@ func TestPayExplicit_AnotherProcessIsOfferedTheSameInvoice(t *testing.T) {
 	}
 	var first, second reports
 	a := process(&first, false)
-	if _, err := call(a, "count", nil); rpcCode(err) != contextvm.CodePaymentDeclined {
+	if _, err := cvmtest.Call(a, "count", nil); cvmtest.RPCCode(err) != contextvm.CodePaymentDeclined {
 		t.Fatalf("the first process, declining: %v; want -32017", err)
 	}
 	a.Close()
 	b := process(&second, true)
-	if _, err := call(b, "count", nil); err != nil {
-		t.Fatalf("the second process: %v (code %d); want its paid result", err, rpcCode(err))
+	if _, err := cvmtest.Call(b, "count", nil); err != nil {
+		t.Fatalf("the second process: %v (code %d); want its paid result", err, cvmtest.RPCCode(err))
 	}
 	if len(first.all) != 1 || len(second.all) == 0 || second.all[0].PayReq != first.all[0].PayReq || !second.all[0].Paid {
 		t.Fatalf("offered %+v to the first process and %+v to the second; want the same payment request, paid", first.all, second.all)
 	}
-	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
-		t.Fatalf("balances %d %d, %d runs; want 90, 10, 1", a, s, f.calls.Load())
+	if a, s := f.Balances(t); a != 90 || s != 10 || f.Calls.Load() != 1 {
+		t.Fatalf("balances %d %d, %d runs; want 90, 10, 1", a, s, f.Calls.Load())
 	}
 }
 
@@ -716,12 +640,12 @@ func TestPayExplicit_AnotherProcessIsOfferedTheSameInvoice(t *testing.T) {
 // expires; after, a request sent again gets a fresh one, which pays for
 // the call.
 func TestPayExplicit_SameInvoiceUntilItExpiresThenAFreshOne(t *testing.T) {
-	f := newPayFixture(t, 100)
-	var logs logBuffer
-	opts := f.serverOptions(time.Second)
+	f := cvmtest.NewPayFixture(t, 100)
+	var logs waitbuf.Buffer
+	opts := f.ServerOptions(time.Second)
 	opts.Logger = logs.Logger()
-	srv := serve(t, opts, counterServer(&f.calls))
-	p := newExplicitPeer(t, f.relay.URL, srv.PublicKey())
+	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
+	p := newExplicitPeer(t, f.Relay.URL, srv.PublicKey())
 	first := p.offered()
 	if again := p.offered(); again.PayReq != first.PayReq {
 		t.Fatalf("offered %s, then %s while the first was open", first.PayReq, again.PayReq)
@@ -731,12 +655,12 @@ func TestPayExplicit_SameInvoiceUntilItExpiresThenAFreshOne(t *testing.T) {
 	if fresh.PayReq == first.PayReq {
 		t.Fatalf("the expired payment request %s was offered again", first.PayReq)
 	}
-	if _, err := (&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}).Pay(context.Background(), fresh, 10); err != nil {
+	if _, err := (&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}).Pay(context.Background(), fresh, 10); err != nil {
 		t.Fatal(err)
 	}
 	p.untilResult("after paying")
-	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
-		t.Fatalf("balances %d %d, %d runs; want 90, 10, 1", a, s, f.calls.Load())
+	if a, s := f.Balances(t); a != 90 || s != 10 || f.Calls.Load() != 1 {
+		t.Fatalf("balances %d %d, %d runs; want 90, 10, 1", a, s, f.Calls.Load())
 	}
 }
 
@@ -760,17 +684,17 @@ func (p heldVerifier) Verify(ctx context.Context, c payments.Charge, req payment
 // payment has been seen and while it is verified: before, the payment
 // request is offered again; after, the call runs, once.
 func TestPayExplicit_PendingOnlyWhileThePaymentIsVerified(t *testing.T) {
-	f := newPayFixture(t, 100)
-	held := heldVerifier{FakeProcessor: &payments.FakeProcessor{Ledger: f.ledger, Payee: "srv"}, release: make(chan struct{})}
-	opts := f.serverOptions(0)
+	f := cvmtest.NewPayFixture(t, 100)
+	held := heldVerifier{FakeProcessor: &payments.FakeProcessor{Ledger: f.Ledger, Payee: "srv"}, release: make(chan struct{})}
+	opts := f.ServerOptions(0)
 	opts.Payments.Processors = []payments.Processor{held}
-	srv := serve(t, opts, counterServer(&f.calls))
-	p := newExplicitPeer(t, f.relay.URL, srv.PublicKey())
+	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
+	p := newExplicitPeer(t, f.Relay.URL, srv.PublicKey())
 	req := p.offered()
 	if code, data, _ := p.send(); !sameOffer(code, data, req) {
 		t.Fatalf("unpaid: %d %s; want the same payment request", code, data)
 	}
-	if _, err := (&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}).Pay(context.Background(), req, 10); err != nil {
+	if _, err := (&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}).Pay(context.Background(), req, 10); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -783,28 +707,28 @@ func TestPayExplicit_PendingOnlyWhileThePaymentIsVerified(t *testing.T) {
 	if next := p.offered(); next.PayReq == req.PayReq {
 		t.Fatal("the spent payment request was offered again")
 	}
-	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
-		t.Fatalf("balances %d %d, %d runs; want 90, 10, 1", a, s, f.calls.Load())
+	if a, s := f.Balances(t); a != 90 || s != 10 || f.Calls.Load() != 1 {
+		t.Fatalf("balances %d %d, %d runs; want 90, 10, 1", a, s, f.Calls.Load())
 	}
 }
 
 // A cvm client that asks for explicit gating pays and calls again on its
 // own.
 func TestPayExplicit_GoClient(t *testing.T) {
-	f := newPayFixture(t, 100)
-	srv := serve(t, f.serverOptions(0), counterServer(&f.calls))
-	cs := f.client(t, srv, &contextvm.PayOptions{
-		Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+	f := cvmtest.NewPayFixture(t, 100)
+	srv := cvmtest.Serve(t, f.ServerOptions(0), cvmtest.CounterServer(&f.Calls))
+	cs := f.Client(t, srv, &contextvm.PayOptions{
+		Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 		Budget:         &payments.Budget{PerCall: 10},
 		ExplicitGating: true,
 	})
 	for i := range 2 {
-		if _, err := call(cs, "count", nil); err != nil {
+		if _, err := cvmtest.Call(cs, "count", nil); err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
-	if a, s := f.balances(t); a != 80 || s != 20 || f.calls.Load() != 2 {
-		t.Fatalf("balances %d %d, %d runs", a, s, f.calls.Load())
+	if a, s := f.Balances(t); a != 80 || s != 20 || f.Calls.Load() != 2 {
+		t.Fatalf("balances %d %d, %d runs", a, s, f.Calls.Load())
 	}
 }
 
@@ -847,7 +771,6 @@ func FuzzParsePaymentRequired(f *testing.F) {
 		}
 	})
 }
-func jsonInt(i int) string { b, _ := json.Marshal(i); return string(b) }
 
 // BenchmarkPaidCall measures a call through a relay on loopback, free and
 // paid on the Fake rail (transparent: payment_required, pay, verify,
@@ -857,9 +780,9 @@ func BenchmarkPaidCall(b *testing.B) {
 	ledger := payments.NewLedger(map[string]int64{"alice": 1 << 50})
 	p, _ := contextvm.ParsePrice("tool:count=1")
 	var calls atomic.Int64
-	srv := serve(b, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
-		Payments: &contextvm.PaymentOptions{Processors: []payments.Processor{&payments.FakeProcessor{Ledger: ledger, Payee: "srv"}}}}, counterServer(&calls))
-	cs := connect(b, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+	srv := cvmtest.Serve(b, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
+		Payments: &contextvm.PaymentOptions{Processors: []payments.Processor{&payments.FakeProcessor{Ledger: ledger, Payee: "srv"}}}}, cvmtest.CounterServer(&calls))
+	cs := cvmtest.Connect(b, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
 		Pay: &contextvm.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: ledger, Payer: "alice"}}, Budget: &payments.Budget{PerCall: 1}}})
 	for _, c := range []struct {
 		name, tool string
@@ -867,7 +790,7 @@ func BenchmarkPaidCall(b *testing.B) {
 	}{{"free", "echo", map[string]any{"text": "x"}}, {"paid", "count", map[string]any{}}} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				res, err := call(cs, c.tool, c.args)
+				res, err := cvmtest.Call(cs, c.tool, c.args)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -884,13 +807,13 @@ func BenchmarkPaidCall(b *testing.B) {
 // record its lost replica had not removed yet, which CI saw) is stale, and
 // the request waits for the answer to the event it is pending under.
 func TestPayExplicit_StaleAnswerToTheFirstEventIsIgnored(t *testing.T) {
-	f := newPayFixture(t, 100)
-	srv := newRawPeer(t, f.relay.URL)
+	f := cvmtest.NewPayFixture(t, 100)
+	srv := cvmtest.NewRawPeer(t, f.Relay.URL)
 	var first nostr.Event
 	served := serveRaw(t, srv, func(evt nostr.Event, id json.RawMessage) (bool, error) {
 		if first.ID == (nostr.ID{}) {
 			first = evt
-			req, err := f.fakeRequest(evt)
+			req, err := fakeRequest(f, evt)
 			offerRaw(srv, evt, id, req)
 			return false, err
 		}
@@ -899,23 +822,23 @@ func TestPayExplicit_StaleAnswerToTheFirstEventIsIgnored(t *testing.T) {
 		answerRaw(srv, evt, id, `"result":{"content":[{"type":"text","text":"paid"}]}`)
 		return true, nil
 	})
-	f.explicitCall(t, srv, nil, served, "want its answer to the event it was sent again under")
+	explicitCall(f, t, srv, nil, served, "want its answer to the event it was sent again under")
 }
 
 // answerRaw answers, as srv, the request event to with a JSON-RPC response
 // of id whose rest is body.
-func answerRaw(srv *rawPeer, to nostr.Event, id json.RawMessage, body string) {
-	srv.publish(srv.message(to.PubKey, `{"jsonrpc":"2.0","id":`+string(id)+`,`+body+`}`, nostr.Tag{"e", to.ID.Hex()}))
+func answerRaw(srv *cvmtest.RawPeer, to nostr.Event, id json.RawMessage, body string) {
+	srv.Publish(srv.Message(to.PubKey, `{"jsonrpc":"2.0","id":`+string(id)+`,`+body+`}`, nostr.Tag{"e", to.ID.Hex()}))
 }
 
 // serveRaw serves as srv, by hand, on a goroutine: it answers initialize,
 // ignores notifications and hands each tools/call to call, until call
 // reports it is done or fails. The channel says how it ended.
-func serveRaw(t *testing.T, srv *rawPeer, call func(evt nostr.Event, id json.RawMessage) (done bool, err error)) <-chan error {
+func serveRaw(t *testing.T, srv *cvmtest.RawPeer, call func(evt nostr.Event, id json.RawMessage) (done bool, err error)) <-chan error {
 	served := make(chan error, 1)
 	go func() {
 		for calls := 0; ; {
-			evt, ok := srv.next(20 * time.Second)
+			evt, ok := srv.Next(20 * time.Second)
 			if !ok {
 				served <- fmt.Errorf("the client sent nothing more after %d calls", calls)
 				return
@@ -943,13 +866,13 @@ func serveRaw(t *testing.T, srv *rawPeer, call func(evt nostr.Event, id json.Raw
 
 // fakeRequest is a Fake payment request of 10 sats to srv for the call
 // evt.
-func (f *payFixture) fakeRequest(evt nostr.Event) (payments.PaymentRequired, error) {
-	proc := &payments.FakeProcessor{Ledger: f.ledger, Payee: "srv"}
+func fakeRequest(f *cvmtest.PayFixture, evt nostr.Event) (payments.PaymentRequired, error) {
+	proc := &payments.FakeProcessor{Ledger: f.Ledger, Payee: "srv"}
 	return proc.Require(context.Background(), payments.Charge{Amount: 10, Unit: "sats", RequestID: evt.ID.Hex(), Client: evt.PubKey.Hex()})
 }
 
 // offerRaw answers the call evt, as srv, -32042 offering req.
-func offerRaw(srv *rawPeer, evt nostr.Event, id json.RawMessage, req payments.PaymentRequired) {
+func offerRaw(srv *cvmtest.RawPeer, evt nostr.Event, id json.RawMessage, req payments.PaymentRequired) {
 	data, _ := json.Marshal(map[string]any{"payment_options": []payments.PaymentRequired{req}})
 	answerRaw(srv, evt, id, `"error":{"code":-32042,"message":"Payment Required","data":`+string(data)+`}`)
 }
@@ -957,21 +880,21 @@ func offerRaw(srv *rawPeer, evt nostr.Event, id json.RawMessage, req payments.Pa
 // explicitCall calls count, as a cvm client asking for explicit gating and
 // paying from alice, on the raw server srv, and wants the result "paid"
 // that it serves (want says why) and served to end well.
-func (f *payFixture) explicitCall(t *testing.T, srv *rawPeer, rep *reports, served <-chan error, want string) {
+func explicitCall(f *cvmtest.PayFixture, t *testing.T, srv *cvmtest.RawPeer, rep *reports, served <-chan error, want string) {
 	t.Helper()
 	pay := &contextvm.PayOptions{
-		Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+		Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 		Budget:         &payments.Budget{PerCall: 10},
 		ExplicitGating: true,
 	}
 	if rep != nil {
 		pay.Report = rep.add
 	}
-	cs := connect(t, contextvm.ClientOptions{Server: srv.sk.Public().Hex(), Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled,
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.SK.Public().Hex(), Relays: []string{f.Relay.URL}, Encryption: contextvm.EncryptDisabled,
 		RequestTimeout: 20 * time.Second, Pay: pay})
-	res, err := call(cs, "count", nil)
+	res, err := cvmtest.Call(cs, "count", nil)
 	if err != nil {
-		t.Fatalf("the paid call ended with %v (code %d); %s", err, rpcCode(err), want)
+		t.Fatalf("the paid call ended with %v (code %d); %s", err, cvmtest.RPCCode(err), want)
 	}
 	if text := res.Content[0].(*mcp.TextContent).Text; text != "paid" {
 		t.Fatalf("result %q", text)
@@ -1001,20 +924,20 @@ func (p slowPoller) Verify(ctx context.Context, c payments.Charge, req payments.
 // A payment seen by the look made for a request sent again is verified at
 // once, not at the verifier's next poll: that request runs.
 func TestPayExplicit_SeenPaymentIsVerifiedAtOnce(t *testing.T) {
-	f := newPayFixture(t, 100)
-	opts := f.serverOptions(0)
-	opts.Payments.Processors = []payments.Processor{slowPoller{&payments.FakeProcessor{Ledger: f.ledger, Payee: "srv"}}}
-	srv := serve(t, opts, counterServer(&f.calls))
-	p := newExplicitPeer(t, f.relay.URL, srv.PublicKey())
+	f := cvmtest.NewPayFixture(t, 100)
+	opts := f.ServerOptions(0)
+	opts.Payments.Processors = []payments.Processor{slowPoller{&payments.FakeProcessor{Ledger: f.Ledger, Payee: "srv"}}}
+	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
+	p := newExplicitPeer(t, f.Relay.URL, srv.PublicKey())
 	req := p.offered()
-	if _, err := (&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}).Pay(context.Background(), req, 10); err != nil {
+	if _, err := (&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}).Pay(context.Background(), req, 10); err != nil {
 		t.Fatal(err)
 	}
 	if code, data, result := p.send(); result == nil {
 		t.Fatalf("paid: %d %s; want the result", code, data)
 	}
-	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
-		t.Fatalf("balances %d %d, %d runs; want 90, 10, 1", a, s, f.calls.Load())
+	if a, s := f.Balances(t); a != 90 || s != 10 || f.Calls.Load() != 1 {
+		t.Fatalf("balances %d %d, %d runs; want 90, 10, 1", a, s, f.Calls.Load())
 	}
 }
 
@@ -1023,8 +946,8 @@ func TestPayExplicit_SeenPaymentIsVerifiedAtOnce(t *testing.T) {
 // sent after it was paid. The cvm client that paid it does not pay again
 // nor give up: it sends the request again later, and gets the result.
 func TestPayExplicit_ClientPaidWaitsWhenOfferedTheSameInvoiceAgain(t *testing.T) {
-	f := newPayFixture(t, 100)
-	srv := newRawPeer(t, f.relay.URL)
+	f := cvmtest.NewPayFixture(t, 100)
+	srv := cvmtest.NewRawPeer(t, f.Relay.URL)
 	var offered payments.PaymentRequired
 	calls := 0
 	served := serveRaw(t, srv, func(evt nostr.Event, id json.RawMessage) (bool, error) {
@@ -1032,7 +955,7 @@ func TestPayExplicit_ClientPaidWaitsWhenOfferedTheSameInvoiceAgain(t *testing.T)
 		switch calls {
 		case 1:
 			var err error
-			offered, err = f.fakeRequest(evt)
+			offered, err = fakeRequest(f, evt)
 			offerRaw(srv, evt, id, offered)
 			return false, err
 		case 2:
@@ -1043,8 +966,8 @@ func TestPayExplicit_ClientPaidWaitsWhenOfferedTheSameInvoiceAgain(t *testing.T)
 		return true, nil
 	})
 	var rep reports
-	f.explicitCall(t, srv, &rep, served, "want the result once the server saw the payment")
-	if a, s := f.balances(t); a != 90 || s != 10 || len(rep.all) != 1 {
+	explicitCall(f, t, srv, &rep, served, "want the result once the server saw the payment")
+	if a, s := f.Balances(t); a != 90 || s != 10 || len(rep.all) != 1 {
 		t.Fatalf("balances %d %d, reports %+v; want one payment", a, s, rep.all)
 	}
 }
@@ -1063,12 +986,12 @@ func (c *countingChecker) Paid(ctx context.Context, ch payments.Charge, req paym
 // A client repeating an unpaid explicit-gating request in a loop makes at
 // most one wallet look a lookInterval, not one a repeat.
 func TestPayExplicit_RepeatsDoNotFloodTheWallet(t *testing.T) {
-	f := newPayFixture(t, 100)
-	opts := f.serverOptions(0)
+	f := cvmtest.NewPayFixture(t, 100)
+	opts := f.ServerOptions(0)
 	chk := &countingChecker{FakeProcessor: opts.Payments.Processors[0].(*payments.FakeProcessor)}
 	opts.Payments.Processors = []payments.Processor{chk}
-	srv := serve(t, opts, counterServer(&f.calls))
-	p := newExplicitPeer(t, f.relay.URL, srv.PublicKey())
+	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
+	p := newExplicitPeer(t, f.Relay.URL, srv.PublicKey())
 	start := time.Now()
 	first := p.offered()
 	const repeats = 4

@@ -8,6 +8,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -17,7 +18,7 @@ import (
 // stopped and started again with the same key and store.
 type restartable struct {
 	t     *testing.T
-	f     *payFixture
+	f     *cvmtest.PayFixture
 	dir   string
 	sk    nostr.SecretKey
 	srv   *contextvm.Server
@@ -29,10 +30,10 @@ func (r *restartable) start() *contextvm.Server {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	opts := r.f.serverOptions(0)
+	opts := r.f.ServerOptions(0)
 	opts.Signer, opts.State = contextvm.NewKeySigner(r.sk), state
 	opts.Encryption = contextvm.EncryptOptional
-	r.srv, r.state = serve(r.t, opts, counterServer(&r.f.calls)), state
+	r.srv, r.state = cvmtest.Serve(r.t, opts, cvmtest.CounterServer(&r.f.Calls)), state
 	return r.srv
 }
 
@@ -42,10 +43,10 @@ func (r *restartable) stop() {
 }
 
 // drainUntil reads the peer's messages until one for which ok holds.
-func drainUntil(t *testing.T, p *rawPeer, ok func(m map[string]json.RawMessage) bool) {
+func drainUntil(t *testing.T, p *cvmtest.RawPeer, ok func(m map[string]json.RawMessage) bool) {
 	t.Helper()
 	for {
-		if _, m := nextMessage(t, p); ok(m) {
+		if _, m := cvmtest.NextMessage(t, p); ok(m) {
 			return
 		}
 	}
@@ -57,15 +58,15 @@ func drainUntil(t *testing.T, p *rawPeer, ok func(m map[string]json.RawMessage) 
 // one issued; the tool runs once, the client pays once, and a later replay
 // is answered from the stored result.
 func TestPayRestart_TransparentPaidWhileDownCreditedOnReplay(t *testing.T) {
-	f := newPayFixture(t, 100)
+	f := cvmtest.NewPayFixture(t, 100)
 	rs := &restartable{t: t, f: f, dir: t.TempDir(), sk: nostr.Generate()}
 	srv := rs.start()
-	peer := newRawPeer(t, f.relay.URL)
-	peer.initialize(srv.PublicKey())
-	req := peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
-	peer.publish(req)
-	_, m := nextMessage(t, peer)
-	if method(m) != contextvm.MethodPaymentRequired {
+	peer := cvmtest.NewRawPeer(t, f.Relay.URL)
+	peer.Initialize(srv.PublicKey())
+	req := peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
+	peer.Publish(req)
+	_, m := cvmtest.NextMessage(t, peer)
+	if cvmtest.Method(m) != contextvm.MethodPaymentRequired {
 		t.Fatalf("first answer %v", m)
 	}
 	pr, _, err := contextvm.ParsePaymentRequired(m["params"])
@@ -75,22 +76,22 @@ func TestPayRestart_TransparentPaidWhileDownCreditedOnReplay(t *testing.T) {
 	rs.stop()
 	// The server said it is shutting down; it did not reject the payment.
 	drainUntil(t, peer, func(m map[string]json.RawMessage) bool {
-		if method(m) == contextvm.MethodPaymentRejected {
+		if cvmtest.Method(m) == contextvm.MethodPaymentRejected {
 			t.Fatalf("payment rejected on shutdown: %s", m["params"])
 		}
 		return strings.Contains(string(m["error"]), "shutting down")
 	})
-	if _, err := (&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}).Pay(context.Background(), pr, 10); err != nil {
+	if _, err := (&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}).Pay(context.Background(), pr, 10); err != nil {
 		t.Fatal(err)
 	}
 
 	rs.start()
 	defer rs.stop()
-	peer.publish(req)
+	peer.Publish(req)
 	var result json.RawMessage
 	for result == nil {
-		_, m := nextMessage(t, peer)
-		switch method(m) {
+		_, m := cvmtest.NextMessage(t, peer)
+		switch cvmtest.Method(m) {
 		case contextvm.MethodPaymentRequired:
 			again, _, _ := contextvm.ParsePaymentRequired(m["params"])
 			if again.PayReq != pr.PayReq {
@@ -115,12 +116,12 @@ func TestPayRestart_TransparentPaidWhileDownCreditedOnReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	peer.publish(wrap)
-	if _, m := nextMessage(t, peer); string(m["result"]) != string(result) {
+	peer.Publish(wrap)
+	if _, m := cvmtest.NextMessage(t, peer); string(m["result"]) != string(result) {
 		t.Fatalf("a later replay answered %v", m)
 	}
-	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
-		t.Fatalf("balances alice %d srv %d, %d runs; want 90, 10, 1", a, s, f.calls.Load())
+	if a, s := f.Balances(t); a != 90 || s != 10 || f.Calls.Load() != 1 {
+		t.Fatalf("balances alice %d srv %d, %d runs; want 90, 10, 1", a, s, f.Calls.Load())
 	}
 }
 
@@ -129,20 +130,20 @@ func TestPayRestart_TransparentPaidWhileDownCreditedOnReplay(t *testing.T) {
 // (-32043 while verifying, then the result), never asked for twice; the
 // grant is spent once.
 func TestPayRestart_ExplicitGrantPaidWhileDownCredited(t *testing.T) {
-	f := newPayFixture(t, 100)
+	f := cvmtest.NewPayFixture(t, 100)
 	rs := &restartable{t: t, f: f, dir: t.TempDir(), sk: nostr.Generate()}
 	srv := rs.start()
-	peer := newRawPeer(t, f.relay.URL)
+	peer := cvmtest.NewRawPeer(t, f.Relay.URL)
 	explicit := nostr.Tag{"payment_interaction", "explicit_gating"}
-	peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, explicit))
-	nextMessage(t, peer)
-	peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, explicit))
+	cvmtest.NextMessage(t, peer)
+	peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	send := func(id int) (*jsonrpc.Error, json.RawMessage) {
 		t.Helper()
-		peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":`+jsonInt(id)+`,"method":"tools/call","params":{"name":"count","arguments":{}}}`, explicit))
+		peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":`+cvmtest.JSONInt(id)+`,"method":"tools/call","params":{"name":"count","arguments":{}}}`, explicit))
 		for {
-			_, m := nextMessage(t, peer)
-			if string(m["id"]) != jsonInt(id) {
+			_, m := cvmtest.NextMessage(t, peer)
+			if string(m["id"]) != cvmtest.JSONInt(id) {
 				continue // the shutdown's answers
 			}
 			if m["error"] == nil {
@@ -159,7 +160,7 @@ func TestPayRestart_ExplicitGrantPaidWhileDownCredited(t *testing.T) {
 		t.Fatalf("first answer %v", e)
 	}
 	rs.stop()
-	if _, err := (&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}).Pay(context.Background(), opts[0], 10); err != nil {
+	if _, err := (&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}).Pay(context.Background(), opts[0], 10); err != nil {
 		t.Fatal(err)
 	}
 	rs.start()
@@ -179,7 +180,7 @@ func TestPayRestart_ExplicitGrantPaidWhileDownCredited(t *testing.T) {
 	if !ok || again[0].PayReq == opts[0].PayReq {
 		t.Fatalf("the spent grant's payment was asked for again, or the grant used twice: %v", e)
 	}
-	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
-		t.Fatalf("balances alice %d srv %d, %d runs; want 90, 10, 1", a, s, f.calls.Load())
+	if a, s := f.Balances(t); a != 90 || s != 10 || f.Calls.Load() != 1 {
+		t.Fatalf("balances alice %d srv %d, %d runs; want 90, 10, 1", a, s, f.Calls.Load())
 	}
 }

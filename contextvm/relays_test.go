@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -23,8 +24,8 @@ func TestOneRelayDiesMidRun(t *testing.T) {
 	defer doomed.Close()
 	survivor := relaytest.Start(t, relay.Options{})
 	relays := []string{doomed.URL, survivor.URL}
-	srv := serve(t, contextvm.ServerOptions{Relays: relays}, testServer())
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: relays, RequestTimeout: 10 * time.Second})
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: relays}, cvmtest.EchoServer())
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: relays, RequestTimeout: 10 * time.Second})
 	for i := range 20 {
 		if i == 5 {
 			doomed.Close()
@@ -46,9 +47,9 @@ func TestOneRelayDiesMidRun(t *testing.T) {
 // both sides answer the AUTH challenge with their own key.
 func TestAuthRequiringRelay(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Auth: true})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired, GiftWrap: contextvm.WrapPersistent}, testServer())
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired, GiftWrap: contextvm.WrapPersistent})
-	if got := callEcho(t, cs, "authenticated"); got != "authenticated" {
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired, GiftWrap: contextvm.WrapPersistent}, cvmtest.EchoServer())
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired, GiftWrap: contextvm.WrapPersistent})
+	if got := cvmtest.CallEcho(t, cs, "authenticated"); got != "authenticated" {
 		t.Fatalf("echo = %q", got)
 	}
 }

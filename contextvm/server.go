@@ -2,7 +2,6 @@ package contextvm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -161,10 +160,10 @@ type ServerOptions struct {
 	Workers int
 
 	// Replicas, if set, makes this server one replica of a group serving
-	// the same key on NATS JetStream: requests, sessions and payment state
-	// are coordinated through it (see ReplicaOptions and docs/replicas.md).
-	// State, if nil, is then the group's shared store.
-	Replicas *ReplicaOptions
+	// the same key: requests, sessions and payment state are coordinated
+	// through it (package contextvm/replica, on NATS JetStream; see
+	// docs/replicas.md). State, if nil, is then the group's shared store.
+	Replicas Coordinator
 
 	Logger *slog.Logger
 }
@@ -210,8 +209,12 @@ type Server struct {
 	starts   *admission.Limiter[nostr.PubKey] // new sessions, per client and overall (of clients outside AllowedClients, with the list)
 	outbound registry[nostr.ID, *ServerConn]  // server-to-client requests awaiting an answer, by event id
 	gate     *gate                            // collects payments, with ServerOptions.Payments
-	group    *group                           // with ServerOptions.Replicas
-	reroute  chan []*opened                   // requests taken over from a lost replica, for the router
+	// replicas decides which messages this server acts on: its
+	// ServerOptions.Replicas, or solo, which acts on all of them.
+	replicas Coordinator
+	// routerCalls are functions to run on the router goroutine
+	// (Host.OnRouter).
+	routerCalls chan func(context.Context)
 
 	// knownStarts limits the new sessions of AllowedClients, on a budget
 	// a flood of other keys cannot spend.
@@ -250,8 +253,8 @@ func (o ServerOptions) withDefaults() ServerOptions {
 	if o.Freshness <= 0 {
 		o.Freshness = DefaultFreshness
 	}
-	if o.State == nil {
-		o.State = durable.NewMemory(durable.Options{})
+	if o.State == nil && o.Replicas == nil {
+		o.State = durable.NewMemory(durable.Options{}) // a group's is its coordinator's
 	}
 	return o
 }
@@ -269,19 +272,6 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("contextvm: server key: %w", err)
 	}
-	var grp *group
-	if opts.Replicas != nil {
-		log := opts.Logger
-		if log == nil {
-			log = slog.New(slog.DiscardHandler)
-		}
-		if grp, err = newGroup(ctx, me, *opts.Replicas, log); err != nil {
-			return nil, fmt.Errorf("contextvm: replica group: %w", err)
-		}
-		if opts.State == nil {
-			opts.State = grp.store
-		}
-	}
 	opts = opts.withDefaults()
 	var pool relayPool = opts.Pool
 	own := opts.Pool == nil
@@ -290,12 +280,16 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	}
 	s := newServer(opts, endpoint{pool: pool, signer: opts.Signer, me: me, log: opts.Logger, maxEvent: opts.MaxEventBytes})
 	s.ownPool = own
-	if grp != nil {
-		s.group = grp
-		grp.sessions = s.sessions.len
-		grp.onLost = func(member string) { s.life.Go(func(ctx context.Context) { s.replicaLost(ctx, member) }) }
-		s.intake.Go(grp.run)
-		s.life.Go(grp.remover)
+	if opts.Replicas != nil {
+		store, err := opts.Replicas.Join(ctx, &Host{s})
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("contextvm: replica group: %w", err)
+		}
+		if s.opts.State == nil {
+			s.opts.State = store
+		}
+		s.replicas = opts.Replicas
 	}
 	if len(opts.AnnounceRelays) > 0 {
 		s.announcePool = nostrx.NewPool(nostrx.PoolOptions{Relays: opts.AnnounceRelays, Signer: opts.Signer, Logger: opts.Logger})
@@ -342,8 +336,10 @@ func newServer(opts ServerOptions, e endpoint) *Server {
 		starts:    admission.NewLimiter[nostr.PubKey](opts.SessionRate, opts.SessionBurst),
 		replay:    newReplayGuard(opts.Freshness, 0),
 		window:    opts.Freshness,
-		reroute:   make(chan []*opened),
+
+		routerCalls: make(chan func(context.Context)),
 	}
+	s.replicas = solo{&Host{s}}
 	s.knownStarts = admission.NewLimiter[nostr.PubKey](opts.SessionRate, opts.SessionBurst)
 	policy := admission.Policy{Max: opts.MaxSessions, Grace: opts.SessionGrace}
 	if s.auth.allowed != nil {
@@ -366,6 +362,10 @@ func (s *Server) PublicKey() nostr.PubKey { return s.me }
 // of cvm gateway) keeps its replay guard and payments there too, so that
 // they hold across the group.
 func (s *Server) State() durable.Store { return s.opts.State }
+
+// Replicas is the server's Coordinator (ServerOptions.Replicas), nil for a
+// server that is no replica.
+func (s *Server) Replicas() Coordinator { return s.opts.Replicas }
 
 // Relays are the relays the server listens on.
 func (s *Server) Relays() []string { return s.pool.Relays() }
@@ -448,19 +448,13 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// opened is one inbound event on its way through the pipeline.
+// opened is one inbound event on its way through the pipeline: once a
+// worker has opened it, the message event inside.
 type opened struct {
-	evt      nostr.Event
-	inner    nostr.Event
-	wrapKind nostr.Kind
-	err      error
-	ready    chan struct{} // closed when the worker has opened it
-	rerouted bool          // taken over from a lost replica
-	heldAt   time.Time     // when this replica first held it (hold.go); zero if never
-	// orphan is the lost replica's record of it, if it had one: the
-	// lost replica may have claimed it.
-	orphan     *inflightRecord
-	lostMember string
+	Inbound
+	outer nostr.Event
+	err   error
+	ready chan struct{} // closed when the worker has opened it
 }
 
 // pipeline opens inbound events on Workers goroutines at once (unwrapping
@@ -477,14 +471,10 @@ func (s *Server) pipeline() {
 	for range s.opts.Workers {
 		workers.Go(func() {
 			for o := range jobs {
-				o.inner, o.wrapKind, o.err = s.open(ctx, o.evt)
+				o.evt, o.wrap, o.err = s.open(ctx, o.outer)
 				close(o.ready)
 			}
 		})
-	}
-	var wake <-chan struct{} // held requests can be routed again
-	if s.group != nil {
-		wake = s.group.wake
 	}
 	router.Go(func() {
 		for {
@@ -495,8 +485,8 @@ func (s *Server) pipeline() {
 				}
 				<-o.ready
 				s.routeOpened(o)
-			case <-wake:
-				s.routeHeld()
+			case f := <-s.routerCalls:
+				f(s.life.ctx)
 			}
 		}
 	})
@@ -520,7 +510,7 @@ func (s *Server) pipeline() {
 					continue
 				}
 			}
-			o := &opened{evt: evt, ready: make(chan struct{})}
+			o := &opened{Inbound: Inbound{s: s}, outer: evt, ready: make(chan struct{})}
 			select {
 			case jobs <- o:
 			case <-s.closed:
@@ -531,14 +521,6 @@ func (s *Server) pipeline() {
 			case <-s.closed:
 				return
 			}
-		case os := <-s.reroute:
-			for _, o := range os {
-				select {
-				case queue <- o:
-				case <-s.closed:
-					return
-				}
-			}
 		case <-s.closed:
 			return
 		}
@@ -547,103 +529,16 @@ func (s *Server) pipeline() {
 
 func (s *Server) routeOpened(o *opened) {
 	if o.err != nil {
-		s.log.Info("dropping event", "id", o.evt.ID.Hex(), "kind", int(o.evt.Kind), "err", o.err)
+		s.log.Info("dropping event", "id", o.outer.ID.Hex(), "kind", int(o.outer.Kind), "err", o.err)
 		return
 	}
-	if err := fresh(s.window, o.inner.CreatedAt, time.Now()); err != nil {
-		s.log.Info("dropping message", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex(), "err", err)
+	if err := o.Fresh(); err != nil {
+		s.log.Info("dropping message", "id", o.evt.ID.Hex(), "client", o.evt.PubKey.Hex(), "err", err)
 		return
 	}
-	if g := s.group; g != nil {
-		if o.heldAt.IsZero() {
-			s.routeHeld()
-		}
-		switch place, owner := g.place(s.life.ctx, o.inner.PubKey); place {
-		case placeOther:
-			g.skip(o, owner)
-			return
-		case placeDown:
-			s.holdOpened(o, "not ready: its NATS link is down or just back, or requests that came before are held")
-			return
-		}
-	}
-	// A call is recorded as in flight on this replica before it is
-	// claimed, so that if this replica dies from then on, a survivor
-	// answers it (or, when the claim never landed, runs it).
-	tracked := false
-	if g := s.group; g != nil {
-		if rec, ok := callIDs(o.inner.Content); ok {
-			if err := g.begin(s.life.ctx, o.inner.ID, o.inner.PubKey, rec, o.wrapKind); err != nil {
-				g.pause()
-				s.holdOpened(o, fmt.Sprintf("recording it in flight: %v", err))
-				return
-			}
-			tracked = true
-		}
-	}
-	// Recorded before anything acts on it, so that it never runs twice.
-	start := time.Now()
-	err := s.claimExecution(s.life.ctx, o.inner)
-	if g := s.group; g != nil {
-		g.stats.timed(start)
-		if err != nil && tracked {
-			g.end(s.life.ctx, o.inner.ID)
-		}
-		switch {
-		case err == nil:
-			g.stats.ClaimsWon.Add(1)
-			if tracked && g.heldTooLong(o) {
-				// Claimed, so no replica runs its calls now: saying so
-				// is true. (Notifications and responses, which no caller
-				// waits on, go through.)
-				g.stats.Refused.Add(1)
-				s.log.Info("refusing a held message: held too long to run; the claim is this replica's, so no replica runs it",
-					"id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex(), "held", time.Since(o.heldAt))
-				s.refuseEvent(o.inner, o.wrapKind, ReplicaUnavailableError(g.timeout))
-				return
-			}
-		case errors.Is(err, ErrReplay):
-			g.stats.ClaimsLost.Add(1)
-			if o.orphan != nil {
-				// A lost replica claimed it and never answered.
-				s.answerOrphan(s.life.ctx, o.inner.ID, *o.orphan, o.lostMember)
-				return
-			}
-			if !o.heldAt.IsZero() {
-				s.log.Info("dropping a held message: another replica claimed it, and answers it", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex())
-				return
-			}
-		case !errors.Is(err, durable.ErrFull):
-			// The claim may or may not have landed: held, it is claimed
-			// again later and runs at most once. (Had this one landed
-			// with its ack and check both lost, the next finds it and
-			// takes it for another replica's: then nobody answers, and
-			// the client's timeout does.)
-			g.pause()
-			s.holdOpened(o, fmt.Sprintf("claiming it: %v", err))
-			return
-		}
-	}
-	switch {
-	case errors.Is(err, ErrReplay):
-		s.log.Debug("dropping message", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex(), "err", err)
-		if s.gate != nil && !o.rerouted {
-			inner, wrapKind := o.inner, o.wrapKind
-			s.life.Go(func(ctx context.Context) { s.gate.replayed(ctx, inner, wrapKind) })
-		}
-		return
-	case errors.Is(err, durable.ErrFull):
-		s.log.Warn("refusing a message: the store of executed requests is full", "id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex())
-		s.refuseEvent(o.inner, o.wrapKind, &jsonrpc.Error{Code: CodeServerBusy,
-			Message: "server busy: it remembers too many recent requests to take another without risking running one twice; retry later"})
-		return
-	case err != nil:
-		s.log.Error("refusing a message: its execution could not be recorded", "id", o.inner.ID.Hex(), "err", err)
-		s.refuseEvent(o.inner, o.wrapKind, &jsonrpc.Error{Code: CodeTransportError,
-			Message: "the server could not record the request, so it did not run it; retry later"})
-		return
-	}
-	s.dispatch(s.life.ctx, o.inner, o.wrapKind)
+	// The claim is recorded before anything acts on the message, so that
+	// it never runs twice.
+	s.replicas.Route(s.life.ctx, &o.Inbound)
 }
 
 // refuseEvent answers every request the message event carries with refusal,
@@ -754,8 +649,8 @@ func (s *Server) route(ctx context.Context, inner nostr.Event, wrapKind nostr.Ki
 		var refusal *jsonrpc.Error
 		if m.IsCall() && m.Method == mcpmsg.MethodInitialize {
 			c, refusal = s.newSession(client, false)
-			if refusal == nil && s.group != nil {
-				s.saveSession(ctx, client, sessionRecord{Params: m.Params, Tags: discoveryOnly(inner.Tags)})
+			if refusal == nil {
+				s.replicas.Initialized(ctx, client, m.Params, discoveryOnly(inner.Tags))
 			}
 		} else {
 			c, refusal = s.session(client, m.IsCall())
@@ -786,156 +681,7 @@ func (s *Server) session(client nostr.PubKey, create bool) (*ServerConn, *jsonrp
 	if c := s.sessions.get(client); c != nil || !create {
 		return c, nil
 	}
-	if s.group != nil {
-		return s.takeOverSession(client)
-	}
-	return s.newSession(client, true)
-}
-
-// takeOverSession starts, on this replica, the session of a client that has
-// none here: rebuilt from the shared record when another replica held it,
-// stateless otherwise; and records this replica as its owner.
-func (s *Server) takeOverSession(client nostr.PubKey) (*ServerConn, *jsonrpc.Error) {
-	ctx := s.life.ctx
-	rec, ok, err := s.group.loadSession(ctx, client)
-	if err != nil {
-		// True: the request is claimed (dispatch comes after the claim),
-		// so no other replica runs it.
-		s.group.stats.Refused.Add(1)
-		return nil, ReplicaUnavailableError(s.group.timeout)
-	}
-	if !ok || len(rec.Params) == 0 {
-		c, refusal := s.newSession(client, true)
-		if refusal == nil {
-			s.saveSession(ctx, client, sessionRecord{})
-		}
-		return c, refusal
-	}
-	c, refusal := s.newSession(client, false)
-	if refusal != nil {
-		return nil, refusal
-	}
-	s.group.stats.Rebuilt.Add(1)
-	s.log.Info("rebuilding a client's session taken over from another replica", "client", client.Hex(), "from", rec.Owner)
-	c.rebuild(rec)
-	s.saveSession(ctx, client, rec)
-	return c, nil
-}
-
-// answerOrphan answers, with CodeReplicaLost, a call (or the calls of a
-// batch) the lost replica member claimed and never answered. A batch is
-// answered as a batch: one event with an error for each of its calls.
-func (s *Server) answerOrphan(ctx context.Context, id nostr.ID, rec inflightRecord, member string) {
-	client, err := nostr.PubKeyFromHex(rec.Client)
-	if err != nil {
-		return
-	}
-	if !rec.batch() && s.gate != nil && s.gate.adopt(ctx, id, client, rec.Wrap) {
-		// A priced call: its payment state says what became of it.
-		return
-	}
-	lost := &jsonrpc.Error{Code: CodeReplicaLost,
-		Message: fmt.Sprintf("the replica running this call (%s) stopped before answering; it may or may not have taken effect, and will not run again; retry if it is safe to", member)}
-	ids := rec.IDs
-	if !rec.batch() {
-		ids = []json.RawMessage{rec.ID}
-	}
-	var resps []jsonrpc.Message
-	for _, raw := range ids {
-		var rid any
-		if json.Unmarshal(raw, &rid) != nil {
-			return
-		}
-		jid, err := jsonrpc.MakeID(rid)
-		if err != nil {
-			return
-		}
-		resps = append(resps, &jsonrpc.Response{ID: jid, Error: lost})
-	}
-	s.group.stats.Orphans.Add(1)
-	requestIDs := string(rec.ID)
-	if rec.batch() {
-		b, _ := json.Marshal(rec.IDs)
-		requestIDs = string(b)
-	}
-	s.log.Info("answering a lost replica's call in flight", "member", member, "client", client.Hex(), "id", id.Hex(), "requestId", requestIDs, "batch", rec.batch())
-	inner := nostr.Event{ID: id, PubKey: client}
-	if !rec.batch() {
-		s.refuseNow(ctx, inner, rec.Wrap, nil, 0, &jsonrpc.Request{ID: resps[0].(*jsonrpc.Response).ID, Method: "?"}, lost)
-		return
-	}
-	content, err := encodeBatch(resps)
-	if err != nil {
-		return
-	}
-	s.sendBatch(ctx, client, &batch{eventID: id, wrapKind: rec.Wrap}, content, nil)
-}
-
-// callIDs are the JSON-RPC ids of the calls a message event carries, as
-// an in-flight record holds them: ID for one call, IDs for a batch with at
-// least one call; false for notifications, responses or bad content.
-func callIDs(content string) (inflightRecord, bool) {
-	msgs, isBatch, err := DecodeContent(content)
-	if err != nil {
-		return inflightRecord{}, false
-	}
-	var ids []json.RawMessage
-	for _, msg := range msgs {
-		req, ok := msg.(*jsonrpc.Request)
-		if !ok || !req.IsCall() {
-			continue
-		}
-		id, err := json.Marshal(req.ID.Raw())
-		if err != nil {
-			return inflightRecord{}, false
-		}
-		ids = append(ids, id)
-	}
-	switch {
-	case len(ids) == 0:
-		return inflightRecord{}, false
-	case !isBatch:
-		return inflightRecord{ID: ids[0]}, true
-	}
-	return inflightRecord{IDs: ids}, true
-}
-
-func (s *Server) saveSession(ctx context.Context, client nostr.PubKey, rec sessionRecord) {
-	if err := s.group.saveSession(ctx, client, rec); err != nil {
-		s.log.Warn("could not record a session in the replica group: another replica cannot rebuild it", "client", client.Hex(), "err", err)
-	}
-}
-
-// replicaLost takes over from a replica of the group that died: its calls
-// in flight, for clients now this replica's, are answered CodeReplicaLost
-// (they may have run there, and are not run again); the requests it never
-// claimed go through the router again, to be claimed and run here.
-func (s *Server) replicaLost(ctx context.Context, member string) {
-	orphans := s.group.orphans(ctx, member)
-	os := s.group.takeSkipped(member)
-	for _, o := range os {
-		o.rerouted = true
-		// A call this replica still has goes through the router again:
-		// claimed there if the lost replica never claimed it, answered
-		// as lost if it did.
-		if rec, ok := orphans[o.inner.ID]; ok {
-			o.orphan, o.lostMember = &rec, member
-			delete(orphans, o.inner.ID)
-		}
-	}
-	for id, rec := range orphans {
-		s.answerOrphan(ctx, id, rec, member)
-	}
-	if len(os) == 0 {
-		return
-	}
-	s.group.stats.Rerouted.Add(int64(len(os)))
-	s.log.Info("taking over a lost replica's unclaimed requests", "member", member, "requests", len(os))
-	select {
-	case s.reroute <- os:
-	case <-s.closed:
-	case <-ctx.Done():
-	}
+	return s.replicas.Session(s.life.ctx, client)
 }
 
 // newSession starts a session for client, replacing its current one, or
@@ -1019,16 +765,13 @@ func (s *Server) refuse(inner nostr.Event, wrapKind nostr.Kind, b *batch, i int,
 }
 
 func (s *Server) refuseNow(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind, b *batch, i int, req *jsonrpc.Request, refusal *jsonrpc.Error) {
-	g := s.group
-	if g != nil && b == nil && g.ready() {
-		defer g.end(ctx, inner.ID) // answered: no survivor needs to
+	if b == nil {
+		defer s.replicas.Answered(ctx, inner.ID, true)
 	}
 	resp := &jsonrpc.Response{ID: req.ID, Error: refusal}
 	if b != nil {
 		if content, done := b.answer(i, resp); done {
-			if g != nil && g.ready() {
-				defer g.end(ctx, b.eventID) // the whole batch is answered
-			}
+			defer s.replicas.Answered(ctx, b.eventID, true) // the whole batch is answered
 			s.sendBatch(ctx, inner.PubKey, b, content, nil)
 		}
 		return
@@ -1062,16 +805,23 @@ func (s *Server) sendBatch(ctx context.Context, client nostr.PubKey, b *batch, c
 	if content == "" {
 		return // a batch of notifications gets no answer
 	}
-	wrap := b.wrapKind
-	if s.opts.Encryption == EncryptDisabled {
-		wrap = 0
-	} else if wrap == 0 && s.opts.Encryption == EncryptRequired {
-		wrap = KindGiftWrap
-	}
 	tags := append(nostr.Tags{{"p", client.Hex()}, {"e", b.eventID.Hex()}}, extra...)
-	if _, err := s.reply(ctx, client, content, tags, wrap); err != nil {
+	if _, err := s.reply(ctx, client, content, tags, s.answerWrap(b.wrapKind)); err != nil {
 		s.log.Warn("batch response not delivered", "client", client.Hex(), "err", err)
 	}
+}
+
+// answerWrap is the wrap of an answer, in the server's own name rather than
+// a session's, to a message that came in wrap (0: plaintext): the same,
+// unless the server's encryption mode says otherwise.
+func (s *Server) answerWrap(wrap nostr.Kind) nostr.Kind {
+	switch {
+	case s.opts.Encryption == EncryptDisabled:
+		return 0
+	case wrap == 0 && s.opts.Encryption == EncryptRequired:
+		return KindGiftWrap
+	}
+	return wrap
 }
 
 // receiveFrame handles one CEP-22 frame of a client's fragmented message.
@@ -1093,8 +843,8 @@ func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind n
 		// another replica, lost since (or, during a membership change,
 		// still alive), and this replica holds its end frame's claim.
 		reason := "no transfer in progress on this token (its start never arrived, or it was aborted or timed out); the request did not run: send it again"
-		if s.group != nil {
-			reason = "the replica that received the start of this request is gone; the request did not run: send it again"
+		if r, ok := s.replicas.(transferOrphans); ok {
+			reason = r.MissingStart()
 		}
 		s.log.Info("aborting the end of a transfer never started here", "client", client.Hex(), "reason", reason)
 		s.sendFrame(client, abortFrame(p.ProgressToken, reason), wrapKind)
@@ -1128,22 +878,7 @@ func (s *Server) receiveFrame(ctx context.Context, inner nostr.Event, wrapKind n
 		synthetic := inner
 		synthetic.Content = assembled
 		synthetic.Tags = append(slices.Clone(inner.Tags), discoveryOnly(startTags)...)
-		if g := s.group; g != nil {
-			// Its calls are in flight from now on, answered under the end
-			// frame's id: recorded so that a survivor answers them if this
-			// replica dies (the end frame itself carries no call).
-			if rec, ok := callIDs(assembled); ok {
-				if err := g.begin(ctx, synthetic.ID, client, rec, wrapKind); err != nil {
-					// True: this replica holds the end frame's claim, so
-					// no other can run the request.
-					g.stats.Refused.Add(1)
-					s.log.Warn("refusing a message: the replica group could not record it", "id", synthetic.ID.Hex(), "err", err)
-					s.refuseEvent(synthetic, wrapKind, ReplicaUnavailableError(g.timeout))
-					return
-				}
-			}
-		}
-		s.dispatch(ctx, synthetic, wrapKind)
+		s.replicas.Assembled(ctx, &Inbound{s: s, evt: synthetic, wrap: wrapKind})
 	}
 }
 

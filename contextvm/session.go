@@ -278,13 +278,13 @@ func (c *ServerConn) initializeForClient() {
 // rebuild performs the MCP handshake again on behalf of a client whose
 // session another replica of the group held, with the initialize params and
 // discovery tags the client sent it: the client carries on without knowing.
-func (c *ServerConn) rebuild(rec sessionRecord) {
+func (c *ServerConn) rebuild(params json.RawMessage, tags nostr.Tags) {
 	c.mu.Lock()
-	if caps, ok := learnCaps(rec.Tags); ok {
+	if caps, ok := learnCaps(tags); ok {
 		c.caps = caps
 	}
 	c.mu.Unlock()
-	c.handshake(rec.Params)
+	c.handshake(params)
 }
 
 // handshake sends the initialize (with params) and initialized that the
@@ -682,15 +682,13 @@ func (c *ServerConn) wrapKindLocked(mirror nostr.Kind) nostr.Kind {
 }
 
 func (c *ServerConn) sendResponse(ctx context.Context, r *route, resp *jsonrpc.Response) {
-	if g := c.srv.group; g != nil && r.batch == nil {
-		defer g.end(ctx, r.eventID) // answered: no survivor needs to answer it
+	if r.batch == nil {
+		defer c.srv.replicas.Answered(ctx, r.eventID, false) // answered: no survivor needs to answer it
 	}
 	resp, listTags := c.srv.decorateList(r.method, resp)
 	if r.batch != nil {
 		if content, done := r.batch.answer(r.index, resp); done {
-			if g := c.srv.group; g != nil {
-				defer g.end(ctx, r.batch.eventID) // the whole batch is answered
-			}
+			defer c.srv.replicas.Answered(ctx, r.batch.eventID, false) // the whole batch is answered
 			c.mu.Lock()
 			tags := c.discoveryLocked()
 			c.mu.Unlock()

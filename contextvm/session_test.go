@@ -16,6 +16,8 @@ import (
 	"fiatjaf.com/nostr"
 	"fiatjaf.com/nostr/nip19"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -26,7 +28,7 @@ import (
 // tap records every ContextVM event on a relay, opening the wraps it can
 // with the keys it is given.
 type tap struct {
-	changes notifier // of each event seen
+	changes cvmtest.Notifier // of each event seen
 	mu      sync.Mutex
 	events  []tapped
 	keys    map[nostr.PubKey]nostr.SecretKey
@@ -69,7 +71,7 @@ func (tp *tap) add(evt nostr.Event) {
 	tp.mu.Lock()
 	tp.events = append(tp.events, entry)
 	tp.mu.Unlock()
-	tp.changes.notify()
+	tp.changes.Notify()
 }
 
 // messages returns what was seen so far, decoded, in arrival order.
@@ -111,51 +113,6 @@ func tagNames(tags nostr.Tags) []string {
 		out = append(out, t[0])
 	}
 	return out
-}
-
-// notifier tells waiters that something changed: a tap saw an event, a
-// log line was written. Its zero value is ready.
-type notifier struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-// changed returns a channel closed at the next notify.
-func (n *notifier) changed() <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.ch == nil {
-		n.ch = make(chan struct{})
-	}
-	return n.ch
-}
-
-func (n *notifier) notify() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.ch != nil {
-		close(n.ch)
-		n.ch = nil
-	}
-}
-
-// await waits until cond holds, checking it again at each change n
-// reports, and fails the test if that takes more than ten seconds.
-func await(t testing.TB, what string, n *notifier, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	for {
-		changed := n.changed() // before the check: a change during it is not missed
-		if cond() {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }
 
 // serveWatched is serve, with the sessions connected by the test rather
@@ -225,15 +182,15 @@ func TestWireFormat(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	serverKey, clientKey := nostr.Generate(), nostr.Generate()
 	tp := newTap(t, r.URL)
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(serverKey), Encryption: contextvm.EncryptDisabled,
-		Info: contextvm.ServerInfo{Name: "wire", About: "about", Website: "https://example.com", Picture: "https://example.com/p.png"}}, testServer())
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(serverKey), Encryption: contextvm.EncryptDisabled,
+		Info: contextvm.ServerInfo{Name: "wire", About: "about", Website: "https://example.com", Picture: "https://example.com/p.png"}}, cvmtest.EchoServer())
 	opts := contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(clientKey), Encryption: contextvm.EncryptDisabled}
-	cs := connect(t, opts)
-	callEcho(t, cs, "one")
+	cs := cvmtest.Connect(t, opts)
+	cvmtest.CallEcho(t, cs, "one")
 	cs.Close()
-	cs = connect(t, opts) // a new session with the same key
-	callEcho(t, cs, "two")
-	await(t, "all messages", &tp.changes, func() bool { return len(tp.messages()) >= 10 })
+	cs = cvmtest.Connect(t, opts) // a new session with the same key
+	cvmtest.CallEcho(t, cs, "two")
+	cvmtest.Await(t, "all messages", &tp.changes, func() bool { return len(tp.messages()) >= 10 })
 
 	sp, cp := serverKey.Public().Hex(), clientKey.Public().Hex()
 	// The relay delivers to the tap and to the server concurrently, so the
@@ -249,7 +206,7 @@ func TestWireFormat(t *testing.T) {
 			t.Errorf("a gift wrap in plaintext mode: kind %d", m.outerKind)
 		}
 		fromClient := m.evt.PubKey == clientKey.Public()
-		p, _ := firstTag(m.evt.Tags, "p")
+		p, _ := cvmtest.FirstTag(m.evt.Tags, "p")
 		switch {
 		case fromClient && p != sp, !fromClient && p != cp:
 			t.Errorf("%s from %v addressed to %s", m.method, fromClient, p)
@@ -264,7 +221,7 @@ func TestWireFormat(t *testing.T) {
 				t.Errorf("%s tags %v, want p and nonce", m.method, m.evt.Tags)
 			}
 		case m.response:
-			e, ok := firstTag(m.evt.Tags, "e")
+			e, ok := cvmtest.FirstTag(m.evt.Tags, "e")
 			req, known := byID[nostr.MustIDFromHex(e)]
 			if !ok || !known {
 				t.Errorf("response tags %v do not reference a request", m.evt.Tags)
@@ -287,21 +244,12 @@ func TestWireFormat(t *testing.T) {
 	}
 }
 
-func firstTag(tags nostr.Tags, name string) (string, bool) {
-	for _, t := range tags {
-		if len(t) >= 2 && t[0] == name {
-			return t[1], true
-		}
-	}
-	return "", false
-}
-
 // The go-sdk client's default protocol starts with server/discover; it must
 // never reach the wire.
 func TestServerDiscoverStaysLocal(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	tp := newTap(t, r.URL)
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, testServer())
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, cvmtest.EchoServer())
 	tr, err := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
 	if err != nil {
 		t.Fatal(err)
@@ -316,7 +264,7 @@ func TestServerDiscoverStaysLocal(t *testing.T) {
 	if v := cs.InitializeResult().ProtocolVersion; v != contextvm.ProtocolVersion {
 		t.Errorf("negotiated %s", v)
 	}
-	callEcho(t, cs, "x")
+	cvmtest.CallEcho(t, cs, "x")
 	for _, m := range tp.messages() {
 		if m.method == "server/discover" {
 			t.Fatal("server/discover reached the relay")
@@ -328,12 +276,12 @@ func TestStatelessClient(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	serverKey := nostr.Generate()
 	tp := newTap(t, r.URL, serverKey)
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(serverKey), Info: contextvm.ServerInfo{Name: "stateless"}}, testServer())
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Stateless: true})
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(serverKey), Info: contextvm.ServerInfo{Name: "stateless"}}, cvmtest.EchoServer())
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Stateless: true})
 	if got := cs.InitializeResult().ServerInfo.Name; got != "Emulated-Stateless-Server" {
 		t.Errorf("stateless initialize answered by %q, want the local emulation", got)
 	}
-	if got := callEcho(t, cs, "no handshake"); got != "no handshake" {
+	if got := cvmtest.CallEcho(t, cs, "no handshake"); got != "no handshake" {
 		t.Fatalf("echo = %q", got)
 	}
 	first := true
@@ -356,12 +304,12 @@ func TestStatelessClient(t *testing.T) {
 func TestServerConn_Stateless(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	accepted := make(chan *contextvm.ServerConn, 2)
-	srv := serveEach(t, contextvm.ServerOptions{Relays: []string{r.URL}}, testServer(), func(c *contextvm.ServerConn, _ *mcp.ServerSession) {
+	srv := serveEach(t, contextvm.ServerOptions{Relays: []string{r.URL}}, cvmtest.EchoServer(), func(c *contextvm.ServerConn, _ *mcp.ServerSession) {
 		accepted <- c
 	})
 	for _, stateless := range []bool{true, false} {
-		cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Stateless: stateless})
-		callEcho(t, cs, "hi")
+		cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Stateless: stateless})
+		cvmtest.CallEcho(t, cs, "hi")
 		select {
 		case c := <-accepted:
 			if c.Stateless() != stateless {
@@ -375,10 +323,10 @@ func TestServerConn_Stateless(t *testing.T) {
 
 func TestNprofileRelayHints(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, testServer())
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, cvmtest.EchoServer())
 	nprofile := nip19.EncodeNprofile(srv.PublicKey(), []string{r.URL})
-	cs := connect(t, contextvm.ClientOptions{Server: nprofile}) // no Relays: the hint is enough
-	if got := callEcho(t, cs, "hinted"); got != "hinted" {
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: nprofile}) // no Relays: the hint is enough
+	if got := cvmtest.CallEcho(t, cs, "hinted"); got != "hinted" {
 		t.Fatalf("echo = %q", got)
 	}
 }
@@ -388,20 +336,20 @@ func TestNprofileRelayHints(t *testing.T) {
 // (the reference keeps answering 21059 and the client hangs).
 func TestCapabilitiesAreRelearnedPerSession(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, testServer())
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, cvmtest.EchoServer())
 	key := contextvm.NewKeySigner(nostr.Generate())
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: key, GiftWrap: contextvm.WrapOptional})
-	callEcho(t, cs, "ephemeral ok")
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: key, GiftWrap: contextvm.WrapOptional})
+	cvmtest.CallEcho(t, cs, "ephemeral ok")
 	cs.Close()
-	cs = connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: key, GiftWrap: contextvm.WrapPersistent, RequestTimeout: 5 * time.Second})
-	if got := callEcho(t, cs, "persistent ok"); got != "persistent ok" {
+	cs = cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: key, GiftWrap: contextvm.WrapPersistent, RequestTimeout: 5 * time.Second})
+	if got := cvmtest.CallEcho(t, cs, "persistent ok"); got != "persistent ok" {
 		t.Fatalf("echo = %q", got)
 	}
 }
 
 func TestEncryptionRequiredServerAnswersPlaintext(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired}, testServer())
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired}, cvmtest.EchoServer())
 	tr, _ := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, RequestTimeout: 30 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -418,9 +366,9 @@ func TestEncryptionRequiredServerAnswersPlaintext(t *testing.T) {
 
 func TestOptionalClientReachesDisabledServer(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, testServer())
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptOptional})
-	if got := callEcho(t, cs, "fell back"); got != "fell back" {
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, cvmtest.EchoServer())
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptOptional})
+	if got := cvmtest.CallEcho(t, cs, "fell back"); got != "fell back" {
 		t.Fatalf("echo = %q", got)
 	}
 }
@@ -438,8 +386,8 @@ func TestOptionalClientCallsDisabledServerFirst(t *testing.T) {
 		n := runs.Add(1)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(n)}}}, nil, nil
 	})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, s)
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptOptional, Stateless: true})
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, s)
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptOptional, Stateless: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "count"})
@@ -479,9 +427,9 @@ func TestInjectClientPubkey(t *testing.T) {
 		pk, _ := req.Params.GetMeta()["clientPubkey"].(string)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: pk}}}, nil, nil
 	})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, InjectClientPubkey: true}, s)
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, InjectClientPubkey: true}, s)
 	key := nostr.Generate()
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(key)})
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(key)})
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "meta"})
 	if err != nil {
 		t.Fatal(err)
@@ -491,21 +439,6 @@ func TestInjectClientPubkey(t *testing.T) {
 	}
 }
 
-// slowServer has a tool that waits until released, to hold requests in flight.
-func slowServer(release <-chan struct{}, started chan<- struct{}) *mcp.Server {
-	s := testServer()
-	mcp.AddTool(s, &mcp.Tool{Name: "wait"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		started <- struct{}{}
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil, nil
-	})
-	return s
-}
-
 // Sessions are bounded, and a full table evicts no session with a request
 // in flight or a recent message: the newcomer is refused with busy and a
 // retry_after, and the client transport tries again when told, so that it
@@ -513,9 +446,9 @@ func slowServer(release <-chan struct{}, started chan<- struct{}) *mcp.Server {
 func TestFullSessionTableEvictsOnlyQuietSessions(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	release, started := make(chan struct{}), make(chan struct{}, 4)
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, MaxSessions: 1, SessionGrace: 300 * time.Millisecond},
-		slowServer(release, started))
-	first := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, MaxSessions: 1, SessionGrace: 300 * time.Millisecond},
+		cvmtest.SlowServer(release, started))
+	first := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
 	result := make(chan error, 1)
 	go func() {
 		res, err := first.CallTool(context.Background(), &mcp.CallToolParams{Name: "wait"})
@@ -546,25 +479,25 @@ func TestFullSessionTableEvictsOnlyQuietSessions(t *testing.T) {
 	}
 	// Once the first session has been quiet for 300 ms, a newcomer gets
 	// its place: the transport retries the busy initialize by itself.
-	second := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
-	callEcho(t, second, "in")
+	second := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+	cvmtest.CallEcho(t, second, "in")
 	// And the first client gets back in the same way, once the second
 	// has been quiet.
-	if got := callEcho(t, first, "back"); got != "back" {
+	if got := cvmtest.CallEcho(t, first, "back"); got != "back" {
 		t.Fatalf("after eviction: %q", got)
 	}
 }
 
 func TestIdleSessionsExpire(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv, ended := serveWatched(t, contextvm.ServerOptions{Relays: []string{r.URL}, IdleTimeout: time.Second}, testServer())
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
-	callEcho(t, cs, "before")
+	srv, ended := serveWatched(t, contextvm.ServerOptions{Relays: []string{r.URL}, IdleTimeout: time.Second}, cvmtest.EchoServer())
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+	cvmtest.CallEcho(t, cs, "before")
 	awaitEnd(t, ended, "the idle session to close")
 	if n := srv.Sessions(); n != 0 {
 		t.Fatalf("%d sessions after the only one closed", n)
 	}
-	if got := callEcho(t, cs, "after"); got != "after" {
+	if got := cvmtest.CallEcho(t, cs, "after"); got != "after" {
 		t.Fatalf("after expiry: %q", got)
 	}
 }
@@ -572,7 +505,7 @@ func TestIdleSessionsExpire(t *testing.T) {
 func TestClientWithTheServersKeyIsRefused(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	sk := nostr.Generate()
-	srv := serve(t, contextvm.ServerOptions{Signer: contextvm.NewKeySigner(sk), Relays: []string{r.URL}}, testServer())
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Signer: contextvm.NewKeySigner(sk), Relays: []string{r.URL}}, cvmtest.EchoServer())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil), contextvm.ClientOptions{
@@ -591,14 +524,14 @@ func TestNewSessionRateLimits(t *testing.T) {
 	// Overall one every 2.5 s, burst 4; a key: one every 10 s, burst 1.
 	// Slow refills, so that a loaded machine taking a second per round
 	// trip does not refill a bucket between two answers.
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, SessionRate: 0.4, SessionBurst: 4}, testServer())
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, SessionRate: 0.4, SessionBurst: 4}, cvmtest.EchoServer())
 	me := srv.PublicKey()
 	id := 0
-	answer := func(p *rawPeer) (retry time.Duration, busy bool) {
+	answer := func(p *cvmtest.RawPeer) (retry time.Duration, busy bool) {
 		t.Helper()
 		id++ // no two events alike
-		p.publish(p.message(me, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, id)))
-		evt, ok := p.next(10 * time.Second)
+		p.Publish(p.Message(me, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, id)))
+		evt, ok := p.Next(10 * time.Second)
 		if !ok {
 			t.Fatal("no answer to initialize")
 		}
@@ -617,7 +550,7 @@ func TestNewSessionRateLimits(t *testing.T) {
 		}
 		return retry, true
 	}
-	a := newRawPeer(t, r.URL)
+	a := cvmtest.NewRawPeer(t, r.URL)
 	if _, busy := answer(a); busy {
 		t.Fatal("a key's first session refused")
 	}
@@ -627,11 +560,11 @@ func TestNewSessionRateLimits(t *testing.T) {
 	// Three other keys take the rest of the overall burst; a fifth key is
 	// refused although it has started nothing.
 	for range 3 {
-		if _, busy := answer(newRawPeer(t, r.URL)); busy {
+		if _, busy := answer(cvmtest.NewRawPeer(t, r.URL)); busy {
 			t.Fatal("a new key within the overall burst refused")
 		}
 	}
-	if retry, busy := answer(newRawPeer(t, r.URL)); !busy || retry > 2500*time.Millisecond {
+	if retry, busy := answer(cvmtest.NewRawPeer(t, r.URL)); !busy || retry > 2500*time.Millisecond {
 		t.Fatalf("a fifth key beyond the overall burst: busy %v, retry %v; want busy within 2.5s", busy, retry)
 	}
 }
@@ -641,10 +574,10 @@ func TestNewSessionRateLimits(t *testing.T) {
 // its first answer: it introduced itself with its own.
 func TestStatelessConnectionUnderAnExistingSessionHearsTheServer(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, testServer())
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, cvmtest.EchoServer())
 	key := nostr.Generate()
 	opts := contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Signer: contextvm.NewKeySigner(key)}
-	callEcho(t, connect(t, opts), "first")
+	cvmtest.CallEcho(t, cvmtest.Connect(t, opts), "first")
 
 	opts.Stateless = true
 	tr, err := contextvm.NewClientTransport(opts)
@@ -658,7 +591,7 @@ func TestStatelessConnectionUnderAnExistingSessionHearsTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	callEcho(t, cs, "second")
+	cvmtest.CallEcho(t, cs, "second")
 	if sup := tr.ServerSupport(); !sup.Known || !sup.OversizedTransfer {
 		t.Fatalf("the second connection knows of the server: %+v; want its discovery tags heard", sup)
 	}
@@ -671,7 +604,7 @@ func TestServerClose_ClientGoneIsNoNews(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	started, release := make(chan struct{}), make(chan struct{})
 	defer close(release)
-	s := testServer()
+	s := cvmtest.EchoServer()
 	mcp.AddTool(s, &mcp.Tool{Name: "hang"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		close(started)
 		select {
@@ -680,17 +613,17 @@ func TestServerClose_ClientGoneIsNoNews(t *testing.T) {
 		}
 		return &mcp.CallToolResult{}, nil, nil
 	})
-	var logs logBuffer
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, s)
-	peer := newRawPeer(t, r.URL)
-	peer.initialize(srv.PublicKey())
-	peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hang","arguments":{}}}`))
+	var logs waitbuf.Buffer
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, s)
+	peer := cvmtest.NewRawPeer(t, r.URL)
+	peer.Initialize(srv.PublicKey())
+	peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hang","arguments":{}}}`))
 	select {
 	case <-started:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the call did not start")
 	}
-	peer.sub.Close() // gone: nobody listens for the answer
+	peer.Sub.Close() // gone: nobody listens for the answer
 	srv.Close()
 	if strings.Contains(logs.String(), "level=WARN") {
 		t.Errorf("the server warns:\n%s", logs.String())

@@ -13,6 +13,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -64,7 +65,7 @@ func serveStreaming(t *testing.T, r *relay.Server, stopped chan<- error) *contex
 
 func serveStreamingAs(t *testing.T, r *relay.Server, key nostr.SecretKey, stopped chan<- error) *contextvm.Server {
 	var srv *contextvm.Server
-	srv = serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, OpenStreams: true, Signer: contextvm.NewKeySigner(key)}, streamingServer(&srv, stopped))
+	srv = cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, OpenStreams: true, Signer: contextvm.NewKeySigner(key)}, streamingServer(&srv, stopped))
 	return srv
 }
 
@@ -146,7 +147,7 @@ func TestOpenStream(t *testing.T) {
 func TestOpenStreamNeedsTheClientsConsent(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	srv := serveStreaming(t, r, nil)
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}}) // OpenStreams off
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}}) // OpenStreams off
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "count", Arguments: streamArgs{Chunks: 3}})
 	if err != nil {
 		t.Fatal(err)
@@ -249,14 +250,14 @@ func TestOpenStreamPingsArePerClient(t *testing.T) {
 					case f.FrameType == "ping" && m.evt.PubKey == clientKeys[pinger].Public():
 						pings[f.Nonce] = true
 					case f.FrameType == "pong" && m.evt.PubKey == serverKey.Public():
-						to, _ := firstTag(m.evt.Tags, "p")
+						to, _ := cvmtest.FirstTag(m.evt.Tags, "p")
 						pk := nostr.MustPubKeyFromHex(to)
 						pongs[pk] = append(pongs[pk], f.Nonce)
 					}
 				}
 				return pings, pongs
 			}
-			await(t, "a pong for the client that pinged", &tp.changes, func() bool {
+			cvmtest.Await(t, "a pong for the client that pinged", &tp.changes, func() bool {
 				_, pongs := probes()
 				return len(pongs[clientKeys[pinger].Public()]) > 0
 			})
@@ -289,7 +290,7 @@ func TestOpenStreamEndsWhenItsCallTimesOut(t *testing.T) {
 		<-ctx.Done() // and nothing more
 		return nil, nil, ctx.Err()
 	})
-	srv = serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, OpenStreams: true}, s)
+	srv = cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, OpenStreams: true}, s)
 	tr, err := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL},
 		OpenStreams: true, RequestTimeout: time.Second})
 	if err != nil {
@@ -308,7 +309,7 @@ func TestOpenStreamEndsWhenItsCallTimesOut(t *testing.T) {
 	}
 	params := &mcp.CallToolParams{Name: "stall"}
 	params.SetProgressToken("slow")
-	if _, err := cs.CallTool(ctx, params); rpcCode(err) != contextvm.CodeRequestTimeout {
+	if _, err := cs.CallTool(ctx, params); cvmtest.RPCCode(err) != contextvm.CodeRequestTimeout {
 		t.Fatalf("call: %v; want a timeout", err)
 	}
 	if chunk, err := reader.Next(ctx); chunk != "first" {

@@ -97,7 +97,7 @@ func (g *Gateway) Handler() http.Handler {
 		body := map[string]any{
 			"status": status, "mode": g.opts.Mode.String(), "sessions": sessions, "upstream": upstream,
 		}
-		if grp, ok := g.srv.Group(); ok {
+		if grp, ok := groupStatus(g.srv); ok {
 			// A replica that cannot coordinate runs no request (it
 			// holds them): the group (or its load balancer) should look
 			// elsewhere.

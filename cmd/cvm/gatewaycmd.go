@@ -318,8 +318,12 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	if gf.name == "" && res.ServerInfo != nil {
 		gf.name = serverInfoName(res.ServerInfo.Title, res.ServerInfo.Name)
 	}
+	var coordinator contextvm.Coordinator // nil, not a nil *replica.Group, without --nats
+	if replicas != nil {
+		coordinator = replicas
+	}
 	opts.Server = contextvm.ServerOptions{
-		Replicas:           replicas,
+		Replicas:           coordinator,
 		State:              state,
 		Transfers:          contextvm.TransferLimits{MaxPeerBytes: gf.transferBytes},
 		SessionRate:        gf.sessionRate,
@@ -442,8 +446,8 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		return err
 	}
 	a.log.Info("gateway serving", "npub", ready.Npub, "mode", ready.Mode, "upstream", describe, "relays", ready.Relays)
-	if grp, ok := srv.Group(); ok {
-		a.log.Info("serving as a replica", "replica", grp.Member, "nats", gf.replica.natsURL)
+	if replicas != nil {
+		a.log.Info("serving as a replica", "replica", replicas.Status().Member, "nats", gf.replica.natsURL)
 	}
 
 	select {

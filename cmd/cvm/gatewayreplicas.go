@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/replica"
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/spf13/pflag"
 )
@@ -41,7 +41,7 @@ func (rf *replicaFlags) add(f *pflag.FlagSet) {
 
 // connect joins NATS when --nats is given; nil options without it. The
 // caller closes the connection after the gateway.
-func (rf *replicaFlags) connect(ctx context.Context, a *app) (*contextvm.ReplicaOptions, func(), error) {
+func (rf *replicaFlags) connect(ctx context.Context, a *app) (*replica.Group, func(), error) {
 	if rf.natsURL == "" {
 		return nil, func() {}, nil
 	}
@@ -52,5 +52,5 @@ func (rf *replicaFlags) connect(ctx context.Context, a *app) (*contextvm.Replica
 	if err != nil {
 		return nil, nil, fmt.Errorf("--nats: %w (is nats-server -js running there?)", err)
 	}
-	return &contextvm.ReplicaOptions{Conn: conn, Member: rf.member, Timeout: rf.timeout, StoreReplicas: rf.replicas}, conn.Close, nil
+	return replica.New(replica.Options{Conn: conn, Member: rf.member, Timeout: rf.timeout, StoreReplicas: rf.replicas}), conn.Close, nil
 }

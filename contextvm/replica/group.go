@@ -1,4 +1,4 @@
-package contextvm
+package replica
 
 import (
 	"context"
@@ -15,16 +15,15 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/durable/natskv"
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/nats-io/nats.go"
 )
 
-// ReplicaOptions make a Server one replica of a group serving the same key
-// through NATS JetStream (see docs/replicas.md). Every replica sees every
-// request; the one that owns the client's session claims it in the shared
-// store and runs it, the others pass.
-type ReplicaOptions struct {
+// Options make a Group (see docs/replicas.md).
+type Options struct {
 	// Conn is the NATS connection (JetStream enabled). Required; the
 	// caller keeps ownership and closes it after the server.
 	Conn *natsx.Conn
@@ -100,9 +99,14 @@ const (
 	placeDown                   // this replica would, but cannot coordinate now: it holds it (hold.go)
 )
 
-// group is a server's membership of a replica group. Safe for concurrent
-// use; its goroutines are the server's intake's.
-type group struct {
+// A Group makes a contextvm.Server one replica of a group serving the
+// same key through NATS JetStream: give it as ServerOptions.Replicas, to
+// one server only. Every replica sees every request; the one that owns the
+// client's session claims it in the shared store and runs it, the others
+// pass. Safe for concurrent use; its goroutines are the server's.
+type Group struct {
+	opts    Options
+	host    *contextvm.Host
 	conn    *natsx.Conn
 	store   *natskv.Store
 	member  string
@@ -125,7 +129,7 @@ type group struct {
 	// tries to coordinate again; held are the requests it owns but could
 	// not coordinate, oldest first (hold.go).
 	pauseUntil time.Time
-	held       []*opened
+	held       []*msg
 
 	skipMu  sync.Mutex
 	skipped []skippedItem
@@ -148,7 +152,7 @@ type ownerEntry struct {
 }
 
 type skippedItem struct {
-	o     *opened
+	o     *msg
 	owner string
 	at    time.Time
 }
@@ -174,10 +178,10 @@ func (st *groupStats) timed(start time.Time) {
 	st.CoordinationNS.Add(int64(time.Since(start)))
 }
 
-func newGroup(ctx context.Context, me nostr.PubKey, o ReplicaOptions, log *slog.Logger) (*group, error) {
-	if o.Conn == nil {
-		return nil, errors.New("contextvm: ReplicaOptions.Conn is required")
-	}
+// New makes a group of o, to join as a server's Replicas. It connects
+// nothing: the server joins when it starts (NewServer), and fails to
+// start when it cannot.
+func New(o Options) *Group {
 	if o.Timeout <= 0 {
 		o.Timeout = defaultTTL
 	}
@@ -186,29 +190,55 @@ func newGroup(ctx context.Context, me nostr.PubKey, o ReplicaOptions, log *slog.
 		rand.Read(b[:])
 		o.Member = hex.EncodeToString(b[:])
 	}
-	store, err := natskv.Open(ctx, o.Conn.JS, bucketPrefix+me.Hex()[:32], natskv.Options{Replicas: o.StoreReplicas})
-	if err != nil {
+	return &Group{opts: o, member: o.Member, timeout: o.Timeout, beat: min(o.Timeout/6, time.Second)}
+}
+
+// Join opens the group's bucket for the server of h, and starts its
+// membership (heard and said on NATS), the removal of answered calls'
+// records, and the takeover of lost members. The bucket is the server's
+// State unless it has one of its own.
+func (g *Group) Join(ctx context.Context, h *contextvm.Host) (durable.Store, error) {
+	if err := g.join(ctx, h.PublicKey(), h.Logger()); err != nil {
 		return nil, err
 	}
-	g := &group{
-		conn: o.Conn, store: store, member: o.Member, subject: fmt.Sprintf(groupSubject, me.Hex()),
-		timeout: o.Timeout, beat: min(o.Timeout/6, time.Second), log: log.With("replica", o.Member),
-		members: map[string]memberView{}, owners: map[nostr.PubKey]ownerEntry{},
-		sessions: func() int { return 0 },
-		leadCh:   make(chan struct{}),
-		forget:   make(chan nostr.ID, removalQueue),
-		wake:     make(chan struct{}, 1),
+	g.host = h
+	g.sessions = h.Sessions
+	g.onLost = func(member string) { h.Go(func(ctx context.Context) { g.lost(ctx, member) }) }
+	h.Intake(g.run)
+	h.Intake(g.waker)
+	h.Go(g.remover)
+	return g.store, nil
+}
+
+// join opens the bucket of the server key me.
+func (g *Group) join(ctx context.Context, me nostr.PubKey, log *slog.Logger) error {
+	o := g.opts
+	if o.Conn == nil {
+		return errors.New("replica: Options.Conn is required")
 	}
+	if g.store != nil {
+		return errors.New("replica: a Group serves one server")
+	}
+	store, err := natskv.Open(ctx, o.Conn.JS, bucketPrefix+me.Hex()[:32], natskv.Options{Replicas: o.StoreReplicas})
+	if err != nil {
+		return err
+	}
+	g.conn, g.store, g.subject, g.log = o.Conn, store, fmt.Sprintf(groupSubject, me.Hex()), log.With("replica", o.Member)
+	g.members, g.owners = map[string]memberView{}, map[nostr.PubKey]ownerEntry{}
+	g.sessions = func() int { return 0 }
+	g.leadCh = make(chan struct{})
+	g.forget = make(chan nostr.ID, removalQueue)
+	g.wake = make(chan struct{}, 1)
 	g.live = []string{g.member}
 	if o.Conn.Up() {
 		g.upSince = time.Now()
 	}
-	return g, nil
+	return nil
 }
 
 // run keeps the membership: it says this replica lives every beat, hears
 // the others, and reports the ones unheard for the timeout, until ctx ends.
-func (g *group) run(ctx context.Context) {
+func (g *Group) run(ctx context.Context) {
 	sub, err := g.conn.NC.Subscribe(g.subject, func(m *nats.Msg) {
 		var hb heartbeat
 		if json.Unmarshal(m.Data, &hb) != nil || hb.Member == "" || hb.Member == g.member {
@@ -261,7 +291,7 @@ func (g *group) run(ctx context.Context) {
 // timeout), or finds it held by another replica. A replica that cannot
 // reach NATS stops leading at its next beat; its lease then runs out and
 // another replica takes it, within about the membership timeout.
-func (g *group) campaign(ctx context.Context) {
+func (g *Group) campaign(ctx context.Context) {
 	held := false
 	if g.ready() {
 		lctx, cancel := context.WithTimeout(ctx, g.beat)
@@ -284,15 +314,15 @@ func (g *group) campaign(ctx context.Context) {
 
 // leader reports whether this replica announces, and a channel closed at
 // the next change.
-func (g *group) leader() (bool, <-chan struct{}) {
+func (g *Group) leader() (bool, <-chan struct{}) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.leading, g.leadCh
 }
 
-// whileLeader runs f with a context that ends when this replica stops
-// being the group's announcer, each time it becomes it, until ctx ends.
-func (g *group) whileLeader(ctx context.Context, f func(context.Context)) {
+// Lead runs f with a context that ends when this replica stops being the
+// group's announcer, each time it becomes it, until ctx ends.
+func (g *Group) Lead(ctx context.Context, f func(context.Context)) {
 	for {
 		leading, changed := g.leader()
 		if !leading {
@@ -321,12 +351,12 @@ func (g *group) whileLeader(ctx context.Context, f func(context.Context)) {
 	}
 }
 
-func (g *group) publish() {
+func (g *Group) publish() {
 	b, _ := json.Marshal(heartbeat{Member: g.member, Sessions: g.sessions()})
 	g.conn.NC.Publish(g.subject, b)
 }
 
-func (g *group) heard(hb heartbeat) {
+func (g *Group) heard(hb heartbeat) {
 	if hb.Leaving {
 		g.mu.Lock()
 		_, known := g.members[hb.Member]
@@ -360,7 +390,7 @@ func (g *group) heard(hb heartbeat) {
 // owners it cached are read again: while it was cut off, the others may
 // have taken its clients over (they took it for dead), and their session
 // records now say so.
-func (g *group) linkChanged(up bool) {
+func (g *Group) linkChanged(up bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
@@ -377,7 +407,7 @@ func (g *group) linkChanged(up bool) {
 }
 
 // check declares dead the members unheard for the timeout.
-func (g *group) check(now time.Time) {
+func (g *Group) check(now time.Time) {
 	g.mu.Lock()
 	if g.upSince.IsZero() {
 		g.mu.Unlock()
@@ -405,7 +435,7 @@ func (g *group) check(now time.Time) {
 }
 
 // relive recomputes the live list; g.mu held.
-func (g *group) relive() {
+func (g *Group) relive() {
 	live := []string{g.member}
 	for m := range g.members {
 		live = append(live, m)
@@ -418,14 +448,14 @@ func (g *group) relive() {
 // ready reports whether the replica may take requests: the link is up and
 // has been for long enough to hear the others, and the shared store has
 // not just failed.
-func (g *group) ready() bool {
+func (g *Group) ready() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.readyLocked(time.Now())
 }
 
 // readyLocked is ready; g.mu held.
-func (g *group) readyLocked(now time.Time) bool {
+func (g *Group) readyLocked(now time.Time) bool {
 	return !g.upSince.IsZero() && now.Sub(g.upSince) >= settleBeats*g.beat && !now.Before(g.pauseUntil)
 }
 
@@ -451,7 +481,7 @@ func rendezvous(live []string, client nostr.PubKey) string {
 // record is read once per client and membership change. While requests
 // are held, a request this replica owns is held after them (placeDown),
 // so that a client's requests run in the order they came.
-func (g *group) place(ctx context.Context, client nostr.PubKey) (placement, string) {
+func (g *Group) place(ctx context.Context, client nostr.PubKey) (placement, string) {
 	g.mu.Lock()
 	ready := g.readyLocked(time.Now()) && len(g.held) == 0
 	epoch, live := g.epoch, g.live
@@ -484,7 +514,7 @@ func (g *group) place(ctx context.Context, client nostr.PubKey) (placement, stri
 	return placeMine, owner
 }
 
-func (g *group) setOwner(client nostr.PubKey, epoch uint64, owner string) {
+func (g *Group) setOwner(client nostr.PubKey, epoch uint64, owner string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if epoch == g.epoch {
@@ -495,7 +525,7 @@ func (g *group) setOwner(client nostr.PubKey, epoch uint64, owner string) {
 	}
 }
 
-func (g *group) loadSession(ctx context.Context, client nostr.PubKey) (sessionRecord, bool, error) {
+func (g *Group) loadSession(ctx context.Context, client nostr.PubKey) (sessionRecord, bool, error) {
 	v, ok, err := g.store.Get(ctx, sessionSpace, client[:])
 	if err != nil || !ok {
 		return sessionRecord{}, false, err
@@ -509,7 +539,7 @@ func (g *group) loadSession(ctx context.Context, client nostr.PubKey) (sessionRe
 
 // saveSession records that this replica owns client's session, with what
 // rebuilding it needs.
-func (g *group) saveSession(ctx context.Context, client nostr.PubKey, rec sessionRecord) error {
+func (g *Group) saveSession(ctx context.Context, client nostr.PubKey, rec sessionRecord) error {
 	rec.Owner = g.member
 	b, _ := json.Marshal(rec)
 	defer g.stats.timed(time.Now())
@@ -519,11 +549,11 @@ func (g *group) saveSession(ctx context.Context, client nostr.PubKey, rec sessio
 	return g.store.Put(ctx, sessionSpace, client[:], b, time.Now().Add(sessionTTL))
 }
 
-func (g *group) inflightSpace(member string) string { return inflightSpace + "." + member }
+func (g *Group) inflightSpace(member string) string { return inflightSpace + "." + member }
 
 // begin records the calls of a message event this replica is about to
 // run; rec has their ids.
-func (g *group) begin(ctx context.Context, eventID nostr.ID, client nostr.PubKey, rec inflightRecord, wrap nostr.Kind) error {
+func (g *Group) begin(ctx context.Context, eventID nostr.ID, client nostr.PubKey, rec inflightRecord, wrap nostr.Kind) error {
 	rec.Client, rec.Wrap = client.Hex(), wrap
 	b, _ := json.Marshal(rec)
 	defer g.stats.timed(time.Now())
@@ -536,7 +566,7 @@ func (g *group) begin(ctx context.Context, eventID nostr.ID, client nostr.PubKey
 // it is made, a survivor of this replica's death would answer the call a
 // second time, with CodeReplicaLost, which the client ignores; it never
 // runs the call again (the claim stays).
-func (g *group) end(ctx context.Context, eventID nostr.ID) {
+func (g *Group) end(ctx context.Context, eventID nostr.ID) {
 	if !g.syncRemoval.Load() {
 		select {
 		case g.forget <- eventID:
@@ -548,7 +578,7 @@ func (g *group) end(ctx context.Context, eventID nostr.ID) {
 	g.remove(ctx, eventID)
 }
 
-func (g *group) remove(ctx context.Context, eventID nostr.ID) {
+func (g *Group) remove(ctx context.Context, eventID nostr.ID) {
 	if err := g.store.Delete(ctx, g.inflightSpace(g.member), eventID[:]); err != nil {
 		g.log.Debug("could not forget an answered call", "err", err)
 	}
@@ -559,7 +589,7 @@ func (g *group) remove(ctx context.Context, eventID nostr.ID) {
 // closes leaves as few records behind as it can. A removal taken from the
 // queue is made whatever ctx does (within the membership timeout), so that
 // none is lost to the race between the queue and ctx's end.
-func (g *group) remover(ctx context.Context) {
+func (g *Group) remover(ctx context.Context) {
 	bg := context.WithoutCancel(ctx)
 	remove := func(ctx context.Context, id nostr.ID) {
 		ctx, cancel := context.WithTimeout(ctx, g.timeout)
@@ -587,7 +617,7 @@ func (g *group) remover(ctx context.Context) {
 
 // orphans returns the calls member had in flight, whose clients now belong
 // to this replica, and forgets them.
-func (g *group) orphans(ctx context.Context, member string) map[nostr.ID]inflightRecord {
+func (g *Group) orphans(ctx context.Context, member string) map[nostr.ID]inflightRecord {
 	space := g.inflightSpace(member)
 	keys, err := g.store.Keys(ctx, space)
 	if err != nil {
@@ -619,7 +649,7 @@ func (g *group) orphans(ctx context.Context, member string) map[nostr.ID]infligh
 
 // skip remembers a request that another replica owns, for the membership
 // timeout: if that replica dies before running it, this one may take it.
-func (g *group) skip(o *opened, owner string) {
+func (g *Group) skip(o *msg, owner string) {
 	g.stats.Skipped.Add(1)
 	now := time.Now()
 	g.skipMu.Lock()
@@ -639,10 +669,10 @@ func (g *group) skip(o *opened, owner string) {
 
 // takeSkipped returns, oldest first, the remembered requests that member
 // owned.
-func (g *group) takeSkipped(member string) []*opened {
+func (g *Group) takeSkipped(member string) []*msg {
 	g.skipMu.Lock()
 	defer g.skipMu.Unlock()
-	var out []*opened
+	var out []*msg
 	keep := g.skipped[:0]
 	for _, s := range g.skipped {
 		if s.owner == member {
@@ -655,8 +685,8 @@ func (g *group) takeSkipped(member string) []*opened {
 	return out
 }
 
-// GroupStatus is a replica's view of its group, for /healthz and /metrics.
-type GroupStatus struct {
+// Status is a replica's view of its group, for /healthz and /metrics.
+type Status struct {
 	Member string `json:"member"`
 	// Ready is false while the replica cannot coordinate (NATS down, or
 	// just back): it then runs no request, and holds those it owns.
@@ -685,9 +715,14 @@ type GroupStatus struct {
 	CoordinationNS int64 `json:"coordination_ns"`
 }
 
-func (g *group) status() GroupStatus {
+// Status reports this replica's view of its group; the zero Status before
+// it has joined.
+func (g *Group) Status() Status {
+	if g.store == nil {
+		return Status{}
+	}
 	leading, _ := g.leader()
-	st := GroupStatus{Member: g.member, Ready: g.ready(), Leader: leading, Members: map[string]int{g.member: g.sessions()}}
+	st := Status{Member: g.member, Ready: g.ready(), Leader: leading, Members: map[string]int{g.member: g.sessions()}}
 	g.mu.Lock()
 	for m, v := range g.members {
 		st.Members[m] = v.sessions
@@ -699,13 +734,4 @@ func (g *group) status() GroupStatus {
 	st.Rerouted, st.Rebuilt, st.MembersLost = g.stats.Rerouted.Load(), g.stats.Rebuilt.Load(), g.stats.MembersLost.Load()
 	st.Coordinations, st.CoordinationNS = g.stats.CoordinationN.Load(), g.stats.CoordinationNS.Load()
 	return st
-}
-
-// Group reports this server's view of its replica group; ok is false for a
-// server that is no replica, and for a nil server.
-func (s *Server) Group() (st GroupStatus, ok bool) {
-	if s == nil || s.group == nil {
-		return GroupStatus{}, false
-	}
-	return s.group.status(), true
 }

@@ -1,4 +1,4 @@
-package contextvm
+package replica
 
 import (
 	"context"
@@ -23,8 +23,8 @@ func TestGroupRemovesAnsweredRecordsOffTheAnsweringPath(t *testing.T) {
 	}
 	defer conn.Close()
 	ctx := t.Context()
-	g, err := newGroup(ctx, nostr.Generate().Public(), ReplicaOptions{Conn: conn, Member: "m"}, slog.New(slog.DiscardHandler))
-	if err != nil {
+	g := New(Options{Conn: conn, Member: "m"})
+	if err := g.join(ctx, nostr.Generate().Public(), slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	g.forget = make(chan nostr.ID, 3)
@@ -70,7 +70,7 @@ func TestGroupRemovesAnsweredRecordsOffTheAnsweringPath(t *testing.T) {
 
 // testGroup is a group of member "a" on an embedded NATS that also knows
 // a live member "b", and has been ready for a while.
-func testGroup(t *testing.T) *group {
+func testGroup(t *testing.T) *Group {
 	t.Helper()
 	ns := natstest.Start(t)
 	conn, err := natsx.Connect(t.Context(), ns.URL(), natsx.Options{Logger: slog.New(slog.DiscardHandler)})
@@ -78,8 +78,8 @@ func testGroup(t *testing.T) *group {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
-	g, err := newGroup(t.Context(), nostr.Generate().Public(), ReplicaOptions{Conn: conn, Member: "a"}, slog.New(slog.DiscardHandler))
-	if err != nil {
+	g := New(Options{Conn: conn, Member: "a"})
+	if err := g.join(t.Context(), nostr.Generate().Public(), slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	g.heard(heartbeat{Member: "b"})
@@ -88,7 +88,7 @@ func testGroup(t *testing.T) *group {
 }
 
 // settled makes the link look up for long enough to coordinate.
-func (g *group) settled() {
+func (g *Group) settled() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.upSince = time.Now().Add(-settleBeats * g.beat)
@@ -135,7 +135,7 @@ func TestGroupHoldsRequestsInOrder(t *testing.T) {
 	ctx := t.Context()
 	client := clientOf([]string{"a", "b"}, "a")
 	g.linkChanged(false)
-	first, second := &opened{}, &opened{}
+	first, second := &msg{}, &msg{}
 	g.hold(first)
 	if out := g.release(); out != nil {
 		t.Fatalf("released %d requests while cut off", len(out))

@@ -1,4 +1,4 @@
-package contextvm_test
+package replica_test
 
 import (
 	"log/slog"
@@ -8,6 +8,8 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/replica"
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
 	"github.com/cvmgo/cvm/payments"
@@ -15,14 +17,24 @@ import (
 )
 
 // replicaOpts connects to NATS for one replica, closed after the test.
-func replicaOpts(t *testing.T, url, member string) *contextvm.ReplicaOptions {
+func replicaOpts(t *testing.T, url, member string) replica.Options {
 	t.Helper()
 	conn, err := natsx.Connect(t.Context(), url, natsx.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
-	return &contextvm.ReplicaOptions{Conn: conn, Member: member, Timeout: replicaTimeout}
+	return replica.Options{Conn: conn, Member: member, Timeout: replicaTimeout}
+}
+
+// status is the view of srv's replica group; false for a server that is
+// no replica.
+func status(srv *contextvm.Server) (replica.Status, bool) {
+	g, ok := srv.Replicas().(*replica.Group)
+	if !ok {
+		return replica.Status{}, false
+	}
+	return g.Status(), true
 }
 
 // replicaTimeout is the membership timeout of the test groups: long
@@ -36,7 +48,7 @@ func awaitGroup(t *testing.T, n int, srvs ...*contextvm.Server) {
 	deadline := time.Now().Add(10 * time.Second)
 	for _, s := range srvs {
 		for {
-			st, ok := s.Group()
+			st, ok := status(s)
 			if !ok {
 				t.Fatal("no group")
 			}
@@ -55,31 +67,31 @@ func awaitGroup(t *testing.T, n int, srvs ...*contextvm.Server) {
 // paid request, one charges it and runs it, once.
 func TestReplicas_PaidRequestChargedOnce(t *testing.T) {
 	ns := natstest.Start(t)
-	f := newPayFixture(t, 100)
+	f := cvmtest.NewPayFixture(t, 100)
 	signer := contextvm.NewKeySigner(nostr.Generate())
 	var srvs []*contextvm.Server
 	for _, m := range []string{"a", "b", "c"} {
-		opts := f.serverOptions(0)
+		opts := f.ServerOptions(0)
 		opts.Signer = signer
-		opts.Replicas = replicaOpts(t, ns.URL(), m)
-		srvs = append(srvs, serve(t, opts, counterServer(&f.calls)))
+		opts.Replicas = replica.New(replicaOpts(t, ns.URL(), m))
+		srvs = append(srvs, cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls)))
 	}
 	awaitGroup(t, 3, srvs...)
-	cs := f.client(t, srvs[0], &contextvm.PayOptions{
-		Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
+	cs := f.Client(t, srvs[0], &contextvm.PayOptions{
+		Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 		Budget:   &payments.Budget{PerCall: 10},
 	})
 	for i := range 3 {
-		if _, err := call(cs, "count", nil); err != nil {
+		if _, err := cvmtest.Call(cs, "count", nil); err != nil {
 			t.Fatalf("paid call %d: %v", i, err)
 		}
 	}
-	if a, s := f.balances(t); a != 70 || s != 30 || f.calls.Load() != 3 {
-		t.Fatalf("balances alice %d srv %d, %d executions; want 70, 30 and 3", a, s, f.calls.Load())
+	if a, s := f.Balances(t); a != 70 || s != 30 || f.Calls.Load() != 3 {
+		t.Fatalf("balances alice %d srv %d, %d executions; want 70, 30 and 3", a, s, f.Calls.Load())
 	}
 	var won, skipped int64
 	for _, s := range srvs {
-		st, _ := s.Group()
+		st, _ := status(s)
 		won += st.ClaimsWon
 		skipped += st.Skipped
 	}
@@ -92,14 +104,14 @@ func TestReplicas_PaidRequestChargedOnce(t *testing.T) {
 // is its own membership, store and claims.
 func TestReplicas_TwoGroupsOnOneNATSDoNotInterfere(t *testing.T) {
 	ns := natstest.Start(t)
-	f := newPayFixture(t, 0)
+	f := cvmtest.NewPayFixture(t, 0)
 	var callsA, callsB atomic.Int64
 	keyA, keyB := contextvm.NewKeySigner(nostr.Generate()), contextvm.NewKeySigner(nostr.Generate())
 	group := func(signer contextvm.Signer, calls *atomic.Int64, members ...string) []*contextvm.Server {
 		var out []*contextvm.Server
 		for _, m := range members {
-			out = append(out, serve(t, contextvm.ServerOptions{Signer: signer, Relays: []string{f.relay.URL},
-				Replicas: replicaOpts(t, ns.URL(), m)}, counterServer(calls)))
+			out = append(out, cvmtest.Serve(t, contextvm.ServerOptions{Signer: signer, Relays: []string{f.Relay.URL},
+				Replicas: replica.New(replicaOpts(t, ns.URL(), m))}, cvmtest.CounterServer(calls)))
 		}
 		return out
 	}
@@ -108,9 +120,9 @@ func TestReplicas_TwoGroupsOnOneNATSDoNotInterfere(t *testing.T) {
 	awaitGroup(t, 2, a...)
 	awaitGroup(t, 1, b...)
 	for _, s := range []*contextvm.Server{a[0], b[0]} {
-		cs := connect(t, contextvm.ClientOptions{Server: s.PublicKey().Hex(), Relays: []string{f.relay.URL}, RequestTimeout: 20 * time.Second})
+		cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: s.PublicKey().Hex(), Relays: []string{f.Relay.URL}, RequestTimeout: 20 * time.Second})
 		for range 4 {
-			if _, err := call(cs, "count", nil); err != nil {
+			if _, err := cvmtest.Call(cs, "count", nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -118,7 +130,7 @@ func TestReplicas_TwoGroupsOnOneNATSDoNotInterfere(t *testing.T) {
 	if callsA.Load() != 4 || callsB.Load() != 4 {
 		t.Fatalf("executions: group A %d, group B %d; want 4 each", callsA.Load(), callsB.Load())
 	}
-	if st, _ := b[0].Group(); len(st.Members) != 1 || st.ClaimsWon != 6 { // initialize, initialized, 4 calls
+	if st, _ := status(b[0]); len(st.Members) != 1 || st.ClaimsWon != 6 { // initialize, initialized, 4 calls
 		t.Fatalf("group B view %+v", st)
 	}
 }
@@ -127,7 +139,7 @@ func TestReplicas_TwoGroupsOnOneNATSDoNotInterfere(t *testing.T) {
 func natsLost(t *testing.T, ns *natstest.Server, srv *contextvm.Server) {
 	t.Helper()
 	ns.Stop()
-	for st, _ := srv.Group(); st.Ready; st, _ = srv.Group() {
+	for st, _ := status(srv); st.Ready; st, _ = status(srv) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
@@ -138,11 +150,11 @@ func callHeld(t *testing.T, cs *mcp.ClientSession, srv *contextvm.Server, n int6
 	t.Helper()
 	res := make(chan error, 1)
 	go func() {
-		_, err := call(cs, "count", nil)
+		_, err := cvmtest.Call(cs, "count", nil)
 		res <- err
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for st, _ := srv.Group(); st.Held < n; st, _ = srv.Group() {
+	for st, _ := status(srv); st.Held < n; st, _ = status(srv) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the call was not held: %+v", st)
 		}
@@ -158,33 +170,33 @@ func callHeld(t *testing.T, cs *mcp.ClientSession, srv *contextvm.Server, n int6
 // once, which was false when another replica ran it.
 func TestReplicas_NATSLostThenBack(t *testing.T) {
 	ns := natstest.Start(t)
-	f := newPayFixture(t, 0)
+	f := cvmtest.NewPayFixture(t, 0)
 	// A long timeout: the call must be back well within twice it, even
 	// when NATS is slow to restart on a loaded machine.
 	opts := replicaOpts(t, ns.URL(), "solo")
 	opts.Timeout = 5 * time.Second
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Replicas: opts}, counterServer(&f.calls))
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{f.Relay.URL}, Replicas: replica.New(opts)}, cvmtest.CounterServer(&f.Calls))
 	awaitGroup(t, 1, srv)
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL}, RequestTimeout: 20 * time.Second})
-	if _, err := call(cs, "count", nil); err != nil {
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL}, RequestTimeout: 20 * time.Second})
+	if _, err := cvmtest.Call(cs, "count", nil); err != nil {
 		t.Fatal(err)
 	}
 	natsLost(t, ns, srv)
 	res := callHeld(t, cs, srv, 1)
-	if n := f.calls.Load(); n != 1 {
+	if n := f.Calls.Load(); n != 1 {
 		t.Fatalf("%d executions without NATS; want none", n-1)
 	}
 	ns.Restart()
 	if err := <-res; err != nil {
 		t.Fatalf("call held while NATS was down: %v", err)
 	}
-	if _, err := call(cs, "count", nil); err != nil {
+	if _, err := cvmtest.Call(cs, "count", nil); err != nil {
 		t.Fatalf("call after NATS came back: %v", err)
 	}
-	if n := f.calls.Load(); n != 3 {
+	if n := f.Calls.Load(); n != 3 {
 		t.Fatalf("%d executions; want 3", n)
 	}
-	if st, _ := srv.Group(); st.Refused != 0 || st.Holding != 0 {
+	if st, _ := status(srv); st.Refused != 0 || st.Holding != 0 {
 		t.Fatalf("group %+v; want nothing refused or held", st)
 	}
 }
@@ -194,37 +206,37 @@ func TestReplicas_NATSLostThenBack(t *testing.T) {
 // answered -32018, which is then true.
 func TestReplicas_HeldTooLongIsRefusedNotRun(t *testing.T) {
 	ns := natstest.Start(t)
-	f := newPayFixture(t, 0)
+	f := cvmtest.NewPayFixture(t, 0)
 	// One replica: no false death to fear from a short timeout.
 	opts := replicaOpts(t, ns.URL(), "solo")
 	opts.Timeout = time.Second
-	srv := serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Replicas: opts}, counterServer(&f.calls))
+	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{f.Relay.URL}, Replicas: replica.New(opts)}, cvmtest.CounterServer(&f.Calls))
 	awaitGroup(t, 1, srv)
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL}, RequestTimeout: 20 * time.Second})
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL}, RequestTimeout: 20 * time.Second})
 	natsLost(t, ns, srv)
 	res := callHeld(t, cs, srv, 1)
 	// Pacing that is the behaviour under test: held past twice the
 	// membership timeout.
 	time.Sleep(2 * opts.Timeout)
 	ns.Restart()
-	if err := <-res; rpcCode(err) != contextvm.CodeReplicaUnavailable {
+	if err := <-res; cvmtest.RPCCode(err) != contextvm.CodeReplicaUnavailable {
 		t.Fatalf("call held too long: %v; want %d", err, contextvm.CodeReplicaUnavailable)
 	}
-	if n := f.calls.Load(); n != 0 {
+	if n := f.Calls.Load(); n != 0 {
 		t.Fatalf("%d executions of a call refused", n)
 	}
-	if _, err := call(cs, "count", nil); err != nil {
+	if _, err := cvmtest.Call(cs, "count", nil); err != nil {
 		t.Fatalf("call after NATS came back: %v", err)
 	}
-	if st, _ := srv.Group(); f.calls.Load() != 1 || st.Refused != 1 {
-		t.Fatalf("%d executions, group %+v; want 1, one refused", f.calls.Load(), st)
+	if st, _ := status(srv); f.Calls.Load() != 1 || st.Refused != 1 {
+		t.Fatalf("%d executions, group %+v; want 1, one refused", f.Calls.Load(), st)
 	}
 }
 
 // leaders counts the replicas that hold the announcer lease.
 func leaders(srvs ...*contextvm.Server) (n int, who *contextvm.Server) {
 	for _, s := range srvs {
-		if st, _ := s.Group(); st.Leader {
+		if st, _ := status(s); st.Leader {
 			n, who = n+1, s
 		}
 	}
@@ -234,12 +246,12 @@ func leaders(srvs ...*contextvm.Server) (n int, who *contextvm.Server) {
 // One replica at a time announces; when it goes, another takes over.
 func TestReplicas_OneAnnouncerAndTakeover(t *testing.T) {
 	ns := natstest.Start(t)
-	f := newPayFixture(t, 0)
+	f := cvmtest.NewPayFixture(t, 0)
 	signer := contextvm.NewKeySigner(nostr.Generate())
 	var srvs []*contextvm.Server
 	for _, m := range []string{"a", "b", "c"} {
-		srvs = append(srvs, serve(t, contextvm.ServerOptions{Signer: signer, Relays: []string{f.relay.URL}, Announce: true,
-			Replicas: replicaOpts(t, ns.URL(), m)}, counterServer(&f.calls)))
+		srvs = append(srvs, cvmtest.Serve(t, contextvm.ServerOptions{Signer: signer, Relays: []string{f.Relay.URL}, Announce: true,
+			Replicas: replica.New(replicaOpts(t, ns.URL(), m))}, cvmtest.CounterServer(&f.Calls)))
 	}
 	awaitGroup(t, 3, srvs...)
 	await := func(srvs []*contextvm.Server) *contextvm.Server {
@@ -271,13 +283,14 @@ func TestReplicas_OneAnnouncerAndTakeover(t *testing.T) {
 // after the membership timeout.
 func TestReplicas_LeavingIsSeenAtOnce(t *testing.T) {
 	ns := natstest.Start(t)
-	f := newPayFixture(t, 0)
+	f := cvmtest.NewPayFixture(t, 0)
 	signer := contextvm.NewKeySigner(nostr.Generate())
 	var srvs []*contextvm.Server
 	for _, m := range []string{"a", "b"} {
-		opts := contextvm.ServerOptions{Signer: signer, Relays: []string{f.relay.URL}, Replicas: replicaOpts(t, ns.URL(), m)}
-		opts.Replicas.Timeout = time.Minute
-		srvs = append(srvs, serve(t, opts, counterServer(&f.calls)))
+		ro := replicaOpts(t, ns.URL(), m)
+		ro.Timeout = time.Minute
+		opts := contextvm.ServerOptions{Signer: signer, Relays: []string{f.Relay.URL}, Replicas: replica.New(ro)}
+		srvs = append(srvs, cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls)))
 	}
 	awaitGroup(t, 2, srvs...)
 	srvs[0].Close()

@@ -1,6 +1,7 @@
-package contextvm
+package replica
 
 import (
+	"context"
 	"time"
 )
 
@@ -32,7 +33,7 @@ const heldMax = skippedMax
 // hold keeps o, a request this replica owns but could not coordinate, for
 // release. It returns the oldest request held if it had to give it up to
 // make room.
-func (g *group) hold(o *opened) (dropped *opened) {
+func (g *Group) hold(o *msg) (dropped *msg) {
 	if o.heldAt.IsZero() {
 		o.heldAt = time.Now()
 		g.stats.Held.Add(1)
@@ -48,7 +49,7 @@ func (g *group) hold(o *opened) (dropped *opened) {
 
 // release returns the held requests, oldest first, and forgets them, once
 // this replica can coordinate again; nil until then.
-func (g *group) release() []*opened {
+func (g *Group) release() []*msg {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.held) == 0 || !g.readyLocked(time.Now()) {
@@ -61,7 +62,7 @@ func (g *group) release() []*opened {
 
 // wakeHeld tells the router to route the held requests when they can be:
 // with no newer request coming, nothing else would.
-func (g *group) wakeHeld() {
+func (g *Group) wakeHeld() {
 	g.mu.Lock()
 	due := len(g.held) > 0 && g.readyLocked(time.Now())
 	g.mu.Unlock()
@@ -76,36 +77,51 @@ func (g *group) wakeHeld() {
 // pause stops coordination for a beat after the shared store failed: the
 // requests this replica owns meanwhile are held, and tried again together
 // after it, instead of each waiting for the store to fail again.
-func (g *group) pause() {
+func (g *Group) pause() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.pauseUntil = time.Now().Add(g.beat)
 }
 
 // heldTooLong reports whether o was held for too long to run now.
-func (g *group) heldTooLong(o *opened) bool {
+func (g *Group) heldTooLong(o *msg) bool {
 	return !o.heldAt.IsZero() && time.Since(o.heldAt) > holdRunTimeouts*g.timeout
 }
 
-// holdOpened holds o, which this replica owns but cannot coordinate now
+// holdMsg holds o, which this replica owns but cannot coordinate now
 // (why says what failed), on the router's goroutine.
-func (s *Server) holdOpened(o *opened, why string) {
+func (g *Group) holdMsg(o *msg, why string) {
 	first := o.heldAt.IsZero()
-	if dropped := s.group.hold(o); dropped != nil {
-		s.log.Warn("giving up a held message: too many are held; its client's own timeout answers it",
-			"id", dropped.inner.ID.Hex(), "client", dropped.inner.PubKey.Hex())
+	if dropped := g.hold(o); dropped != nil {
+		g.log.Warn("giving up a held message: too many are held; its client's own timeout answers it",
+			"id", dropped.in.ID().Hex(), "client", dropped.in.Client().Hex())
 	}
 	if first {
-		s.log.Info("holding a message: the replica group cannot coordinate it now, so it is neither run nor refused until it can",
-			"id", o.inner.ID.Hex(), "client", o.inner.PubKey.Hex(), "why", why)
+		g.log.Info("holding a message: the replica group cannot coordinate it now, so it is neither run nor refused until it can",
+			"id", o.in.ID().Hex(), "client", o.in.Client().Hex(), "why", why)
 	}
 }
 
 // routeHeld routes the held requests again, oldest first, once this
 // replica can coordinate: on the router's goroutine, before the request
-// that comes next, so that a client's requests keep their order.
-func (s *Server) routeHeld() {
-	for _, o := range s.group.release() {
-		s.routeOpened(o)
+// that comes next, so that a client's requests keep their order. A held
+// request that has gone stale meanwhile is dropped, as it would have been
+// had it come now.
+func (g *Group) routeHeld(ctx context.Context) {
+	for _, o := range g.release() {
+		g.again(ctx, o)
+	}
+}
+
+// waker routes the held requests, on the router's goroutine, when the
+// membership loop says they can be (wakeHeld), until ctx ends.
+func (g *Group) waker(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.wake:
+			g.host.OnRouter(ctx, g.routeHeld)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package contextvm_test
+package replica_test
 
 import (
 	"context"
@@ -12,8 +12,11 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/replica"
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/relay"
@@ -34,7 +37,7 @@ type killableReplica struct {
 	srv  *contextvm.Server
 	pool *nostrx.Pool
 	conn *natsx.Conn
-	logs *logBuffer
+	logs *waitbuf.Buffer
 }
 
 func (r *killableReplica) kill() {
@@ -49,15 +52,15 @@ func killableGroup(t *testing.T, natsURL, relayURL string, signer contextvm.Sign
 	t.Helper()
 	var reps []*killableReplica
 	for i, m := range []string{"a", "b"} {
-		rep := &killableReplica{logs: &logBuffer{}}
+		rep := &killableReplica{logs: &waitbuf.Buffer{}}
 		rep.pool = nostrx.NewPool(nostrx.PoolOptions{Relays: []string{relayURL}, Signer: signer})
 		t.Cleanup(func() { rep.pool.Close() })
 		o := opts
 		o.Signer, o.Pool, o.Logger = signer, rep.pool, rep.logs.Logger()
-		o.Replicas = replicaOpts(t, natsURL, m)
-		rep.conn = o.Replicas.Conn
+		ro := replicaOpts(t, natsURL, m)
+		o.Replicas, rep.conn = replica.New(ro), ro.Conn
 		mcpServer := mk(i, &rep.srv)
-		rep.srv = serve(t, o, mcpServer)
+		rep.srv = cvmtest.Serve(t, o, mcpServer)
 		reps = append(reps, rep)
 	}
 	awaitGroup(t, 2, reps[0].srv, reps[1].srv)
@@ -68,7 +71,7 @@ func killableGroup(t *testing.T, natsURL, relayURL string, signer contextvm.Sign
 func ownerOf(t *testing.T, reps []*killableReplica) int {
 	t.Helper()
 	for i, r := range reps {
-		if st, _ := r.srv.Group(); st.ClaimsWon > 0 {
+		if st, _ := status(r.srv); st.ClaimsWon > 0 {
 			return i
 		}
 	}
@@ -96,18 +99,18 @@ func TestReplicas_BatchInFlightOnLostReplica(t *testing.T) {
 	release := make(chan struct{})
 	started := []chan struct{}{make(chan struct{}, 4), make(chan struct{}, 4)}
 	reps := killableGroup(t, ns.URL(), r.URL, signer, contextvm.ServerOptions{}, func(i int, _ **contextvm.Server) *mcp.Server {
-		return slowServer(release, started[i])
+		return cvmtest.SlowServer(release, started[i])
 	})
 	t.Cleanup(func() { close(release) }) // before the servers close
 	server, _ := signer.GetPublicKey(t.Context())
-	peer := newRawPeer(t, r.URL)
-	peer.initialize(server)
+	peer := cvmtest.NewRawPeer(t, r.URL)
+	peer.Initialize(server)
 	owner := ownerOf(t, reps)
 
-	b := peer.message(server, `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wait","arguments":{}}},`+
+	b := peer.Message(server, `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wait","arguments":{}}},`+
 		`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},`+
 		`{"jsonrpc":"2.0","id":"two","method":"tools/call","params":{"name":"wait","arguments":{}}}]`)
-	peer.publish(b)
+	peer.Publish(b)
 	select {
 	case <-started[owner]:
 	case <-time.After(10 * time.Second):
@@ -119,11 +122,11 @@ func TestReplicas_BatchInFlightOnLostReplica(t *testing.T) {
 	var evt nostr.Event
 	for {
 		var ok bool
-		evt, ok = peer.next(failoverBound + 5*time.Second)
+		evt, ok = peer.Next(failoverBound + 5*time.Second)
 		if !ok {
 			t.Fatal("the batch in flight on the lost replica was never answered")
 		}
-		if e, _ := firstTag(evt.Tags, "e"); e == b.ID.Hex() {
+		if e, _ := cvmtest.FirstTag(evt.Tags, "e"); e == b.ID.Hex() {
 			break
 		}
 		// The handshake's in-flight record, not removed yet when its
@@ -150,11 +153,11 @@ func TestReplicas_BatchInFlightOnLostReplica(t *testing.T) {
 		}
 	}
 	for {
-		extra, ok := peer.next(500 * time.Millisecond)
+		extra, ok := peer.Next(500 * time.Millisecond)
 		if !ok {
 			break
 		}
-		if e, _ := firstTag(extra.Tags, "e"); e == b.ID.Hex() {
+		if e, _ := cvmtest.FirstTag(extra.Tags, "e"); e == b.ID.Hex() {
 			t.Errorf("a second answer to the batch: %s", extra.Content)
 		}
 	}
@@ -226,7 +229,7 @@ func TestReplicas_OpenStreamOnLostReplica(t *testing.T) {
 
 	select {
 	case err := <-callErr:
-		if rpcCode(err) != contextvm.CodeReplicaLost {
+		if cvmtest.RPCCode(err) != contextvm.CodeReplicaLost {
 			t.Fatalf("call on the lost replica: %v; want %d", err, contextvm.CodeReplicaLost)
 		}
 		within(t, "call answered", killed)
@@ -262,7 +265,7 @@ func TestReplicas_ServerRequestInFlightOnLostReplica(t *testing.T) {
 	signer := contextvm.NewKeySigner(nostr.Generate())
 	runs := make(chan int, 4)
 	reps := killableGroup(t, ns.URL(), r.URL, signer, contextvm.ServerOptions{}, func(i int, _ **contextvm.Server) *mcp.Server {
-		s := testServer()
+		s := cvmtest.EchoServer()
 		mcp.AddTool(s, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			runs <- i
 			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "form", Message: "proceed?",
@@ -309,7 +312,7 @@ func TestReplicas_ServerRequestInFlightOnLostReplica(t *testing.T) {
 	close(answer) // the client's answer now reaches the survivor only
 	select {
 	case err := <-callErr:
-		if rpcCode(err) != contextvm.CodeReplicaLost {
+		if cvmtest.RPCCode(err) != contextvm.CodeReplicaLost {
 			t.Fatalf("call on the lost replica: %v; want %d", err, contextvm.CodeReplicaLost)
 		}
 		within(t, "call answered", killed)
@@ -318,10 +321,10 @@ func TestReplicas_ServerRequestInFlightOnLostReplica(t *testing.T) {
 	}
 	survivor.logs.Await(t, 10*time.Second, "dropping a response to no request of ours")
 	// The client is served by the survivor from now on.
-	if got := callEcho(t, cs, "after"); got != "after" {
+	if got := cvmtest.CallEcho(t, cs, "after"); got != "after" {
 		t.Fatalf("echo after the failover: %q", got)
 	}
-	st, _ := survivor.srv.Group()
+	st, _ := status(survivor.srv)
 	t.Logf("survivor: %d requests taken over, %d orphans answered", st.Rerouted, st.Orphans)
 	if n := strings.Count(survivor.logs.String(), "dropping a response to no request of ours"); n != 1 {
 		t.Errorf("the late answer was dropped %d times; want once", n)
@@ -341,8 +344,8 @@ func TestReplicas_FragmentedRequestOnLostReplica(t *testing.T) {
 	release := make(chan struct{})
 	runs := make(chan int, 4)
 	reps := killableGroup(t, ns.URL(), r.URL, signer, contextvm.ServerOptions{}, func(i int, _ **contextvm.Server) *mcp.Server {
-		s := testServer()
-		mcp.AddTool(s, &mcp.Tool{Name: "hold"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
+		s := cvmtest.EchoServer()
+		mcp.AddTool(s, &mcp.Tool{Name: "hold"}, func(ctx context.Context, req *mcp.CallToolRequest, in cvmtest.EchoArgs) (*mcp.CallToolResult, any, error) {
 			runs <- i
 			select {
 			case <-release:
@@ -354,11 +357,11 @@ func TestReplicas_FragmentedRequestOnLostReplica(t *testing.T) {
 	})
 	t.Cleanup(func() { close(release) })
 	server, _ := signer.GetPublicKey(t.Context())
-	cs := connect(t, contextvm.ClientOptions{Server: server.Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(nostr.Generate())})
+	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: server.Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(nostr.Generate())})
 	owner := ownerOf(t, reps)
 	callErr := make(chan error, 1)
 	go func() {
-		_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "hold", Arguments: echoArgs{Text: bigText(100_000)}})
+		_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "hold", Arguments: cvmtest.EchoArgs{Text: cvmtest.BigText(100_000)}})
 		callErr <- err
 	}()
 	select {
@@ -373,7 +376,7 @@ func TestReplicas_FragmentedRequestOnLostReplica(t *testing.T) {
 	reps[owner].kill()
 	select {
 	case err := <-callErr:
-		if rpcCode(err) != contextvm.CodeReplicaLost {
+		if cvmtest.RPCCode(err) != contextvm.CodeReplicaLost {
 			t.Fatalf("fragmented call on the lost replica: %v; want %d", err, contextvm.CodeReplicaLost)
 		}
 		within(t, "call answered", killed)
@@ -398,16 +401,16 @@ func TestReplicas_TransferCutByLostReplicaIsAborted(t *testing.T) {
 	signer := contextvm.NewKeySigner(nostr.Generate())
 	var calls atomic.Int64
 	reps := killableGroup(t, ns.URL(), r.URL, signer, contextvm.ServerOptions{}, func(int, **contextvm.Server) *mcp.Server {
-		return counterServer(&calls)
+		return cvmtest.CounterServer(&calls)
 	})
 	server, _ := signer.GetPublicKey(t.Context())
-	peer := newRawPeer(t, r.URL)
-	peer.initialize(server)
+	peer := cvmtest.NewRawPeer(t, r.URL)
+	peer.Initialize(server)
 	owner := ownerOf(t, reps)
 	request := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"count","arguments":{},"_meta":{"progressToken":"raw","pad":"` +
 		strings.Repeat("z", 5000) + `"}}}`
 	var killed time.Time
-	rawTransfer(t, peer, server, request, func(i int, _ map[string]any) bool {
+	cvmtest.RawTransfer(t, peer, server, request, func(i int, _ map[string]any) bool {
 		if i == 2 { // the start and a chunk went to the owner
 			killed = time.Now()
 			reps[owner].kill()
@@ -416,7 +419,7 @@ func TestReplicas_TransferCutByLostReplicaIsAborted(t *testing.T) {
 		return true
 	})
 	for {
-		evt, ok := peer.next(10 * time.Second)
+		evt, ok := peer.Next(10 * time.Second)
 		if !ok {
 			t.Fatal("the transfer cut by the lost replica was never aborted")
 		}
@@ -483,13 +486,13 @@ func (h *heldHandler) Pay(ctx context.Context, req payments.PaymentRequired, max
 func payAsOwnerDies(t *testing.T, explicit bool) (log string, answered time.Duration) {
 	t.Helper()
 	ns := natstest.Start(t)
-	f := newPayFixture(t, 100)
+	f := cvmtest.NewPayFixture(t, 100)
 	signer := contextvm.NewKeySigner(nostr.Generate())
-	reps := killableGroup(t, ns.URL(), f.relay.URL, signer, f.serverOptions(0), func(int, **contextvm.Server) *mcp.Server {
-		return counterServer(&f.calls)
+	reps := killableGroup(t, ns.URL(), f.Relay.URL, signer, f.ServerOptions(0), func(int, **contextvm.Server) *mcp.Server {
+		return cvmtest.CounterServer(&f.Calls)
 	})
-	h := &heldHandler{h: &payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}, asked: make(chan struct{}, 1), release: make(chan struct{})}
-	cs := f.client(t, reps[0].srv, &contextvm.PayOptions{Handlers: []payments.Handler{h}, Budget: &payments.Budget{PerCall: 10}, ExplicitGating: explicit})
+	h := &heldHandler{h: &payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}, asked: make(chan struct{}, 1), release: make(chan struct{})}
+	cs := f.Client(t, reps[0].srv, &contextvm.PayOptions{Handlers: []payments.Handler{h}, Budget: &payments.Budget{PerCall: 10}, ExplicitGating: explicit})
 	owner := ownerOf(t, reps)
 	type outcome struct {
 		res *mcp.CallToolResult
@@ -497,7 +500,7 @@ func payAsOwnerDies(t *testing.T, explicit bool) (log string, answered time.Dura
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := call(cs, "count", nil)
+		res, err := cvmtest.Call(cs, "count", nil)
 		done <- outcome{res, err}
 	}()
 	select {
@@ -517,7 +520,7 @@ func payAsOwnerDies(t *testing.T, explicit bool) (log string, answered time.Dura
 	}
 	answered = time.Since(killed)
 	if o.err != nil {
-		t.Fatalf("the paid call: %v (code %d)", o.err, rpcCode(o.err))
+		t.Fatalf("the paid call: %v (code %d)", o.err, cvmtest.RPCCode(o.err))
 	}
 	t.Logf("paid call answered %v after the kill", answered.Round(time.Millisecond))
 	if text := o.res.Content[0].(*mcp.TextContent).Text; text != "1" {
@@ -526,8 +529,8 @@ func payAsOwnerDies(t *testing.T, explicit bool) (log string, answered time.Dura
 	// The dead replica's own verification ends within its claim's
 	// patience (the membership timeout); it must not run the call.
 	time.Sleep(replicaTimeout + time.Second)
-	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
-		t.Fatalf("balances alice %d srv %d, %d runs; want 90, 10 and 1", a, s, f.calls.Load())
+	if a, s := f.Balances(t); a != 90 || s != 10 || f.Calls.Load() != 1 {
+		t.Fatalf("balances alice %d srv %d, %d runs; want 90, 10 and 1", a, s, f.Calls.Load())
 	}
 	return reps[1-owner].logs.String(), answered
 }

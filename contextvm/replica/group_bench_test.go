@@ -1,4 +1,4 @@
-package contextvm_test
+package replica_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/replica"
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
 	"github.com/cvmgo/cvm/relay"
@@ -70,35 +72,37 @@ func BenchmarkReplicas(b *testing.B) {
 			var srvs []*contextvm.Server
 			for i := range tc.replicas {
 				opts := contextvm.ServerOptions{Signer: signer, Relays: []string{r.URL}, SessionRate: -1}
+				var grp *replica.Group
 				if tc.nats {
 					conn, err := natsx.Connect(context.Background(), url, natsx.Options{Logger: slog.New(slog.DiscardHandler)})
 					if err != nil {
 						b.Fatal(err)
 					}
 					b.Cleanup(conn.Close)
-					opts.Replicas = &contextvm.ReplicaOptions{Conn: conn, Member: fmt.Sprint("r", i)}
+					grp = replica.New(replica.Options{Conn: conn, Member: fmt.Sprint("r", i)})
+					opts.Replicas = grp
 				}
-				srv := serve(b, opts, testServer())
+				srv := cvmtest.Serve(b, opts, cvmtest.EchoServer())
 				if tc.inline {
-					contextvm.RemoveRecordsInline(srv)
+					replica.RemoveRecordsInline(grp)
 				}
 				srvs = append(srvs, srv)
 			}
 			if tc.nats {
 				for _, s := range srvs {
-					for st, _ := s.Group(); !st.Ready || len(st.Members) != tc.replicas; st, _ = s.Group() {
+					for st, _ := status(s); !st.Ready || len(st.Members) != tc.replicas; st, _ = status(s) {
 						time.Sleep(20 * time.Millisecond)
 					}
 				}
 			}
 			var sessions []*mcp.ClientSession
 			for range clients {
-				sessions = append(sessions, connect(b, contextvm.ClientOptions{Server: srvs[0].PublicKey().Hex(), Relays: []string{r.URL},
+				sessions = append(sessions, cvmtest.Connect(b, contextvm.ClientOptions{Server: srvs[0].PublicKey().Hex(), Relays: []string{r.URL},
 					Encryption: contextvm.EncryptRequired, RequestTimeout: 30 * time.Second}))
 			}
 			coord := func() (n, ns int64) {
 				for _, s := range srvs {
-					if st, ok := s.Group(); ok {
+					if st, ok := status(s); ok {
 						n, ns = n+st.Coordinations, ns+st.CoordinationNS
 					}
 				}
