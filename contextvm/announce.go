@@ -156,7 +156,7 @@ func (s *Server) announcementDrafts(ctx context.Context, src AnnouncementSource)
 	}
 	tags := serverDiscoveryTags(o.Info, o.Encryption, o.GiftWrap, o.OversizedThreshold > 0, o.OpenStreams)
 	if s.gate != nil {
-		tags = append(tags, s.gate.pmiTags()...)
+		tags = append(tags, s.gate.Tags()...)
 	}
 	if err := add(KindServerAnnouncement, init, append(tags, priceTags(o.Prices)...)); err != nil {
 		return nil, err

@@ -98,9 +98,9 @@ type ClientOptions struct {
 	// DefaultFreshness); within it each event is processed once.
 	Freshness time.Duration
 
-	// Pay makes the client pay for priced requests (CEP-8); nil pays
-	// nothing, and fails such requests at once.
-	Pay *PayOptions
+	// Payer makes the client pay for priced requests (CEP-8; package
+	// contextvm/cep8); nil pays nothing, and fails such requests at once.
+	Payer Payer
 
 	// AnnouncementLookup bounds the wait, in optional mode, for the server's
 	// announcement, which says whether it supports encryption (default 1 s;
@@ -514,7 +514,9 @@ func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
 	tags := nostr.Tags{{"p", c.server.Hex()}}
 	if c.view.takeDiscovery() {
 		tags = append(tags, capabilityTags(c.opts.Encryption, c.opts.GiftWrap, c.fragmenting(), c.opts.OpenStreams)...)
-		tags = append(tags, c.paymentTags()...)
+		tags = append(tags, c.paymentTags(m, true)...)
+	} else {
+		tags = append(tags, c.paymentTags(m, false)...)
 	}
 	wrapKind := c.wrapKind()
 	oversized := c.fragmenting() && finalSize(content, tags, wrapKind) > c.opts.OversizedThreshold
@@ -804,7 +806,7 @@ func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *j
 		c.life.AfterFunc(0, func(ctx context.Context) { c.sendOtherForm(ctx, p, !refusedWrapped, why) })
 		return
 	}
-	if m.Error != nil && c.gatedAnswer(p, m) {
+	if m.Error != nil && c.opts.Payer != nil && c.opts.Payer.Answered(&PaidCall{c: c, p: p}, m) {
 		c.pending.answered(p, id)
 		return
 	}
@@ -924,6 +926,7 @@ func (c *clientConn) retryBusy(ctx context.Context, p *pendingRequest) {
 		return
 	}
 	tags := append(nostr.Tags{{"p", c.server.Hex()}}, capabilityTags(c.opts.Encryption, c.opts.GiftWrap, c.fragmenting(), c.opts.OpenStreams)...)
+	tags = append(tags, c.paymentTags(p.req, false)...)
 	wrapKind := c.wrapKind()
 	if c.fragmenting() && finalSize(content, tags, wrapKind) > c.opts.OversizedThreshold {
 		c.writeFragmented(ctx, p, content, tags, wrapKind, c.view.oversized())

@@ -112,7 +112,8 @@ func ReplicaUnavailableError(wait time.Duration) *jsonrpc.Error {
 		Message: "the replica group serving this key could not coordinate the request in time: it did not run, and no replica will run it; retry", Data: data}
 }
 
-// Error codes of payments (CEP-8): see PaymentOptions and PayOptions.
+// Error codes of payments (CEP-8): see package contextvm/cep8 and
+// PayOptions.
 const (
 	// CodePaymentRejected answers a priced request whose payment was not
 	// verified in time (or was refused by the processor); the request did

@@ -121,7 +121,7 @@ func (m *Inbound) Proceed(ctx context.Context, claim error) {
 		s.log.Debug("dropping message", "id", inner.ID.Hex(), "client", inner.PubKey.Hex(), "err", claim)
 		if g := s.gate; g != nil {
 			wrap := m.wrap
-			s.life.Go(func(ctx context.Context) { g.replayed(ctx, inner, wrap) })
+			s.life.Go(func(ctx context.Context) { g.Replayed(ctx, inner, wrap) })
 		}
 	case errors.Is(claim, durable.ErrFull):
 		s.log.Warn("refusing a message: the store of executed requests is full", "id", inner.ID.Hex(), "client", inner.PubKey.Hex())

@@ -28,25 +28,41 @@
 // returned. After Close nothing of theirs is published and no timer of
 // theirs fires.
 //
-// Features that not every server has plug in from outside through small
-// interfaces declared here, where the server calls them: a Coordinator
-// (coordinator.go; ServerOptions.Replicas) makes the server one replica of
-// a group, and decides which messages it acts on (package
-// contextvm/replica, on NATS). What a server lends them is a Host
-// (host.go). A server without one is a plain ContextVM server.
+// Features that not every peer has plug in from outside through small
+// interfaces declared here, where the core calls them, in the manner of
+// the go-sdk's middleware and khatru's hooks:
+//
+//   - a Coordinator (coordinator.go; ServerOptions.Replicas) makes a server
+//     one replica of a group: the router asks it whether to act on each
+//     message (package contextvm/replica, on NATS);
+//   - a Gate (gate.go; ServerOptions.Gate) is shown each request before the
+//     MCP handler and may hold it, refuse it or answer it: package
+//     contextvm/cep8 collects prices (CEP-8);
+//   - a Payer (payment.go; ClientOptions.Payer) decides on and makes the
+//     payments a server asks a client for, and may add tags to each
+//     request it sends (package contextvm/cep8).
+//
+// What a server lends its features is a Host (host.go); what they act on
+// is an Inbound (a message on its way in), a Call (a request a session
+// received) or a PaidCall (a client's request a server asked payment
+// for). A peer with none of them set is a plain ContextVM peer: it acts on
+// every message, runs every request, and declines every payment (the
+// protocol of CEP-8 that every client needs, the notifications and the
+// decline, is payment.go's).
 //
 // Files: codec.go (message ⇄ event), wrap.go (CEP-4/19 gift wraps),
 // peer.go (discovery tags, CEP-35), client.go (the client transport),
 // pending.go (its requests in flight) and encryption.go (how it chooses
-// between gift wraps and plaintext, and finds out it chose wrong), server.go, sessions.go, session.go
+// between gift wraps and plaintext, and finds out it chose wrong),
+// payment.go (CEP-8 on the client: the payment notifications, offers and
+// declines, the Payer seam), server.go, sessions.go, session.go
 // and routes.go (the server, its book of sessions, a session, a session's
 // requests in flight), batch.go (a JSON-RPC batch's answers, sent as one),
 // endpoint.go (what both share), codes.go (the
 // JSON-RPC error codes), lifetime.go and registry.go (what owners are built
 // from), fragment.go and oversized.go (CEP-22), stream.go (CEP-41),
-// auth.go and replay.go, announce.go, unannounce.go and pricing.go;
-// coordinator.go and host.go (the seam of replica groups: what the router
-// asks a Coordinator, the Inbound message it routes, what a Host lends);
-// paygate.go and clientpay.go (CEP-8 payments, server and client),
-// kinds.go, modes.go, signer.go (event kinds, encryption modes, signers).
+// auth.go and replay.go, announce.go, unannounce.go and pricing.go (prices
+// as advertised, and the capability a request uses); coordinator.go,
+// gate.go and host.go (the server's seams); kinds.go, modes.go, signer.go
+// (event kinds, encryption modes, signers).
 package contextvm

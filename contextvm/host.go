@@ -127,5 +127,5 @@ func (h *Host) Adopt(ctx context.Context, id nostr.ID, client nostr.PubKey, wrap
 	if h.s.gate == nil {
 		return nil, false
 	}
-	return h.s.gate.adopt(ctx, id, client, wrap)
+	return h.s.gate.Adopt(ctx, id, client, wrap)
 }

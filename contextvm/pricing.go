@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/mcpmsg"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // Price is what one capability costs (seed 000 "Capability Pricing",
@@ -208,6 +210,27 @@ func parseAmount(s string) (float64, error) {
 		return 0, fmt.Errorf("%s is more than any price can be (at most %d)", s, maxAmount)
 	}
 	return v, nil
+}
+
+// PricedCapability names the capability a request uses, as prices name it
+// ("tool:NAME", "prompt:NAME", "resource:URI"), for the methods whose
+// requests can carry a price: tools/call, prompts/get, resources/read.
+func PricedCapability(m *jsonrpc.Request) (string, bool) {
+	switch m.Method {
+	case "tools/call":
+		if n := mcpmsg.StringParam(m.Params, "name"); n != "" {
+			return "tool:" + n, true
+		}
+	case "prompts/get":
+		if n := mcpmsg.StringParam(m.Params, "name"); n != "" {
+			return "prompt:" + n, true
+		}
+	case "resources/read":
+		if u := mcpmsg.StringParam(m.Params, "uri"); u != "" {
+			return "resource:" + u, true
+		}
+	}
+	return "", false
 }
 
 // priceTags are the cap tags of prices whose kind is in kinds (all of them

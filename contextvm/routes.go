@@ -24,7 +24,14 @@ type route struct {
 	progress time.Time         // when the latest progress notification for it went out
 	stream   *StreamWriter     // an open stream for the request, if the tool opened one
 	held     *jsonrpc.Response // the result, held until the stream ends
-	paid     bool              // its payment was verified: its answer is kept for replays
+	kept     *Call             // the call whose answer the Gate asked for (Call.Keep), if it did
+}
+
+// keptBy is the call whose answer the Gate asked for, nil if it did not.
+func (r *route) keptBy() *Call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.kept
 }
 
 // settle is how long the response must still wait for the request's

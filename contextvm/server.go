@@ -136,11 +136,12 @@ type ServerOptions struct {
 	AnnounceRelays []string
 
 	// Prices are advertised as cap tags on the announcements and on every
-	// list response (CEP-8). They are collected only with Payments.
+	// list response (CEP-8). They are collected only by a Gate.
 	Prices []Price
-	// Payments, if set, makes the server collect Prices before it runs a
-	// priced request: see PaymentOptions.
-	Payments *PaymentOptions
+	// Gate, if set, is shown each request before the MCP handler, and
+	// may take it: package contextvm/cep8's collects Prices before it
+	// runs a priced request (CEP-8).
+	Gate Gate
 
 	// CommonTools are the names of the tools this server declares as
 	// implementing a common schema (CEP-15): their schema hash is written
@@ -208,7 +209,7 @@ type Server struct {
 	sessions *sessionTable
 	starts   *admission.Limiter[nostr.PubKey] // new sessions, per client and overall (of clients outside AllowedClients, with the list)
 	outbound registry[nostr.ID, *ServerConn]  // server-to-client requests awaiting an answer, by event id
-	gate     *gate                            // collects payments, with ServerOptions.Payments
+	gate     Gate                             // ServerOptions.Gate, nil without
 	// replicas decides which messages this server acts on: its
 	// ServerOptions.Replicas, or solo, which acts on all of them.
 	replicas Coordinator
@@ -294,11 +295,12 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	if len(opts.AnnounceRelays) > 0 {
 		s.announcePool = nostrx.NewPool(nostrx.PoolOptions{Relays: opts.AnnounceRelays, Signer: opts.Signer, Logger: opts.Logger})
 	}
-	if opts.Payments != nil {
-		if s.gate, err = newGate(s, *opts.Payments, opts.Prices); err != nil {
+	if opts.Gate != nil {
+		if err := opts.Gate.Attach(&Host{s}); err != nil {
 			s.Close()
 			return nil, err
 		}
+		s.gate = opts.Gate
 	}
 	// Stored wraps from a little before now: those sent while it started.
 	s.sub = pool.SubscribeFilters(opts.GiftWrap.inboxFilters(me, nostr.Now()-10), 1024)

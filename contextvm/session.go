@@ -102,8 +102,8 @@ type ServerConn struct {
 	retired       bool
 	active        time.Time
 	failed        *jsonrpc.Error // why the session could not start, if it could not
-	payMode       string         // CEP-8 payment interaction the client asked for and was granted
-	payRefused    string         // a payment interaction asked for and not supported
+
+	gate GateSession // the server's Gate's part of the session; nil without one
 }
 
 // progressSettle is how long a response waits after the latest progress
@@ -120,7 +120,7 @@ type ServerConn struct {
 const progressSettle = 20 * time.Millisecond
 
 func newServerConn(s *Server, client nostr.PubKey, id string) *ServerConn {
-	return &ServerConn{
+	c := &ServerConn{
 		srv:    s,
 		client: client,
 		id:     id,
@@ -130,6 +130,10 @@ func newServerConn(s *Server, client nostr.PubKey, id string) *ServerConn {
 		routes: newRouteTable(),
 		active: time.Now(),
 	}
+	if s.gate != nil {
+		c.gate = s.gate.Session()
+	}
+	return c
 }
 
 // Client is the public key of the session's client.
@@ -306,7 +310,9 @@ func (c *ServerConn) receive(inner nostr.Event, wrapKind nostr.Kind, b *batch, i
 		c.caps = peerCaps{}
 	}
 	c.learnCapsLocked(inner.Tags)
-	c.learnPaymentModeLocked(inner.Tags)
+	if c.gate != nil {
+		c.gate.Learn(inner.Tags)
+	}
 	c.mu.Unlock()
 	c.srv.sessions.touch(c)
 
@@ -348,15 +354,8 @@ func (c *ServerConn) receive(inner nostr.Event, wrapKind nostr.Kind, b *batch, i
 	if c.srv.opts.InjectClientPubkey {
 		fwd.Params = mcpmsg.SetMeta(fwd.Params, "clientPubkey", c.client.Hex())
 	}
-	if g := c.srv.gate; g != nil {
-		if refusal := c.paymentRefusal(); refusal != nil {
-			c.answerLater(func(ctx context.Context) { c.answerError(ctx, key, refusal) })
-			return true
-		}
-		if price, ok := g.priced(m); ok {
-			g.admit(c, key, r, inner, m, price, func() { c.forward(key, m, fwd) })
-			return true
-		}
+	if c.gate != nil && c.gate.Admit(&Call{c: c, key: key, r: r, evt: inner, m: m, fwd: fwd}) {
+		return true
 	}
 	c.forward(key, m, fwd)
 	return true
@@ -395,8 +394,8 @@ func (c *ServerConn) receiveNotification(m *jsonrpc.Request) {
 				c.srv.log.Debug("cancel for no request in flight", "session", c.id, "requestId", id.Raw())
 				return
 			}
-			if g := c.srv.gate; g != nil && g.withdraw(key) {
-				return // it waited for its payment: the MCP server never saw it
+			if g := c.srv.gate; g != nil && g.Cancelled(key) {
+				return // the gate held it (a payment it waited for): the MCP server never saw it
 			}
 			fwd, err := mcpmsg.WithCancelledRequest(m, mcpmsg.StringID(key))
 			if err != nil {
@@ -454,9 +453,9 @@ func (c *ServerConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 		resp := *m
 		resp.ID = r.origID
-		if g := c.srv.gate; g != nil && r.isPaid() {
+		if call := r.keptBy(); call != nil {
 			if content, err := EncodeContent(&resp); err == nil {
-				g.stored(ctx, key, r, content)
+				c.srv.gate.Answered(ctx, call, content)
 			}
 		}
 		if wait := r.settle(); wait > 0 && c.life.Go(func(ctx context.Context) {
@@ -506,11 +505,8 @@ func (c *ServerConn) discoveryLocked() nostr.Tags {
 	c.sentDiscovery = true
 	o := c.srv.opts
 	tags := serverDiscoveryTags(o.Info, o.Encryption, o.GiftWrap, o.OversizedThreshold > 0, o.OpenStreams)
-	if g := c.srv.gate; g != nil {
-		tags = append(tags, g.pmiTags()...)
-		if c.payMode == PaymentExplicitGating {
-			tags = append(tags, nostr.Tag{TagPaymentInteraction, PaymentExplicitGating})
-		}
+	if c.gate != nil {
+		tags = append(tags, c.gate.Tags()...)
 	}
 	return tags
 }

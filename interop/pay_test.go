@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/lightning"
 	"github.com/cvmgo/cvm/payments/nwc"
@@ -305,11 +306,11 @@ func connectPaying(ctx context.Context, t *testing.T, relayURL, server, uri stri
 	t.Cleanup(func() { wallet.Close() })
 	transport, err := contextvm.NewClientTransport(contextvm.ClientOptions{
 		Server: server, Relays: []string{relayURL}, RequestTimeout: 30 * time.Second,
-		Pay: &contextvm.PayOptions{
+		Payer: (&cep8.PayOptions{
 			Handlers: []payments.Handler{lightning.NewHandler(wallet)},
 			Budget:   &payments.Budget{Unit: "sats", PerCall: perCall},
 			Report:   func(p contextvm.PaymentReport) { reports <- p },
-		},
+		}).Payer(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package payments
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -70,4 +71,19 @@ type Receipt struct {
 	PMI      string
 	Preimage string // Lightning: the preimage, hex
 	PaidAt   time.Time
+}
+
+// GuessPMI names the payment method of a payment request given without
+// one (seed 000's form of payment_required): BOLT11 invoices and the Fake
+// method's requests; "" for any other. A rail whose requests can come that
+// way adds its prefix here.
+func GuessPMI(payReq string) string {
+	low := strings.ToLower(payReq)
+	switch {
+	case strings.HasPrefix(low, "lnbc"), strings.HasPrefix(low, "lntb"), strings.HasPrefix(low, "lntbs"), strings.HasPrefix(low, "lnsb"):
+		return PMILightningBolt11
+	case strings.HasPrefix(low, "fake:"):
+		return PMIFake
+	}
+	return ""
 }

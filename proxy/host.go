@@ -22,7 +22,7 @@ const askIDPrefix = "cvm-pay-"
 // Host is the proxy's side of the MCP host: it learns, from the host's
 // initialize request, whether the host takes elicitation (in form mode),
 // and asks it to approve payments that way (PipeHost). Confirm is a
-// contextvm.PayOptions.Confirm: a host that takes no elicitation approves
+// cep8.PayOptions.Confirm: a host that takes no elicitation approves
 // every payment the budget allows (the per-call cap, which no payment goes
 // without, and the daily limits).
 type Host struct {

@@ -87,7 +87,7 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, pre
 		SchemaHash: hash, Tool: name, Arguments: arguments,
 		Catalog: catalog, Pool: pool, History: history, Policy: policy, Trusted: trusted,
 		Client: contextvm.ClientOptions{
-			Signer: contextvm.NewKeySigner(id.secret), Encryption: enc, RequestTimeout: cf.timeout, Logger: a.log, Pay: cf.pay,
+			Signer: contextvm.NewKeySigner(id.secret), Encryption: enc, RequestTimeout: cf.timeout, Logger: a.log, Payer: cf.pay.Payer(),
 		},
 		AttemptTimeout: cf.timeout,
 		Logger:         a.log,

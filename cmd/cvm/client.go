@@ -11,6 +11,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/discovery"
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/nostrx"
@@ -40,7 +41,7 @@ type clientFlags struct {
 	// Neither: one-shot commands go stateless when the server is known to
 	// take it, cvm proxy stays stateful.
 	stateless, stateful bool
-	pay                 *contextvm.PayOptions // payments the client may make (pay.go)
+	pay                 *cep8.PayOptions // payments the client may make (pay.go)
 	// didKey is a DID key file (0600) to sign HTTP requests with instead
 	// of the Nostr identity.
 	didKey string
@@ -255,7 +256,7 @@ func (a *app) clientOptions(cf clientFlags, tg target) (contextvm.ClientOptions,
 		Signer:         signer,
 		Encryption:     enc,
 		RequestTimeout: cf.timeout,
-		Pay:            cf.pay,
+		Payer:          cf.pay.Payer(),
 		Logger:         a.log,
 	}, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/examples/demoserver"
 	"github.com/cvmgo/cvm/gateway"
 	"github.com/cvmgo/cvm/nostrx"
@@ -134,11 +135,11 @@ func runDemo(ctx context.Context, step func(name, detail string, start time.Time
 			Encryption: contextvm.EncryptRequired,
 			Info:       contextvm.ServerInfo{Name: "cvm demo", About: "the demo server of cvm, behind a gateway"},
 			Prices:     []contextvm.Price{price},
-			Payments: &contextvm.PaymentOptions{Processors: []payments.Processor{
+			Gate: cep8.NewGate(cep8.Options{Processors: []payments.Processor{
 				// Lookups every few ms: the simulator settles at once, and
 				// the demo should not wait for a real wallet's pace.
 				lightning.NewProcessor(serverWallet, lightning.ProcessorOptions{PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond}),
-			}},
+			}}),
 		},
 	})
 	if err != nil {
@@ -165,7 +166,7 @@ func runDemo(ctx context.Context, step func(name, detail string, start time.Time
 		Server:     npub,
 		Relays:     []string{r.URL},
 		Encryption: contextvm.EncryptRequired,
-		Pay: &contextvm.PayOptions{
+		Payer: (&cep8.PayOptions{
 			Handlers: []payments.Handler{lightning.NewHandler(clientWallet)},
 			Budget:   &payments.Budget{Unit: "sats", PerCall: demoPrice, PerDay: demoDailyBudget},
 			// Never blocking the client: the demo reads what it shows, and
@@ -183,7 +184,7 @@ func runDemo(ctx context.Context, step func(name, detail string, start time.Time
 				default:
 				}
 			},
-		},
+		}).Payer(),
 	})
 	if err != nil {
 		return err

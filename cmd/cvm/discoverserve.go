@@ -8,6 +8,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/discovery"
 	"github.com/cvmgo/cvm/discovery/catalogpage"
 	"github.com/cvmgo/cvm/internal/httpserve"
@@ -87,7 +88,7 @@ func (a *app) serveCatalog(ctx context.Context, pool *nostrx.Pool, catalog *disc
 type catalogCaller struct {
 	a   *app
 	cf  clientFlags
-	pay *contextvm.PayOptions // nil: no wallet or no budget, nothing is paid
+	pay *cep8.PayOptions // nil: no wallet or no budget, nothing is paid
 }
 
 func (c *catalogCaller) Call(ctx context.Context, req catalogpage.CallRequest, rep catalogpage.Reporter) (*mcp.CallToolResult, error) {

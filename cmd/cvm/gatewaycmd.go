@@ -10,6 +10,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/did"
 	"github.com/cvmgo/cvm/didauth"
 	"github.com/cvmgo/cvm/durable"
@@ -259,7 +260,7 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 	if err != nil {
 		return err
 	}
-	var pay *contextvm.PaymentOptions
+	var gate contextvm.Gate // nil, not a nil *cep8.Gate, without a wallet
 	var processor payments.Processor
 	if uri, err := a.walletURI(gf.walletFile); err != nil {
 		return err
@@ -275,7 +276,7 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		if len(prices) == 0 {
 			a.log.Warn("a wallet but no --price: nothing is charged")
 		}
-		pay = &contextvm.PaymentOptions{Processors: []payments.Processor{proc}}
+		gate = cep8.NewGate(cep8.Options{Processors: []payments.Processor{proc}})
 		processor = proc
 	}
 	ctx := cmd.Context()
@@ -339,7 +340,7 @@ func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) err
 		Announce:           gf.announce,
 		AnnounceRelays:     announceRelays,
 		Prices:             prices,
-		Payments:           pay,
+		Gate:               gate,
 		CommonTools:        gf.commonTools,
 		ToolCategories:     gf.cats,
 		UnannounceOnClose:  gf.unannounceOnExit,

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/did"
 	"github.com/cvmgo/cvm/didauth"
 	"github.com/cvmgo/cvm/discovery"
@@ -90,7 +91,7 @@ func (a *app) dialHTTP(ctx context.Context, cf clientFlags, server string, do di
 type httpBuyer struct {
 	url string
 	hc  *http.Client
-	pay *contextvm.PayOptions
+	pay *cep8.PayOptions
 	a   *app
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/internal/secretenv"
 	"github.com/cvmgo/cvm/internal/secretfile"
@@ -221,12 +222,12 @@ func (l *payLog) payments() []payment {
 // config: a budget whose daily totals live in the data directory, the
 // wallet's handler, and how to ask. ask is nil where nobody can be asked
 // (pay within the cap only).
-func (a *app) payOptions(pf payFlags, ask func(context.Context, contextvm.PaymentOffer) bool) (*contextvm.PayOptions, *payLog, error) {
+func (a *app) payOptions(pf payFlags, ask func(context.Context, contextvm.PaymentOffer) bool) (*cep8.PayOptions, *payLog, error) {
 	if err := pf.check(); err != nil {
 		return nil, nil, err
 	}
 	log := &payLog{a: a, close: func() error { return nil }}
-	opts := &contextvm.PayOptions{Report: log.report, Confirm: ask}
+	opts := &cep8.PayOptions{Report: log.report, Confirm: ask}
 	switch pf.interaction {
 	case "", contextvm.PaymentTransparent:
 	case "explicit", contextvm.PaymentExplicitGating:
@@ -310,7 +311,7 @@ func statOf(f *os.File, ok bool) (os.FileInfo, error) {
 // declinedError turns a payment the client would not make into the
 // command's error: exit 2, saying what to do. pay is what the client
 // paid with, so that the advice names only what is missing.
-func declinedError(err error, pay *contextvm.PayOptions) (error, bool) {
+func declinedError(err error, pay *cep8.PayOptions) (error, bool) {
 	d, ok := contextvm.Declined(err)
 	if !ok {
 		return nil, false

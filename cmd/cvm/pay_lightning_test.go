@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/lightning"
@@ -103,7 +104,7 @@ func TestPayCLI_LightningExpiredInvoice(t *testing.T) {
 	handler := lightning.NewHandler(wallet)
 	rejected := make(chan struct{})
 	offers := make(chan contextvm.PaymentOffer, 1)
-	pay := &contextvm.PayOptions{
+	pay := &cep8.PayOptions{
 		Handlers: []payments.Handler{handler},
 		Budget:   &payments.Budget{Unit: "sats", PerCall: 10},
 		Report: func(r contextvm.PaymentReport) {
@@ -129,7 +130,7 @@ func TestPayCLI_LightningExpiredInvoice(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "expired-test", Version: "0"}, nil),
-		contextvm.ClientOptions{Server: pk.Key.Hex(), Relays: []string{w.relay}, RequestTimeout: 20 * time.Second, Pay: pay})
+		contextvm.ClientOptions{Server: pk.Key.Hex(), Relays: []string{w.relay}, RequestTimeout: 20 * time.Second, Payer: pay.Payer()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
 	"github.com/cvmgo/cvm/contextvm/replica"
 	"github.com/cvmgo/cvm/internal/natsx"
@@ -77,7 +78,7 @@ func TestReplicas_PaidRequestChargedOnce(t *testing.T) {
 		srvs = append(srvs, cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls)))
 	}
 	awaitGroup(t, 3, srvs...)
-	cs := f.Client(t, srvs[0], &contextvm.PayOptions{
+	cs := f.Client(t, srvs[0], &cep8.PayOptions{
 		Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 		Budget:   &payments.Budget{PerCall: 10},
 	})

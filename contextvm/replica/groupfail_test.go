@@ -12,6 +12,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
 	"github.com/cvmgo/cvm/contextvm/replica"
 	"github.com/cvmgo/cvm/internal/natsx"
@@ -45,9 +46,10 @@ func (r *killableReplica) kill() {
 	r.pool.Close()
 }
 
-// killableGroup starts two replicas of signer's key, each serving the MCP
-// server mk makes for it (i is its index, srv where its Server will be).
-func killableGroup(t *testing.T, natsURL, relayURL string, signer contextvm.Signer, opts contextvm.ServerOptions,
+// killableGroup starts two replicas of signer's key, each with the options
+// opts makes (a Gate serves one server), serving the MCP server mk makes
+// for it (i is its index, srv where its Server will be).
+func killableGroup(t *testing.T, natsURL, relayURL string, signer contextvm.Signer, opts func() contextvm.ServerOptions,
 	mk func(i int, srv **contextvm.Server) *mcp.Server) []*killableReplica {
 	t.Helper()
 	var reps []*killableReplica
@@ -55,7 +57,7 @@ func killableGroup(t *testing.T, natsURL, relayURL string, signer contextvm.Sign
 		rep := &killableReplica{logs: &waitbuf.Buffer{}}
 		rep.pool = nostrx.NewPool(nostrx.PoolOptions{Relays: []string{relayURL}, Signer: signer})
 		t.Cleanup(func() { rep.pool.Close() })
-		o := opts
+		o := opts()
 		o.Signer, o.Pool, o.Logger = signer, rep.pool, rep.logs.Logger()
 		ro := replicaOpts(t, natsURL, m)
 		o.Replicas, rep.conn = replica.New(ro), ro.Conn
@@ -65,6 +67,11 @@ func killableGroup(t *testing.T, natsURL, relayURL string, signer contextvm.Sign
 	}
 	awaitGroup(t, 2, reps[0].srv, reps[1].srv)
 	return reps
+}
+
+// static makes the same options o for every replica.
+func static(o contextvm.ServerOptions) func() contextvm.ServerOptions {
+	return func() contextvm.ServerOptions { return o }
 }
 
 // ownerOf is the index of the replica that ran the client's initialize.
@@ -98,7 +105,7 @@ func TestReplicas_BatchInFlightOnLostReplica(t *testing.T) {
 	signer := contextvm.NewKeySigner(nostr.Generate())
 	release := make(chan struct{})
 	started := []chan struct{}{make(chan struct{}, 4), make(chan struct{}, 4)}
-	reps := killableGroup(t, ns.URL(), r.URL, signer, contextvm.ServerOptions{}, func(i int, _ **contextvm.Server) *mcp.Server {
+	reps := killableGroup(t, ns.URL(), r.URL, signer, static(contextvm.ServerOptions{}), func(i int, _ **contextvm.Server) *mcp.Server {
 		return cvmtest.SlowServer(release, started[i])
 	})
 	t.Cleanup(func() { close(release) }) // before the servers close
@@ -175,7 +182,7 @@ func TestReplicas_OpenStreamOnLostReplica(t *testing.T) {
 	signer := contextvm.NewKeySigner(nostr.Generate())
 	release := make(chan struct{})
 	runs := make(chan int, 4)
-	reps := killableGroup(t, ns.URL(), r.URL, signer, contextvm.ServerOptions{OpenStreams: true}, func(i int, srv **contextvm.Server) *mcp.Server {
+	reps := killableGroup(t, ns.URL(), r.URL, signer, static(contextvm.ServerOptions{OpenStreams: true}), func(i int, srv **contextvm.Server) *mcp.Server {
 		s := mcp.NewServer(&mcp.Implementation{Name: "streamer"}, nil)
 		mcp.AddTool(s, &mcp.Tool{Name: "stream"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			runs <- i
@@ -264,7 +271,7 @@ func TestReplicas_ServerRequestInFlightOnLostReplica(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	signer := contextvm.NewKeySigner(nostr.Generate())
 	runs := make(chan int, 4)
-	reps := killableGroup(t, ns.URL(), r.URL, signer, contextvm.ServerOptions{}, func(i int, _ **contextvm.Server) *mcp.Server {
+	reps := killableGroup(t, ns.URL(), r.URL, signer, static(contextvm.ServerOptions{}), func(i int, _ **contextvm.Server) *mcp.Server {
 		s := cvmtest.EchoServer()
 		mcp.AddTool(s, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			runs <- i
@@ -343,7 +350,7 @@ func TestReplicas_FragmentedRequestOnLostReplica(t *testing.T) {
 	signer := contextvm.NewKeySigner(nostr.Generate())
 	release := make(chan struct{})
 	runs := make(chan int, 4)
-	reps := killableGroup(t, ns.URL(), r.URL, signer, contextvm.ServerOptions{}, func(i int, _ **contextvm.Server) *mcp.Server {
+	reps := killableGroup(t, ns.URL(), r.URL, signer, static(contextvm.ServerOptions{}), func(i int, _ **contextvm.Server) *mcp.Server {
 		s := cvmtest.EchoServer()
 		mcp.AddTool(s, &mcp.Tool{Name: "hold"}, func(ctx context.Context, req *mcp.CallToolRequest, in cvmtest.EchoArgs) (*mcp.CallToolResult, any, error) {
 			runs <- i
@@ -400,7 +407,7 @@ func TestReplicas_TransferCutByLostReplicaIsAborted(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	signer := contextvm.NewKeySigner(nostr.Generate())
 	var calls atomic.Int64
-	reps := killableGroup(t, ns.URL(), r.URL, signer, contextvm.ServerOptions{}, func(int, **contextvm.Server) *mcp.Server {
+	reps := killableGroup(t, ns.URL(), r.URL, signer, static(contextvm.ServerOptions{}), func(int, **contextvm.Server) *mcp.Server {
 		return cvmtest.CounterServer(&calls)
 	})
 	server, _ := signer.GetPublicKey(t.Context())
@@ -488,11 +495,11 @@ func payAsOwnerDies(t *testing.T, explicit bool) (log string, answered time.Dura
 	ns := natstest.Start(t)
 	f := cvmtest.NewPayFixture(t, 100)
 	signer := contextvm.NewKeySigner(nostr.Generate())
-	reps := killableGroup(t, ns.URL(), f.Relay.URL, signer, f.ServerOptions(0), func(int, **contextvm.Server) *mcp.Server {
+	reps := killableGroup(t, ns.URL(), f.Relay.URL, signer, func() contextvm.ServerOptions { return f.ServerOptions(0) }, func(int, **contextvm.Server) *mcp.Server {
 		return cvmtest.CounterServer(&f.Calls)
 	})
 	h := &heldHandler{h: &payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}, asked: make(chan struct{}, 1), release: make(chan struct{})}
-	cs := f.Client(t, reps[0].srv, &contextvm.PayOptions{Handlers: []payments.Handler{h}, Budget: &payments.Budget{PerCall: 10}, ExplicitGating: explicit})
+	cs := f.Client(t, reps[0].srv, &cep8.PayOptions{Handlers: []payments.Handler{h}, Budget: &payments.Budget{PerCall: 10}, ExplicitGating: explicit})
 	owner := ownerOf(t, reps)
 	type outcome struct {
 		res *mcp.CallToolResult

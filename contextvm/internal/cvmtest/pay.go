@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -45,7 +46,13 @@ func (f *PayFixture) ServerOptions(ttl time.Duration, prices ...string) contextv
 		ps = append(ps, p)
 	}
 	return contextvm.ServerOptions{Relays: []string{f.Relay.URL}, Encryption: contextvm.EncryptDisabled, Prices: ps,
-		Payments: &contextvm.PaymentOptions{Processors: []payments.Processor{&payments.FakeProcessor{Ledger: f.Ledger, Payee: "srv", TTL: ttl}}}}
+		Gate: cep8.NewGate(f.GateOptions(ttl))}
+}
+
+// GateOptions are the gate options of ServerOptions: a fake processor
+// paying "srv", whose payment requests live for ttl (0: its default).
+func (f *PayFixture) GateOptions(ttl time.Duration) cep8.Options {
+	return cep8.Options{Processors: []payments.Processor{&payments.FakeProcessor{Ledger: f.Ledger, Payee: "srv", TTL: ttl}}}
 }
 
 // Balances are alice's and the server's.
@@ -57,7 +64,7 @@ func (f *PayFixture) Balances(t *testing.T) (alice, srv int64) {
 }
 
 // Client connects to srv through the fixture's relay, paying with pay.
-func (f *PayFixture) Client(t *testing.T, srv *contextvm.Server, pay *contextvm.PayOptions) *mcp.ClientSession {
+func (f *PayFixture) Client(t *testing.T, srv *contextvm.Server, pay *cep8.PayOptions) *mcp.ClientSession {
 	return Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL},
-		Encryption: contextvm.EncryptDisabled, RequestTimeout: 20 * time.Second, Pay: pay})
+		Encryption: contextvm.EncryptDisabled, RequestTimeout: 20 * time.Second, Payer: pay.Payer()})
 }

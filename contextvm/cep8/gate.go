@@ -1,4 +1,4 @@
-package contextvm
+package cep8
 
 import (
 	"context"
@@ -7,31 +7,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/gowebpki/jcs"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
-// Methods and tags of CEP-8 payments.
-const (
-	MethodPaymentRequired = "notifications/payment_required"
-	MethodPaymentAccepted = "notifications/payment_accepted"
-	MethodPaymentRejected = "notifications/payment_rejected"
-
-	TagPMI                = "pmi"
-	TagPaymentInteraction = "payment_interaction"
-
-	PaymentTransparent    = "transparent"
-	PaymentExplicitGating = "explicit_gating"
-)
-
-// PaymentOptions make a Server collect the prices in ServerOptions.Prices
-// (CEP-8) instead of only advertising them. A request for a priced
+// Options make a Gate collect the prices in ServerOptions.Prices (CEP-8)
+// instead of only advertising them. A request for a priced
 // capability (tools/call, prompts/get, resources/read) reaches the MCP
 // handler only once its payment is verified, and each request event is
 // charged at most once: a replayed event (through another relay, or after
@@ -52,17 +42,17 @@ const (
 //
 // Once a payment is verified the charge stands: if the MCP handler fails,
 // times out or the client cancels, the client paid. The answer of a paid
-// request is kept in ServerOptions.State for the freshness window, and the
+// request is kept in the server's State for the freshness window, and the
 // same request event arriving again is answered from it. After a crash
 // during the call, the replay is answered with CodePaidResultLost.
 //
-// A payment request is recorded in ServerOptions.State before the client
+// A payment request is recorded in the server's State before the client
 // learns of it. If the server restarts before the payment is verified, the
 // same request event replayed (transparent) or the same request sent again
 // (explicit gating) after the restart has that payment request verified
 // rather than a new one issued: a client that paid meanwhile is credited
 // once and its request runs once.
-type PaymentOptions struct {
+type Options struct {
 	// Pricer says what each priced request costs (payments.Announced when
 	// nil: the announced amount). Its price must fall inside the announced
 	// one; a price outside it is never charged.
@@ -91,34 +81,18 @@ const (
 	pendingRetrySec = 1
 )
 
-// pricedMethods are the methods whose requests can carry a price, and the
-// capability each names.
-func pricedCapability(m *jsonrpc.Request) (string, bool) {
-	switch m.Method {
-	case "tools/call":
-		if n := mcpmsg.StringParam(m.Params, "name"); n != "" {
-			return "tool:" + n, true
-		}
-	case "prompts/get":
-		if n := mcpmsg.StringParam(m.Params, "name"); n != "" {
-			return "prompt:" + n, true
-		}
-	case "resources/read":
-		if u := mcpmsg.StringParam(m.Params, "uri"); u != "" {
-			return "resource:" + u, true
-		}
-	}
-	return "", false
-}
-
-// gate collects payments in front of a Server's MCP handler.
-type gate struct {
-	s      *Server
-	opts   PaymentOptions
+// A Gate collects payments in front of a Server's MCP handler: give it as
+// ServerOptions.Gate, to one server only.
+type Gate struct {
+	h      *contextvm.Host
+	log    *slog.Logger
+	state  durable.Store // the server's State
+	window time.Duration // the server's freshness window
+	opts   Options
 	prices map[string]payments.Cap
 	procs  map[string]payments.Processor
 
-	running registry[string, bool] // route keys of paid requests in this process
+	running sync.Map // route keys (strings) of paid requests running in this process
 
 	mu      sync.Mutex
 	pending map[string]*grant // explicit gating: payments issued, by grant key
@@ -138,7 +112,7 @@ var errWithdrawn = errors.New("the client withdrew the request")
 const finalCheck = 2 * time.Second
 
 // issuedRecord is a payment request issued and not yet verified, kept in
-// ServerOptions.State before the client learns of it, so that a payment
+// the server's State before the client learns of it, so that a payment
 // made while the server restarts is still credited.
 type issuedRecord struct {
 	Charge payments.Charge          `json:"charge"`
@@ -152,7 +126,7 @@ type issuedRecord struct {
 
 // grant is an explicit-gating payment under way: issued, and neither
 // recorded as a grant nor failed yet. Its fields but done are guarded by
-// gate.mu.
+// Gate.mu.
 type grant struct {
 	req    payments.PaymentRequired
 	charge payments.Charge
@@ -203,44 +177,68 @@ type chargeRecord struct {
 	PMI    string          `json:"pmi"`
 }
 
-func newGate(s *Server, opts PaymentOptions, prices []Price) (*gate, error) {
-	if len(opts.Processors) == 0 {
-		return nil, errors.New("contextvm: PaymentOptions needs at least one Processor")
-	}
+// NewGate makes a gate that collects payments as opts says, once a
+// server has attached it (ServerOptions.Gate).
+func NewGate(opts Options) *Gate {
 	if opts.VerifyTimeout <= 0 {
 		opts.VerifyTimeout = defaultVerify
 	}
-	g := &gate{s: s, opts: opts, prices: map[string]payments.Cap{}, procs: map[string]payments.Processor{},
-		pending: map[string]*grant{}, verifying: map[string]context.CancelCauseFunc{}}
+	return &Gate{opts: opts}
+}
+
+// Attach readies the gate for the server of h: the prices it collects are
+// the server's (ServerOptions.Prices).
+func (g *Gate) Attach(h *contextvm.Host) error {
+	if g.h != nil {
+		return errors.New("cep8: a Gate serves one server")
+	}
+	if err := g.init(h.Prices(), h.State(), h.Freshness(), h.Logger()); err != nil {
+		return err
+	}
+	g.h = h
+	return nil
+}
+
+// init readies the gate to collect prices, keeping its records in state
+// for the freshness window.
+func (g *Gate) init(prices []contextvm.Price, state durable.Store, window time.Duration, log *slog.Logger) error {
+	opts := g.opts
+	if len(opts.Processors) == 0 {
+		return errors.New("contextvm: PaymentOptions needs at least one Processor")
+	}
+	g.state, g.window, g.log = state, window, log
+	g.prices, g.procs = map[string]payments.Cap{}, map[string]payments.Processor{}
+	g.pending, g.verifying = map[string]*grant{}, map[string]context.CancelCauseFunc{}
 	for _, p := range opts.Processors {
 		g.procs[p.PMI()] = p
 	}
 	for _, p := range prices {
 		lo, hi, err := p.Range()
 		if err != nil {
-			return nil, fmt.Errorf("contextvm: price of %s: %w", p.Capability, err)
+			return fmt.Errorf("contextvm: price of %s: %w", p.Capability, err)
 		}
 		unit := p.Unit
 		if unit == "" {
-			unit = DefaultPriceUnit
+			unit = contextvm.DefaultPriceUnit
 		}
 		g.prices[p.Capability] = payments.Cap{Capability: p.Capability, Low: lo, High: hi, Unit: unit}
 	}
-	return g, nil
+	return nil
 }
 
-// pmiTags are the pmi tags of the processors.
-func (g *gate) pmiTags() nostr.Tags {
+// Tags are the pmi tags of the processors, for the announcement and the
+// discovery tags.
+func (g *Gate) Tags() nostr.Tags {
 	tags := make(nostr.Tags, 0, len(g.opts.Processors))
 	for _, p := range g.opts.Processors {
-		tags = append(tags, nostr.Tag{TagPMI, p.PMI()})
+		tags = append(tags, nostr.Tag{contextvm.TagPMI, p.PMI()})
 	}
 	return tags
 }
 
 // priced returns the announced price of m, if it has one.
-func (g *gate) priced(m *jsonrpc.Request) (payments.Cap, bool) {
-	capability, ok := pricedCapability(m)
+func (g *Gate) priced(m *jsonrpc.Request) (payments.Cap, bool) {
+	capability, ok := contextvm.PricedCapability(m)
 	if !ok {
 		return payments.Cap{}, false
 	}
@@ -250,32 +248,32 @@ func (g *gate) priced(m *jsonrpc.Request) (payments.Cap, bool) {
 
 // admit takes a priced request in place of its delivery to the MCP
 // handler: the payment is collected on a goroutine of the session, and the
-// request forwarded (by forward) once paid.
-func (g *gate) admit(c *ServerConn, key string, r *route, inner nostr.Event, m *jsonrpc.Request, price payments.Cap, forward func()) {
-	explicit := c.paymentMode() == PaymentExplicitGating
-	c.answerLater(func(ctx context.Context) {
+// request run once paid.
+func (g *Gate) admit(call *contextvm.Call, explicit bool, price payments.Cap) {
+	m, key := call.Request(), call.Key()
+	call.Go(func(ctx context.Context) {
 		if !explicit {
 			if rec, ok := g.issued(ctx, issuedSpace, key); ok {
 				// A replay, after a restart, of a request whose payment
 				// was asked for: that payment, not a new one.
-				g.transparent(ctx, c, key, r, inner, rec.Charge, &rec.Req, forward)
+				g.transparent(ctx, call, rec.Charge, &rec.Req)
 				return
 			}
 		}
-		charge := payments.Charge{Unit: price.Unit, Description: price.Capability, RequestID: inner.ID.Hex(), Client: c.client.Hex()}
+		charge := payments.Charge{Unit: price.Unit, Description: price.Capability, RequestID: call.Event().ID.Hex(), Client: call.Client().Hex()}
 		quote, err := payments.Resolve(ctx, g.opts.Pricer, payments.PriceRequest{Cap: price, Method: m.Method, Params: m.Params,
 			Client: charge.Client, RequestID: charge.RequestID})
 		if err != nil {
-			g.s.log.Info("refusing a priced request", "client", charge.Client, "capability", price.Capability, "err", err)
+			g.log.Info("refusing a priced request", "client", charge.Client, "capability", price.Capability, "err", err)
 			msg := err.Error()
 			if errors.Is(err, payments.ErrOutOfRange) {
 				msg = "the server could not price this request within the price it announced; nothing was charged"
 			}
-			c.answerError(ctx, key, &jsonrpc.Error{Code: CodePriceRefused, Message: msg})
+			call.Answer(ctx, &jsonrpc.Error{Code: contextvm.CodePriceRefused, Message: msg})
 			return
 		}
 		if quote.Waive {
-			forward()
+			call.Run()
 			return
 		}
 		charge.Amount = quote.Amount
@@ -283,17 +281,17 @@ func (g *gate) admit(c *ServerConn, key string, r *route, inner nostr.Event, m *
 			charge.Description = quote.Description
 		}
 		if explicit {
-			g.gated(ctx, c, key, r, m, charge, forward)
+			g.gated(ctx, call, charge)
 			return
 		}
-		g.transparent(ctx, c, key, r, inner, charge, nil, forward)
+		g.transparent(ctx, call, charge, nil)
 	})
 }
 
 // issue asks the first processor for the payment of rec.Charge and
 // records it, with the rest of rec, in space under key, until expires,
 // before the client learns of it.
-func (g *gate) issue(ctx context.Context, space, key string, rec issuedRecord, expires time.Time) (payments.PaymentRequired, error) {
+func (g *Gate) issue(ctx context.Context, space, key string, rec issuedRecord, expires time.Time) (payments.PaymentRequired, error) {
 	proc := g.opts.Processors[0]
 	req, err := proc.Require(ctx, rec.Charge)
 	if err != nil {
@@ -304,15 +302,15 @@ func (g *gate) issue(ctx context.Context, space, key string, rec issuedRecord, e
 	if err != nil {
 		return req, err
 	}
-	if err := g.s.opts.State.Put(ctx, space, []byte(key), b, expires); err != nil {
+	if err := g.state.Put(ctx, space, []byte(key), b, expires); err != nil {
 		return req, fmt.Errorf("record the payment request: %w", err)
 	}
 	return req, nil
 }
 
 // issued returns the payment request recorded in space under key, if any.
-func (g *gate) issued(ctx context.Context, space, key string) (issuedRecord, bool) {
-	raw, ok, err := g.s.opts.State.Get(ctx, space, []byte(key))
+func (g *Gate) issued(ctx context.Context, space, key string) (issuedRecord, bool) {
+	raw, ok, err := g.state.Get(ctx, space, []byte(key))
 	if err != nil || !ok {
 		return issuedRecord{}, false
 	}
@@ -325,29 +323,30 @@ func (g *gate) issued(ctx context.Context, space, key string) (issuedRecord, boo
 
 // forgetIssued drops the record of a payment request that is settled
 // either way.
-func (g *gate) forgetIssued(ctx context.Context, space, key string) {
-	if err := g.s.opts.State.Put(ctx, space, []byte(key), nil, time.Now()); err != nil {
-		g.s.log.Warn("could not forget a payment request", "key", key, "err", err)
+func (g *Gate) forgetIssued(ctx context.Context, space, key string) {
+	if err := g.state.Put(ctx, space, []byte(key), nil, time.Now()); err != nil {
+		g.log.Warn("could not forget a payment request", "key", key, "err", err)
 	}
 }
 
 // issueFailed answers a request whose payment request could not be issued.
-func (g *gate) issueFailed(ctx context.Context, c *ServerConn, key string, err error) {
-	g.s.log.Error("could not issue a payment request", "request", key, "err", err)
-	c.answerError(ctx, key, &jsonrpc.Error{Code: CodeTransportError, Message: "the server could not issue a payment request; nothing was charged; retry later"})
+func (g *Gate) issueFailed(ctx context.Context, call *contextvm.Call, err error) {
+	g.log.Error("could not issue a payment request", "request", call.Key(), "err", err)
+	call.Answer(ctx, &jsonrpc.Error{Code: contextvm.CodeTransportError, Message: "the server could not issue a payment request; nothing was charged; retry later"})
 }
 
 // transparent collects the payment of one request with CEP-8's
 // notifications. prev is the payment request already issued for it, before
 // a restart, if any.
-func (g *gate) transparent(ctx context.Context, c *ServerConn, key string, r *route, inner nostr.Event, charge payments.Charge, prev *payments.PaymentRequired, forward func()) {
+func (g *Gate) transparent(ctx context.Context, call *contextvm.Call, charge payments.Charge, prev *payments.PaymentRequired) {
+	key := call.Key()
 	wctx, withdraw := context.WithCancelCause(ctx)
 	defer withdraw(nil)
 	g.mu.Lock()
 	if _, busy := g.verifying[key]; prev != nil && busy {
 		// Another replay of the same request is being verified.
 		g.mu.Unlock()
-		c.routes.drop(key)
+		call.Drop()
 		return
 	}
 	g.verifying[key] = withdraw
@@ -359,26 +358,27 @@ func (g *gate) transparent(ctx context.Context, c *ServerConn, key string, r *ro
 	}()
 	var req payments.PaymentRequired
 	if prev != nil {
-		if _, done, err := g.s.opts.State.Get(ctx, chargeSpace, []byte(key)); err != nil || done {
-			c.routes.drop(key) // credited already: a replay is answered from the store
+		if _, done, err := g.state.Get(ctx, chargeSpace, []byte(key)); err != nil || done {
+			call.Drop() // credited already: a replay is answered from the store
 			return
 		}
 		req = *prev
-		g.s.log.Info("verifying a payment requested before a restart", "client", charge.Client, "request", key, "amount", charge.Amount)
+		g.log.Info("verifying a payment requested before a restart", "client", charge.Client, "request", key, "amount", charge.Amount)
 	} else {
 		var err error
 		rec := issuedRecord{Charge: charge}
-		if g.s.opts.Replicas != nil && r.batch == nil {
-			rec.Event, rec.Wrap = &inner, r.wrapKind
+		if g.h.Coordinator() != nil && !call.Batched() {
+			evt := call.Event()
+			rec.Event, rec.Wrap = &evt, call.Wrap()
 		}
-		if req, err = g.issue(ctx, issuedSpace, key, rec, g.expiry(r)); err != nil {
-			g.issueFailed(ctx, c, key, err)
+		if req, err = g.issue(ctx, issuedSpace, key, rec, g.expiry(call.Created())); err != nil {
+			g.issueFailed(ctx, call, err)
 			return
 		}
 	}
 	// Sent again on a resumed request, in case the first never left: a
 	// client ignores a second payment_required for one request.
-	c.notifyFor(ctx, r, MethodPaymentRequired, req)
+	call.Notify(ctx, contextvm.MethodPaymentRequired, req)
 	vctx, cancel := context.WithTimeout(wctx, g.verifyTimeout(req))
 	err := g.procs[req.PMI].Verify(vctx, charge, req)
 	cancel()
@@ -390,43 +390,43 @@ func (g *gate) transparent(ctx context.Context, c *ServerConn, key string, r *ro
 		err = g.procs[req.PMI].Verify(fctx, charge, req)
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			g.s.log.Info("the client withdrew a request before paying for it; it did not run", "client", charge.Client, "request", charge.RequestID, "amount", charge.Amount)
+			g.log.Info("the client withdrew a request before paying for it; it did not run", "client", charge.Client, "request", charge.RequestID, "amount", charge.Amount)
 			g.forgetIssued(ctx, issuedSpace, key)
-			c.routes.drop(key) // cancelled: no answer (MCP)
+			call.Drop() // cancelled: no answer (MCP)
 			return
 		}
 	}
 	if err != nil && ctx.Err() != nil {
 		// The server is stopping: the payment request stays on record,
 		// to be verified when the request is replayed after a restart.
-		g.s.log.Info("stopped verifying a payment", "client", charge.Client, "request", key, "err", err)
+		g.log.Info("stopped verifying a payment", "client", charge.Client, "request", key, "err", err)
 		return
 	}
 	if err != nil {
-		g.s.log.Info("payment not verified", "client", charge.Client, "request", charge.RequestID, "err", err)
+		g.log.Info("payment not verified", "client", charge.Client, "request", charge.RequestID, "err", err)
 		g.forgetIssued(ctx, issuedSpace, key)
 		msg := fmt.Sprintf("payment not verified: %v; the request did not run", err)
-		c.notifyFor(ctx, r, MethodPaymentRejected, map[string]any{"pmi": req.PMI, "amount": req.Amount, "message": msg})
-		c.answerError(ctx, key, &jsonrpc.Error{Code: CodePaymentRejected, Message: msg})
+		call.Notify(ctx, contextvm.MethodPaymentRejected, map[string]any{"pmi": req.PMI, "amount": req.Amount, "message": msg})
+		call.Answer(ctx, &jsonrpc.Error{Code: contextvm.CodePaymentRejected, Message: msg})
 		return
 	}
-	if err := g.claimRun(ctx, key, r, charge); err != nil {
+	if err := g.claimRun(ctx, call, charge); err != nil {
 		if errors.Is(err, errRunClaimed) && prev != nil {
 			// Taken up from a lost replica that had claimed the run
 			// (it verified the payment too) and died.
-			c.answerError(ctx, key, &jsonrpc.Error{Code: CodePaidResultLost, Message: paidLost(charge.Amount, charge.Unit)})
+			call.Answer(ctx, &jsonrpc.Error{Code: contextvm.CodePaidResultLost, Message: paidLost(charge.Amount, charge.Unit)})
 			return
 		}
-		c.routes.drop(key) // run and answered by the replica that claimed it
+		call.Drop() // run and answered by the replica that claimed it
 		return
 	}
-	g.paid(ctx, key, r, charge, req.PMI)
+	g.paid(ctx, call, charge, req.PMI)
 	g.forgetIssued(ctx, issuedSpace, key)
-	c.notifyFor(ctx, r, MethodPaymentAccepted, map[string]any{"amount": req.Amount, "pmi": req.PMI})
-	forward()
+	call.Notify(ctx, contextvm.MethodPaymentAccepted, map[string]any{"amount": req.Amount, "pmi": req.PMI})
+	call.Run()
 }
 
-func (g *gate) verifyTimeout(req payments.PaymentRequired) time.Duration {
+func (g *Gate) verifyTimeout(req payments.PaymentRequired) time.Duration {
 	d := g.opts.VerifyTimeout
 	if req.TTL > 0 {
 		d = min(d, time.Duration(req.TTL)*time.Second)
@@ -437,16 +437,20 @@ func (g *gate) verifyTimeout(req payments.PaymentRequired) time.Duration {
 // paid records that the request under key was paid for, before it runs:
 // from now on its replays are answered from its result, or told that it
 // was lost.
-func (g *gate) paid(ctx context.Context, key string, r *route, charge payments.Charge, pmi string) {
-	r.mu.Lock()
-	r.paid = true
-	r.mu.Unlock()
-	g.running.put(key, true)
-	rec, _ := json.Marshal(chargeRecord{ID: rawID(r.origID), Amount: charge.Amount, Unit: charge.Unit, PMI: pmi})
-	if err := g.s.opts.State.Put(ctx, chargeSpace, []byte(key), rec, g.expiry(r)); err != nil {
-		g.s.log.Error("a verified payment could not be recorded; running the request anyway", "request", key, "err", err)
+func (g *Gate) paid(ctx context.Context, call *contextvm.Call, charge payments.Charge, pmi string) {
+	call.Keep()
+	g.charged(ctx, call.Key(), call.OrigID(), call.Created(), charge, pmi)
+}
+
+// charged records the charge of the request under key, whose JSON-RPC id
+// is id and whose event was created at created.
+func (g *Gate) charged(ctx context.Context, key string, id jsonrpc.ID, created nostr.Timestamp, charge payments.Charge, pmi string) {
+	g.running.Store(key, true)
+	rec, _ := json.Marshal(chargeRecord{ID: rawID(id), Amount: charge.Amount, Unit: charge.Unit, PMI: pmi})
+	if err := g.state.Put(ctx, chargeSpace, []byte(key), rec, g.expiry(created)); err != nil {
+		g.log.Error("a verified payment could not be recorded; running the request anyway", "request", key, "err", err)
 	}
-	g.s.log.Info("payment verified", "client", charge.Client, "request", key, "amount", charge.Amount, "unit", charge.Unit, "pmi", pmi)
+	g.log.Info("payment verified", "client", charge.Client, "request", key, "amount", charge.Amount, "unit", charge.Unit, "pmi", pmi)
 }
 
 // errRunClaimed: another replica of the group claimed the run of a paid
@@ -466,14 +470,15 @@ func paidLost(amount int64, unit string) string {
 // waited for, and the survivor verifies it too (see adopt); one of them
 // runs the request. (Explicit gating needs no such claim: spending the
 // grant is one.)
-func (g *gate) claimRun(ctx context.Context, key string, r *route, charge payments.Charge) error {
-	grp, ok := g.s.opts.Replicas.(interface{ Timeout() time.Duration })
+func (g *Gate) claimRun(ctx context.Context, call *contextvm.Call, charge payments.Charge) error {
+	key := call.Key()
+	grp, ok := g.h.Coordinator().(interface{ Timeout() time.Duration })
 	if !ok {
 		return nil
 	}
 	deadline := time.Now().Add(grp.Timeout())
 	for {
-		won, err := g.s.opts.State.Claim(ctx, paidRunSpace, []byte(key), g.expiry(r))
+		won, err := g.state.Claim(ctx, paidRunSpace, []byte(key), g.expiry(call.Created()))
 		if err == nil && !won {
 			err = errRunClaimed
 		}
@@ -481,7 +486,7 @@ func (g *gate) claimRun(ctx context.Context, key string, r *route, charge paymen
 			return nil
 		}
 		if errors.Is(err, errRunClaimed) || !time.Now().Before(deadline) || ctx.Err() != nil {
-			g.s.log.Warn("a verified payment's request is left to another replica", "client", charge.Client, "request", key, "err", err)
+			g.log.Warn("a verified payment's request is left to another replica", "client", charge.Client, "request", key, "err", err)
 			return err
 		}
 		select {
@@ -491,7 +496,7 @@ func (g *gate) claimRun(ctx context.Context, key string, r *route, charge paymen
 	}
 }
 
-// adopt takes up, on a survivor, the priced request event id that client
+// Adopt takes up, on a survivor, the priced request event id that client
 // sent to a lost replica, which claimed it and never answered: a request
 // whose payment that replica recorded as verified is answered as its
 // replays are (the stored result, or CodePaidResultLost); one whose
@@ -500,41 +505,47 @@ func (g *gate) claimRun(ctx context.Context, key string, r *route, charge paymen
 // another, and runs the request once paid: that event is returned, for
 // the coordinator to record and run. It reports false when it has no
 // record of the request, which is then answered CodeReplicaLost.
-func (g *gate) adopt(ctx context.Context, id nostr.ID, client nostr.PubKey, wrap nostr.Kind) (resume *nostr.Event, ok bool) {
+func (g *Gate) Adopt(ctx context.Context, id nostr.ID, client nostr.PubKey, wrap nostr.Kind) (resume *nostr.Event, ok bool) {
 	key := id.Hex()
-	if _, ok, err := g.s.opts.State.Get(ctx, chargeSpace, []byte(key)); err == nil && ok {
-		g.s.log.Info("answering a lost replica's paid request from the payment state", "client", client.Hex(), "request", key)
-		g.replayed(ctx, nostr.Event{ID: id, PubKey: client}, wrap)
+	if _, ok, err := g.state.Get(ctx, chargeSpace, []byte(key)); err == nil && ok {
+		g.log.Info("answering a lost replica's paid request from the payment state", "client", client.Hex(), "request", key)
+		g.Replayed(ctx, nostr.Event{ID: id, PubKey: client}, wrap)
 		return nil, true
 	}
 	rec, ok := g.issued(ctx, issuedSpace, key)
 	if !ok || rec.Event == nil || rec.Event.ID != id || rec.Event.PubKey != client {
 		return nil, false
 	}
-	g.s.log.Info("taking over a lost replica's wait for a payment", "client", client.Hex(), "request", key, "amount", rec.Charge.Amount, "unit", rec.Charge.Unit)
+	g.log.Info("taking over a lost replica's wait for a payment", "client", client.Hex(), "request", key, "amount", rec.Charge.Amount, "unit", rec.Charge.Unit)
 	return rec.Event, true
 }
 
 // expiry is when the records of a request may be forgotten: when its
 // event leaves the freshness window, and a replay of it is stale anyway.
-func (g *gate) expiry(r *route) time.Time {
-	return r.created.Time().Add(g.s.window + time.Second)
+func (g *Gate) expiry(created nostr.Timestamp) time.Time {
+	return created.Time().Add(g.window + time.Second)
 }
 
-// stored keeps the answer of a paid request, to answer its replays.
-func (g *gate) stored(ctx context.Context, key string, r *route, content string) {
-	defer g.running.take(key)
-	if err := g.s.opts.State.Put(ctx, resultSpace, []byte(key), []byte(content), g.expiry(r)); err != nil {
-		g.s.log.Error("the answer of a paid request could not be stored", "request", key, "err", err)
+// Answered keeps the answer of a paid request, to answer its replays.
+func (g *Gate) Answered(ctx context.Context, call *contextvm.Call, content string) {
+	g.stored(ctx, call.Key(), call.Created(), content)
+}
+
+// stored keeps content, the answer of the paid request under key whose
+// event was created at created.
+func (g *Gate) stored(ctx context.Context, key string, created nostr.Timestamp, content string) {
+	defer g.running.Delete(key)
+	if err := g.state.Put(ctx, resultSpace, []byte(key), []byte(content), g.expiry(created)); err != nil {
+		g.log.Error("the answer of a paid request could not be stored", "request", key, "err", err)
 	}
 }
 
-// replayed answers a replay of a paid request event: from its stored
+// Replayed answers a replay of a paid request event: from its stored
 // answer, or with CodePaidResultLost when the server lost it. A replay of
 // a request still running, or not paid for, gets nothing.
-func (g *gate) replayed(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind) {
+func (g *Gate) Replayed(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind) {
 	key := inner.ID.Hex()
-	rec, ok, err := g.s.opts.State.Get(ctx, chargeSpace, []byte(key))
+	rec, ok, err := g.state.Get(ctx, chargeSpace, []byte(key))
 	if err != nil {
 		return
 	}
@@ -542,10 +553,10 @@ func (g *gate) replayed(ctx context.Context, inner nostr.Event, wrapKind nostr.K
 		g.resume(ctx, inner, wrapKind)
 		return
 	}
-	if running, _ := g.running.get(key); running {
+	if _, running := g.running.Load(key); running {
 		return
 	}
-	content, ok, err := g.s.opts.State.Get(ctx, resultSpace, []byte(key))
+	content, ok, err := g.state.Get(ctx, resultSpace, []byte(key))
 	if err != nil {
 		return
 	}
@@ -558,21 +569,16 @@ func (g *gate) replayed(ctx context.Context, inner nostr.Event, wrapKind nostr.K
 		if err != nil {
 			return
 		}
-		resp := mcpmsg.ErrorResponse(id, CodePaidResultLost, "%s", paidLost(cr.Amount, cr.Unit))
-		enc, err := EncodeContent(resp)
+		resp := mcpmsg.ErrorResponse(id, contextvm.CodePaidResultLost, "%s", paidLost(cr.Amount, cr.Unit))
+		enc, err := contextvm.EncodeContent(resp)
 		if err != nil {
 			return
 		}
 		content = []byte(enc)
 	}
-	if wrapKind == 0 && g.s.opts.Encryption == EncryptRequired {
-		wrapKind = KindGiftWrap
-	} else if g.s.opts.Encryption == EncryptDisabled {
-		wrapKind = 0
-	}
 	tags := nostr.Tags{{"p", inner.PubKey.Hex()}, {"e", key}}
-	if _, err := g.s.reply(ctx, inner.PubKey, string(content), tags, wrapKind); err != nil {
-		g.s.log.Info("could not answer a replayed paid request", "request", key, "err", err)
+	if err := g.h.Reply(ctx, inner.PubKey, string(content), tags, wrapKind); err != nil {
+		g.log.Info("could not answer a replayed paid request", "request", key, "err", err)
 	}
 }
 
@@ -581,7 +587,7 @@ func (g *gate) replayed(ctx context.Context, inner nostr.Event, wrapKind nostr.K
 // gate verifies the payment request on record instead of issuing another
 // (see transparent). A request whose payment this process is verifying
 // already gets nothing.
-func (g *gate) resume(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind) {
+func (g *Gate) resume(ctx context.Context, inner nostr.Event, wrapKind nostr.Kind) {
 	key := inner.ID.Hex()
 	g.mu.Lock()
 	_, busy := g.verifying[key]
@@ -592,12 +598,12 @@ func (g *gate) resume(ctx context.Context, inner nostr.Event, wrapKind nostr.Kin
 	if _, ok := g.issued(ctx, issuedSpace, key); !ok {
 		return
 	}
-	g.s.dispatch(ctx, inner, wrapKind)
+	g.h.Dispatch(ctx, inner, wrapKind)
 }
 
-// withdraw stops waiting for the payment of the request under key, whose
+// Cancelled stops waiting for the payment of the request under key, whose
 // client cancelled it; false if no payment of it is awaited here.
-func (g *gate) withdraw(key string) bool {
+func (g *Gate) Cancelled(key string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	stop := g.verifying[key]
@@ -613,15 +619,15 @@ func (g *gate) withdraw(key string) bool {
 // verified payment for the same client, method and params (CEP-8's
 // invocation identity, grantKey). Sent again while its payment is awaited,
 // it is the same invocation: see retried.
-func (g *gate) gated(ctx context.Context, c *ServerConn, key string, r *route, m *jsonrpc.Request, charge payments.Charge, forward func()) {
-	gk, err := grantKey(c.client, m)
+func (g *Gate) gated(ctx context.Context, call *contextvm.Call, charge payments.Charge) {
+	gk, err := grantKey(call.Client(), call.Request())
 	if err != nil {
-		c.answerError(ctx, key, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()})
+		call.Answer(ctx, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()})
 		return
 	}
 	if pmi, ok := g.consume(ctx, gk); ok {
-		g.paid(ctx, key, r, charge, pmi)
-		forward()
+		g.paid(ctx, call, charge, pmi)
+		call.Run()
 		return
 	}
 	g.mu.Lock()
@@ -636,8 +642,8 @@ func (g *gate) gated(ctx context.Context, c *ServerConn, key string, r *route, m
 		if rec, ok := g.issued(ctx, grantIssueSpace, gk); ok && !g.grantUsed(ctx, rec.Req.PayReq) {
 			gr = newGrant(rec.Req, rec.Charge)
 			g.pending[gk] = gr
-			g.s.log.Info("verifying a payment requested before a restart", "client", rec.Charge.Client, "amount", rec.Charge.Amount)
-			if !g.s.life.Go(func(ctx context.Context) { g.verifyGrant(ctx, gk, gr) }) {
+			g.log.Info("verifying a payment requested before a restart", "client", rec.Charge.Client, "amount", rec.Charge.Amount)
+			if !g.h.Go(func(ctx context.Context) { g.verifyGrant(ctx, gk, gr) }) {
 				delete(g.pending, gk)
 				g.mu.Unlock()
 				return
@@ -646,22 +652,22 @@ func (g *gate) gated(ctx context.Context, c *ServerConn, key string, r *route, m
 	}
 	g.mu.Unlock()
 	if gr != nil {
-		g.retried(ctx, c, key, r, gk, gr, charge, forward)
+		g.retried(ctx, call, gk, gr, charge)
 		return
 	}
-	req, err := g.issue(ctx, grantIssueSpace, gk, issuedRecord{Charge: charge}, time.Now().Add(max(g.s.window, g.opts.VerifyTimeout)))
+	req, err := g.issue(ctx, grantIssueSpace, gk, issuedRecord{Charge: charge}, time.Now().Add(max(g.window, g.opts.VerifyTimeout)))
 	if err != nil {
-		g.issueFailed(ctx, c, key, err)
+		g.issueFailed(ctx, call, err)
 		return
 	}
 	gr = newGrant(req, charge)
 	g.mu.Lock()
 	g.pending[gk] = gr
 	g.mu.Unlock()
-	if !g.s.life.Go(func(ctx context.Context) { g.verifyGrant(ctx, gk, gr) }) {
+	if !g.h.Go(func(ctx context.Context) { g.verifyGrant(ctx, gk, gr) }) {
 		return
 	}
-	g.paymentRequired(ctx, c, key, req)
+	g.paymentRequired(ctx, call, req)
 }
 
 // retried answers a request sent again while the payment gr of its
@@ -672,9 +678,9 @@ func (g *gate) gated(ctx context.Context, c *ServerConn, key string, r *route, m
 // otherwise not pay before it expires. Once the payment is seen, the
 // request waits a moment for the grant and runs on it, or is answered
 // CodePaymentPending while the payment is verified and recorded.
-func (g *gate) retried(ctx context.Context, c *ServerConn, key string, r *route, gk string, gr *grant, charge payments.Charge, forward func()) {
+func (g *Gate) retried(ctx context.Context, call *contextvm.Call, gk string, gr *grant, charge payments.Charge) {
 	if !g.sawPayment(ctx, gr) {
-		g.paymentRequired(ctx, c, key, gr.req)
+		g.paymentRequired(ctx, call, gr.req)
 		return
 	}
 	t := time.NewTimer(seenWait)
@@ -685,19 +691,19 @@ func (g *gate) retried(ctx context.Context, c *ServerConn, key string, r *route,
 	}
 	t.Stop()
 	if pmi, ok := g.consume(ctx, gk); ok {
-		g.paid(ctx, key, r, charge, pmi)
-		forward()
+		g.paid(ctx, call, charge, pmi)
+		call.Run()
 		return
 	}
 	data, _ := json.Marshal(map[string]any{"instructions": "the payment is being verified; send the same request again after retry_after seconds",
 		"retry_after": pendingRetrySec})
-	c.answerError(ctx, key, &jsonrpc.Error{Code: CodePaymentPending, Message: "Payment Pending", Data: data})
+	call.Answer(ctx, &jsonrpc.Error{Code: contextvm.CodePaymentPending, Message: "Payment Pending", Data: data})
 }
 
 // sawPayment reports whether the payment of gr was seen: by its verifier,
 // or now, in one look (payments.Checker), after which the verifier is
 // woken to verify and record it at once rather than at its next poll.
-func (g *gate) sawPayment(ctx context.Context, gr *grant) bool {
+func (g *Gate) sawPayment(ctx context.Context, gr *grant) bool {
 	chk, canLook := g.procs[gr.req.PMI].(payments.Checker)
 	g.mu.Lock()
 	seen := gr.seen
@@ -730,7 +736,7 @@ func (g *gate) sawPayment(ctx context.Context, gr *grant) bool {
 	paid, err := chk.Paid(lctx, gr.charge, gr.req)
 	cancel()
 	if err != nil {
-		g.s.log.Debug("could not look at a payment; offering it again", "client", gr.charge.Client, "err", err)
+		g.log.Debug("could not look at a payment; offering it again", "client", gr.charge.Client, "err", err)
 	}
 	if !paid {
 		return false
@@ -747,23 +753,23 @@ func (g *gate) sawPayment(ctx context.Context, gr *grant) bool {
 
 // paymentRequired answers the request under key CodePaymentRequired,
 // offering req.
-func (g *gate) paymentRequired(ctx context.Context, c *ServerConn, key string, req payments.PaymentRequired) {
+func (g *Gate) paymentRequired(ctx context.Context, call *contextvm.Call, req payments.PaymentRequired) {
 	data, _ := json.Marshal(map[string]any{
 		"instructions":    "pay one of payment_options, then send the same request again",
 		"payment_options": []payments.PaymentRequired{req},
 	})
-	c.answerError(ctx, key, &jsonrpc.Error{Code: CodePaymentRequired, Message: "Payment Required", Data: data})
+	call.Answer(ctx, &jsonrpc.Error{Code: contextvm.CodePaymentRequired, Message: "Payment Required", Data: data})
 }
 
 // grantUsed reports whether the grant bought by payReq was spent.
-func (g *gate) grantUsed(ctx context.Context, payReq string) bool {
-	_, used, err := g.s.opts.State.Get(ctx, grantUsedSpace, []byte(payReq))
+func (g *Gate) grantUsed(ctx context.Context, payReq string) bool {
+	_, used, err := g.state.Get(ctx, grantUsedSpace, []byte(payReq))
 	return used || err != nil
 }
 
 // verifyGrant waits for an explicit-gating payment and records the grant
 // it buys. Woken (sawPayment), it stops waiting and verifies again at once.
-func (g *gate) verifyGrant(ctx context.Context, gk string, gr *grant) {
+func (g *Gate) verifyGrant(ctx context.Context, gk string, gr *grant) {
 	defer close(gr.done)
 	proc := g.procs[gr.req.PMI]
 	deadline := time.Now().Add(g.verifyTimeout(gr.req))
@@ -788,7 +794,7 @@ func (g *gate) verifyGrant(ctx context.Context, gk string, gr *grant) {
 	g.mu.Unlock()
 	if err == nil {
 		rec, _ := json.Marshal(map[string]string{"pay_req": gr.req.PayReq, "pmi": gr.req.PMI})
-		err = g.s.opts.State.Put(ctx, grantSpace, []byte(gk), rec, time.Now().Add(g.s.window))
+		err = g.state.Put(ctx, grantSpace, []byte(gk), rec, time.Now().Add(g.window))
 		if err == nil {
 			g.forgetIssued(ctx, grantIssueSpace, gk)
 		}
@@ -799,7 +805,7 @@ func (g *gate) verifyGrant(ctx context.Context, gk string, gr *grant) {
 	defer g.mu.Unlock()
 	if err != nil {
 		gr.failed = err
-		g.s.log.Info("explicit-gating payment not verified", "client", gr.charge.Client, "err", err)
+		g.log.Info("explicit-gating payment not verified", "client", gr.charge.Client, "err", err)
 		return
 	}
 	if g.pending[gk] == gr {
@@ -809,8 +815,8 @@ func (g *gate) verifyGrant(ctx context.Context, gk string, gr *grant) {
 
 // consume takes the grant under gk, once: of requests racing for it, one
 // wins.
-func (g *gate) consume(ctx context.Context, gk string) (pmi string, ok bool) {
-	rec, found, err := g.s.opts.State.Get(ctx, grantSpace, []byte(gk))
+func (g *Gate) consume(ctx context.Context, gk string) (pmi string, ok bool) {
+	rec, found, err := g.state.Get(ctx, grantSpace, []byte(gk))
 	if err != nil || !found {
 		return "", false
 	}
@@ -818,12 +824,12 @@ func (g *gate) consume(ctx context.Context, gk string) (pmi string, ok bool) {
 	if json.Unmarshal(rec, &v) != nil || v["pay_req"] == "" {
 		return "", false
 	}
-	claimed, err := g.s.opts.State.Claim(ctx, grantUsedSpace, []byte(v["pay_req"]), time.Now().Add(g.s.window))
+	claimed, err := g.state.Claim(ctx, grantUsedSpace, []byte(v["pay_req"]), time.Now().Add(g.window))
 	if err != nil || !claimed {
 		return "", false
 	}
 	// The grant is spent: it expires now.
-	g.s.opts.State.Put(ctx, grantSpace, []byte(gk), rec, time.Now())
+	g.state.Put(ctx, grantSpace, []byte(gk), rec, time.Now())
 	return v["pmi"], true
 }
 
@@ -852,23 +858,6 @@ func grantKey(client nostr.PubKey, m *jsonrpc.Request) (string, error) {
 	return client.Hex() + ":" + hex.EncodeToString(sum[:]), nil
 }
 
-// IsPaymentRequired tells CEP-8's -32042 Payment Required (with
-// data.payment_options) from MCP's -32042 URLElicitationRequired (with
-// data.elicitations), and returns the payment options.
-func IsPaymentRequired(err error) ([]payments.PaymentRequired, bool) {
-	var werr *jsonrpc.Error
-	if !errors.As(err, &werr) || werr.Code != CodePaymentRequired {
-		return nil, false
-	}
-	var d struct {
-		Options []payments.PaymentRequired `json:"payment_options"`
-	}
-	if json.Unmarshal(werr.Data, &d) != nil || d.Options == nil {
-		return nil, false
-	}
-	return d.Options, true
-}
-
 func rawID(id jsonrpc.ID) json.RawMessage {
 	b, _ := json.Marshal(id.Raw())
 	return b
@@ -883,84 +872,4 @@ func decodeRawID(b json.RawMessage) any {
 		return int64(f)
 	}
 	return v
-}
-
-// isPaid reports whether the request's payment was verified.
-func (r *route) isPaid() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.paid
-}
-
-// learnPaymentModeLocked reads the payment interaction a client asks for
-// (CEP-8), on any of its messages: explicit gating if the server serves
-// it, transparent otherwise; an unknown mode is remembered, to be refused.
-func (c *ServerConn) learnPaymentModeLocked(tags nostr.Tags) {
-	if c.srv.gate == nil {
-		return
-	}
-	for _, t := range tags {
-		if len(t) < 2 || t[0] != TagPaymentInteraction {
-			continue
-		}
-		c.payRefused = ""
-		switch {
-		case t[1] == PaymentTransparent:
-			c.payMode = ""
-		case t[1] == PaymentExplicitGating && !c.srv.gate.opts.NoExplicitGating:
-			c.payMode = PaymentExplicitGating
-		default:
-			c.payRefused = t[1]
-		}
-	}
-}
-
-func (c *ServerConn) paymentMode() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.payMode
-}
-
-// paymentRefusal is the answer to a request of a client that asked for a
-// payment interaction the server does not support, or nil.
-func (c *ServerConn) paymentRefusal() *jsonrpc.Error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.payRefused == "" {
-		return nil
-	}
-	supported := []string{PaymentTransparent}
-	if !c.srv.gate.opts.NoExplicitGating {
-		supported = append(supported, PaymentExplicitGating)
-	}
-	data, _ := json.Marshal(map[string]any{"requested": c.payRefused, "supported": supported})
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unsupported payment_interaction %q", c.payRefused), Data: data}
-}
-
-// answerError answers the request under key with e, if it is still in
-// flight.
-func (c *ServerConn) answerError(ctx context.Context, key string, e *jsonrpc.Error) {
-	if r := c.routes.drop(key); r != nil {
-		c.answer(ctx, r, &jsonrpc.Response{ID: r.origID, Error: e})
-	}
-}
-
-// notifyFor sends a notification about the request of r, correlated by
-// its event id.
-func (c *ServerConn) notifyFor(ctx context.Context, r *route, method string, params any) {
-	raw, err := json.Marshal(params)
-	if err != nil {
-		return
-	}
-	content, err := EncodeContent(&jsonrpc.Request{Method: method, Params: raw})
-	if err != nil {
-		return
-	}
-	c.mu.Lock()
-	tags := append(nostr.Tags{{"p", c.client.Hex()}, {"e", r.eventID.Hex()}}, c.discoveryLocked()...)
-	wrap := c.wrapKindLocked(r.wrapKind)
-	c.mu.Unlock()
-	if _, err := c.srv.reply(ctx, c.client, content, tags, wrap); err != nil {
-		c.srv.log.Info("payment notification not delivered", "session", c.id, "method", method, "err", err)
-	}
 }

@@ -1,4 +1,4 @@
-package contextvm_test
+package cep8_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/internal/waitbuf"
@@ -52,7 +53,7 @@ func TestPayTransparent_GoClientPaysExactlyThePrice(t *testing.T) {
 	f := cvmtest.NewPayFixture(t, 100)
 	srv := cvmtest.Serve(t, f.ServerOptions(0), cvmtest.CounterServer(&f.Calls))
 	var rep reports
-	cs := f.Client(t, srv, &contextvm.PayOptions{
+	cs := f.Client(t, srv, &cep8.PayOptions{
 		Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 		Budget:   &payments.Budget{PerCall: 10},
 		Report:   rep.add,
@@ -236,7 +237,8 @@ func TestPayTransparent_CrashMidCallReplayGetsResultLost(t *testing.T) {
 func TestPayTransparent_WaivedRefusedAndOutOfRange(t *testing.T) {
 	f := cvmtest.NewPayFixture(t, 100)
 	opts := f.ServerOptions(0, "tool:echo=1-5")
-	opts.Payments.Pricer = payments.PricerFunc(func(_ context.Context, r payments.PriceRequest) (payments.Quote, error) {
+	po := f.GateOptions(0)
+	po.Pricer = payments.PricerFunc(func(_ context.Context, r payments.PriceRequest) (payments.Quote, error) {
 		var p struct {
 			Arguments struct{ Text string } `json:"arguments"`
 		}
@@ -249,8 +251,9 @@ func TestPayTransparent_WaivedRefusedAndOutOfRange(t *testing.T) {
 		}
 		return payments.Quote{Amount: int64(len(p.Arguments.Text))}, nil
 	})
+	opts.Gate = cep8.NewGate(po)
 	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
-	cs := f.Client(t, srv, &contextvm.PayOptions{
+	cs := f.Client(t, srv, &cep8.PayOptions{
 		Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 		Budget:   &payments.Budget{PerCall: 10},
 	})
@@ -287,7 +290,7 @@ func TestPayTransparent_ExpiredPaymentIsRejected(t *testing.T) {
 	f := cvmtest.NewPayFixture(t, 100)
 	srv := cvmtest.Serve(t, f.ServerOptions(time.Second), cvmtest.CounterServer(&f.Calls))
 	var rep reports
-	cs := f.Client(t, srv, &contextvm.PayOptions{Handlers: []payments.Handler{lyingHandler{}}, Budget: &payments.Budget{PerCall: 10}, Report: rep.add})
+	cs := f.Client(t, srv, &cep8.PayOptions{Handlers: []payments.Handler{lyingHandler{}}, Budget: &payments.Budget{PerCall: 10}, Report: rep.add})
 	_, err := cvmtest.Call(cs, "count", nil)
 	if cvmtest.RPCCode(err) != contextvm.CodePaymentRejected {
 		t.Fatalf("unpaid call: %v", err)
@@ -309,17 +312,17 @@ func TestPayClient_BudgetRefusesBeforePaying(t *testing.T) {
 	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
 	h := []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}}
 	for _, c := range []struct {
-		pay    *contextvm.PayOptions
+		pay    *cep8.PayOptions
 		tool   string
 		reason string
 	}{
 		{nil, "count", contextvm.DeclinedNoPayments},
-		{&contextvm.PayOptions{Handlers: h}, "count", contextvm.DeclinedNoCap},
-		{&contextvm.PayOptions{Handlers: h, Budget: &payments.Budget{PerCall: 9}}, "count", contextvm.DeclinedOverCap},
-		{&contextvm.PayOptions{Handlers: h, Budget: &payments.Budget{PerCall: 10, Allow: []string{"someone-else"}}}, "count", contextvm.DeclinedNotAllowed},
-		{&contextvm.PayOptions{Handlers: h, Budget: &payments.Budget{PerCall: 10}}, "echo", contextvm.DeclinedUnit},
-		{&contextvm.PayOptions{Handlers: h, Budget: &payments.Budget{PerCall: 10}, Confirm: func(context.Context, contextvm.PaymentOffer) bool { return false }}, "count", contextvm.DeclinedByPerson},
-		{&contextvm.PayOptions{Budget: &payments.Budget{PerCall: 10}}, "count", contextvm.DeclinedNoHandler},
+		{&cep8.PayOptions{Handlers: h}, "count", contextvm.DeclinedNoCap},
+		{&cep8.PayOptions{Handlers: h, Budget: &payments.Budget{PerCall: 9}}, "count", contextvm.DeclinedOverCap},
+		{&cep8.PayOptions{Handlers: h, Budget: &payments.Budget{PerCall: 10, Allow: []string{"someone-else"}}}, "count", contextvm.DeclinedNotAllowed},
+		{&cep8.PayOptions{Handlers: h, Budget: &payments.Budget{PerCall: 10}}, "echo", contextvm.DeclinedUnit},
+		{&cep8.PayOptions{Handlers: h, Budget: &payments.Budget{PerCall: 10}, Confirm: func(context.Context, contextvm.PaymentOffer) bool { return false }}, "count", contextvm.DeclinedByPerson},
+		{&cep8.PayOptions{Budget: &payments.Budget{PerCall: 10}}, "count", contextvm.DeclinedNoHandler},
 	} {
 		cs := f.Client(t, srv, c.pay)
 		for range cs.Tools(context.Background(), nil) { // learns the prices and their units
@@ -358,14 +361,16 @@ func TestPayTransparent_DeclinedRequestIsWithdrawnAtOnce(t *testing.T) {
 		t.Run(map[bool]string{false: "open", true: "closed at once"}[closed], func(t *testing.T) {
 			f := cvmtest.NewPayFixture(t, 100)
 			opts := f.ServerOptions(time.Minute)
-			proc := watchedProcessor{opts.Payments.Processors[0].(*payments.FakeProcessor), make(chan error, 4)}
-			opts.Payments.Processors[0] = proc
+			po := f.GateOptions(time.Minute)
+			proc := watchedProcessor{po.Processors[0].(*payments.FakeProcessor), make(chan error, 4)}
+			po.Processors[0] = proc
+			opts.Gate = cep8.NewGate(po)
 			srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
 			var logs waitbuf.Buffer
 			cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL},
 				Encryption: contextvm.EncryptDisabled, RequestTimeout: 20 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-				Pay: &contextvm.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
-					Budget: &payments.Budget{PerCall: 9}}})
+				Payer: (&cep8.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
+					Budget: &payments.Budget{PerCall: 9}}).Payer()})
 			if _, err := cvmtest.Call(cs, "count", nil); cvmtest.RPCCode(err) != contextvm.CodePaymentDeclined {
 				t.Fatalf("call over the cap: %v", err)
 			}
@@ -412,11 +417,13 @@ func (p *slowVerifier) Verify(ctx context.Context, c payments.Charge, req paymen
 func TestPayTransparent_PaidThenCancelledStillRuns(t *testing.T) {
 	f := cvmtest.NewPayFixture(t, 100)
 	opts := f.ServerOptions(time.Minute)
-	opts.Payments.Processors[0] = &slowVerifier{FakeProcessor: opts.Payments.Processors[0].(*payments.FakeProcessor)}
+	po := f.GateOptions(time.Minute)
+	po.Processors[0] = &slowVerifier{FakeProcessor: po.Processors[0].(*payments.FakeProcessor)}
+	opts.Gate = cep8.NewGate(po)
 	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs := f.Client(t, srv, &contextvm.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
+	cs := f.Client(t, srv, &cep8.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 		Budget: &payments.Budget{PerCall: 10},
 		Report: func(r contextvm.PaymentReport) {
 			if r.Paid {
@@ -443,7 +450,7 @@ func TestPayClient_ForgedNotificationsIgnored(t *testing.T) {
 	sk := nostr.Generate()
 	var rep reports
 	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL}, Signer: contextvm.NewKeySigner(sk),
-		Encryption: contextvm.EncryptDisabled, Pay: &contextvm.PayOptions{
+		Encryption: contextvm.EncryptDisabled, Payer: (&cep8.PayOptions{
 			Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 			Budget:   &payments.Budget{PerCall: 10},
 			Report:   rep.add,
@@ -459,7 +466,7 @@ func TestPayClient_ForgedNotificationsIgnored(t *testing.T) {
 				}
 				return true
 			},
-		}})
+		}).Payer()})
 	if _, err := cvmtest.Call(cs, "count", nil); err != nil {
 		t.Fatalf("the call failed on forged notifications: %v", err)
 	}
@@ -610,13 +617,13 @@ func TestPayExplicit_AnotherProcessIsOfferedTheSameInvoice(t *testing.T) {
 	sk := nostr.Generate()
 	process := func(rep *reports, approve bool) *mcp.ClientSession {
 		return cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL}, Encryption: contextvm.EncryptDisabled,
-			Signer: contextvm.NewKeySigner(sk), RequestTimeout: 20 * time.Second, Pay: &contextvm.PayOptions{
+			Signer: contextvm.NewKeySigner(sk), RequestTimeout: 20 * time.Second, Payer: (&cep8.PayOptions{
 				Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 				Budget:         &payments.Budget{PerCall: 10},
 				Confirm:        func(context.Context, contextvm.PaymentOffer) bool { return approve },
 				Report:         rep.add,
 				ExplicitGating: true,
-			}})
+			}).Payer()})
 	}
 	var first, second reports
 	a := process(&first, false)
@@ -687,7 +694,9 @@ func TestPayExplicit_PendingOnlyWhileThePaymentIsVerified(t *testing.T) {
 	f := cvmtest.NewPayFixture(t, 100)
 	held := heldVerifier{FakeProcessor: &payments.FakeProcessor{Ledger: f.Ledger, Payee: "srv"}, release: make(chan struct{})}
 	opts := f.ServerOptions(0)
-	opts.Payments.Processors = []payments.Processor{held}
+	po := f.GateOptions(0)
+	po.Processors = []payments.Processor{held}
+	opts.Gate = cep8.NewGate(po)
 	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
 	p := newExplicitPeer(t, f.Relay.URL, srv.PublicKey())
 	req := p.offered()
@@ -717,7 +726,7 @@ func TestPayExplicit_PendingOnlyWhileThePaymentIsVerified(t *testing.T) {
 func TestPayExplicit_GoClient(t *testing.T) {
 	f := cvmtest.NewPayFixture(t, 100)
 	srv := cvmtest.Serve(t, f.ServerOptions(0), cvmtest.CounterServer(&f.Calls))
-	cs := f.Client(t, srv, &contextvm.PayOptions{
+	cs := f.Client(t, srv, &cep8.PayOptions{
 		Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 		Budget:         &payments.Budget{PerCall: 10},
 		ExplicitGating: true,
@@ -781,9 +790,9 @@ func BenchmarkPaidCall(b *testing.B) {
 	p, _ := contextvm.ParsePrice("tool:count=1")
 	var calls atomic.Int64
 	srv := cvmtest.Serve(b, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
-		Payments: &contextvm.PaymentOptions{Processors: []payments.Processor{&payments.FakeProcessor{Ledger: ledger, Payee: "srv"}}}}, cvmtest.CounterServer(&calls))
+		Gate: cep8.NewGate(cep8.Options{Processors: []payments.Processor{&payments.FakeProcessor{Ledger: ledger, Payee: "srv"}}})}, cvmtest.CounterServer(&calls))
 	cs := cvmtest.Connect(b, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
-		Pay: &contextvm.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: ledger, Payer: "alice"}}, Budget: &payments.Budget{PerCall: 1}}})
+		Payer: (&cep8.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: ledger, Payer: "alice"}}, Budget: &payments.Budget{PerCall: 1}}).Payer()})
 	for _, c := range []struct {
 		name, tool string
 		args       map[string]any
@@ -882,7 +891,7 @@ func offerRaw(srv *cvmtest.RawPeer, evt nostr.Event, id json.RawMessage, req pay
 // that it serves (want says why) and served to end well.
 func explicitCall(f *cvmtest.PayFixture, t *testing.T, srv *cvmtest.RawPeer, rep *reports, served <-chan error, want string) {
 	t.Helper()
-	pay := &contextvm.PayOptions{
+	pay := &cep8.PayOptions{
 		Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 		Budget:         &payments.Budget{PerCall: 10},
 		ExplicitGating: true,
@@ -891,7 +900,7 @@ func explicitCall(f *cvmtest.PayFixture, t *testing.T, srv *cvmtest.RawPeer, rep
 		pay.Report = rep.add
 	}
 	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.SK.Public().Hex(), Relays: []string{f.Relay.URL}, Encryption: contextvm.EncryptDisabled,
-		RequestTimeout: 20 * time.Second, Pay: pay})
+		RequestTimeout: 20 * time.Second, Payer: pay.Payer()})
 	res, err := cvmtest.Call(cs, "count", nil)
 	if err != nil {
 		t.Fatalf("the paid call ended with %v (code %d); %s", err, cvmtest.RPCCode(err), want)
@@ -926,7 +935,9 @@ func (p slowPoller) Verify(ctx context.Context, c payments.Charge, req payments.
 func TestPayExplicit_SeenPaymentIsVerifiedAtOnce(t *testing.T) {
 	f := cvmtest.NewPayFixture(t, 100)
 	opts := f.ServerOptions(0)
-	opts.Payments.Processors = []payments.Processor{slowPoller{&payments.FakeProcessor{Ledger: f.Ledger, Payee: "srv"}}}
+	po := f.GateOptions(0)
+	po.Processors = []payments.Processor{slowPoller{&payments.FakeProcessor{Ledger: f.Ledger, Payee: "srv"}}}
+	opts.Gate = cep8.NewGate(po)
 	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
 	p := newExplicitPeer(t, f.Relay.URL, srv.PublicKey())
 	req := p.offered()
@@ -988,8 +999,10 @@ func (c *countingChecker) Paid(ctx context.Context, ch payments.Charge, req paym
 func TestPayExplicit_RepeatsDoNotFloodTheWallet(t *testing.T) {
 	f := cvmtest.NewPayFixture(t, 100)
 	opts := f.ServerOptions(0)
-	chk := &countingChecker{FakeProcessor: opts.Payments.Processors[0].(*payments.FakeProcessor)}
-	opts.Payments.Processors = []payments.Processor{chk}
+	po := f.GateOptions(0)
+	chk := &countingChecker{FakeProcessor: po.Processors[0].(*payments.FakeProcessor)}
+	po.Processors = []payments.Processor{chk}
+	opts.Gate = cep8.NewGate(po)
 	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
 	p := newExplicitPeer(t, f.Relay.URL, srv.PublicKey())
 	start := time.Now()

@@ -1,4 +1,4 @@
-package contextvm_test
+package cep8_test
 
 import (
 	"context"

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -19,31 +18,53 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
-// PayOptions make a client pay for priced requests (CEP-8). Without them a
-// request that a server asks payment for fails at once with
-// CodePaymentDeclined, rather than waiting for its timeout.
+// Methods and tags of CEP-8 payments.
+const (
+	MethodPaymentRequired = "notifications/payment_required"
+	MethodPaymentAccepted = "notifications/payment_accepted"
+	MethodPaymentRejected = "notifications/payment_rejected"
+
+	TagPMI                = "pmi"
+	TagPaymentInteraction = "payment_interaction"
+
+	PaymentTransparent    = "transparent"
+	PaymentExplicitGating = "explicit_gating"
+)
+
+// A Payer pays for the priced requests of a client (CEP-8):
+// ClientOptions.Payer. Package contextvm/cep8 has one that pays through
+// payments.Handler rails within a payments.Budget. A client without one
+// pays nothing: a request a server asks payment for fails at once with
+// CodePaymentDeclined (DeclinedNoPayments), rather than waiting for its
+// timeout, and the server is told to stop waiting for the payment.
 //
-// A payment is made only when all agree: the price is within Budget (its
-// per-call cap, which every payment needs, its unit, its allowed servers
-// and its daily limits), Confirm approves it, and a Handler for the
-// payment method pays it. Until the server answers, the request is kept
-// alive: its timeout restarted and, where the caller asked for progress,
-// progress notifications telling it a payment is under way.
-type PayOptions struct {
-	Handlers []payments.Handler
-	// Budget holds the per-call cap, the daily limits and the servers
-	// allowed to charge. Nil pays nothing.
-	Budget *payments.Budget
-	// Confirm is asked before each payment within the budget; nil
-	// approves.
-	Confirm func(ctx context.Context, o PaymentOffer) bool
-	// Report, if set, is told of each payment and of what the server said
-	// of it.
-	Report func(PaymentReport)
-	// ExplicitGating asks servers for CEP-8 explicit gating: a priced
-	// request is answered -32042 with its payment options, paid, and sent
-	// again.
-	ExplicitGating bool
+// Its methods are called from the connection's goroutines, possibly at
+// the same time.
+type Payer interface {
+	// Tags are added to a request as it is sent: with the discovery tags
+	// of a session's first message (discovery true: CEP-8's
+	// payment_interaction goes there), and on the request sent again
+	// after its payment (true) or after a busy answer (false). A payment
+	// that travels with the request itself goes here too.
+	Tags(req *jsonrpc.Request, discovery bool) nostr.Tags
+	// Pay decides on, and makes, the payment offer that the server asked
+	// for call with req, while the client keeps call alive. It returns
+	// nil once paid (call.MarkPaid), or the error of call.Decline.
+	Pay(ctx context.Context, call *PaidCall, offer PaymentOffer, req payments.PaymentRequired) error
+	// Report is told of each payment made or declined, and of what the
+	// server said of it.
+	Report(r PaymentReport)
+	// Answered may take an error answer to call: true if it did, and
+	// answers call or sends it again itself (CEP-8's explicit gating:
+	// -32042 with payment options, -32043 pending).
+	Answered(call *PaidCall, resp *jsonrpc.Response) bool
+}
+
+// explicitPayer is a Payer that asked servers for explicit gating: a server
+// that serves it so answers -32042 and waits for nothing, so a declined
+// payment needs no withdrawal.
+type explicitPayer interface {
+	ExplicitGating() bool
 }
 
 // PaymentOffer is a server's request for payment of one call.
@@ -71,7 +92,7 @@ type PaymentReport struct {
 
 // Reasons in the data of a CodePaymentDeclined answer.
 const (
-	DeclinedNoPayments = "no-payments" // the client pays nothing (no PayOptions)
+	DeclinedNoPayments = "no-payments" // the client pays nothing (no Payer)
 	DeclinedNoCap      = "no-cap"
 	DeclinedOverCap    = "over-cap"
 	DeclinedOverDaily  = "over-daily"
@@ -139,7 +160,7 @@ func ParsePaymentRequired(params json.RawMessage) (req payments.PaymentRequired,
 		return req, "", errors.New("payment_required: no pay_req or invoice")
 	}
 	if req.PMI == "" {
-		req.PMI = guessPMI(req.PayReq)
+		req.PMI = payments.GuessPMI(req.PayReq)
 	}
 	if req.PMI == "" {
 		return req, "", fmt.Errorf("payment_required: no pmi, and %.12q… is no payment request a cvm client knows", req.PayReq)
@@ -165,25 +186,12 @@ func wholeAmount(n json.Number) (int64, error) {
 	return int64(f), nil
 }
 
-// guessPMI names the payment method of a payment request given without one
-// (seed 000's form): BOLT11 invoices and the Fake method's requests.
-func guessPMI(payReq string) string {
-	low := strings.ToLower(payReq)
-	switch {
-	case strings.HasPrefix(low, "lnbc"), strings.HasPrefix(low, "lntb"), strings.HasPrefix(low, "lntbs"), strings.HasPrefix(low, "lnsb"):
-		return payments.PMILightningBolt11
-	case strings.HasPrefix(low, "fake:"):
-		return payments.PMIFake
+// paymentTags are the tags of the client's Payer for req.
+func (c *clientConn) paymentTags(req *jsonrpc.Request, discovery bool) nostr.Tags {
+	if c.opts.Payer == nil {
+		return nil
 	}
-	return ""
-}
-
-// paymentTags are the CEP-8 tags the client sends with its discovery tags.
-func (c *clientConn) paymentTags() nostr.Tags {
-	if c.opts.Pay != nil && c.opts.Pay.ExplicitGating {
-		return nostr.Tags{{TagPaymentInteraction, PaymentExplicitGating}}
-	}
-	return nil
+	return c.opts.Payer.Tags(req, discovery)
 }
 
 // paymentNotification handles a CEP-8 notification of the server (its
@@ -216,11 +224,7 @@ func (c *clientConn) paymentNotification(inner nostr.Event, m *jsonrpc.Request) 
 			c.declined(p, offer, DeclinedMalformed, err)
 			return true
 		}
-		c.life.Go(func(ctx context.Context) {
-			if _, err := c.pay(ctx, p, offer, req); err != nil {
-				return
-			}
-		})
+		c.life.Go(func(ctx context.Context) { c.pay(ctx, p, offer, req) })
 	case MethodPaymentAccepted:
 		if !p.paidFor.Load() {
 			c.log.Warn("payment_accepted for a request this client did not pay; ignored", "method", p.req.Method)
@@ -242,7 +246,7 @@ func (c *clientConn) paymentNotification(inner nostr.Event, m *jsonrpc.Request) 
 func (c *clientConn) offer(p *pendingRequest, req payments.PaymentRequired, unit string) PaymentOffer {
 	o := PaymentOffer{Server: c.server.Hex(), Method: p.req.Method, Amount: req.Amount, Unit: unit, PMI: req.PMI,
 		PayReq: req.PayReq, Description: req.Description}
-	o.Capability, _ = pricedCapability(p.req)
+	o.Capability, _ = PricedCapability(p.req)
 	if o.Unit == "" {
 		o.Unit = DefaultPriceUnit
 		for _, pr := range c.view.knownPrices() {
@@ -254,77 +258,21 @@ func (c *clientConn) offer(p *pendingRequest, req payments.PaymentRequired, unit
 	return o
 }
 
-// pay decides on and makes the payment of offer for p, keeping p alive
-// meanwhile. On refusal or failure p is failed with CodePaymentDeclined.
-func (c *clientConn) pay(ctx context.Context, p *pendingRequest, offer PaymentOffer, req payments.PaymentRequired) (payments.Receipt, error) {
+// pay has the client's Payer decide on and make the payment of offer for
+// p, keeping p alive meanwhile. On refusal or failure p is failed with
+// CodePaymentDeclined.
+func (c *clientConn) pay(ctx context.Context, p *pendingRequest, offer PaymentOffer, req payments.PaymentRequired) error {
 	p.setOffer(offer)
 	stop := c.keepPaying(p, offer)
 	defer stop()
-	po := c.opts.Pay
-	if po == nil {
-		return payments.Receipt{}, c.declined(p, offer, DeclinedNoPayments, errors.New("this client makes no payments"))
+	if c.opts.Payer == nil {
+		return c.declined(p, offer, DeclinedNoPayments, errors.New("this client makes no payments"))
 	}
-	if po.Budget == nil {
-		return payments.Receipt{}, c.declined(p, offer, DeclinedNoCap, payments.ErrNoCap)
+	if err := c.opts.Payer.Pay(ctx, &PaidCall{c: c, p: p}, offer, req); err != nil {
+		return err
 	}
-	if err := po.Budget.Check(offer.Server, offer.Amount, offer.Unit); err != nil {
-		return payments.Receipt{}, c.declined(p, offer, budgetReason(err), err)
-	}
-	var h payments.Handler
-	for _, cand := range po.Handlers {
-		if cand.PMI() == offer.PMI {
-			h = cand
-			break
-		}
-	}
-	if h == nil {
-		return payments.Receipt{}, c.declined(p, offer, DeclinedNoHandler, fmt.Errorf("no wallet here pays %s", offer.PMI))
-	}
-	if po.Confirm != nil && !po.Confirm(ctx, offer) {
-		return payments.Receipt{}, c.declined(p, offer, DeclinedByPerson, errors.New("payment not approved"))
-	}
-	if err := po.Budget.Reserve(ctx, offer.Server, offer.Amount, offer.Unit); err != nil {
-		return payments.Receipt{}, c.declined(p, offer, budgetReason(err), err)
-	}
-	if !c.pending.isPending(p) {
-		po.Budget.Refund(context.WithoutCancel(ctx), offer.Server, offer.Amount)
-		return payments.Receipt{}, errors.New("the request ended before it was paid")
-	}
-	receipt, err := h.Pay(ctx, req, offer.Amount)
-	if err != nil {
-		if rerr := po.Budget.Refund(context.WithoutCancel(ctx), offer.Server, offer.Amount); rerr != nil {
-			c.log.Warn("could not give back an unspent budget reservation", "err", rerr)
-		}
-		return payments.Receipt{}, c.declined(p, offer, DeclinedWallet, err)
-	}
-	p.paidFor.Store(true)
-	// A caller that takes reports tells of the payment itself (cvm prints
-	// "paid N sats to …"): the log says it again only at debug. The
-	// logger names the server.
-	level := slog.LevelInfo
-	if po.Report != nil {
-		level = slog.LevelDebug
-	}
-	c.log.Log(ctx, level, "paid", "capability", offer.Capability, "amount", offer.Amount, "unit", offer.Unit, "pmi", offer.PMI)
-	c.report(PaymentReport{PaymentOffer: offer, Paid: true, Receipt: receipt})
 	c.restart(p)
-	return receipt, nil
-}
-
-func budgetReason(err error) string {
-	switch {
-	case errors.Is(err, payments.ErrNoCap):
-		return DeclinedNoCap
-	case errors.Is(err, payments.ErrOverCap):
-		return DeclinedOverCap
-	case errors.Is(err, payments.ErrOverDaily):
-		return DeclinedOverDaily
-	case errors.Is(err, payments.ErrNotAllowed):
-		return DeclinedNotAllowed
-	case errors.Is(err, payments.ErrUnitUnknown):
-		return DeclinedUnit
-	}
-	return DeclinedWallet
+	return nil
 }
 
 // declined fails p with CodePaymentDeclined and returns err.
@@ -354,7 +302,7 @@ const withdrawWait = 2 * time.Second
 // minutes, typically). Under explicit gating the server has answered
 // already and waits for nothing.
 func (c *clientConn) withdraw(p *pendingRequest, reason string) {
-	if c.opts.Pay != nil && c.opts.Pay.ExplicitGating {
+	if e, ok := c.opts.Payer.(explicitPayer); ok && e.ExplicitGating() {
 		return
 	}
 	n := mcpmsg.Cancelled(p.wire.ID, "payment declined: "+reason)
@@ -373,8 +321,8 @@ func (o PaymentOffer) what() string {
 }
 
 func (c *clientConn) report(r PaymentReport) {
-	if c.opts.Pay != nil && c.opts.Pay.Report != nil {
-		c.opts.Pay.Report(r)
+	if c.opts.Payer != nil {
+		c.opts.Payer.Report(r)
 	}
 }
 
@@ -430,72 +378,71 @@ func (c *clientConn) progress(p *pendingRequest, message string) {
 	}
 }
 
-// gatedAnswer handles explicit gating's answers to p: -32042 (pay, then
-// send again) and -32043 (send again later). It reports whether m was one.
-// A -32042 offering again the payment request p paid comes from a server
-// that has not seen the payment yet: p is sent again later, as on -32043,
-// and nothing is paid twice.
-func (c *clientConn) gatedAnswer(p *pendingRequest, m *jsonrpc.Response) bool {
-	if c.opts.Pay == nil || !c.opts.Pay.ExplicitGating {
-		return false
-	}
-	if opts, ok := IsPaymentRequired(m.Error); ok {
-		if p.paidFor.Load() && slices.ContainsFunc(opts, func(o payments.PaymentRequired) bool { return o.PayReq == p.offer().PayReq }) {
-			c.retryLater(p, pendingRetrySec)
-			return true
-		}
-		if len(opts) == 0 || !p.paying.CompareAndSwap(false, true) {
-			return false
-		}
-		req := opts[0]
-		for _, o := range opts {
-			if c.hasHandler(o.PMI) {
-				req = o
-				break
-			}
-		}
-		offer := c.offer(p, req, "")
-		c.life.Go(func(ctx context.Context) {
-			if _, err := c.pay(ctx, p, offer, req); err == nil {
-				c.resend(ctx, p)
-			}
-		})
-		return true
-	}
-	var werr *jsonrpc.Error
-	if errors.As(m.Error, &werr) && werr.Code == CodePaymentPending && p.paidFor.Load() {
-		var d struct {
-			RetryAfter float64 `json:"retry_after"`
-		}
-		json.Unmarshal(werr.Data, &d)
-		c.retryLater(p, d.RetryAfter)
-		return true
-	}
-	return false
+// A PaidCall is a request of a client in flight, as its Payer sees it.
+type PaidCall struct {
+	c *clientConn
+	p *pendingRequest
 }
 
-// retryLater sends p again after retryAfter seconds (between 0.1 and 30),
-// its timeout restarted meanwhile.
-func (c *clientConn) retryLater(p *pendingRequest, retryAfter float64) {
+// Request is the request, as the go-sdk client wrote it.
+func (k *PaidCall) Request() *jsonrpc.Request { return k.p.req }
+
+// Logger is the connection's logger, which names the server.
+func (k *PaidCall) Logger() *slog.Logger { return k.c.log }
+
+// Pending reports whether the request still waits for its answer.
+func (k *PaidCall) Pending() bool { return k.c.pending.isPending(k.p) }
+
+// StartPaying reports whether no payment was asked for the request yet,
+// and marks it asked for: one payment per request.
+func (k *PaidCall) StartPaying() bool { return k.p.paying.CompareAndSwap(false, true) }
+
+// MarkPaid records that the request was paid for.
+func (k *PaidCall) MarkPaid() { k.p.paidFor.Store(true) }
+
+// PaidFor reports whether the request was paid for.
+func (k *PaidCall) PaidFor() bool { return k.p.paidFor.Load() }
+
+// Offer is the payment last offered for the request.
+func (k *PaidCall) Offer() PaymentOffer { return k.p.offer() }
+
+// OfferFor describes the payment req asks for the request, in unit (""
+// when the server named none: the unit of the price it listed, or
+// DefaultPriceUnit).
+func (k *PaidCall) OfferFor(req payments.PaymentRequired, unit string) PaymentOffer {
+	return k.c.offer(k.p, req, unit)
+}
+
+// Pay has the client's Payer pay offer for the request, keeping it alive
+// meanwhile, as for a payment_required notification.
+func (k *PaidCall) Pay(ctx context.Context, offer PaymentOffer, req payments.PaymentRequired) error {
+	return k.c.pay(ctx, k.p, offer, req)
+}
+
+// Decline fails the request with CodePaymentDeclined, reason (one of the
+// Declined constants) and err, after telling the Payer's Report and the
+// server; it returns err.
+func (k *PaidCall) Decline(offer PaymentOffer, reason string, err error) error {
+	return k.c.declined(k.p, offer, reason, err)
+}
+
+// Go runs f on a goroutine of the connection.
+func (k *PaidCall) Go(f func(ctx context.Context)) { k.c.life.Go(f) }
+
+// RetryLater sends the request again after retryAfter seconds (between
+// 0.1 and 30), its timeout restarted meanwhile.
+func (k *PaidCall) RetryLater(retryAfter float64) {
+	c, p := k.c, k.p
 	wait := min(max(time.Duration(retryAfter*float64(time.Second)), 100*time.Millisecond), 30*time.Second)
 	c.restart(p)
 	c.life.AfterFunc(wait, func(ctx context.Context) { c.resend(ctx, p) })
 }
 
-func (c *clientConn) hasHandler(pmi string) bool {
-	if c.opts.Pay == nil {
-		return false
-	}
-	for _, h := range c.opts.Pay.Handlers {
-		if h.PMI() == pmi {
-			return true
-		}
-	}
-	return false
-}
+// Resend sends the request again as a new event, with the Payer's tags
+// (explicit gating's "send the same request again").
+func (k *PaidCall) Resend(ctx context.Context) { k.c.resend(ctx, k.p) }
 
-// resend sends p again as a new event (explicit gating's "send the same
-// request again").
+// resend sends p again as a new event, with the Payer's tags.
 func (c *clientConn) resend(ctx context.Context, p *pendingRequest) {
 	if !c.pending.isPending(p) {
 		return
@@ -504,8 +451,25 @@ func (c *clientConn) resend(ctx context.Context, p *pendingRequest) {
 	if err != nil {
 		return
 	}
-	tags := append(nostr.Tags{{"p", c.server.Hex()}}, c.paymentTags()...)
+	tags := append(nostr.Tags{{"p", c.server.Hex()}}, c.paymentTags(p.req, true)...)
 	if _, err := c.sendTracked(ctx, p, content, tags, c.wrapKind()); err != nil && !errors.Is(err, nostrx.ErrUnheard) && c.pending.remove(p) {
 		c.fail(p.req.ID, CodeTransportError, fmt.Sprintf("contextvm: %s not delivered after its payment: %v", p.req.Method, err))
 	}
+}
+
+// IsPaymentRequired tells CEP-8's -32042 Payment Required (with
+// data.payment_options) from MCP's -32042 URLElicitationRequired (with
+// data.elicitations), and returns the payment options.
+func IsPaymentRequired(err error) ([]payments.PaymentRequired, bool) {
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) || werr.Code != CodePaymentRequired {
+		return nil, false
+	}
+	var d struct {
+		Options []payments.PaymentRequired `json:"payment_options"`
+	}
+	if json.Unmarshal(werr.Data, &d) != nil || d.Options == nil {
+		return nil, false
+	}
+	return d.Options, true
 }

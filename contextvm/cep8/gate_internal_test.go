@@ -1,4 +1,4 @@
-package contextvm
+package cep8
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -21,10 +22,9 @@ func BenchmarkGateCPU(b *testing.B) {
 	ledger := payments.NewLedger(map[string]int64{"alice": 1 << 50})
 	proc := &payments.FakeProcessor{Ledger: ledger, Payee: "srv"}
 	h := &payments.FakeHandler{Ledger: ledger, Payer: "alice"}
-	p, _ := ParsePrice("tool:count=10")
-	s := &Server{endpoint: endpoint{log: slog.New(slog.DiscardHandler)}, opts: ServerOptions{State: durable.NewMemory(durable.Options{})}, window: DefaultFreshness}
-	g, err := newGate(s, PaymentOptions{Processors: []payments.Processor{proc}}, []Price{p})
-	if err != nil {
+	p, _ := contextvm.ParsePrice("tool:count=10")
+	g := NewGate(Options{Processors: []payments.Processor{proc}})
+	if err := g.init([]contextvm.Price{p}, durable.NewMemory(durable.Options{}), contextvm.DefaultFreshness, slog.New(slog.DiscardHandler)); err != nil {
 		b.Fatal(err)
 	}
 	client := nostr.Generate().Public()
@@ -54,9 +54,9 @@ func BenchmarkGateCPU(b *testing.B) {
 		if err := proc.Verify(ctx, charge, req); err != nil {
 			b.Fatal(err)
 		}
-		r := &route{eventID: id, created: nostr.Now()}
-		g.paid(ctx, id.Hex(), r, charge, req.PMI)
-		g.stored(ctx, id.Hex(), r, result)
+		created := nostr.Now()
+		g.charged(ctx, id.Hex(), jsonrpc.ID{}, created, charge, req.PMI)
+		g.stored(ctx, id.Hex(), created, result)
 		if _, err := grantKey(client, m); err != nil {
 			b.Fatal(err)
 		}

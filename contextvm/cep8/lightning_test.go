@@ -1,4 +1,4 @@
-package contextvm_test
+package cep8_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
@@ -85,7 +86,7 @@ func TestPayLightning_WaivedRefusedAndComputed(t *testing.T) {
 	p, _ := contextvm.ParsePrice("tool:echo=1-5")
 	var runs atomic.Int64
 	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
-		Payments: &contextvm.PaymentOptions{Processors: []payments.Processor{ln.proc},
+		Gate: cep8.NewGate(cep8.Options{Processors: []payments.Processor{ln.proc},
 			Pricer: payments.PricerFunc(func(_ context.Context, r payments.PriceRequest) (payments.Quote, error) {
 				var p struct {
 					Arguments struct{ Text string } `json:"arguments"`
@@ -98,9 +99,9 @@ func TestPayLightning_WaivedRefusedAndComputed(t *testing.T) {
 					return payments.Quote{}, payments.Refuse("not for you")
 				}
 				return payments.Quote{Amount: int64(len(p.Arguments.Text))}, nil
-			})}}, cvmtest.CounterServer(&runs))
+			})})}, cvmtest.CounterServer(&runs))
 	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
-		RequestTimeout: 20 * time.Second, Pay: &contextvm.PayOptions{Handlers: []payments.Handler{ln.handler}, Budget: &payments.Budget{PerCall: 5}}})
+		RequestTimeout: 20 * time.Second, Payer: (&cep8.PayOptions{Handlers: []payments.Handler{ln.handler}, Budget: &payments.Budget{PerCall: 5}}).Payer()})
 	if res, err := cvmtest.Call(cs, "echo", map[string]any{"text": "free"}); err != nil || res.Content[0].(*mcp.TextContent).Text != "free" {
 		t.Fatalf("waived: %v", err)
 	}
@@ -141,9 +142,9 @@ func BenchmarkPaidCallLightning(b *testing.B) {
 			p, _ := contextvm.ParsePrice("tool:count=1")
 			var calls atomic.Int64
 			srv := cvmtest.Serve(b, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
-				Payments: &contextvm.PaymentOptions{Processors: []payments.Processor{ln.proc}}}, cvmtest.CounterServer(&calls))
+				Gate: cep8.NewGate(cep8.Options{Processors: []payments.Processor{ln.proc}})}, cvmtest.CounterServer(&calls))
 			cs := cvmtest.Connect(b, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
-				Pay: &contextvm.PayOptions{Handlers: []payments.Handler{ln.handler}, Budget: &payments.Budget{PerCall: 1}}})
+				Payer: (&cep8.PayOptions{Handlers: []payments.Handler{ln.handler}, Budget: &payments.Budget{PerCall: 1}}).Payer()})
 			var args map[string]any
 			if c.tool == "echo" {
 				args = map[string]any{"text": "x"}

@@ -1,0 +1,17 @@
+// Package cep8 is ContextVM's payments (CEP-8) plugged into the core. On
+// a server, a Gate (ServerOptions.Gate) collects the server's prices
+// before a priced request runs; on a client, PayOptions.Payer
+// (ClientOptions.Payer) pays what a server asks, within a budget. The
+// payment rails are payments.Processor (server) and payments.Handler
+// (client) implementations: a new rail plugs in there and in the CLI's
+// wiring, not here.
+//
+// Files: gate.go (the Gate: pricing a request, issuing and verifying its
+// payment, transparent and explicit gating, the charge, result and grant
+// records in the server's State, replays answered from them, a lost
+// replica's paid calls taken up), session.go (the payment interaction a
+// client session asked for), payer.go (the client's Payer: budget, wallet
+// handlers, confirmation, explicit gating's pay and send again). What
+// every client must understand of CEP-8 (the notifications, the offer,
+// the decline) is contextvm's payment.go.
+package cep8

@@ -1,0 +1,191 @@
+package cep8
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/payments"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// PayOptions make a client pay for priced requests (CEP-8): give
+// PayOptions.Payer as ClientOptions.Payer. Without them a request that a
+// server asks payment for fails at once with CodePaymentDeclined, rather
+// than waiting for its timeout.
+//
+// A payment is made only when all agree: the price is within Budget (its
+// per-call cap, which every payment needs, its unit, its allowed servers
+// and its daily limits), Confirm approves it, and a Handler for the
+// payment method pays it. Until the server answers, the request is kept
+// alive: its timeout restarted and, where the caller asked for progress,
+// progress notifications telling it a payment is under way.
+type PayOptions struct {
+	Handlers []payments.Handler
+	// Budget holds the per-call cap, the daily limits and the servers
+	// allowed to charge. Nil pays nothing.
+	Budget *payments.Budget
+	// Confirm is asked before each payment within the budget; nil
+	// approves.
+	Confirm func(ctx context.Context, o contextvm.PaymentOffer) bool
+	// Report, if set, is told of each payment and of what the server said
+	// of it.
+	Report func(contextvm.PaymentReport)
+	// ExplicitGating asks servers for CEP-8 explicit gating: a priced
+	// request is answered -32042 with its payment options, paid, and sent
+	// again.
+	ExplicitGating bool
+}
+
+// Payer is the client's Payer of o; nil (no Payer: nothing is paid) for a
+// nil o.
+func (o *PayOptions) Payer() contextvm.Payer {
+	if o == nil {
+		return nil
+	}
+	return &Payer{opts: *o}
+}
+
+// A Payer pays for a client's priced requests as its PayOptions say.
+type Payer struct {
+	opts PayOptions
+}
+
+// Tags ask for explicit gating, with the discovery tags, when the options
+// do.
+func (p *Payer) Tags(_ *jsonrpc.Request, discovery bool) nostr.Tags {
+	if discovery && p.opts.ExplicitGating {
+		return nostr.Tags{{contextvm.TagPaymentInteraction, contextvm.PaymentExplicitGating}}
+	}
+	return nil
+}
+
+// ExplicitGating reports whether the payer asks servers for explicit
+// gating.
+func (p *Payer) ExplicitGating() bool { return p.opts.ExplicitGating }
+
+// Report tells the options' Report.
+func (p *Payer) Report(r contextvm.PaymentReport) {
+	if p.opts.Report != nil {
+		p.opts.Report(r)
+	}
+}
+
+// Pay decides on and makes the payment of offer for call: within the
+// budget, approved, through the handler of its payment method.
+func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer contextvm.PaymentOffer, req payments.PaymentRequired) error {
+	po := p.opts
+	if po.Budget == nil {
+		return call.Decline(offer, contextvm.DeclinedNoCap, payments.ErrNoCap)
+	}
+	if err := po.Budget.Check(offer.Server, offer.Amount, offer.Unit); err != nil {
+		return call.Decline(offer, budgetReason(err), err)
+	}
+	h := p.handler(offer.PMI)
+	if h == nil {
+		return call.Decline(offer, contextvm.DeclinedNoHandler, fmt.Errorf("no wallet here pays %s", offer.PMI))
+	}
+	if po.Confirm != nil && !po.Confirm(ctx, offer) {
+		return call.Decline(offer, contextvm.DeclinedByPerson, errors.New("payment not approved"))
+	}
+	if err := po.Budget.Reserve(ctx, offer.Server, offer.Amount, offer.Unit); err != nil {
+		return call.Decline(offer, budgetReason(err), err)
+	}
+	if !call.Pending() {
+		po.Budget.Refund(context.WithoutCancel(ctx), offer.Server, offer.Amount)
+		return errors.New("the request ended before it was paid")
+	}
+	receipt, err := h.Pay(ctx, req, offer.Amount)
+	if err != nil {
+		if rerr := po.Budget.Refund(context.WithoutCancel(ctx), offer.Server, offer.Amount); rerr != nil {
+			call.Logger().Warn("could not give back an unspent budget reservation", "err", rerr)
+		}
+		return call.Decline(offer, contextvm.DeclinedWallet, err)
+	}
+	call.MarkPaid()
+	// A caller that takes reports tells of the payment itself (cvm prints
+	// "paid N sats to …"): the log says it again only at debug. The
+	// logger names the server.
+	level := slog.LevelInfo
+	if po.Report != nil {
+		level = slog.LevelDebug
+	}
+	call.Logger().Log(ctx, level, "paid", "capability", offer.Capability, "amount", offer.Amount, "unit", offer.Unit, "pmi", offer.PMI)
+	p.Report(contextvm.PaymentReport{PaymentOffer: offer, Paid: true, Receipt: receipt})
+	return nil
+}
+
+func budgetReason(err error) string {
+	switch {
+	case errors.Is(err, payments.ErrNoCap):
+		return contextvm.DeclinedNoCap
+	case errors.Is(err, payments.ErrOverCap):
+		return contextvm.DeclinedOverCap
+	case errors.Is(err, payments.ErrOverDaily):
+		return contextvm.DeclinedOverDaily
+	case errors.Is(err, payments.ErrNotAllowed):
+		return contextvm.DeclinedNotAllowed
+	case errors.Is(err, payments.ErrUnitUnknown):
+		return contextvm.DeclinedUnit
+	}
+	return contextvm.DeclinedWallet
+}
+
+// handler is the handler that pays pmi, nil if none.
+func (p *Payer) handler(pmi string) payments.Handler {
+	for _, h := range p.opts.Handlers {
+		if h.PMI() == pmi {
+			return h
+		}
+	}
+	return nil
+}
+
+// Answered handles explicit gating's answers to call: -32042 (pay, then
+// send again) and -32043 (send again later). It reports whether resp was
+// one. A -32042 offering again the payment request call paid comes from a
+// server that has not seen the payment yet: call is sent again later, as
+// on -32043, and nothing is paid twice.
+func (p *Payer) Answered(call *contextvm.PaidCall, resp *jsonrpc.Response) bool {
+	if !p.opts.ExplicitGating {
+		return false
+	}
+	if opts, ok := contextvm.IsPaymentRequired(resp.Error); ok {
+		if call.PaidFor() && slices.ContainsFunc(opts, func(o payments.PaymentRequired) bool { return o.PayReq == call.Offer().PayReq }) {
+			call.RetryLater(pendingRetrySec)
+			return true
+		}
+		if len(opts) == 0 || !call.StartPaying() {
+			return false
+		}
+		req := opts[0]
+		for _, o := range opts {
+			if p.handler(o.PMI) != nil {
+				req = o
+				break
+			}
+		}
+		offer := call.OfferFor(req, "")
+		call.Go(func(ctx context.Context) {
+			if err := call.Pay(ctx, offer, req); err == nil {
+				call.Resend(ctx)
+			}
+		})
+		return true
+	}
+	var werr *jsonrpc.Error
+	if errors.As(resp.Error, &werr) && werr.Code == contextvm.CodePaymentPending && call.PaidFor() {
+		var d struct {
+			RetryAfter float64 `json:"retry_after"`
+		}
+		json.Unmarshal(werr.Data, &d)
+		call.RetryLater(d.RetryAfter)
+		return true
+	}
+	return false
+}
