@@ -32,7 +32,8 @@ type Coordinator interface {
 	// Route takes one fresh message event. When this replica is to act
 	// on it, Route claims it (Inbound.Claim) and proceeds
 	// (Inbound.Proceed); otherwise it passes it by, or holds it until it
-	// can tell.
+	// can tell. It may keep m, to act on it later on the router goroutine
+	// (Host.OnRouter).
 	Route(ctx context.Context, m *Inbound)
 	// Assembled takes a message reassembled from CEP-22 fragments, whose
 	// end frame Route let through: it proceeds with it (Inbound.Proceed

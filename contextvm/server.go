@@ -284,6 +284,9 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	if opts.Replicas != nil {
 		store, err := opts.Replicas.Join(ctx, &Host{s})
 		if err != nil {
+			// A replica that could not join deletes nothing: the
+			// announcements are the group's.
+			s.opts.UnannounceOnClose = false
 			s.Close()
 			return nil, fmt.Errorf("contextvm: replica group: %w", err)
 		}

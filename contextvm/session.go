@@ -453,9 +453,11 @@ func (c *ServerConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 		resp := *m
 		resp.ID = r.origID
-		if call := r.keptBy(); call != nil {
-			if content, err := EncodeContent(&resp); err == nil {
-				c.srv.gate.Answered(ctx, call, content)
+		if c.gate != nil {
+			if call := r.keptBy(); call != nil {
+				if content, err := EncodeContent(&resp); err == nil {
+					c.srv.gate.Answered(ctx, call, content)
+				}
 			}
 		}
 		if wait := r.settle(); wait > 0 && c.life.Go(func(ctx context.Context) {

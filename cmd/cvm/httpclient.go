@@ -169,7 +169,7 @@ func (s *httpBuyer) buyQuotation(ctx context.Context, name string, args any) (st
 		return "", declined(contextvm.DeclinedNoCap, payments.ErrNoCap)
 	}
 	if err := po.Budget.Check(offer.Server, offer.Amount, offer.Unit); err != nil {
-		return "", declined(budgetReason(err), err)
+		return "", declined(cep8.BudgetReason(err), err)
 	}
 	var h payments.Handler
 	for _, c := range po.Handlers {
@@ -184,7 +184,7 @@ func (s *httpBuyer) buyQuotation(ctx context.Context, name string, args any) (st
 		return "", declined(contextvm.DeclinedByPerson, errors.New("payment not approved"))
 	}
 	if err := po.Budget.Reserve(ctx, offer.Server, offer.Amount, offer.Unit); err != nil {
-		return "", declined(budgetReason(err), err)
+		return "", declined(cep8.BudgetReason(err), err)
 	}
 	receipt, err := h.Pay(ctx, payments.PaymentRequired{Amount: offer.Amount, PayReq: offer.PayReq, PMI: offer.PMI}, offer.Amount)
 	if err != nil {
@@ -209,23 +209,6 @@ func (s *httpBuyer) buyQuotation(ctx context.Context, name string, args any) (st
 		po.Report(contextvm.PaymentReport{PaymentOffer: offer, Accepted: true})
 	}
 	return q.ID, nil
-}
-
-// budgetReason is the CodePaymentDeclined reason of a budget's refusal.
-func budgetReason(err error) string {
-	switch {
-	case errors.Is(err, payments.ErrNoCap):
-		return contextvm.DeclinedNoCap
-	case errors.Is(err, payments.ErrOverCap):
-		return contextvm.DeclinedOverCap
-	case errors.Is(err, payments.ErrOverDaily):
-		return contextvm.DeclinedOverDaily
-	case errors.Is(err, payments.ErrNotAllowed):
-		return contextvm.DeclinedNotAllowed
-	case errors.Is(err, payments.ErrUnitUnknown):
-		return contextvm.DeclinedUnit
-	}
-	return contextvm.DeclinedWallet
 }
 
 // isQuotationRequired reports a priced call refused for want of a

@@ -84,7 +84,7 @@ func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer context
 		return call.Decline(offer, contextvm.DeclinedNoCap, payments.ErrNoCap)
 	}
 	if err := po.Budget.Check(offer.Server, offer.Amount, offer.Unit); err != nil {
-		return call.Decline(offer, budgetReason(err), err)
+		return call.Decline(offer, BudgetReason(err), err)
 	}
 	h := p.handler(offer.PMI)
 	if h == nil {
@@ -94,7 +94,7 @@ func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer context
 		return call.Decline(offer, contextvm.DeclinedByPerson, errors.New("payment not approved"))
 	}
 	if err := po.Budget.Reserve(ctx, offer.Server, offer.Amount, offer.Unit); err != nil {
-		return call.Decline(offer, budgetReason(err), err)
+		return call.Decline(offer, BudgetReason(err), err)
 	}
 	if !call.Pending() {
 		po.Budget.Refund(context.WithoutCancel(ctx), offer.Server, offer.Amount)
@@ -120,7 +120,9 @@ func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer context
 	return nil
 }
 
-func budgetReason(err error) string {
+// BudgetReason is the CodePaymentDeclined reason (a contextvm.Declined
+// constant) of a payments.Budget's refusal err.
+func BudgetReason(err error) string {
 	switch {
 	case errors.Is(err, payments.ErrNoCap):
 		return contextvm.DeclinedNoCap
