@@ -9,9 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
-
-	"github.com/cvmgo/cvm/internal/testwait"
 )
 
 // rpc writes one JSON-RPC message to a proxy's stdin.
@@ -25,22 +22,12 @@ func rpc(t *testing.T, p *proc, msg string) {
 // answer reads the proxy's next stdout line, which must be JSON-RPC.
 func answer(t *testing.T, p *proc) map[string]any {
 	t.Helper()
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := p.Stdout.ReadString('\n')
-		lines <- line
-	}()
-	select {
-	case line := <-lines:
-		var msg map[string]any
-		if err := json.Unmarshal([]byte(line), &msg); err != nil || msg["jsonrpc"] != "2.0" {
-			t.Fatalf("stdout line %q is not JSON-RPC (%v); stderr: %s", line, err, p.Stderr)
-		}
-		return msg
-	case <-time.After(testwait.Timeout(15 * time.Second)):
-		t.Fatalf("no answer on stdout; stderr: %s", p.Stderr)
-		return nil
+	line := p.Line(t)
+	var msg map[string]any
+	if err := json.Unmarshal([]byte(line), &msg); err != nil || msg["jsonrpc"] != "2.0" {
+		t.Fatalf("stdout line %q is not JSON-RPC (%v); stderr: %s", line, err, p.Stderr)
 	}
+	return msg
 }
 
 func TestProxyCommand_SpeaksMCPOnStdioUntilSignalOrEOF(t *testing.T) {

@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 		os.Stdout.WriteString("out " + os.Getenv("X") + "\n")
 		os.Stderr.WriteString("err\n")
 		os.Exit(4)
+	case "lines":
+		os.Stdout.WriteString("a\nb")
+		os.Exit(0)
 	case "hang":
 		select {}
 	}
@@ -64,6 +67,17 @@ func TestProc_ReadyLineStopAndLastLine(t *testing.T) {
 	}
 	if rest, err := io.ReadAll(p.Stdout); string(rest) != "bye\n" || err != nil {
 		t.Fatalf("after the exit, stdout %q (%v); want the last line", rest, err)
+	}
+}
+
+// Line returns each line, then what was printed last without a newline,
+// then "" at the end of the output.
+func TestProc_Line(t *testing.T) {
+	p := Start(t, self(t), role("lines"))
+	for _, want := range []string{"a\n", "b", ""} {
+		if got := p.Line(t); got != want {
+			t.Fatalf("line %q, want %q", got, want)
+		}
 	}
 }
 

@@ -7,10 +7,11 @@
 // "go test -tags libsecp256k1" tests the fast build end to end. Start runs
 // a program with the environment, directory and arguments a test gives,
 // collects its stderr, and reads its stdout, where a long-running command
-// prints one JSON line when it is ready (ReadyLine); the test stops it with
-// a signal and waits (Stop), or the test's end kills it. Run runs a
-// one-shot command to its end. Main is the TestMain of a package that
-// builds: it removes the binaries and checks for leaked goroutines.
+// prints one JSON line when it is ready (ReadyLine), and what it answers a
+// line at a time (Line); the test stops it with a signal and waits (Stop),
+// or the test's end kills it. Run runs a one-shot command to its end. Main
+// is the TestMain of a package that builds: it removes the binaries and
+// checks for leaked goroutines.
 //
 // Every wait is on a condition (a line printed, the process gone), bounded
 // by a generous deadline scaled by internal/testwait's knob.

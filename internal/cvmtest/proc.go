@@ -23,7 +23,8 @@ import (
 const (
 	// readyTimeout: a command starting on a busy machine, with -race
 	// elsewhere, may take seconds to print its ready line (a gateway
-	// starts its upstream and reaches its relays first).
+	// starts its upstream and reaches its relays first), or a line it
+	// prints after a network round trip.
 	readyTimeout = 60 * time.Second
 	// exitTimeout: a command ending by itself (a call, a chat at the end
 	// of its input) may wait for a network round trip first.
@@ -128,6 +129,17 @@ func (p *Proc) name() string {
 // JSON, an exit first, or no line within the deadline fails t.
 func (p *Proc) ReadyLine(t testing.TB, v any) {
 	t.Helper()
+	line := p.Line(t)
+	if err := json.Unmarshal([]byte(line), v); err != nil {
+		t.Fatalf("%s: ready line %q: %v; stderr: %s", p.name(), line, err, p.Stderr)
+	}
+}
+
+// Line returns the next line the program prints, "\n" included, or what
+// it printed last before its output ended ("" if nothing). No line within
+// the deadline fails t.
+func (p *Proc) Line(t testing.TB) string {
+	t.Helper()
 	lines := make(chan string, 1)
 	go func() {
 		line, _ := p.Stdout.ReadString('\n')
@@ -135,11 +147,10 @@ func (p *Proc) ReadyLine(t testing.TB, v any) {
 	}()
 	select {
 	case line := <-lines:
-		if err := json.Unmarshal([]byte(line), v); err != nil {
-			t.Fatalf("%s: ready line %q: %v; stderr: %s", p.name(), line, err, p.Stderr)
-		}
+		return line
 	case <-time.After(testwait.Timeout(readyTimeout)):
-		t.Fatalf("%s: no ready line within %v; stderr: %s", p.name(), testwait.Timeout(readyTimeout), p.Stderr)
+		t.Fatalf("%s: no line on stdout within %v; stderr: %s", p.name(), testwait.Timeout(readyTimeout), p.Stderr)
+		return ""
 	}
 }
 
