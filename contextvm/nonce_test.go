@@ -8,6 +8,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -42,7 +43,7 @@ func TestEveryMessageEventIsDistinct(t *testing.T) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) },
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	cs, err := contextvm.Connect(ctx, client, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
 	if err != nil {
@@ -68,7 +69,7 @@ func TestEveryMessageEventIsDistinct(t *testing.T) {
 			if _, ok := firstTag(evt.Tags, "nonce"); !ok {
 				t.Errorf("a message without a nonce, from the %s: %s %v", side(evt, srv), evt.Content, evt.Tags)
 			}
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(testwait.Timeout(500 * time.Millisecond)):
 			if seen < 7 { // initialize, initialized, its answer, the call, ping, its answer, progress ×2, result
 				t.Fatalf("watched %d message events; want at least 7", seen)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/internal/mcpmsg"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -166,7 +167,7 @@ func TestReassembler_AbortAndTimeout(t *testing.T) {
 		if tok != mcpmsg.StringToken("slow") {
 			t.Errorf("expired token %v", tok)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Timeout(5 * time.Second)):
 		t.Fatal("an unfinished transfer never expired")
 	}
 	if n, _ := r.stats(); n != 0 {

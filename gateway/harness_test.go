@@ -114,7 +114,7 @@ func (b *bench) tryConnectClient(client *mcp.Client) (*mcp.ClientSession, error)
 	cs, err := contextvm.Connect(ctx, client, contextvm.ClientOptions{
 		Server:         b.srv.PublicKey().Hex(),
 		Relays:         []string{b.relay},
-		RequestTimeout: 15 * time.Second,
+		RequestTimeout: testwait.Timeout(15 * time.Second),
 	})
 	if err != nil {
 		return nil, err
@@ -130,7 +130,7 @@ func (b *bench) connectStateless() *mcp.ClientSession {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cs, err := contextvm.Connect(ctx, newClient(nil), contextvm.ClientOptions{
-		Server: b.srv.PublicKey().Hex(), Relays: []string{b.relay}, Stateless: true, RequestTimeout: 15 * time.Second,
+		Server: b.srv.PublicKey().Hex(), Relays: []string{b.relay}, Stateless: true, RequestTimeout: testwait.Timeout(15 * time.Second),
 	})
 	if err != nil {
 		b.t.Fatal(err)
