@@ -6,7 +6,9 @@
 // returns an error wrapping ErrUnreachable); one that loses NATS later keeps
 // running and reconnects for ever, and Conn.Up says whether the link is up
 // at this moment, so that callers can answer "unavailable" instead of
-// waiting.
+// waiting. The client's asynchronous errors, such as a subscription that
+// fell behind its pending limits and lost messages (nats.ErrSlowConsumer),
+// are logged as warnings with the subject, never printed to stderr.
 package natsx
 
 import (
@@ -91,6 +93,23 @@ func Connect(ctx context.Context, url string, opts Options) (*Conn, error) {
 		nats.ReconnectHandler(func(*nats.Conn) {
 			c.setUp(true)
 			c.log.Info("NATS link restored")
+		}),
+		// Without it the client prints asynchronous errors to stderr. A
+		// subscription that falls behind its pending limits loses
+		// messages (nats.ErrSlowConsumer): its owner counts them
+		// (Subscription.Dropped) if it sheds on purpose; this is the log
+		// line for every subscription, the client's own included.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub == nil {
+				c.log.Warn("NATS error", "err", err)
+				return
+			}
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				dropped, _ := sub.Dropped()
+				c.log.Warn("NATS messages dropped: a subscription fell behind its pending limits", "subject", sub.Subject, "dropped_total", dropped)
+				return
+			}
+			c.log.Warn("NATS subscription error", "subject", sub.Subject, "err", err)
 		}),
 		nats.ClosedHandler(func(*nats.Conn) {
 			c.setUp(false)

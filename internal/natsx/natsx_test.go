@@ -5,12 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/nats-io/nats.go"
 )
 
 func TestNATS_ConnectFailsFastWhenUnreachable(t *testing.T) {
@@ -88,6 +90,17 @@ func (h *records) snapshot() []slog.Record {
 	return append([]slog.Record(nil), h.recs...)
 }
 
+// connectRecorded connects to s with a logger that keeps every record.
+func connectRecorded(ctx context.Context, t *testing.T, s *natstest.Server) (*natsx.Conn, *records) {
+	t.Helper()
+	h := &records{}
+	c, err := natsx.Connect(ctx, s.URL(), natsx.Options{Logger: slog.New(h)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, h
+}
+
 // Closing the connection on purpose is no lost link: nothing is logged at
 // warning level, and Close returns only once the client's last callback
 // has run, so that nothing about the connection is logged after it.
@@ -95,11 +108,7 @@ func TestNATS_CloseIsNoLostLink(t *testing.T) {
 	s := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	h := &records{}
-	c, err := natsx.Connect(ctx, s.URL(), natsx.Options{Logger: slog.New(h)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, h := connectRecorded(ctx, t, s)
 	c.Close()
 	recs := h.snapshot()
 	closed := false
@@ -116,4 +125,62 @@ func TestNATS_CloseIsNoLostLink(t *testing.T) {
 		t.Error("up after Close")
 	}
 	c.Close() // a second Close is harmless
+}
+
+// A subscription that falls behind its pending limits loses messages:
+// the client reports it through the connection's logger, with the
+// subject and the count, not on stderr.
+func TestNATS_SlowConsumerIsLogged(t *testing.T) {
+	s := natstest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, h := connectRecorded(ctx, t, s)
+	defer c.Close()
+	stall := make(chan struct{})
+	taken := make(chan struct{}, 1)
+	sub, err := c.NC.Subscribe("slow", func(*nats.Msg) {
+		select {
+		case taken <- struct{}{}:
+		default:
+		}
+		<-stall
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer close(stall) // before Close: the callback must return
+	if err := sub.SetPendingLimits(2, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.NC.Publish("slow", nil); err != nil {
+		t.Fatal(err)
+	}
+	<-taken // the callback holds the first one
+	for range 10 {
+		if err := c.NC.Publish("slow", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.NC.FlushWithContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		for _, r := range h.snapshot() {
+			subject := ""
+			r.Attrs(func(a slog.Attr) bool {
+				if a.Key == "subject" {
+					subject = a.Value.String()
+				}
+				return true
+			})
+			if r.Level == slog.LevelWarn && strings.Contains(r.Message, "dropped") && subject == "slow" {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no log line for the dropped messages; records %d", len(h.snapshot()))
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

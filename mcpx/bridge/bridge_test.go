@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx/participant"
 	"github.com/cvmgo/cvm/mcpx/room"
 	"github.com/cvmgo/cvm/mcpx/roomtest"
@@ -44,6 +45,8 @@ func runTestChild() {
 	mcp.AddTool(s, &mcp.Tool{Name: "progress"}, func(ctx context.Context, req *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
 		for i := 1; i <= 3; i++ {
 			req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Message: a.Text})
+			// Pacing: the calls of two peers with the same progress
+			// token stay in flight together, the case under test.
 			time.Sleep(5 * time.Millisecond)
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done " + a.Text}}}, nil, nil
@@ -117,7 +120,7 @@ func (g *testGateway) client(topic, id string, opts participant.Options) (*parti
 	g.t.Helper()
 	opts.Gateway, opts.Topic, opts.Token = g.URL, topic, g.Token(topic, id)
 	opts.ReconnectMin, opts.ReconnectMax = 20*time.Millisecond, 200*time.Millisecond
-	c, err := participant.Connect(ctx10(g.t), opts)
+	c, err := participant.Connect(testCtx(g.t), opts)
 	if err != nil {
 		g.t.Fatalf("connect %s: %v", id, err)
 	}
@@ -125,21 +128,15 @@ func (g *testGateway) client(topic, id string, opts participant.Options) (*parti
 	return c, struct{}{}
 }
 
-func ctx10(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// patience bounds each wait of these tests (a call, a condition), scaled
+// by testwait's knob: long, as it only bounds how long a failing test
+// takes to say so.
+const patience = 30 * time.Second
 
-// eventually waits for cond, which no event announces, polling it.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+// testCtx is a context for a call that ends within patience.
+func testCtx(t testing.TB) context.Context {
+	ctx, _ := testwait.Context(t, patience)
+	return ctx
 }
 
 func (g *testGateway) bridge(topic, id string) *Bridge {
@@ -148,7 +145,7 @@ func (g *testGateway) bridge(topic, id string) *Bridge {
 
 func (g *testGateway) bridgeWith(topic, id string, opts Options) *Bridge {
 	g.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(g.t, patience)
 	defer cancel()
 	opts.Participant = participant.Options{Gateway: g.URL, Topic: topic, Token: g.Token(topic, id),
 		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond}
@@ -163,7 +160,7 @@ func (g *testGateway) bridgeWith(topic, id string, opts Options) *Bridge {
 
 func stats(t *testing.T, c *participant.Client) string {
 	t.Helper()
-	res, err := c.Request(ctx10(t), "child", "tools/call", map[string]any{"name": "stats", "arguments": map[string]any{}})
+	res, err := c.Request(testCtx(t), "child", "tools/call", map[string]any{"name": "stats", "arguments": map[string]any{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,14 +173,14 @@ func TestBridge_RefusesRequestsBeforeInitialize(t *testing.T) {
 	g := startGateway(t, room.Options{})
 	g.bridge("room:x", "child")
 	c, _ := g.client("room:x", "raw", participant.Options{})
-	_, err := c.Call(ctx10(t), "child", "tools/list", json.RawMessage("{}"))
+	_, err := c.Call(testCtx(t), "child", "tools/list", json.RawMessage("{}"))
 	if werr, ok := asWireError(err); !ok || werr.Code != jsonrpc.CodeInvalidRequest || !strings.Contains(werr.Message, "initialize first") {
 		t.Fatalf("err %v, want -32600 asking for initialize", err)
 	}
-	if _, err := c.Call(ctx10(t), "child", "ping", nil); err != nil {
+	if _, err := c.Call(testCtx(t), "child", "ping", nil); err != nil {
 		t.Fatalf("ping before initialize: %v", err)
 	}
-	res, err := c.Initialize(ctx10(t), "child")
+	res, err := c.Initialize(testCtx(t), "child")
 	if err != nil || res.ServerInfo.Name != "test-child" || res.Instructions != "child instructions" {
 		t.Fatalf("initialize: %+v %v: want the child's own result", res, err)
 	}
@@ -209,7 +206,7 @@ func TestBridge_IDsAndProgressTokensArePerPeer(t *testing.T) {
 				mine.mu.Unlock()
 			},
 		})
-		cs, err := cl.Connect(ctx10(t), c.PeerTransport("child"), nil)
+		cs, err := cl.Connect(testCtx(t), c.PeerTransport("child"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,12 +217,12 @@ func TestBridge_IDsAndProgressTokensArePerPeer(t *testing.T) {
 			for range 5 {
 				p := &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{"text": id}}
 				p.SetProgressToken("same")
-				res, err := cs.CallTool(ctx10(t), p)
+				res, err := cs.CallTool(testCtx(t), p)
 				if err != nil || res.Content[0].(*mcp.TextContent).Text != "done "+id {
 					t.Errorf("%s: %v %v", id, res, err)
 				}
 			}
-			eventually(t, id+"'s progress", func() bool {
+			testwait.Eventually(t, patience, id+"'s progress", func() bool {
 				mine.mu.Lock()
 				defer mine.mu.Unlock()
 				return len(mine.progress) == 15
@@ -251,7 +248,7 @@ func TestBridge_SubscriptionsAreCountedAcrossPeers(t *testing.T) {
 	a, _ := g.client("room:x", "a", participant.Options{})
 	bb, _ := g.client("room:x", "b", participant.Options{})
 	sub := func(c *participant.Client, method string) {
-		if _, err := c.Request(ctx10(t), "child", method, map[string]string{"uri": "test://r"}); err != nil {
+		if _, err := c.Request(testCtx(t), "child", method, map[string]string{"uri": "test://r"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -266,7 +263,7 @@ func TestBridge_SubscriptionsAreCountedAcrossPeers(t *testing.T) {
 		t.Fatalf("with one subscriber left: %s", s)
 	}
 	bb.Close() // the last subscriber leaves
-	eventually(t, "the unsubscribe upstream", func() bool { return stats(t, a) == "subs=1 unsubs=1 cancelled=0" })
+	testwait.Eventually(t, patience, "the unsubscribe upstream", func() bool { return stats(t, a) == "subs=1 unsubs=1 cancelled=0" })
 }
 
 // A peer that leaves has its calls cancelled upstream.
@@ -276,43 +273,63 @@ func TestBridge_PeerLeavingCancelsItsCalls(t *testing.T) {
 	watcher, _ := g.client("room:x", "watcher", participant.Options{})
 	caller, _ := g.client("room:x", "caller", participant.Options{})
 	go caller.Request(context.Background(), "child", "tools/call", map[string]any{"name": "hang", "arguments": map[string]any{}})
-	eventually(t, "the call at the server", func() bool { return b.mux.InFlight() > 0 })
+	testwait.Eventually(t, patience, "the call at the server", func() bool { return b.mux.InFlight() > 0 })
 	caller.Close()
-	eventually(t, "the cancellation upstream", func() bool { return stats(t, watcher) == "subs=0 unsubs=0 cancelled=1" })
+	testwait.Eventually(t, patience, "the cancellation upstream", func() bool { return stats(t, watcher) == "subs=0 unsubs=0 cancelled=1" })
 }
 
-// The server's sampling request goes to the peer whose call caused it, and
-// its answer comes back into the tool's result.
-func TestBridge_SamplingGoesToTheCaller(t *testing.T) {
-	g := startGateway(t, room.Options{})
-	g.bridge("room:x", "child")
-	var asked atomic.Int32
-	for _, id := range []string{"bystander", "caller"} {
-		c, _ := g.client("room:x", id, participant.Options{})
-		cl := mcp.NewClient(&mcp.Implementation{Name: id}, &mcp.ClientOptions{
-			CreateMessageHandler: func(_ context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+// The server's sampling and elicitation requests go to the peer whose
+// call caused them, and the answer comes back into the tool's result.
+func TestBridge_ServerRequestsGoToTheCaller(t *testing.T) {
+	for _, tc := range []struct {
+		tool, text string
+		// options are participant id's: the caller answers the server's
+		// request, anyone else refuses it, with refuse, which counts.
+		options func(id string, refuse func() error) *mcp.ClientOptions
+		want    string
+	}{
+		{"sample", "q", func(id string, refuse func() error) *mcp.ClientOptions {
+			return &mcp.ClientOptions{CreateMessageHandler: func(_ context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 				if id != "caller" {
-					asked.Add(1)
-					return nil, errors.New("not me")
+					return nil, refuse()
 				}
 				return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "answered by " + id}}, nil
-			},
+			}}
+		}, "answered by caller"},
+		{"elicit", "who?", func(id string, refuse func() error) *mcp.ClientOptions {
+			return &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				if id != "caller" {
+					return nil, refuse()
+				}
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "answered by " + id + " to " + r.Params.Message}}, nil
+			}}
+		}, "accept answered by caller to who?"},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			g := startGateway(t, room.Options{})
+			g.bridge("room:x", "child")
+			var asked atomic.Int32
+			refuse := func() error { asked.Add(1); return errors.New("not me") }
+			for _, id := range []string{"bystander", "caller"} {
+				c, _ := g.client("room:x", id, participant.Options{})
+				cl := mcp.NewClient(&mcp.Implementation{Name: id}, tc.options(id, refuse))
+				cs, err := cl.Connect(testCtx(t), c.PeerTransport("child"), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cs.Close()
+				if id != "caller" {
+					continue
+				}
+				res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: tc.tool, Arguments: map[string]any{"text": tc.text}})
+				if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != tc.want {
+					t.Fatalf("%s: %+v %v", tc.tool, res, err)
+				}
+			}
+			if asked.Load() != 0 {
+				t.Fatal("the bystander was asked")
+			}
 		})
-		cs, err := cl.Connect(ctx10(t), c.PeerTransport("child"), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
-		if id != "caller" {
-			continue
-		}
-		res, err := cs.CallTool(ctx10(t), &mcp.CallToolParams{Name: "sample", Arguments: map[string]any{"text": "q"}})
-		if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "answered by caller" {
-			t.Fatalf("sample: %+v %v", res, err)
-		}
-	}
-	if asked.Load() != 0 {
-		t.Fatal("the bystander was asked")
 	}
 }
 
@@ -322,41 +339,6 @@ func asWireError(err error) (*jsonrpc.Error, bool) {
 	return werr, ok
 }
 
-// The server's elicitation request goes to the peer whose call caused it,
-// like sampling, and the answer comes back into the tool's result.
-func TestBridge_ElicitationGoesToTheCaller(t *testing.T) {
-	g := startGateway(t, room.Options{})
-	g.bridge("room:x", "child")
-	var asked atomic.Int32
-	for _, id := range []string{"bystander", "caller"} {
-		c, _ := g.client("room:x", id, participant.Options{})
-		cl := mcp.NewClient(&mcp.Implementation{Name: id}, &mcp.ClientOptions{
-			ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-				if id != "caller" {
-					asked.Add(1)
-					return nil, errors.New("not me")
-				}
-				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "answered by " + id + " to " + r.Params.Message}}, nil
-			},
-		})
-		cs, err := cl.Connect(ctx10(t), c.PeerTransport("child"), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
-		if id != "caller" {
-			continue
-		}
-		res, err := cs.CallTool(ctx10(t), &mcp.CallToolParams{Name: "elicit", Arguments: map[string]any{"text": "who?"}})
-		if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "accept answered by caller to who?" {
-			t.Fatalf("elicit: %+v %v", res, err)
-		}
-	}
-	if asked.Load() != 0 {
-		t.Fatal("the bystander was asked")
-	}
-}
-
 // Seed 002's shutdown from one peer is answered by the bridge: the server
 // that serves every peer never sees it (the test child would exit).
 func TestBridge_ShutdownDoesNotStopTheServer(t *testing.T) {
@@ -364,7 +346,7 @@ func TestBridge_ShutdownDoesNotStopTheServer(t *testing.T) {
 	g.bridge("room:x", "child")
 	pid := func(c *participant.Client) string {
 		t.Helper()
-		res, err := c.Request(ctx10(t), "child", "tools/call", map[string]any{"name": "pid", "arguments": map[string]any{}})
+		res, err := c.Request(testCtx(t), "child", "tools/call", map[string]any{"name": "pid", "arguments": map[string]any{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -375,7 +357,7 @@ func TestBridge_ShutdownDoesNotStopTheServer(t *testing.T) {
 	quitter, _ := g.client("room:x", "quitter", participant.Options{})
 	other, _ := g.client("room:x", "other", participant.Options{})
 	before := pid(other)
-	res, err := quitter.Request(ctx10(t), "child", "shutdown", nil)
+	res, err := quitter.Request(testCtx(t), "child", "shutdown", nil)
 	if err != nil || string(res) != "{}" {
 		t.Fatalf("shutdown: %s %v; want {}", res, err)
 	}
@@ -425,7 +407,7 @@ func TestBridge_AnnouncesToolsOnJoin(t *testing.T) {
 		select {
 		case e := <-seen:
 			return e
-		case <-time.After(10 * time.Second):
+		case <-time.After(testwait.Timeout(patience)):
 			t.Fatalf("no %s", what)
 		}
 		return participant.Event{}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/testwait"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -407,17 +408,10 @@ func TestStore_RetentionByAge(t *testing.T) {
 	now = now.Add(2 * time.Hour)
 	mu.Unlock()
 	// The sweep deletes them from an idle topic.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Eventually(t, 10*time.Second, "the age sweep to delete the expired records", func() bool {
 		_, ok, _ := s.Lookup(context.Background(), "room:a", "room:a-5", nil)
-		if !ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the age sweep never deleted expired records")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return !ok
+	})
 }
 
 func TestStore_ClosedStoreRefuses(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx/room"
 	"github.com/cvmgo/cvm/mcpx/roomtest"
 )
@@ -25,7 +26,7 @@ func startClusterNodes(t *testing.T, n int) []*testGateway {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var nodes []*testGateway
 	for range n {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(patience))
 		conn, err := natsx.Connect(ctx, ns.URL(), natsx.Options{Logger: log, ReconnectWait: 50 * time.Millisecond})
 		if err != nil {
 			cancel()
@@ -58,7 +59,7 @@ func TestClient_MovesToTheNextGatewayOfACluster(t *testing.T) {
 	alice, aev := a.client("room:x", "alice", Options{Gateways: []string{b.URL, c.URL}, ReconnectMin: time.Second, ReconnectMax: 2 * time.Second})
 	bob, bev := c.client("room:x", "bob", Options{})
 	aev.wait(t, "bob's join", func(e Event) bool { return e.Type == EventJoin && e.Participant.ID == "bob" })
-	ctx := ctx10(t)
+	ctx := testCtx(t)
 	send := func(from, to int) {
 		t.Helper()
 		for i := from; i < to; i++ {
@@ -88,7 +89,7 @@ func TestClient_MovesToTheNextGatewayOfACluster(t *testing.T) {
 	}
 	bev.wait(t, "the chats sent while alice was away", chat(fmt.Sprint("m", 2*n/3-1)))
 	away := connected() == 1
-	eventually(t, "alice connected again", func() bool { return connected() == 2 })
+	testwait.Eventually(t, patience, "alice connected again", func() bool { return connected() == 2 })
 	send(2*n/3, n)
 	aev.wait(t, "the last chat", chat(fmt.Sprint("m", n-1)))
 	if _, err := alice.Chat(ctx, "back"); err != nil {
@@ -154,16 +155,16 @@ func TestClient_ConnectSkipsAnUnreachableGateway(t *testing.T) {
 	dead.Server.Close()
 	opts := Options{Gateway: dead.URL, Gateways: []string{nodes[1].URL}, Topic: "room:x", ReconnectMin: 20 * time.Millisecond}
 	opts.Token = nodes[0].token("room:x", "alice")
-	c, err := Connect(ctx10(t), opts)
+	c, err := Connect(testCtx(t), opts)
 	if err != nil {
 		t.Fatalf("connect past a dead gateway: %v", err)
 	}
 	defer c.Close()
-	if _, err := c.Chat(ctx10(t), "hi"); err != nil {
+	if _, err := c.Chat(testCtx(t), "hi"); err != nil {
 		t.Fatal(err)
 	}
 	opts.Token = "not-a-token"
-	_, err = Connect(ctx10(t), opts)
+	_, err = Connect(testCtx(t), opts)
 	var herr *HTTPError
 	if !errors.As(err, &herr) || herr.Status != 401 {
 		t.Fatalf("a bad token: %v, want HTTP 401", err)

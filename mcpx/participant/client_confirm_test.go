@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx/room"
 )
 
@@ -15,7 +16,7 @@ import (
 // oldest first.
 func chatTexts(t *testing.T, c *Client, from string) []string {
 	t.Helper()
-	envs, more, err := c.History(ctx10(t), HistoryQuery{After: "0", Limit: 1000})
+	envs, more, err := c.History(testCtx(t), HistoryQuery{After: "0", Limit: 1000})
 	if err != nil || more {
 		t.Fatalf("history: more %v, %v", more, err)
 	}
@@ -49,7 +50,7 @@ func TestClient_SayConfirmedPacesItselfByTheRateLimit(t *testing.T) {
 	for i := range n {
 		text := fmt.Sprintf("m%02d", i)
 		want = append(want, text)
-		if _, err := a.SayConfirmed(ctx10(t), text, ""); err != nil {
+		if _, err := a.SayConfirmed(testCtx(t), text, ""); err != nil {
 			t.Fatalf("%s: %v", text, err)
 		}
 	}
@@ -67,17 +68,17 @@ func TestClient_SayConfirmedPacesItselfByTheRateLimit(t *testing.T) {
 func TestClient_SayConfirmedGivenUpWhileHeldIsNotSent(t *testing.T) {
 	g := startGateway(t, room.Options{RatePerSecond: 2, RateBurst: 1})
 	a, _ := g.client("room:x", "alice", Options{})
-	if _, err := a.SayConfirmed(ctx10(t), "first", ""); err != nil {
+	if _, err := a.SayConfirmed(testCtx(t), "first", ""); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(ctx10(t))
+	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
 	res := make(chan error, 1)
 	go func() {
 		_, err := a.SayConfirmed(ctx, "given up", "")
 		res <- err
 	}()
-	eventually(t, "the second message held after rate_limited", func() bool {
+	testwait.Eventually(t, patience, "the second message held after rate_limited", func() bool {
 		return outboxEntries(a, func(e *outEntry) bool { return e.w != nil && e.w.held }) == 1
 	})
 	cancel()
@@ -86,7 +87,7 @@ func TestClient_SayConfirmedGivenUpWhileHeldIsNotSent(t *testing.T) {
 	}
 	// The next one goes out once the rate allows; had the one given up
 	// been sent again, it would be in history before it.
-	if _, err := a.SayConfirmed(ctx10(t), "third", ""); err != nil {
+	if _, err := a.SayConfirmed(testCtx(t), "third", ""); err != nil {
 		t.Fatal(err)
 	}
 	if got := chatTexts(t, a, "alice"); !slices.Equal(got, []string{"first", "third"}) {
@@ -101,13 +102,13 @@ func TestClient_SayConfirmedGivenUpOnTheWireIsUnconfirmed(t *testing.T) {
 	g := startGateway(t, room.Options{History: st})
 	a, _ := g.client("room:x", "alice", Options{})
 	st.stall() // no commit, so no echo
-	ctx, cancel := context.WithCancel(ctx10(t))
+	ctx, cancel := context.WithCancel(testCtx(t))
 	res := make(chan error, 1)
 	go func() {
 		_, err := a.SayConfirmed(ctx, "stalled", "")
 		res <- err
 	}()
-	eventually(t, "the message written", func() bool {
+	testwait.Eventually(t, patience, "the message written", func() bool {
 		return outboxEntries(a, func(e *outEntry) bool { return e.w != nil && e.written }) == 1
 	})
 	cancel()

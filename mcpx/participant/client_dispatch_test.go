@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx/room"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -23,15 +24,15 @@ func TestClient_IgnoresRequestsNotAddressedToIt(t *testing.T) {
 	carol, _ := g.client("room:x", "carol", Options{})
 	bob, _ := g.client("room:x", "bob", Options{})
 	aev.wait(t, "bob", func(e Event) bool { return e.Type == EventJoin && e.Participant.ID == "bob" })
-	if _, err := bob.Initialize(ctx10(t), "carol"); err != nil {
+	if _, err := bob.Initialize(testCtx(t), "carol"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bob.Request(ctx10(t), "carol", "ping", nil); err != nil {
+	if _, err := bob.Request(testCtx(t), "carol", "ping", nil); err != nil {
 		t.Fatal(err)
 	}
 	// alice saw bob's handshake with carol go by; a chat after it proves
 	// she has handled everything before.
-	bob.Chat(ctx10(t), "barrier")
+	bob.Chat(testCtx(t), "barrier")
 	aev.wait(t, "barrier", func(e Event) bool { return e.Type == EventChat && e.Chat.Text == "barrier" })
 	alice.mu.Lock()
 	sessions := len(alice.servers)
@@ -69,10 +70,10 @@ func TestClient_PeerLeavingFailsItsRequests(t *testing.T) {
 	caller, _ := g.client("room:x", "caller", Options{})
 	done := make(chan error, 1)
 	go func() {
-		_, err := caller.Request(ctx10(t), "server", "tools/call", map[string]any{"name": "hang", "arguments": map[string]any{"text": "x"}})
+		_, err := caller.Request(testCtx(t), "server", "tools/call", map[string]any{"name": "hang", "arguments": map[string]any{"text": "x"}})
 		done <- err
 	}()
-	eventually(t, "the call in flight", func() bool {
+	testwait.Eventually(t, patience, "the call in flight", func() bool {
 		return caller.pending.has("tools/call")
 	})
 	server.Close()
@@ -109,7 +110,7 @@ func TestClient_ServerHandlersEndWithTheirSession(t *testing.T) {
 			if got != text {
 				t.Fatalf("started %q, want %q", got, text)
 			}
-		case <-time.After(20 * time.Second):
+		case <-time.After(testwait.Timeout(patience)):
 			t.Fatalf("the %s handler never started", text)
 		}
 	}
@@ -120,7 +121,7 @@ func TestClient_ServerHandlersEndWithTheirSession(t *testing.T) {
 		if got != "left" {
 			t.Fatalf("cancelled %q", got)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(patience)):
 		t.Fatal("the handler of a peer that left was never cancelled")
 	}
 	caller2, _ := g.client("room:x", "caller", Options{})
@@ -130,7 +131,7 @@ func TestClient_ServerHandlersEndWithTheirSession(t *testing.T) {
 	go func() { server.Close(); close(closed) }()
 	select {
 	case <-closed:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(patience)):
 		t.Fatal("Close hangs on a running handler")
 	}
 	select {
@@ -138,7 +139,7 @@ func TestClient_ServerHandlersEndWithTheirSession(t *testing.T) {
 		if got != "closed" {
 			t.Fatalf("cancelled %q", got)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(patience)):
 		t.Fatal("the handler still running at Close was never cancelled")
 	}
 }

@@ -63,7 +63,7 @@ func TestClient_APongDoesNotConfirmAnEnvelopeHistoryLost(t *testing.T) {
 	st := newStallHistory(t)
 	g := startGateway(t, room.Options{History: st})
 	proxy := newProxy(t, g.Addr.String())
-	alice, err := Connect(ctx10(t), Options{
+	alice, err := Connect(testCtx(t), Options{
 		Gateway: proxy.url(), Topic: "room:x", Token: g.token("room:x", "alice"),
 		PingInterval: 10 * time.Millisecond, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
 	})
@@ -72,7 +72,7 @@ func TestClient_APongDoesNotConfirmAnEnvelopeHistoryLost(t *testing.T) {
 	}
 	defer alice.Close()
 	_, bev := g.client("room:x", "bob", Options{})
-	ctx := ctx10(t)
+	ctx := testCtx(t)
 
 	st.stall()
 	sent, err := alice.Notify(ctx, []string{"bob"}, methodChat, map[string]string{"text": "held"})
@@ -104,7 +104,7 @@ func TestClient_APongDoesNotConfirmAnEnvelopeHistoryLost(t *testing.T) {
 func TestClient_PingerConfirmsWhatHistoryHolds(t *testing.T) {
 	g := startGateway(t, room.Options{})
 	proxy := newProxy(t, g.Addr.String())
-	alice, err := Connect(ctx10(t), Options{
+	alice, err := Connect(testCtx(t), Options{
 		Gateway: proxy.url(), Topic: "room:x", Token: g.token("room:x", "alice"),
 		PingInterval: 10 * time.Millisecond,
 	})
@@ -113,7 +113,7 @@ func TestClient_PingerConfirmsWhatHistoryHolds(t *testing.T) {
 	}
 	defer alice.Close()
 	_, bev := g.client("room:x", "bob", Options{})
-	ctx := ctx10(t)
+	ctx := testCtx(t)
 	for i := range 5 {
 		if _, err := alice.Notify(ctx, []string{"bob"}, methodChat, map[string]string{"text": fmt.Sprint("m", i)}); err != nil {
 			t.Fatal(err)
@@ -133,7 +133,7 @@ func TestClient_ResumeFromTheVeryBeginningReadsEveryPage(t *testing.T) {
 	g := startGateway(t, room.Options{HistoryPageLimit: 3})
 	proxy := newProxy(t, g.Addr.String())
 	bev := newEvents()
-	bob, err := Connect(ctx10(t), Options{
+	bob, err := Connect(testCtx(t), Options{
 		Gateway: proxy.url(), Topic: "room:x", Token: g.token("room:x", "bob"),
 		PingInterval: -1, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
 		OnEvent: bev.add,
@@ -148,7 +148,7 @@ func TestClient_ResumeFromTheVeryBeginningReadsEveryPage(t *testing.T) {
 	proxy.refuse.Store(true)
 	proxy.cut()
 	bev.wait(t, "disconnected", func(e Event) bool { return e.Type == EventDisconnected })
-	ctx := ctx10(t)
+	ctx := testCtx(t)
 	const n = 7
 	for i := range n {
 		if _, err := alice.Chat(ctx, fmt.Sprint("m", i)); err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -41,19 +42,19 @@ func TestClient_CallInFlightSurvivesThePeersMove(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(patience))
 		defer cancel()
 		res, err := bob.Request(ctx, "alpha", "tools/call", map[string]any{"name": "gate", "arguments": map[string]any{}})
 		done <- result{res, err}
 	}()
 	select {
 	case <-started:
-	case <-time.After(20 * time.Second):
+	case <-time.After(testwait.Timeout(patience)):
 		t.Fatal("the call never reached alpha's handler")
 	}
 	nodes[0].Server.Close() // alpha's node stops while the call is in flight
 	aev.wait(t, "alpha's disconnection", func(e Event) bool { return e.Type == EventDisconnected })
-	eventually(t, "alpha connected to the next node", func() bool {
+	testwait.Eventually(t, patience, "alpha connected to the next node", func() bool {
 		k := 0
 		for _, e := range aev.snapshot() {
 			if e.Type == EventConnected {
@@ -83,7 +84,7 @@ func TestClient_CallInFlightSurvivesThePeersMove(t *testing.T) {
 			}
 			t.Fatalf("call across the move: %s %v", r.res, r.err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testwait.Timeout(patience)):
 		t.Fatal("the call was never answered")
 	}
 }

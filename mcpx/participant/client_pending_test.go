@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/internal/mcpmsg"
+	"github.com/cvmgo/cvm/internal/testwait"
 )
 
 func TestPendingTable_ARequestLeavesOnce(t *testing.T) {
@@ -44,7 +45,7 @@ func TestPendingTable_TimeoutAndClose(t *testing.T) {
 		if got != p {
 			t.Fatal("another request expired")
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(patience)):
 		t.Fatal("the request never expired")
 	}
 	q := &pending{envID: "e2", peer: "bob"}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/mcpx/room"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -34,7 +35,7 @@ func TestClient_GatewayRestartMidConversation(t *testing.T) {
 	alice, aev := g.client("room:x", "alice", Options{Logger: alog.Logger()})
 	_, bev := g.client("room:x", "bob", Options{Server: SDKServer(srv)})
 	aev.wait(t, "bob's join", func(e Event) bool { return e.Type == EventJoin })
-	ctx := ctx10(t)
+	ctx := testCtx(t)
 
 	// A call in flight across the restart.
 	slow := make(chan error, 1)
@@ -45,7 +46,10 @@ func TestClient_GatewayRestartMidConversation(t *testing.T) {
 		}
 		slow <- err
 	}()
-	// Chats sent before, during and after the restart.
+	// Chats sent before, during and after the restart: the pause between
+	// two is the pacing under test, a stream that spans the restart, so
+	// that some chats go into the dying connection and some wait for the
+	// next one.
 	const n = 60
 	sent := make(chan error, 1)
 	go func() {
@@ -107,7 +111,7 @@ func TestClient_ResumeReplaysWhatWasMissed(t *testing.T) {
 	alice, _ := g.client("room:x", "alice", Options{})
 	// bob's reconnects are slow, so alice is back and talking first.
 	_, bev := g.client("room:x", "bob", Options{ReconnectMin: 2 * time.Second, ReconnectMax: 2 * time.Second})
-	ctx := ctx10(t)
+	ctx := testCtx(t)
 	alice.Chat(ctx, "before")
 	bev.wait(t, "before", func(e Event) bool { return e.Type == EventChat && e.Chat.Text == "before" })
 	g.restart()
@@ -231,7 +235,7 @@ func (p *tcpProxy) waitPings(t testing.TB, n int) {
 	p.mu.Lock()
 	want := p.pings + n
 	p.mu.Unlock()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testwait.Timeout(patience))
 	for {
 		p.mu.Lock()
 		got, wake := p.pings, p.pinged
@@ -242,7 +246,7 @@ func (p *tcpProxy) waitPings(t testing.TB, n int) {
 		select {
 		case <-wake:
 		case <-deadline:
-			t.Fatalf("%d pings of %d in 10 s", got-want+n, n)
+			t.Fatalf("%d pings of %d in %v", got-want+n, n, testwait.Timeout(patience))
 		}
 	}
 }
@@ -317,7 +321,7 @@ func TestClient_UnconfirmedEnvelopesAreCheckedAfterReconnect(t *testing.T) {
 	g := startGateway(t, room.Options{})
 	proxy := newProxy(t, g.Addr.String())
 	ev := newEvents()
-	alice, err := Connect(ctx10(t), Options{
+	alice, err := Connect(testCtx(t), Options{
 		Gateway: proxy.url(), Topic: "room:x", Token: g.token("room:x", "alice"),
 		PingInterval: -1, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
 		OnEvent: ev.add,
@@ -327,7 +331,7 @@ func TestClient_UnconfirmedEnvelopesAreCheckedAfterReconnect(t *testing.T) {
 	}
 	defer alice.Close()
 	_, bev := g.client("room:x", "bob", Options{})
-	ctx := ctx10(t)
+	ctx := testCtx(t)
 
 	// Delivered, then the connection dies unconfirmed: no duplicate.
 	alice.Notify(ctx, []string{"bob"}, methodChat, map[string]string{"text": "reached"})
@@ -369,10 +373,10 @@ func TestClient_PeerSlowToReconnectKeepsItsRequests(t *testing.T) {
 	g.client("room:x", "slowpoke", Options{Server: SDKServer(srv), ReconnectMin: 1500 * time.Millisecond, ReconnectMax: 2 * time.Second})
 	done := make(chan error, 1)
 	go func() {
-		_, err := caller.Request(ctx10(t), "slowpoke", "tools/call", map[string]any{"name": "wait"})
+		_, err := caller.Request(testCtx(t), "slowpoke", "tools/call", map[string]any{"name": "wait"})
 		done <- err
 	}()
-	eventually(t, "the call in flight", func() bool {
+	testwait.Eventually(t, patience, "the call in flight", func() bool {
 		return caller.pending.has("tools/call")
 	})
 	g.restart()
@@ -403,7 +407,7 @@ func TestClient_RequestSentBeforeThePeerIsBackIsAnswered(t *testing.T) {
 	g.RestartAfter(func() {
 		cev.wait(t, "the caller disconnected", func(e Event) bool { return e.Type == EventDisconnected })
 		go func() { // it waits for the caller to be back
-			_, err := caller.Request(ctx10(t), "slowpoke", "tools/call", map[string]any{"name": "hello"})
+			_, err := caller.Request(testCtx(t), "slowpoke", "tools/call", map[string]any{"name": "hello"})
 			done <- err
 		}()
 	})

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/cvmgo/cvm/mcpx/room"
 	"github.com/cvmgo/cvm/mcpx/roomtest"
@@ -43,7 +44,7 @@ func (ev *events) add(e Event) {
 // matches pred.
 func (ev *events) wait(t testing.TB, what string, pred func(Event) bool) Event {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testwait.Timeout(patience))
 	for {
 		ev.mu.Lock()
 		for _, e := range ev.list {
@@ -107,9 +108,7 @@ func (g *testGateway) client(topic, id string, opts Options) (*Client, *events) 
 	if opts.ReconnectMax == 0 {
 		opts.ReconnectMax = 200 * time.Millisecond
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := Connect(ctx, opts)
+	c, err := Connect(testCtx(g.t), opts)
 	if err != nil {
 		g.t.Fatalf("connect %s: %v", id, err)
 	}
@@ -117,20 +116,14 @@ func (g *testGateway) client(topic, id string, opts Options) (*Client, *events) 
 	return c, ev
 }
 
-// eventually polls cond until it holds, failing after 10 s.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// patience bounds each wait of these tests (an event, a call, a
+// condition), scaled by testwait's knob: long, as it only bounds how long
+// a failing test takes to say so.
+const patience = 30 * time.Second
 
-func ctx10(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
+// testCtx is a context for a call that ends within patience.
+func testCtx(t testing.TB) context.Context {
+	ctx, _ := testwait.Context(t, patience)
 	return ctx
 }
 
@@ -181,7 +174,7 @@ func TestClient_ChatPresenceAndWelcome(t *testing.T) {
 	if c := bev.wait(t, "connected", func(e Event) bool { return e.Type == EventConnected }); len(c.Participants) != 1 || c.Participants[0].ID != "alice" {
 		t.Fatalf("bob's welcome roster %v", c.Participants)
 	}
-	if _, err := a.Chat(ctx10(t), "hello <b>bob</b>"); err != nil {
+	if _, err := a.Chat(testCtx(t), "hello <b>bob</b>"); err != nil {
 		t.Fatal(err)
 	}
 	e := bev.wait(t, "chat", func(e Event) bool { return e.Type == EventChat })
@@ -210,7 +203,7 @@ func TestClient_RequestHandshakeOnceAndErrorCodes(t *testing.T) {
 	})
 	g.client("room:x", "server", Options{Server: SDKServer(srv)})
 	caller, _ := g.client("room:x", "caller", Options{})
-	ctx := ctx10(t)
+	ctx := testCtx(t)
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Add(1)
@@ -245,24 +238,24 @@ func TestClient_RequestToAbsentPeerFailsFast(t *testing.T) {
 	g := startGateway(t, room.Options{})
 	// A backoff far longer than the test: the second call must find it.
 	caller, _ := g.client("room:x", "caller", Options{HandshakeRetryMin: time.Hour})
-	_, err := caller.Request(ctx10(t), "ghost", "tools/list", nil)
+	_, err := caller.Request(testCtx(t), "ghost", "tools/list", nil)
 	var gerr *GatewayError
 	if !errors.As(err, &gerr) || gerr.Code != mcpx.CodeUnknownRecipient {
 		t.Fatalf("err %v, want unknown_recipient", err)
 	}
 	// A second caller within the backoff does not hammer the peer.
-	_, err = caller.Request(ctx10(t), "ghost", "tools/list", nil)
+	_, err = caller.Request(testCtx(t), "ghost", "tools/list", nil)
 	if !errors.Is(err, ErrHandshakeBackoff) || !errors.As(err, &gerr) {
 		t.Fatalf("second call: %v, want ErrHandshakeBackoff wrapping the gateway error", err)
 	}
 	// The peer's arrival clears the backoff.
 	g.client("room:x", "ghost", Options{})
-	eventually(t, "a handshake with ghost once it joined", func() bool {
-		_, err := caller.Request(ctx10(t), "ghost", "ping", nil)
+	testwait.Eventually(t, patience, "a handshake with ghost once it joined", func() bool {
+		_, err := caller.Request(testCtx(t), "ghost", "ping", nil)
 		if err != nil {
 			return false
 		}
-		_, err = caller.Initialize(ctx10(t), "ghost")
+		_, err = caller.Initialize(testCtx(t), "ghost")
 		return err == nil
 	})
 }
@@ -272,7 +265,7 @@ func TestClient_TimeoutSendsCancelled(t *testing.T) {
 	cancelled := make(chan string, 1)
 	g.client("room:x", "server", Options{Server: SDKServer(echoServer(t, cancelled))})
 	caller, _ := g.client("room:x", "caller", Options{RequestTimeout: 1500 * time.Millisecond})
-	_, err := caller.Request(ctx10(t), "server", "tools/call", map[string]any{"name": "hang", "arguments": map[string]any{"text": "t1"}})
+	_, err := caller.Request(testCtx(t), "server", "tools/call", map[string]any{"name": "hang", "arguments": map[string]any{"text": "t1"}})
 	if !errors.Is(err, ErrRequestTimeout) {
 		t.Fatalf("err %v, want ErrRequestTimeout", err)
 	}
@@ -281,11 +274,11 @@ func TestClient_TimeoutSendsCancelled(t *testing.T) {
 		if got != "t1" {
 			t.Fatalf("cancelled %q", got)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(patience)):
 		t.Fatal("the server's handler was never cancelled")
 	}
 	// The same through ctx.
-	ctx, cancel := context.WithTimeout(ctx10(t), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(testCtx(t), 300*time.Millisecond)
 	defer cancel()
 	caller2, _ := g.client("room:x", "caller2", Options{})
 	_, err = caller2.Request(ctx, "server", "tools/call", map[string]any{"name": "hang", "arguments": map[string]any{"text": "t2"}})
@@ -297,7 +290,7 @@ func TestClient_TimeoutSendsCancelled(t *testing.T) {
 		if got != "t2" {
 			t.Fatalf("cancelled %q", got)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(patience)):
 		t.Fatal("ctx cancellation did not reach the server")
 	}
 }
@@ -306,7 +299,7 @@ func TestClient_PeerTransportSDKClient(t *testing.T) {
 	g := startGateway(t, room.Options{})
 	g.client("room:x", "server", Options{Server: SDKServer(echoServer(t, nil))})
 	caller, _ := g.client("room:x", "caller", Options{})
-	ctx := ctx10(t)
+	ctx := testCtx(t)
 	var progress sync.Map
 	newSession := func(name string) *mcp.ClientSession {
 		cl := mcp.NewClient(&mcp.Implementation{Name: name}, &mcp.ClientOptions{
@@ -349,7 +342,7 @@ func TestClient_PeerTransportSDKClient(t *testing.T) {
 	for _, name := range []string{"one", "two"} {
 		for i := 1; i <= 3; i++ {
 			key := fmt.Sprint(name, "tok", float64(i))
-			eventually(t, "session "+key, func() bool { _, ok := progress.Load(key); return ok })
+			testwait.Eventually(t, patience, "session "+key, func() bool { _, ok := progress.Load(key); return ok })
 		}
 	}
 	res, err := s2.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})

@@ -17,12 +17,12 @@ func TestClient_DefaultServerChatTools(t *testing.T) {
 	g := startGateway(t, room.Options{})
 	_, aev := g.client("room:x", "alice", Options{})
 	b, bev := g.client("room:x", "bob", Options{})
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bob"}, nil).Connect(ctx10(t), b.PeerTransport("alice"), nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bob"}, nil).Connect(testCtx(t), b.PeerTransport("alice"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	tools, err := cs.ListTools(ctx10(t), nil)
+	tools, err := cs.ListTools(testCtx(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,12 +41,12 @@ func TestClient_DefaultServerChatTools(t *testing.T) {
 		{"text": "x", "format": "html"},      // not a format of §8.1
 		{"text": []string{"a"}, "format": 1}, // everything wrong
 	} {
-		res, err := cs.CallTool(ctx10(t), &mcp.CallToolParams{Name: "chat.say", Arguments: bad})
+		res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "chat.say", Arguments: bad})
 		if err != nil || !res.IsError {
 			t.Fatalf("chat.say %v: %+v %v; want a tool error", bad, res, err)
 		}
 	}
-	res, err := cs.CallTool(ctx10(t), &mcp.CallToolParams{Name: "chat.say", Arguments: map[string]any{"text": "**hello** from\nbob", "format": "markdown"}})
+	res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "chat.say", Arguments: map[string]any{"text": "**hello** from\nbob", "format": "markdown"}})
 	if err != nil || res.IsError {
 		t.Fatalf("chat.say: %+v %v", res, err)
 	}
@@ -64,7 +64,7 @@ func TestClient_DefaultServerChatTools(t *testing.T) {
 		t.Fatalf("alice's own event %+v: want it marked as said for bob", mine.Chat)
 	}
 
-	res, err = cs.CallTool(ctx10(t), &mcp.CallToolParams{Name: "presence.get"})
+	res, err = cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "presence.get"})
 	if err != nil || res.IsError {
 		t.Fatalf("presence.get: %+v %v", res, err)
 	}
@@ -76,7 +76,7 @@ func TestClient_DefaultServerChatTools(t *testing.T) {
 	if len(res.Content) != 1 || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"id":"bob"`) {
 		t.Fatalf("presence.get content %+v: want the list as text too", res.Content)
 	}
-	res, err = cs.CallTool(ctx10(t), &mcp.CallToolParams{Name: "presence.get", Arguments: map[string]any{"who": 1}})
+	res, err = cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "presence.get", Arguments: map[string]any{"who": 1}})
 	if err != nil || !res.IsError {
 		t.Fatalf("presence.get with arguments: %+v %v; want a tool error", res, err)
 	}
@@ -85,7 +85,7 @@ func TestClient_DefaultServerChatTools(t *testing.T) {
 func TestClient_SayRefusesUnknownFormats(t *testing.T) {
 	g := startGateway(t, room.Options{})
 	a, _ := g.client("room:x", "alice", Options{})
-	if _, err := a.Say(ctx10(t), "hi", "html"); err == nil || !strings.Contains(err.Error(), "html") {
+	if _, err := a.Say(testCtx(t), "hi", "html"); err == nil || !strings.Contains(err.Error(), "html") {
 		t.Fatalf("Say html: %v", err)
 	}
 }
@@ -98,11 +98,11 @@ func TestClient_ShutdownIsAcknowledged(t *testing.T) {
 	g.client("room:x", "carol", Options{Server: SDKServer(echoServer(t, nil))})
 	b, _ := g.client("room:x", "bob", Options{})
 	for _, peer := range []string{"alice", "carol"} {
-		res, err := b.Request(ctx10(t), peer, "shutdown", nil)
+		res, err := b.Request(testCtx(t), peer, "shutdown", nil)
 		if err != nil || string(res) != "{}" {
 			t.Fatalf("shutdown to %s: %s %v; want {}", peer, res, err)
 		}
-		if _, err := b.Request(ctx10(t), peer, "tools/list", map[string]any{}); err != nil {
+		if _, err := b.Request(testCtx(t), peer, "tools/list", map[string]any{}); err != nil {
 			t.Fatalf("%s after shutdown: %v", peer, err)
 		}
 	}

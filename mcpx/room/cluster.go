@@ -97,6 +97,9 @@ type ClusterOptions struct {
 	// rosterMax bounds a topic's roster value (default the connection's
 	// largest payload less header room); tests make it small.
 	rosterMax int
+	// beforeDeliver sees each entry a follower is about to deliver
+	// (default none); tests stall the follower in it.
+	beforeDeliver func(entry)
 }
 
 // Cluster is what several gateway nodes share through NATS JetStream:
@@ -122,7 +125,7 @@ type Cluster struct {
 
 	mu       sync.Mutex
 	rosters  map[string]*rosterSnap // from the bucket's watcher and our own writes
-	watchers map[string][]*rosterWatch
+	watchers map[string][]*topicWatch
 	seen     map[string]time.Time // node -> last heartbeat
 	upSince  time.Time
 	retries  []pendingLeave // roster removals that failed while NATS was down
@@ -207,7 +210,7 @@ func NewCluster(ctx context.Context, conn *natsx.Conn, opts ClusterOptions) (*Cl
 		seqs:     map[string]*topicSeq{},
 		rosters:  map[string]*rosterSnap{},
 		rosterQs: map[string]*rosterQueue{},
-		watchers: map[string][]*rosterWatch{},
+		watchers: map[string][]*topicWatch{},
 		seen:     map[string]time.Time{},
 		upSince:  time.Now(),
 		presOut:  make(chan *nats.Msg, opts.PresenceQueue),
@@ -276,6 +279,7 @@ func NewCluster(ctx context.Context, conn *natsx.Conn, opts ClusterOptions) (*Cl
 		c.heartbeat(bg)
 	})
 	c.wg.Go(func() { c.drainPresence(bg) })
+	c.wg.Go(func() { c.watchLink(bg) })
 	if opts.MaxAge > 0 {
 		c.wg.Go(func() { c.trimLoop(bg) })
 	}
@@ -357,19 +361,47 @@ func (c *Cluster) apply(topic string, snap *rosterSnap, notify bool) {
 		c.mu.Unlock()
 		return
 	}
-	ws := append([]*rosterWatch{}, c.watchers[topic]...)
+	ws := append([]*topicWatch{}, c.watchers[topic]...)
 	c.mu.Unlock()
 	for _, w := range ws {
-		w.fn(snap)
+		w.roster(snap)
 	}
 }
 
-// followRoster calls fn with every later roster of topic until the
-// returned function is called. fn must not block.
-func (c *Cluster) followRoster(topic string, fn func(*rosterSnap)) func() {
+// watchLink calls the topics' linkLost each time the link to NATS goes
+// down, until ctx ends.
+func (c *Cluster) watchLink(ctx context.Context) {
+	wasUp := true
+	for {
+		up, _, changed := c.conn.Status()
+		if wasUp && !up {
+			c.mu.Lock()
+			var ws []*topicWatch
+			for _, tw := range c.watchers {
+				ws = append(ws, tw...)
+			}
+			c.mu.Unlock()
+			for _, w := range ws {
+				w.linkLost()
+			}
+		}
+		wasUp = up
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// watchTopic tells a topic of this node what happens outside its log,
+// until the returned function is called: roster gets every later roster
+// of topic written by another node, linkLost runs each time the link to
+// NATS goes down. Neither may block.
+func (c *Cluster) watchTopic(topic string, roster func(*rosterSnap), linkLost func()) func() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := &rosterWatch{fn: fn}
+	w := &topicWatch{roster: roster, linkLost: linkLost}
 	c.watchers[topic] = append(c.watchers[topic], w)
 	return func() {
 		c.mu.Lock()
@@ -387,7 +419,10 @@ func (c *Cluster) followRoster(topic string, fn func(*rosterSnap)) func() {
 	}
 }
 
-type rosterWatch struct{ fn func(*rosterSnap) }
+type topicWatch struct {
+	roster   func(*rosterSnap)
+	linkLost func()
+}
 
 // members returns topic's cached roster (never nil).
 func (c *Cluster) members(topic string) map[string]member {
@@ -887,6 +922,9 @@ func (c *Cluster) follow(ctx context.Context, topic string, deliver func(entry))
 			return
 		}
 		for _, e := range es {
+			if c.opts.beforeDeliver != nil {
+				c.opts.beforeDeliver(e)
+			}
 			deliver(e)
 		}
 	})

@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/cvmgo/cvm/mcpx/history"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	dto "github.com/prometheus/client_model/go"
 )
 
 func encodeBatch(recs []batchRecord) []byte {
@@ -89,7 +91,7 @@ func FuzzDecodeBatch(f *testing.F) {
 // streamMsgs is how many messages the log stream holds.
 func (tc *testCluster) streamMsgs() uint64 {
 	tc.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(tc.t, 10*time.Second)
 	defer cancel()
 	info, err := tc.cls[0].stream.Info(ctx)
 	if err != nil {
@@ -236,7 +238,7 @@ func TestNATS_ConcurrentBatchesFromTwoNodes(t *testing.T) {
 // returns its first seq and count.
 func (tc *testCluster) batchOf(topic string) (first, count uint64) {
 	tc.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(tc.t, 10*time.Second)
 	defer cancel()
 	cl := tc.cls[0]
 	for seq := uint64(1); ; seq++ {
@@ -355,6 +357,11 @@ func TestNATS_HistoryPagesAcrossBatches(t *testing.T) {
 // (its echo, or unavailable with retry_after_ms, for each envelope of a
 // batch that failed), echoes keep rising seqs, and every echoed envelope
 // is in the log once NATS is back: nothing echoed that is not stored.
+// While NATS is down, the envelopes sent then are answered unavailable at
+// once: the answers do not wait for the echoes of envelopes JetStream
+// acknowledged but the follower could not reach before NATS stopped (a
+// loaded node's follower lags its appends); those echoes come once NATS
+// is back.
 func TestNATS_BurstWhileNATSStops(t *testing.T) {
 	tc := startCluster(t, 2, Options{RatePerSecond: -1})
 	a, _ := tc.nodes[0].join("room", "a")
@@ -364,42 +371,47 @@ func TestNATS_BurstWhileNATSStops(t *testing.T) {
 	sent := burst(a, 150)
 	tc.nats.Stop() // with appends in flight and queued
 	sent = append(sent, burst(a, 150)...)
-	waitFor(t, 20*time.Second, "the node to see NATS down", func() bool { return !tc.cls[0].Up() })
+	testwait.Eventually(t, 20*time.Second, "the node to see NATS down", func() bool { return !tc.cls[0].Up() })
 	sent = append(sent, burst(a, 20)...)
+	last := sent[len(sent)-1] // refused at once: the node knows NATS is down
 	answered := map[string]bool{}
 	var echoed []uint64
 	echoIDs := map[uint64]string{}
-	for len(answered) < len(sent) {
-		m, err := a.tryRead(30 * time.Second)
-		if err != nil {
-			t.Fatalf("%d of %d answered: %v", len(answered), len(sent), err)
-		}
-		switch {
-		case m.From == a.id:
-			if n := len(echoed); n > 0 && m.Seq <= echoed[n-1] {
-				t.Fatalf("echo seq %d after %d", m.Seq, echoed[n-1])
+	read := func(until func() bool) {
+		t.Helper()
+		for !until() {
+			m, err := a.tryRead(30 * time.Second)
+			if err != nil {
+				t.Fatalf("%d of %d answered: %v", len(answered), len(sent), err)
 			}
-			echoed = append(echoed, m.Seq)
-			echoIDs[m.Seq] = m.ID
-			answered[m.ID] = true
-		case m.event() == "error":
-			if m.field("code") != string(mcpx.CodeUnavailable) {
-				t.Fatalf("error %s, want unavailable", m)
+			switch {
+			case m.From == a.id:
+				if n := len(echoed); n > 0 && m.Seq <= echoed[n-1] {
+					t.Fatalf("echo seq %d after %d", m.Seq, echoed[n-1])
+				}
+				echoed = append(echoed, m.Seq)
+				echoIDs[m.Seq] = m.ID
+				answered[m.ID] = true
+			case m.event() == "error":
+				if m.field("code") != string(mcpx.CodeUnavailable) {
+					t.Fatalf("error %s, want unavailable", m)
+				}
+				if ms, ok := m.field("retry_after_ms").(float64); !ok || ms <= 0 {
+					t.Fatalf("unavailable without retry_after_ms: %s", m)
+				}
+				answered[m.CorrelationID] = true
 			}
-			if ms, ok := m.field("retry_after_ms").(float64); !ok || ms <= 0 {
-				t.Fatalf("unavailable without retry_after_ms: %s", m)
-			}
-			answered[m.CorrelationID] = true
 		}
 	}
+	read(func() bool { return answered[last] })
+	outage := len(answered)
+	tc.nats.Restart()
+	read(func() bool { return len(answered) == len(sent) })
 	if len(echoed) == len(sent) {
 		t.Fatal("nothing failed: NATS stopped too late")
 	}
-	tc.nats.Restart()
-	for i := range tc.cls {
-		waitFor(t, 30*time.Second, "the node to see NATS up", func() bool { return tc.cls[i].Up() })
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	tc.waitLink(true)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
 	page, err := tc.cls[1].Query(ctx, "room", history.Query{Limit: 1000, Before: history.AtSeq(1 << 40)})
 	if err != nil {
@@ -414,7 +426,7 @@ func TestNATS_BurstWhileNATSStops(t *testing.T) {
 			t.Fatalf("echoed %s with seq %d, history has %q there", echoIDs[seq], seq, stored[seq])
 		}
 	}
-	t.Logf("%d echoed, %d unavailable (%d failed in an append), %d stored", len(echoed), len(sent)-len(echoed), tc.cls[0].stats.appendFailures.Load(), len(page.Records))
+	t.Logf("%d echoed, %d unavailable (%d failed in an append), %d stored; %d answered during the outage", len(echoed), len(sent)-len(echoed), tc.cls[0].stats.appendFailures.Load(), len(page.Records), outage)
 }
 
 // An append of a batch fails (a JetStream timeout): every envelope of the
@@ -452,7 +464,7 @@ func TestNATS_FailedBatchAnswersEveryEnvelope(t *testing.T) {
 	<-entered
 	const n = 40
 	failed := burst(a, n)
-	waitFor(t, 10*time.Second, "the burst to queue", func() bool {
+	testwait.Eventually(t, 10*time.Second, "the burst to queue", func() bool {
 		cl.seqMu.Lock()
 		ts := cl.seqs["room"]
 		cl.seqMu.Unlock()
@@ -496,7 +508,7 @@ func TestNATS_HistoryMaxAgeTrimsBatchesWhole(t *testing.T) {
 	readSeqs(t, a, 1, n)
 	burst(b, n)
 	readSeqs(t, b, 1, n)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := testwait.Context(t, 60*time.Second)
 	defer cancel()
 	subjects := func() map[string]uint64 {
 		info, err := cl.stream.Info(ctx, jetstream.WithSubjectFilter(logPrefix+">"))
@@ -508,14 +520,16 @@ func TestNATS_HistoryMaxAgeTrimsBatchesWhole(t *testing.T) {
 	if c := subjects(); c[logSubject("quiet")] >= n || c[logSubject("busy")] >= n {
 		t.Fatalf("not batched: %v", c)
 	}
-	time.Sleep(maxAge + 100*time.Millisecond) // the envelopes must age: a clock, not a condition
+	testwait.Eventually(t, 20*time.Second, "the envelopes to age past MaxAge", func() bool {
+		return agedOut(ctx, t, cl, "quiet", "busy")
+	})
 	fresh := burst(b, n)
 	readSeqs(t, b, n+1, n)
 	_, lastQuiet, err := cl.last(ctx, "quiet")
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the old batches to be purged", func() bool {
+	testwait.Eventually(t, 20*time.Second, "the old batches to be purged", func() bool {
 		first, ok, err := cl.nextOf(ctx, "quiet", 1)
 		if err != nil || !ok || first.streamSeq != lastQuiet {
 			return false
@@ -612,60 +626,55 @@ func stalledLogCluster(t *testing.T, opts Options) (g *testGateway, release func
 	return g, func() { <-entered; once.Do(func() { close(rel) }) }, queued
 }
 
-// A connection has at most MaxUncommitted envelopes on their way to
-// JetStream: its next frame is read only once one is acknowledged, so
-// it cannot fill its topic's queue, and another connection's envelope
-// goes ahead of it.
-func TestNATS_InFlightEnvelopesAreBoundedPerConnection(t *testing.T) {
-	g, release, queued := stalledLogCluster(t, Options{RatePerSecond: -1, MaxUncommitted: 3})
-	a, _ := g.join("room", "a")
-	b, _ := g.join("room", "b")
-	c, _ := g.join("room", "c")
-	sent := burst(a, 4)
-	waitFor(t, 10*time.Second, "alice's envelopes to queue", func() bool { return len(queued("room")) == 3 })
-	bobs := b.chat("bob")["id"].(string)
-	want := []string{sent[0], sent[1], sent[2], bobs}
-	waitFor(t, 10*time.Second, "bob's envelope to queue", func() bool { return len(queued("room")) >= 4 })
-	time.Sleep(200 * time.Millisecond) // that alice's fourth is not read takes a clock
-	if got := queued("room"); !slices.Equal(got, want) {
-		t.Fatalf("queued %v, want %v: alice's fourth waits for her window", got, want)
-	}
-	release()
-	for _, id := range append(want, sent[3]) {
-		if m := c.readEnvelope(); m.ID != id {
-			t.Fatalf("carol got %s, want %s", m, id)
-		}
-	}
+// publisherWaits is how often g's read loops waited for bound.
+func publisherWaits(g *testGateway, bound string) float64 {
+	var m dto.Metric
+	g.metrics.publisherWaits.WithLabelValues(bound).Write(&m)
+	return m.GetCounter().GetValue()
 }
 
-// Beside the count, a connection's envelopes in flight are bounded in
-// bytes (4 MiB): large envelopes hold the read loop sooner, and batches
-// of them are cut at the NATS max payload.
-func TestNATS_InFlightBytesAreBoundedPerConnection(t *testing.T) {
-	g, release, queued := stalledLogCluster(t, Options{RatePerSecond: -1})
-	a, _ := g.join("room", "a")
-	b, _ := g.join("room", "b")
-	c, _ := g.join("room", "c")
-	big := fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/x","params":{"blob":%q}}`, bytes.Repeat([]byte("x"), 900<<10))
-	var sent []string
-	for range 6 {
-		e := a.env(nil, big)
-		a.send(e)
-		sent = append(sent, e["id"].(string))
-	}
-	waitFor(t, 10*time.Second, "alice's envelopes to queue", func() bool { return len(queued("room")) == 4 })
-	bobs := b.chat("bob")["id"].(string)
-	want := []string{sent[0], sent[1], sent[2], sent[3], bobs}
-	waitFor(t, 10*time.Second, "bob's envelope to queue", func() bool { return len(queued("room")) >= 5 })
-	time.Sleep(500 * time.Millisecond) // that alice's fifth is not read takes a clock
-	if got := queued("room"); !slices.Equal(got, want) {
-		t.Fatalf("queued %v, want %v: alice's fifth waits for room", got, want)
-	}
-	release()
-	for i, id := range append(want, sent[4], sent[5]) {
-		m := c.readEnvelope()
-		if m.ID != id || m.Seq != uint64(i+1) {
-			t.Fatalf("carol got %s, want %s with seq %d", m, id, i+1)
-		}
+// A connection's envelopes on their way to JetStream are bounded, in
+// count (MaxUncommitted) and in bytes (4 MiB): its next frame is read only
+// once one is acknowledged, so it cannot fill its topic's queue, and
+// another connection's envelope goes ahead of it. Large envelopes hold
+// the read loop sooner, and batches of them are cut at the NATS max
+// payload.
+func TestNATS_InFlightEnvelopesAreBoundedPerConnection(t *testing.T) {
+	for _, tc := range []struct {
+		bound   string // boundCount or boundBytes
+		opts    Options
+		payload string
+		n, fit  int // alice sends n envelopes, of which fit go before bob's
+	}{
+		{boundCount, Options{RatePerSecond: -1, MaxUncommitted: 3}, `{"jsonrpc":"2.0","method":"notifications/chat/message","params":{"text":"burst"}}`, 4, 3},
+		{boundBytes, Options{RatePerSecond: -1}, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/x","params":{"blob":%q}}`, bytes.Repeat([]byte("x"), 900<<10)), 6, 4},
+	} {
+		t.Run(tc.bound, func(t *testing.T) {
+			g, release, queued := stalledLogCluster(t, tc.opts)
+			a, _ := g.join("room", "a")
+			b, _ := g.join("room", "b")
+			c, _ := g.join("room", "c")
+			var sent []string
+			for range tc.n {
+				e := a.env(nil, tc.payload)
+				a.send(e)
+				sent = append(sent, e["id"].(string))
+			}
+			testwait.Eventually(t, 10*time.Second, "alice's envelopes to queue", func() bool { return len(queued("room")) == tc.fit })
+			bobs := b.chat("bob")["id"].(string)
+			want := append(slices.Clone(sent[:tc.fit]), bobs)
+			testwait.Eventually(t, 10*time.Second, "bob's envelope to queue", func() bool { return len(queued("room")) >= tc.fit+1 })
+			testwait.Eventually(t, 10*time.Second, "alice's next to wait for room", func() bool { return publisherWaits(g, tc.bound) == 1 })
+			if got := queued("room"); !slices.Equal(got, want) {
+				t.Fatalf("queued %v, want %v: alice's next waits for room", got, want)
+			}
+			release()
+			for i, id := range append(want, sent[tc.fit:]...) {
+				m := c.readEnvelope()
+				if m.ID != id || m.Seq != uint64(i+1) {
+					t.Fatalf("carol got %s, want %s with seq %d", m, id, i+1)
+				}
+			}
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package room
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx"
 )
 
@@ -23,7 +23,7 @@ import (
 func TestNATS_RosterChangesAreGroupCommitted(t *testing.T) {
 	tc := startCluster(t, 2, Options{})
 	const topic, perNode = "crowd", 100
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := testwait.Context(t, time.Minute)
 	defer cancel()
 	each := func(f func(c *Cluster, id, conn string) error) {
 		var wg sync.WaitGroup
@@ -88,7 +88,7 @@ func TestNATS_RosterChangesAreGroupCommitted(t *testing.T) {
 // 5 places, exactly 5 get one.
 func TestNATS_GroupedClaimsKeepTheLimit(t *testing.T) {
 	tc := startCluster(t, 1, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := testwait.Context(t, time.Minute)
 	defer cancel()
 	var won, full atomic.Int32
 	var wg sync.WaitGroup
@@ -123,7 +123,7 @@ func TestNATS_RosterAtTheMessageLimitRefusesOnlyWhatDoesNotFit(t *testing.T) {
 	tc := &testCluster{t: t, nats: natstest.Start(t)}
 	tc.addNodeWith(testKeys(t), Options{}, ClusterOptions{rosterMax: 2000})
 	c := tc.cls[0]
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := testwait.Context(t, time.Minute)
 	defer cancel()
 	claimAll := func(ids []string) (won []string) {
 		var mu sync.Mutex

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/nats-io/nats.go"
 )
@@ -59,7 +60,7 @@ func shedMetric(t *testing.T, cl *Cluster, dir string) float64 {
 
 func newShedCluster(t *testing.T, srv *natstest.Server, logs *logBuffer, opts ClusterOptions) *Cluster {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	conn, err := natsx.Connect(ctx, srv.URL(), natsx.Options{Logger: log})
@@ -114,7 +115,7 @@ func TestNATS_PresenceShedIsCountedAndLogged(t *testing.T) {
 	if v := shedMetric(t, out, "out"); v != 5 {
 		t.Fatalf("shed towards NATS: %v, want 5", v)
 	}
-	waitFor(t, 10*time.Second, "the out shed's log line", func() bool {
+	testwait.Eventually(t, 10*time.Second, "the out shed's log line", func() bool {
 		return outLogs.has("presence shed") && outLogs.has("direction=out") && outLogs.has("dropped=5")
 	})
 
@@ -144,8 +145,8 @@ func TestNATS_PresenceShedIsCountedAndLogged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "presence shed from NATS", func() bool { return shedMetric(t, in, "in") >= 50-4 })
-	waitFor(t, 10*time.Second, "the in shed's log line", func() bool {
+	testwait.Eventually(t, 10*time.Second, "presence shed from NATS", func() bool { return shedMetric(t, in, "in") >= 50-4 })
+	testwait.Eventually(t, 10*time.Second, "the in shed's log line", func() bool {
 		return inLogs.has("presence shed") && inLogs.has("direction=in")
 	})
 	close(stall)

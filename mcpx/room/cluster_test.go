@@ -1,7 +1,6 @@
 package room
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx"
 )
 
@@ -47,7 +47,7 @@ func (tc *testCluster) addNode(keys *Keys, opts Options) *testGateway {
 func (tc *testCluster) addNodeWith(keys *Keys, opts Options, copts ClusterOptions) *testGateway {
 	t := tc.t
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	conn, err := natsx.Connect(ctx, tc.nats.URL(), natsx.Options{Logger: log, ReconnectWait: 50 * time.Millisecond})
@@ -70,23 +70,11 @@ func (tc *testCluster) addNodeWith(keys *Keys, opts Options, copts ClusterOption
 	return g
 }
 
-// waitFor polls cond until it holds, failing after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // waitRoster waits until every node sees exactly ids in topic.
 func (tc *testCluster) waitRoster(topic string, ids ...string) {
 	tc.t.Helper()
 	for _, c := range tc.cls {
-		waitFor(tc.t, 20*time.Second, "the roster of "+topic, func() bool {
+		testwait.Eventually(tc.t, 20*time.Second, "the roster of "+topic, func() bool {
 			ms := c.members(topic)
 			if len(ms) != len(ids) {
 				return false
@@ -225,7 +213,7 @@ func TestNATS_DuplicateIDAcrossNodesNewerWins(t *testing.T) {
 	if m := w.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "x" {
 		t.Fatalf("watcher got %s, want x's join", m)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	for {
 		_, _, err := old.conn.Read(ctx)
@@ -275,10 +263,10 @@ func TestNATS_DeadNodesParticipantsAreReportedLeft(t *testing.T) {
 		t.Fatalf("w got %v %v, want doomed's leave (timeout)", m, err)
 	}
 	// NodeTimeout is 2 s here; the bound is NodeTimeout plus a sweep.
-	if d := time.Since(start); d > 10*time.Second {
+	if d := time.Since(start); d > testwait.Timeout(10*time.Second) {
 		t.Fatalf("leave after %v", d)
 	}
-	waitFor(t, 10*time.Second, "the roster without doomed", func() bool { _, ok := tc.cls[0].members("room")["doomed"]; return !ok })
+	testwait.Eventually(t, 10*time.Second, "the roster without doomed", func() bool { _, ok := tc.cls[0].members("room")["doomed"]; return !ok })
 	if v, _ := tc.nodes[0].metric("cvm_mcpx_cluster_dead_node_leaves_total"); v != 1 {
 		t.Fatalf("node 0 reported %v leaves of dead nodes' participants, want 1", v)
 	}
@@ -291,7 +279,7 @@ func TestNATS_StoppedAndRestarted(t *testing.T) {
 	a.read() // b's join
 	barrier(t, a, b)
 	tc.nats.Stop()
-	waitFor(t, 20*time.Second, "the node to see NATS down", func() bool { return !tc.cls[0].Up() })
+	testwait.Eventually(t, 20*time.Second, "the node to see NATS down", func() bool { return !tc.cls[0].Up() })
 	var health map[string]any
 	if code, _ := tc.nodes[0].get("/healthz", "", &health); code != http.StatusServiceUnavailable || health["nats"] != "down" {
 		t.Fatalf("healthz while NATS is down: %d %v", code, health)
@@ -306,7 +294,7 @@ func TestNATS_StoppedAndRestarted(t *testing.T) {
 	}
 	tc.nats.Restart()
 	for i := range tc.cls {
-		waitFor(t, 30*time.Second, "the node to see NATS up", func() bool { return tc.cls[i].Up() })
+		testwait.Eventually(t, 30*time.Second, "the node to see NATS up", func() bool { return tc.cls[i].Up() })
 	}
 	if code, _ := tc.nodes[0].get("/healthz", "", &health); code != http.StatusOK || health["nats"] != "up" {
 		t.Fatalf("healthz after NATS returned: %d %v", code, health)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx/history"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -19,7 +20,7 @@ import (
 // with the next seq, gap-free.
 func TestNATS_HistoryMaxAgeKeepsEachTopicsNewest(t *testing.T) {
 	srv := natstest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := testwait.Context(t, 60*time.Second)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	conn, err := natsx.Connect(ctx, srv.URL(), natsx.Options{Logger: log})
@@ -46,7 +47,9 @@ func TestNATS_HistoryMaxAgeKeepsEachTopicsNewest(t *testing.T) {
 		b.readUntil(func(m *msg) bool { return m.ID == e["id"] })
 	}
 	// Once they are older than MaxAge, busy gets a fresh envelope (seq 3).
-	time.Sleep(maxAge + 100*time.Millisecond) // the envelopes must age: a clock, not a condition
+	testwait.Eventually(t, 20*time.Second, "the envelopes to age past MaxAge", func() bool {
+		return agedOut(ctx, t, cl, "quiet", "busy")
+	})
 	fresh := b.chat("new")
 	if m := b.readUntil(func(m *msg) bool { return m.ID == fresh["id"] }); m.Seq != 3 {
 		t.Fatalf("busy's fresh envelope has seq %d, want 3", m.Seq)
@@ -60,7 +63,7 @@ func TestNATS_HistoryMaxAgeKeepsEachTopicsNewest(t *testing.T) {
 	}
 	// The trimmer leaves one message per topic: quiet's newest (seq 3,
 	// too old, kept for its seq) and busy's fresh one.
-	waitFor(t, 20*time.Second, "the old envelopes to be purged", func() bool {
+	testwait.Eventually(t, 20*time.Second, "the old envelopes to be purged", func() bool {
 		c := counts()
 		return c[logSubject("quiet")] == 1 && c[logSubject("busy")] == 1
 	})
@@ -79,4 +82,21 @@ func TestNATS_HistoryMaxAgeKeepsEachTopicsNewest(t *testing.T) {
 	if m := a.readUntil(func(m *msg) bool { return m.ID == e["id"] }); m.Seq != 4 {
 		t.Fatalf("quiet's next envelope has seq %d, want 4", m.Seq)
 	}
+}
+
+// agedOut reports whether history serves none of the topics' envelopes:
+// all are older than the cluster's MaxAge. Their age is what the trimmer
+// goes by, so a test waits for it, not for a clock.
+func agedOut(ctx context.Context, t *testing.T, cl *Cluster, topics ...string) bool {
+	t.Helper()
+	for _, topic := range topics {
+		page, err := cl.Query(ctx, topic, history.Query{Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Records) > 0 {
+			return false
+		}
+	}
+	return true
 }

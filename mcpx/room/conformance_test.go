@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/cvmgo/cvm/mcpx/history"
 )
@@ -229,20 +230,30 @@ func TestGateway_EnforcesSpecMUSTsWithErrorEnvelopes(t *testing.T) {
 	})
 }
 
-func TestGateway_BinaryFrameGetsAnError(t *testing.T) {
-	g := startGateway(t, Options{})
-	a, _ := g.join("room:x", "alice")
-	a.conn.Write(context.Background(), websocket.MessageBinary, []byte(`{}`))
-	a.expectError(mcpx.CodeInvalidEnvelope, "")
-}
-
-func TestGateway_OversizeFrameGetsAnErrorAndTheConnectionStays(t *testing.T) {
-	g := startGateway(t, Options{MaxFrameBytes: 4096})
-	a, _ := g.join("room:x", "alice")
-	big := a.env(nil, `{"jsonrpc":"2.0","method":"n","params":{"pad":"`+strings.Repeat("x", 5000)+`"}}`)
-	a.send(big)
-	a.expectError(mcpx.CodeTooLarge, "")
-	barrier(t, a)
+// A frame the gateway cannot take (binary, or over MaxFrameBytes) is
+// answered with an error envelope, and the connection stays.
+func TestGateway_UnreadableFrameGetsAnErrorAndTheConnectionStays(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts Options
+		send func(a *client)
+		code mcpx.Code
+	}{
+		{"binary", Options{}, func(a *client) {
+			a.conn.Write(context.Background(), websocket.MessageBinary, []byte(`{}`))
+		}, mcpx.CodeInvalidEnvelope},
+		{"oversize", Options{MaxFrameBytes: 4096}, func(a *client) {
+			a.send(a.env(nil, `{"jsonrpc":"2.0","method":"n","params":{"pad":"`+strings.Repeat("x", 5000)+`"}}`))
+		}, mcpx.CodeTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := startGateway(t, tc.opts)
+			a, _ := g.join("room:x", "alice")
+			tc.send(a)
+			a.expectError(tc.code, "")
+			barrier(t, a)
+		})
+	}
 }
 
 func TestGateway_OversizeBeyondTheHardLimitCloses(t *testing.T) {
@@ -504,7 +515,7 @@ func forgeExpired(t *testing.T, k *Keys, id, topic string) string {
 
 func TestGateway_BrowserBearerSubprotocol(t *testing.T) {
 	g := startGateway(t, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := testwait.Context(t, patience)
 	defer cancel()
 	conn, _, err := websocket.Dial(ctx, g.WSURL+"?topic=room:x", &websocket.DialOptions{
 		Subprotocols: []string{mcpx.Subprotocol, bearerPrefix + g.token("room:x", "alice")},

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/cvmgo/cvm/mcpx/history"
 )
@@ -177,7 +178,7 @@ func (g *testGateway) dialSlow(topic, id string) *client {
 
 func (g *testGateway) dialWith(id, topic, token string, hc *http.Client) *client {
 	g.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(patience))
 	defer cancel()
 	conn, resp, err := websocket.Dial(ctx, g.WSURL+"?topic="+topic, &websocket.DialOptions{
 		HTTPClient:   hc,
@@ -216,17 +217,23 @@ func (g *testGateway) join(topic, id string, opts ...tokenOpt) (*client, *msg) {
 	return c, m
 }
 
+// patience bounds each wait of the harness (a frame, a dial, a write),
+// scaled by testwait's knob: long, as it only bounds how long a failing
+// test takes to say so.
+const patience = 30 * time.Second
+
 func (c *client) read() *msg {
 	c.t.Helper()
-	m, err := c.tryRead(5 * time.Second)
+	m, err := c.tryRead(patience)
 	if err != nil {
 		c.t.Fatalf("%s: read: %v", c.id, err)
 	}
 	return m
 }
 
+// tryRead reads the next frame within d (scaled by testwait's knob).
 func (c *client) tryRead(d time.Duration) (*msg, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(d))
 	defer cancel()
 	typ, data, err := c.conn.Read(ctx)
 	if err != nil {
@@ -242,8 +249,7 @@ func (c *client) tryRead(d time.Duration) (*msg, error) {
 	return m, nil
 }
 
-// readKind reads until an envelope of kind arrives, failing on any other
-// kind in between unless skip allows it.
+// readUntil reads until an envelope matching pred arrives.
 func (c *client) readUntil(pred func(*msg) bool) *msg {
 	c.t.Helper()
 	for i := 0; i < 1000; i++ {
@@ -258,7 +264,7 @@ func (c *client) readUntil(pred func(*msg) bool) *msg {
 
 func (c *client) sendRaw(data string) {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(patience))
 	defer cancel()
 	if err := c.conn.Write(ctx, websocket.MessageText, []byte(data)); err != nil {
 		c.t.Fatalf("%s: write: %v", c.id, err)
@@ -383,7 +389,7 @@ func ids(ms []msg) []string {
 // JSON body of a refusal (0 if the upgrade succeeded).
 func (g *testGateway) dialStatus(query string, header http.Header, subprotocols ...string) (int, map[string]any) {
 	g.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(patience))
 	defer cancel()
 	conn, resp, err := websocket.Dial(ctx, g.WSURL+query, &websocket.DialOptions{HTTPHeader: header, Subprotocols: subprotocols})
 	if err == nil {

@@ -19,7 +19,17 @@ type metrics struct {
 	deliveries   prometheus.Counter
 	dropped      *prometheus.CounterVec
 	refused      *prometheus.CounterVec
+	// publisherWaits counts the read loop's waits for a connection's
+	// bounds on what it has awaiting commit, by bound (boundCount,
+	// boundBytes): the backpressure publishers meet.
+	publisherWaits *prometheus.CounterVec
 }
+
+// The bounds a publisher's read loop waits for (cvm_mcpx_publisher_waits_total).
+const (
+	boundCount = "count" // Options.MaxUncommitted envelopes
+	boundBytes = "bytes" // maxFlightBytes on their way to JetStream
+)
 
 func newMetrics(cl *Cluster) *metrics {
 	r := promreg.New()
@@ -32,6 +42,8 @@ func newMetrics(cl *Cluster) *metrics {
 		deliveries:   r.Counter("cvm_mcpx_deliveries_total", "Envelopes queued to a participant's connection."),
 		dropped:      r.CounterVec("cvm_mcpx_disconnects_total", "Connections ended, by leave reason.", "reason"),
 		refused:      r.CounterVec("cvm_mcpx_http_refusals_total", "WebSocket upgrades and REST calls refused, by code.", "code"),
+		publisherWaits: r.CounterVec("cvm_mcpx_publisher_waits_total",
+			"Times a connection's next frame waited to be read because its envelopes awaiting commit were at a bound: count (MaxUncommitted) or bytes (4 MiB on their way to JetStream).", "bound"),
 	}
 	if cl != nil {
 		cl.stats.register(r, cl)

@@ -35,15 +35,16 @@ const clusterNodes = 3
 //   - HistorySurvivesRestartAndEmptyTopics, HistoryDisabled: they are about
 //     the in-process store (reopened, or absent); a cluster always has
 //     history, in JetStream (cluster_test.go restarts NATS instead).
-//   - LivePeersGetHeartbeatsAndDeadPeersLeave, OversizeFrame*, RateLimit*,
-//     BinaryFrame, BrowserBearerSubprotocol, UpgradeRefusals, CloseSendsGoingAway,
-//     ForwardsCanonicalEnvelopes: what they test is done by the node holding
-//     the connection, by the same code on one node or several.
+//   - LivePeersGetHeartbeatsAndDeadPeersLeave, UnreadableFrame*,
+//     OversizeBeyondTheHardLimit*, RateLimit*, BrowserBearerSubprotocol,
+//     UpgradeRefusals, CloseSendsGoingAway, ForwardsCanonicalEnvelopes:
+//     what they test is done by the node holding the connection, by the
+//     same code on one node or several.
 //   - RESTEndpoints: it counts one node's connections in /metrics.
-//   - crash_test.go, durability_test.go, cursor_test.go, ws_test.go: the
-//     crash and durability of the bbolt store and one node's connection
-//     handling; the cluster's are in cluster_test.go and
-//     cluster_crash_test.go.
+//   - kill_test.go (TestGateway_Killed*), durability_test.go,
+//     cursor_test.go, ws_test.go: the crash and durability of the bbolt
+//     store and one node's connection handling; the cluster's are in
+//     cluster_test.go and kill_test.go (TestNATS_Killed*).
 func bothModes(t *testing.T, opts Options, body func(t *testing.T, g harness)) {
 	t.Helper()
 	t.Run("single", func(t *testing.T) { body(t, startGateway(t, opts)) })

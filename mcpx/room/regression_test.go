@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx"
 )
 
@@ -157,9 +158,7 @@ func TestReferenceBug_HistoryOutlivesAnEmptyTopic(t *testing.T) {
 	sent := a.chat("still here later")
 	a.read()
 	a.conn.Close(websocket.StatusNormalClosure, "")
-	for i := 0; i < 100 && g.existingTopic("room:x").size() > 0; i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Eventually(t, 10*time.Second, "the topic to empty", func() bool { return g.existingTopic("room:x").size() == 0 })
 	if h, _ := g.historyPage("room:x", "bob", ""); len(h) != 1 || h[0].ID != sent["id"] {
 		t.Fatalf("history of an empty topic: %v", ids(h))
 	}

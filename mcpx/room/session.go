@@ -240,10 +240,8 @@ var errEnding = errors.New("session ending")
 // topic's lock, so a full queue pushes back only this publisher (and,
 // through TCP, the client), never the topic.
 func (s *session) reserve(h HistoryStore) error {
-	select {
-	case s.window <- struct{}{}:
-	case <-s.ctx.Done():
-		return errEnding
+	if err := s.takeWindow(); err != nil {
+		return err
 	}
 	if err := h.Reserve(s.ctx); err != nil {
 		<-s.window
@@ -255,6 +253,23 @@ func (s *session) reserve(h HistoryStore) error {
 	return nil
 }
 
+// takeWindow takes a place in the connection's window (MaxUncommitted),
+// waiting, and counting the wait, while every place is taken.
+func (s *session) takeWindow() error {
+	select {
+	case s.window <- struct{}{}:
+		return nil
+	default:
+	}
+	s.g.metrics.publisherWaits.WithLabelValues(boundCount).Inc()
+	select {
+	case s.window <- struct{}{}:
+		return nil
+	case <-s.ctx.Done():
+		return errEnding
+	}
+}
+
 // maxFlightBytes bounds the bytes of one connection's envelopes on their
 // way to JetStream on a cluster node, beside MaxUncommitted: an envelope
 // larger than it goes alone.
@@ -263,7 +278,7 @@ const maxFlightBytes = 4 << 20
 // reserveFlight waits until n more bytes of envelopes may be in flight
 // (only the read loop calls it).
 func (s *session) reserveFlight(n int) error {
-	for {
+	for waited := false; ; waited = true {
 		s.flightMu.Lock()
 		if s.flight == 0 || s.flight+n <= maxFlightBytes {
 			s.flight += n
@@ -271,6 +286,9 @@ func (s *session) reserveFlight(n int) error {
 			return nil
 		}
 		s.flightMu.Unlock()
+		if !waited {
+			s.g.metrics.publisherWaits.WithLabelValues(boundBytes).Inc()
+		}
 		select {
 		case <-s.freed:
 		case <-s.ctx.Done():

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx"
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
@@ -41,7 +42,7 @@ func TestSoak_ManyPublishersOneSlowConsumer(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	start := time.Now()
 	g := startGateway(t, Options{SendQueueBytes: 512 << 10})
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := testwait.Context(t, 4*time.Minute)
 	defer cancel()
 
 	clients := make([]*client, participants)
@@ -65,7 +66,8 @@ func TestSoak_ManyPublishersOneSlowConsumer(t *testing.T) {
 			results <- readAllInOrder(ctx, c, total, received)
 		}()
 	}
-	// The slow consumer reads one frame every 50 ms until the gateway drops it.
+	// The slow consumer reads one frame every 50 ms until the gateway drops
+	// it: the sleep is its slowness, the behaviour under test.
 	slowDone := make(chan error, 1)
 	go func() {
 		for {

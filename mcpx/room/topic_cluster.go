@@ -39,17 +39,63 @@ type echoWait struct {
 // echoes of s's earlier envelopes that have not gone out yet, so that a
 // connection gets its answers in the order of its envelopes although
 // errors are known at once and echoes only when the follower reaches
-// them. echoMu must be held.
+// them. But an echo JetStream acknowledged waits for the follower alone,
+// and the follower needs the link to NATS: while the link is down, frames
+// do not wait behind such an echo (see linkLost), or the connection would
+// hear nothing, not even unavailable, until NATS is back. echoMu must be
+// held.
 func (t *topic) answerLocked(s *session, pub uint64, frames ...[]byte) {
 	for i := len(s.echoQ) - 1; i >= 0; i-- {
-		if w := s.echoQ[i]; w.pub < pub {
-			w.after = append(w.after, frames...)
-			return
+		w := s.echoQ[i]
+		if w.pub >= pub {
+			continue
 		}
+		if w.acked && !t.g.cluster.Up() {
+			// The earlier ones are acknowledged too: appends end in
+			// the order of the queue.
+			break
+		}
+		w.after = append(w.after, frames...)
+		return
 	}
 	for _, f := range frames {
 		s.send(f)
 	}
+}
+
+// linkLost runs when the link to NATS goes down. The echoes JetStream
+// acknowledged wait for the follower, which reaches them once NATS is
+// back: what waits behind them goes out now, and from now on, while the
+// link is down, nothing waits behind them (answerLocked). So a connection
+// hears unavailable for its envelopes at once during an outage, ahead of
+// the echoes of the envelopes stored just before it.
+func (t *topic) linkLost() {
+	t.echoMu.Lock()
+	defer t.echoMu.Unlock()
+	seen := map[*session]bool{}
+	for _, w := range t.echoes {
+		if seen[w.s] {
+			continue
+		}
+		seen[w.s] = true
+		// In the connection's order: its acknowledged echoes come first
+		// (appends end in order).
+		for _, x := range w.s.echoQ {
+			if !x.acked {
+				break
+			}
+			sendAfterLocked(x)
+		}
+	}
+}
+
+// sendAfterLocked sends what waits behind w's echo now, ahead of it.
+// echoMu must be held.
+func sendAfterLocked(w *echoWait) {
+	for _, f := range w.after {
+		w.s.send(f)
+	}
+	w.after = nil
 }
 
 // echoGoneLocked takes w off its connection's echoes to come and returns
@@ -80,10 +126,10 @@ func (t *topic) followCluster() error {
 		return fmt.Errorf("mcpx: follow %s: %w", t.name, err)
 	}
 	t.delivered.Store(last)
-	stopRoster := c.followRoster(t.name, t.rosterChanged)
+	stopWatch := c.watchTopic(t.name, t.rosterChanged, t.linkLost)
 	unsub := t.unsubscribe
 	t.unsubscribe = func() {
-		stopRoster()
+		stopWatch()
 		stopLog()
 		unsub()
 	}
@@ -244,9 +290,7 @@ func (t *topic) leaveCluster(ctx context.Context, s *session, why mcpx.LeaveReas
 func (t *topic) publishCluster(s *session, e *mcpx.Envelope) {
 	c := t.g.cluster
 	size := len(e.Payload) + 192 + len(e.ID) + len(e.CorrelationID)
-	select {
-	case s.window <- struct{}{}:
-	case <-s.ctx.Done():
+	if s.takeWindow() != nil {
 		return // the connection is closing: nobody to answer
 	}
 	if s.reserveFlight(size) != nil {
@@ -328,8 +372,13 @@ func (t *topic) publishCluster(s *session, e *mcpx.Envelope) {
 				}
 				if w.held == nil {
 					// The follower sends the echo when it reaches it,
-					// and the answer after it.
+					// and the answer after it; once NATS is back if the
+					// link is down now, so then nothing waits for it
+					// (answerLocked).
 					w.after = append(answer, w.after...)
+					if !c.Up() {
+						sendAfterLocked(w)
+					}
 					return
 				}
 				// The follower reached it first and held its place.

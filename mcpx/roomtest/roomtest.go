@@ -1,8 +1,3 @@
-// Package roomtest starts an MCPx room gateway on a loopback port for tests,
-// as net/http/httptest starts an HTTP server: with signing keys of its own,
-// durable history in the test's temporary directory, and no pings and no
-// rate limit unless the options ask for them. Everything is closed when the
-// test ends.
 package roomtest
 
 import (
@@ -14,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx/history"
 	"github.com/cvmgo/cvm/mcpx/room"
 )
@@ -143,15 +139,11 @@ func (g *Gateway) RestartAfter(down func()) {
 	down()
 	var s *room.Server
 	var err error
-	// The port can stay taken for a moment after the listener closes; the
-	// retries bound that wait, they do not wait for state of the gateway.
-	for range 50 {
-		if s, err = room.Start(addr, g.opts); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
+	// The port can stay taken for a moment after the listener closes.
+	if !testwait.Until(g.t.Context(), 10*time.Second, func() bool {
+		s, err = room.Start(addr, g.opts)
+		return err == nil
+	}) {
 		g.t.Fatal(err)
 	}
 	g.Server = s
