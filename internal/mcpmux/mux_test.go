@@ -370,16 +370,42 @@ func sampleFrom(t *testing.T, c *testCaller, id int64) (*jsonrpc.Request, jsonrp
 	return nil, jsonrpc.ID{}, nil
 }
 
-func TestMux_RouteSole_TheOneBusyCallerIsAsked(t *testing.T) {
-	m := openMux(t, newTestUpstream(t), RouteSole)
-	c := join(t, m, true)
-	req, related, refused := sampleFrom(t, c, 5)
-	if refused != nil || req.Method != mcpmsg.MethodCreateMessage || related != mcpmsg.IntID(5) {
-		t.Fatalf("request %v related %v refused %v", req, related.Raw(), refused)
-	}
-	c.s.Handle(&jsonrpc.Response{ID: req.ID, Result: json.RawMessage(`{"role":"assistant","model":"m","content":{"type":"text","text":"sampled"}}`)})
-	if got := toolText(t, c.answer(mcpmsg.IntID(5), nil)); got != "sampled" {
-		t.Fatalf("tool result %q", got)
+// The server's sampling request goes to the caller the routing picks,
+// and that caller's answer comes back into the tool's result: under
+// RouteSole the one caller with a call in flight; under RouteNewest the
+// newest call of a caller that declared sampling, though another caller
+// (undeclared) has a call in flight too.
+func TestMux_SamplingGoesToTheRoutedCaller(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		routing Routing
+		// busyOther: another caller, undeclared, has a call in flight.
+		busyOther bool
+		id        int64
+		text      string
+	}{
+		{"sole: the one busy caller is asked", RouteSole, false, 5, "sampled"},
+		{"newest: the newest declared call is asked", RouteNewest, true, 9, "a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newTestUpstream(t)
+			m := openMux(t, u, tc.routing)
+			c := join(t, m, true)
+			if tc.busyOther {
+				b := join(t, m, false)
+				b.s.Handle(&jsonrpc.Request{ID: mcpmsg.IntID(1), Method: "tools/call", Params: json.RawMessage(toolCall("hang", "busy"))})
+				u.waitHung(t, "busy")
+			}
+			id := mcpmsg.IntID(tc.id)
+			req, related, refused := sampleFrom(t, c, tc.id)
+			if refused != nil || req.Method != mcpmsg.MethodCreateMessage || related != id {
+				t.Fatalf("request %v related %v refused %v", req, related.Raw(), refused)
+			}
+			c.s.Handle(&jsonrpc.Response{ID: req.ID, Result: json.RawMessage(`{"role":"assistant","model":"m","content":{"type":"text","text":"` + tc.text + `"}}`)})
+			if got := toolText(t, c.answer(id, nil)); got != tc.text {
+				t.Fatalf("tool result %q", got)
+			}
+		})
 	}
 }
 
@@ -398,22 +424,6 @@ func TestMux_RouteSole_RefusesWhatItCannotTell(t *testing.T) {
 	_, _, refused = sampleFrom(t, a, 2)
 	if refused == nil || !strings.Contains(answerText(refused), "2 clients have requests in flight") || !strings.Contains(answerText(refused), "try per-client") {
 		t.Fatalf("two callers in flight: %v", refused)
-	}
-}
-
-func TestMux_RouteNewest_AsksTheNewestDeclaredCall(t *testing.T) {
-	u := newTestUpstream(t)
-	m := openMux(t, u, RouteNewest)
-	a, b := join(t, m, true), join(t, m, false)
-	b.s.Handle(&jsonrpc.Request{ID: mcpmsg.IntID(1), Method: "tools/call", Params: json.RawMessage(toolCall("hang", "busy"))})
-	u.waitHung(t, "busy")
-	req, related, refused := sampleFrom(t, a, 9)
-	if refused != nil || related != mcpmsg.IntID(9) {
-		t.Fatalf("request %v related %v refused %v", req, related.Raw(), refused)
-	}
-	a.s.Handle(&jsonrpc.Response{ID: req.ID, Result: json.RawMessage(`{"role":"assistant","model":"m","content":{"type":"text","text":"a"}}`)})
-	if got := toolText(t, a.answer(mcpmsg.IntID(9), nil)); got != "a" {
-		t.Fatalf("tool result %q", got)
 	}
 }
 
