@@ -11,6 +11,7 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/commonschema"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -65,10 +66,10 @@ func announcements(t *testing.T, r *relay.Server, author nostr.PubKey, done func
 	watch := pool.Subscribe(nostr.Filter{Authors: []nostr.PubKey{author}, Kinds: append([]nostr.Kind{nostr.KindDeletion}, contextvm.AnnouncementKinds...), LimitZero: true}, 0)
 	defer watch.Close()
 	<-watch.Ready() // live from here on
-	deadline := time.NewTimer(10 * time.Second)
+	deadline := time.NewTimer(testwait.Timeout(10 * time.Second))
 	defer deadline.Stop()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := testwait.Context(t, 5*time.Second)
 		evts, err := pool.Query(ctx, nostr.Filter{Authors: []nostr.PubKey{author}, Kinds: contextvm.AnnouncementKinds})
 		cancel()
 		if err != nil {
@@ -194,7 +195,7 @@ func TestUnannounce(t *testing.T) {
 	// As `cvm unannounce` does it: no server, only the key.
 	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{r.URL}})
 	defer pool.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	n, err := contextvm.Unannounce(ctx, pool, contextvm.NewKeySigner(key))
 	if err != nil || n != len(contextvm.AnnouncementKinds) {
@@ -233,7 +234,7 @@ func TestListResponsesCarryPricesAndSchemas(t *testing.T) {
 	<-sub.Ready()
 
 	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Signer: contextvm.NewKeySigner(clientKey)})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	tools, err := cs.ListTools(ctx, nil)
 	if err != nil {

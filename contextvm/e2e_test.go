@@ -7,6 +7,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -39,7 +40,7 @@ func serve(t testing.TB, opts contextvm.ServerOptions, mcpServer *mcp.Server) *c
 	if opts.Signer == nil {
 		opts.Signer = contextvm.NewKeySigner(nostr.Generate())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	srv, err := contextvm.NewServer(ctx, opts)
 	if err != nil {
@@ -52,7 +53,7 @@ func serve(t testing.TB, opts contextvm.ServerOptions, mcpServer *mcp.Server) *c
 
 func connect(t testing.TB, opts contextvm.ClientOptions) *mcp.ClientSession {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "cvm-test-client", Version: "0.1.0"}, nil), opts)
 	if err != nil {
@@ -64,7 +65,7 @@ func connect(t testing.TB, opts contextvm.ClientOptions) *mcp.ClientSession {
 
 func callEcho(t testing.TB, cs *mcp.ClientSession, text string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -85,16 +86,12 @@ func BenchmarkReplicas(b *testing.B) {
 				srvs = append(srvs, srv)
 			}
 			if tc.nats {
-				for _, s := range srvs {
-					for st, _ := s.Group(); !st.Ready || len(st.Members) != tc.replicas; st, _ = s.Group() {
-						time.Sleep(20 * time.Millisecond)
-					}
-				}
+				awaitGroup(b, tc.replicas, srvs...)
 			}
 			var sessions []*mcp.ClientSession
 			for range clients {
 				sessions = append(sessions, connect(b, contextvm.ClientOptions{Server: srvs[0].PublicKey().Hex(), Relays: []string{r.URL},
-					Encryption: contextvm.EncryptRequired, RequestTimeout: 30 * time.Second}))
+					Encryption: contextvm.EncryptRequired, RequestTimeout: testwait.Timeout(30 * time.Second)}))
 			}
 			coord := func() (n, ns int64) {
 				for _, s := range srvs {

@@ -10,6 +10,7 @@ import (
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -25,28 +26,28 @@ func replicaOpts(t *testing.T, url, member string) *contextvm.ReplicaOptions {
 	return &contextvm.ReplicaOptions{Conn: conn, Member: member, Timeout: replicaTimeout}
 }
 
-// replicaTimeout is the membership timeout of the test groups: long
+// membershipTimeout is the membership timeout of the test groups: long
 // enough that a replica stalled by a loaded machine (both cores busy with
-// -race) is not taken for dead, which CI saw at one second.
-const replicaTimeout = 2 * time.Second
+// -race) is not taken for dead, which CI saw at one second. replicaTimeout
+// is it scaled (testwait): a slower machine gives its replicas longer, and
+// the failover bounds derived from it grow with it.
+const membershipTimeout = 2 * time.Second
+
+var replicaTimeout = testwait.Timeout(membershipTimeout)
 
 // awaitGroup waits until every server sees n members and is ready.
-func awaitGroup(t *testing.T, n int, srvs ...*contextvm.Server) {
+func awaitGroup(t testing.TB, n int, srvs ...*contextvm.Server) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	for _, s := range srvs {
-		for {
-			st, ok := s.Group()
-			if !ok {
-				t.Fatal("no group")
-			}
-			if st.Ready && len(st.Members) == n {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("group view %+v; want %d members", st, n)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if _, ok := s.Group(); !ok {
+			t.Fatal("no group")
+		}
+		var st contextvm.GroupStatus
+		if !testwait.Until(t.Context(), 10*time.Second, func() bool {
+			st, _ = s.Group()
+			return st.Ready && len(st.Members) == n
+		}) {
+			t.Fatalf("group view %+v; want %d members", st, n)
 		}
 	}
 }
@@ -108,7 +109,7 @@ func TestReplicas_TwoGroupsOnOneNATSDoNotInterfere(t *testing.T) {
 	awaitGroup(t, 2, a...)
 	awaitGroup(t, 1, b...)
 	for _, s := range []*contextvm.Server{a[0], b[0]} {
-		cs := connect(t, contextvm.ClientOptions{Server: s.PublicKey().Hex(), Relays: []string{f.relay.URL}, RequestTimeout: 20 * time.Second})
+		cs := connect(t, contextvm.ClientOptions{Server: s.PublicKey().Hex(), Relays: []string{f.relay.URL}, RequestTimeout: testwait.Timeout(20 * time.Second)})
 		for range 4 {
 			if _, err := call(cs, "count", nil); err != nil {
 				t.Fatal(err)
@@ -127,9 +128,10 @@ func TestReplicas_TwoGroupsOnOneNATSDoNotInterfere(t *testing.T) {
 func natsLost(t *testing.T, ns *natstest.Server, srv *contextvm.Server) {
 	t.Helper()
 	ns.Stop()
-	for st, _ := srv.Group(); st.Ready; st, _ = srv.Group() {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Eventually(t, 10*time.Second, "the replica to see NATS go", func() bool {
+		st, _ := srv.Group()
+		return !st.Ready
+	})
 }
 
 // callHeld starts a call and waits until srv holds it (its n-th held
@@ -141,12 +143,12 @@ func callHeld(t *testing.T, cs *mcp.ClientSession, srv *contextvm.Server, n int6
 		_, err := call(cs, "count", nil)
 		res <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for st, _ := srv.Group(); st.Held < n; st, _ = srv.Group() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the call was not held: %+v", st)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var st contextvm.GroupStatus
+	if !testwait.Until(t.Context(), 10*time.Second, func() bool {
+		st, _ = srv.Group()
+		return st.Held >= n
+	}) {
+		t.Fatalf("the call was not held: %+v", st)
 	}
 	return res
 }
@@ -162,10 +164,10 @@ func TestReplicas_NATSLostThenBack(t *testing.T) {
 	// A long timeout: the call must be back well within twice it, even
 	// when NATS is slow to restart on a loaded machine.
 	opts := replicaOpts(t, ns.URL(), "solo")
-	opts.Timeout = 5 * time.Second
+	opts.Timeout = testwait.Timeout(5 * time.Second)
 	srv := serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Replicas: opts}, counterServer(&f.calls))
 	awaitGroup(t, 1, srv)
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL}, RequestTimeout: 20 * time.Second})
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL}, RequestTimeout: testwait.Timeout(20 * time.Second)})
 	if _, err := call(cs, "count", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +202,7 @@ func TestReplicas_HeldTooLongIsRefusedNotRun(t *testing.T) {
 	opts.Timeout = time.Second
 	srv := serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Replicas: opts}, counterServer(&f.calls))
 	awaitGroup(t, 1, srv)
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL}, RequestTimeout: 20 * time.Second})
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL}, RequestTimeout: testwait.Timeout(20 * time.Second)})
 	natsLost(t, ns, srv)
 	res := callHeld(t, cs, srv, 1)
 	// Pacing that is the behaviour under test: held past twice the
@@ -244,17 +246,16 @@ func TestReplicas_OneAnnouncerAndTakeover(t *testing.T) {
 	awaitGroup(t, 3, srvs...)
 	await := func(srvs []*contextvm.Server) *contextvm.Server {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			n, who := leaders(srvs...)
-			if n == 1 {
-				return who
-			}
-			if n > 1 || time.Now().After(deadline) {
-				t.Fatalf("%d announcers", n)
-			}
-			time.Sleep(20 * time.Millisecond)
+		var n int
+		var who *contextvm.Server
+		testwait.Until(t.Context(), 10*time.Second, func() bool {
+			n, who = leaders(srvs...)
+			return n > 0 // one, or more at once: a failure seen at once
+		})
+		if n != 1 {
+			t.Fatalf("%d announcers", n)
 		}
+		return who
 	}
 	first := await(srvs)
 	first.Close()

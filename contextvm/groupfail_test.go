@@ -14,6 +14,7 @@ import (
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/relay"
@@ -23,9 +24,12 @@ import (
 
 // Failover tests: a replica dies with something in flight, and the
 // survivor answers it within the membership timeout. The membership
-// timeout of these groups is replicaTimeout; an answer may take that, one
-// heartbeat, and the relay round trips.
-const failoverBound = replicaTimeout + 3*time.Second
+// timeout of these groups is membershipTimeout; an answer may take that,
+// one heartbeat, and the relay round trips: failoverWithin, which
+// failoverBound scales as replicaTimeout is (testwait).
+const failoverWithin = membershipTimeout + 3*time.Second
+
+var failoverBound = testwait.Timeout(failoverWithin)
 
 // killableReplica is a replica whose relay pool and NATS connection are
 // its own: closing both is what a kill -9 looks like to the others (no
@@ -110,7 +114,7 @@ func TestReplicas_BatchInFlightOnLostReplica(t *testing.T) {
 	peer.publish(b)
 	select {
 	case <-started[owner]:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("the batch did not start on its owner")
 	}
 	killed := time.Now()
@@ -119,7 +123,7 @@ func TestReplicas_BatchInFlightOnLostReplica(t *testing.T) {
 	var evt nostr.Event
 	for {
 		var ok bool
-		evt, ok = peer.next(failoverBound + 5*time.Second)
+		evt, ok = peer.next(failoverWithin + 5*time.Second)
 		if !ok {
 			t.Fatal("the batch in flight on the lost replica was never answered")
 		}
@@ -198,7 +202,7 @@ func TestReplicas_OpenStreamOnLostReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "reader"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
 	if err != nil {
@@ -230,10 +234,10 @@ func TestReplicas_OpenStreamOnLostReplica(t *testing.T) {
 			t.Fatalf("call on the lost replica: %v; want %d", err, contextvm.CodeReplicaLost)
 		}
 		within(t, "call answered", killed)
-	case <-time.After(failoverBound + 5*time.Second):
+	case <-time.After(testwait.Timeout(failoverWithin + 5*time.Second)):
 		t.Fatal("the call streaming on the lost replica was never answered")
 	}
-	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	rctx, rcancel := context.WithTimeout(ctx, testwait.Timeout(5*time.Second))
 	defer rcancel()
 	_, err = reader.Next(rctx)
 	switch {
@@ -283,7 +287,7 @@ func TestReplicas_ServerRequestInFlightOnLostReplica(t *testing.T) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
 		},
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
 	cs, err := contextvm.Connect(ctx, client, contextvm.ClientOptions{Server: server.Hex(), Relays: []string{r.URL},
 		Signer: contextvm.NewKeySigner(nostr.Generate())})
@@ -313,7 +317,7 @@ func TestReplicas_ServerRequestInFlightOnLostReplica(t *testing.T) {
 			t.Fatalf("call on the lost replica: %v; want %d", err, contextvm.CodeReplicaLost)
 		}
 		within(t, "call answered", killed)
-	case <-time.After(failoverBound + 5*time.Second):
+	case <-time.After(testwait.Timeout(failoverWithin + 5*time.Second)):
 		t.Fatalf("the call waiting for the client on the lost replica was never answered; the survivor's log:\n%s\nthe lost replica's log:\n%s", survivor.logs.String(), reps[owner].logs.String())
 	}
 	survivor.logs.Await(t, 10*time.Second, "dropping a response to no request of ours")
@@ -366,7 +370,7 @@ func TestReplicas_FragmentedRequestOnLostReplica(t *testing.T) {
 		if i != owner {
 			t.Fatalf("ran on replica %d, not its owner %d", i, owner)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(testwait.Timeout(20 * time.Second)):
 		t.Fatal("the fragmented request never ran")
 	}
 	killed := time.Now()
@@ -377,7 +381,7 @@ func TestReplicas_FragmentedRequestOnLostReplica(t *testing.T) {
 			t.Fatalf("fragmented call on the lost replica: %v; want %d", err, contextvm.CodeReplicaLost)
 		}
 		within(t, "call answered", killed)
-	case <-time.After(failoverBound + 5*time.Second):
+	case <-time.After(testwait.Timeout(failoverWithin + 5*time.Second)):
 		t.Fatal("the fragmented call on the lost replica was never answered")
 	}
 	if n := len(runs); n != 0 {
@@ -502,7 +506,7 @@ func payAsOwnerDies(t *testing.T, explicit bool) (log string, answered time.Dura
 	}()
 	select {
 	case <-h.asked:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("no payment was asked for")
 	}
 	killed := time.Now()
@@ -512,7 +516,7 @@ func payAsOwnerDies(t *testing.T, explicit bool) (log string, answered time.Dura
 	var o outcome
 	select {
 	case o = <-done:
-	case <-time.After(failoverBound + 10*time.Second):
+	case <-time.After(testwait.Timeout(failoverWithin + 10*time.Second)):
 		t.Fatal("the paid call was never answered")
 	}
 	answered = time.Since(killed)
@@ -523,9 +527,14 @@ func payAsOwnerDies(t *testing.T, explicit bool) (log string, answered time.Dura
 	if text := o.res.Content[0].(*mcp.TextContent).Text; text != "1" {
 		t.Fatalf("result %q, want the first run", text)
 	}
-	// The dead replica's own verification ends within its claim's
-	// patience (the membership timeout); it must not run the call.
-	time.Sleep(replicaTimeout + time.Second)
+	// The dead replica's own verification ends (transparent: within its
+	// claim's patience, the membership timeout), and it must not have run
+	// the call: it says when it has given up.
+	gaveUp := "a verified payment's request is left to another replica"
+	if explicit {
+		gaveUp = "explicit-gating payment not verified"
+	}
+	reps[owner].logs.Await(t, 10*time.Second, gaveUp)
 	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
 		t.Fatalf("balances alice %d srv %d, %d runs; want 90, 10 and 1", a, s, f.calls.Load())
 	}

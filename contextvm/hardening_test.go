@@ -14,6 +14,7 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/durable"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
@@ -62,7 +63,7 @@ func (p *rawPeer) messageAt(at nostr.Timestamp, to nostr.PubKey, content string,
 
 func (p *rawPeer) publish(evt nostr.Event) {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := testwait.Context(p.t, 5*time.Second)
 	defer cancel()
 	if err := p.pool.Publish(ctx, evt); err != nil && !errors.Is(err, nostrx.ErrUnheard) {
 		p.t.Fatal(err)
@@ -85,7 +86,7 @@ func (p *rawPeer) next(d time.Duration) (nostr.Event, bool) {
 			return inner, true
 		}
 		return evt, true
-	case <-time.After(d):
+	case <-time.After(testwait.Timeout(d)):
 		return nostr.Event{}, false
 	}
 }
@@ -277,7 +278,7 @@ func TestClient_HearsAnswersDatedBeforeItStarted(t *testing.T) {
 			nostr.Tag{"e", req.ID.Hex()}))
 		served <- nil
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "c", Version: "0"}, nil),
 		contextvm.ClientOptions{Server: srv.sk.Public().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
@@ -378,7 +379,7 @@ func TestResponseTooLargeBecomesAnError(t *testing.T) {
 	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired}, s)
 	// A client without CEP-22 cannot take the answer in fragments.
 	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, OversizedThreshold: -1})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "big"})
 	var werr *jsonrpc.Error
@@ -418,7 +419,7 @@ func TestBatchIsAnsweredAsOneEvent(t *testing.T) {
 // code a client can tell from a refusal.
 func TestFullInboxAnswersBusy(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{Signer: contextvm.NewKeySigner(nostr.Generate()), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
 	if err != nil {
@@ -485,7 +486,7 @@ func TestAuthorization(t *testing.T) {
 		},
 	}, testServer())
 	call := func(cs *mcp.ClientSession, tool, text string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := testwait.Context(t, 10*time.Second)
 		defer cancel()
 		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": text}})
 		return err
@@ -520,7 +521,7 @@ func TestAuthorizationWithoutPublicCapabilitiesRefusesTheHandshake(t *testing.T)
 	r := relaytest.Start(t, relay.Options{})
 	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, AllowedClients: []nostr.PubKey{nostr.Generate().Public()}}, testServer())
 	tr, _ := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	_, err := mcp.NewClient(&mcp.Implementation{Name: "x"}, nil).Connect(ctx, tr, nil)
 	var werr *jsonrpc.Error
@@ -560,7 +561,7 @@ func TestProgressIsRoutedPerClient(t *testing.T) {
 					}
 				},
 			})
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := testwait.Context(t, 20*time.Second)
 			defer cancel()
 			cs, err := contextvm.Connect(ctx, client, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
 			if err != nil {
@@ -578,7 +579,7 @@ func TestProgressIsRoutedPerClient(t *testing.T) {
 			// result: wait for the fifth.
 			select {
 			case <-fifth:
-			case <-time.After(5 * time.Second):
+			case <-time.After(testwait.Timeout(5 * time.Second)):
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -606,7 +607,7 @@ func TestCancelReachesTheHandler(t *testing.T) {
 		case <-ctx.Done():
 			close(cancelled)
 			return nil, nil, ctx.Err()
-		case <-time.After(30 * time.Second):
+		case <-time.After(testwait.Timeout(30 * time.Second)):
 			return nil, nil, errors.New("never cancelled")
 		}
 	})
@@ -622,7 +623,7 @@ func TestCancelReachesTheHandler(t *testing.T) {
 	}
 	select {
 	case <-cancelled:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("the handler's context was never cancelled")
 	}
 }
@@ -654,7 +655,7 @@ func TestResourceUpdatesGoOnlyToSubscribers(t *testing.T) {
 				}
 			},
 		})
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := testwait.Context(t, 20*time.Second)
 		cs, err := contextvm.Connect(ctx, client, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
 		cancel()
 		if err != nil {
@@ -671,7 +672,7 @@ func TestResourceUpdatesGoOnlyToSubscribers(t *testing.T) {
 	}
 	select {
 	case <-watcherUpdated:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("the watcher never got its update")
 	}
 	if n := updates["watcher"].Load(); n != 1 {

@@ -1,7 +1,6 @@
 package contextvm_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +12,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -195,7 +195,7 @@ func TestClientAbortsCorruptAnswer(t *testing.T) {
 		}
 	}()
 	cs := connect(t, contextvm.ClientOptions{Server: fake.sk.Public().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
 	if err == nil || !strings.Contains(err.Error(), "digest") {
@@ -207,7 +207,7 @@ func TestClientAbortsCorruptAnswer(t *testing.T) {
 	}
 	select {
 	case <-aborted:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("the client never told the server it aborted")
 	}
 }
@@ -261,7 +261,7 @@ func TestOversized_NewConnectionOfAKeyWithASessionIsAccepted(t *testing.T) {
 	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
 		AllowedClients: []nostr.PubKey{friend.Public()}, PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}}}, testServer())
 	opts := contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
-		Signer: contextvm.NewKeySigner(friend), RequestTimeout: 20 * time.Second}
+		Signer: contextvm.NewKeySigner(friend), RequestTimeout: testwait.Timeout(20 * time.Second)}
 	first := connect(t, opts)
 	callEcho(t, first, "the session now has the server's discovery tags")
 

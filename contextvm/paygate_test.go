@@ -15,6 +15,7 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/durable"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -85,11 +86,11 @@ func (r *reports) count(f func(contextvm.PaymentReport) bool) int {
 
 func (f *payFixture) client(t *testing.T, srv *contextvm.Server, pay *contextvm.PayOptions) *mcp.ClientSession {
 	return connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL},
-		Encryption: contextvm.EncryptDisabled, RequestTimeout: 20 * time.Second, Pay: pay})
+		Encryption: contextvm.EncryptDisabled, RequestTimeout: testwait.Timeout(20 * time.Second), Pay: pay})
 }
 
 func call(cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(20*time.Second))
 	defer cancel()
 	return cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 }
@@ -439,7 +440,7 @@ func TestPayTransparent_DeclinedRequestIsWithdrawnAtOnce(t *testing.T) {
 			srv := serve(t, opts, counterServer(&f.calls))
 			var logs logBuffer
 			cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL},
-				Encryption: contextvm.EncryptDisabled, RequestTimeout: 20 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+				Encryption: contextvm.EncryptDisabled, RequestTimeout: testwait.Timeout(20 * time.Second), Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 				Pay: &contextvm.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
 					Budget: &payments.Budget{PerCall: 9}}})
 			if _, err := call(cs, "count", nil); rpcCode(err) != contextvm.CodePaymentDeclined {
@@ -455,7 +456,7 @@ func TestPayTransparent_DeclinedRequestIsWithdrawnAtOnce(t *testing.T) {
 					if err == nil {
 						t.Fatalf("verification %d succeeded", i)
 					}
-				case <-time.After(10 * time.Second):
+				case <-time.After(testwait.Timeout(10 * time.Second)):
 					t.Fatalf("the server still waits for the payment of a declined request (verification %d)", i)
 				}
 			}
@@ -490,7 +491,7 @@ func TestPayTransparent_PaidThenCancelledStillRuns(t *testing.T) {
 	opts := f.serverOptions(time.Minute)
 	opts.Payments.Processors[0] = &slowVerifier{FakeProcessor: opts.Payments.Processors[0].(*payments.FakeProcessor)}
 	srv := serve(t, opts, counterServer(&f.calls))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	cs := f.client(t, srv, &contextvm.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
 		Budget: &payments.Budget{PerCall: 10},
@@ -502,10 +503,7 @@ func TestPayTransparent_PaidThenCancelledStillRuns(t *testing.T) {
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "count"}); err == nil {
 		t.Fatal("the cancelled call answered")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for f.calls.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t.Context(), 10*time.Second, func() bool { return f.calls.Load() > 0 })
 	if a, s := f.balances(t); a != 90 || s != 10 || f.calls.Load() != 1 {
 		t.Fatalf("alice %d, srv %d, %d calls ran; want the paid request run once", a, s, f.calls.Load())
 	}
@@ -686,7 +684,7 @@ func TestPayExplicit_AnotherProcessIsOfferedTheSameInvoice(t *testing.T) {
 	sk := nostr.Generate()
 	process := func(rep *reports, approve bool) *mcp.ClientSession {
 		return connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled,
-			Signer: contextvm.NewKeySigner(sk), RequestTimeout: 20 * time.Second, Pay: &contextvm.PayOptions{
+			Signer: contextvm.NewKeySigner(sk), RequestTimeout: testwait.Timeout(20 * time.Second), Pay: &contextvm.PayOptions{
 				Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
 				Budget:         &payments.Budget{PerCall: 10},
 				Confirm:        func(context.Context, contextvm.PaymentOffer) bool { return approve },
@@ -887,6 +885,7 @@ func TestPayExplicit_StaleAnswerToTheFirstEventIsIgnored(t *testing.T) {
 	f := newPayFixture(t, 100)
 	srv := newRawPeer(t, f.relay.URL)
 	var first nostr.Event
+	logs := &logBuffer{} // the client's
 	served := serveRaw(t, srv, func(evt nostr.Event, id json.RawMessage) (bool, error) {
 		if first.ID == (nostr.ID{}) {
 			first = evt
@@ -895,11 +894,15 @@ func TestPayExplicit_StaleAnswerToTheFirstEventIsIgnored(t *testing.T) {
 			return false, err
 		}
 		answerRaw(srv, first, id, `"error":{"code":-32019,"message":"the replica running this call stopped before answering"}`)
-		time.Sleep(200 * time.Millisecond)
+		// The stale answer reaches the client before the right one, or
+		// nothing is tested: the client says when it has dropped it.
+		ctx, cancel := testwait.Context(t, 10*time.Second)
+		defer cancel()
+		err := logs.WaitFor(ctx, "response to no pending request", "e="+first.ID.Hex())
 		answerRaw(srv, evt, id, `"result":{"content":[{"type":"text","text":"paid"}]}`)
-		return true, nil
+		return true, err
 	})
-	f.explicitCall(t, srv, nil, served, "want its answer to the event it was sent again under")
+	f.explicitCall(t, srv, nil, logs, served, "want its answer to the event it was sent again under")
 }
 
 // answerRaw answers, as srv, the request event to with a JSON-RPC response
@@ -956,8 +959,9 @@ func offerRaw(srv *rawPeer, evt nostr.Event, id json.RawMessage, req payments.Pa
 
 // explicitCall calls count, as a cvm client asking for explicit gating and
 // paying from alice, on the raw server srv, and wants the result "paid"
-// that it serves (want says why) and served to end well.
-func (f *payFixture) explicitCall(t *testing.T, srv *rawPeer, rep *reports, served <-chan error, want string) {
+// that it serves (want says why) and served to end well. Its reports go to
+// rep and its logs to logs, each when not nil.
+func (f *payFixture) explicitCall(t *testing.T, srv *rawPeer, rep *reports, logs *logBuffer, served <-chan error, want string) {
 	t.Helper()
 	pay := &contextvm.PayOptions{
 		Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}},
@@ -967,8 +971,12 @@ func (f *payFixture) explicitCall(t *testing.T, srv *rawPeer, rep *reports, serv
 	if rep != nil {
 		pay.Report = rep.add
 	}
-	cs := connect(t, contextvm.ClientOptions{Server: srv.sk.Public().Hex(), Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled,
-		RequestTimeout: 20 * time.Second, Pay: pay})
+	opts := contextvm.ClientOptions{Server: srv.sk.Public().Hex(), Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled,
+		RequestTimeout: testwait.Timeout(20 * time.Second), Pay: pay}
+	if logs != nil {
+		opts.Logger = logs.Logger()
+	}
+	cs := connect(t, opts)
 	res, err := call(cs, "count", nil)
 	if err != nil {
 		t.Fatalf("the paid call ended with %v (code %d); %s", err, rpcCode(err), want)
@@ -1043,7 +1051,7 @@ func TestPayExplicit_ClientPaidWaitsWhenOfferedTheSameInvoiceAgain(t *testing.T)
 		return true, nil
 	})
 	var rep reports
-	f.explicitCall(t, srv, &rep, served, "want the result once the server saw the payment")
+	f.explicitCall(t, srv, &rep, nil, served, "want the result once the server saw the payment")
 	if a, s := f.balances(t); a != 90 || s != 10 || len(rep.all) != 1 {
 		t.Fatalf("balances %d %d, reports %+v; want one payment", a, s, rep.all)
 	}

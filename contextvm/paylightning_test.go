@@ -10,6 +10,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/lightning"
@@ -99,7 +100,7 @@ func TestPayLightning_WaivedRefusedAndComputed(t *testing.T) {
 				return payments.Quote{Amount: int64(len(p.Arguments.Text))}, nil
 			})}}, counterServer(&runs))
 	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
-		RequestTimeout: 20 * time.Second, Pay: &contextvm.PayOptions{Handlers: []payments.Handler{ln.handler}, Budget: &payments.Budget{PerCall: 5}}})
+		RequestTimeout: testwait.Timeout(20 * time.Second), Pay: &contextvm.PayOptions{Handlers: []payments.Handler{ln.handler}, Budget: &payments.Budget{PerCall: 5}}})
 	if res, err := call(cs, "echo", map[string]any{"text": "free"}); err != nil || res.Content[0].(*mcp.TextContent).Text != "free" {
 		t.Fatalf("waived: %v", err)
 	}

@@ -1,12 +1,12 @@
 package contextvm_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,12 +24,12 @@ func TestOneRelayDiesMidRun(t *testing.T) {
 	survivor := relaytest.Start(t, relay.Options{})
 	relays := []string{doomed.URL, survivor.URL}
 	srv := serve(t, contextvm.ServerOptions{Relays: relays}, testServer())
-	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: relays, RequestTimeout: 10 * time.Second})
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: relays, RequestTimeout: testwait.Timeout(10 * time.Second)})
 	for i := range 20 {
 		if i == 5 {
 			doomed.Close()
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		ctx, cancel := testwait.Context(t, 15*time.Second)
 		want := fmt.Sprint("call ", i)
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": want}})
 		cancel()

@@ -16,6 +16,7 @@ import (
 	"fiatjaf.com/nostr"
 	"fiatjaf.com/nostr/nip19"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -143,7 +144,7 @@ func (n *notifier) notify() {
 // reports, and fails the test if that takes more than ten seconds.
 func await(t testing.TB, what string, n *notifier, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
+	deadline := time.NewTimer(testwait.Timeout(10 * time.Second))
 	defer deadline.Stop()
 	for {
 		changed := n.changed() // before the check: a change during it is not missed
@@ -179,7 +180,7 @@ func serveEach(t testing.TB, opts contextvm.ServerOptions, mcpServer *mcp.Server
 	if opts.Signer == nil {
 		opts.Signer = contextvm.NewKeySigner(nostr.Generate())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	srv, err := contextvm.NewServer(ctx, opts)
 	if err != nil {
@@ -213,7 +214,7 @@ func awaitEnd(t testing.TB, ended <-chan *contextvm.ServerConn, what string) {
 	t.Helper()
 	select {
 	case <-ended:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatalf("timed out waiting for %s", what)
 	}
 }
@@ -306,7 +307,7 @@ func TestServerDiscoverStaysLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "default-options"}, nil).Connect(ctx, tr, nil)
 	if err != nil {
@@ -367,7 +368,7 @@ func TestServerConn_Stateless(t *testing.T) {
 			if c.Stateless() != stateless {
 				t.Errorf("a session of a client with Stateless %v reports Stateless %v", stateless, c.Stateless())
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(testwait.Timeout(10 * time.Second)):
 			t.Fatal("no session accepted")
 		}
 	}
@@ -393,7 +394,7 @@ func TestCapabilitiesAreRelearnedPerSession(t *testing.T) {
 	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: key, GiftWrap: contextvm.WrapOptional})
 	callEcho(t, cs, "ephemeral ok")
 	cs.Close()
-	cs = connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: key, GiftWrap: contextvm.WrapPersistent, RequestTimeout: 5 * time.Second})
+	cs = connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: key, GiftWrap: contextvm.WrapPersistent, RequestTimeout: testwait.Timeout(5 * time.Second)})
 	if got := callEcho(t, cs, "persistent ok"); got != "persistent ok" {
 		t.Fatalf("echo = %q", got)
 	}
@@ -402,8 +403,8 @@ func TestCapabilitiesAreRelearnedPerSession(t *testing.T) {
 func TestEncryptionRequiredServerAnswersPlaintext(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired}, testServer())
-	tr, _ := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, RequestTimeout: 30 * time.Second})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	tr, _ := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, RequestTimeout: testwait.Timeout(30 * time.Second)})
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	start := time.Now()
 	_, err := mcp.NewClient(&mcp.Implementation{Name: "plain"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
@@ -411,7 +412,7 @@ func TestEncryptionRequiredServerAnswersPlaintext(t *testing.T) {
 	if !errors.As(err, &werr) || werr.Code != contextvm.CodeEncryptionRequired {
 		t.Fatalf("err = %v, want a JSON-RPC error %d", err, contextvm.CodeEncryptionRequired)
 	}
-	if time.Since(start) > 5*time.Second {
+	if time.Since(start) > testwait.Timeout(5*time.Second) {
 		t.Errorf("refusal took %s; it should be an answer, not a timeout", time.Since(start))
 	}
 }
@@ -440,7 +441,7 @@ func TestOptionalClientCallsDisabledServerFirst(t *testing.T) {
 	})
 	srv := serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, s)
 	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptOptional, Stateless: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "count"})
 	if err != nil || res.IsError {
@@ -455,7 +456,7 @@ func TestServerNotListening(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	nobody := nostr.Generate().Public()
 	tr, _ := contextvm.NewClientTransport(contextvm.ClientOptions{Server: nobody.Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, RequestTimeout: 500 * time.Millisecond})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	_, err := mcp.NewClient(&mcp.Implementation{Name: "x"}, nil).Connect(ctx, tr, nil)
 	if err == nil || !containsAll(err.Error(), "not listening", nostrx.EncodeNpub(nobody)) {
@@ -527,7 +528,7 @@ func TestFullSessionTableEvictsOnlyQuietSessions(t *testing.T) {
 	<-started
 
 	// A client that will not wait for a retry is refused at once.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	_, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "impatient", Version: "1"}, nil),
 		contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, RequestTimeout: time.Second})
@@ -541,7 +542,7 @@ func TestFullSessionTableEvictsOnlyQuietSessions(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the call in flight: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("the call in flight was never answered")
 	}
 	// Once the first session has been quiet for 300 ms, a newcomer gets
@@ -573,7 +574,7 @@ func TestClientWithTheServersKeyIsRefused(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	sk := nostr.Generate()
 	srv := serve(t, contextvm.ServerOptions{Signer: contextvm.NewKeySigner(sk), Relays: []string{r.URL}}, testServer())
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := testwait.Context(t, 5*time.Second)
 	defer cancel()
 	_, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil), contextvm.ClientOptions{
 		Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(sk),
@@ -651,7 +652,7 @@ func TestStatelessConnectionUnderAnExistingSessionHearsTheServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "second", Version: "1"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
 	if err != nil {
@@ -687,7 +688,7 @@ func TestServerClose_ClientGoneIsNoNews(t *testing.T) {
 	peer.publish(peer.message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hang","arguments":{}}}`))
 	select {
 	case <-started:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("the call did not start")
 	}
 	peer.sub.Close() // gone: nobody listens for the answer
