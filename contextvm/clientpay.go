@@ -222,12 +222,21 @@ func (c *clientConn) paymentNotification(inner nostr.Event, m *jsonrpc.Request) 
 			}
 		})
 	case MethodPaymentAccepted:
-		if !p.paidFor.Load() {
+		p.payMu.Lock()
+		handed, paid := p.handed, p.paidFor.Load()
+		p.acceptedEarly = handed && !paid
+		p.payMu.Unlock()
+		switch {
+		case paid:
+			c.restart(p)
+			c.report(PaymentReport{PaymentOffer: p.offer(), Paid: true, Accepted: true})
+		case handed:
+			// Reported by pay after the payment itself, the order callers
+			// read them in.
+			c.log.Debug("payment_accepted before the wallet said it paid; reported after it", "method", p.req.Method)
+		default:
 			c.log.Warn("payment_accepted for a request this client did not pay; ignored", "method", p.req.Method)
-			return true
 		}
-		c.restart(p)
-		c.report(PaymentReport{PaymentOffer: p.offer(), Paid: true, Accepted: true})
 	case MethodPaymentRejected:
 		msg := mcpmsg.StringParam(m.Params, "message")
 		c.report(PaymentReport{PaymentOffer: p.offer(), Paid: p.paidFor.Load(), Rejected: true, Message: msg})
@@ -290,6 +299,9 @@ func (c *clientConn) pay(ctx context.Context, p *pendingRequest, offer PaymentOf
 		po.Budget.Refund(context.WithoutCancel(ctx), offer.Server, offer.Amount)
 		return payments.Receipt{}, errors.New("the request ended before it was paid")
 	}
+	p.payMu.Lock()
+	p.handed = true
+	p.payMu.Unlock()
 	receipt, err := h.Pay(ctx, req, offer.Amount)
 	if err != nil {
 		if rerr := po.Budget.Refund(context.WithoutCancel(ctx), offer.Server, offer.Amount); rerr != nil {
@@ -297,7 +309,10 @@ func (c *clientConn) pay(ctx context.Context, p *pendingRequest, offer PaymentOf
 		}
 		return payments.Receipt{}, c.declined(p, offer, DeclinedWallet, err)
 	}
+	p.payMu.Lock()
 	p.paidFor.Store(true)
+	acceptedEarly := p.acceptedEarly
+	p.payMu.Unlock()
 	// A caller that takes reports tells of the payment itself (cvm prints
 	// "paid N sats to …"): the log says it again only at debug. The
 	// logger names the server.
@@ -308,6 +323,9 @@ func (c *clientConn) pay(ctx context.Context, p *pendingRequest, offer PaymentOf
 	c.log.Log(ctx, level, "paid", "capability", offer.Capability, "amount", offer.Amount, "unit", offer.Unit, "pmi", offer.PMI)
 	c.report(PaymentReport{PaymentOffer: offer, Paid: true, Receipt: receipt})
 	c.restart(p)
+	if acceptedEarly {
+		c.report(PaymentReport{PaymentOffer: offer, Paid: true, Accepted: true})
+	}
 	return receipt, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/internal/testwait"
+	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -539,6 +540,49 @@ func TestPayClient_ForgedNotificationsIgnored(t *testing.T) {
 	}
 	if n := rep.count(func(p contextvm.PaymentReport) bool { return p.Accepted || p.Rejected }); n != 1 {
 		t.Fatalf("%d accepted/rejected reports; want the server's one: %+v", n, rep.all)
+	}
+}
+
+// walletSlowToSay pays, then says so only once the client has read the
+// server's payment_accepted: a wallet whose answer comes after the server
+// saw the payment settle.
+type walletSlowToSay struct {
+	payments.FakeHandler
+	log *waitbuf.Buffer // the client's log
+}
+
+func (w *walletSlowToSay) Pay(ctx context.Context, req payments.PaymentRequired, amount int64) (payments.Receipt, error) {
+	r, err := w.FakeHandler.Pay(ctx, req, amount)
+	if err != nil {
+		return r, err
+	}
+	return r, w.log.WaitFor(ctx, "payment_accepted")
+}
+
+// A payment_accepted that comes before the wallet said it paid is kept, and
+// reported after the payment, as callers read them: the server may see a
+// payment settle before the paying wallet answers (found by a loaded run).
+func TestPayClient_AcceptedBeforeTheWalletAnswers(t *testing.T) {
+	f := newPayFixture(t, 100)
+	srv := serve(t, f.serverOptions(0), counterServer(&f.calls))
+	var log waitbuf.Buffer
+	var rep reports
+	cs := connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.relay.URL},
+		Encryption: contextvm.EncryptDisabled, RequestTimeout: testwait.Timeout(20 * time.Second),
+		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Pay: &contextvm.PayOptions{
+			Handlers: []payments.Handler{&walletSlowToSay{FakeHandler: payments.FakeHandler{Ledger: f.ledger, Payer: "alice"}, log: &log}},
+			Budget:   &payments.Budget{PerCall: 10},
+			Report:   rep.add,
+		}})
+	if _, err := call(cs, "count", nil); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 10*time.Second, "two payment reports", func() bool { return rep.count(func(contextvm.PaymentReport) bool { return true }) >= 2 })
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	if len(rep.all) != 2 || !rep.all[0].Paid || rep.all[0].Accepted || !rep.all[1].Accepted {
+		t.Fatalf("reports %+v; want the payment, then its acceptance", rep.all)
 	}
 }
 
