@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,6 +43,17 @@ func burnCPU(t *testing.T, d time.Duration, burn func(n int), batch int) {
 	for threadCPU(t)-start < d {
 		burn(batch)
 	}
+}
+
+// threadCPU is the CPU time (user and system) the calling thread has used
+// (see rusageWho).
+func threadCPU(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageWho, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // The parser reads Go's own profiles, and the classifier puts the CPU of

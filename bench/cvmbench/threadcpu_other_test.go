@@ -2,19 +2,8 @@
 
 package main
 
-import (
-	"syscall"
-	"testing"
-	"time"
-)
+import "syscall"
 
-// threadCPU is, where a thread's own CPU time cannot be read, the CPU time
-// of the whole process: the garbage collector's share counts in.
-func threadCPU(t *testing.T) time.Duration {
-	t.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+// rusageWho is, where a thread's own CPU time cannot be read, the whole
+// process: the garbage collector's share counts in.
+const rusageWho = syscall.RUSAGE_SELF
