@@ -11,7 +11,8 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/commonschema"
 	"github.com/cvmgo/cvm/contextvm"
-	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/internal/peertest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -66,10 +67,10 @@ func announcements(t *testing.T, r *relay.Server, author nostr.PubKey, done func
 	watch := pool.Subscribe(nostr.Filter{Authors: []nostr.PubKey{author}, Kinds: append([]nostr.Kind{nostr.KindDeletion}, contextvm.AnnouncementKinds...), LimitZero: true}, 0)
 	defer watch.Close()
 	<-watch.Ready() // live from here on
-	deadline := time.NewTimer(10 * time.Second)
+	deadline := time.NewTimer(testwait.Timeout(10 * time.Second))
 	defer deadline.Stop()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := testwait.Context(t, 5*time.Second)
 		evts, err := pool.Query(ctx, nostr.Filter{Authors: []nostr.PubKey{author}, Kinds: contextvm.AnnouncementKinds})
 		cancel()
 		if err != nil {
@@ -107,7 +108,7 @@ func tagged(tags nostr.Tags, want ...string) bool {
 
 func TestAnnounce(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := cvmtest.Serve(t, announcingOptions(r), catalogServer())
+	srv := peertest.Serve(t, announcingOptions(r), catalogServer())
 	got := announcements(t, r, srv.PublicKey(), hasAll(contextvm.AnnouncementKinds...))
 
 	init := got[contextvm.KindServerAnnouncement]
@@ -166,7 +167,7 @@ func TestAnnounce(t *testing.T) {
 func TestAnnounceFollowsListChanges(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	mcpServer := catalogServer()
-	srv := cvmtest.Serve(t, announcingOptions(r), mcpServer)
+	srv := peertest.Serve(t, announcingOptions(r), mcpServer)
 	before := announcements(t, r, srv.PublicKey(), hasAll(contextvm.AnnouncementKinds...))
 
 	mcp.AddTool(mcpServer, &mcp.Tool{Name: "summarize"}, func(ctx context.Context, req *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, any, error) {
@@ -188,14 +189,14 @@ func TestUnannounce(t *testing.T) {
 	key := nostr.Generate()
 	opts := announcingOptions(r)
 	opts.Signer = contextvm.NewKeySigner(key)
-	srv := cvmtest.Serve(t, opts, catalogServer())
+	srv := peertest.Serve(t, opts, catalogServer())
 	announcements(t, r, srv.PublicKey(), hasAll(contextvm.AnnouncementKinds...))
 	srv.Close()
 
 	// As `cvm unannounce` does it: no server, only the key.
 	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{r.URL}})
 	defer pool.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	n, err := contextvm.Unannounce(ctx, pool, contextvm.NewKeySigner(key))
 	if err != nil || n != len(contextvm.AnnouncementKinds) {
@@ -211,7 +212,7 @@ func TestUnannounceOnClose(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	opts := announcingOptions(r)
 	opts.UnannounceOnClose = true
-	srv := cvmtest.Serve(t, opts, catalogServer())
+	srv := peertest.Serve(t, opts, catalogServer())
 	announcements(t, r, srv.PublicKey(), hasAll(contextvm.AnnouncementKinds...))
 	srv.Close()
 	announcements(t, r, srv.PublicKey(), func(m map[nostr.Kind]nostr.Event) bool { return len(m) == 0 })
@@ -224,7 +225,7 @@ func TestListResponsesCarryPricesAndSchemas(t *testing.T) {
 	opts := announcingOptions(r)
 	opts.Announce = false
 	opts.Encryption = contextvm.EncryptDisabled
-	srv := cvmtest.Serve(t, opts, catalogServer())
+	srv := peertest.Serve(t, opts, catalogServer())
 
 	clientKey := nostr.Generate()
 	spy := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{r.URL}})
@@ -233,8 +234,8 @@ func TestListResponsesCarryPricesAndSchemas(t *testing.T) {
 	defer sub.Close()
 	<-sub.Ready()
 
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Signer: contextvm.NewKeySigner(clientKey)})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Signer: contextvm.NewKeySigner(clientKey)})
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	tools, err := cs.ListTools(ctx, nil)
 	if err != nil {

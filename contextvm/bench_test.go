@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/cvmgo/cvm/contextvm"
-	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/internal/peertest"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,8 +20,8 @@ func BenchmarkRoundTrip(b *testing.B) {
 	}{{"plaintext", contextvm.EncryptDisabled}, {"encrypted", contextvm.EncryptRequired}} {
 		b.Run(tc.name, func(b *testing.B) {
 			r := relaytest.Start(b, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
-			srv := cvmtest.Serve(b, contextvm.ServerOptions{Relays: []string{r.URL}}, cvmtest.EchoServer())
-			cs := cvmtest.Connect(b, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: tc.enc})
+			srv := peertest.Serve(b, contextvm.ServerOptions{Relays: []string{r.URL}}, peertest.EchoServer())
+			cs := peertest.Connect(b, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: tc.enc})
 			params := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "bench"}}
 			ctx := context.Background()
 			for b.Loop() {

@@ -61,7 +61,7 @@ func TestKeepAlive_ComparesTokensAsJSONValues(t *testing.T) {
 				c := newTestClientConn(t, ClientOptions{RequestTimeout: time.Second}, &fakePool{})
 				defer c.Close()
 				c.track(&jsonrpc.Request{ID: mcpmsg.IntID(7), Method: "tools/call", Params: json.RawMessage(`{"name":"x","_meta":{"progressToken":1}}`)})
-				time.Sleep(900 * time.Millisecond)
+				time.Sleep(900 * time.Millisecond) // synctest clock: just before the deadline
 				c.dispatch(nostr.Event{}, 0, []jsonrpc.Message{progress(tc.progress)})
 				if msg := <-c.incoming; msg.(*jsonrpc.Request).Method != mcpmsg.MethodProgress {
 					t.Fatalf("the go-sdk got %v, want the progress notification", msg)
@@ -142,7 +142,7 @@ func TestClientConn_ExpiredTransferIsAborted(t *testing.T) {
 		start := progressFrame{ProgressToken: mcpmsg.StringToken("big"), Progress: 1, CVM: &transferFrame{Type: oversizedType, FrameType: "start",
 			Digest: digestOf("x"), TotalBytes: intPtr(1), TotalChunks: intPtr(1)}}
 		c.transfers.frame(c.server, start, nil)
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // synctest clock: past the transfer's deadline
 		synctest.Wait()
 		if pool.count() != 1 {
 			t.Fatalf("%d events published, want the abort frame", pool.count())
@@ -232,7 +232,7 @@ func TestClientConn_ReplicaErrorWaitsForAnotherAnswer(t *testing.T) {
 					got, gotAt = (<-c.incoming).(*jsonrpc.Response), time.Since(start)
 				}()
 				for _, a := range tc.answers {
-					time.Sleep(a.at - time.Since(start))
+					time.Sleep(a.at - time.Since(start)) // synctest clock: the answer's moment
 					resp := &jsonrpc.Response{ID: id, Result: json.RawMessage(`{"content":[]}`)}
 					if a.err != nil {
 						resp = &jsonrpc.Response{ID: id, Error: a.err}
@@ -248,7 +248,7 @@ func TestClientConn_ReplicaErrorWaitsForAnotherAnswer(t *testing.T) {
 				if code != tc.want || gotAt != tc.wantAt {
 					t.Fatalf("the go-sdk got code %d after %v; want %d after %v", code, gotAt, tc.want, tc.wantAt)
 				}
-				time.Sleep(time.Minute)
+				time.Sleep(time.Minute) // synctest clock: long past every deadline
 				synctest.Wait()
 				select {
 				case msg := <-c.incoming:

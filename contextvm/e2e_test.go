@@ -6,7 +6,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
-	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/internal/peertest"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -16,9 +16,9 @@ func TestGoClientGoServer(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	for _, enc := range []contextvm.EncryptionMode{contextvm.EncryptDisabled, contextvm.EncryptOptional, contextvm.EncryptRequired} {
 		t.Run(enc.String(), func(t *testing.T) {
-			srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: enc, Info: contextvm.ServerInfo{Name: "test"}}, cvmtest.EchoServer())
+			srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: enc, Info: contextvm.ServerInfo{Name: "test"}}, peertest.EchoServer())
 			clientKey := nostr.Generate()
-			cs := cvmtest.Connect(t, contextvm.ClientOptions{
+			cs := peertest.Connect(t, contextvm.ClientOptions{
 				Server:     srv.PublicKey().Hex(),
 				Relays:     []string{r.URL},
 				Signer:     contextvm.NewKeySigner(clientKey),
@@ -30,7 +30,7 @@ func TestGoClientGoServer(t *testing.T) {
 			if got := cs.InitializeResult().ProtocolVersion; got != contextvm.ProtocolVersion {
 				t.Errorf("protocol %q", got)
 			}
-			if got := cvmtest.CallEcho(t, cs, "hello"); got != "hello" {
+			if got := peertest.CallEcho(t, cs, "hello"); got != "hello" {
 				t.Errorf("echo = %q", got)
 			}
 			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "whoami"})

@@ -13,8 +13,9 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
-	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/internal/peertest"
 	"github.com/cvmgo/cvm/durable"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
@@ -26,8 +27,8 @@ import (
 func TestReplayedEventExecutesOnce(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	var calls atomic.Int64
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, cvmtest.CounterServer(&calls))
-	peer := cvmtest.NewRawPeer(t, r.URL)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, peertest.CounterServer(&calls))
+	peer := peertest.NewRawPeer(t, r.URL)
 	peer.Initialize(srv.PublicKey())
 
 	plain := peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
@@ -70,11 +71,11 @@ func TestReplayAfterRestartDoesNotExecute(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(sk), State: state}, cvmtest.CounterServer(&calls))
+		srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(sk), State: state}, peertest.CounterServer(&calls))
 		return srv, state
 	}
 	srv, state := start()
-	peer := cvmtest.NewRawPeer(t, r.URL)
+	peer := peertest.NewRawPeer(t, r.URL)
 	peer.Initialize(srv.PublicKey())
 	plain := peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
 	inner := peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
@@ -120,8 +121,8 @@ func TestFullReplayStoreRefusesWithBusy(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	var calls atomic.Int64
 	// initialize and notifications/initialized take two records.
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, State: durable.NewMemory(durable.Options{MaxRecords: 2})}, cvmtest.CounterServer(&calls))
-	peer := cvmtest.NewRawPeer(t, r.URL)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, State: durable.NewMemory(durable.Options{MaxRecords: 2})}, peertest.CounterServer(&calls))
+	peer := peertest.NewRawPeer(t, r.URL)
 	peer.Initialize(srv.PublicKey())
 	peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"count","arguments":{}}}`))
 	answer, ok := peer.Next(10 * time.Second)
@@ -136,8 +137,8 @@ func TestFullReplayStoreRefusesWithBusy(t *testing.T) {
 func TestStaleEventsAreDroppedWithALogLine(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	var logs waitbuf.Buffer
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Freshness: time.Minute, Logger: logs.Logger()}, cvmtest.EchoServer())
-	peer := cvmtest.NewRawPeer(t, r.URL)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Freshness: time.Minute, Logger: logs.Logger()}, peertest.EchoServer())
+	peer := peertest.NewRawPeer(t, r.URL)
 	old := nostr.Event{Kind: contextvm.KindMessage, CreatedAt: nostr.Now() - 5, Content: `{"jsonrpc":"2.0","id":1,"method":"ping"}`,
 		Tags: nostr.Tags{{"p", srv.PublicKey().Hex()}}}
 	// Within the relay's since window but outside the server's freshness window: backdate the inner event of a wrap.
@@ -157,8 +158,8 @@ func TestStaleEventsAreDroppedWithALogLine(t *testing.T) {
 // ephemeral events, so a since on them would hide nothing but these.
 func TestServer_HearsRequestsDatedBeforeItStarted(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, cvmtest.EchoServer())
-	peer := cvmtest.NewRawPeer(t, r.URL)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, peertest.EchoServer())
+	peer := peertest.NewRawPeer(t, r.URL)
 	peer.Publish(peer.MessageAt(nostr.Now()-60, srv.PublicKey(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`))
 	answer, ok := peer.Next(10 * time.Second)
 	if !ok {
@@ -173,7 +174,7 @@ func TestServer_HearsRequestsDatedBeforeItStarted(t *testing.T) {
 // reaches it: a server whose clock is behind is still heard.
 func TestClient_HearsAnswersDatedBeforeItStarted(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := cvmtest.NewRawPeer(t, r.URL)
+	srv := peertest.NewRawPeer(t, r.URL)
 	served := make(chan error, 1)
 	go func() {
 		req, ok := srv.Next(20 * time.Second)
@@ -189,7 +190,7 @@ func TestClient_HearsAnswersDatedBeforeItStarted(t *testing.T) {
 			nostr.Tag{"e", req.ID.Hex()}))
 		served <- nil
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "c", Version: "0"}, nil),
 		contextvm.ClientOptions{Server: srv.SK.Public().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
@@ -205,8 +206,8 @@ func TestClient_HearsAnswersDatedBeforeItStarted(t *testing.T) {
 func TestBadInputGetsAnErrorOrALogLine(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	var logs waitbuf.Buffer
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Logger: logs.Logger()}, cvmtest.EchoServer())
-	peer := cvmtest.NewRawPeer(t, r.URL)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Logger: logs.Logger()}, peertest.EchoServer())
+	peer := peertest.NewRawPeer(t, r.URL)
 	peer.Initialize(srv.PublicKey())
 	me := srv.PublicKey()
 
@@ -240,14 +241,14 @@ func TestBadInputGetsAnErrorOrALogLine(t *testing.T) {
 			if err := json.Unmarshal([]byte(answer.Content), &got); err != nil || got.Error.Code != tc.code || string(got.ID) != tc.id {
 				t.Fatalf("answer %s; want code %d and id %s", answer.Content, tc.code, tc.id)
 			}
-			if e, _ := cvmtest.FirstTag(answer.Tags, "e"); e != evt.ID.Hex() {
+			if e, _ := peertest.FirstTag(answer.Tags, "e"); e != evt.ID.Hex() {
 				t.Fatalf("the answer is not correlated with the event: e=%q", e)
 			}
 		})
 	}
 	t.Run("a server that does not serve the author stays silent", func(t *testing.T) {
-		guarded := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Logger: logs.Logger(),
-			AllowedClients: []nostr.PubKey{nostr.Generate().Public()}}, cvmtest.EchoServer())
+		guarded := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Logger: logs.Logger(),
+			AllowedClients: []nostr.PubKey{nostr.Generate().Public()}}, peertest.EchoServer())
 		peer.Publish(peer.Message(guarded.PublicKey(), `{"jsonrpc":"1.0","id":5,"method":"ping"}`))
 		logs.Await(t, 10*time.Second, "not JSON-RPC")
 		if answer, ok := peer.Next(300 * time.Millisecond); ok {
@@ -283,14 +284,14 @@ func TestBadInputGetsAnErrorOrALogLine(t *testing.T) {
 
 func TestResponseTooLargeBecomesAnError(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	s := cvmtest.EchoServer()
+	s := peertest.EchoServer()
 	mcp.AddTool(s, &mcp.Tool{Name: "big"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", 70_000)}}}, nil, nil
 	})
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired}, s)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired}, s)
 	// A client without CEP-22 cannot take the answer in fragments.
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, OversizedThreshold: -1})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, OversizedThreshold: -1})
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "big"})
 	var werr *jsonrpc.Error
@@ -301,8 +302,8 @@ func TestResponseTooLargeBecomesAnError(t *testing.T) {
 
 func TestBatchIsAnsweredAsOneEvent(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, cvmtest.EchoServer())
-	peer := cvmtest.NewRawPeer(t, r.URL)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, peertest.EchoServer())
+	peer := peertest.NewRawPeer(t, r.URL)
 	peer.Initialize(srv.PublicKey())
 	peer.Publish(peer.Message(srv.PublicKey(), `[
 		{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo","arguments":{"text":"one"}}},
@@ -330,7 +331,7 @@ func TestBatchIsAnsweredAsOneEvent(t *testing.T) {
 // code a client can tell from a refusal.
 func TestFullInboxAnswersBusy(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{Signer: contextvm.NewKeySigner(nostr.Generate()), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
 	if err != nil {
@@ -339,7 +340,7 @@ func TestFullInboxAnswersBusy(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	// Nothing accepts the session, so nothing reads its inbox: the requests
 	// pile up until it is full.
-	peer := cvmtest.NewRawPeer(t, r.URL)
+	peer := peertest.NewRawPeer(t, r.URL)
 	peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`))
 	for i := range 300 {
 		peer.Publish(peer.Message(srv.PublicKey(), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)))
@@ -365,8 +366,8 @@ func TestFullInboxAnswersBusy(t *testing.T) {
 
 func TestShutdownEndsTheSession(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv, ended := serveWatched(t, contextvm.ServerOptions{Relays: []string{r.URL}}, cvmtest.EchoServer())
-	peer := cvmtest.NewRawPeer(t, r.URL)
+	srv, ended := serveWatched(t, contextvm.ServerOptions{Relays: []string{r.URL}}, peertest.EchoServer())
+	peer := peertest.NewRawPeer(t, r.URL)
 	peer.Initialize(srv.PublicKey()) // answered: the session exists
 	if n := srv.Sessions(); n != 1 {
 		t.Fatalf("%d sessions after initialize", n)
@@ -385,7 +386,7 @@ func TestShutdownEndsTheSession(t *testing.T) {
 func TestAuthorization(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	allowed, stranger := nostr.Generate(), nostr.Generate()
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{
+	srv := peertest.Serve(t, contextvm.ServerOptions{
 		Relays:             []string{r.URL},
 		AllowedClients:     []nostr.PubKey{allowed.Public()},
 		PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}, {Method: "tools/call", Name: "whoami"}},
@@ -395,9 +396,9 @@ func TestAuthorization(t *testing.T) {
 			}
 			return nil
 		},
-	}, cvmtest.EchoServer())
+	}, peertest.EchoServer())
 	call := func(cs *mcp.ClientSession, tool, text string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := testwait.Context(t, 10*time.Second)
 		defer cancel()
 		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": text}})
 		return err
@@ -407,7 +408,7 @@ func TestAuthorization(t *testing.T) {
 		return errors.As(err, &werr) && werr.Code == contextvm.CodeUnauthorized
 	}
 
-	friend := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(allowed)})
+	friend := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(allowed)})
 	if err := call(friend, "echo", "hi"); err != nil {
 		t.Errorf("allowed client: %v", err)
 	}
@@ -415,7 +416,7 @@ func TestAuthorization(t *testing.T) {
 		t.Errorf("hook refusal: %v", err)
 	}
 
-	other := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(stranger)})
+	other := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(stranger)})
 	if _, err := other.ListTools(context.Background(), nil); err != nil {
 		t.Errorf("public tools/list: %v", err)
 	}
@@ -430,9 +431,9 @@ func TestAuthorization(t *testing.T) {
 
 func TestAuthorizationWithoutPublicCapabilitiesRefusesTheHandshake(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, AllowedClients: []nostr.PubKey{nostr.Generate().Public()}}, cvmtest.EchoServer())
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, AllowedClients: []nostr.PubKey{nostr.Generate().Public()}}, peertest.EchoServer())
 	tr, _ := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	_, err := mcp.NewClient(&mcp.Implementation{Name: "x"}, nil).Connect(ctx, tr, nil)
 	var werr *jsonrpc.Error
@@ -445,7 +446,7 @@ func TestAuthorizationWithoutPublicCapabilitiesRefusesTheHandshake(t *testing.T)
 // progress (the reference routes by token alone and mixes them).
 func TestProgressIsRoutedPerClient(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	s := cvmtest.EchoServer()
+	s := peertest.EchoServer()
 	type in struct {
 		Who string `json:"who"`
 	}
@@ -455,7 +456,7 @@ func TestProgressIsRoutedPerClient(t *testing.T) {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: args.Who}}}, nil, nil
 	})
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, s)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, s)
 	var wg sync.WaitGroup
 	for _, who := range []string{"alice", "bob"} {
 		wg.Go(func() {
@@ -472,7 +473,7 @@ func TestProgressIsRoutedPerClient(t *testing.T) {
 					}
 				},
 			})
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := testwait.Context(t, 20*time.Second)
 			defer cancel()
 			cs, err := contextvm.Connect(ctx, client, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
 			if err != nil {
@@ -490,7 +491,7 @@ func TestProgressIsRoutedPerClient(t *testing.T) {
 			// result: wait for the fifth.
 			select {
 			case <-fifth:
-			case <-time.After(5 * time.Second):
+			case <-time.After(testwait.Timeout(5 * time.Second)):
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -510,7 +511,7 @@ func TestProgressIsRoutedPerClient(t *testing.T) {
 // A client's cancel reaches the running handler, whose context ends.
 func TestCancelReachesTheHandler(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	s := cvmtest.EchoServer()
+	s := peertest.EchoServer()
 	started, cancelled := make(chan struct{}), make(chan struct{})
 	mcp.AddTool(s, &mcp.Tool{Name: "forever"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		close(started)
@@ -518,12 +519,12 @@ func TestCancelReachesTheHandler(t *testing.T) {
 		case <-ctx.Done():
 			close(cancelled)
 			return nil, nil, ctx.Err()
-		case <-time.After(30 * time.Second):
+		case <-time.After(testwait.Timeout(30 * time.Second)):
 			return nil, nil, errors.New("never cancelled")
 		}
 	})
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, s)
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, s)
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-started
@@ -534,7 +535,7 @@ func TestCancelReachesTheHandler(t *testing.T) {
 	}
 	select {
 	case <-cancelled:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("the handler's context was never cancelled")
 	}
 }
@@ -550,7 +551,7 @@ func TestResourceUpdatesGoOnlyToSubscribers(t *testing.T) {
 	s.AddResource(&mcp.Resource{URI: uri, Name: "watched"}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "v"}}}, nil
 	})
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, s)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, s)
 	updates := map[string]*atomic.Int64{"watcher": {}, "bystander": {}}
 	watcherUpdated := make(chan struct{}, 1)
 	sessions := map[string]*mcp.ClientSession{}
@@ -566,7 +567,7 @@ func TestResourceUpdatesGoOnlyToSubscribers(t *testing.T) {
 				}
 			},
 		})
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := testwait.Context(t, 20*time.Second)
 		cs, err := contextvm.Connect(ctx, client, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
 		cancel()
 		if err != nil {
@@ -583,7 +584,7 @@ func TestResourceUpdatesGoOnlyToSubscribers(t *testing.T) {
 	}
 	select {
 	case <-watcherUpdated:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("the watcher never got its update")
 	}
 	if n := updates["watcher"].Load(); n != 1 {
@@ -612,13 +613,13 @@ func TestAllowedClientIsNeverCrowdedOut(t *testing.T) {
 	)
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	friend := nostr.Generate()
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
 		MaxSessions: maxSessions, SessionReserve: reserve,
 		SessionRate: 0.001, SessionBurst: burst, // spent by the strangers, not refilled during the test
-		AllowedClients: []nostr.PubKey{friend.Public()}, PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}}}, cvmtest.EchoServer())
+		AllowedClients: []nostr.PubKey{friend.Public()}, PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}}}, peertest.EchoServer())
 	admitted := 0
 	for range strangers {
-		p := cvmtest.NewRawPeer(t, r.URL)
+		p := peertest.NewRawPeer(t, r.URL)
 		p.Publish(p.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`))
 		answer, ok := p.Next(10 * time.Second)
 		if !ok {
@@ -632,9 +633,9 @@ func TestAllowedClientIsNeverCrowdedOut(t *testing.T) {
 		t.Fatalf("%d strangers got a session; want %d, the sessions less the reserve", admitted, maxSessions-reserve)
 	}
 	var logs waitbuf.Buffer // the client's: it says when it was told busy and asked again
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
 		Signer: contextvm.NewKeySigner(friend), Logger: logs.Logger()})
-	if got := cvmtest.CallEcho(t, cs, "hi"); got != "hi" {
+	if got := peertest.CallEcho(t, cs, "hi"); got != "hi" {
 		t.Fatalf("echo: %q", got)
 	}
 	if strings.Contains(logs.String(), "server busy") {

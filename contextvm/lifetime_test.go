@@ -46,7 +46,7 @@ func TestLifetime(t *testing.T) {
 		if !ranToEnd {
 			t.Fatal("close returned before its work")
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // synctest clock: any timer left would fire
 		synctest.Wait()
 		if fired {
 			t.Fatal("a timer fired after close")

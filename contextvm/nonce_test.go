@@ -8,7 +8,8 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
-	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/internal/peertest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -26,7 +27,7 @@ func TestEveryMessageEventIsDistinct(t *testing.T) {
 	all := watcher.Subscribe(nostr.Filter{Kinds: []nostr.Kind{contextvm.KindMessage}}, 256)
 	<-all.Ready()
 
-	s := cvmtest.EchoServer()
+	s := peertest.EchoServer()
 	mcp.AddTool(s, &mcp.Tool{Name: "twice"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		// A request to the client, which the client answers...
 		if err := req.Session.Ping(ctx, nil); err != nil {
@@ -38,12 +39,12 @@ func TestEveryMessageEventIsDistinct(t *testing.T) {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
 	})
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, s)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, s)
 	var progress atomic.Int64
 	client := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) },
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	cs, err := contextvm.Connect(ctx, client, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
 	if err != nil {
@@ -61,18 +62,31 @@ func TestEveryMessageEventIsDistinct(t *testing.T) {
 	}
 	cs.Close()
 
+	// The watch waits for the events it must see (initialize,
+	// initialized, its answer, the call, ping, its answer, progress ×2,
+	// result: at least 7), however slowly the relay delivers them, then
+	// checks any more that come while it is quiet.
 	seen := 0
+	check := func(evt nostr.Event) {
+		seen++
+		if _, ok := peertest.FirstTag(evt.Tags, "nonce"); !ok {
+			t.Errorf("a message without a nonce, from the %s: %s %v", side(evt, srv), evt.Content, evt.Tags)
+		}
+	}
+	deadline := time.After(testwait.Timeout(20 * time.Second))
+	for seen < 7 {
+		select {
+		case evt := <-all.Events():
+			check(evt)
+		case <-deadline:
+			t.Fatalf("watched %d message events; want at least 7", seen)
+		}
+	}
 	for {
 		select {
 		case evt := <-all.Events():
-			seen++
-			if _, ok := cvmtest.FirstTag(evt.Tags, "nonce"); !ok {
-				t.Errorf("a message without a nonce, from the %s: %s %v", side(evt, srv), evt.Content, evt.Tags)
-			}
+			check(evt)
 		case <-time.After(500 * time.Millisecond):
-			if seen < 7 { // initialize, initialized, its answer, the call, ping, its answer, progress ×2, result
-				t.Fatalf("watched %d message events; want at least 7", seen)
-			}
 			return
 		}
 	}

@@ -1,7 +1,6 @@
 package contextvm_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +10,8 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
-	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/internal/peertest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -21,12 +21,12 @@ import (
 
 func TestOversizedBothWays(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
-	arg := cvmtest.BigText(200_000)
+	arg := peertest.BigText(200_000)
 	for _, enc := range []contextvm.EncryptionMode{contextvm.EncryptDisabled, contextvm.EncryptRequired} {
 		t.Run(enc.String(), func(t *testing.T) {
-			srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptOptional}, cvmtest.EchoServer())
-			cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: enc})
-			if got := cvmtest.CallEcho(t, cs, arg); got != arg {
+			srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptOptional}, peertest.EchoServer())
+			cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: enc})
+			if got := peertest.CallEcho(t, cs, arg); got != arg {
 				t.Fatalf("echo of %d bytes came back as %d bytes", len(arg), len(got))
 			}
 		})
@@ -38,10 +38,10 @@ func TestOversizedBothWays(t *testing.T) {
 func TestOversizedFirstRequestWaitsForAccept(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	tp := newTap(t, r.URL)
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, cvmtest.EchoServer())
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Stateless: true})
-	arg := cvmtest.BigText(120_000)
-	if got := cvmtest.CallEcho(t, cs, arg); got != arg {
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, peertest.EchoServer())
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Stateless: true})
+	arg := peertest.BigText(120_000)
+	if got := peertest.CallEcho(t, cs, arg); got != arg {
 		t.Fatal("wrong echo")
 	}
 	accepted := false
@@ -58,7 +58,7 @@ func TestOversizedFirstRequestWaitsForAccept(t *testing.T) {
 func TestCorruptTransfersAreAborted(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	var logs waitbuf.Buffer
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Logger: logs.Logger()}, cvmtest.EchoServer())
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Logger: logs.Logger()}, peertest.EchoServer())
 	request := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("z", 5000) + `"},"_meta":{"progressToken":"raw"}}}`
 	for name, mangle := range map[string]func(int, map[string]any) bool{
 		"digest mismatch": func(i int, f map[string]any) bool {
@@ -70,9 +70,9 @@ func TestCorruptTransfersAreAborted(t *testing.T) {
 		"missing chunk": func(i int, f map[string]any) bool { return i != 3 },
 	} {
 		t.Run(name, func(t *testing.T) {
-			peer := cvmtest.NewRawPeer(t, r.URL)
+			peer := peertest.NewRawPeer(t, r.URL)
 			peer.Initialize(srv.PublicKey())
-			cvmtest.RawTransfer(t, peer, srv.PublicKey(), request, mangle)
+			peertest.RawTransfer(t, peer, srv.PublicKey(), request, mangle)
 			var abort string
 			for abort == "" {
 				evt, ok := peer.Next(10 * time.Second)
@@ -97,7 +97,7 @@ func TestCorruptTransfersAreAborted(t *testing.T) {
 // error and tells the server.
 func TestClientAbortsCorruptAnswer(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
-	fake := cvmtest.NewRawPeer(t, r.URL) // plays the server
+	fake := peertest.NewRawPeer(t, r.URL) // plays the server
 	aborted := make(chan string, 1)
 	done := make(chan struct{})
 	stopped := make(chan struct{})
@@ -142,7 +142,7 @@ func TestClientAbortsCorruptAnswer(t *testing.T) {
 				json.Unmarshal(req.Params, &p)
 				tok, _ := json.Marshal(p.Meta.ProgressToken)
 				frame := func(progress int, cvm string) {
-					reply(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + string(tok) + `,"progress":` + cvmtest.JSONInt(progress) + `,"cvm":` + cvm + `}}`)
+					reply(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + string(tok) + `,"progress":` + peertest.JSONInt(progress) + `,"cvm":` + cvm + `}}`)
 				}
 				frame(1, `{"type":"oversized-transfer","frameType":"start","completionMode":"render","digest":"sha256:`+strings.Repeat("0", 64)+`","totalBytes":5,"totalChunks":1}`)
 				frame(2, `{"type":"oversized-transfer","frameType":"chunk","data":"hello"}`)
@@ -157,8 +157,8 @@ func TestClientAbortsCorruptAnswer(t *testing.T) {
 			}
 		}
 	}()
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: fake.SK.Public().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: fake.SK.Public().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
 	if err == nil || !strings.Contains(err.Error(), "digest") {
@@ -170,7 +170,7 @@ func TestClientAbortsCorruptAnswer(t *testing.T) {
 	}
 	select {
 	case <-aborted:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("the client never told the server it aborted")
 	}
 }
@@ -181,9 +181,9 @@ func TestClientAbortsCorruptAnswer(t *testing.T) {
 func TestOversized_StrangerCannotExhaustTheBudget(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	friend := nostr.Generate()
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
-		AllowedClients: []nostr.PubKey{friend.Public()}, PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}}}, cvmtest.EchoServer())
-	stranger := cvmtest.NewRawPeer(t, r.URL)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+		AllowedClients: []nostr.PubKey{friend.Public()}, PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}}}, peertest.EchoServer())
+	stranger := peertest.NewRawPeer(t, r.URL)
 	for i, declared := range []int{100 << 20, 100 << 20, 56 << 20} {
 		stranger.Publish(stranger.Message(srv.PublicKey(), fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"s%d","progress":1,"cvm":{"type":"oversized-transfer","frameType":"start","completionMode":"render","digest":"sha256:%s","totalBytes":%d,"totalChunks":3000}}}`,
 			i, strings.Repeat("0", 64), declared)))
@@ -196,10 +196,10 @@ func TestOversized_StrangerCannotExhaustTheBudget(t *testing.T) {
 			t.Fatalf("a stranger's oversized start was not refused: %+v", abort)
 		}
 	}
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
 		Signer: contextvm.NewKeySigner(friend)})
-	arg := cvmtest.BigText(200_000)
-	if got := cvmtest.CallEcho(t, cs, arg); got != arg {
+	arg := peertest.BigText(200_000)
+	if got := peertest.CallEcho(t, cs, arg); got != arg {
 		t.Fatal("the friend's large request failed")
 	}
 }
@@ -214,22 +214,22 @@ func TestOversized_StrangerCannotExhaustTheBudget(t *testing.T) {
 func TestOversized_NewConnectionOfAKeyWithASessionIsAccepted(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	friend := nostr.Generate()
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
-		AllowedClients: []nostr.PubKey{friend.Public()}, PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}}}, cvmtest.EchoServer())
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+		AllowedClients: []nostr.PubKey{friend.Public()}, PublicCapabilities: []contextvm.Capability{{Method: "tools/list"}}}, peertest.EchoServer())
 	opts := contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
-		Signer: contextvm.NewKeySigner(friend), RequestTimeout: 20 * time.Second}
-	first := cvmtest.Connect(t, opts)
-	cvmtest.CallEcho(t, first, "the session now has the server's discovery tags")
+		Signer: contextvm.NewKeySigner(friend), RequestTimeout: testwait.Timeout(20 * time.Second)}
+	first := peertest.Connect(t, opts)
+	peertest.CallEcho(t, first, "the session now has the server's discovery tags")
 
-	stranger := cvmtest.NewRawPeer(t, r.URL)
+	stranger := peertest.NewRawPeer(t, r.URL)
 	for i := range 10 { // 8 taken, 2 refused: a stranger's share
 		stranger.Publish(stranger.Message(srv.PublicKey(), fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"s%d","progress":1,"cvm":{"type":"oversized-transfer","frameType":"start","completionMode":"render","digest":"sha256:%s","totalBytes":100000,"totalChunks":30}}}`,
 			i, strings.Repeat("0", 64))))
 	}
 	opts.Stateless = true
-	second := cvmtest.Connect(t, opts)
-	arg := cvmtest.BigText(100_000)
-	if got := cvmtest.CallEcho(t, second, arg); got != arg {
+	second := peertest.Connect(t, opts)
+	arg := peertest.BigText(100_000)
+	if got := peertest.CallEcho(t, second, arg); got != arg {
 		t.Fatalf("echo of %d bytes came back as %d bytes", len(arg), len(got))
 	}
 }
@@ -239,11 +239,11 @@ func TestOversized_NewConnectionOfAKeyWithASessionIsAccepted(t *testing.T) {
 // did not run, and its client need not wait for its timeout to learn it.
 func TestOversized_EndOfATransferNeverStartedIsAborted(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, cvmtest.EchoServer())
-	peer := cvmtest.NewRawPeer(t, r.URL)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, peertest.EchoServer())
+	peer := peertest.NewRawPeer(t, r.URL)
 	peer.Initialize(srv.PublicKey())
 	request := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("z", 3000) + `"},"_meta":{"progressToken":"raw"}}}`
-	cvmtest.RawTransfer(t, peer, srv.PublicKey(), request, func(i int, _ map[string]any) bool { return i != 0 })
+	peertest.RawTransfer(t, peer, srv.PublicKey(), request, func(i int, _ map[string]any) bool { return i != 0 })
 	for {
 		evt, ok := peer.Next(10 * time.Second)
 		if !ok {

@@ -12,6 +12,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/internal/mcpmsg"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -166,7 +167,7 @@ func TestReassembler_AbortAndTimeout(t *testing.T) {
 		if tok != mcpmsg.StringToken("slow") {
 			t.Errorf("expired token %v", tok)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Timeout(5 * time.Second)):
 		t.Fatal("an unfinished transfer never expired")
 	}
 	if n, _ := r.stats(); n != 0 {
@@ -436,13 +437,13 @@ func TestReassembler_StalledTransferIsDropped(t *testing.T) {
 			t.Fatal(err)
 		}
 		chunk := "abc"
-		time.Sleep(25 * time.Second)
+		time.Sleep(25 * time.Second) // synctest clock: within the idle limit
 		r.frame(peer, progressFrame{ProgressToken: testToken(t, "slow"), Progress: 2, CVM: &transferFrame{Type: oversizedType, FrameType: "chunk", Data: &chunk}}, nil)
 		time.Sleep(25 * time.Second) // 50 s after the start, 25 s after the chunk: alive
 		if n, _ := r.stats(); n != 1 {
 			t.Fatal("a transfer that made progress was dropped")
 		}
-		time.Sleep(10 * time.Second)
+		time.Sleep(10 * time.Second) // synctest clock: 35 s after the chunk: idle
 		synctest.Wait()
 		select {
 		case <-expired:

@@ -226,12 +226,21 @@ func (c *clientConn) paymentNotification(inner nostr.Event, m *jsonrpc.Request) 
 		}
 		c.life.Go(func(ctx context.Context) { c.pay(ctx, p, offer, req) })
 	case MethodPaymentAccepted:
-		if !p.paidFor.Load() {
+		p.payMu.Lock()
+		handed, paid := p.handed, p.paidFor.Load()
+		p.acceptedEarly = handed && !paid
+		p.payMu.Unlock()
+		switch {
+		case paid:
+			c.restart(p)
+			c.report(PaymentReport{PaymentOffer: p.offer(), Paid: true, Accepted: true})
+		case handed:
+			// Reported by pay after the payment itself, the order callers
+			// read them in.
+			c.log.Debug("payment_accepted before the wallet said it paid; reported after it", "method", p.req.Method)
+		default:
 			c.log.Warn("payment_accepted for a request this client did not pay; ignored", "method", p.req.Method)
-			return true
 		}
-		c.restart(p)
-		c.report(PaymentReport{PaymentOffer: p.offer(), Paid: true, Accepted: true})
 	case MethodPaymentRejected:
 		msg := mcpmsg.StringParam(m.Params, "message")
 		c.report(PaymentReport{PaymentOffer: p.offer(), Paid: p.paidFor.Load(), Rejected: true, Message: msg})
@@ -271,7 +280,13 @@ func (c *clientConn) pay(ctx context.Context, p *pendingRequest, offer PaymentOf
 	if err := c.opts.Payer.Pay(ctx, &PaidCall{c: c, p: p}, offer, req); err != nil {
 		return err
 	}
+	p.payMu.Lock()
+	acceptedEarly := p.acceptedEarly
+	p.payMu.Unlock()
 	c.restart(p)
+	if acceptedEarly {
+		c.report(PaymentReport{PaymentOffer: offer, Paid: true, Accepted: true})
+	}
 	return nil
 }
 
@@ -397,8 +412,22 @@ func (k *PaidCall) Pending() bool { return k.c.pending.isPending(k.p) }
 // and marks it asked for: one payment per request.
 func (k *PaidCall) StartPaying() bool { return k.p.paying.CompareAndSwap(false, true) }
 
+// Handing records that the payment is about to go to the wallet. The
+// server may see it settle, and send payment_accepted, before the wallet
+// answers: an acceptance after Handing is kept and reported once Pay
+// returns, after the payment itself.
+func (k *PaidCall) Handing() {
+	k.p.payMu.Lock()
+	k.p.handed = true
+	k.p.payMu.Unlock()
+}
+
 // MarkPaid records that the request was paid for.
-func (k *PaidCall) MarkPaid() { k.p.paidFor.Store(true) }
+func (k *PaidCall) MarkPaid() {
+	k.p.payMu.Lock()
+	k.p.paidFor.Store(true)
+	k.p.payMu.Unlock()
+}
 
 // PaidFor reports whether the request was paid for.
 func (k *PaidCall) PaidFor() bool { return k.p.paidFor.Load() }

@@ -39,6 +39,10 @@ type pendingRequest struct {
 	paidFor atomic.Bool // and made
 	payMu   sync.Mutex
 	payment PaymentOffer
+	// handed and acceptedEarly, guarded by payMu: the payment is with the
+	// wallet, and the server accepted it before the wallet told us it was
+	// made (the server may see it settle first).
+	handed, acceptedEarly bool
 
 	events []nostr.ID // guarded by the table's lock: the event ids it went out under
 

@@ -1,13 +1,13 @@
 package contextvm_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
-	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/internal/peertest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,13 +24,13 @@ func TestOneRelayDiesMidRun(t *testing.T) {
 	defer doomed.Close()
 	survivor := relaytest.Start(t, relay.Options{})
 	relays := []string{doomed.URL, survivor.URL}
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: relays}, cvmtest.EchoServer())
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: relays, RequestTimeout: 10 * time.Second})
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: relays}, peertest.EchoServer())
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: relays, RequestTimeout: testwait.Timeout(10 * time.Second)})
 	for i := range 20 {
 		if i == 5 {
 			doomed.Close()
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		ctx, cancel := testwait.Context(t, 15*time.Second)
 		want := fmt.Sprint("call ", i)
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": want}})
 		cancel()
@@ -47,9 +47,9 @@ func TestOneRelayDiesMidRun(t *testing.T) {
 // both sides answer the AUTH challenge with their own key.
 func TestAuthRequiringRelay(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Auth: true})
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired, GiftWrap: contextvm.WrapPersistent}, cvmtest.EchoServer())
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired, GiftWrap: contextvm.WrapPersistent})
-	if got := cvmtest.CallEcho(t, cs, "authenticated"); got != "authenticated" {
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired, GiftWrap: contextvm.WrapPersistent}, peertest.EchoServer())
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired, GiftWrap: contextvm.WrapPersistent})
+	if got := peertest.CallEcho(t, cs, "authenticated"); got != "authenticated" {
 		t.Fatalf("echo = %q", got)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
-	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/internal/peertest"
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/relay"
@@ -66,16 +66,16 @@ func TestCoordinator_DecidesWhatTheServerActsOn(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	var calls atomic.Int64
 	rc := &refusingCoordinator{tool: "count"}
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Replicas: rc}, cvmtest.CounterServer(&calls))
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Replicas: rc}, peertest.CounterServer(&calls))
 	if srv.Replicas() != rc || srv.State() == nil {
 		t.Fatalf("server's coordinator %v, state %v; want the one given, and its store", srv.Replicas(), srv.State())
 	}
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
-	if got := cvmtest.CallEcho(t, cs, "hi"); got != "hi" {
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+	if got := peertest.CallEcho(t, cs, "hi"); got != "hi" {
 		t.Fatalf("echo answered %q", got)
 	}
-	_, err := cvmtest.Call(cs, "count", nil)
-	if cvmtest.RPCCode(err) != contextvm.CodeServerBusy || calls.Load() != 0 {
+	_, err := peertest.Call(cs, "count", nil)
+	if peertest.RPCCode(err) != contextvm.CodeServerBusy || calls.Load() != 0 {
 		t.Fatalf("refused call: %v, %d runs; want the coordinator's refusal and none", err, calls.Load())
 	}
 	if n := rc.answered.Load(); n < 3 { // initialize, echo, the refusal
@@ -128,22 +128,22 @@ func TestGate_TakesRequestsBeforeTheHandler(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	tp := newTap(t, r.URL)
 	var calls atomic.Int64
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
-		Gate: &quotaGate{used: map[nostr.PubKey]bool{}}}, cvmtest.CounterServer(&calls))
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
-	if _, err := cvmtest.Call(cs, "count", nil); err != nil {
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+		Gate: &quotaGate{used: map[nostr.PubKey]bool{}}}, peertest.CounterServer(&calls))
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
+	if _, err := peertest.Call(cs, "count", nil); err != nil {
 		t.Fatalf("first count: %v", err)
 	}
-	if _, err := cvmtest.Call(cs, "count", nil); cvmtest.RPCCode(err) != contextvm.CodePriceRefused {
+	if _, err := peertest.Call(cs, "count", nil); peertest.RPCCode(err) != contextvm.CodePriceRefused {
 		t.Fatalf("second count: %v; want the gate's answer", err)
 	}
-	if cvmtest.CallEcho(t, cs, "free") != "free" || calls.Load() != 1 {
+	if peertest.CallEcho(t, cs, "free") != "free" || calls.Load() != 1 {
 		t.Fatalf("%d runs of count; want 1", calls.Load())
 	}
 	tagged := false
 	for _, m := range tp.messages() {
 		if m.evt.PubKey == srv.PublicKey() {
-			if v, _ := cvmtest.FirstTag(m.evt.Tags, "quota"); v == "1" {
+			if v, _ := peertest.FirstTag(m.evt.Tags, "quota"); v == "1" {
 				tagged = true
 			}
 		}
@@ -175,18 +175,18 @@ func (tokenPayer) Answered(*contextvm.PaidCall, *jsonrpc.Response) bool { return
 func TestPayer_TagsGoOnEachRequest(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	tp := newTap(t, r.URL)
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, cvmtest.EchoServer())
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, peertest.EchoServer())
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
 		Stateless: true, Payer: tokenPayer{}})
 	for range 2 {
-		cvmtest.CallEcho(t, cs, "hi")
+		peertest.CallEcho(t, cs, "hi")
 	}
 	var tokens []string
-	cvmtest.Await(t, "both calls seen", &tp.changes, func() bool {
+	peertest.Await(t, "both calls seen", &tp.changes, func() bool {
 		tokens = tokens[:0]
 		for _, m := range tp.messages() {
 			if m.method == "tools/call" && m.call {
-				v, _ := cvmtest.FirstTag(m.evt.Tags, "token")
+				v, _ := peertest.FirstTag(m.evt.Tags, "token")
 				tokens = append(tokens, v)
 			}
 		}

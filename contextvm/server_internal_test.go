@@ -56,7 +56,7 @@ func TestServer_TransferTimersEndWithClose(t *testing.T) {
 				if closeFirst {
 					s.Close()
 				}
-				time.Sleep(time.Minute)
+				time.Sleep(time.Minute) // synctest clock: long past every deadline
 				synctest.Wait()
 				want := 1
 				if closeFirst {

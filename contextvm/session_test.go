@@ -16,7 +16,8 @@ import (
 	"fiatjaf.com/nostr"
 	"fiatjaf.com/nostr/nip19"
 	"github.com/cvmgo/cvm/contextvm"
-	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/internal/peertest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
@@ -28,7 +29,7 @@ import (
 // tap records every ContextVM event on a relay, opening the wraps it can
 // with the keys it is given.
 type tap struct {
-	changes cvmtest.Notifier // of each event seen
+	changes peertest.Notifier // of each event seen
 	mu      sync.Mutex
 	events  []tapped
 	keys    map[nostr.PubKey]nostr.SecretKey
@@ -136,7 +137,7 @@ func serveEach(t testing.TB, opts contextvm.ServerOptions, mcpServer *mcp.Server
 	if opts.Signer == nil {
 		opts.Signer = contextvm.NewKeySigner(nostr.Generate())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	srv, err := contextvm.NewServer(ctx, opts)
 	if err != nil {
@@ -170,7 +171,7 @@ func awaitEnd(t testing.TB, ended <-chan *contextvm.ServerConn, what string) {
 	t.Helper()
 	select {
 	case <-ended:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatalf("timed out waiting for %s", what)
 	}
 }
@@ -182,15 +183,15 @@ func TestWireFormat(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	serverKey, clientKey := nostr.Generate(), nostr.Generate()
 	tp := newTap(t, r.URL)
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(serverKey), Encryption: contextvm.EncryptDisabled,
-		Info: contextvm.ServerInfo{Name: "wire", About: "about", Website: "https://example.com", Picture: "https://example.com/p.png"}}, cvmtest.EchoServer())
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(serverKey), Encryption: contextvm.EncryptDisabled,
+		Info: contextvm.ServerInfo{Name: "wire", About: "about", Website: "https://example.com", Picture: "https://example.com/p.png"}}, peertest.EchoServer())
 	opts := contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(clientKey), Encryption: contextvm.EncryptDisabled}
-	cs := cvmtest.Connect(t, opts)
-	cvmtest.CallEcho(t, cs, "one")
+	cs := peertest.Connect(t, opts)
+	peertest.CallEcho(t, cs, "one")
 	cs.Close()
-	cs = cvmtest.Connect(t, opts) // a new session with the same key
-	cvmtest.CallEcho(t, cs, "two")
-	cvmtest.Await(t, "all messages", &tp.changes, func() bool { return len(tp.messages()) >= 10 })
+	cs = peertest.Connect(t, opts) // a new session with the same key
+	peertest.CallEcho(t, cs, "two")
+	peertest.Await(t, "all messages", &tp.changes, func() bool { return len(tp.messages()) >= 10 })
 
 	sp, cp := serverKey.Public().Hex(), clientKey.Public().Hex()
 	// The relay delivers to the tap and to the server concurrently, so the
@@ -206,7 +207,7 @@ func TestWireFormat(t *testing.T) {
 			t.Errorf("a gift wrap in plaintext mode: kind %d", m.outerKind)
 		}
 		fromClient := m.evt.PubKey == clientKey.Public()
-		p, _ := cvmtest.FirstTag(m.evt.Tags, "p")
+		p, _ := peertest.FirstTag(m.evt.Tags, "p")
 		switch {
 		case fromClient && p != sp, !fromClient && p != cp:
 			t.Errorf("%s from %v addressed to %s", m.method, fromClient, p)
@@ -221,7 +222,7 @@ func TestWireFormat(t *testing.T) {
 				t.Errorf("%s tags %v, want p and nonce", m.method, m.evt.Tags)
 			}
 		case m.response:
-			e, ok := cvmtest.FirstTag(m.evt.Tags, "e")
+			e, ok := peertest.FirstTag(m.evt.Tags, "e")
 			req, known := byID[nostr.MustIDFromHex(e)]
 			if !ok || !known {
 				t.Errorf("response tags %v do not reference a request", m.evt.Tags)
@@ -249,12 +250,12 @@ func TestWireFormat(t *testing.T) {
 func TestServerDiscoverStaysLocal(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	tp := newTap(t, r.URL)
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, cvmtest.EchoServer())
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, peertest.EchoServer())
 	tr, err := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "default-options"}, nil).Connect(ctx, tr, nil)
 	if err != nil {
@@ -264,7 +265,7 @@ func TestServerDiscoverStaysLocal(t *testing.T) {
 	if v := cs.InitializeResult().ProtocolVersion; v != contextvm.ProtocolVersion {
 		t.Errorf("negotiated %s", v)
 	}
-	cvmtest.CallEcho(t, cs, "x")
+	peertest.CallEcho(t, cs, "x")
 	for _, m := range tp.messages() {
 		if m.method == "server/discover" {
 			t.Fatal("server/discover reached the relay")
@@ -276,12 +277,12 @@ func TestStatelessClient(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	serverKey := nostr.Generate()
 	tp := newTap(t, r.URL, serverKey)
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(serverKey), Info: contextvm.ServerInfo{Name: "stateless"}}, cvmtest.EchoServer())
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Stateless: true})
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(serverKey), Info: contextvm.ServerInfo{Name: "stateless"}}, peertest.EchoServer())
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Stateless: true})
 	if got := cs.InitializeResult().ServerInfo.Name; got != "Emulated-Stateless-Server" {
 		t.Errorf("stateless initialize answered by %q, want the local emulation", got)
 	}
-	if got := cvmtest.CallEcho(t, cs, "no handshake"); got != "no handshake" {
+	if got := peertest.CallEcho(t, cs, "no handshake"); got != "no handshake" {
 		t.Fatalf("echo = %q", got)
 	}
 	first := true
@@ -304,18 +305,18 @@ func TestStatelessClient(t *testing.T) {
 func TestServerConn_Stateless(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	accepted := make(chan *contextvm.ServerConn, 2)
-	srv := serveEach(t, contextvm.ServerOptions{Relays: []string{r.URL}}, cvmtest.EchoServer(), func(c *contextvm.ServerConn, _ *mcp.ServerSession) {
+	srv := serveEach(t, contextvm.ServerOptions{Relays: []string{r.URL}}, peertest.EchoServer(), func(c *contextvm.ServerConn, _ *mcp.ServerSession) {
 		accepted <- c
 	})
 	for _, stateless := range []bool{true, false} {
-		cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Stateless: stateless})
-		cvmtest.CallEcho(t, cs, "hi")
+		cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Stateless: stateless})
+		peertest.CallEcho(t, cs, "hi")
 		select {
 		case c := <-accepted:
 			if c.Stateless() != stateless {
 				t.Errorf("a session of a client with Stateless %v reports Stateless %v", stateless, c.Stateless())
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(testwait.Timeout(10 * time.Second)):
 			t.Fatal("no session accepted")
 		}
 	}
@@ -323,10 +324,10 @@ func TestServerConn_Stateless(t *testing.T) {
 
 func TestNprofileRelayHints(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, cvmtest.EchoServer())
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, peertest.EchoServer())
 	nprofile := nip19.EncodeNprofile(srv.PublicKey(), []string{r.URL})
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: nprofile}) // no Relays: the hint is enough
-	if got := cvmtest.CallEcho(t, cs, "hinted"); got != "hinted" {
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: nprofile}) // no Relays: the hint is enough
+	if got := peertest.CallEcho(t, cs, "hinted"); got != "hinted" {
 		t.Fatalf("echo = %q", got)
 	}
 }
@@ -336,22 +337,22 @@ func TestNprofileRelayHints(t *testing.T) {
 // (the reference keeps answering 21059 and the client hangs).
 func TestCapabilitiesAreRelearnedPerSession(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, cvmtest.EchoServer())
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}}, peertest.EchoServer())
 	key := contextvm.NewKeySigner(nostr.Generate())
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: key, GiftWrap: contextvm.WrapOptional})
-	cvmtest.CallEcho(t, cs, "ephemeral ok")
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: key, GiftWrap: contextvm.WrapOptional})
+	peertest.CallEcho(t, cs, "ephemeral ok")
 	cs.Close()
-	cs = cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: key, GiftWrap: contextvm.WrapPersistent, RequestTimeout: 5 * time.Second})
-	if got := cvmtest.CallEcho(t, cs, "persistent ok"); got != "persistent ok" {
+	cs = peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: key, GiftWrap: contextvm.WrapPersistent, RequestTimeout: testwait.Timeout(5 * time.Second)})
+	if got := peertest.CallEcho(t, cs, "persistent ok"); got != "persistent ok" {
 		t.Fatalf("echo = %q", got)
 	}
 }
 
 func TestEncryptionRequiredServerAnswersPlaintext(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired}, cvmtest.EchoServer())
-	tr, _ := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, RequestTimeout: 30 * time.Second})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptRequired}, peertest.EchoServer())
+	tr, _ := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, RequestTimeout: testwait.Timeout(30 * time.Second)})
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	start := time.Now()
 	_, err := mcp.NewClient(&mcp.Implementation{Name: "plain"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
@@ -359,16 +360,16 @@ func TestEncryptionRequiredServerAnswersPlaintext(t *testing.T) {
 	if !errors.As(err, &werr) || werr.Code != contextvm.CodeEncryptionRequired {
 		t.Fatalf("err = %v, want a JSON-RPC error %d", err, contextvm.CodeEncryptionRequired)
 	}
-	if time.Since(start) > 5*time.Second {
+	if time.Since(start) > testwait.Timeout(5*time.Second) {
 		t.Errorf("refusal took %s; it should be an answer, not a timeout", time.Since(start))
 	}
 }
 
 func TestOptionalClientReachesDisabledServer(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, cvmtest.EchoServer())
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptOptional})
-	if got := cvmtest.CallEcho(t, cs, "fell back"); got != "fell back" {
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, peertest.EchoServer())
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptOptional})
+	if got := peertest.CallEcho(t, cs, "fell back"); got != "fell back" {
 		t.Fatalf("echo = %q", got)
 	}
 }
@@ -386,9 +387,9 @@ func TestOptionalClientCallsDisabledServerFirst(t *testing.T) {
 		n := runs.Add(1)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(n)}}}, nil, nil
 	})
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, s)
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptOptional, Stateless: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, s)
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptOptional, Stateless: true})
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "count"})
 	if err != nil || res.IsError {
@@ -403,7 +404,7 @@ func TestServerNotListening(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	nobody := nostr.Generate().Public()
 	tr, _ := contextvm.NewClientTransport(contextvm.ClientOptions{Server: nobody.Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, RequestTimeout: 500 * time.Millisecond})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	_, err := mcp.NewClient(&mcp.Implementation{Name: "x"}, nil).Connect(ctx, tr, nil)
 	if err == nil || !containsAll(err.Error(), "not listening", nostrx.EncodeNpub(nobody)) {
@@ -427,9 +428,9 @@ func TestInjectClientPubkey(t *testing.T) {
 		pk, _ := req.Params.GetMeta()["clientPubkey"].(string)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: pk}}}, nil, nil
 	})
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, InjectClientPubkey: true}, s)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, InjectClientPubkey: true}, s)
 	key := nostr.Generate()
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(key)})
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(key)})
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "meta"})
 	if err != nil {
 		t.Fatal(err)
@@ -446,9 +447,9 @@ func TestInjectClientPubkey(t *testing.T) {
 func TestFullSessionTableEvictsOnlyQuietSessions(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	release, started := make(chan struct{}), make(chan struct{}, 4)
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, MaxSessions: 1, SessionGrace: 300 * time.Millisecond},
-		cvmtest.SlowServer(release, started))
-	first := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, MaxSessions: 1, SessionGrace: 300 * time.Millisecond},
+		peertest.SlowServer(release, started))
+	first := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
 	result := make(chan error, 1)
 	go func() {
 		res, err := first.CallTool(context.Background(), &mcp.CallToolParams{Name: "wait"})
@@ -460,7 +461,7 @@ func TestFullSessionTableEvictsOnlyQuietSessions(t *testing.T) {
 	<-started
 
 	// A client that will not wait for a retry is refused at once.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	_, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "impatient", Version: "1"}, nil),
 		contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, RequestTimeout: time.Second})
@@ -474,30 +475,30 @@ func TestFullSessionTableEvictsOnlyQuietSessions(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the call in flight: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("the call in flight was never answered")
 	}
 	// Once the first session has been quiet for 300 ms, a newcomer gets
 	// its place: the transport retries the busy initialize by itself.
-	second := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
-	cvmtest.CallEcho(t, second, "in")
+	second := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+	peertest.CallEcho(t, second, "in")
 	// And the first client gets back in the same way, once the second
 	// has been quiet.
-	if got := cvmtest.CallEcho(t, first, "back"); got != "back" {
+	if got := peertest.CallEcho(t, first, "back"); got != "back" {
 		t.Fatalf("after eviction: %q", got)
 	}
 }
 
 func TestIdleSessionsExpire(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv, ended := serveWatched(t, contextvm.ServerOptions{Relays: []string{r.URL}, IdleTimeout: time.Second}, cvmtest.EchoServer())
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
-	cvmtest.CallEcho(t, cs, "before")
+	srv, ended := serveWatched(t, contextvm.ServerOptions{Relays: []string{r.URL}, IdleTimeout: time.Second}, peertest.EchoServer())
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}})
+	peertest.CallEcho(t, cs, "before")
 	awaitEnd(t, ended, "the idle session to close")
 	if n := srv.Sessions(); n != 0 {
 		t.Fatalf("%d sessions after the only one closed", n)
 	}
-	if got := cvmtest.CallEcho(t, cs, "after"); got != "after" {
+	if got := peertest.CallEcho(t, cs, "after"); got != "after" {
 		t.Fatalf("after expiry: %q", got)
 	}
 }
@@ -505,8 +506,8 @@ func TestIdleSessionsExpire(t *testing.T) {
 func TestClientWithTheServersKeyIsRefused(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	sk := nostr.Generate()
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Signer: contextvm.NewKeySigner(sk), Relays: []string{r.URL}}, cvmtest.EchoServer())
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Signer: contextvm.NewKeySigner(sk), Relays: []string{r.URL}}, peertest.EchoServer())
+	ctx, cancel := testwait.Context(t, 5*time.Second)
 	defer cancel()
 	_, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil), contextvm.ClientOptions{
 		Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(sk),
@@ -524,10 +525,10 @@ func TestNewSessionRateLimits(t *testing.T) {
 	// Overall one every 2.5 s, burst 4; a key: one every 10 s, burst 1.
 	// Slow refills, so that a loaded machine taking a second per round
 	// trip does not refill a bucket between two answers.
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, SessionRate: 0.4, SessionBurst: 4}, cvmtest.EchoServer())
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, SessionRate: 0.4, SessionBurst: 4}, peertest.EchoServer())
 	me := srv.PublicKey()
 	id := 0
-	answer := func(p *cvmtest.RawPeer) (retry time.Duration, busy bool) {
+	answer := func(p *peertest.RawPeer) (retry time.Duration, busy bool) {
 		t.Helper()
 		id++ // no two events alike
 		p.Publish(p.Message(me, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, id)))
@@ -550,7 +551,7 @@ func TestNewSessionRateLimits(t *testing.T) {
 		}
 		return retry, true
 	}
-	a := cvmtest.NewRawPeer(t, r.URL)
+	a := peertest.NewRawPeer(t, r.URL)
 	if _, busy := answer(a); busy {
 		t.Fatal("a key's first session refused")
 	}
@@ -560,11 +561,11 @@ func TestNewSessionRateLimits(t *testing.T) {
 	// Three other keys take the rest of the overall burst; a fifth key is
 	// refused although it has started nothing.
 	for range 3 {
-		if _, busy := answer(cvmtest.NewRawPeer(t, r.URL)); busy {
+		if _, busy := answer(peertest.NewRawPeer(t, r.URL)); busy {
 			t.Fatal("a new key within the overall burst refused")
 		}
 	}
-	if retry, busy := answer(cvmtest.NewRawPeer(t, r.URL)); !busy || retry > 2500*time.Millisecond {
+	if retry, busy := answer(peertest.NewRawPeer(t, r.URL)); !busy || retry > 2500*time.Millisecond {
 		t.Fatalf("a fifth key beyond the overall burst: busy %v, retry %v; want busy within 2.5s", busy, retry)
 	}
 }
@@ -574,24 +575,24 @@ func TestNewSessionRateLimits(t *testing.T) {
 // its first answer: it introduced itself with its own.
 func TestStatelessConnectionUnderAnExistingSessionHearsTheServer(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, cvmtest.EchoServer())
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled}, peertest.EchoServer())
 	key := nostr.Generate()
 	opts := contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Signer: contextvm.NewKeySigner(key)}
-	cvmtest.CallEcho(t, cvmtest.Connect(t, opts), "first")
+	peertest.CallEcho(t, peertest.Connect(t, opts), "first")
 
 	opts.Stateless = true
 	tr, err := contextvm.NewClientTransport(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "second", Version: "1"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	cvmtest.CallEcho(t, cs, "second")
+	peertest.CallEcho(t, cs, "second")
 	if sup := tr.ServerSupport(); !sup.Known || !sup.OversizedTransfer {
 		t.Fatalf("the second connection knows of the server: %+v; want its discovery tags heard", sup)
 	}
@@ -604,7 +605,7 @@ func TestServerClose_ClientGoneIsNoNews(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	started, release := make(chan struct{}), make(chan struct{})
 	defer close(release)
-	s := cvmtest.EchoServer()
+	s := peertest.EchoServer()
 	mcp.AddTool(s, &mcp.Tool{Name: "hang"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		close(started)
 		select {
@@ -614,13 +615,13 @@ func TestServerClose_ClientGoneIsNoNews(t *testing.T) {
 		return &mcp.CallToolResult{}, nil, nil
 	})
 	var logs waitbuf.Buffer
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, s)
-	peer := cvmtest.NewRawPeer(t, r.URL)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, s)
+	peer := peertest.NewRawPeer(t, r.URL)
 	peer.Initialize(srv.PublicKey())
 	peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hang","arguments":{}}}`))
 	select {
 	case <-started:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("the call did not start")
 	}
 	peer.Sub.Close() // gone: nobody listens for the answer

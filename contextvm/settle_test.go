@@ -51,7 +51,7 @@ func TestServerConn_ResponseSettlesOffTheWriter(t *testing.T) {
 		if n := published(); n != 1 {
 			t.Fatalf("%d published after the second response, want 1", n)
 		}
-		time.Sleep(progressSettle)
+		time.Sleep(progressSettle) // synctest clock: the settle delay passes
 		synctest.Wait()
 		if n := published(); n != 2 {
 			t.Fatalf("%d published once the progress settled, want 2", n)

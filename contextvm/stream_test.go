@@ -13,7 +13,8 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
-	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/internal/peertest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -65,7 +66,7 @@ func serveStreaming(t *testing.T, r *relay.Server, stopped chan<- error) *contex
 
 func serveStreamingAs(t *testing.T, r *relay.Server, key nostr.SecretKey, stopped chan<- error) *contextvm.Server {
 	var srv *contextvm.Server
-	srv = cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, OpenStreams: true, Signer: contextvm.NewKeySigner(key)}, streamingServer(&srv, stopped))
+	srv = peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, OpenStreams: true, Signer: contextvm.NewKeySigner(key)}, streamingServer(&srv, stopped))
 	return srv
 }
 
@@ -78,7 +79,7 @@ func streamClientAs(t *testing.T, srv *contextvm.Server, r *relay.Server, limits
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "reader"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
 	if err != nil {
@@ -108,7 +109,7 @@ func callStream(t *testing.T, cs *mcp.ClientSession, tr *contextvm.ClientTranspo
 		done <- outcome{res, err}
 	}()
 	var chunks []string
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	var streamErr error
 	for {
@@ -147,7 +148,7 @@ func TestOpenStream(t *testing.T) {
 func TestOpenStreamNeedsTheClientsConsent(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	srv := serveStreaming(t, r, nil)
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}}) // OpenStreams off
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}}) // OpenStreams off
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "count", Arguments: streamArgs{Chunks: 3}})
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +175,7 @@ func TestOpenStreamClientAbort(t *testing.T) {
 		}
 		result <- res.Content[0].(*mcp.TextContent).Text
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	if _, err := reader.Next(ctx); err != nil {
 		t.Fatal(err)
@@ -184,7 +185,7 @@ func TestOpenStreamClientAbort(t *testing.T) {
 	}
 	select {
 	case <-stopped:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("the tool never saw the client's abort")
 	}
 	if got := <-result; got != "stopped" {
@@ -204,32 +205,59 @@ func TestOpenStreamClientAbort(t *testing.T) {
 // The test watches the pings and pongs on the relay rather than waiting for
 // a reader to abort for a missing pong: that made it a race between a probe
 // timeout and a round trip through the relay, which a loaded machine running
-// the race detector lost.
+// the race detector lost. And the streams stay silent, after a first chunk,
+// until the test has seen the pinger's pong: a pause between chunks, timed,
+// let a loaded machine deliver both chunks too close together for a ping.
 func TestOpenStreamPingsArePerClient(t *testing.T) {
 	for pinger := range 2 {
 		t.Run(fmt.Sprint("client ", pinger, " pings"), func(t *testing.T) {
 			r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 			serverKey, clientKeys := nostr.Generate(), []nostr.SecretKey{nostr.Generate(), nostr.Generate()}
 			tp := newTap(t, r.URL, append(clientKeys, serverKey)...)
-			srv := serveStreamingAs(t, r, serverKey, nil)
+			release := make(chan struct{})
+			var once sync.Once
+			free := func() { once.Do(func() { close(release) }) }
+			var srv *contextvm.Server
+			s := mcp.NewServer(&mcp.Implementation{Name: "silent streamer"}, nil)
+			mcp.AddTool(s, &mcp.Tool{Name: "count"}, func(ctx context.Context, req *mcp.CallToolRequest, _ streamArgs) (*mcp.CallToolResult, any, error) {
+				w, err := srv.OpenStream(req)
+				if err != nil {
+					return nil, nil, err
+				}
+				if err := w.Write(ctx, "chunk 0"); err != nil {
+					return nil, nil, err
+				}
+				select { // silent: the pinger probes
+				case <-release:
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				}
+				if err := w.Write(ctx, "chunk 1"); err != nil {
+					return nil, nil, err
+				}
+				w.Close(ctx)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "2 chunks"}}}, nil, nil
+			})
+			srv = peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, OpenStreams: true, Signer: contextvm.NewKeySigner(serverKey)}, s)
 			var wg sync.WaitGroup
+			defer wg.Wait()
+			defer free() // the calls end when the test fails too
 			for i, key := range clientKeys {
-				// The pinger probes after each 100 ms of silence, several
-				// times in the pause between chunks; the other never does.
-				// Neither gives up on a probe, however slow the machine.
+				// The pinger probes after each 100 ms of silence; the other
+				// never does. Neither gives up on a probe, however slow the
+				// machine.
 				limits := contextvm.StreamLimits{IdleTimeout: time.Hour, ProbeTimeout: time.Hour}
 				if i == pinger {
 					limits.IdleTimeout = 100 * time.Millisecond
 				}
 				cs, tr := streamClientAs(t, srv, r, limits, key)
 				wg.Go(func() {
-					chunks, _, err := callStream(t, cs, tr, "same-token", streamArgs{Chunks: 2, PauseM: 600})
+					chunks, _, err := callStream(t, cs, tr, "same-token", streamArgs{})
 					if err != nil || len(chunks) != 2 {
 						t.Errorf("client %d: %d chunks, err %v", i, len(chunks), err)
 					}
 				})
 			}
-			wg.Wait()
 
 			// pings are the nonces the pinger sent; pongs the nonces of the
 			// pongs addressed to each client.
@@ -250,17 +278,19 @@ func TestOpenStreamPingsArePerClient(t *testing.T) {
 					case f.FrameType == "ping" && m.evt.PubKey == clientKeys[pinger].Public():
 						pings[f.Nonce] = true
 					case f.FrameType == "pong" && m.evt.PubKey == serverKey.Public():
-						to, _ := cvmtest.FirstTag(m.evt.Tags, "p")
+						to, _ := peertest.FirstTag(m.evt.Tags, "p")
 						pk := nostr.MustPubKeyFromHex(to)
 						pongs[pk] = append(pongs[pk], f.Nonce)
 					}
 				}
 				return pings, pongs
 			}
-			cvmtest.Await(t, "a pong for the client that pinged", &tp.changes, func() bool {
+			peertest.Await(t, "a pong for the client that pinged", &tp.changes, func() bool {
 				_, pongs := probes()
 				return len(pongs[clientKeys[pinger].Public()]) > 0
 			})
+			free()
+			wg.Wait()
 			pings, pongs := probes()
 			if other := clientKeys[1-pinger].Public(); len(pongs[other]) > 0 {
 				t.Errorf("the client that never pinged got %d pongs", len(pongs[other]))
@@ -290,13 +320,15 @@ func TestOpenStreamEndsWhenItsCallTimesOut(t *testing.T) {
 		<-ctx.Done() // and nothing more
 		return nil, nil, ctx.Err()
 	})
-	srv = cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, OpenStreams: true}, s)
+	srv = peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, OpenStreams: true}, s)
+	// The timeout is the behaviour under test; the handshake and the first
+	// chunk must still come within it, on a loaded machine too.
 	tr, err := contextvm.NewClientTransport(contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL},
-		OpenStreams: true, RequestTimeout: time.Second})
+		OpenStreams: true, RequestTimeout: testwait.Timeout(3 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "reader"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
 	if err != nil {
@@ -309,13 +341,15 @@ func TestOpenStreamEndsWhenItsCallTimesOut(t *testing.T) {
 	}
 	params := &mcp.CallToolParams{Name: "stall"}
 	params.SetProgressToken("slow")
-	if _, err := cs.CallTool(ctx, params); cvmtest.RPCCode(err) != contextvm.CodeRequestTimeout {
+	if _, err := cs.CallTool(ctx, params); peertest.RPCCode(err) != contextvm.CodeRequestTimeout {
 		t.Fatalf("call: %v; want a timeout", err)
 	}
 	if chunk, err := reader.Next(ctx); chunk != "first" {
 		t.Fatalf("first chunk %q, %v", chunk, err)
 	}
-	rctx, rcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	// At once: well before the probe would end it (IdleTimeout and
+	// ProbeTimeout by default, 50 s).
+	rctx, rcancel := context.WithTimeout(ctx, testwait.Timeout(5*time.Second))
 	defer rcancel()
 	if _, err := reader.Next(rctx); !errors.Is(err, contextvm.ErrStreamAborted) {
 		t.Fatalf("reader after its call timed out: %v; want ErrStreamAborted", err)

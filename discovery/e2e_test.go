@@ -12,6 +12,7 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/discovery"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -44,7 +45,7 @@ func startProvider(t *testing.T, r *relay.Server, who, price string) *contextvm.
 
 func startProviderWithKey(t *testing.T, r *relay.Server, who, price string, key nostr.SecretKey) *contextvm.Server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{
 		Signer:         contextvm.NewKeySigner(key),
@@ -78,10 +79,10 @@ func schemaHash(t *testing.T, p *nostrx.Pool, want int) string {
 	watch := p.Subscribe(nostr.Filter{Kinds: contextvm.AnnouncementKinds, LimitZero: true}, 0)
 	defer watch.Close()
 	<-watch.Ready() // live from here on
-	deadline := time.NewTimer(10 * time.Second)
+	deadline := time.NewTimer(testwait.Timeout(10 * time.Second))
 	defer deadline.Stop()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := testwait.Context(t, 10*time.Second)
 		c, err := discovery.Fetch(ctx, p, discovery.Filter{Category: "language"})
 		cancel()
 		if err != nil {
@@ -104,7 +105,7 @@ func TestFetchAndWatch(t *testing.T) {
 	a := startProvider(t, r, "Alpha", "5")
 	hash := schemaHash(t, p, 1)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	c, err := discovery.Fetch(ctx, p, discovery.Filter{SchemaHash: hash})
 	if err != nil {
@@ -146,7 +147,7 @@ func TestFetchAndWatch(t *testing.T) {
 // holds.
 func waitFor(t *testing.T, changes <-chan nostr.PubKey, pk nostr.PubKey, done func() bool) {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(testwait.Timeout(10 * time.Second))
 	for reported := false; !reported || !done(); {
 		select {
 		case got := <-changes:
@@ -165,7 +166,7 @@ func TestCallFailsOver(t *testing.T) {
 	hash := schemaHash(t, p, 2)
 	hist := discovery.OpenHistory(filepath.Join(t.TempDir(), "providers.json"))
 	call := func() (*discovery.CallResult, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := testwait.Context(t, 30*time.Second)
 		defer cancel()
 		return discovery.Call(ctx, discovery.CallOptions{
 			SchemaHash: hash, Tool: "translate", Arguments: translateIn{Text: "hi", To: "fr"},
@@ -198,7 +199,7 @@ func TestCallFailsOver(t *testing.T) {
 	}
 
 	// Invalid arguments are an answer, not a reason to try elsewhere.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
 	res, err = discovery.Call(ctx, discovery.CallOptions{SchemaHash: hash, Arguments: translateIn{Text: "hi"}, Pool: p, History: hist, AttemptTimeout: 3 * time.Second, Policy: discovery.AnyProvider})
 	var rpc *jsonrpc.Error
@@ -220,7 +221,7 @@ func TestCallWithTheProvidersOwnKey(t *testing.T) {
 	key := nostr.Generate()
 	startProviderWithKey(t, r, "Self", "0", key)
 	hash := schemaHash(t, p, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
 	res, err := discovery.Call(ctx, discovery.CallOptions{
 		SchemaHash: hash, Arguments: translateIn{Text: "hi", To: "fr"}, Pool: p, AttemptTimeout: 5 * time.Second,
@@ -240,7 +241,7 @@ func TestCallSkipsAProviderWhoseLiveToolsDiffer(t *testing.T) {
 	p := pool(t, r)
 	lure := translator("Lure")
 	var lureCalls atomic.Int32
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
 	lureSrv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{
 		Signer: contextvm.NewKeySigner(nostr.Generate()), Relays: []string{r.URL}, Info: contextvm.ServerInfo{Name: "Lure"},
@@ -293,7 +294,7 @@ func TestCallTrustedOnly(t *testing.T) {
 	startProvider(t, r, "Cheap", "1")
 	dear := startProvider(t, r, "Dear", "9")
 	hash := schemaHash(t, p, 2)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
 	opts := discovery.CallOptions{
 		SchemaHash: hash, Arguments: translateIn{Text: "hi", To: "fr"}, Pool: p, AttemptTimeout: 5 * time.Second,

@@ -15,6 +15,7 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/discovery"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -25,7 +26,7 @@ func publish(t *testing.T, r *relay.Server, evts ...nostr.Event) {
 	t.Helper()
 	p := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{r.URL}})
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	for _, e := range evts {
 		if err := p.Publish(ctx, e); err != nil {
@@ -42,7 +43,7 @@ func TestLocate_ThroughADiscoveryRelay(t *testing.T) {
 	a := relaytest.Start(t, relay.Options{})
 	b := relaytest.Start(t, relay.Options{})
 	key := nostr.Generate()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{
 		Signer: contextvm.NewKeySigner(key), Relays: []string{a.URL}, AnnounceRelays: []string{b.URL},
@@ -89,7 +90,7 @@ func waitForRelayList(t *testing.T, r *relay.Server, pk nostr.PubKey) {
 	defer sub.Close()
 	select {
 	case <-sub.Events():
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("no relay list was published")
 	}
 }
@@ -98,7 +99,7 @@ func query(t *testing.T, r *relay.Server, pk nostr.PubKey) []nostr.Event {
 	t.Helper()
 	p := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{r.URL}})
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	evts, err := p.Query(ctx, nostr.Filter{Authors: []nostr.PubKey{pk}, Kinds: contextvm.AnnouncementKinds})
 	if err != nil {
@@ -111,7 +112,7 @@ func TestLocate_Precedence(t *testing.T) {
 	b := relaytest.Start(t, relay.Options{})
 	key := nostr.Generate()
 	publish(t, b, sign(t, key, contextvm.KindRelayList, nostr.Now(), "", nostr.Tag{"r", "ws://127.0.0.1:9"}))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	pk := nostrx.PublicKey{Key: key.Public()}
 
@@ -145,7 +146,7 @@ func TestLocate_HostileRelayList(t *testing.T) {
 	tags := []nostr.Tag{{"r", "https://evil.example"}, {"r", "ws://evil.example"}}
 	publish(t, b, sign(t, key, contextvm.KindRelayList, nostr.Now(), "", tags...))
 	var logs bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	loc, err := discovery.Locate(ctx, nostrx.PublicKey{Key: key.Public()}, discovery.LocateOptions{
 		DiscoveryRelays: []string{b.URL}, Logger: slog.New(slog.NewTextHandler(&logs, nil)),

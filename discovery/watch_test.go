@@ -1,13 +1,13 @@
 package discovery_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/discovery"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 )
@@ -27,7 +27,7 @@ func TestWatch_FollowsTwoThousandServers(t *testing.T) {
 	}
 	last := keys[len(keys)-1]
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
 	changes := make(chan nostr.PubKey, 16)
 	done := make(chan error, 1)

@@ -9,6 +9,7 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/gateway"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -39,7 +40,7 @@ func TestGateway_AnnouncesAndKeepsAnnouncementsCurrent(t *testing.T) {
 	defer sub.Close()
 	tools := func(want string) nostr.Event {
 		t.Helper()
-		timeout := time.After(10 * time.Second)
+		timeout := time.After(testwait.Timeout(patience))
 		for {
 			select {
 			case evt := <-sub.Events():

@@ -4,11 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/gateway"
+	"github.com/cvmgo/cvm/internal/testwait"
 )
 
 // Who may call what is decided by the contextvm server (cvm gateway's
@@ -38,7 +38,7 @@ func TestAuthorization_RefusedRequestsNeverReachTheUpstream(t *testing.T) {
 				t.Errorf("the upstream answered %v tool calls, want 1: the refused one reached it", n)
 			}
 
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := testwait.Context(t, patience)
 			defer cancel()
 			cs, err := contextvm.Connect(ctx, newClient(nil), contextvm.ClientOptions{
 				Server: b.srv.PublicKey().Hex(), Relays: []string{b.relay}, Signer: contextvm.NewKeySigner(friend),

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/gateway"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -23,7 +24,7 @@ func TestCancellationReachesTheUpstream(t *testing.T) {
 			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"ms": 10000}}); err == nil {
 				t.Fatal("a call cancelled after 300 ms succeeded")
 			}
-			eventually(t, "the upstream handler to be cancelled", func() bool { return call(t, cs, "cancelled", nil) == "1" })
+			testwait.Eventually(t, patience, "the upstream handler to be cancelled", func() bool { return call(t, cs, "cancelled", nil) == "1" })
 		})
 	}
 }
@@ -37,7 +38,7 @@ func TestShared_ALeavingClientsSubscriptionsAreDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	staying := b.connect(nil)
-	eventually(t, "the idle client to be reaped and its subscription dropped upstream", func() bool {
+	testwait.Eventually(t, patience, "the idle client to be reaped and its subscription dropped upstream", func() bool {
 		return call(t, staying, "subs", nil) == "subscribe=1 unsubscribe=1"
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/gateway"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -59,7 +60,7 @@ func newBench(t *testing.T, opts gateway.Options) *bench {
 func newBenchServer(t *testing.T, opts gateway.Options, sopts contextvm.ServerOptions) *bench {
 	t.Helper()
 	r := relaytest.Start(t, relay.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, patience)
 	defer cancel()
 	if opts.Upstream == nil {
 		opts.Upstream = child("server")
@@ -109,12 +110,12 @@ func newClient(opts *mcp.ClientOptions) *mcp.Client {
 }
 
 func (b *bench) tryConnectClient(client *mcp.Client) (*mcp.ClientSession, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(b.t, patience)
 	defer cancel()
 	cs, err := contextvm.Connect(ctx, client, contextvm.ClientOptions{
 		Server:         b.srv.PublicKey().Hex(),
 		Relays:         []string{b.relay},
-		RequestTimeout: 15 * time.Second,
+		RequestTimeout: testwait.Timeout(patience),
 	})
 	if err != nil {
 		return nil, err
@@ -127,10 +128,10 @@ func (b *bench) tryConnectClient(client *mcp.Client) (*mcp.ClientSession, error)
 // requests carry no session, and the server starts one on its behalf.
 func (b *bench) connectStateless() *mcp.ClientSession {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(b.t, patience)
 	defer cancel()
 	cs, err := contextvm.Connect(ctx, newClient(nil), contextvm.ClientOptions{
-		Server: b.srv.PublicKey().Hex(), Relays: []string{b.relay}, Stateless: true, RequestTimeout: 15 * time.Second,
+		Server: b.srv.PublicKey().Hex(), Relays: []string{b.relay}, Stateless: true, RequestTimeout: testwait.Timeout(patience),
 	})
 	if err != nil {
 		b.t.Fatal(err)
@@ -163,17 +164,10 @@ func metricOf(t *testing.T, gw *gateway.Gateway, name string) float64 {
 	return 0
 }
 
-// eventually polls cond until it holds or 10 s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// patience bounds each wait of these tests (a call, a condition, a
+// notification), scaled by testwait's knob: long, as it only bounds how
+// long a failing test takes to say so.
+const patience = 30 * time.Second
 
 func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) string {
 	t.Helper()
@@ -185,7 +179,7 @@ func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any)
 }
 
 func tryCall(cs *mcp.ClientSession, tool string, args map[string]any) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(patience))
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
@@ -208,14 +202,14 @@ func rpcError(t *testing.T, err error) *jsonrpc.Error {
 	return werr
 }
 
-// within waits for a value on ch.
-func within[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
+// within waits for a value on ch, for patience.
+func within[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(d):
-		t.Fatalf("no %s within %v", what, d)
+	case <-time.After(testwait.Timeout(patience)):
+		t.Fatalf("no %s within %v", what, testwait.Timeout(patience))
 		var zero T
 		return zero
 	}
@@ -253,7 +247,7 @@ func (f *inFlight) slow(t *testing.T, ms int) <-chan error {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(patience))
 		defer cancel()
 		params := &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"ms": ms, "started": true}}
 		params.SetProgressToken("in-flight")
@@ -263,7 +257,7 @@ func (f *inFlight) slow(t *testing.T, ms int) <-chan error {
 		}
 		done <- err
 	}()
-	within(t, f.started, 10*time.Second, "slow call running in the upstream")
+	within(t, f.started, "slow call running in the upstream")
 	return done
 }
 

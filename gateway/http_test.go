@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/gateway"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -67,13 +68,13 @@ func TestHTTPUpstream_PerClient(t *testing.T) {
 	if _, err := a.CallTool(context.Background(), params); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "progress over HTTP", func() bool { mu.Lock(); defer mu.Unlock(); return len(progress) == 3 })
+	testwait.Eventually(t, patience, "progress over HTTP", func() bool { mu.Lock(); defer mu.Unlock(); return len(progress) == 3 })
 	if got := call(t, a, "sample", map[string]any{"text": "q"}); got != "sampled: q" {
 		t.Errorf("sampling over HTTP: %q", got)
 	}
 	// Sent outside any request: only the GET stream carries it.
 	call(t, a, "add_tool", nil)
-	within(t, changed, 5*time.Second, "tools/list_changed on the GET stream")
+	within(t, changed, "tools/list_changed on the GET stream")
 
 	up.mu.Lock()
 	defer up.mu.Unlock()

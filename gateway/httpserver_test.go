@@ -12,6 +12,7 @@ import (
 
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/gateway"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -68,7 +69,7 @@ type httpBench struct {
 
 func newHTTPBench(t *testing.T, opts gateway.Options, hopts gateway.HTTPOptions) *httpBench {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, patience)
 	defer cancel()
 	if opts.Upstream == nil {
 		opts.Upstream = gateway.InProcess(testServer())
@@ -94,7 +95,7 @@ func newHTTPBench(t *testing.T, opts gateway.Options, hopts gateway.HTTPOptions)
 }
 
 func (b *httpBench) tryConnect(did string) (*mcp.ClientSession, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(b.t, patience)
 	defer cancel()
 	tr := &mcp.StreamableClientTransport{Endpoint: b.url, HTTPClient: &http.Client{Transport: didTransport{did}}, DisableStandaloneSSE: true}
 	cs, err := newClient(nil).Connect(ctx, tr, nil)
@@ -148,7 +149,7 @@ func TestHTTPServe_FreeCallWithoutAuth(t *testing.T) {
 		t.Fatalf("sessions = %d, want 1", n)
 	}
 	cs.Close()
-	eventually(t, "the session to end after DELETE", func() bool { return b.gw.Sessions() == 0 })
+	testwait.Eventually(t, patience, "the session to end after DELETE", func() bool { return b.gw.Sessions() == 0 })
 }
 
 func TestHTTPServe_SharedMode(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/cvmgo/cvm/didauth"
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/gateway"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/lightning"
 	"github.com/cvmgo/cvm/payments/lnsim"
@@ -117,7 +118,7 @@ func signing(s did.Signer) *http.Client {
 // connectAs opens a go-sdk client session signed as s.
 func (b *nip10Bench) connectAs(t *testing.T, s did.Signer) *mcp.ClientSession {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, patience)
 	defer cancel()
 	cs, err := newClient(nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.url, HTTPClient: signing(s), DisableStandaloneSSE: true}, nil)
 	if err != nil {

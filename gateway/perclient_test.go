@@ -13,6 +13,7 @@ import (
 
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/gateway"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -62,8 +63,8 @@ func TestPerClient_MessagesSentBeforeInitializeAnswerAreDelivered(t *testing.T) 
 			logged <- req.Params.Data.(string)
 		},
 	})
-	within(t, changed, 5*time.Second, "tools/list_changed sent before the initialize answer")
-	if msg := within(t, logged, 5*time.Second, "log message sent before the initialize answer"); msg != "early bird" {
+	within(t, changed, "tools/list_changed sent before the initialize answer")
+	if msg := within(t, logged, "log message sent before the initialize answer"); msg != "early bird" {
 		t.Errorf("log %q", msg)
 	}
 }
@@ -113,17 +114,17 @@ func TestPerClient_ProgressSubscriptionsAndListChanged(t *testing.T) {
 	if _, err := cs.CallTool(context.Background(), params); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "three progress notifications", func() bool { mu.Lock(); defer mu.Unlock(); return len(progress) == 3 })
+	testwait.Eventually(t, patience, "three progress notifications", func() bool { mu.Lock(); defer mu.Unlock(); return len(progress) == 3 })
 
 	if err := cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: "test://a"}); err != nil {
 		t.Fatal(err)
 	}
 	call(t, cs, "touch", map[string]any{"uri": "test://a"})
-	if uri := within(t, updated, 5*time.Second, "resource update"); uri != "test://a" {
+	if uri := within(t, updated, "resource update"); uri != "test://a" {
 		t.Errorf("updated %q", uri)
 	}
 	call(t, cs, "add_tool", nil)
-	within(t, changed, 5*time.Second, "tools/list_changed")
+	within(t, changed, "tools/list_changed")
 }
 
 func TestPerClient_SessionBound(t *testing.T) {
@@ -142,7 +143,7 @@ func TestPerClient_SessionBound(t *testing.T) {
 	if n := b.metric("cvm_gateway_sessions_evicted_total"); n != 1 {
 		t.Fatalf("evicted %v, want 1", n)
 	}
-	eventually(t, "two upstream sessions", func() bool { return b.metric("cvm_gateway_upstream_sessions") == 2 })
+	testwait.Eventually(t, patience, "two upstream sessions", func() bool { return b.metric("cvm_gateway_upstream_sessions") == 2 })
 	// The evicted client's next request starts a new session (initialized
 	// on its behalf by the contextvm server), on a new upstream: refused
 	// as busy while the other two are young, then let in.
@@ -169,7 +170,7 @@ func TestPerClient_SessionBound(t *testing.T) {
 	if wait, ok := contextvm.RetryAfter(err); !ok || wait < time.Second {
 		t.Errorf("busy refusal without a retry_after: %v", err)
 	}
-	if err := within(t, done, 10*time.Second, "slow call"); err != nil {
+	if err := within(t, done, "slow call"); err != nil {
 		t.Fatal(err)
 	}
 	if n := metricOf(t, b2.gw, "cvm_gateway_sessions_refused_total"); n < 1 {
@@ -184,7 +185,7 @@ func TestPerClient_SessionBound(t *testing.T) {
 func TestPerClient_StatelessRefusalSaysBusy(t *testing.T) {
 	b := newBench(t, gateway.Options{MaxSessions: 1, IsolateStateless: true})
 	b.connect(nil) // young for 30 s: nobody else gets in
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, patience)
 	defer cancel()
 	cs, err := contextvm.Connect(ctx, newClient(nil), contextvm.ClientOptions{
 		Server: b.srv.PublicKey().Hex(), Relays: []string{b.relay}, Stateless: true,
@@ -207,7 +208,7 @@ func TestPerClient_IdleSessionsAreReaped(t *testing.T) {
 	// goes away. (Waiting for the log line instead could see the reaping
 	// of a session that went idle before the call.)
 	n, _ := strconv.Atoi(pid)
-	eventually(t, "the idle session's upstream to exit", func() bool { return syscall.Kill(n, 0) != nil })
+	testwait.Eventually(t, patience, "the idle session's upstream to exit", func() bool { return syscall.Kill(n, 0) != nil })
 	if n := b.metric("cvm_gateway_sessions_reaped_total"); n < 1 {
 		t.Fatalf("reaped %v sessions", n)
 	}
@@ -265,16 +266,16 @@ func TestPerClient_ChildCrash(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "exit status 3") || !strings.Contains(err.Error(), "crashing on request") {
 		t.Fatalf("crash call: %v; want an error with the exit status and the child's last words", err)
 	}
-	if err := within(t, slow, 5*time.Second, "answer to the call in flight"); err == nil || !strings.Contains(err.Error(), "exited") {
+	if err := within(t, slow, "answer to the call in flight"); err == nil || !strings.Contains(err.Error(), "exited") {
 		t.Fatalf("call in flight: %v; want an error saying the upstream exited", err)
 	}
-	if time.Since(start) > 5*time.Second {
+	if time.Since(start) > testwait.Timeout(5*time.Second) {
 		t.Fatal("in-flight callers waited for a timeout")
 	}
 
 	// Restarted with backoff, initialized again, subscriptions replayed.
 	var again string
-	eventually(t, "the upstream to be restarted", func() bool {
+	testwait.Eventually(t, patience, "the upstream to be restarted", func() bool {
 		again, err = tryCall(cs, "pid", nil)
 		return err == nil
 	})
@@ -285,7 +286,7 @@ func TestPerClient_ChildCrash(t *testing.T) {
 		t.Errorf("restarts %v, want 1", n)
 	}
 	call(t, cs, "touch", map[string]any{"uri": "test://a"})
-	if uri := within(t, updated, 5*time.Second, "resource update after the restart"); uri != "test://a" {
+	if uri := within(t, updated, "resource update after the restart"); uri != "test://a" {
 		t.Errorf("updated %q", uri)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/internal/mcpmsg"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -75,7 +76,7 @@ func (c *fakeConn) ask(t *testing.T, id int64, method string, params any) *jsonr
 			t.Fatalf("%s: got %T, want its response", method, m)
 		}
 		return resp
-	case <-time.After(30 * time.Second):
+	case <-time.After(testwait.Timeout(30 * time.Second)):
 		t.Fatalf("%s: no response", method)
 		return nil
 	}
@@ -166,7 +167,7 @@ func TestPerClient_StrangersNeverTakeTheReserve(t *testing.T) {
 				if resp, ok := m.(*jsonrpc.Response); ok && resp.Error == nil {
 					admitted++
 				}
-			case <-time.After(30 * time.Second):
+			case <-time.After(testwait.Timeout(30 * time.Second)):
 				t.Fatalf("round %d: a stranger's initialize was never answered", round)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/gateway"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -51,12 +52,12 @@ func TestRestart_RequestsWhileDownAreAnsweredAndItComesBack(t *testing.T) {
 	// internal/mcpmux's TestLink_BackoffDoublesAndStartsOverOnceStable, on
 	// a test clock. Here: attempts go on while it is down.
 	before := up.opens.Load()
-	eventually(t, "another restart attempt", func() bool { return up.opens.Load() > before })
+	testwait.Eventually(t, patience, "another restart attempt", func() bool { return up.opens.Load() > before })
 
 	up.mu.Lock()
 	up.healed = true
 	up.mu.Unlock()
-	eventually(t, "the upstream to come back", func() bool { _, err := tryCall(cs, "pid", nil); return err == nil })
+	testwait.Eventually(t, patience, "the upstream to come back", func() bool { _, err := tryCall(cs, "pid", nil); return err == nil })
 	if rec := httptestGet(b.gw, "/healthz"); rec.Code != 200 {
 		t.Errorf("healthz after the restart: %d", rec.Code)
 	}

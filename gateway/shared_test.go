@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/gateway"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -72,7 +73,7 @@ func TestShared_RequestIDsAndProgressTokensDoNotCollide(t *testing.T) {
 	// never misroutes one, even late, is internal/mcpmux's test, where
 	// delivery is synchronous.)
 	for i, c := range clients {
-		eventually(t, "progress", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.progress) >= i+2 })
+		testwait.Eventually(t, patience, "progress", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.progress) >= i+2 })
 		c.mu.Lock()
 		for _, total := range c.totals {
 			if total != float64(i+2) {
@@ -110,7 +111,7 @@ func TestShared_SubscriptionsAreTrackedPerClient(t *testing.T) {
 		t.Errorf("upstream saw %s", got)
 	}
 	call(t, a, "touch", map[string]any{"uri": "test://b"})
-	if uri := within(t, cUpdates, 5*time.Second, "update for the subscriber"); uri != "test://b" {
+	if uri := within(t, cUpdates, "update for the subscriber"); uri != "test://b" {
 		t.Errorf("c got %q", uri)
 	}
 	select {
@@ -127,7 +128,7 @@ func TestShared_SubscriptionsAreTrackedPerClient(t *testing.T) {
 		t.Errorf("after one of two unsubscribed, upstream saw %s", got)
 	}
 	call(t, c, "touch", map[string]any{"uri": "test://a"})
-	if uri := within(t, cUpdates, 5*time.Second, "update for the remaining subscriber"); uri != "test://a" {
+	if uri := within(t, cUpdates, "update for the remaining subscriber"); uri != "test://a" {
 		t.Errorf("c got %q", uri)
 	}
 	if err := c.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "test://a"}); err != nil {
@@ -156,7 +157,7 @@ func TestShared_ServerToClientRequestsGoToTheOneClientInFlight(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "2 clients have requests in flight") || !strings.Contains(err.Error(), "per-client") {
 		t.Fatalf("with two clients in flight: %v; want a refusal that says why and what to do", err)
 	}
-	if err := within(t, slow, 10*time.Second, "slow call"); err != nil {
+	if err := within(t, slow, "slow call"); err != nil {
 		t.Fatal(err)
 	}
 	if n := b.metric(`cvm_gateway_refused_total{reason="unroutable"}`); n != 2 {
@@ -179,12 +180,12 @@ func TestShared_ChildCrash(t *testing.T) {
 	if _, err := tryCall(a, "crash", map[string]any{"code": 4}); err == nil || !strings.Contains(err.Error(), "exit status 4") {
 		t.Fatalf("crash: %v", err)
 	}
-	if err := within(t, slow, 5*time.Second, "answer to the other client's call"); err == nil || !strings.Contains(err.Error(), "exited") {
+	if err := within(t, slow, "answer to the other client's call"); err == nil || !strings.Contains(err.Error(), "exited") {
 		t.Fatalf("other client's call in flight: %v", err)
 	}
 	for _, cs := range []*mcp.ClientSession{a, c.cs} {
 		var again string
-		eventually(t, "the shared upstream to be back", func() bool {
+		testwait.Eventually(t, patience, "the shared upstream to be back", func() bool {
 			var err error
 			again, err = tryCall(cs, "pid", nil)
 			return err == nil
@@ -194,7 +195,7 @@ func TestShared_ChildCrash(t *testing.T) {
 		}
 	}
 	call(t, c.cs, "touch", map[string]any{"uri": "test://a"})
-	if uri := within(t, updated, 5*time.Second, "update after the restart"); uri != "test://a" {
+	if uri := within(t, updated, "update after the restart"); uri != "test://a" {
 		t.Errorf("updated %q", uri)
 	}
 }

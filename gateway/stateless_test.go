@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/gateway"
+	"github.com/cvmgo/cvm/internal/testwait"
 )
 
 // exited reports whether the process pid is gone (the gateway waits for
@@ -64,8 +65,8 @@ func TestPerClient_StatelessUpstreamEndsWithItsLastClient(t *testing.T) {
 	b := newBench(t, gateway.Options{IdleTimeout: 300 * time.Millisecond})
 	cs := b.connectStateless()
 	pid := call(t, cs, "pid", nil)
-	eventually(t, "the shared upstream to exit", func() bool { return exited(t, pid) })
-	eventually(t, "no upstream session", func() bool { return b.metric("cvm_gateway_upstream_sessions") == 0 })
+	testwait.Eventually(t, patience, "the shared upstream to exit", func() bool { return exited(t, pid) })
+	testwait.Eventually(t, patience, "no upstream session", func() bool { return b.metric("cvm_gateway_upstream_sessions") == 0 })
 	// Only the pid is compared: the new upstream may itself be reaped by the
 	// time it is looked at, 300 ms after its answer on a busy machine.
 	if again := call(t, b.connectStateless(), "pid", nil); again == pid {

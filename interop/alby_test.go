@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cvmgo/cvm/payments/bolt11"
 	"github.com/cvmgo/cvm/relay"
@@ -101,7 +100,7 @@ func TestPay_AlbyClientDrivesWalletSim(t *testing.T) {
 				PayeeBalance int64  `json:"payeeBalance"`
 				SecondPay    string `json:"secondPay"`
 			}
-			runPaymentsScript(t, 90*time.Second, "alby-client.mjs", map[string]string{
+			runPaymentsScript(t, "alby-client.mjs", map[string]string{
 				"PAYER_URI": sim.Wallets["payer"], "PAYEE_URI": sim.Wallets["payee"], "AMOUNT_MSAT": "10000",
 			}, struct{}{}, &res)
 			if !res.OK {

@@ -11,6 +11,7 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/discovery"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -33,7 +34,7 @@ func TestReferenceAnnouncementsInTheCatalog(t *testing.T) {
 	defer pool.Close()
 
 	awaitAnnounced(t, r.URL, pk, contextvm.KindServerAnnouncement, contextvm.KindToolsList, nostr.KindRelayListMetadata)
-	fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	fctx, fcancel := testwait.Context(t, 5*time.Second)
 	c, err := discovery.Fetch(fctx, pool, discovery.Filter{})
 	fcancel()
 	if err != nil {
@@ -62,7 +63,7 @@ func TestReferenceAnnouncementsInTheCatalog(t *testing.T) {
 		t.Fatalf("add: %+v (price %+v)", add, add.Price)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
 	res, err := discovery.Call(ctx, discovery.CallOptions{
 		SchemaHash: add.SchemaHash, Tool: "add", Arguments: map[string]any{"a": 2, "b": 3}, Pool: pool,
@@ -89,7 +90,7 @@ func TestCVMAnnouncementsReadByNostrTools(t *testing.T) {
 	s.AddPrompt(&mcp.Prompt{Name: "greet"}, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		return &mcp.GetPromptResult{}, nil
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{
 		Signer: contextvm.NewKeySigner(nostr.Generate()), Relays: []string{r.URL},
@@ -119,7 +120,7 @@ func TestCVMAnnouncementsReadByNostrTools(t *testing.T) {
 	}
 	awaitAnnounced(t, r.URL, srv.PublicKey(), contextvm.KindServerAnnouncement, contextvm.KindToolsList, contextvm.KindPromptsList, nostr.KindRelayListMetadata)
 	var got read
-	runScript(t, 30*time.Second, "read-announcements.mjs", map[string]string{"RELAY_URL": r.URL, "PUBKEY": srv.PublicKey().Hex()}, &got)
+	runScript(t, "read-announcements.mjs", map[string]string{"RELAY_URL": r.URL, "PUBKEY": srv.PublicKey().Hex()}, &got)
 	if !got.OK || len(got.Events) != 4 { // 11316, 11317, 11320, 10002
 		t.Fatalf("nostr-tools read %+v", got)
 	}

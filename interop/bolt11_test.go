@@ -2,12 +2,10 @@ package interop
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -33,29 +31,15 @@ func requirePaymentsModules(t *testing.T) {
 
 // runPaymentsScript runs a script from payments/ with in as its stdin and
 // decodes the one JSON object it prints.
-func runPaymentsScript(t *testing.T, timeout time.Duration, script string, env map[string]string, in, out any) {
+func runPaymentsScript(t *testing.T, script string, env map[string]string, in, out any) {
 	t.Helper()
 	requirePaymentsModules(t)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", script)
-	cmd.Dir = "payments"
-	cmd.Env = os.Environ()
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
 	body, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(body), &stdout, &stderr
-	runErr := cmd.Run()
-	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
-		t.Fatalf("%s: %v; output %q; stderr %s", script, runErr, stdout.String(), stderr.String())
-	}
-	if runErr != nil {
-		t.Logf("%s exited: %v; stderr: %s", script, runErr, stderr.String())
+	if code, stderr := runNode(t, "payments", script, env, bytes.NewReader(body), out); code != 0 {
+		t.Logf("%s exited %d; stderr: %s", script, code, stderr)
 	}
 }
 
@@ -167,7 +151,7 @@ func TestBolt11_NpmPackage(t *testing.T) {
 		Decoded []npmDecoded `json:"decoded"`
 		Encoded []npmEncoded `json:"encoded"`
 	}
-	runPaymentsScript(t, 60*time.Second, "bolt11-check.mjs", nil, map[string]any{"decode": decodeIn, "encode": specs}, &out)
+	runPaymentsScript(t, "bolt11-check.mjs", nil, map[string]any{"decode": decodeIn, "encode": specs}, &out)
 	if len(out.Decoded) != len(cases) || len(out.Encoded) != len(specs) {
 		t.Fatalf("the script answered %d decodes and %d encodes", len(out.Decoded), len(out.Encoded))
 	}

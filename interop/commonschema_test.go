@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/cvmgo/cvm/commonschema"
 )
@@ -76,7 +75,7 @@ func TestCommonSchemaMatchesReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runScript(t, time.Minute, "commonschema-vectors.mjs", map[string]string{"VECTORS": abs, "ANNOUNCE": annPath}, &got)
+	runScript(t, "commonschema-vectors.mjs", map[string]string{"VECTORS": abs, "ANNOUNCE": annPath}, &got)
 	if got.Error != "" {
 		t.Fatalf("script: %s", got.Error)
 	}

@@ -3,7 +3,6 @@ package interop
 import (
 	"strings"
 	"testing"
-	"time"
 )
 
 type httpClientResult struct {
@@ -37,7 +36,7 @@ func TestGatewayHTTP_OfficialTSClient(t *testing.T) {
 			t.Fatalf("ready line: http %q did %q", gw.HTTP, gw.DID)
 		}
 		var res httpClientResult
-		runScript(t, 60*time.Second, "http-client.mjs", map[string]string{"MCP_URL": gw.HTTP, "TOOL": "echo", "ARGS": `{"message":"over http"}`}, &res)
+		runScript(t, "http-client.mjs", map[string]string{"MCP_URL": gw.HTTP, "TOOL": "echo", "ARGS": `{"message":"over http"}`}, &res)
 		if !res.OK {
 			t.Fatalf("TS client failed in step %s: %s %s", res.Step, res.Error, res.ConnectError)
 		}
@@ -51,7 +50,7 @@ func TestGatewayHTTP_OfficialTSClient(t *testing.T) {
 	t.Run("require-auth", func(t *testing.T) {
 		gw := startGateway(t, "--http", "127.0.0.1:0", "--no-nostr", "--require-auth", "--", "node", server)
 		var res httpClientResult
-		runScript(t, 60*time.Second, "http-client.mjs", map[string]string{"MCP_URL": gw.HTTP, "TOOL": "echo", "EXPECT_REFUSAL": "1"}, &res)
+		runScript(t, "http-client.mjs", map[string]string{"MCP_URL": gw.HTTP, "TOOL": "echo", "EXPECT_REFUSAL": "1"}, &res)
 		if !res.OK || res.ConnectError == "" {
 			t.Fatalf("an unsigned TS client was not refused: %+v", res)
 		}

@@ -1,8 +1,6 @@
 package interop
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -14,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/cvmgo/cvm/did"
 	"github.com/cvmgo/cvm/didauth"
@@ -31,19 +28,8 @@ func runIdentityKit(t *testing.T, env map[string]string, out any) {
 	if _, err := os.Stat(filepath.Join("identitykit", "node_modules", "@nuwa-ai", "identity-kit")); err != nil {
 		t.Fatal("interop/identitykit/node_modules is missing; run: make interop-deps")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "didauth.mjs")
-	cmd.Dir = "identitykit"
-	cmd.Env = os.Environ()
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	if err := json.Unmarshal(stdout.Bytes(), out); err != nil || runErr != nil {
-		t.Fatalf("didauth.mjs: %v, %v; output %q; stderr %s", runErr, err, stdout.String(), stderr.String())
+	if code, stderr := runNode(t, "identitykit", "didauth.mjs", env, nil, out); code != 0 {
+		t.Fatalf("didauth.mjs: exit %d; stderr %s", code, stderr)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx/bridge"
 	"github.com/cvmgo/cvm/mcpx/participant"
 	"github.com/cvmgo/cvm/mcpx/room"
@@ -41,7 +42,7 @@ func (r *testRoom) clientOptions(t *testing.T, topic, id string) participant.Opt
 func (r *testRoom) bridge(t *testing.T, topic, id string, started chan<- *exec.Cmd) *bridge.Bridge {
 	t.Helper()
 	requireNodeModules(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
 	var stderr lockedBuffer
 	b, err := bridge.Start(ctx, bridge.Options{
@@ -68,7 +69,7 @@ func (r *testRoom) bridge(t *testing.T, topic, id string, started chan<- *exec.C
 
 func connect(t *testing.T, opts participant.Options) *participant.Client {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	c, err := participant.Connect(ctx, opts)
 	if err != nil {
@@ -134,7 +135,7 @@ func TestMCPx_BridgesAndGoParticipants(t *testing.T) {
 			}
 		},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := testwait.Context(t, 60*time.Second)
 	defer cancel()
 	alpha, err := sdkClient.Connect(ctx, goClient.PeerTransport("alpha"), nil)
 	if err != nil {
@@ -202,7 +203,7 @@ func TestMCPx_BridgesAndGoParticipants(t *testing.T) {
 					t.Fatalf("progress %v came with token %v", p.progress, p.token)
 				}
 				seen[p.progress] = true
-			case <-time.After(5 * time.Second):
+			case <-time.After(testwait.Timeout(5 * time.Second)):
 				t.Fatalf("progress of 3 steps: only %v", seen)
 			}
 		}
@@ -249,7 +250,7 @@ func TestMCPx_BridgesAndGoParticipants(t *testing.T) {
 		for got := ""; got != uri; {
 			select {
 			case got = <-updated:
-			case <-time.After(10 * time.Second):
+			case <-time.After(testwait.Timeout(10 * time.Second)):
 				t.Fatal("no notifications/resources/updated for the subscribed resource")
 			}
 		}
@@ -296,7 +297,7 @@ func TestMCPx_BridgeRestartsItsServer(t *testing.T) {
 	r.bridge(t, topic, "alpha", started)
 	first := <-started
 	caller := connect(t, r.clientOptions(t, topic, "caller"))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := testwait.Context(t, 60*time.Second)
 	defer cancel()
 	if _, err := caller.Request(ctx, "alpha", "tools/list", nil); err != nil {
 		t.Fatal(err)
@@ -333,7 +334,7 @@ func TestMCPx_BridgeRestartsItsServer(t *testing.T) {
 	}()
 	select {
 	case <-running:
-	case <-time.After(20 * time.Second):
+	case <-time.After(testwait.Timeout(20 * time.Second)):
 		t.Fatal("the long call never reported progress")
 	}
 	first.Process.Kill()
@@ -343,17 +344,17 @@ func TestMCPx_BridgeRestartsItsServer(t *testing.T) {
 		if !errors.As(err, &werr) || werr.Code != jsonrpc.CodeInternalError || !strings.Contains(werr.Message, "exited") {
 			t.Fatalf("call in flight: %v, want an error saying the server exited", err)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(testwait.Timeout(20 * time.Second)):
 		t.Fatal("the call in flight hangs after the server died")
 	}
 	select {
 	case <-started:
-	case <-time.After(20 * time.Second):
+	case <-time.After(testwait.Timeout(20 * time.Second)):
 		t.Fatal("the server was not restarted")
 	}
 	select {
 	case <-relisted:
-	case <-time.After(20 * time.Second):
+	case <-time.After(testwait.Timeout(20 * time.Second)):
 		t.Fatal("no tools/list_changed after the restart")
 	}
 	res, err := caller.Request(ctx, "alpha", "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"message": "again"}})

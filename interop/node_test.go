@@ -1,14 +1,14 @@
 package interop
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/cvmgo/cvm/internal/cvmtest"
 )
 
 // requireNodeModules fails (not skips) when the pinned Node packages are
@@ -25,23 +25,32 @@ func requireNodeModules(t *testing.T) {
 
 // runScript runs a script from js/ with the given environment, waits for it
 // to exit and decodes the one JSON object it prints.
-func runScript(t *testing.T, timeout time.Duration, script string, env map[string]string, out any) {
+func runScript(t *testing.T, script string, env map[string]string, out any) {
 	t.Helper()
 	requireNodeModules(t)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", filepath.Join("js", script))
-	cmd.Env = os.Environ()
+	if code, stderr := runNode(t, ".", filepath.Join("js", script), env, nil, out); code != 0 {
+		t.Logf("%s exited %d; stderr: %s", script, code, stderr)
+	}
+}
+
+// runNode runs a Node script, a path relative to dir, in dir, with the
+// test's environment and env, and stdin (if not nil) as its input, to its
+// end; it decodes the one JSON object the script prints into out, and
+// returns its exit code and stderr. A script that prints no JSON fails t.
+func runNode(t *testing.T, dir, script string, env map[string]string, stdin io.Reader, out any) (int, string) {
+	t.Helper()
+	code, stdout, stderr := cvmtest.Run(t, "node", cvmtest.Options{Env: withEnv(env), Dir: dir, Stdin: stdin}, script)
+	if err := json.Unmarshal([]byte(stdout), out); err != nil {
+		t.Fatalf("%s: exit %d; output %q (%v); stderr %s", script, code, stdout, err, stderr)
+	}
+	return code, stderr
+}
+
+// withEnv is the test's environment with env added.
+func withEnv(env map[string]string) []string {
+	out := os.Environ()
 	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+		out = append(out, k+"="+v)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
-		t.Fatalf("%s: %v; output %q; stderr %s", script, runErr, stdout.String(), stderr.String())
-	}
-	if runErr != nil {
-		t.Logf("%s exited: %v; stderr: %s", script, runErr, stderr.String())
-	}
+	return out
 }

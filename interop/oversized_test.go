@@ -10,6 +10,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -34,7 +35,7 @@ type bigResult struct {
 func runTSBig(t *testing.T, relayURL, server, enc, mode string) bigResult {
 	t.Helper()
 	var res bigResult
-	runScript(t, 90*time.Second, "ts-big.mjs", map[string]string{
+	runScript(t, "ts-big.mjs", map[string]string{
 		"RELAY_URL": relayURL, "SERVER_PUBKEY": server, "ENCRYPTION": enc, "SIZE": "200000", "MODE": mode,
 	}, &res)
 	return res
@@ -71,7 +72,7 @@ func TestOversizedInterop(t *testing.T) {
 	for _, mode := range []string{"disabled", "required"} {
 		t.Run("go-client/ts-server/"+mode, func(t *testing.T) {
 			enc, _ := contextvm.ParseEncryptionMode(mode)
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			ctx, cancel := testwait.Context(t, 60*time.Second)
 			defer cancel()
 			cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "big"}, nil),
 				contextvm.ClientOptions{Server: tsServer, Relays: []string{r.URL}, Encryption: enc, RequestTimeout: 30 * time.Second})

@@ -1,12 +1,10 @@
 package interop
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +14,8 @@ import (
 
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/contextvm/cep8"
+	"github.com/cvmgo/cvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/lightning"
 	"github.com/cvmgo/cvm/payments/nwc"
@@ -46,41 +46,12 @@ func startWalletSim(t *testing.T, relayURL string, wallets ...string) walletSim 
 		args = append(args, "--wallet", w)
 		names = append(names, w)
 	}
-	cmd := exec.Command(cvmBinary, args...)
-	cmd.Env = cvmEnv(t.TempDir())
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		lines <- line
-	}()
+	p := cvmtest.Start(t, build.CVM(t), cvmtest.Options{Env: cvmEnv(t.TempDir())}, args...)
+	t.Cleanup(func() { p.Terminate(syscall.SIGTERM, 10*time.Second) })
 	var sim walletSim
-	select {
-	case line := <-lines:
-		if err := json.Unmarshal([]byte(line), &sim); err != nil || len(sim.Wallets) != len(names) {
-			t.Fatalf("wallet-sim ready line %q: %v; stderr: %s", line, err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("wallet-sim not ready; stderr: %s", stderr.String())
+	p.ReadyLine(t, &sim)
+	if len(sim.Wallets) != len(names) {
+		t.Fatalf("wallet-sim ready line %+v, want %d wallets; stderr: %s", sim, len(names), p.Stderr)
 	}
 	return sim
 }
@@ -104,7 +75,7 @@ func balance(t *testing.T, uri string) int64 {
 	}
 	c := nwc.NewClient(u, nwc.ClientOptions{Timeout: 10 * time.Second})
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := testwait.Context(t, 15*time.Second)
 	defer cancel()
 	b, err := c.GetBalance(ctx)
 	if err != nil {
@@ -165,7 +136,7 @@ func TestPay_ReferenceClientPaysGateway(t *testing.T) {
 	gw := startGateway(t, "--relay", r.URL, "--price", "tool:get-sum=10", "--wallet-file", walletFile(t, sim.Wallets["srv"]), "--", "node", server)
 
 	var res payClientResult
-	runScript(t, 90*time.Second, "ts-pay-client.mjs", map[string]string{
+	runScript(t, "ts-pay-client.mjs", map[string]string{
 		"RELAY_URL": r.URL, "SERVER_PUBKEY": gw.Npub, "NWC_URI": sim.Wallets["alice"],
 		"TOOL": "get-sum", "ARGS": `{"a":2,"b":3}`,
 	}, &res)
@@ -259,7 +230,7 @@ func TestPay_ReferenceServerWireReadAsSent(t *testing.T) {
 	sim := startWalletSim(t, r.URL, "srv=0", "alice=100")
 	pub := startPricedReferenceServer(t, r.URL, sim.Wallets["srv"], "7", "")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := testwait.Context(t, 60*time.Second)
 	defer cancel()
 	reports := make(chan contextvm.PaymentReport, 4)
 	transport, cs := connectPaying(ctx, t, r.URL, pub, sim.Wallets["alice"], 7, reports)

@@ -1,19 +1,17 @@
 package interop
 
 import (
-	"bufio"
-	"encoding/json"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/nostrx"
 )
@@ -28,68 +26,25 @@ func startNode(t *testing.T, script string, env map[string]string, ready any) *l
 }
 
 // startNodeStoppable is startNode, and also returns the function that stops
-// the script before the test ends; it returns once the script has exited.
+// the script before the test ends: an interrupt, then a kill if it has not
+// exited within 5 s. It returns once the script has exited.
 func startNodeStoppable(t *testing.T, script string, env map[string]string, ready any) (*lockedBuffer, func()) {
 	t.Helper()
 	requireNodeModules(t)
-	cmd := exec.Command("node", script)
-	cmd.Dir = "."
-	if strings.HasPrefix(script, "thirdparty-relay/") {
-		cmd.Dir, cmd.Args[1] = "thirdparty-relay", strings.TrimPrefix(script, "thirdparty-relay/")
-	}
-	if strings.HasPrefix(script, "payments/") {
-		requirePaymentsModules(t)
-		cmd.Dir, cmd.Args[1] = "payments", strings.TrimPrefix(script, "payments/")
-	}
-	cmd.Env = os.Environ()
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	stop := stopper(cmd, exited)
-	t.Cleanup(stop)
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		lines <- line
-	}()
-	select {
-	case line := <-lines:
-		if err := json.Unmarshal([]byte(line), ready); err != nil {
-			t.Fatalf("%s: ready line %q: %v; stderr: %s", script, line, err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s: not ready after 30s; stderr: %s", script, stderr.String())
-	}
-	return &stderr, stop
-}
-
-// stopper returns the function that stops cmd, once: an interrupt, then a
-// kill if it has not exited (exited is closed) within 5 s. It returns once
-// cmd has exited.
-func stopper(cmd *exec.Cmd, exited <-chan struct{}) func() {
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			cmd.Process.Signal(os.Interrupt)
-			select {
-			case <-exited:
-			case <-time.After(5 * time.Second):
-				cmd.Process.Kill()
-				<-exited
+	dir := "."
+	for _, sub := range []string{"thirdparty-relay/", "payments/"} {
+		if rest, ok := strings.CutPrefix(script, sub); ok {
+			if sub == "payments/" {
+				requirePaymentsModules(t)
 			}
-		})
+			dir, script = strings.TrimSuffix(sub, "/"), rest
+		}
 	}
+	p := cvmtest.Start(t, "node", cvmtest.Options{Env: withEnv(env), Dir: dir}, script)
+	stop := func() { p.Terminate(os.Interrupt, 5*time.Second) }
+	t.Cleanup(stop)
+	p.ReadyLine(t, ready)
+	return p.Stderr, stop
 }
 
 type lockedBuffer = waitbuf.Buffer
@@ -120,7 +75,7 @@ func awaitAnnounced(t *testing.T, relayURL string, author nostr.PubKey, kinds ..
 	for _, k := range kinds {
 		missing[k] = true
 	}
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(testwait.Timeout(20 * time.Second))
 	for len(missing) > 0 {
 		select {
 		case evt := <-sub.Events():

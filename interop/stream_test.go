@@ -10,6 +10,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -40,7 +41,7 @@ func streamingGoServer(t *testing.T, relayURL string, enc contextvm.EncryptionMo
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(in.Chunks, " chunks")}}}, nil, nil
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	var err error
 	srv, err = contextvm.NewServer(ctx, contextvm.ServerOptions{
@@ -85,7 +86,7 @@ func TestOpenStreamInterop(t *testing.T) {
 				Chunks []string `json:"chunks"`
 				Result string   `json:"result"`
 			}
-			runScript(t, 60*time.Second, "ts-stream-client.mjs", map[string]string{
+			runScript(t, "ts-stream-client.mjs", map[string]string{
 				"RELAY_URL": r.URL, "SERVER_PUBKEY": srv.PublicKey().Hex(), "ENCRYPTION": mode, "CHUNKS": fmt.Sprint(n),
 			}, &res)
 			if !res.OK {
@@ -98,7 +99,7 @@ func TestOpenStreamInterop(t *testing.T) {
 		})
 		t.Run("go-client/ts-server/"+mode, func(t *testing.T) {
 			tsServer := startTSServer(t, r.URL, "optional", "optional", map[string]string{"OPEN_STREAM": "1"})
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			ctx, cancel := testwait.Context(t, 60*time.Second)
 			defer cancel()
 			tr, err := contextvm.NewClientTransport(contextvm.ClientOptions{
 				Server: tsServer, Relays: []string{r.URL}, Encryption: enc, OpenStreams: true,

@@ -1,7 +1,6 @@
 package interop
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -9,6 +8,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -43,7 +43,7 @@ func TestThirdPartyRelay_IgnoringTagFilters(t *testing.T) {
 	for i := range 3 {
 		for _, enc := range []contextvm.EncryptionMode{contextvm.EncryptOptional, contextvm.EncryptDisabled} {
 			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				ctx, cancel := testwait.Context(t, 30*time.Second)
 				defer cancel()
 				cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "c"}, nil), contextvm.ClientOptions{
 					Server: srv.PublicKey().Hex(), Relays: []string{url}, Encryption: enc, Signer: contextvm.NewKeySigner(nostr.Generate()),
@@ -90,7 +90,7 @@ func TestStatelessInterop(t *testing.T) {
 	t.Run("go-client/ts-server", func(t *testing.T) {
 		server := startTSServer(t, url, "optional", "optional", map[string]string{"INJECT_PUBKEY": "1"})
 		me := nostr.Generate()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := testwait.Context(t, 20*time.Second)
 		defer cancel()
 		cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "stateless"}, nil), contextvm.ClientOptions{
 			Server: server, Relays: []string{url}, Stateless: true, Signer: contextvm.NewKeySigner(me), RequestTimeout: 5 * time.Second,

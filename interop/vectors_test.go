@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
@@ -80,7 +79,7 @@ func TestContextVMVectors(t *testing.T) {
 	ew, _ := json.Marshal(goWraps)
 	ee, _ := json.Marshal(goEvents)
 	var v referenceVectors
-	runScript(t, 60*time.Second, "contextvm-vectors.mjs", map[string]string{
+	runScript(t, "contextvm-vectors.mjs", map[string]string{
 		"SENDER_SK": vectorSenderSK, "RECIPIENT_SK": vectorRecipientSK, "GO_WRAPS": string(ew), "GO_EVENTS": string(ee),
 	}, &v)
 

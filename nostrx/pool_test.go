@@ -11,6 +11,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"fiatjaf.com/nostr/keyer"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -33,7 +34,7 @@ func within(t testing.TB, ch <-chan nostr.Event, d time.Duration) (nostr.Event, 
 	select {
 	case evt, ok := <-ch:
 		return evt, ok
-	case <-time.After(d):
+	case <-time.After(testwait.Timeout(d)):
 		return nostr.Event{}, false
 	}
 }
@@ -109,7 +110,7 @@ func TestPool_DeadRelayDoesNotStallPublishing(t *testing.T) {
 		}
 	}()
 	p := newPool(t, nostrx.PoolOptions{Relays: []string{"ws://" + ln.Addr().String(), good.URL}})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	if err := p.Publish(ctx, signed(t, nostr.Generate(), 1, "stored")); err != nil {
 		t.Fatalf("publish with one dead relay: %v", err)
@@ -248,7 +249,7 @@ func TestPool_EphemeralFilterKeepsNoSinceAfterReconnect(t *testing.T) {
 	rr.stop()
 	rr.start()
 	// Heard once the pool has subscribed again.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testwait.Timeout(10 * time.Second))
 	for {
 		probe := signed(t, nostr.Generate(), 25910, "probe", to)
 		err := p.Publish(context.Background(), probe)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -29,7 +30,7 @@ func TestPool_QueryMergesRelays(t *testing.T) {
 		p.Close()
 	}
 	p := newPool(t, nostrx.PoolOptions{Relays: []string{r1.URL, r2.URL}})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	got, err := p.Query(ctx, nostr.Filter{Authors: []nostr.PubKey{author.Public()}})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/proxy"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -39,7 +40,7 @@ func remoteServer(t *testing.T) (relayURL string, server nostr.PubKey) {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{res.Content}}, nil, nil
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{Signer: contextvm.NewKeySigner(nostr.Generate()), Relays: []string{r.URL}})
 	if err != nil {
@@ -72,7 +73,7 @@ func TestServe_HostReachesRemoteServer(t *testing.T) {
 			mu.Unlock()
 		},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	cs, err := host.Connect(ctx, hostSide, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
 	if err != nil {
@@ -104,7 +105,7 @@ func TestServe_HostReachesRemoteServer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Serve: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("Serve did not return after the host left")
 	}
 }
@@ -119,7 +120,7 @@ func TestServe_ContextEndsIt(t *testing.T) {
 	}()
 	// A handshake through the proxy: once it is answered, Serve is piping.
 	host := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "1"}, nil)
-	hctx, hcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	hctx, hcancel := testwait.Context(t, 20*time.Second)
 	defer hcancel()
 	cs, err := host.Connect(hctx, hostSide, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
 	if err != nil {
@@ -132,7 +133,7 @@ func TestServe_ContextEndsIt(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Serve: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("Serve did not return after its context ended")
 	}
 }

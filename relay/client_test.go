@@ -10,6 +10,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/internal/testwait"
 )
 
 // wsClient is a deliberately raw NIP-01 client: the conformance tests speak
@@ -31,7 +32,7 @@ func dial(t testing.TB, url string) *wsClient {
 }
 
 func dialErr(url string, header http.Header) (*websocket.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(10*time.Second))
 	defer cancel()
 	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: header})
 	if err != nil {
@@ -45,7 +46,7 @@ func (c *wsClient) close() { c.conn.Close(websocket.StatusNormalClosure, "") }
 
 func (c *wsClient) sendRaw(frame string) {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := testwait.Context(c.t, 10*time.Second)
 	defer cancel()
 	if err := c.conn.Write(ctx, websocket.MessageText, []byte(frame)); err != nil {
 		c.t.Fatalf("write: %v", err)
@@ -71,9 +72,15 @@ func (c *wsClient) next(d time.Duration) []json.RawMessage {
 	return msg
 }
 
+// nextErr returns the next frame, or an error when none comes within d
+// (scaled, testwait.Timeout).
 func (c *wsClient) nextErr(d time.Duration) ([]json.RawMessage, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := testwait.Context(c.t, d)
 	defer cancel()
+	return c.read(ctx)
+}
+
+func (c *wsClient) read(ctx context.Context) ([]json.RawMessage, error) {
 	_, b, err := c.conn.Read(ctx)
 	if err != nil {
 		return nil, err
@@ -174,9 +181,10 @@ func (c *wsClient) sync() [][]json.RawMessage {
 
 // nextEvent waits for a live event on sub.
 func (c *wsClient) nextEvent(sub string, d time.Duration) (nostr.Event, error) {
-	deadline := time.Now().Add(d)
+	ctx, cancel := testwait.Context(c.t, d)
+	defer cancel()
 	for {
-		msg, err := c.nextErr(time.Until(deadline))
+		msg, err := c.read(ctx)
 		if err != nil {
 			return nostr.Event{}, err
 		}

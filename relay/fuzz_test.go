@@ -1,12 +1,12 @@
 package relay_test
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 )
@@ -25,7 +25,7 @@ func FuzzRelayFrames(f *testing.F) {
 	s := relaytest.Start(f, relay.Options{Limits: unlimited})
 	probe := newIdentity()
 	f.Fuzz(func(t *testing.T, frame string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := testwait.Context(t, 10*time.Second)
 		defer cancel()
 		conn, err := dialErr(s.URL, nil)
 		if err != nil {

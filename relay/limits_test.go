@@ -19,6 +19,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 )
@@ -339,7 +340,7 @@ func TestRelay_CloseDisconnectsClients(t *testing.T) {
 	go func() { done <- s.Close() }()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("Close did not return")
 	}
 	if _, err := c.nextErr(5 * time.Second); err == nil || errors.Is(err, context.DeadlineExceeded) {

@@ -326,7 +326,7 @@ func TestRelay_Expiration(t *testing.T) {
 		if got := c.query("before", nostr.Filter{IDs: []nostr.ID{soon.ID}}); len(got) != 1 {
 			t.Fatal("event not served before its expiration")
 		}
-		time.Sleep(3 * time.Second)
+		time.Sleep(3 * time.Second) // synctest clock: past the expiration
 		if got := c.query("after", nostr.Filter{IDs: []nostr.ID{soon.ID}}); len(got) != 0 {
 			t.Fatal("event served after its expiration")
 		}
@@ -345,7 +345,7 @@ func TestRelay_ExpiredEventsSweptAfterRestart(t *testing.T) {
 		first.dial().mustPublish(id.sign(t, 1, "soon", nostr.Tag{"expiration", strconv.FormatInt(time.Now().Add(2*time.Second).Unix(), 10)}))
 		first.Relay.Close()
 
-		time.Sleep(3 * time.Second)
+		time.Sleep(3 * time.Second) // synctest clock: it expires while the relay is down
 		second := startPipeRelay(t, opts)
 		mine := nostr.Filter{Authors: []nostr.PubKey{id.pk}}
 		if n, _ := second.Store().CountEvents(mine); n != 1 {
@@ -386,12 +386,12 @@ func TestRelay_GiftWrapRetention(t *testing.T) {
 		}
 		// Past the retention the wrap is hidden at once, and the sweeper
 		// (every TTL/4, at least a second) deletes it within a sweep.
-		time.Sleep(3 * time.Second)
+		time.Sleep(3 * time.Second) // synctest clock: past the retention
 		if got := c.query("later", nostr.Filter{Kinds: []nostr.Kind{1059}}); len(got) != 0 {
 			t.Fatalf("expired wrap served: %v", ids(got))
 		}
-		time.Sleep(time.Second)
-		synctest.Wait() // the sweep that came due has run
+		time.Sleep(time.Second) // synctest clock: a sweep comes due
+		synctest.Wait()         // the sweep that came due has run
 		if n, _ := r.Store().CountEvents(nostr.Filter{Kinds: []nostr.Kind{1059}}); n != 0 {
 			t.Fatal("expired gift wrap not deleted from storage by the sweeper")
 		}

@@ -126,7 +126,7 @@ func TestRelay_CountHidesExpired(t *testing.T) {
 		if n, _, _ := c.count("before", all); n != 2 {
 			t.Fatalf("before expiry: count %d, want 2", n)
 		}
-		time.Sleep(3 * time.Second)
+		time.Sleep(3 * time.Second) // synctest clock: past both expiries
 		if n, _ := r.Store().CountEvents(all); n != 2 {
 			t.Fatalf("test is vacuous: %d of the events are still stored, want 2", n)
 		}

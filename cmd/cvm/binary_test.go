@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -17,14 +14,15 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/coder/websocket"
 	"github.com/cvmgo/cvm/internal/browsertest"
-	"github.com/cvmgo/cvm/internal/secp"
+	"github.com/cvmgo/cvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/internal/waitbuf"
-	"go.uber.org/goleak"
 )
 
-// cvmBinary is built once by TestMain; end-to-end tests drive it as users
-// do. demoServerBinary is the stdio demo server, an upstream for gateways.
-var cvmBinary, demoServerBinary string
+// build holds the binaries the tests run, each built on first use: cvm,
+// driven as users drive it, and the stdio demo server, an upstream for
+// gateways (demoServer).
+var build cvmtest.Build
 
 // browser is the one Chromium of this package's page tests, started by the
 // first of them and closed by TestMain.
@@ -35,119 +33,38 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(execLogEnv); path != "" {
 		runExecLogServer(path)
 	}
-	dir, err := os.MkdirTemp("", "cvm-bin-")
+	cvmtest.Main(m, &build, browser.Close)
+}
+
+// demoServer is the stdio demo server's executable.
+func demoServer(t testing.TB) string {
+	t.Helper()
+	return build.Path(t, "github.com/cvmgo/cvm/examples/demoserver/cmd")
+}
+
+// serverEverything returns node and the entry point of
+// @modelcontextprotocol/server-everything, from interop's pinned packages:
+// an MCP server from the npm registry, for gateways and bridges.
+func serverEverything(t *testing.T) (node, script string) {
+	t.Helper()
+	script = filepath.Join("..", "..", "interop", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	if _, err := os.Stat(script); err != nil {
+		t.Fatal("interop/node_modules is missing; run: make interop-deps")
+	}
+	node, err := exec.LookPath("node")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		t.Fatal("node is not on PATH")
 	}
-	cvmBinary = filepath.Join(dir, "cvm")
-	demoServerBinary = filepath.Join(dir, "demoserver")
-	for out, pkg := range map[string]string{cvmBinary: ".", demoServerBinary: "../../examples/demoserver/cmd"} {
-		// The crypto backend of this test binary (see package secp).
-		args := []string{"build", "-o", out}
-		if secp.Backend == "libsecp256k1" {
-			args = append(args, "-tags", "libsecp256k1")
-		}
-		build := exec.Command("go", append(args, pkg)...)
-		build.Stderr = os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building", pkg+":", err)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	browser.Close()
-	if code == 0 {
-		// goleak.VerifyTestMain would exit before the binaries are removed.
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
+	return node, script
 }
 
 // proc is a running cvm process started by a test.
-type proc struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout *bufio.Reader
-	stderr *syncBuffer
-	done   chan struct{} // closed when the process has exited
-}
+type proc = cvmtest.Proc
 
-// startCVM runs the binary with a private HOME and XDG directories.
+// startCVM runs the cvm binary with c's private HOME and XDG directories.
 func startCVM(t testing.TB, c *cli, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(cvmBinary, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	for k, v := range c.env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, stdin: in, stdout: bufio.NewReader(out), stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-p.done
-	})
-	return p
-}
-
-// readyLine reads the one JSON line a long-running command prints when ready.
-func (p *proc) readyLine(t testing.TB, v any) {
-	t.Helper()
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := p.stdout.ReadString('\n')
-		lines <- line
-	}()
-	select {
-	case line := <-lines:
-		if err := json.Unmarshal([]byte(line), v); err != nil {
-			t.Fatalf("ready line %q: %v (stderr: %s)", line, err, p.stderr)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("no ready line; stderr: %s", p.stderr)
-	}
-}
-
-// wait returns the exit code once the process has exited by itself.
-func (p *proc) wait(t testing.TB) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("process did not exit; stderr: %s", p.stderr)
-	}
-	return p.cmd.ProcessState.ExitCode()
-}
-
-// stop sends sig and returns the exit code, failing if the process lingers.
-func (p *proc) stop(t testing.TB, sig os.Signal) int {
-	t.Helper()
-	p.cmd.Process.Signal(sig)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		t.Fatalf("process did not exit after %v; stderr: %s", sig, p.stderr)
-	}
-	return p.cmd.ProcessState.ExitCode()
+	return cvmtest.Start(t, build.CVM(t), cvmtest.Options{Env: c.environ()}, args...)
 }
 
 type relayReady struct {
@@ -164,20 +81,20 @@ func TestRelayCommand_ReadyServeAndSignal(t *testing.T) {
 			c := newCLI(t)
 			p := startCVM(t, c, "relay", "--listen", "127.0.0.1:0", "--memory")
 			var ready relayReady
-			p.readyLine(t, &ready)
+			p.ReadyLine(t, &ready)
 			if !ready.Ready || !strings.HasPrefix(ready.URL, "ws://127.0.0.1:") || !ready.Memory {
 				t.Fatalf("ready line %+v", ready)
 			}
 			publishAndQuery(t, ready.URL)
-			if code := p.stop(t, sig); code != 0 {
-				t.Fatalf("exit code %d after %v; stderr: %s", code, sig, p.stderr)
+			if code := p.Stop(t, sig); code != 0 {
+				t.Fatalf("exit code %d after %v; stderr: %s", code, sig, p.Stderr)
 			}
-			rest, _ := io.ReadAll(p.stdout)
+			rest, _ := io.ReadAll(p.Stdout)
 			if len(rest) != 0 {
 				t.Errorf("stdout after the ready line: %q", rest)
 			}
-			if !strings.Contains(p.stderr.String(), "shutting down") {
-				t.Errorf("stderr lacks the shutdown log: %s", p.stderr)
+			if !strings.Contains(p.Stderr.String(), "shutting down") {
+				t.Errorf("stderr lacks the shutdown log: %s", p.Stderr)
 			}
 		})
 	}
@@ -187,16 +104,16 @@ func TestRelayCommand_DefaultDatabasePersists(t *testing.T) {
 	c := newCLI(t)
 	p := startCVM(t, c, "relay", "--listen", "127.0.0.1:0")
 	var ready relayReady
-	p.readyLine(t, &ready)
+	p.ReadyLine(t, &ready)
 	want := filepath.Join(c.env["XDG_DATA_HOME"], "cvm", "relay.db")
 	if ready.DB != want {
 		t.Fatalf("db %q, want %q", ready.DB, want)
 	}
 	evt := publishAndQuery(t, ready.URL)
-	p.stop(t, syscall.SIGTERM)
+	p.Stop(t, syscall.SIGTERM)
 
 	p = startCVM(t, c, "relay", "--listen", "127.0.0.1:0")
-	p.readyLine(t, &ready)
+	p.ReadyLine(t, &ready)
 	if got := queryIDs(t, ready.URL, nostr.Filter{IDs: []nostr.ID{evt.ID}}); len(got) != 1 {
 		t.Fatal("event lost across a restart on the default database")
 	}
@@ -206,7 +123,7 @@ func TestRelayCommand_ListenInUse(t *testing.T) {
 	c := newCLI(t)
 	p := startCVM(t, c, "relay", "--listen", "127.0.0.1:0", "--memory")
 	var ready relayReady
-	p.readyLine(t, &ready)
+	p.ReadyLine(t, &ready)
 	addr := strings.TrimPrefix(ready.URL, "ws://")
 	code, _, errOut := c.run("relay", "--listen", addr, "--memory")
 	if code != exitLocal || !strings.Contains(errOut, "address already in use") {
@@ -220,7 +137,7 @@ func TestRelayCommand_OneProcessPerDatabase(t *testing.T) {
 	c := newCLI(t)
 	p := startCVM(t, c, "relay", "--listen", "127.0.0.1:0")
 	var ready relayReady
-	p.readyLine(t, &ready)
+	p.ReadyLine(t, &ready)
 	code, out, errOut := c.run("relay", "--listen", "127.0.0.1:0")
 	want := "cvm: another cvm relay already runs on " + ready.DB + "; stop it, or give this one another --db, or --memory\n"
 	if code != exitLocal || out != "" || errOut != want {
@@ -233,7 +150,7 @@ func publishAndQuery(t *testing.T, url string) nostr.Event {
 	t.Helper()
 	evt := nostr.Event{Kind: 1, CreatedAt: nostr.Now(), Content: "hello", Tags: nostr.Tags{}}
 	evt.Sign(nostr.Generate())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	conn, _, err := websocket.Dial(ctx, url, nil)
 	if err != nil {
@@ -254,7 +171,7 @@ func publishAndQuery(t *testing.T, url string) nostr.Event {
 
 func queryIDs(t *testing.T, url string, f nostr.Filter) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	conn, _, err := websocket.Dial(ctx, url, nil)
 	if err != nil {

@@ -95,7 +95,7 @@ func TestGatewayCommand_UpstreamGetsNoSecrets(t *testing.T) {
 			}
 			p := startCVM(t, c, append(args, "--", testUpstream(t))...)
 			var ready gatewayReady
-			p.readyLine(t, &ready)
+			p.ReadyLine(t, &ready)
 			// The gateway did take them: the key is its identity.
 			if sk, _ := nostrx.ParseSecretKey(c.env[secretenv.SecretKey]); ready.Pubkey != sk.Public().Hex() {
 				t.Fatalf("the gateway serves as %s, not as the key of $%s", ready.Pubkey, secretenv.SecretKey)
@@ -103,8 +103,8 @@ func TestGatewayCommand_UpstreamGetsNoSecrets(t *testing.T) {
 			if code, out, errOut := c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", r.URL); code != 0 || out != `{"sum":3}`+"\n" {
 				t.Fatalf("call: %d %q %q", code, out, errOut)
 			}
-			if code := p.stop(t, syscall.SIGTERM); code != 0 {
-				t.Fatalf("exit %d; stderr: %s", code, p.stderr)
+			if code := p.Stop(t, syscall.SIGTERM); code != 0 {
+				t.Fatalf("exit %d; stderr: %s", code, p.Stderr)
 			}
 			// The check's upstream, and the session's (per-client) or
 			// the shared one.
@@ -132,9 +132,9 @@ func TestRoomBridge_ServerGetsNoSecrets(t *testing.T) {
 			}
 			bridge := startCVM(t, bc, append(args, "--", testUpstream(t))...)
 			var bready struct{ Ready bool }
-			bridge.readyLine(t, &bready)
-			if code := bridge.stop(t, syscall.SIGTERM); code != 0 {
-				t.Fatalf("bridge exited %d; stderr: %s", code, bridge.stderr)
+			bridge.ReadyLine(t, &bready)
+			if code := bridge.Stop(t, syscall.SIGTERM); code != 0 {
+				t.Fatalf("bridge exited %d; stderr: %s", code, bridge.Stderr)
 			}
 			checkChildEnv(t, bc, dump, 1, tc.pass...)
 		})
@@ -178,7 +178,7 @@ func TestGatewayCommand_StopsUpstreamProcessGroup(t *testing.T) {
 			c.env[forkEnv] = dir
 			p := startCVM(t, c, "gateway", "--relay", r.URL, "--session-mode", tc.mode, "--", testUpstream(t))
 			var ready gatewayReady
-			p.readyLine(t, &ready)
+			p.ReadyLine(t, &ready)
 			if tc.mode == "per-client" {
 				if code, out, errOut := c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", r.URL); code != 0 || out != `{"sum":3}`+"\n" {
 					t.Fatalf("call: %d %q %q", code, out, errOut)
@@ -189,8 +189,8 @@ func TestGatewayCommand_StopsUpstreamProcessGroup(t *testing.T) {
 			if gs := grandchildren(t, dir); len(gs) != 2 || len(living(t, gs)) != 1 {
 				t.Fatalf("grandchildren %v, alive %v; want the check's gone and one alive", gs, living(t, gs))
 			}
-			if code := p.stop(t, tc.sig); code != 0 {
-				t.Fatalf("exit %d after %v; stderr: %s", code, tc.sig, p.stderr)
+			if code := p.Stop(t, tc.sig); code != 0 {
+				t.Fatalf("exit %d after %v; stderr: %s", code, tc.sig, p.Stderr)
 			}
 			awaitNoneAlive(t, dir, "after the gateway stopped")
 		})
@@ -198,16 +198,16 @@ func TestGatewayCommand_StopsUpstreamProcessGroup(t *testing.T) {
 
 	t.Run("refused start", func(t *testing.T) {
 		c := newCLI(t)
-		first := startCVM(t, c, "gateway", "--relay", r.URL, "--", demoServerBinary)
+		first := startCVM(t, c, "gateway", "--relay", r.URL, "--", demoServer(t))
 		var ready gatewayReady
-		first.readyLine(t, &ready)
+		first.ReadyLine(t, &ready)
 		// The same key and data directory: refused.
 		dir := forkDir(t)
 		second := &cli{t: t, cfg: c.cfg, env: maps.Clone(c.env)}
 		second.env[forkEnv] = dir
 		p := startCVM(t, second, "gateway", "--relay", r.URL, "--", testUpstream(t))
-		if code := p.wait(t); code != exitLocal || !strings.Contains(p.stderr.String(), "another cvm gateway with this key already runs") {
-			t.Fatalf("second gateway: exit %d, stderr %s", code, p.stderr)
+		if code := p.Wait(t); code != exitLocal || !strings.Contains(p.Stderr.String(), "another cvm gateway with this key already runs") {
+			t.Fatalf("second gateway: exit %d, stderr %s", code, p.Stderr)
 		}
 		if gs := grandchildren(t, dir); len(gs) != 0 {
 			t.Fatalf("a refused gateway started its upstream: grandchildren %v, alive %v", gs, living(t, gs))
@@ -220,7 +220,7 @@ func TestGatewayCommand_StopsUpstreamProcessGroup(t *testing.T) {
 		c.env[forkEnv] = dir
 		p := startCVM(t, c, "gateway", "--relay", r.URL, "--session-mode", "shared", "--", testUpstream(t))
 		var ready gatewayReady
-		p.readyLine(t, &ready)
+		p.ReadyLine(t, &ready)
 		up := living(t, grandchildren(t, dir))
 		if len(up) != 1 {
 			t.Fatalf("alive %v, want the shared upstream's", up)
@@ -237,8 +237,8 @@ func TestGatewayCommand_StopsUpstreamProcessGroup(t *testing.T) {
 		if code, out, errOut := c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", r.URL); code != 0 || out != `{"sum":3}`+"\n" {
 			t.Fatalf("call after the restart: %d %q %q", code, out, errOut)
 		}
-		if code := p.stop(t, syscall.SIGTERM); code != 0 {
-			t.Fatalf("exit %d; stderr: %s", code, p.stderr)
+		if code := p.Stop(t, syscall.SIGTERM); code != 0 {
+			t.Fatalf("exit %d; stderr: %s", code, p.Stderr)
 		}
 		awaitNoneAlive(t, dir, "after the gateway stopped")
 	})
@@ -253,12 +253,12 @@ func TestRoomBridge_StopsServerProcessGroup(t *testing.T) {
 	bridge := startCVM(t, bc, "room", "bridge", "--gateway", ready.REST, "--topic", "room:x",
 		"--token", mint(t, c, "--data", data, "--topic", "room:x", "--id", "alpha"), "--", testUpstream(t))
 	var bready struct{ Ready bool }
-	bridge.readyLine(t, &bready)
+	bridge.ReadyLine(t, &bready)
 	if alive := living(t, grandchildren(t, dir)); len(alive) != 1 {
 		t.Fatalf("alive %v, want the server", alive)
 	}
-	if code := bridge.stop(t, syscall.SIGTERM); code != 0 {
-		t.Fatalf("bridge exited %d; stderr: %s", code, bridge.stderr)
+	if code := bridge.Stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("bridge exited %d; stderr: %s", code, bridge.Stderr)
 	}
 	awaitNoneAlive(t, dir, "after the bridge stopped")
 }

@@ -11,6 +11,7 @@ import (
 	"fiatjaf.com/nostr/nip19"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/examples/demoserver"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -28,7 +29,7 @@ func demoOnNostr(t *testing.T) (relayURL, npub string) {
 	mcp.AddTool(s, &mcp.Tool{Name: "refuse"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "refused on principle"}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{Signer: contextvm.NewKeySigner(nostr.Generate()), Relays: []string{r.URL}})
 	if err != nil {

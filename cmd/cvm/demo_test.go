@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/cvmgo/cvm/internal/cvmtest"
 )
 
 func TestDemo(t *testing.T) {
@@ -60,12 +61,10 @@ func TestDemo(t *testing.T) {
 // an empty working directory): it ends in seconds and writes nothing.
 func TestDemo_Binary(t *testing.T) {
 	c := newCLI(t)
-	cmd := exec.Command(cvmBinary, "demo", "--json")
-	cmd.Env = []string{"HOME=" + c.env["HOME"], "PATH=/usr/bin:/bin"}
-	cmd.Dir = t.TempDir()
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("cvm demo --json: %v\n%s", err, out)
+	wd := t.TempDir()
+	code, out, errOut := cvmtest.Run(t, build.CVM(t), cvmtest.Options{Env: []string{"HOME=" + c.env["HOME"], "PATH=/usr/bin:/bin"}, Dir: wd}, "demo", "--json")
+	if code != 0 {
+		t.Fatalf("cvm demo --json: exit %d\n%s%s", code, out, errOut)
 	}
 	var res struct {
 		OK    bool
@@ -74,10 +73,10 @@ func TestDemo_Binary(t *testing.T) {
 			Ms   float64
 		}
 	}
-	if err := json.Unmarshal(out, &res); err != nil || !res.OK || len(res.Steps) != 11 || res.Steps[10].Step != "shutdown" {
+	if err := json.Unmarshal([]byte(out), &res); err != nil || !res.OK || len(res.Steps) != 11 || res.Steps[10].Step != "shutdown" {
 		t.Fatalf("demo --json: %s", out)
 	}
-	for _, dir := range []string{c.env["HOME"], cmd.Dir} {
+	for _, dir := range []string{c.env["HOME"], wd} {
 		var files []string
 		filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {

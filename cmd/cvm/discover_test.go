@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/discovery"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 )
@@ -41,10 +42,10 @@ func TestAnnounceDiscoverAndCallBySchema(t *testing.T) {
 			t.Fatal(errOut)
 		}
 		p := startCVM(t, c, "gateway", "--relay", r.URL, "--key", key, "--announce", "--price", "tool:add="+price,
-			"--common-tool", "add", "--category", "math", "--", demoServerBinary)
+			"--common-tool", "add", "--category", "math", "--", demoServer(t))
 		var ready gatewayReady
-		p.readyLine(t, &ready)
-		p.stderr.Await(t, 20*time.Second, `msg=announced`) // the first announcements are on the relay
+		p.ReadyLine(t, &ready)
+		p.Stderr.Await(t, 20*time.Second, `msg=announced`) // the first announcements are on the relay
 		return p, ready, key
 	}
 	cheap, cheapReady, _ := gateway("2")
@@ -127,7 +128,7 @@ func TestAnnounceDiscoverAndCallBySchema(t *testing.T) {
 		t.Fatalf("call --schema: code %d, %s, %s", code, out, errOut)
 	}
 
-	cheap.stop(t, syscall.SIGKILL) // announced, no longer answering
+	cheap.Stop(t, syscall.SIGKILL) // announced, no longer answering
 	code, out, errOut = call()
 	res.Attempts = nil
 	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Provider.Pubkey != dearReady.Pubkey || len(res.Attempts) != 2 || res.Attempts[0].Error == "" {
@@ -169,7 +170,7 @@ func TestDiscover_BadInput(t *testing.T) {
 	for _, args := range [][]string{
 		{"discover", "--max-price", "-1", "--relay", r.URL},
 		{"discover", "extra", "--relay", r.URL},
-		{"gateway", "--relay", r.URL, "--price", "add=10", "--", demoServerBinary},
+		{"gateway", "--relay", r.URL, "--price", "add=10", "--", demoServer(t)},
 		{"unannounce", "--relay", r.URL}, // no key yet
 	} {
 		if code, _, errOut := c.run(args...); code != exitLocal || errOut == "" {
@@ -194,43 +195,33 @@ func TestDiscoverWatch(t *testing.T) {
 	if code, _, errOut := c.run("keygen", "--out", key); code != 0 {
 		t.Fatal(errOut)
 	}
-	gw := startCVM(t, c, "gateway", "--relay", r.URL, "--key", key, "--announce", "--unannounce-on-exit", "--", demoServerBinary)
+	gw := startCVM(t, c, "gateway", "--relay", r.URL, "--key", key, "--announce", "--unannounce-on-exit", "--", demoServer(t))
 	var ready gatewayReady
-	gw.readyLine(t, &ready)
+	gw.ReadyLine(t, &ready)
 
-	lines := make(chan string, 64)
-	go func() {
-		defer close(lines)
-		for {
-			line, err := watch.stdout.ReadString('\n')
-			if err != nil {
-				return
-			}
-			lines <- line
-		}
-	}()
+	lines := readLines(t, watch.Stdout)
 	next := func(want func(map[string]any) bool) {
 		t.Helper()
-		timeout := time.After(20 * time.Second)
+		timeout := time.After(testwait.Timeout(20 * time.Second))
 		for {
 			select {
 			case line, ok := <-lines:
 				var obj map[string]any
 				if !ok || json.Unmarshal([]byte(line), &obj) != nil {
-					t.Fatalf("watch output %q; stderr %s", line, watch.stderr)
+					t.Fatalf("watch output %q; stderr %s", line, watch.Stderr)
 				}
 				if want(obj) {
 					return
 				}
 			case <-timeout:
-				t.Fatalf("the watch never printed the expected line; stderr %s", watch.stderr)
+				t.Fatalf("the watch never printed the expected line; stderr %s", watch.Stderr)
 			}
 		}
 	}
 	next(func(o map[string]any) bool { return o["pubkey"] == ready.Pubkey && o["name"] == "cvm demo server" })
 	// --unannounce-on-exit: stopping the gateway withdraws it.
-	if code := gw.stop(t, syscall.SIGTERM); code != 0 {
-		t.Fatalf("gateway exit %d: %s", code, gw.stderr)
+	if code := gw.Stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("gateway exit %d: %s", code, gw.Stderr)
 	}
 	next(func(o map[string]any) bool { return o["pubkey"] == ready.Pubkey && o["removed"] == true })
 }

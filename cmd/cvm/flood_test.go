@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -35,15 +36,15 @@ func TestGatewayCommand_ThrowawayKeysFailNoEstablishedCall(t *testing.T) {
 	c := newCLI(t)
 	rp := startCVM(t, c, "relay", "--listen", "127.0.0.1:0", "--memory", "--events-per-second", "-1", "--connections-per-second", "-1")
 	var r relayReady
-	rp.readyLine(t, &r)
-	t.Cleanup(func() { rp.stop(t, syscall.SIGTERM) })
+	rp.ReadyLine(t, &r)
+	t.Cleanup(func() { rp.Stop(t, syscall.SIGTERM) })
 	p := startCVM(t, c, "gateway", "--relay", r.URL, "--session-mode", "per-client", "--max-sessions", "64",
-		"--log-level", "warn", "--", demoServerBinary)
+		"--log-level", "warn", "--", demoServer(t))
 	var ready gatewayReady
-	p.readyLine(t, &ready)
-	t.Cleanup(func() { p.stop(t, syscall.SIGTERM) })
+	p.ReadyLine(t, &ready)
+	t.Cleanup(func() { p.Stop(t, syscall.SIGTERM) })
 
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	ctx, cancel := testwait.Context(t, 3*time.Minute)
 	defer cancel()
 	connect := func() (*mcp.ClientSession, error) {
 		return contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "flood", Version: "1"}, nil), contextvm.ClientOptions{
@@ -161,16 +162,16 @@ func TestGatewayCommand_StrangersLeaveTheReserve(t *testing.T) {
 	c.env["CVM_GATEWAY_SESSION_RESERVE"] = strconv.Itoa(reserve)
 	rp := startCVM(t, c, "relay", "--listen", "127.0.0.1:0", "--memory", "--events-per-second", "-1", "--connections-per-second", "-1")
 	var r relayReady
-	rp.readyLine(t, &r)
-	t.Cleanup(func() { rp.stop(t, syscall.SIGTERM) })
+	rp.ReadyLine(t, &r)
+	t.Cleanup(func() { rp.Stop(t, syscall.SIGTERM) })
 	friend := nostr.Generate()
 	p := startCVM(t, c, "gateway", "--relay", r.URL, "--max-sessions", strconv.Itoa(maxSessions), "--session-rate", "-1",
-		"--allow", friend.Public().Hex(), "--public", "tools/list", "--log-level", "warn", "--", demoServerBinary)
+		"--allow", friend.Public().Hex(), "--public", "tools/list", "--log-level", "warn", "--", demoServer(t))
 	var ready gatewayReady
-	p.readyLine(t, &ready)
-	t.Cleanup(func() { p.stop(t, syscall.SIGTERM) })
+	p.ReadyLine(t, &ready)
+	t.Cleanup(func() { p.Stop(t, syscall.SIGTERM) })
 
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := testwait.Context(t, 2*time.Minute)
 	defer cancel()
 	var inits []nostr.Event
 	var keys []string

@@ -34,12 +34,12 @@ func TestGatewayCommand_ServesAndShutsDownCleanly(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			r := relaytest.Start(t, relay.Options{})
 			c := newCLI(t)
-			p := startCVM(t, c, "gateway", "--relay", r.URL, "--session-mode", mode, "--metrics", "127.0.0.1:0", "--", demoServerBinary)
+			p := startCVM(t, c, "gateway", "--relay", r.URL, "--session-mode", mode, "--metrics", "127.0.0.1:0", "--", demoServer(t))
 			var ready gatewayReady
-			p.readyLine(t, &ready)
+			p.ReadyLine(t, &ready)
 			pk, err := nostrx.ParsePublicKey(ready.Npub)
 			if !ready.Ready || err != nil || pk.Key.Hex() != ready.Pubkey || len(ready.Relays) != 1 || ready.Relays[0] != r.URL ||
-				ready.Mode != mode || ready.Upstream != demoServerBinary || !strings.HasPrefix(ready.Metrics, "http://127.0.0.1:") {
+				ready.Mode != mode || ready.Upstream != demoServer(t) || !strings.HasPrefix(ready.Metrics, "http://127.0.0.1:") {
 				t.Fatalf("ready line %+v", ready)
 			}
 
@@ -59,18 +59,18 @@ func TestGatewayCommand_ServesAndShutsDownCleanly(t *testing.T) {
 			// A call in flight at SIGTERM is answered with an error.
 			// Its first progress line says the call runs in the upstream.
 			inflight := startCVM(t, c, "call", ready.Npub, "count", "n=100", "delay_ms=100", "--relay", r.URL)
-			inflight.stderr.Await(t, 20*time.Second, "progress 1/100")
-			if code := p.stop(t, syscall.SIGTERM); code != 0 {
-				t.Fatalf("exit code %d after SIGTERM; stderr: %s", code, p.stderr)
+			inflight.Stderr.Await(t, 20*time.Second, "progress 1/100")
+			if code := p.Stop(t, syscall.SIGTERM); code != 0 {
+				t.Fatalf("exit code %d after SIGTERM; stderr: %s", code, p.Stderr)
 			}
-			if code := inflight.wait(t); code != exitRemote || !strings.Contains(inflight.stderr.String(), "shutting down") {
-				t.Errorf("call in flight at shutdown: exit %d, stderr %s", code, inflight.stderr)
+			if code := inflight.Wait(t); code != exitRemote || !strings.Contains(inflight.Stderr.String(), "shutting down") {
+				t.Errorf("call in flight at shutdown: exit %d, stderr %s", code, inflight.Stderr)
 			}
-			if rest, _ := io.ReadAll(p.stdout); len(rest) != 0 {
+			if rest, _ := io.ReadAll(p.Stdout); len(rest) != 0 {
 				t.Errorf("stdout after the ready line: %q", rest)
 			}
-			if !strings.Contains(p.stderr.String(), "shutting down") {
-				t.Errorf("stderr lacks the shutdown log: %s", p.stderr)
+			if !strings.Contains(p.Stderr.String(), "shutting down") {
+				t.Errorf("stderr lacks the shutdown log: %s", p.Stderr)
 			}
 		})
 	}
@@ -194,9 +194,9 @@ func TestGatewayCommand_AllowAndPublic(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &friend) != nil {
 		t.Fatalf("keygen: %d %s", code, errOut)
 	}
-	p := startCVM(t, c, "gateway", "--relay", r.URL, "--allow", friend.Npub, "--public", "tools/list", "--", demoServerBinary)
+	p := startCVM(t, c, "gateway", "--relay", r.URL, "--allow", friend.Npub, "--public", "tools/list", "--", demoServer(t))
 	var ready gatewayReady
-	p.readyLine(t, &ready)
+	p.ReadyLine(t, &ready)
 
 	// A stranger may list the tools, not call them; the refusal is the
 	// server's answer (exit 1), in one line.
@@ -210,7 +210,7 @@ func TestGatewayCommand_AllowAndPublic(t *testing.T) {
 	if code, out, errOut := c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", r.URL, "--key", friendKey); code != 0 || out != `{"sum":3}`+"\n" {
 		t.Fatalf("allowed client's call: %d %q %q", code, out, errOut)
 	}
-	if code := p.stop(t, syscall.SIGTERM); code != 0 {
+	if code := p.Stop(t, syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 }
@@ -235,14 +235,14 @@ func TestGatewayCommand_InjectsTheClientPubkey(t *testing.T) {
 		{nil, "unknown"},
 	} {
 		args := append([]string{"gateway", "--relay", r.URL}, tc.flags...)
-		p := startCVM(t, c, append(args, "--", demoServerBinary)...)
+		p := startCVM(t, c, append(args, "--", demoServer(t))...)
 		var ready gatewayReady
-		p.readyLine(t, &ready)
+		p.ReadyLine(t, &ready)
 		code, out, errOut := c.run("call", ready.Npub, "caller", "--relay", r.URL, "--key", key)
 		if code != 0 || strings.TrimSpace(out) != tc.want {
 			t.Errorf("%v: code %d, %q, %q; want %s", tc.flags, code, out, errOut, tc.want)
 		}
-		p.stop(t, syscall.SIGTERM)
+		p.Stop(t, syscall.SIGTERM)
 	}
 }
 
@@ -256,18 +256,18 @@ func TestGatewayCommand_OneProcessPerKeyAndDataDirectory(t *testing.T) {
 		t.Fatal(errOut)
 	}
 	data := t.TempDir()
-	first := startCVM(t, c, "gateway", "--relay", r.URL, "--key", key, "--data", data, "--", demoServerBinary)
+	first := startCVM(t, c, "gateway", "--relay", r.URL, "--key", key, "--data", data, "--", demoServer(t))
 	var ready gatewayReady
-	first.readyLine(t, &ready)
-	code, _, errOut := c.run("gateway", "--relay", r.URL, "--key", key, "--data", data, "--", demoServerBinary)
+	first.ReadyLine(t, &ready)
+	code, _, errOut := c.run("gateway", "--relay", r.URL, "--key", key, "--data", data, "--", demoServer(t))
 	if code != exitLocal || !strings.Contains(errOut, "already runs") {
 		t.Fatalf("second gateway: exit %d, %q", code, errOut)
 	}
 	// Another key may share the directory.
 	other := filepath.Join(t.TempDir(), "key")
 	c.run("keygen", "--out", other)
-	second := startCVM(t, c, "gateway", "--relay", r.URL, "--key", other, "--data", data, "--", demoServerBinary)
-	second.readyLine(t, &ready)
+	second := startCVM(t, c, "gateway", "--relay", r.URL, "--key", other, "--data", data, "--", demoServer(t))
+	second.ReadyLine(t, &ready)
 }
 
 // One-shot calls, each with a throwaway key, against a per-client gateway:
@@ -291,10 +291,10 @@ func TestGatewayCommand_OneShotCallsShareOneUpstream(t *testing.T) {
 			pids := t.TempDir()
 			// Each upstream process records its pid ($$, kept by exec).
 			args := append([]string{"gateway", "--relay", r.URL, "--metrics", "127.0.0.1:0"}, tc.flags...)
-			args = append(args, "--", "sh", "-c", `echo $$ > "$0/$$" && exec "$1"`, pids, demoServerBinary)
+			args = append(args, "--", "sh", "-c", `echo $$ > "$0/$$" && exec "$1"`, pids, demoServer(t))
 			gw := startCVM(t, newCLI(t), args...)
 			var ready gatewayReady
-			gw.readyLine(t, &ready)
+			gw.ReadyLine(t, &ready)
 
 			client := newCLI(t) // no key anywhere: a throwaway key per call
 			for i := range tc.calls {

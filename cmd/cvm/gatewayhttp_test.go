@@ -19,6 +19,7 @@ import (
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/did"
 	"github.com/cvmgo/cvm/didauth"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -33,13 +34,13 @@ type gatewayHTTPReady struct {
 
 func TestGatewayCommand_HTTPOnly(t *testing.T) {
 	c := newCLI(t)
-	p := startCVM(t, c, "gateway", "--http", "127.0.0.1:0", "--no-nostr", "--", demoServerBinary)
+	p := startCVM(t, c, "gateway", "--http", "127.0.0.1:0", "--no-nostr", "--", demoServer(t))
 	var ready gatewayHTTPReady
-	p.readyLine(t, &ready)
+	p.ReadyLine(t, &ready)
 	if !strings.HasPrefix(ready.HTTP, "http://127.0.0.1:") || !strings.HasSuffix(ready.HTTP, "/mcp") || ready.DID != "did:nostr:"+ready.Pubkey || len(ready.Relays) != 0 {
 		t.Fatalf("ready line %+v", ready)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ready.HTTP}, nil)
 	if err != nil {
@@ -66,16 +67,16 @@ func TestGatewayCommand_HTTPOnly(t *testing.T) {
 	if doc.ID != ready.DID || len(doc.Service) != 1 || doc.Service[0].Type != "MCPServiceV1" || doc.Service[0].ServiceEndpoint != ready.HTTP {
 		t.Fatalf("DID document %+v", doc)
 	}
-	if code := p.stop(t, syscall.SIGTERM); code != 0 {
-		t.Fatalf("exit %d; stderr %s", code, p.stderr)
+	if code := p.Stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d; stderr %s", code, p.Stderr)
 	}
 }
 
 func TestGatewayCommand_HTTPRequireAuth(t *testing.T) {
 	c := newCLI(t)
-	p := startCVM(t, c, "gateway", "--http", "127.0.0.1:0", "--no-nostr", "--require-auth", "--", demoServerBinary)
+	p := startCVM(t, c, "gateway", "--http", "127.0.0.1:0", "--no-nostr", "--require-auth", "--", demoServer(t))
 	var ready gatewayHTTPReady
-	p.readyLine(t, &ready)
+	p.ReadyLine(t, &ready)
 	req, _ := http.NewRequest("POST", ready.HTTP, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -88,7 +89,7 @@ func TestGatewayCommand_HTTPRequireAuth(t *testing.T) {
 	if json.NewDecoder(resp.Body).Decode(&e) != nil || resp.StatusCode != http.StatusUnauthorized || e.Code != "auth_missing" || !strings.Contains(e.Message, "DIDAuthV1") {
 		t.Fatalf("unsigned request: %d %+v", resp.StatusCode, e)
 	}
-	p.stop(t, syscall.SIGTERM)
+	p.Stop(t, syscall.SIGTERM)
 }
 
 func TestGatewayCommand_HTTPBadInput(t *testing.T) {
@@ -122,14 +123,14 @@ func TestGatewayCommand_HTTPAuthCompat(t *testing.T) {
 	c := newCLI(t)
 	start := func(extra ...string) gatewayHTTPReady {
 		args := append([]string{"gateway", "--http", "127.0.0.1:0", "--no-nostr", "--require-auth"}, extra...)
-		p := startCVM(t, c, append(args, "--", demoServerBinary)...)
-		t.Cleanup(func() { p.stop(t, syscall.SIGTERM) })
+		p := startCVM(t, c, append(args, "--", demoServer(t))...)
+		t.Cleanup(func() { p.Stop(t, syscall.SIGTERM) })
 		var ready gatewayHTTPReady
-		p.readyLine(t, &ready)
+		p.ReadyLine(t, &ready)
 		return ready
 	}
 	strict, compat := start(), start("--auth-compat", "--auth-window", "10m", "--data", t.TempDir())
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	connect := func(url string) error {
 		hc := &http.Client{Transport: &didauth.Transport{Signer: did.NostrSigner(alice), Mode: didauth.Compat}}
@@ -162,10 +163,10 @@ func TestGatewayCommand_HTTPAuthCompat(t *testing.T) {
 func TestGatewayCommand_HTTPSignedAndAllowed(t *testing.T) {
 	alice, mallory := nostr.Generate(), nostr.Generate()
 	c := newCLI(t)
-	p := startCVM(t, c, "gateway", "--http", "127.0.0.1:0", "--no-nostr", "--allow", nostrx.EncodeNpub(alice.Public()), "--inject-client-pubkey", "--", demoServerBinary)
+	p := startCVM(t, c, "gateway", "--http", "127.0.0.1:0", "--no-nostr", "--allow", nostrx.EncodeNpub(alice.Public()), "--inject-client-pubkey", "--", demoServer(t))
 	var ready gatewayHTTPReady
-	p.readyLine(t, &ready)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	p.ReadyLine(t, &ready)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	connect := func(sk nostr.SecretKey) (*mcp.ClientSession, error) {
 		hc := &http.Client{Transport: &didauth.Transport{Signer: did.NostrSigner(sk)}}
@@ -183,7 +184,7 @@ func TestGatewayCommand_HTTPSignedAndAllowed(t *testing.T) {
 	if _, err := connect(mallory); err == nil || !strings.Contains(err.Error(), "Forbidden") {
 		t.Fatalf("a key not in --allow: %v, want 403 Forbidden", err)
 	}
-	p.stop(t, syscall.SIGTERM)
+	p.Stop(t, syscall.SIGTERM)
 }
 
 // cvm call on an http:// server pays a priced tool through the quotation
@@ -256,8 +257,8 @@ func newHTTPPayWorld(t *testing.T, price string) *httpPayWorld {
 	}
 	srvWallet := writeSecret(t, dir, "srv.wallet", "fake://srv?ledger="+ledgerPath)
 	w.clientFile = writeSecret(t, dir, "alice.wallet", "fake://alice?ledger="+ledgerPath)
-	w.gateway = startCVM(t, newCLI(t), "gateway", "--http", "127.0.0.1:0", "--no-nostr", "--price", price, "--wallet-file", srvWallet, "--", demoServerBinary)
-	w.gateway.readyLine(t, &w.ready)
+	w.gateway = startCVM(t, newCLI(t), "gateway", "--http", "127.0.0.1:0", "--no-nostr", "--price", price, "--wallet-file", srvWallet, "--", demoServer(t))
+	w.gateway.ReadyLine(t, &w.ready)
 	return w
 }
 
@@ -273,18 +274,18 @@ func TestPayProxy_OverHTTPThroughQuotation(t *testing.T) {
 		asked = append(asked, req.Params.Message)
 		return &mcp.ElicitResult{Action: action}, nil
 	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(p.stdout), Writer: p.stdin}, nil)
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(p.Stdout), Writer: p.Stdin}, nil)
 	if err != nil {
-		t.Fatalf("connect to the proxy: %v; stderr: %s", err, p.stderr)
+		t.Fatalf("connect to the proxy: %v; stderr: %s", err, p.Stderr)
 	}
-	defer func() { cs.Close(); p.wait(t) }()
+	defer func() { cs.Close(); p.Wait(t) }()
 	// Called before any tools/list: the server's -32030 makes the proxy
 	// buy the quotation and send the call again.
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 2}})
 	if err != nil || res.IsError {
-		t.Fatalf("paid call through the proxy: %v %+v; stderr %s", err, res, p.stderr)
+		t.Fatalf("paid call through the proxy: %v %+v; stderr %s", err, res, p.Stderr)
 	}
 	if a, s := w.balances(t); a != 90 || s != 10 {
 		t.Fatalf("alice %d srv %d, want 90 and 10", a, s)

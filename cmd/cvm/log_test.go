@@ -20,7 +20,7 @@ func TestLogs_DefaultLevelSaysWhatAPersonNeeds(t *testing.T) {
 	c := newCLI(t)
 	w := newSimWorld(t, c, "--announce")
 	gw, ready := w.gateway, w.ready
-	gw.stderr.Await(t, 20*time.Second, "msg=announced")
+	gw.Stderr.Await(t, 20*time.Second, "msg=announced")
 
 	call := []string{"call", ready.Npub, "add", "a=1", "b=2", "--relay", w.relay, "--wallet-file", w.alice, "--yes"}
 	code, _, errOut := c.run(append(call, "--max-sats", "5")...)
@@ -28,17 +28,17 @@ func TestLogs_DefaultLevelSaysWhatAPersonNeeds(t *testing.T) {
 		t.Errorf("refused call: code %d, stderr:\n%s\nwant no log line, and %q", code, errOut, want)
 	}
 	// The gateway was told, and stopped waiting for the payment.
-	gw.stderr.Await(t, 20*time.Second, "the client withdrew a request before paying for it")
+	gw.Stderr.Await(t, 20*time.Second, "the client withdrew a request before paying for it")
 
 	code, out, errOut := c.run(append(call, "--max-sats", "10")...)
 	if code != 0 || out != `{"sum":3}`+"\n" || strings.Count(errOut, "paid 10 sats to "+ready.Npub) != 1 || strings.Contains(errOut, "level=") {
 		t.Errorf("paid call: code %d, stdout %q, stderr:\n%s\nwant one line saying what was paid, no log line", code, out, errOut)
 	}
 
-	if code := gw.stop(t, syscall.SIGTERM); code != 0 {
-		t.Fatalf("gateway exit %d; stderr:\n%s", code, gw.stderr)
+	if code := gw.Stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("gateway exit %d; stderr:\n%s", code, gw.Stderr)
 	}
-	for _, line := range strings.Split(gw.stderr.String(), "\n") {
+	for _, line := range strings.Split(gw.Stderr.String(), "\n") {
 		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
 			t.Errorf("the gateway warns at the default level: %s", line)
 		}

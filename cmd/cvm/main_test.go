@@ -33,6 +33,16 @@ func newCLI(t testing.TB) *cli {
 	return c
 }
 
+// environ is the whole environment of a cvm process c starts: PATH and
+// c's variables, nothing else of the test's.
+func (c *cli) environ() []string {
+	env := []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range c.env {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
 func (c *cli) run(args ...string) (code int, stdout, stderr string) {
 	c.t.Helper()
 	// stderr takes the logger's lines and the command's own, which may

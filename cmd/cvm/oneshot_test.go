@@ -80,7 +80,7 @@ func TestOneShot_SlowUpstreamKnownToReadGiftWraps(t *testing.T) {
 		args := append([]string{"gateway", "--relay", r.URL, "-e", execLogEnv + "=" + logPath, "-e", execStartDelayEnv + "=4s"}, extra...)
 		p := startCVM(t, newCLI(t), append(args, "--", exe)...)
 		var ready struct{ Pubkey string }
-		p.readyLine(t, &ready)
+		p.ReadyLine(t, &ready)
 		pk, err := nostr.PubKeyFromHex(ready.Pubkey)
 		if err != nil {
 			t.Fatal(err)
@@ -140,10 +140,10 @@ func TestOneShot_StoppedCallSaysWhatItWaitedFor(t *testing.T) {
 	npub := nostrx.EncodeNpub(silent)
 	p := startCVM(t, newCLI(t), "call", npub, "echo", `{"text":"hi"}`, "--relay", r.URL, "--stateless")
 	in.Next(20 * time.Second) // the request is out: the command waits
-	if code := p.stop(t, syscall.SIGTERM); code != exitRemote {
+	if code := p.Stop(t, syscall.SIGTERM); code != exitRemote {
 		t.Errorf("exit code %d, want %d", code, exitRemote)
 	}
-	errOut := p.stderr.String()
+	errOut := p.Stderr.String()
 	if !strings.Contains(errOut, "stopped waiting for "+npub+" to answer, on "+r.URL+" (terminated signal received)") || strings.Contains(errOut, "context canceled") {
 		t.Errorf("stderr %q", errOut)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/contextvm/cep8"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/lightning"
@@ -41,9 +42,9 @@ func newLNWorld(t *testing.T, gatewayArgs ...string) *lnWorld {
 	srvWallet := writeSecret(t, dir, "srv.wallet", w.sim.Wallets["srv"])
 	w.aliceWallet = writeSecret(t, dir, "alice.wallet", w.sim.Wallets["alice"])
 	args := append([]string{"gateway", "--relay", r.URL, "--price", "tool:add=10", "--wallet-file", srvWallet}, gatewayArgs...)
-	w.gateway = startCVM(t, w.c, append(args, "--", demoServerBinary)...)
+	w.gateway = startCVM(t, w.c, append(args, "--", demoServer(t))...)
 	var ready gatewayReady
-	w.gateway.readyLine(t, &ready)
+	w.gateway.ReadyLine(t, &ready)
 	w.npub = ready.Npub
 	return w
 }
@@ -127,7 +128,7 @@ func TestPayCLI_LightningExpiredInvoice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
 	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "expired-test", Version: "0"}, nil),
 		contextvm.ClientOptions{Server: pk.Key.Hex(), Relays: []string{w.relay}, RequestTimeout: 20 * time.Second, Payer: pay.Payer()})
@@ -151,8 +152,8 @@ func TestPayCLI_LightningExpiredInvoice(t *testing.T) {
 	if a, s := w.balances(t); a != 100_000 || s != 0 {
 		t.Fatalf("alice %d msat, srv %d msat; want 100000 and 0", a, s)
 	}
-	w.gateway.stop(t, syscall.SIGTERM)
-	if log := w.gateway.stderr.String(); !strings.Contains(log, "payment not verified") || strings.Contains(log, "payment verified\"") {
+	w.gateway.Stop(t, syscall.SIGTERM)
+	if log := w.gateway.Stderr.String(); !strings.Contains(log, "payment not verified") || strings.Contains(log, "payment verified\"") {
 		t.Fatalf("the gateway's log: %s", log)
 	}
 }

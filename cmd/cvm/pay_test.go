@@ -43,9 +43,9 @@ func newPayWorld(t *testing.T, price string) *payWorld {
 	}
 	srvWallet := writeSecret(t, dir, "srv.wallet", "fake://srv?ledger="+ledgerPath)
 	w.clientFile = writeSecret(t, dir, "alice.wallet", "fake://alice?ledger="+ledgerPath)
-	w.gateway = startCVM(t, newCLI(t), "gateway", "--relay", r.URL, "--price", price, "--wallet-file", srvWallet, "--", demoServerBinary)
+	w.gateway = startCVM(t, newCLI(t), "gateway", "--relay", r.URL, "--price", price, "--wallet-file", srvWallet, "--", demoServer(t))
 	var ready gatewayReady
-	w.gateway.readyLine(t, &ready)
+	w.gateway.ReadyLine(t, &ready)
 	w.npub = ready.Npub
 	return w
 }
@@ -225,13 +225,13 @@ func TestPayCLI_ConcurrentCallsShareTheDailyBudget(t *testing.T) {
 	}
 	ok, refused := 0, 0
 	for _, p := range procs {
-		switch code := p.wait(t); {
+		switch code := p.Wait(t); {
 		case code == 0:
 			ok++
-		case code == exitLocal && strings.Contains(p.stderr.String(), "daily limit"):
+		case code == exitLocal && strings.Contains(p.Stderr.String(), "daily limit"):
 			refused++
 		default:
-			t.Errorf("exit %d: %s", code, p.stderr)
+			t.Errorf("exit %d: %s", code, p.Stderr)
 		}
 	}
 	if ok != 1 || refused != 1 {
@@ -262,8 +262,8 @@ func newSimWorld(t *testing.T, c *cli, gatewayFlags ...string) *simWorld {
 	srvWallet := writeSecret(t, dir, "srv.wallet", sim.Wallets["srv"])
 	w := &simWorld{relay: r.URL, sim: sim, alice: writeSecret(t, dir, "alice.wallet", sim.Wallets["alice"])}
 	args := append([]string{"gateway", "--relay", r.URL, "--price", "tool:add=10", "--wallet-file", srvWallet}, gatewayFlags...)
-	w.gateway = startCVM(t, c, append(args, "--", demoServerBinary)...)
-	w.gateway.readyLine(t, &w.ready)
+	w.gateway = startCVM(t, c, append(args, "--", demoServer(t))...)
+	w.gateway.ReadyLine(t, &w.ready)
 	return w
 }
 

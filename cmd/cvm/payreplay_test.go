@@ -14,6 +14,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/relay"
@@ -49,7 +50,7 @@ func (c *rawClient) listen() {
 	c.sub = c.pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{contextvm.KindMessage}, Tags: nostr.TagMap{"p": {c.sk.Public().Hex()}}}, 64)
 	select {
 	case <-c.sub.Ready():
-	case <-time.After(20 * time.Second):
+	case <-time.After(testwait.Timeout(20 * time.Second)):
 		c.t.Fatal("the client's subscription never became ready")
 	}
 }
@@ -71,7 +72,7 @@ func (c *rawClient) messageAt(at nostr.Timestamp, server, content string) nostr.
 
 // publish sends evt; it fails when no one listened for it.
 func (c *rawClient) publish(evt nostr.Event) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(c.t, 10*time.Second)
 	defer cancel()
 	return c.pool.Publish(ctx, evt)
 }
@@ -136,7 +137,7 @@ func (c *rawClient) call(req nostr.Event, payer payments.Handler, deadline time.
 func (c *rawClient) initialize(server string) {
 	c.t.Helper()
 	init := c.message(server, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
-	if m, ok := c.call(init, nil, time.Now().Add(20*time.Second)); !ok || m.Error != nil {
+	if m, ok := c.call(init, nil, time.Now().Add(testwait.Timeout(20*time.Second))); !ok || m.Error != nil {
 		c.t.Fatalf("initialize: %+v %v", m, ok)
 	}
 	if err := c.publish(c.message(server, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)); err != nil {
@@ -169,12 +170,10 @@ func TestGatewayPaid_ReplayAfterKillNineIsAnswered(t *testing.T) {
 // it on the same --data; publish the paid request event again}, the
 // request dated age seconds back.
 func killNineRounds(t *testing.T, rounds int, age nostr.Timestamp) {
-	const (
-		price = 10
-		// requestTimeout is what a client waits for an answer: short, so
-		// that a round with no answer fails fast.
-		requestTimeout = 5 * time.Second
-	)
+	const price = 10
+	// requestTimeout is what a client waits for an answer: short, so that
+	// a round with no answer fails fast.
+	requestTimeout := testwait.Timeout(5 * time.Second)
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	c := newCLI(t)
 	dir := t.TempDir()
@@ -215,7 +214,7 @@ func killNineRounds(t *testing.T, rounds int, age nostr.Timestamp) {
 		t.Helper()
 		p := startCVM(t, c, args...)
 		var ready gatewayReady
-		p.readyLine(t, &ready)
+		p.ReadyLine(t, &ready)
 		return p, ready.Pubkey
 	}
 	gw, server := start()
@@ -227,10 +226,9 @@ func killNineRounds(t *testing.T, rounds int, age nostr.Timestamp) {
 		req := cl.messageAt(nostr.Now()-age, server, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"work","arguments":{"rid":"r%d"}}}`, i))
 		paid, ok := cl.call(req, payer, time.Now().Add(requestTimeout))
 		if !ok || paid.Error != nil || !strings.Contains(string(paid.Result), fmt.Sprintf(`"r%d"`, i)) {
-			t.Fatalf("round %d: the paid call answered %+v (answered: %v); gateway: %s", i, paid, ok, gw.stderr)
+			t.Fatalf("round %d: the paid call answered %+v (answered: %v); gateway: %s", i, paid, ok, gw.Stderr)
 		}
-		gw.cmd.Process.Kill() // SIGKILL
-		<-gw.done
+		gw.Kill()
 		gw, _ = start()
 		// The client asks again as a new process would, with the same
 		// event: it never saw the answer.
@@ -250,7 +248,7 @@ func killNineRounds(t *testing.T, rounds int, age nostr.Timestamp) {
 		}
 	}
 	if unanswered > 0 {
-		t.Logf("%d of %d unanswered; the last gateway's log:\n%s", unanswered, rounds, gw.stderr)
+		t.Logf("%d of %d unanswered; the last gateway's log:\n%s", unanswered, rounds, gw.Stderr)
 	}
 	mu.Lock()
 	defer mu.Unlock()

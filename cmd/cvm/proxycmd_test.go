@@ -9,36 +9,25 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // rpc writes one JSON-RPC message to a proxy's stdin.
-func (p *proc) rpc(t *testing.T, msg string) {
+func rpc(t *testing.T, p *proc, msg string) {
 	t.Helper()
-	if _, err := io.WriteString(p.stdin, msg+"\n"); err != nil {
+	if _, err := io.WriteString(p.Stdin, msg+"\n"); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // answer reads the proxy's next stdout line, which must be JSON-RPC.
-func (p *proc) answer(t *testing.T) map[string]any {
+func answer(t *testing.T, p *proc) map[string]any {
 	t.Helper()
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := p.stdout.ReadString('\n')
-		lines <- line
-	}()
-	select {
-	case line := <-lines:
-		var msg map[string]any
-		if err := json.Unmarshal([]byte(line), &msg); err != nil || msg["jsonrpc"] != "2.0" {
-			t.Fatalf("stdout line %q is not JSON-RPC (%v); stderr: %s", line, err, p.stderr)
-		}
-		return msg
-	case <-time.After(15 * time.Second):
-		t.Fatalf("no answer on stdout; stderr: %s", p.stderr)
-		return nil
+	line := p.Line(t)
+	var msg map[string]any
+	if err := json.Unmarshal([]byte(line), &msg); err != nil || msg["jsonrpc"] != "2.0" {
+		t.Fatalf("stdout line %q is not JSON-RPC (%v); stderr: %s", line, err, p.Stderr)
 	}
+	return msg
 }
 
 func TestProxyCommand_SpeaksMCPOnStdioUntilSignalOrEOF(t *testing.T) {
@@ -47,42 +36,37 @@ func TestProxyCommand_SpeaksMCPOnStdioUntilSignalOrEOF(t *testing.T) {
 		t.Run(end, func(t *testing.T) {
 			c := newCLI(t)
 			p := startCVM(t, c, "proxy", npub, "--relay", relayURL, "--log-level", "debug")
-			p.rpc(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"host","version":"1"}}}`)
-			init := p.answer(t)
+			rpc(t, p, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"host","version":"1"}}}`)
+			init := answer(t, p)
 			if info := init["result"].(map[string]any)["serverInfo"].(map[string]any); info["name"] != "cvm-demo" || init["id"] != float64(1) {
 				t.Fatalf("initialize answer %v", init)
 			}
-			p.rpc(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-			p.rpc(t, `{"jsonrpc":"2.0","id":"two","method":"tools/call","params":{"name":"add","arguments":{"a":40,"b":2}}}`)
-			res := p.answer(t)
+			rpc(t, p, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			rpc(t, p, `{"jsonrpc":"2.0","id":"two","method":"tools/call","params":{"name":"add","arguments":{"a":40,"b":2}}}`)
+			res := answer(t, p)
 			if res["id"] != "two" || fmt.Sprint(res["result"].(map[string]any)["structuredContent"]) != "map[sum:42]" {
 				t.Fatalf("tools/call answer %v", res)
 			}
 			var code int
 			switch end {
 			case "SIGTERM":
-				code = p.stop(t, syscall.SIGTERM)
+				code = p.Stop(t, syscall.SIGTERM)
 			case "SIGINT":
-				code = p.stop(t, os.Interrupt)
+				code = p.Stop(t, os.Interrupt)
 			case "EOF":
-				p.stdin.Close()
-				select {
-				case <-p.done:
-					code = p.cmd.ProcessState.ExitCode()
-				case <-time.After(10 * time.Second):
-					t.Fatalf("proxy did not exit at end of input; stderr: %s", p.stderr)
-				}
+				p.Stdin.Close()
+				code = p.Wait(t)
 			}
 			if code != 0 {
-				t.Fatalf("exit code %d; stderr: %s", code, p.stderr)
+				t.Fatalf("exit code %d; stderr: %s", code, p.Stderr)
 			}
 			// Debug logs about every message went to stderr; stdout held
 			// the two answers and nothing else.
-			if rest, _ := io.ReadAll(p.stdout); len(rest) != 0 {
+			if rest, _ := io.ReadAll(p.Stdout); len(rest) != 0 {
 				t.Errorf("more on stdout: %q", rest)
 			}
-			if !strings.Contains(p.stderr.String(), "tools/call") || !strings.Contains(p.stderr.String(), "proxy stopped") {
-				t.Errorf("stderr: %s", p.stderr)
+			if !strings.Contains(p.Stderr.String(), "tools/call") || !strings.Contains(p.Stderr.String(), "proxy stopped") {
+				t.Errorf("stderr: %s", p.Stderr)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -21,18 +22,18 @@ func hostOverProxy(t *testing.T, w *payWorld, elicit func(context.Context, *mcp.
 	t.Helper()
 	p := startCVM(t, newCLI(t), "proxy", w.npub, "--relay", w.relay, "--wallet-file", w.clientFile, "--max-sats", "10")
 	client := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "1"}, &mcp.ClientOptions{ElicitationHandler: elicit})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(p.stdout), Writer: p.stdin}, nil)
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(p.Stdout), Writer: p.Stdin}, nil)
 	if err != nil {
-		t.Fatalf("connect to the proxy: %v; stderr: %s", err, p.stderr)
+		t.Fatalf("connect to the proxy: %v; stderr: %s", err, p.Stderr)
 	}
-	t.Cleanup(func() { cs.Close(); p.wait(t) })
+	t.Cleanup(func() { cs.Close(); p.Wait(t) })
 	return cs
 }
 
-func addOverProxy(cs *mcp.ClientSession) (*mcp.CallToolResult, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+func addOverProxy(t *testing.T, cs *mcp.ClientSession) (*mcp.CallToolResult, error) {
+	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
 	return cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 2}})
 }
@@ -51,7 +52,7 @@ func TestPayProxy_AsksTheHostThroughElicitation(t *testing.T) {
 		asked = append(asked, req.Params)
 		return &mcp.ElicitResult{Action: action}, nil
 	})
-	res, err := addOverProxy(cs)
+	res, err := addOverProxy(t, cs)
 	if err != nil || res.IsError {
 		t.Fatalf("accepted payment: %v %+v", err, res)
 	}
@@ -68,7 +69,7 @@ func TestPayProxy_AsksTheHostThroughElicitation(t *testing.T) {
 	action = "decline"
 	mu.Unlock()
 
-	_, err = addOverProxy(cs)
+	_, err = addOverProxy(t, cs)
 	var werr *jsonrpc.Error
 	if !errors.As(err, &werr) || werr.Code != contextvm.CodePaymentDeclined || !strings.Contains(werr.Message, "not approved") {
 		t.Fatalf("declined payment: %v", err)
@@ -87,7 +88,7 @@ func TestPayProxy_AsksTheHostThroughElicitation(t *testing.T) {
 func TestPayProxy_HostWithoutElicitationPaysWithinTheCap(t *testing.T) {
 	w := newPayWorld(t, "tool:add=10")
 	cs := hostOverProxy(t, w, nil)
-	if res, err := addOverProxy(cs); err != nil || res.IsError {
+	if res, err := addOverProxy(t, cs); err != nil || res.IsError {
 		t.Fatalf("paid call: %v %+v", err, res)
 	}
 	if a, s := w.balances(t); a != 90 || s != 10 {

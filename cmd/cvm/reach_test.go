@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/examples/demoserver"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -34,7 +35,7 @@ func serveDemo(t *testing.T, opts contextvm.ServerOptions, s *mcp.Server) *conte
 	if s == nil {
 		s = demoserver.New()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	srv, err := contextvm.NewServer(ctx, opts)
 	if err != nil {
@@ -59,7 +60,7 @@ func waitForEvent(t *testing.T, relayURL string, f nostr.Filter) {
 	defer sub.Close()
 	select {
 	case <-sub.Events():
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatalf("nothing matching %v reached %s", f, relayURL)
 	}
 }
@@ -129,7 +130,7 @@ func TestDiscoveryRelay_BadInput(t *testing.T) {
 	}
 	p := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{b.URL}})
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := testwait.Context(t, 5*time.Second)
 	defer cancel()
 	if err := p.Publish(ctx, list); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,9 @@ import (
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/did"
 	"github.com/cvmgo/cvm/didauth"
+	"github.com/cvmgo/cvm/internal/cvmtest"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -63,7 +65,7 @@ func (g *replicaGroup) startVia(name, natsURL string, extra ...string) {
 	}
 	p := startCVM(g.t, c, append(args, "--", exe)...)
 	var ready gatewayHTTPReady
-	p.readyLine(g.t, &ready)
+	p.ReadyLine(g.t, &ready)
 	g.procs = append(g.procs, p)
 	g.ready = append(g.ready, ready)
 	if _, body := g.health(len(g.ready) - 1); body["group"].(map[string]any)["member"] != name {
@@ -86,18 +88,15 @@ func (g *replicaGroup) health(i int) (int, map[string]any) {
 // awaitMembers waits until replica i sees n live members and is ready.
 func (g *replicaGroup) awaitMembers(i, n int) {
 	g.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		code, body := g.health(i)
+	var code int
+	var body map[string]any
+	if !testwait.Until(g.t.Context(), 20*time.Second, func() bool {
+		code, body = g.health(i)
 		grp, _ := body["group"].(map[string]any)
 		members, _ := grp["members"].(map[string]any)
-		if code == 200 && len(members) == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			g.t.Fatalf("replica %d: want %d members, healthz %d %v", i, n, code, body)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return code == 200 && len(members) == n
+	}) {
+		g.t.Fatalf("replica %d: want %d members, healthz %d %v", i, n, code, body)
 	}
 }
 
@@ -112,16 +111,13 @@ func (g *replicaGroup) groupStatus(i int) (int, map[string]any) {
 // satisfy ok.
 func (g *replicaGroup) awaitGroup(i int, what string, ok func(code int, grp map[string]any) bool) {
 	g.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		code, grp := g.groupStatus(i)
-		if ok(code, grp) {
-			return
-		}
-		if time.Now().After(deadline) {
-			g.t.Fatalf("replica %d: not %s in 20 s: healthz %d, group %v", i, what, code, grp)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var code int
+	var grp map[string]any
+	if !testwait.Until(g.t.Context(), 20*time.Second, func() bool {
+		code, grp = g.groupStatus(i)
+		return ok(code, grp)
+	}) {
+		g.t.Fatalf("replica %d: not %s in %v: healthz %d, group %v", i, what, testwait.Timeout(20*time.Second), code, grp)
 	}
 }
 
@@ -232,7 +228,7 @@ func falseDeaths(g *replicaGroup) string {
 	var out []string
 	for i, p := range g.procs {
 		seen := 0
-		for line := range strings.Lines(p.stderr.String()) {
+		for line := range strings.Lines(p.Stderr.String()) {
 			if !strings.Contains(line, lostMsg) {
 				continue
 			}
@@ -286,7 +282,7 @@ func TestGatewayReplicas_KillNineMidRun(t *testing.T) {
 	}
 	server := g.ready[0].Pubkey
 
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	ctx, cancel := testwait.Context(t, 90*time.Second)
 	defer cancel()
 	sessions := make([]*mcp.ClientSession, clients)
 	for i := range clients {
@@ -312,7 +308,7 @@ func TestGatewayReplicas_KillNineMidRun(t *testing.T) {
 	kill := func() {
 		killOnce.Do(func() {
 			inflightAtKill = inflight.Load()
-			g.procs[0].cmd.Process.Kill() // SIGKILL
+			g.procs[0].Kill()
 			close(killed)
 		})
 	}
@@ -344,9 +340,8 @@ func TestGatewayReplicas_KillNineMidRun(t *testing.T) {
 					// Killed while a call of one of its clients runs in
 					// its upstream (the exec log says so).
 					wg.Go(func() {
-						deadline := time.Now().Add(10 * time.Second)
 						seen, _ := os.ReadFile(g.logPath)
-						for time.Now().Before(deadline) {
+						testwait.Until(ctx, 10*time.Second, func() bool {
 							rid, ok := runningOn(g.logPath, len(seen), "r0", func(rid string) bool {
 								mu.Lock()
 								defer mu.Unlock()
@@ -355,10 +350,9 @@ func TestGatewayReplicas_KillNineMidRun(t *testing.T) {
 							})
 							if ok {
 								t.Logf("killing r0 while %s runs there", rid)
-								break
 							}
-							time.Sleep(2 * time.Millisecond)
-						}
+							return ok
+						})
 						kill()
 					})
 				}
@@ -372,7 +366,7 @@ func TestGatewayReplicas_KillNineMidRun(t *testing.T) {
 	<-killed
 	if t.Failed() {
 		for i := 1; i < 3; i++ {
-			t.Logf("replica %d stderr:\n%s", i, g.procs[i].stderr)
+			t.Logf("replica %d stderr:\n%s", i, g.procs[i].Stderr)
 		}
 	}
 	g.awaitMembers(1, 2)
@@ -468,13 +462,7 @@ func TestGatewayReplicas_KillNineMidRun(t *testing.T) {
 	}
 	cutOff := make(chan error, 1)
 	go func() { cutOff <- callWork(ctx, sessions[0], "cut-off", 0) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for held() == heldBefore {
-		if time.Now().After(deadline) {
-			t.Fatal("no replica held the call made with NATS down")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Eventually(t, 20*time.Second, "a replica holding the call made with NATS down", func() bool { return held() != heldBefore })
 	ns.Restart()
 	err := <-cutOff
 	for i := 1; i < 3; i++ {
@@ -500,17 +488,13 @@ func TestGatewayReplicas_KillNineMidRun(t *testing.T) {
 	if err != nil {
 		t.Fatal("node is not on PATH")
 	}
-	ts := exec.CommandContext(ctx, node, "../../interop/js/ts-client.mjs")
-	ts.Env = append(os.Environ(), "RELAY_URL="+r.URL, "SERVER_PUBKEY="+server)
-	var stderr strings.Builder
-	ts.Stderr = &stderr
-	out, err := ts.Output()
+	code, out, stderr := cvmtest.Run(t, node, cvmtest.Options{Env: append(os.Environ(), "RELAY_URL="+r.URL, "SERVER_PUBKEY="+server)}, "../../interop/js/ts-client.mjs")
 	var res struct {
 		OK   bool   `json:"ok"`
 		Echo string `json:"echo"`
 	}
-	if json.Unmarshal(out, &res); err != nil || !res.OK || res.Echo != "héllo 🌍" {
-		t.Fatalf("reference client: %v %s (stderr: %s)", err, out, stderr.String())
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || !res.OK || res.Echo != "héllo 🌍" {
+		t.Fatalf("reference client: exit %d, %v %s (stderr: %s)", code, err, out, stderr)
 	}
 }
 
@@ -518,7 +502,7 @@ func TestGatewayReplicas_KillNineMidRun(t *testing.T) {
 func TestGatewayReplicas_NATSUnreachableExits2(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	c := newCLI(t)
-	code, out, errOut := c.run("gateway", "--relay", r.URL, "--nats", "nats://127.0.0.1:1", "--", demoServerBinary)
+	code, out, errOut := c.run("gateway", "--relay", r.URL, "--nats", "nats://127.0.0.1:1", "--", demoServer(t))
 	if code != 2 || out != "" || !strings.Contains(errOut, "--nats") || !strings.Contains(errOut, "unreachable") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
@@ -542,7 +526,7 @@ func TestGatewayReplicas_SharedSessionMode(t *testing.T) {
 	if _, body := g.health(0); body["mode"] != "shared" || body["upstream"] != "up" {
 		t.Fatalf("healthz %v; want mode shared, upstream up", body)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	ctx, cancel := testwait.Context(t, 60*time.Second)
 	defer cancel()
 	work := func(cs *mcp.ClientSession, rid string, delayMS int) error { return callWork(ctx, cs, rid, delayMS) }
 	// A client on each replica: victim on r0, bystander on r1.
@@ -553,17 +537,11 @@ func TestGatewayReplicas_SharedSessionMode(t *testing.T) {
 	victimErr, bystanderErr := make(chan error, 1), make(chan error, 1)
 	go func() { victimErr <- work(victim, victimID+"-1", 5000) }()
 	go func() { bystanderErr <- work(bystander, bystanderID+"-1", 500) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := runningOn(g.logPath, len(seen), "r0", func(string) bool { return false }); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the victim's call never started on r0")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	g.procs[0].cmd.Process.Kill() // SIGKILL
+	testwait.Eventually(t, 10*time.Second, "the victim's call starting on r0", func() bool {
+		_, ok := runningOn(g.logPath, len(seen), "r0", func(string) bool { return false })
+		return ok
+	})
+	g.procs[0].Kill()
 	if err := <-bystanderErr; err != nil {
 		t.Errorf("the other replica's client: %v", err)
 	}
@@ -608,7 +586,7 @@ func TestGatewayReplicas_CutFromNATSAnswersOnce(t *testing.T) {
 	g.start("r1")
 	g.awaitMembers(0, 2)
 	g.awaitMembers(1, 2)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := testwait.Context(t, 2*time.Minute)
 	defer cancel()
 	var next int
 	clients := make([]*mcp.ClientSession, 2)
@@ -680,8 +658,8 @@ func TestGatewayReplicas_CutFromNATSAnswersOnce(t *testing.T) {
 		t.Errorf("the replicas answered %v calls -32018; every call ran", n)
 	}
 	if t.Failed() {
-		t.Logf("r0 stderr:\n%s", g.procs[0].stderr)
-		t.Logf("r1 stderr:\n%s", g.procs[1].stderr)
+		t.Logf("r0 stderr:\n%s", g.procs[0].Stderr)
+		t.Logf("r1 stderr:\n%s", g.procs[1].Stderr)
 	}
 }
 
@@ -779,8 +757,8 @@ func TestFalseDeathsReadsTheReplicasLogs(t *testing.T) {
 	group := func(logs ...string) *replicaGroup {
 		g := &replicaGroup{}
 		for _, l := range logs {
-			p := &proc{stderr: &syncBuffer{}}
-			p.stderr.Write([]byte(`level=INFO msg="replica joined" member=r1` + "\n" + l))
+			p := &proc{Stderr: &syncBuffer{}}
+			p.Stderr.Write([]byte(`level=INFO msg="replica joined" member=r1` + "\n" + l))
 			g.procs = append(g.procs, p)
 		}
 		return g

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx/room"
 )
 
@@ -30,7 +31,7 @@ type roomReady struct {
 func startRoomGateway(t *testing.T, c *cli) (data string, ready roomReady) {
 	t.Helper()
 	data = filepath.Join(t.TempDir(), "room")
-	startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", data).readyLine(t, &ready)
+	startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", data).ReadyLine(t, &ready)
 	return data, ready
 }
 
@@ -50,7 +51,7 @@ func mint(t *testing.T, c *cli, args ...string) string {
 
 func roomDial(t *testing.T, url, topic, token string) *websocket.Conn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	conn, _, err := websocket.Dial(ctx, url+"?topic="+topic, &websocket.DialOptions{
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + token}},
@@ -64,7 +65,7 @@ func roomDial(t *testing.T, url, topic, token string) *websocket.Conn {
 
 func roomRead(t *testing.T, conn *websocket.Conn) map[string]any {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	_, data, err := conn.Read(ctx)
 	if err != nil {
@@ -82,7 +83,7 @@ func TestRoomCommand_ServeMintWhileRunningAndSignal(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "room")
 	p := startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", data)
 	var ready roomReady
-	p.readyLine(t, &ready)
+	p.ReadyLine(t, &ready)
 	if !ready.Ready || !strings.HasPrefix(ready.URL, "ws://127.0.0.1:") || !strings.HasSuffix(ready.URL, "/v0/ws") ||
 		ready.Data != data || ready.Compat != "spec" {
 		t.Fatalf("ready line %+v", ready)
@@ -108,14 +109,14 @@ func TestRoomCommand_ServeMintWhileRunningAndSignal(t *testing.T) {
 		t.Fatalf("echo %v", echo)
 	}
 
-	code := p.stop(t, syscall.SIGTERM)
+	code := p.Stop(t, syscall.SIGTERM)
 	if code != 0 {
-		t.Fatalf("exit %d; stderr: %s", code, p.stderr)
+		t.Fatalf("exit %d; stderr: %s", code, p.Stderr)
 	}
-	if rest, _ := io.ReadAll(p.stdout); len(rest) != 0 {
+	if rest, _ := io.ReadAll(p.Stdout); len(rest) != 0 {
 		t.Errorf("stdout after the ready line: %q", rest)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := testwait.Context(t, 5*time.Second)
 	defer cancel()
 	if _, _, err := conn.Read(ctx); websocket.CloseStatus(err) != websocket.StatusGoingAway {
 		t.Errorf("connection at shutdown: %v, want close 1001", err)
@@ -123,7 +124,7 @@ func TestRoomCommand_ServeMintWhileRunningAndSignal(t *testing.T) {
 
 	// History survives the restart; the old token still works (same key).
 	p = startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", data)
-	p.readyLine(t, &ready)
+	p.ReadyLine(t, &ready)
 	req, _ := http.NewRequest("GET", ready.REST+"/v0/topics/room:alpha/history", nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := http.DefaultClient.Do(req)
@@ -178,7 +179,7 @@ func TestRoomServe_UsageErrors(t *testing.T) {
 	}
 	p := startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "a"))
 	var ready roomReady
-	p.readyLine(t, &ready)
+	p.ReadyLine(t, &ready)
 	addr := strings.TrimSuffix(strings.TrimPrefix(ready.URL, "ws://"), "/v0/ws")
 	code, _, errOut = c.run("room", "serve", "--listen", addr, "--data", data)
 	if code != exitLocal || !strings.Contains(errOut, "address already in use") {
@@ -192,7 +193,7 @@ func TestRoomServe_SettingsFromConfigFile(t *testing.T) {
 	c.writeConfig("[room]\nlisten = \"127.0.0.1:0\"\ncompat = \"reference\"\ndata = \"" + data + "\"\n")
 	p := startCVM(t, c, "room", "serve")
 	var ready roomReady
-	p.readyLine(t, &ready)
+	p.ReadyLine(t, &ready)
 	if ready.Compat != "reference" || ready.Data != data {
 		t.Fatalf("ready line %+v: the [room] table was not applied", ready)
 	}

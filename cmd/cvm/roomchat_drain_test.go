@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cvmgo/cvm/internal/testwait"
 )
 
 // chatGateway starts "cvm room serve" with args and returns its REST base
@@ -24,7 +26,7 @@ func chatGateway(t *testing.T, c *cli, args ...string) (base, data string) {
 	data = filepath.Join(t.TempDir(), "room")
 	gw := startCVM(t, c, append([]string{"room", "serve", "--listen", "127.0.0.1:0", "--data", data}, args...)...)
 	var ready roomReady
-	gw.readyLine(t, &ready)
+	gw.ReadyLine(t, &ready)
 	return ready.REST, data
 }
 
@@ -39,9 +41,9 @@ func pipeLines(t *testing.T, p *piped, n int, end string) {
 		in += end + "\nnot said after " + end + "\n"
 	}
 	go func() {
-		io.WriteString(p.stdin, in)
+		io.WriteString(p.Stdin, in)
 		if end == "eof" {
-			p.stdin.Close()
+			p.Stdin.Close()
 		}
 	}()
 }
@@ -50,7 +52,7 @@ func pipeLines(t *testing.T, p *piped, n int, end string) {
 // returns the JSON objects with event ev.
 func drainOutput(t *testing.T, p *piped, ev string) []map[string]any {
 	t.Helper()
-	deadline := time.After(2 * time.Minute)
+	deadline := time.After(testwait.Timeout(2 * time.Minute))
 	var got []map[string]any
 	for {
 		select {
@@ -63,7 +65,7 @@ func drainOutput(t *testing.T, p *piped, ev string) []map[string]any {
 				got = append(got, m)
 			}
 		case <-deadline:
-			t.Fatalf("output did not end; stderr: %s", p.stderr)
+			t.Fatalf("output did not end; stderr: %s", p.Stderr)
 		}
 	}
 }
@@ -121,8 +123,8 @@ func TestRoomChat_PipedLinesAllArriveInOrder(t *testing.T) {
 			alice := startPiped(t, c, "--json", "room", "chat", "--gateway", base, "--topic", "room:x", "--token", tok)
 			pipeLines(t, alice, n, end)
 			chats := drainOutput(t, alice, "chat")
-			if code := alice.wait(t); code != exitOK {
-				t.Fatalf("chat exited %d; stderr: %s", code, alice.stderr)
+			if code := alice.Wait(t); code != exitOK {
+				t.Fatalf("chat exited %d; stderr: %s", code, alice.Stderr)
 			}
 			got := chatHistory(t, base, "room:x", tok, "alice")
 			want := numbered(n)
@@ -154,8 +156,8 @@ func TestRoomChat_DrainTimeoutCountsTheLinesNotSent(t *testing.T) {
 	alice := startPiped(t, c, "room", "chat", "--gateway", base, "--topic", "room:x", "--token", tok, "--drain-timeout", "1s")
 	pipeLines(t, alice, n, "eof")
 	drainOutput(t, alice, "")
-	if code := alice.wait(t); code != exitRemote {
-		t.Fatalf("chat exited %d, want 1; stderr: %s", code, alice.stderr)
+	if code := alice.Wait(t); code != exitRemote {
+		t.Fatalf("chat exited %d, want 1; stderr: %s", code, alice.Stderr)
 	}
 	accounted(t, alice, base, tok, n, "--drain-timeout 1s passed first")
 }
@@ -165,7 +167,7 @@ func TestRoomChat_DrainTimeoutCountsTheLinesNotSent(t *testing.T) {
 // first ones, in order) or counted.
 func accounted(t *testing.T, p *piped, base, tok string, n int, why string) {
 	t.Helper()
-	stderr := p.stderr.String()
+	stderr := p.Stderr.String()
 	m := regexp.MustCompile(`cvm: (\d+) lines? w[a-z]+ not sent(?:, and (\d+) lines? w[a-z]+ sent but not confirmed by the gateway)?: ` + regexp.QuoteMeta(why)).FindStringSubmatch(stderr)
 	if m == nil {
 		t.Fatalf("stderr does not say how many lines were not sent (%s): %s", why, stderr)
@@ -204,8 +206,8 @@ func TestRoomChat_InterruptCountsTheQueuedLines(t *testing.T) {
 	alice := startPiped(t, c, "--json", "room", "chat", "--gateway", base, "--topic", "room:x", "--token", tok)
 	pipeLines(t, alice, n, "") // stdin left open: only SIGINT ends it
 	alice.expectJSON(t, "chat", func(m map[string]any) bool { return m["text"] == "line 001" })
-	if code := alice.stop(t, syscall.SIGINT); code != exitRemote {
-		t.Fatalf("chat exited %d after SIGINT, want 1; stderr: %s", code, alice.stderr)
+	if code := alice.Stop(t, syscall.SIGINT); code != exitRemote {
+		t.Fatalf("chat exited %d after SIGINT, want 1; stderr: %s", code, alice.Stderr)
 	}
 	accounted(t, alice, base, tok, n, "interrupted")
 }

@@ -3,16 +3,14 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
+	"github.com/cvmgo/cvm/internal/cvmtest"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,68 +40,33 @@ func openPTY(t *testing.T) (ptmx, tty *os.File) {
 // terminal is "cvm room chat" running in a pseudo-terminal: lines holds
 // everything it writes there, stdout and stderr alike, until it exits.
 type terminal struct {
-	ptmx  *os.File
-	cmd   *exec.Cmd
-	lines chan string
-	done  chan struct{}
+	*proc
+	ptmx  *os.File // what is typed is written here
+	lines <-chan string
 }
 
 func chatInTerminal(t *testing.T, c *cli, args ...string) *terminal {
 	t.Helper()
 	ptmx, tty := openPTY(t)
-	cmd := exec.Command(cvmBinary, append([]string{"room", "chat"}, args...)...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + c.env["HOME"], "XDG_CONFIG_HOME=" + c.env["XDG_CONFIG_HOME"]}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	term := &terminal{ptmx: ptmx, cmd: cmd, lines: make(chan string, 256), done: make(chan struct{})}
-	go func() { cmd.Wait(); close(term.done) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-term.done })
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + c.env["HOME"], "XDG_CONFIG_HOME=" + c.env["XDG_CONFIG_HOME"]}
+	p := cvmtest.Start(t, build.CVM(t), cvmtest.Options{Env: env, Terminal: tty,
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Setctty: true}}, append([]string{"room", "chat"}, args...)...)
 	tty.Close() // the child has its own copy
-	go func() {
-		sc := bufio.NewScanner(ptmx)
-		for sc.Scan() {
-			term.lines <- strings.TrimRight(sc.Text(), "\r")
-		}
-		close(term.lines)
-	}()
-	return term
+	return &terminal{proc: p, ptmx: ptmx, lines: readLines(t, ptmx)}
 }
 
 // expect reads the terminal until a line contains want.
 func (term *terminal) expect(t *testing.T, want string) {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
-	var seen []string
-	for {
-		select {
-		case line, ok := <-term.lines:
-			if !ok {
-				t.Fatalf("terminal closed without %q; saw %q", want, seen)
-			}
-			if strings.Contains(line, want) {
-				return
-			}
-			seen = append(seen, line)
-		case <-deadline:
-			t.Fatalf("no %q on the terminal; saw %q", want, seen)
-		}
-	}
+	expectLine(t, term.lines, want, func() string { return "" })
 }
 
 // exited waits for the chat to exit 0 and returns what it wrote after
 // the last line read.
 func (term *terminal) exited(t *testing.T, what string) []string {
 	t.Helper()
-	select {
-	case <-term.done:
-		if code := term.cmd.ProcessState.ExitCode(); code != 0 {
-			t.Fatalf("exit %d after %s", code, what)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("%s did not end the chat", what)
+	if code := term.Wait(t); code != 0 {
+		t.Fatalf("exit %d after %s", code, what)
 	}
 	var rest []string
 	for line := range term.lines { // ends when the terminal has no writer left
@@ -120,7 +83,7 @@ func TestRoomChat_InATerminal(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "room")
 	gw := startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", data)
 	var ready roomReady
-	gw.readyLine(t, &ready)
+	gw.ReadyLine(t, &ready)
 
 	carol := chatInTerminal(t, c, "--gateway", ready.REST, "--topic", "room:x",
 		"--token", mint(t, c, "--data", data, "--topic", "room:x", "--id", "carol", "--kind", "human"))
@@ -152,7 +115,7 @@ func TestRoomChat_QuitInATerminal(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "room")
 	gw := startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", data)
 	var ready roomReady
-	gw.readyLine(t, &ready)
+	gw.ReadyLine(t, &ready)
 	dave := startPiped(t, c, "room", "chat", "--gateway", ready.REST, "--topic", "room:x",
 		"--token", mint(t, c, "--data", data, "--topic", "room:x", "--id", "dave"))
 	dave.expect(t, "* joined room:x as dave")

@@ -5,63 +5,72 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cvmgo/cvm/internal/testwait"
 )
 
 // piped is a cvm process driven through stdin and stdout, as a program
-// drives "cvm room chat".
+// drives "cvm room chat": lines are what it prints.
 type piped struct {
 	*proc
-	stdin io.WriteCloser
-	lines chan string
+	lines <-chan string
 }
 
 func startPiped(t *testing.T, c *cli, args ...string) *piped {
 	t.Helper()
-	cmd := exec.Command(cvmBinary, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	for k, v := range c.env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &piped{proc: &proc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}, stdin: in, lines: make(chan string, 256)}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := startCVM(t, c, args...)
+	return &piped{proc: p, lines: readLines(t, p.Stdout)}
+}
+
+// readLines reads r line by line into the channel it returns, closed at
+// the end of r. A terminal ends its lines with "\r\n": the "\r" goes too.
+func readLines(t testing.TB, r io.Reader) <-chan string {
+	lines := make(chan string, 256)
 	go func() {
-		sc := bufio.NewScanner(out)
+		defer close(lines)
+		sc := bufio.NewScanner(r)
 		for sc.Scan() {
-			p.lines <- sc.Text()
+			select {
+			case lines <- strings.TrimSuffix(sc.Text(), "\r"):
+			case <-t.Context().Done(): // nobody reads any more
+				return
+			}
 		}
-		close(p.lines)
 	}()
-	go func() {
-		cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-p.done
-	})
-	return p
+	return lines
+}
+
+// expectLine reads lines until one contains want, and returns it. The end
+// of the lines, or none within the deadline, fails t, with what was seen
+// and more().
+func expectLine(t *testing.T, lines <-chan string, want string, more func() string) string {
+	t.Helper()
+	deadline := time.After(testwait.Timeout(20 * time.Second))
+	var seen []string
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("output ended without %q; saw %q%s", want, seen, more())
+			}
+			if strings.Contains(line, want) {
+				return line
+			}
+			seen = append(seen, line)
+		case <-deadline:
+			t.Fatalf("no line with %q; saw %q%s", want, seen, more())
+		}
+	}
 }
 
 func (p *piped) say(t *testing.T, line string) {
 	t.Helper()
-	if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
+	if _, err := io.WriteString(p.Stdin, line+"\n"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -69,22 +78,7 @@ func (p *piped) say(t *testing.T, line string) {
 // expect reads lines until one contains want, and returns it.
 func (p *piped) expect(t *testing.T, want string) string {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
-	var seen []string
-	for {
-		select {
-		case line, ok := <-p.lines:
-			if !ok {
-				t.Fatalf("output ended without %q; saw %q; stderr: %s", want, seen, p.stderr)
-			}
-			if strings.Contains(line, want) {
-				return line
-			}
-			seen = append(seen, line)
-		case <-deadline:
-			t.Fatalf("no line with %q; saw %q; stderr: %s", want, seen, p.stderr)
-		}
-	}
+	return expectLine(t, p.lines, want, func() string { return "; stderr: " + p.Stderr.String() })
 }
 
 // expectJSON reads JSON lines until one has event ev and satisfies pred.
@@ -106,23 +100,16 @@ func (p *piped) expectJSON(t *testing.T, ev string, pred func(map[string]any) bo
 // driven as a program does (--json) and one as a person reads it, all
 // through "cvm" processes and pipes.
 func TestRoomChatAndBridge_ThroughPipes(t *testing.T) {
-	everything := filepath.Join("..", "..", "interop", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
-	if _, err := os.Stat(everything); err != nil {
-		t.Fatal("interop/node_modules is missing; run: make interop-deps")
-	}
+	node, everything := serverEverything(t)
 	c := newCLI(t)
 	data := filepath.Join(t.TempDir(), "room")
 	gw := startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", data)
 	var ready roomReady
-	gw.readyLine(t, &ready)
+	gw.ReadyLine(t, &ready)
 	base := ready.REST
 	tokenFile := filepath.Join(t.TempDir(), "alpha.token")
 	os.WriteFile(tokenFile, []byte(mint(t, c, "--data", data, "--topic", "room:x", "--id", "alpha", "--kind", "robot")+"\n"), 0o600)
 
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not on PATH")
-	}
 	bridge := startCVM(t, c, "room", "bridge", "--gateway", base, "--topic", "room:x", "--token-file", tokenFile, "--", node, everything, "stdio")
 	var bready struct {
 		Ready       bool   `json:"ready"`
@@ -131,7 +118,7 @@ func TestRoomChatAndBridge_ThroughPipes(t *testing.T) {
 			Name string `json:"name"`
 		} `json:"server"`
 	}
-	bridge.readyLine(t, &bready)
+	bridge.ReadyLine(t, &bready)
 	if !bready.Ready || bready.Participant != "alpha" || bready.Server.Name != "mcp-servers/everything" {
 		t.Fatalf("bridge ready line %+v", bready)
 	}
@@ -181,21 +168,16 @@ func TestRoomChatAndBridge_ThroughPipes(t *testing.T) {
 	bob.expect(t, "* bob (you)")
 
 	// End of input leaves the room; the others see it.
-	alice.stdin.Close()
-	select {
-	case <-alice.done:
-		if code := alice.cmd.ProcessState.ExitCode(); code != 0 {
-			t.Fatalf("alice exited %d; stderr: %s", code, alice.stderr)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("chat did not exit at end of input")
+	alice.Stdin.Close()
+	if code := alice.Wait(t); code != 0 {
+		t.Fatalf("alice exited %d; stderr: %s", code, alice.Stderr)
 	}
 	bob.expect(t, "* alice left (closed)")
-	if code := bob.stop(t, syscall.SIGINT); code != 0 {
+	if code := bob.Stop(t, syscall.SIGINT); code != 0 {
 		t.Fatalf("bob exited %d after SIGINT", code)
 	}
-	if code := bridge.stop(t, syscall.SIGTERM); code != 0 {
-		t.Fatalf("bridge exited %d after SIGTERM; stderr: %s", code, bridge.stderr)
+	if code := bridge.Stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("bridge exited %d after SIGTERM; stderr: %s", code, bridge.Stderr)
 	}
 }
 
@@ -224,7 +206,7 @@ func TestRoomChat_RefusedTokenIsARemoteFailure(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "room")
 	gw := startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", data)
 	var ready roomReady
-	gw.readyLine(t, &ready)
+	gw.ReadyLine(t, &ready)
 	tok := mint(t, c, "--data", data, "--topic", "room:other", "--id", "alice")
 	code, _, errOut := c.run("room", "chat", "--gateway", ready.REST, "--topic", "room:x", "--token", tok)
 	if code != exitRemote || !strings.Contains(errOut, "403") {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx/participant"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -23,7 +23,7 @@ func TestRoomChat_MarkdownChatToolsAndAnnouncedTools(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "room")
 	gw := startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", data)
 	var ready roomReady
-	gw.readyLine(t, &ready)
+	gw.ReadyLine(t, &ready)
 	base := ready.REST
 	join := func(id string, json bool) *piped {
 		args := []string{"room", "chat", "--gateway", base, "--topic", "room:x", "--token", mint(t, c, "--data", data, "--topic", "room:x", "--id", id)}
@@ -38,9 +38,9 @@ func TestRoomChat_MarkdownChatToolsAndAnnouncedTools(t *testing.T) {
 	bob.expect(t, "* joined room:x as bob")
 
 	bridge := startCVM(t, c, "room", "bridge", "--gateway", base, "--topic", "room:x", "--announce-tools",
-		"--token", mint(t, c, "--data", data, "--topic", "room:x", "--id", "alpha"), "--", demoServerBinary)
+		"--token", mint(t, c, "--data", data, "--topic", "room:x", "--id", "alpha"), "--", demoServer(t))
 	var bready struct{ Ready bool }
-	bridge.readyLine(t, &bready)
+	bridge.ReadyLine(t, &bready)
 	av := alice.expectJSON(t, "tools_available", nil)
 	if av["from"] != "alpha" || !strings.Contains(string(mustJSON(t, av["tools"])), `"word_count"`) {
 		t.Fatalf("alice's tools_available %v", av)
@@ -60,7 +60,7 @@ func TestRoomChat_MarkdownChatToolsAndAnnouncedTools(t *testing.T) {
 	}
 
 	// dave, a participant in Go, uses bob's chat tools through the gateway.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	dave, err := participant.Connect(ctx, participant.Options{Gateway: base, Topic: "room:x",
 		Token: mint(t, c, "--data", data, "--topic", "room:x", "--id", "dave")})
@@ -113,10 +113,10 @@ func TestRoomChat_MarkdownChatToolsAndAnnouncedTools(t *testing.T) {
 		t.Fatalf("shutdown to bob: %s %v", res, err)
 	}
 
-	if code := bob.stop(t, syscall.SIGINT); code != 0 {
+	if code := bob.Stop(t, syscall.SIGINT); code != 0 {
 		t.Fatalf("bob exited %d", code)
 	}
-	if code := bridge.stop(t, syscall.SIGTERM); code != 0 {
-		t.Fatalf("bridge exited %d; stderr: %s", code, bridge.stderr)
+	if code := bridge.Stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("bridge exited %d; stderr: %s", code, bridge.Stderr)
 	}
 }

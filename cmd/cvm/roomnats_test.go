@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
 )
 
 func TestRoomNATS_UnreachableAtStartIsExit2(t *testing.T) {
@@ -49,14 +47,14 @@ func TestRoomNATS_TwoProcessesShareARoom(t *testing.T) {
 			NATS string `json:"nats"`
 			Node string `json:"node"`
 		}
-		p.readyLine(t, &ready)
+		p.ReadyLine(t, &ready)
 		if ready.NATS != ns.URL() || ready.Node == "" {
 			t.Fatalf("ready line %+v", ready)
 		}
 		urls = append(urls, ready.URL)
 		rests = append(rests, ready.REST)
 		procs = append(procs, p)
-		t.Cleanup(func() { p.stop(t, syscall.SIGTERM) })
+		t.Cleanup(func() { p.Stop(t, syscall.SIGTERM) })
 		resp, err := http.Get(ready.REST + "/healthz")
 		if err != nil {
 			t.Fatal(err)
@@ -77,7 +75,7 @@ func TestRoomNATS_TwoProcessesShareARoom(t *testing.T) {
 		t.Fatalf("alice got %v, want bob's join", m)
 	}
 	send := `{"protocol":"mcp-x/v0","id":"c1","ts":"2025-08-17T14:05:00Z","from":"alice","kind":"mcp","payload":{"jsonrpc":"2.0","method":"notifications/chat/message","params":{"text":"hi"}}}`
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	a.Write(ctx, websocket.MessageText, []byte(send))
 	for _, conn := range []*websocket.Conn{a, b} {
@@ -101,11 +99,11 @@ func TestRoomNATS_TwoProcessesShareARoom(t *testing.T) {
 		t.Error("/metrics of node 1 lacks cvm_mcpx_cluster_roster_writes_total")
 	}
 	// Stopping a node is no lost NATS link: it says nothing about one.
-	if code := procs[0].stop(t, syscall.SIGTERM); code != 0 {
-		t.Fatalf("exit %d after SIGTERM; stderr: %s", code, procs[0].stderr)
+	if code := procs[0].Stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d after SIGTERM; stderr: %s", code, procs[0].Stderr)
 	}
-	if strings.Contains(procs[0].stderr.String(), "NATS link lost") {
-		t.Errorf("a stopped node warns of a lost NATS link: %s", procs[0].stderr)
+	if strings.Contains(procs[0].Stderr.String(), "NATS link lost") {
+		t.Errorf("a stopped node warns of a lost NATS link: %s", procs[0].Stderr)
 	}
 }
 
@@ -122,14 +120,7 @@ func jsonDecode(resp *http.Response, v any) {
 // reaches the moved chat exactly once, and a call to the moved bridge from
 // the third node is answered.
 func TestRoomNATS_BridgeAndChatMoveToAnotherNode(t *testing.T) {
-	everything := filepath.Join("..", "..", "interop", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
-	if _, err := os.Stat(everything); err != nil {
-		t.Fatal("interop/node_modules is missing; run: make interop-deps")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not on PATH")
-	}
+	node, everything := serverEverything(t)
 	ns := natstest.Start(t)
 	c := newCLI(t)
 	data := filepath.Join(t.TempDir(), "room")
@@ -138,9 +129,9 @@ func TestRoomNATS_BridgeAndChatMoveToAnotherNode(t *testing.T) {
 	for range 3 {
 		p := startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", data, "--nats", ns.URL())
 		var ready roomReady
-		p.readyLine(t, &ready)
+		p.ReadyLine(t, &ready)
 		nodes, urls = append(nodes, p), append(urls, ready.REST)
-		t.Cleanup(func() { p.stop(t, syscall.SIGTERM) })
+		t.Cleanup(func() { p.Stop(t, syscall.SIGTERM) })
 	}
 	tok := func(id string) string { return mint(t, c, "--data", data, "--topic", "room:x", "--id", id) }
 
@@ -149,8 +140,8 @@ func TestRoomNATS_BridgeAndChatMoveToAnotherNode(t *testing.T) {
 	var bready struct {
 		Ready bool `json:"ready"`
 	}
-	bridge.readyLine(t, &bready)
-	t.Cleanup(func() { bridge.stop(t, syscall.SIGTERM) })
+	bridge.ReadyLine(t, &bready)
+	t.Cleanup(func() { bridge.Stop(t, syscall.SIGTERM) })
 	alice := startPiped(t, c, "--json", "room", "chat", "--gateway", urls[0]+","+urls[1], "--topic", "room:x", "--token", tok("alice"))
 	alice.expectJSON(t, "ready", nil)
 	bob := startPiped(t, c, "--json", "room", "chat", "--gateway", urls[2], "--topic", "room:x", "--token", tok("bob"))
@@ -164,8 +155,7 @@ func TestRoomNATS_BridgeAndChatMoveToAnotherNode(t *testing.T) {
 		t.Fatalf("call before the kill: %v", r)
 	}
 
-	nodes[0].cmd.Process.Kill() // SIGKILL
-	<-nodes[0].done             // gone: nothing more is delivered through it
+	nodes[0].Kill() // SIGKILL; gone: nothing more is delivered through it
 	bob.say(t, "while away")
 	alice.expectJSON(t, "reconnected", nil)
 	// Alpha's new connection replaced the one the dead node held.
@@ -201,7 +191,7 @@ func TestRoomNATS_BridgeAndChatMoveToAnotherNode(t *testing.T) {
 	// SIGTERM: the bridge moves to the third node, and the call is
 	// answered there, not failed because the stopping node let it go.
 	bob.say(t, `/call alpha trigger-long-running-operation {"duration": 2, "steps": 2}`)
-	nodes[1].stop(t, syscall.SIGTERM)
+	nodes[1].Stop(t, syscall.SIGTERM)
 	if r := bob.expectJSON(t, "result", nil); !strings.Contains(string(mustJSON(t, r["result"])), "Long running operation completed") {
 		t.Fatalf("call in flight across the bridge's move: %v", r)
 	}

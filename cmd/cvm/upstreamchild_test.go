@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 )
@@ -97,6 +98,8 @@ func runGrandchild(dir string) {
 	}
 	fmt.Fprintf(f, "%d %d\n", os.Getpid(), os.Getppid())
 	execLogServer(os.DevNull).Run(context.Background(), &mcp.StdioTransport{})
+	// Lingering is the behaviour under test: a server whose timers keep
+	// it alive after its input ended, which the gateway must not leak.
 	time.Sleep(grandchildLinger)
 	runtime.KeepAlive(f) // the lock lives as long as the file is open
 	os.Exit(0)
@@ -169,17 +172,14 @@ func living(t *testing.T, gs []grandchild) []grandchild {
 // failing after a generous deadline.
 func awaitGrandchildren(t *testing.T, dir, what string, cond func([]grandchild) bool) []grandchild {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		gs := grandchildren(t, dir)
-		if cond(gs) {
-			return gs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: after 30 s, grandchildren %v, alive %v", what, gs, living(t, gs))
-		}
-		time.Sleep(20 * time.Millisecond)
+	var gs []grandchild
+	if !testwait.Until(t.Context(), 30*time.Second, func() bool {
+		gs = grandchildren(t, dir)
+		return cond(gs)
+	}) {
+		t.Fatalf("%s: after %v, grandchildren %v, alive %v", what, testwait.Timeout(30*time.Second), gs, living(t, gs))
 	}
+	return gs
 }
 
 // awaitNoneAlive waits until no grandchild of dir is alive.

@@ -29,7 +29,7 @@ func startWalletSim(t *testing.T, c *cli, args ...string) (*proc, walletSimReady
 	t.Helper()
 	p := startCVM(t, c, append([]string{"wallet-sim"}, args...)...)
 	var ready walletSimReady
-	p.readyLine(t, &ready)
+	p.ReadyLine(t, &ready)
 	if !ready.Ready || !ready.Simulator || !strings.Contains(ready.Note, "never real money") {
 		t.Fatalf("ready line %+v", ready)
 	}
@@ -81,10 +81,10 @@ func TestWalletSim(t *testing.T) {
 	if _, err := alice.PayInvoice(ctx, inv.Bolt11); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.stop(t, syscall.SIGTERM); code != 0 {
-		t.Fatalf("exit %d; stderr: %s", code, p.stderr)
+	if code := p.Stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d; stderr: %s", code, p.Stderr)
 	}
-	if strings.Contains(p.stderr.String(), ua.Secret().Hex()) {
+	if strings.Contains(p.Stderr.String(), ua.Secret().Hex()) {
 		t.Fatal("a secret reached the logs")
 	}
 
@@ -132,10 +132,9 @@ func TestWalletSim_URIsCopyAsPrinted(t *testing.T) {
 	c := newCLI(t)
 	out := filepath.Join(t.TempDir(), "wallets")
 	p := startCVM(t, c, "wallet-sim", "--relay", r.URL, "--wallet", "alice=7", "--wallet", "bob-2=0", "--out", out)
-	line, err := p.stdout.ReadString('\n')
-	if err != nil {
-		t.Fatalf("no ready line: %v; stderr: %s", err, p.stderr)
-	}
+	var raw json.RawMessage // the line as printed
+	p.ReadyLine(t, &raw)
+	line := string(raw)
 	if strings.Contains(line, `\u0026`) || !strings.Contains(line, "&secret=") {
 		t.Fatalf("the ready line escapes the URIs: %s", line)
 	}

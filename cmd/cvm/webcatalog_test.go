@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/internal/browsertest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/relay"
@@ -37,7 +36,7 @@ func publishHostile(t *testing.T, relayURL, pictureURL string) nostr.PubKey {
 	sk := nostr.Generate()
 	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{relayURL}})
 	defer pool.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	init := `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"hostile","version":"1"}}`
 	tools := `{"tools":[{"name":"evil<img src=x onerror=window.pwned5=1>","description":` + mustString(hostile) + `,"inputSchema":{"type":"object","properties":{"<b>x</b>":{"type":"string","description":` + mustString(hostile) + `}}}}]}`
@@ -89,7 +88,7 @@ func shapesOnNostr(t *testing.T, relayURL string) (pubkey string, calls <-chan s
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
 		})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{Signer: contextvm.NewKeySigner(nostr.Generate()),
 		Relays: []string{relayURL}, Announce: true})
@@ -113,14 +112,7 @@ func mustString(s string) string {
 // hostile announcements run nothing; another site's form cannot call; the
 // page is accessible at 375 px.
 func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
-	everything := filepath.Join("..", "..", "interop", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
-	if _, err := os.Stat(everything); err != nil {
-		t.Fatal("interop/node_modules is missing; run: make interop-deps")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not on PATH")
-	}
+	node, everything := serverEverything(t)
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	c := newCLI(t)
 	dir := t.TempDir()
@@ -138,10 +130,10 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 		t.Fatal(errOut)
 	}
 	demo := startCVM(t, c, "gateway", "--relay", r.URL, "--key", demoKey, "--announce", "--price", "tool:add=3",
-		"--wallet-file", srvWallet, "--common-tool", "add", "--category", "math", "--", demoServerBinary)
+		"--wallet-file", srvWallet, "--common-tool", "add", "--category", "math", "--", demoServer(t))
 	var demoReady gatewayReady
-	demo.readyLine(t, &demoReady)
-	demo.stderr.Await(t, 20*time.Second, `msg=announced`)
+	demo.ReadyLine(t, &demoReady)
+	demo.Stderr.Await(t, 20*time.Second, `msg=announced`)
 
 	// Pictures: one HTML page pretending to be one. It is on loopback, so
 	// the page neither fetches nor offers it (outbound refuses the
@@ -163,7 +155,7 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 		URL    string `json:"url"`
 		Budget string `json:"budget"`
 	}
-	cat.readyLine(t, &ready)
+	cat.ReadyLine(t, &ready)
 	if !ready.Ready || !strings.HasPrefix(ready.URL, "http://127.0.0.1:") || !strings.Contains(ready.Budget, "5 sats") {
 		t.Fatalf("ready line %+v", ready)
 	}
@@ -180,7 +172,7 @@ func TestCatalogPage_ListFilterTryPayAndRefuse(t *testing.T) {
 	}
 	ev := startCVM(t, c, "gateway", "--relay", r.URL, "--key", evKey, "--announce", "--", node, everything, "stdio")
 	var evReady gatewayReady
-	ev.readyLine(t, &evReady)
+	ev.ReadyLine(t, &evReady)
 	visitor.WaitFor("server-everything, live", serverCount(2)+` && !!document.querySelector('li.server[data-pubkey="`+evReady.Pubkey+`"] li[data-tool="echo"]')`)
 	hostileKey := publishHostile(t, r.URL, pics.URL+"/pic.png")
 	visitor.WaitFor("the hostile server", serverCount(3))
@@ -518,7 +510,7 @@ func TestCatalogPage_HeadlessScreenshotShowsTheList(t *testing.T) {
 	}
 	cat := startCVM(t, c, "discover", "--serve", "127.0.0.1:0", "--relay", r.URL, "--key", clientKey)
 	var ready struct{ URL string }
-	cat.readyLine(t, &ready)
+	cat.ReadyLine(t, &ready)
 	// The catalog has the server (a person's browser shows it) before the
 	// screenshot is taken.
 	visitor := browser.Person(t, "visitor", 1280, 900)

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -115,14 +114,7 @@ func mintExpired(t *testing.T, data, topic, id string) string {
 // hostile text as text, keeps the token to itself, is accessible at 375 px,
 // and recovers when the gateway comes back.
 func TestRoomPage_PeopleChatCallToolsSafely(t *testing.T) {
-	everything := filepath.Join("..", "..", "interop", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
-	if _, err := os.Stat(everything); err != nil {
-		t.Fatal("interop/node_modules is missing; run: make interop-deps")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not on PATH")
-	}
+	node, everything := serverEverything(t)
 	c := newCLI(t)
 	data := filepath.Join(t.TempDir(), "room")
 	gw := startCVM(t, c, "room", "serve", "--listen", "127.0.0.1:0", "--data", data)
@@ -130,7 +122,7 @@ func TestRoomPage_PeopleChatCallToolsSafely(t *testing.T) {
 		roomReady
 		Page string `json:"page"`
 	}
-	gw.readyLine(t, &ready)
+	gw.ReadyLine(t, &ready)
 	if ready.Page != ready.REST+"/" {
 		t.Fatalf("ready line page %q, want %q", ready.Page, ready.REST+"/")
 	}
@@ -156,7 +148,7 @@ func TestRoomPage_PeopleChatCallToolsSafely(t *testing.T) {
 	os.WriteFile(tokenFile, []byte(mint(t, c, "--data", data, "--topic", topic, "--id", "alpha", "--kind", "robot")+"\n"), 0o600)
 	bridge := startCVM(t, c, "room", "bridge", "--gateway", ready.REST, "--topic", topic, "--token-file", tokenFile, "--", node, everything, "stdio")
 	var bready struct{ Ready bool }
-	bridge.readyLine(t, &bready)
+	bridge.ReadyLine(t, &bready)
 
 	carol := startPiped(t, c, "--json", "room", "chat", "--gateway", ready.REST, "--topic", topic,
 		"--token", mint(t, c, "--data", data, "--topic", topic, "--id", "carol", "--kind", "human"))
@@ -302,14 +294,14 @@ func TestRoomPage_PeopleChatCallToolsSafely(t *testing.T) {
 	}
 
 	// The gateway goes away and comes back on the same address.
-	if code := gw.stop(t, syscall.SIGTERM); code != 0 {
+	if code := gw.Stop(t, syscall.SIGTERM); code != 0 {
 		t.Fatalf("gateway exit %d", code)
 	}
 	alice.WaitFor("the disconnection", `document.getElementById("status").textContent.includes("Reconnecting")`)
 	alice.Shot("10-gateway-gone")
 	addr := strings.TrimPrefix(ready.REST, "http://")
 	gw2 := startCVM(t, c, "room", "serve", "--listen", addr, "--data", data)
-	gw2.readyLine(t, &ready)
+	gw2.ReadyLine(t, &ready)
 	for _, p := range []*browsertest.Person{alice, bob} {
 		p.WaitFor("the reconnection", `document.getElementById("status").textContent.startsWith("Connected")`)
 	}
@@ -321,7 +313,7 @@ func TestRoomPage_PeopleChatCallToolsSafely(t *testing.T) {
 	// console, nor the gateway's log.
 	noTokenAnywhere(t, alice, aliceTok)
 	noTokenAnywhere(t, bob, bobTok)
-	for _, l := range []string{gw.stderr.String(), gw2.stderr.String()} {
+	for _, l := range []string{gw.Stderr.String(), gw2.Stderr.String()} {
 		if strings.Contains(l, aliceTok) || strings.Contains(l, bobTok) {
 			t.Error("a page's token is in the gateway's log")
 		}

@@ -14,8 +14,9 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/contextvm/cep8"
-	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/internal/peertest"
 	"github.com/cvmgo/cvm/durable"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/relay"
@@ -50,8 +51,8 @@ func (r *reports) count(f func(contextvm.PaymentReport) bool) int {
 // A priced call through cvm client and server, transparent flow: paid once,
 // balances moved by exactly the price, reported paid then accepted.
 func TestPayTransparent_GoClientPaysExactlyThePrice(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
-	srv := cvmtest.Serve(t, f.ServerOptions(0), cvmtest.CounterServer(&f.Calls))
+	f := peertest.NewPayFixture(t, 100)
+	srv := peertest.Serve(t, f.ServerOptions(0), peertest.CounterServer(&f.Calls))
 	var rep reports
 	cs := f.Client(t, srv, &cep8.PayOptions{
 		Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
@@ -59,7 +60,7 @@ func TestPayTransparent_GoClientPaysExactlyThePrice(t *testing.T) {
 		Report:   rep.add,
 	})
 	for i := range 2 {
-		res, err := cvmtest.Call(cs, "count", nil)
+		res, err := peertest.Call(cs, "count", nil)
 		if err != nil {
 			t.Fatalf("paid call %d: %v", i, err)
 		}
@@ -67,7 +68,7 @@ func TestPayTransparent_GoClientPaysExactlyThePrice(t *testing.T) {
 			t.Fatalf("call %d answered %q", i, got)
 		}
 	}
-	if cvmtest.CallEcho(t, cs, "free") != "free" {
+	if peertest.CallEcho(t, cs, "free") != "free" {
 		t.Fatal("free tool")
 	}
 	if a, s := f.Balances(t); a != 80 || s != 20 {
@@ -86,7 +87,7 @@ func TestPayTransparent_GoClientPaysExactlyThePrice(t *testing.T) {
 // restart, is charged once and run once; every replay is answered from the
 // stored result.
 func TestPayTransparent_ReplayChargedOnceAnsweredFromStore(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
+	f := peertest.NewPayFixture(t, 100)
 	dir := t.TempDir()
 	sk := nostr.Generate()
 	start := func() (*contextvm.Server, *durable.File) {
@@ -97,16 +98,16 @@ func TestPayTransparent_ReplayChargedOnceAnsweredFromStore(t *testing.T) {
 		opts := f.ServerOptions(0)
 		opts.Signer, opts.State = contextvm.NewKeySigner(sk), state
 		opts.Encryption = contextvm.EncryptOptional
-		return cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls)), state
+		return peertest.Serve(t, opts, peertest.CounterServer(&f.Calls)), state
 	}
 	srv, state := start()
-	peer := cvmtest.NewRawPeer(t, f.Relay.URL)
+	peer := peertest.NewRawPeer(t, f.Relay.URL)
 	peer.Initialize(srv.PublicKey())
 	req := peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
 	peer.Publish(req)
 
-	evt, m := cvmtest.NextMessage(t, peer)
-	if cvmtest.Method(m) != contextvm.MethodPaymentRequired || evt.Tags.Find("e")[1] != req.ID.Hex() {
+	evt, m := peertest.NextMessage(t, peer)
+	if peertest.Method(m) != contextvm.MethodPaymentRequired || evt.Tags.Find("e")[1] != req.ID.Hex() {
 		t.Fatalf("first answer %s", evt.Content)
 	}
 	pr, unit, err := contextvm.ParsePaymentRequired(m["params"])
@@ -116,10 +117,10 @@ func TestPayTransparent_ReplayChargedOnceAnsweredFromStore(t *testing.T) {
 	if _, err := (&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}).Pay(context.Background(), pr, 10); err != nil {
 		t.Fatal(err)
 	}
-	if _, m := cvmtest.NextMessage(t, peer); cvmtest.Method(m) != contextvm.MethodPaymentAccepted {
+	if _, m := peertest.NextMessage(t, peer); peertest.Method(m) != contextvm.MethodPaymentAccepted {
 		t.Fatalf("after paying: %v", m)
 	}
-	_, result := cvmtest.NextMessage(t, peer)
+	_, result := peertest.NextMessage(t, peer)
 	want := string(result["result"])
 	if !strings.Contains(want, `"text":"1"`) {
 		t.Fatalf("result %s", want)
@@ -136,7 +137,7 @@ func TestPayTransparent_ReplayChargedOnceAnsweredFromStore(t *testing.T) {
 		peer.Publish(wrap)
 	}
 	for i := range 100 {
-		evt, m := cvmtest.NextMessage(t, peer)
+		evt, m := peertest.NextMessage(t, peer)
 		if string(m["result"]) != want || string(m["id"]) != "7" || evt.Tags.Find("e")[1] != req.ID.Hex() {
 			t.Fatalf("replay %d answered %s", i, evt.Content)
 		}
@@ -148,7 +149,7 @@ func TestPayTransparent_ReplayChargedOnceAnsweredFromStore(t *testing.T) {
 	defer state.Close()
 	defer srv.Close()
 	peer.Publish(req)
-	if _, m := cvmtest.NextMessage(t, peer); string(m["result"]) != want {
+	if _, m := peertest.NextMessage(t, peer); string(m["result"]) != want {
 		t.Fatalf("replay after restart answered %v", m)
 	}
 	if got := f.Calls.Load(); got != 1 {
@@ -162,7 +163,7 @@ func TestPayTransparent_ReplayChargedOnceAnsweredFromStore(t *testing.T) {
 // A server that stops while a paid call runs answers the call's replay,
 // after its restart, with "paid, result lost", and does not run it again.
 func TestPayTransparent_CrashMidCallReplayGetsResultLost(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
+	f := peertest.NewPayFixture(t, 100)
 	dir := t.TempDir()
 	sk := nostr.Generate()
 	started := make(chan struct{}, 1)
@@ -170,7 +171,7 @@ func TestPayTransparent_CrashMidCallReplayGetsResultLost(t *testing.T) {
 	defer close(release)
 	var runs atomic.Int64
 	mcpServer := func() *mcp.Server {
-		s := cvmtest.EchoServer()
+		s := peertest.EchoServer()
 		mcp.AddTool(s, &mcp.Tool{Name: "slow"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			runs.Add(1)
 			started <- struct{}{}
@@ -189,14 +190,14 @@ func TestPayTransparent_CrashMidCallReplayGetsResultLost(t *testing.T) {
 		}
 		opts := f.ServerOptions(0, "tool:slow=10")
 		opts.Signer, opts.State = contextvm.NewKeySigner(sk), state
-		return cvmtest.Serve(t, opts, mcpServer()), state
+		return peertest.Serve(t, opts, mcpServer()), state
 	}
 	srv, state := start()
-	peer := cvmtest.NewRawPeer(t, f.Relay.URL)
+	peer := peertest.NewRawPeer(t, f.Relay.URL)
 	peer.Initialize(srv.PublicKey())
 	req := peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"slow","arguments":{}}}`)
 	peer.Publish(req)
-	_, m := cvmtest.NextMessage(t, peer)
+	_, m := peertest.NextMessage(t, peer)
 	pr, _, _ := contextvm.ParsePaymentRequired(m["params"])
 	if _, err := (&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}).Pay(context.Background(), pr, 10); err != nil {
 		t.Fatal(err)
@@ -208,13 +209,13 @@ func TestPayTransparent_CrashMidCallReplayGetsResultLost(t *testing.T) {
 	defer state.Close()
 	defer srv.Close()
 	for {
-		_, m = cvmtest.NextMessage(t, peer)
-		if cvmtest.Method(m) == "" && strings.Contains(string(m["error"]), "shutting down") {
+		_, m = peertest.NextMessage(t, peer)
+		if peertest.Method(m) == "" && strings.Contains(string(m["error"]), "shutting down") {
 			break
 		}
 	}
 	peer.Publish(req)
-	_, m = cvmtest.NextMessage(t, peer)
+	_, m = peertest.NextMessage(t, peer)
 	var resp struct {
 		ID    string        `json:"id"`
 		Error jsonrpc.Error `json:"error"`
@@ -235,7 +236,7 @@ func TestPayTransparent_CrashMidCallReplayGetsResultLost(t *testing.T) {
 // A pricer may waive a price or refuse a request; neither charges, and a
 // price computed outside the announced range is never charged.
 func TestPayTransparent_WaivedRefusedAndOutOfRange(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
+	f := peertest.NewPayFixture(t, 100)
 	opts := f.ServerOptions(0, "tool:echo=1-5")
 	po := f.GateOptions(0)
 	po.Pricer = payments.PricerFunc(func(_ context.Context, r payments.PriceRequest) (payments.Quote, error) {
@@ -252,24 +253,24 @@ func TestPayTransparent_WaivedRefusedAndOutOfRange(t *testing.T) {
 		return payments.Quote{Amount: int64(len(p.Arguments.Text))}, nil
 	})
 	opts.Gate = cep8.NewGate(po)
-	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
+	srv := peertest.Serve(t, opts, peertest.CounterServer(&f.Calls))
 	cs := f.Client(t, srv, &cep8.PayOptions{
 		Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 		Budget:   &payments.Budget{PerCall: 10},
 	})
-	if res, err := cvmtest.Call(cs, "echo", map[string]any{"text": "free"}); err != nil || res.Content[0].(*mcp.TextContent).Text != "free" {
+	if res, err := peertest.Call(cs, "echo", map[string]any{"text": "free"}); err != nil || res.Content[0].(*mcp.TextContent).Text != "free" {
 		t.Fatalf("waived: %v", err)
 	}
-	if _, err := cvmtest.Call(cs, "echo", map[string]any{"text": "nope"}); cvmtest.RPCCode(err) != contextvm.CodePriceRefused || !strings.Contains(err.Error(), "not today") {
+	if _, err := peertest.Call(cs, "echo", map[string]any{"text": "nope"}); peertest.RPCCode(err) != contextvm.CodePriceRefused || !strings.Contains(err.Error(), "not today") {
 		t.Fatalf("refused: %v", err)
 	}
-	if _, err := cvmtest.Call(cs, "echo", map[string]any{"text": "too long a text"}); cvmtest.RPCCode(err) != contextvm.CodePriceRefused {
+	if _, err := peertest.Call(cs, "echo", map[string]any{"text": "too long a text"}); peertest.RPCCode(err) != contextvm.CodePriceRefused {
 		t.Fatalf("out of range: %v", err)
 	}
 	if a, _ := f.Balances(t); a != 100 {
 		t.Fatalf("alice has %d; want 100", a)
 	}
-	if res, err := cvmtest.Call(cs, "echo", map[string]any{"text": "abc"}); err != nil || res.Content[0].(*mcp.TextContent).Text != "abc" {
+	if res, err := peertest.Call(cs, "echo", map[string]any{"text": "abc"}); err != nil || res.Content[0].(*mcp.TextContent).Text != "abc" {
 		t.Fatalf("computed price: %v", err)
 	}
 	if a, s := f.Balances(t); a != 97 || s != 3 {
@@ -287,12 +288,12 @@ func (lyingHandler) Pay(context.Context, payments.PaymentRequired, int64) (payme
 
 // A payment never made expires: payment_rejected, an error, no execution.
 func TestPayTransparent_ExpiredPaymentIsRejected(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
-	srv := cvmtest.Serve(t, f.ServerOptions(time.Second), cvmtest.CounterServer(&f.Calls))
+	f := peertest.NewPayFixture(t, 100)
+	srv := peertest.Serve(t, f.ServerOptions(time.Second), peertest.CounterServer(&f.Calls))
 	var rep reports
 	cs := f.Client(t, srv, &cep8.PayOptions{Handlers: []payments.Handler{lyingHandler{}}, Budget: &payments.Budget{PerCall: 10}, Report: rep.add})
-	_, err := cvmtest.Call(cs, "count", nil)
-	if cvmtest.RPCCode(err) != contextvm.CodePaymentRejected {
+	_, err := peertest.Call(cs, "count", nil)
+	if peertest.RPCCode(err) != contextvm.CodePaymentRejected {
 		t.Fatalf("unpaid call: %v", err)
 	}
 	if f.Calls.Load() != 0 {
@@ -307,9 +308,9 @@ func TestPayTransparent_ExpiredPaymentIsRejected(t *testing.T) {
 // cap, one in a unit its budget does not hold, and one from a server not
 // allowed to charge.
 func TestPayClient_BudgetRefusesBeforePaying(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
+	f := peertest.NewPayFixture(t, 100)
 	opts := f.ServerOptions(0, "tool:count=10", "tool:echo=1:usd")
-	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
+	srv := peertest.Serve(t, opts, peertest.CounterServer(&f.Calls))
 	h := []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}}
 	for _, c := range []struct {
 		pay    *cep8.PayOptions
@@ -327,9 +328,9 @@ func TestPayClient_BudgetRefusesBeforePaying(t *testing.T) {
 		cs := f.Client(t, srv, c.pay)
 		for range cs.Tools(context.Background(), nil) { // learns the prices and their units
 		}
-		_, err := cvmtest.Call(cs, c.tool, map[string]any{"text": "x"})
+		_, err := peertest.Call(cs, c.tool, map[string]any{"text": "x"})
 		d, ok := contextvm.Declined(err)
-		if cvmtest.RPCCode(err) != contextvm.CodePaymentDeclined || !ok || d.Reason != c.reason {
+		if peertest.RPCCode(err) != contextvm.CodePaymentDeclined || !ok || d.Reason != c.reason {
 			t.Errorf("%s: %v (%+v), want reason %s", c.reason, err, d, c.reason)
 		}
 	}
@@ -359,19 +360,19 @@ func (p watchedProcessor) Verify(ctx context.Context, c payments.Charge, req pay
 func TestPayTransparent_DeclinedRequestIsWithdrawnAtOnce(t *testing.T) {
 	for _, closed := range []bool{false, true} {
 		t.Run(map[bool]string{false: "open", true: "closed at once"}[closed], func(t *testing.T) {
-			f := cvmtest.NewPayFixture(t, 100)
+			f := peertest.NewPayFixture(t, 100)
 			opts := f.ServerOptions(time.Minute)
 			po := f.GateOptions(time.Minute)
 			proc := watchedProcessor{po.Processors[0].(*payments.FakeProcessor), make(chan error, 4)}
 			po.Processors[0] = proc
 			opts.Gate = cep8.NewGate(po)
-			srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
+			srv := peertest.Serve(t, opts, peertest.CounterServer(&f.Calls))
 			var logs waitbuf.Buffer
-			cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL},
-				Encryption: contextvm.EncryptDisabled, RequestTimeout: 20 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+			cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL},
+				Encryption: contextvm.EncryptDisabled, RequestTimeout: testwait.Timeout(20 * time.Second), Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 				Payer: (&cep8.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 					Budget: &payments.Budget{PerCall: 9}}).Payer()})
-			if _, err := cvmtest.Call(cs, "count", nil); cvmtest.RPCCode(err) != contextvm.CodePaymentDeclined {
+			if _, err := peertest.Call(cs, "count", nil); peertest.RPCCode(err) != contextvm.CodePaymentDeclined {
 				t.Fatalf("call over the cap: %v", err)
 			}
 			if closed {
@@ -384,7 +385,7 @@ func TestPayTransparent_DeclinedRequestIsWithdrawnAtOnce(t *testing.T) {
 					if err == nil {
 						t.Fatalf("verification %d succeeded", i)
 					}
-				case <-time.After(10 * time.Second):
+				case <-time.After(testwait.Timeout(10 * time.Second)):
 					t.Fatalf("the server still waits for the payment of a declined request (verification %d)", i)
 				}
 			}
@@ -415,13 +416,13 @@ func (p *slowVerifier) Verify(ctx context.Context, c payments.Charge, req paymen
 // A request cancelled after its payment was made is not lost: the server's
 // last look finds the payment, credits it and runs the request.
 func TestPayTransparent_PaidThenCancelledStillRuns(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
+	f := peertest.NewPayFixture(t, 100)
 	opts := f.ServerOptions(time.Minute)
 	po := f.GateOptions(time.Minute)
 	po.Processors[0] = &slowVerifier{FakeProcessor: po.Processors[0].(*payments.FakeProcessor)}
 	opts.Gate = cep8.NewGate(po)
-	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	srv := peertest.Serve(t, opts, peertest.CounterServer(&f.Calls))
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	cs := f.Client(t, srv, &cep8.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 		Budget: &payments.Budget{PerCall: 10},
@@ -433,10 +434,7 @@ func TestPayTransparent_PaidThenCancelledStillRuns(t *testing.T) {
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "count"}); err == nil {
 		t.Fatal("the cancelled call answered")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for f.Calls.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t.Context(), 10*time.Second, func() bool { return f.Calls.Load() > 0 })
 	if a, s := f.Balances(t); a != 90 || s != 10 || f.Calls.Load() != 1 {
 		t.Fatalf("alice %d, srv %d, %d calls ran; want the paid request run once", a, s, f.Calls.Load())
 	}
@@ -444,12 +442,12 @@ func TestPayTransparent_PaidThenCancelledStillRuns(t *testing.T) {
 
 // A payment_accepted or payment_rejected not from the server is ignored.
 func TestPayClient_ForgedNotificationsIgnored(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
-	srv := cvmtest.Serve(t, f.ServerOptions(0), cvmtest.CounterServer(&f.Calls))
-	forger := cvmtest.NewRawPeer(t, f.Relay.URL)
+	f := peertest.NewPayFixture(t, 100)
+	srv := peertest.Serve(t, f.ServerOptions(0), peertest.CounterServer(&f.Calls))
+	forger := peertest.NewRawPeer(t, f.Relay.URL)
 	sk := nostr.Generate()
 	var rep reports
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL}, Signer: contextvm.NewKeySigner(sk),
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL}, Signer: contextvm.NewKeySigner(sk),
 		Encryption: contextvm.EncryptDisabled, Payer: (&cep8.PayOptions{
 			Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 			Budget:   &payments.Budget{PerCall: 10},
@@ -467,7 +465,7 @@ func TestPayClient_ForgedNotificationsIgnored(t *testing.T) {
 				return true
 			},
 		}).Payer()})
-	if _, err := cvmtest.Call(cs, "count", nil); err != nil {
+	if _, err := peertest.Call(cs, "count", nil); err != nil {
 		t.Fatalf("the call failed on forged notifications: %v", err)
 	}
 	if n := rep.count(func(p contextvm.PaymentReport) bool { return p.Accepted || p.Rejected }); n != 1 {
@@ -475,16 +473,59 @@ func TestPayClient_ForgedNotificationsIgnored(t *testing.T) {
 	}
 }
 
+// walletSlowToSay pays, then says so only once the client has read the
+// server's payment_accepted: a wallet whose answer comes after the server
+// saw the payment settle.
+type walletSlowToSay struct {
+	payments.FakeHandler
+	log *waitbuf.Buffer // the client's log
+}
+
+func (w *walletSlowToSay) Pay(ctx context.Context, req payments.PaymentRequired, amount int64) (payments.Receipt, error) {
+	r, err := w.FakeHandler.Pay(ctx, req, amount)
+	if err != nil {
+		return r, err
+	}
+	return r, w.log.WaitFor(ctx, "payment_accepted")
+}
+
+// A payment_accepted that comes before the wallet said it paid is kept, and
+// reported after the payment, as callers read them: the server may see a
+// payment settle before the paying wallet answers (found by a loaded run).
+func TestPayClient_AcceptedBeforeTheWalletAnswers(t *testing.T) {
+	f := peertest.NewPayFixture(t, 100)
+	srv := peertest.Serve(t, f.ServerOptions(0), peertest.CounterServer(&f.Calls))
+	var log waitbuf.Buffer
+	var rep reports
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL},
+		Encryption: contextvm.EncryptDisabled, RequestTimeout: testwait.Timeout(20 * time.Second),
+		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Payer: (&cep8.PayOptions{
+			Handlers: []payments.Handler{&walletSlowToSay{FakeHandler: payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}, log: &log}},
+			Budget:   &payments.Budget{PerCall: 10},
+			Report:   rep.add,
+		}).Payer()})
+	if _, err := peertest.Call(cs, "count", nil); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 10*time.Second, "two payment reports", func() bool { return rep.count(func(contextvm.PaymentReport) bool { return true }) >= 2 })
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	if len(rep.all) != 2 || !rep.all[0].Paid || rep.all[0].Accepted || !rep.all[1].Accepted {
+		t.Fatalf("reports %+v; want the payment, then its acceptance", rep.all)
+	}
+}
+
 // Explicit gating by hand: -32042 with payment options, the same payment
 // options while they are unpaid, the result once paid, and the grant
 // consumed once.
 func TestPayExplicit_PendingThenPaidThenConsumed(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
-	srv := cvmtest.Serve(t, f.ServerOptions(0), cvmtest.CounterServer(&f.Calls))
-	peer := cvmtest.NewRawPeer(t, f.Relay.URL)
+	f := peertest.NewPayFixture(t, 100)
+	srv := peertest.Serve(t, f.ServerOptions(0), peertest.CounterServer(&f.Calls))
+	peer := peertest.NewRawPeer(t, f.Relay.URL)
 	peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`,
 		nostr.Tag{"payment_interaction", "explicit_gating"}))
-	evt, _ := cvmtest.NextMessage(t, peer)
+	evt, _ := peertest.NextMessage(t, peer)
 	if tag := evt.Tags.Find("pmi"); tag == nil || tag[1] != payments.PMIFake {
 		t.Errorf("the server's first message has no pmi tag: %v", evt.Tags)
 	}
@@ -494,8 +535,8 @@ func TestPayExplicit_PendingThenPaidThenConsumed(t *testing.T) {
 	peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	const callJSON = `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"count","arguments":{},"_meta":{"progressToken":%d}}}`
 	send := func(id int) (int64, json.RawMessage, json.RawMessage) {
-		peer.Publish(peer.Message(srv.PublicKey(), strings.NewReplacer("%d", cvmtest.JSONInt(id)).Replace(callJSON)))
-		_, m := cvmtest.NextMessage(t, peer)
+		peer.Publish(peer.Message(srv.PublicKey(), strings.NewReplacer("%d", peertest.JSONInt(id)).Replace(callJSON)))
+		_, m := peertest.NextMessage(t, peer)
 		var e struct {
 			Code int64           `json:"code"`
 			Data json.RawMessage `json:"data"`
@@ -532,10 +573,10 @@ func TestPayExplicit_PendingThenPaidThenConsumed(t *testing.T) {
 		t.Fatalf("balances %d %d, %d runs", a, s, f.Calls.Load())
 	}
 
-	bogus := cvmtest.NewRawPeer(t, f.Relay.URL)
+	bogus := peertest.NewRawPeer(t, f.Relay.URL)
 	bogus.Publish(bogus.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count"}}`,
 		nostr.Tag{"payment_interaction", "barter"}))
-	if _, m := cvmtest.NextMessage(t, bogus); !strings.Contains(string(m["error"]), `-32602`) || !strings.Contains(string(m["error"]), `"requested":"barter"`) {
+	if _, m := peertest.NextMessage(t, bogus); !strings.Contains(string(m["error"]), `-32602`) || !strings.Contains(string(m["error"]), `"requested":"barter"`) {
 		t.Fatalf("unsupported mode answered %s", m["error"])
 	}
 }
@@ -550,16 +591,16 @@ func sameOffer(code int64, data json.RawMessage, req payments.PaymentRequired) b
 // the server the count tool's call again and again, as new events.
 type explicitPeer struct {
 	t    *testing.T
-	peer *cvmtest.RawPeer
+	peer *peertest.RawPeer
 	srv  nostr.PubKey
 	id   int
 }
 
 func newExplicitPeer(t *testing.T, relayURL string, srv nostr.PubKey) *explicitPeer {
-	p := &explicitPeer{t: t, peer: cvmtest.NewRawPeer(t, relayURL), srv: srv}
+	p := &explicitPeer{t: t, peer: peertest.NewRawPeer(t, relayURL), srv: srv}
 	p.peer.Publish(p.peer.Message(srv, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`,
 		nostr.Tag{"payment_interaction", "explicit_gating"}))
-	cvmtest.NextMessage(t, p.peer)
+	peertest.NextMessage(t, p.peer)
 	p.peer.Publish(p.peer.Message(srv, `{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	return p
 }
@@ -569,8 +610,8 @@ func newExplicitPeer(t *testing.T, relayURL string, srv nostr.PubKey) *explicitP
 func (p *explicitPeer) send() (int64, json.RawMessage, json.RawMessage) {
 	p.t.Helper()
 	p.id++
-	p.peer.Publish(p.peer.Message(p.srv, `{"jsonrpc":"2.0","id":`+cvmtest.JSONInt(p.id)+`,"method":"tools/call","params":{"name":"count","arguments":{}}}`))
-	_, m := cvmtest.NextMessage(p.t, p.peer)
+	p.peer.Publish(p.peer.Message(p.srv, `{"jsonrpc":"2.0","id":`+peertest.JSONInt(p.id)+`,"method":"tools/call","params":{"name":"count","arguments":{}}}`))
+	_, m := peertest.NextMessage(p.t, p.peer)
 	var e struct {
 		Code int64           `json:"code"`
 		Data json.RawMessage `json:"data"`
@@ -612,12 +653,12 @@ func (p *explicitPeer) offered() payments.PaymentRequired {
 // (-32042, not -32043 with nothing to pay), pays it, and runs once; no
 // second payment request is issued.
 func TestPayExplicit_AnotherProcessIsOfferedTheSameInvoice(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
-	srv := cvmtest.Serve(t, f.ServerOptions(0), cvmtest.CounterServer(&f.Calls))
+	f := peertest.NewPayFixture(t, 100)
+	srv := peertest.Serve(t, f.ServerOptions(0), peertest.CounterServer(&f.Calls))
 	sk := nostr.Generate()
 	process := func(rep *reports, approve bool) *mcp.ClientSession {
-		return cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL}, Encryption: contextvm.EncryptDisabled,
-			Signer: contextvm.NewKeySigner(sk), RequestTimeout: 20 * time.Second, Payer: (&cep8.PayOptions{
+		return peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL}, Encryption: contextvm.EncryptDisabled,
+			Signer: contextvm.NewKeySigner(sk), RequestTimeout: testwait.Timeout(20 * time.Second), Payer: (&cep8.PayOptions{
 				Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 				Budget:         &payments.Budget{PerCall: 10},
 				Confirm:        func(context.Context, contextvm.PaymentOffer) bool { return approve },
@@ -627,13 +668,13 @@ func TestPayExplicit_AnotherProcessIsOfferedTheSameInvoice(t *testing.T) {
 	}
 	var first, second reports
 	a := process(&first, false)
-	if _, err := cvmtest.Call(a, "count", nil); cvmtest.RPCCode(err) != contextvm.CodePaymentDeclined {
+	if _, err := peertest.Call(a, "count", nil); peertest.RPCCode(err) != contextvm.CodePaymentDeclined {
 		t.Fatalf("the first process, declining: %v; want -32017", err)
 	}
 	a.Close()
 	b := process(&second, true)
-	if _, err := cvmtest.Call(b, "count", nil); err != nil {
-		t.Fatalf("the second process: %v (code %d); want its paid result", err, cvmtest.RPCCode(err))
+	if _, err := peertest.Call(b, "count", nil); err != nil {
+		t.Fatalf("the second process: %v (code %d); want its paid result", err, peertest.RPCCode(err))
 	}
 	if len(first.all) != 1 || len(second.all) == 0 || second.all[0].PayReq != first.all[0].PayReq || !second.all[0].Paid {
 		t.Fatalf("offered %+v to the first process and %+v to the second; want the same payment request, paid", first.all, second.all)
@@ -647,11 +688,11 @@ func TestPayExplicit_AnotherProcessIsOfferedTheSameInvoice(t *testing.T) {
 // expires; after, a request sent again gets a fresh one, which pays for
 // the call.
 func TestPayExplicit_SameInvoiceUntilItExpiresThenAFreshOne(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
+	f := peertest.NewPayFixture(t, 100)
 	var logs waitbuf.Buffer
 	opts := f.ServerOptions(time.Second)
 	opts.Logger = logs.Logger()
-	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
+	srv := peertest.Serve(t, opts, peertest.CounterServer(&f.Calls))
 	p := newExplicitPeer(t, f.Relay.URL, srv.PublicKey())
 	first := p.offered()
 	if again := p.offered(); again.PayReq != first.PayReq {
@@ -691,13 +732,13 @@ func (p heldVerifier) Verify(ctx context.Context, c payments.Charge, req payment
 // payment has been seen and while it is verified: before, the payment
 // request is offered again; after, the call runs, once.
 func TestPayExplicit_PendingOnlyWhileThePaymentIsVerified(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
+	f := peertest.NewPayFixture(t, 100)
 	held := heldVerifier{FakeProcessor: &payments.FakeProcessor{Ledger: f.Ledger, Payee: "srv"}, release: make(chan struct{})}
 	opts := f.ServerOptions(0)
 	po := f.GateOptions(0)
 	po.Processors = []payments.Processor{held}
 	opts.Gate = cep8.NewGate(po)
-	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
+	srv := peertest.Serve(t, opts, peertest.CounterServer(&f.Calls))
 	p := newExplicitPeer(t, f.Relay.URL, srv.PublicKey())
 	req := p.offered()
 	if code, data, _ := p.send(); !sameOffer(code, data, req) {
@@ -724,15 +765,15 @@ func TestPayExplicit_PendingOnlyWhileThePaymentIsVerified(t *testing.T) {
 // A cvm client that asks for explicit gating pays and calls again on its
 // own.
 func TestPayExplicit_GoClient(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
-	srv := cvmtest.Serve(t, f.ServerOptions(0), cvmtest.CounterServer(&f.Calls))
+	f := peertest.NewPayFixture(t, 100)
+	srv := peertest.Serve(t, f.ServerOptions(0), peertest.CounterServer(&f.Calls))
 	cs := f.Client(t, srv, &cep8.PayOptions{
 		Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
 		Budget:         &payments.Budget{PerCall: 10},
 		ExplicitGating: true,
 	})
 	for i := range 2 {
-		if _, err := cvmtest.Call(cs, "count", nil); err != nil {
+		if _, err := peertest.Call(cs, "count", nil); err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
@@ -789,9 +830,9 @@ func BenchmarkPaidCall(b *testing.B) {
 	ledger := payments.NewLedger(map[string]int64{"alice": 1 << 50})
 	p, _ := contextvm.ParsePrice("tool:count=1")
 	var calls atomic.Int64
-	srv := cvmtest.Serve(b, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
-		Gate: cep8.NewGate(cep8.Options{Processors: []payments.Processor{&payments.FakeProcessor{Ledger: ledger, Payee: "srv"}}})}, cvmtest.CounterServer(&calls))
-	cs := cvmtest.Connect(b, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+	srv := peertest.Serve(b, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
+		Gate: cep8.NewGate(cep8.Options{Processors: []payments.Processor{&payments.FakeProcessor{Ledger: ledger, Payee: "srv"}}})}, peertest.CounterServer(&calls))
+	cs := peertest.Connect(b, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
 		Payer: (&cep8.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: ledger, Payer: "alice"}}, Budget: &payments.Budget{PerCall: 1}}).Payer()})
 	for _, c := range []struct {
 		name, tool string
@@ -799,7 +840,7 @@ func BenchmarkPaidCall(b *testing.B) {
 	}{{"free", "echo", map[string]any{"text": "x"}}, {"paid", "count", map[string]any{}}} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				res, err := cvmtest.Call(cs, c.tool, c.args)
+				res, err := peertest.Call(cs, c.tool, c.args)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -816,9 +857,10 @@ func BenchmarkPaidCall(b *testing.B) {
 // record its lost replica had not removed yet, which CI saw) is stale, and
 // the request waits for the answer to the event it is pending under.
 func TestPayExplicit_StaleAnswerToTheFirstEventIsIgnored(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
-	srv := cvmtest.NewRawPeer(t, f.Relay.URL)
+	f := peertest.NewPayFixture(t, 100)
+	srv := peertest.NewRawPeer(t, f.Relay.URL)
 	var first nostr.Event
+	logs := &waitbuf.Buffer{} // the client's
 	served := serveRaw(t, srv, func(evt nostr.Event, id json.RawMessage) (bool, error) {
 		if first.ID == (nostr.ID{}) {
 			first = evt
@@ -827,23 +869,27 @@ func TestPayExplicit_StaleAnswerToTheFirstEventIsIgnored(t *testing.T) {
 			return false, err
 		}
 		answerRaw(srv, first, id, `"error":{"code":-32019,"message":"the replica running this call stopped before answering"}`)
-		time.Sleep(200 * time.Millisecond)
+		// The stale answer reaches the client before the right one, or
+		// nothing is tested: the client says when it has dropped it.
+		ctx, cancel := testwait.Context(t, 10*time.Second)
+		defer cancel()
+		err := logs.WaitFor(ctx, "response to no pending request", "e="+first.ID.Hex())
 		answerRaw(srv, evt, id, `"result":{"content":[{"type":"text","text":"paid"}]}`)
-		return true, nil
+		return true, err
 	})
-	explicitCall(f, t, srv, nil, served, "want its answer to the event it was sent again under")
+	explicitCall(f, t, srv, nil, logs, served, "want its answer to the event it was sent again under")
 }
 
 // answerRaw answers, as srv, the request event to with a JSON-RPC response
 // of id whose rest is body.
-func answerRaw(srv *cvmtest.RawPeer, to nostr.Event, id json.RawMessage, body string) {
+func answerRaw(srv *peertest.RawPeer, to nostr.Event, id json.RawMessage, body string) {
 	srv.Publish(srv.Message(to.PubKey, `{"jsonrpc":"2.0","id":`+string(id)+`,`+body+`}`, nostr.Tag{"e", to.ID.Hex()}))
 }
 
 // serveRaw serves as srv, by hand, on a goroutine: it answers initialize,
 // ignores notifications and hands each tools/call to call, until call
 // reports it is done or fails. The channel says how it ended.
-func serveRaw(t *testing.T, srv *cvmtest.RawPeer, call func(evt nostr.Event, id json.RawMessage) (done bool, err error)) <-chan error {
+func serveRaw(t *testing.T, srv *peertest.RawPeer, call func(evt nostr.Event, id json.RawMessage) (done bool, err error)) <-chan error {
 	served := make(chan error, 1)
 	go func() {
 		for calls := 0; ; {
@@ -875,21 +921,22 @@ func serveRaw(t *testing.T, srv *cvmtest.RawPeer, call func(evt nostr.Event, id 
 
 // fakeRequest is a Fake payment request of 10 sats to srv for the call
 // evt.
-func fakeRequest(f *cvmtest.PayFixture, evt nostr.Event) (payments.PaymentRequired, error) {
+func fakeRequest(f *peertest.PayFixture, evt nostr.Event) (payments.PaymentRequired, error) {
 	proc := &payments.FakeProcessor{Ledger: f.Ledger, Payee: "srv"}
 	return proc.Require(context.Background(), payments.Charge{Amount: 10, Unit: "sats", RequestID: evt.ID.Hex(), Client: evt.PubKey.Hex()})
 }
 
 // offerRaw answers the call evt, as srv, -32042 offering req.
-func offerRaw(srv *cvmtest.RawPeer, evt nostr.Event, id json.RawMessage, req payments.PaymentRequired) {
+func offerRaw(srv *peertest.RawPeer, evt nostr.Event, id json.RawMessage, req payments.PaymentRequired) {
 	data, _ := json.Marshal(map[string]any{"payment_options": []payments.PaymentRequired{req}})
 	answerRaw(srv, evt, id, `"error":{"code":-32042,"message":"Payment Required","data":`+string(data)+`}`)
 }
 
 // explicitCall calls count, as a cvm client asking for explicit gating and
 // paying from alice, on the raw server srv, and wants the result "paid"
-// that it serves (want says why) and served to end well.
-func explicitCall(f *cvmtest.PayFixture, t *testing.T, srv *cvmtest.RawPeer, rep *reports, served <-chan error, want string) {
+// that it serves (want says why) and served to end well. Its reports go to
+// rep and its logs to logs, each when not nil.
+func explicitCall(f *peertest.PayFixture, t *testing.T, srv *peertest.RawPeer, rep *reports, logs *waitbuf.Buffer, served <-chan error, want string) {
 	t.Helper()
 	pay := &cep8.PayOptions{
 		Handlers:       []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
@@ -899,11 +946,15 @@ func explicitCall(f *cvmtest.PayFixture, t *testing.T, srv *cvmtest.RawPeer, rep
 	if rep != nil {
 		pay.Report = rep.add
 	}
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.SK.Public().Hex(), Relays: []string{f.Relay.URL}, Encryption: contextvm.EncryptDisabled,
-		RequestTimeout: 20 * time.Second, Payer: pay.Payer()})
-	res, err := cvmtest.Call(cs, "count", nil)
+	opts := contextvm.ClientOptions{Server: srv.SK.Public().Hex(), Relays: []string{f.Relay.URL}, Encryption: contextvm.EncryptDisabled,
+		RequestTimeout: testwait.Timeout(20 * time.Second), Payer: pay.Payer()}
+	if logs != nil {
+		opts.Logger = logs.Logger()
+	}
+	cs := peertest.Connect(t, opts)
+	res, err := peertest.Call(cs, "count", nil)
 	if err != nil {
-		t.Fatalf("the paid call ended with %v (code %d); %s", err, cvmtest.RPCCode(err), want)
+		t.Fatalf("the paid call ended with %v (code %d); %s", err, peertest.RPCCode(err), want)
 	}
 	if text := res.Content[0].(*mcp.TextContent).Text; text != "paid" {
 		t.Fatalf("result %q", text)
@@ -933,12 +984,12 @@ func (p slowPoller) Verify(ctx context.Context, c payments.Charge, req payments.
 // A payment seen by the look made for a request sent again is verified at
 // once, not at the verifier's next poll: that request runs.
 func TestPayExplicit_SeenPaymentIsVerifiedAtOnce(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
+	f := peertest.NewPayFixture(t, 100)
 	opts := f.ServerOptions(0)
 	po := f.GateOptions(0)
 	po.Processors = []payments.Processor{slowPoller{&payments.FakeProcessor{Ledger: f.Ledger, Payee: "srv"}}}
 	opts.Gate = cep8.NewGate(po)
-	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
+	srv := peertest.Serve(t, opts, peertest.CounterServer(&f.Calls))
 	p := newExplicitPeer(t, f.Relay.URL, srv.PublicKey())
 	req := p.offered()
 	if _, err := (&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}).Pay(context.Background(), req, 10); err != nil {
@@ -957,8 +1008,8 @@ func TestPayExplicit_SeenPaymentIsVerifiedAtOnce(t *testing.T) {
 // sent after it was paid. The cvm client that paid it does not pay again
 // nor give up: it sends the request again later, and gets the result.
 func TestPayExplicit_ClientPaidWaitsWhenOfferedTheSameInvoiceAgain(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
-	srv := cvmtest.NewRawPeer(t, f.Relay.URL)
+	f := peertest.NewPayFixture(t, 100)
+	srv := peertest.NewRawPeer(t, f.Relay.URL)
 	var offered payments.PaymentRequired
 	calls := 0
 	served := serveRaw(t, srv, func(evt nostr.Event, id json.RawMessage) (bool, error) {
@@ -977,7 +1028,7 @@ func TestPayExplicit_ClientPaidWaitsWhenOfferedTheSameInvoiceAgain(t *testing.T)
 		return true, nil
 	})
 	var rep reports
-	explicitCall(f, t, srv, &rep, served, "want the result once the server saw the payment")
+	explicitCall(f, t, srv, &rep, nil, served, "want the result once the server saw the payment")
 	if a, s := f.Balances(t); a != 90 || s != 10 || len(rep.all) != 1 {
 		t.Fatalf("balances %d %d, reports %+v; want one payment", a, s, rep.all)
 	}
@@ -997,13 +1048,13 @@ func (c *countingChecker) Paid(ctx context.Context, ch payments.Charge, req paym
 // A client repeating an unpaid explicit-gating request in a loop makes at
 // most one wallet look a lookInterval, not one a repeat.
 func TestPayExplicit_RepeatsDoNotFloodTheWallet(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
+	f := peertest.NewPayFixture(t, 100)
 	opts := f.ServerOptions(0)
 	po := f.GateOptions(0)
 	chk := &countingChecker{FakeProcessor: po.Processors[0].(*payments.FakeProcessor)}
 	po.Processors = []payments.Processor{chk}
 	opts.Gate = cep8.NewGate(po)
-	srv := cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls))
+	srv := peertest.Serve(t, opts, peertest.CounterServer(&f.Calls))
 	p := newExplicitPeer(t, f.Relay.URL, srv.PublicKey())
 	start := time.Now()
 	first := p.offered()

@@ -11,7 +11,8 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/contextvm/cep8"
-	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/internal/peertest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/lightning"
@@ -85,7 +86,7 @@ func TestPayLightning_WaivedRefusedAndComputed(t *testing.T) {
 	defer stop()
 	p, _ := contextvm.ParsePrice("tool:echo=1-5")
 	var runs atomic.Int64
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
 		Gate: cep8.NewGate(cep8.Options{Processors: []payments.Processor{ln.proc},
 			Pricer: payments.PricerFunc(func(_ context.Context, r payments.PriceRequest) (payments.Quote, error) {
 				var p struct {
@@ -99,19 +100,19 @@ func TestPayLightning_WaivedRefusedAndComputed(t *testing.T) {
 					return payments.Quote{}, payments.Refuse("not for you")
 				}
 				return payments.Quote{Amount: int64(len(p.Arguments.Text))}, nil
-			})})}, cvmtest.CounterServer(&runs))
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
-		RequestTimeout: 20 * time.Second, Payer: (&cep8.PayOptions{Handlers: []payments.Handler{ln.handler}, Budget: &payments.Budget{PerCall: 5}}).Payer()})
-	if res, err := cvmtest.Call(cs, "echo", map[string]any{"text": "free"}); err != nil || res.Content[0].(*mcp.TextContent).Text != "free" {
+			})})}, peertest.CounterServer(&runs))
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+		RequestTimeout: testwait.Timeout(20 * time.Second), Payer: (&cep8.PayOptions{Handlers: []payments.Handler{ln.handler}, Budget: &payments.Budget{PerCall: 5}}).Payer()})
+	if res, err := peertest.Call(cs, "echo", map[string]any{"text": "free"}); err != nil || res.Content[0].(*mcp.TextContent).Text != "free" {
 		t.Fatalf("waived: %v", err)
 	}
-	if _, err := cvmtest.Call(cs, "echo", map[string]any{"text": "nope"}); cvmtest.RPCCode(err) != contextvm.CodePriceRefused || !strings.Contains(err.Error(), "not for you") {
+	if _, err := peertest.Call(cs, "echo", map[string]any{"text": "nope"}); peertest.RPCCode(err) != contextvm.CodePriceRefused || !strings.Contains(err.Error(), "not for you") {
 		t.Fatalf("refused: %v", err)
 	}
 	if a, s := ln.balances(t); a != 100_000 || s != 0 || invoices.Load() != 0 {
 		t.Fatalf("after waived and refused: alice %d msat, srv %d msat, %d settlements", a, s, invoices.Load())
 	}
-	if res, err := cvmtest.Call(cs, "echo", map[string]any{"text": "abc"}); err != nil || res.Content[0].(*mcp.TextContent).Text != "abc" {
+	if res, err := peertest.Call(cs, "echo", map[string]any{"text": "abc"}); err != nil || res.Content[0].(*mcp.TextContent).Text != "abc" {
 		t.Fatalf("computed price: %v", err)
 	}
 	if a, s := ln.balances(t); a != 97_000 || s != 3_000 || invoices.Load() != 1 {
@@ -141,16 +142,16 @@ func BenchmarkPaidCallLightning(b *testing.B) {
 			ln := newLNRailPoll(b, r.URL, 1<<40, c.popts)
 			p, _ := contextvm.ParsePrice("tool:count=1")
 			var calls atomic.Int64
-			srv := cvmtest.Serve(b, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
-				Gate: cep8.NewGate(cep8.Options{Processors: []payments.Processor{ln.proc}})}, cvmtest.CounterServer(&calls))
-			cs := cvmtest.Connect(b, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+			srv := peertest.Serve(b, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
+				Gate: cep8.NewGate(cep8.Options{Processors: []payments.Processor{ln.proc}})}, peertest.CounterServer(&calls))
+			cs := peertest.Connect(b, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
 				Payer: (&cep8.PayOptions{Handlers: []payments.Handler{ln.handler}, Budget: &payments.Budget{PerCall: 1}}).Payer()})
 			var args map[string]any
 			if c.tool == "echo" {
 				args = map[string]any{"text": "x"}
 			}
 			for b.Loop() {
-				if res, err := cvmtest.Call(cs, c.tool, args); err != nil || res.IsError {
+				if res, err := peertest.Call(cs, c.tool, args); err != nil || res.IsError {
 					b.Fatalf("%v %+v", err, res)
 				}
 			}

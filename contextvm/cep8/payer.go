@@ -100,6 +100,7 @@ func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer context
 		po.Budget.Refund(context.WithoutCancel(ctx), offer.Server, offer.Amount)
 		return errors.New("the request ended before it was paid")
 	}
+	call.Handing()
 	receipt, err := h.Pay(ctx, req, offer.Amount)
 	if err != nil {
 		if rerr := po.Budget.Refund(context.WithoutCancel(ctx), offer.Server, offer.Amount); rerr != nil {

@@ -8,7 +8,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
-	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/internal/peertest"
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -18,7 +18,7 @@ import (
 // stopped and started again with the same key and store.
 type restartable struct {
 	t     *testing.T
-	f     *cvmtest.PayFixture
+	f     *peertest.PayFixture
 	dir   string
 	sk    nostr.SecretKey
 	srv   *contextvm.Server
@@ -33,7 +33,7 @@ func (r *restartable) start() *contextvm.Server {
 	opts := r.f.ServerOptions(0)
 	opts.Signer, opts.State = contextvm.NewKeySigner(r.sk), state
 	opts.Encryption = contextvm.EncryptOptional
-	r.srv, r.state = cvmtest.Serve(r.t, opts, cvmtest.CounterServer(&r.f.Calls)), state
+	r.srv, r.state = peertest.Serve(r.t, opts, peertest.CounterServer(&r.f.Calls)), state
 	return r.srv
 }
 
@@ -43,10 +43,10 @@ func (r *restartable) stop() {
 }
 
 // drainUntil reads the peer's messages until one for which ok holds.
-func drainUntil(t *testing.T, p *cvmtest.RawPeer, ok func(m map[string]json.RawMessage) bool) {
+func drainUntil(t *testing.T, p *peertest.RawPeer, ok func(m map[string]json.RawMessage) bool) {
 	t.Helper()
 	for {
-		if _, m := cvmtest.NextMessage(t, p); ok(m) {
+		if _, m := peertest.NextMessage(t, p); ok(m) {
 			return
 		}
 	}
@@ -58,15 +58,15 @@ func drainUntil(t *testing.T, p *cvmtest.RawPeer, ok func(m map[string]json.RawM
 // one issued; the tool runs once, the client pays once, and a later replay
 // is answered from the stored result.
 func TestPayRestart_TransparentPaidWhileDownCreditedOnReplay(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
+	f := peertest.NewPayFixture(t, 100)
 	rs := &restartable{t: t, f: f, dir: t.TempDir(), sk: nostr.Generate()}
 	srv := rs.start()
-	peer := cvmtest.NewRawPeer(t, f.Relay.URL)
+	peer := peertest.NewRawPeer(t, f.Relay.URL)
 	peer.Initialize(srv.PublicKey())
 	req := peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
 	peer.Publish(req)
-	_, m := cvmtest.NextMessage(t, peer)
-	if cvmtest.Method(m) != contextvm.MethodPaymentRequired {
+	_, m := peertest.NextMessage(t, peer)
+	if peertest.Method(m) != contextvm.MethodPaymentRequired {
 		t.Fatalf("first answer %v", m)
 	}
 	pr, _, err := contextvm.ParsePaymentRequired(m["params"])
@@ -76,7 +76,7 @@ func TestPayRestart_TransparentPaidWhileDownCreditedOnReplay(t *testing.T) {
 	rs.stop()
 	// The server said it is shutting down; it did not reject the payment.
 	drainUntil(t, peer, func(m map[string]json.RawMessage) bool {
-		if cvmtest.Method(m) == contextvm.MethodPaymentRejected {
+		if peertest.Method(m) == contextvm.MethodPaymentRejected {
 			t.Fatalf("payment rejected on shutdown: %s", m["params"])
 		}
 		return strings.Contains(string(m["error"]), "shutting down")
@@ -90,8 +90,8 @@ func TestPayRestart_TransparentPaidWhileDownCreditedOnReplay(t *testing.T) {
 	peer.Publish(req)
 	var result json.RawMessage
 	for result == nil {
-		_, m := cvmtest.NextMessage(t, peer)
-		switch cvmtest.Method(m) {
+		_, m := peertest.NextMessage(t, peer)
+		switch peertest.Method(m) {
 		case contextvm.MethodPaymentRequired:
 			again, _, _ := contextvm.ParsePaymentRequired(m["params"])
 			if again.PayReq != pr.PayReq {
@@ -117,7 +117,7 @@ func TestPayRestart_TransparentPaidWhileDownCreditedOnReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	peer.Publish(wrap)
-	if _, m := cvmtest.NextMessage(t, peer); string(m["result"]) != string(result) {
+	if _, m := peertest.NextMessage(t, peer); string(m["result"]) != string(result) {
 		t.Fatalf("a later replay answered %v", m)
 	}
 	if a, s := f.Balances(t); a != 90 || s != 10 || f.Calls.Load() != 1 {
@@ -130,20 +130,20 @@ func TestPayRestart_TransparentPaidWhileDownCreditedOnReplay(t *testing.T) {
 // (-32043 while verifying, then the result), never asked for twice; the
 // grant is spent once.
 func TestPayRestart_ExplicitGrantPaidWhileDownCredited(t *testing.T) {
-	f := cvmtest.NewPayFixture(t, 100)
+	f := peertest.NewPayFixture(t, 100)
 	rs := &restartable{t: t, f: f, dir: t.TempDir(), sk: nostr.Generate()}
 	srv := rs.start()
-	peer := cvmtest.NewRawPeer(t, f.Relay.URL)
+	peer := peertest.NewRawPeer(t, f.Relay.URL)
 	explicit := nostr.Tag{"payment_interaction", "explicit_gating"}
 	peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, explicit))
-	cvmtest.NextMessage(t, peer)
+	peertest.NextMessage(t, peer)
 	peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	send := func(id int) (*jsonrpc.Error, json.RawMessage) {
 		t.Helper()
-		peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":`+cvmtest.JSONInt(id)+`,"method":"tools/call","params":{"name":"count","arguments":{}}}`, explicit))
+		peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":`+peertest.JSONInt(id)+`,"method":"tools/call","params":{"name":"count","arguments":{}}}`, explicit))
 		for {
-			_, m := cvmtest.NextMessage(t, peer)
-			if string(m["id"]) != cvmtest.JSONInt(id) {
+			_, m := peertest.NextMessage(t, peer)
+			if string(m["id"]) != peertest.JSONInt(id) {
 				continue // the shutdown's answers
 			}
 			if m["error"] == nil {

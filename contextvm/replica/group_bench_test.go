@@ -12,10 +12,11 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
-	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/internal/peertest"
 	"github.com/cvmgo/cvm/contextvm/replica"
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -82,23 +83,19 @@ func BenchmarkReplicas(b *testing.B) {
 					grp = replica.New(replica.Options{Conn: conn, Member: fmt.Sprint("r", i)})
 					opts.Replicas = grp
 				}
-				srv := cvmtest.Serve(b, opts, cvmtest.EchoServer())
+				srv := peertest.Serve(b, opts, peertest.EchoServer())
 				if tc.inline {
 					replica.RemoveRecordsInline(grp)
 				}
 				srvs = append(srvs, srv)
 			}
 			if tc.nats {
-				for _, s := range srvs {
-					for st, _ := status(s); !st.Ready || len(st.Members) != tc.replicas; st, _ = status(s) {
-						time.Sleep(20 * time.Millisecond)
-					}
-				}
+				awaitGroup(b, tc.replicas, srvs...)
 			}
 			var sessions []*mcp.ClientSession
 			for range clients {
-				sessions = append(sessions, cvmtest.Connect(b, contextvm.ClientOptions{Server: srvs[0].PublicKey().Hex(), Relays: []string{r.URL},
-					Encryption: contextvm.EncryptRequired, RequestTimeout: 30 * time.Second}))
+				sessions = append(sessions, peertest.Connect(b, contextvm.ClientOptions{Server: srvs[0].PublicKey().Hex(), Relays: []string{r.URL},
+					Encryption: contextvm.EncryptRequired, RequestTimeout: testwait.Timeout(30 * time.Second)}))
 			}
 			coord := func() (n, ns int64) {
 				for _, s := range srvs {

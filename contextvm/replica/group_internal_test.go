@@ -10,6 +10,7 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
 )
 
 // The in-flight record of an answered call is removed off the answering
@@ -60,7 +61,7 @@ func TestGroupRemovesAnsweredRecordsOffTheAnsweringPath(t *testing.T) {
 	go func() { g.remover(rctx); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("the remover did not return")
 	}
 	if n := records(); n != 0 {

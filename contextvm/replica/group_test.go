@@ -9,10 +9,11 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/contextvm/cep8"
-	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/internal/peertest"
 	"github.com/cvmgo/cvm/contextvm/replica"
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -38,28 +39,28 @@ func status(srv *contextvm.Server) (replica.Status, bool) {
 	return g.Status(), true
 }
 
-// replicaTimeout is the membership timeout of the test groups: long
+// membershipTimeout is the membership timeout of the test groups: long
 // enough that a replica stalled by a loaded machine (both cores busy with
-// -race) is not taken for dead, which CI saw at one second.
-const replicaTimeout = 2 * time.Second
+// -race) is not taken for dead, which CI saw at one second. replicaTimeout
+// is it scaled (testwait): a slower machine gives its replicas longer, and
+// the failover bounds derived from it grow with it.
+const membershipTimeout = 2 * time.Second
+
+var replicaTimeout = testwait.Timeout(membershipTimeout)
 
 // awaitGroup waits until every server sees n members and is ready.
-func awaitGroup(t *testing.T, n int, srvs ...*contextvm.Server) {
+func awaitGroup(t testing.TB, n int, srvs ...*contextvm.Server) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	for _, s := range srvs {
-		for {
-			st, ok := status(s)
-			if !ok {
-				t.Fatal("no group")
-			}
-			if st.Ready && len(st.Members) == n {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("group view %+v; want %d members", st, n)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if _, ok := status(s); !ok {
+			t.Fatal("no group")
+		}
+		var st replica.Status
+		if !testwait.Until(t.Context(), 10*time.Second, func() bool {
+			st, _ = status(s)
+			return st.Ready && len(st.Members) == n
+		}) {
+			t.Fatalf("group view %+v; want %d members", st, n)
 		}
 	}
 }
@@ -68,14 +69,14 @@ func awaitGroup(t *testing.T, n int, srvs ...*contextvm.Server) {
 // paid request, one charges it and runs it, once.
 func TestReplicas_PaidRequestChargedOnce(t *testing.T) {
 	ns := natstest.Start(t)
-	f := cvmtest.NewPayFixture(t, 100)
+	f := peertest.NewPayFixture(t, 100)
 	signer := contextvm.NewKeySigner(nostr.Generate())
 	var srvs []*contextvm.Server
 	for _, m := range []string{"a", "b", "c"} {
 		opts := f.ServerOptions(0)
 		opts.Signer = signer
 		opts.Replicas = replica.New(replicaOpts(t, ns.URL(), m))
-		srvs = append(srvs, cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls)))
+		srvs = append(srvs, peertest.Serve(t, opts, peertest.CounterServer(&f.Calls)))
 	}
 	awaitGroup(t, 3, srvs...)
 	cs := f.Client(t, srvs[0], &cep8.PayOptions{
@@ -83,7 +84,7 @@ func TestReplicas_PaidRequestChargedOnce(t *testing.T) {
 		Budget:   &payments.Budget{PerCall: 10},
 	})
 	for i := range 3 {
-		if _, err := cvmtest.Call(cs, "count", nil); err != nil {
+		if _, err := peertest.Call(cs, "count", nil); err != nil {
 			t.Fatalf("paid call %d: %v", i, err)
 		}
 	}
@@ -105,14 +106,14 @@ func TestReplicas_PaidRequestChargedOnce(t *testing.T) {
 // is its own membership, store and claims.
 func TestReplicas_TwoGroupsOnOneNATSDoNotInterfere(t *testing.T) {
 	ns := natstest.Start(t)
-	f := cvmtest.NewPayFixture(t, 0)
+	f := peertest.NewPayFixture(t, 0)
 	var callsA, callsB atomic.Int64
 	keyA, keyB := contextvm.NewKeySigner(nostr.Generate()), contextvm.NewKeySigner(nostr.Generate())
 	group := func(signer contextvm.Signer, calls *atomic.Int64, members ...string) []*contextvm.Server {
 		var out []*contextvm.Server
 		for _, m := range members {
-			out = append(out, cvmtest.Serve(t, contextvm.ServerOptions{Signer: signer, Relays: []string{f.Relay.URL},
-				Replicas: replica.New(replicaOpts(t, ns.URL(), m))}, cvmtest.CounterServer(calls)))
+			out = append(out, peertest.Serve(t, contextvm.ServerOptions{Signer: signer, Relays: []string{f.Relay.URL},
+				Replicas: replica.New(replicaOpts(t, ns.URL(), m))}, peertest.CounterServer(calls)))
 		}
 		return out
 	}
@@ -121,9 +122,9 @@ func TestReplicas_TwoGroupsOnOneNATSDoNotInterfere(t *testing.T) {
 	awaitGroup(t, 2, a...)
 	awaitGroup(t, 1, b...)
 	for _, s := range []*contextvm.Server{a[0], b[0]} {
-		cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: s.PublicKey().Hex(), Relays: []string{f.Relay.URL}, RequestTimeout: 20 * time.Second})
+		cs := peertest.Connect(t, contextvm.ClientOptions{Server: s.PublicKey().Hex(), Relays: []string{f.Relay.URL}, RequestTimeout: testwait.Timeout(20 * time.Second)})
 		for range 4 {
-			if _, err := cvmtest.Call(cs, "count", nil); err != nil {
+			if _, err := peertest.Call(cs, "count", nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -140,9 +141,10 @@ func TestReplicas_TwoGroupsOnOneNATSDoNotInterfere(t *testing.T) {
 func natsLost(t *testing.T, ns *natstest.Server, srv *contextvm.Server) {
 	t.Helper()
 	ns.Stop()
-	for st, _ := status(srv); st.Ready; st, _ = status(srv) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Eventually(t, 10*time.Second, "the replica to see NATS go", func() bool {
+		st, _ := status(srv)
+		return !st.Ready
+	})
 }
 
 // callHeld starts a call and waits until srv holds it (its n-th held
@@ -151,15 +153,15 @@ func callHeld(t *testing.T, cs *mcp.ClientSession, srv *contextvm.Server, n int6
 	t.Helper()
 	res := make(chan error, 1)
 	go func() {
-		_, err := cvmtest.Call(cs, "count", nil)
+		_, err := peertest.Call(cs, "count", nil)
 		res <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for st, _ := status(srv); st.Held < n; st, _ = status(srv) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the call was not held: %+v", st)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var st replica.Status
+	if !testwait.Until(t.Context(), 10*time.Second, func() bool {
+		st, _ = status(srv)
+		return st.Held >= n
+	}) {
+		t.Fatalf("the call was not held: %+v", st)
 	}
 	return res
 }
@@ -171,15 +173,15 @@ func callHeld(t *testing.T, cs *mcp.ClientSession, srv *contextvm.Server, n int6
 // once, which was false when another replica ran it.
 func TestReplicas_NATSLostThenBack(t *testing.T) {
 	ns := natstest.Start(t)
-	f := cvmtest.NewPayFixture(t, 0)
+	f := peertest.NewPayFixture(t, 0)
 	// A long timeout: the call must be back well within twice it, even
 	// when NATS is slow to restart on a loaded machine.
 	opts := replicaOpts(t, ns.URL(), "solo")
-	opts.Timeout = 5 * time.Second
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{f.Relay.URL}, Replicas: replica.New(opts)}, cvmtest.CounterServer(&f.Calls))
+	opts.Timeout = testwait.Timeout(5 * time.Second)
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{f.Relay.URL}, Replicas: replica.New(opts)}, peertest.CounterServer(&f.Calls))
 	awaitGroup(t, 1, srv)
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL}, RequestTimeout: 20 * time.Second})
-	if _, err := cvmtest.Call(cs, "count", nil); err != nil {
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL}, RequestTimeout: testwait.Timeout(20 * time.Second)})
+	if _, err := peertest.Call(cs, "count", nil); err != nil {
 		t.Fatal(err)
 	}
 	natsLost(t, ns, srv)
@@ -191,7 +193,7 @@ func TestReplicas_NATSLostThenBack(t *testing.T) {
 	if err := <-res; err != nil {
 		t.Fatalf("call held while NATS was down: %v", err)
 	}
-	if _, err := cvmtest.Call(cs, "count", nil); err != nil {
+	if _, err := peertest.Call(cs, "count", nil); err != nil {
 		t.Fatalf("call after NATS came back: %v", err)
 	}
 	if n := f.Calls.Load(); n != 3 {
@@ -207,26 +209,26 @@ func TestReplicas_NATSLostThenBack(t *testing.T) {
 // answered -32018, which is then true.
 func TestReplicas_HeldTooLongIsRefusedNotRun(t *testing.T) {
 	ns := natstest.Start(t)
-	f := cvmtest.NewPayFixture(t, 0)
+	f := peertest.NewPayFixture(t, 0)
 	// One replica: no false death to fear from a short timeout.
 	opts := replicaOpts(t, ns.URL(), "solo")
 	opts.Timeout = time.Second
-	srv := cvmtest.Serve(t, contextvm.ServerOptions{Relays: []string{f.Relay.URL}, Replicas: replica.New(opts)}, cvmtest.CounterServer(&f.Calls))
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{f.Relay.URL}, Replicas: replica.New(opts)}, peertest.CounterServer(&f.Calls))
 	awaitGroup(t, 1, srv)
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL}, RequestTimeout: 20 * time.Second})
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL}, RequestTimeout: testwait.Timeout(20 * time.Second)})
 	natsLost(t, ns, srv)
 	res := callHeld(t, cs, srv, 1)
 	// Pacing that is the behaviour under test: held past twice the
 	// membership timeout.
 	time.Sleep(2 * opts.Timeout)
 	ns.Restart()
-	if err := <-res; cvmtest.RPCCode(err) != contextvm.CodeReplicaUnavailable {
+	if err := <-res; peertest.RPCCode(err) != contextvm.CodeReplicaUnavailable {
 		t.Fatalf("call held too long: %v; want %d", err, contextvm.CodeReplicaUnavailable)
 	}
 	if n := f.Calls.Load(); n != 0 {
 		t.Fatalf("%d executions of a call refused", n)
 	}
-	if _, err := cvmtest.Call(cs, "count", nil); err != nil {
+	if _, err := peertest.Call(cs, "count", nil); err != nil {
 		t.Fatalf("call after NATS came back: %v", err)
 	}
 	if st, _ := status(srv); f.Calls.Load() != 1 || st.Refused != 1 {
@@ -247,27 +249,26 @@ func leaders(srvs ...*contextvm.Server) (n int, who *contextvm.Server) {
 // One replica at a time announces; when it goes, another takes over.
 func TestReplicas_OneAnnouncerAndTakeover(t *testing.T) {
 	ns := natstest.Start(t)
-	f := cvmtest.NewPayFixture(t, 0)
+	f := peertest.NewPayFixture(t, 0)
 	signer := contextvm.NewKeySigner(nostr.Generate())
 	var srvs []*contextvm.Server
 	for _, m := range []string{"a", "b", "c"} {
-		srvs = append(srvs, cvmtest.Serve(t, contextvm.ServerOptions{Signer: signer, Relays: []string{f.Relay.URL}, Announce: true,
-			Replicas: replica.New(replicaOpts(t, ns.URL(), m))}, cvmtest.CounterServer(&f.Calls)))
+		srvs = append(srvs, peertest.Serve(t, contextvm.ServerOptions{Signer: signer, Relays: []string{f.Relay.URL}, Announce: true,
+			Replicas: replica.New(replicaOpts(t, ns.URL(), m))}, peertest.CounterServer(&f.Calls)))
 	}
 	awaitGroup(t, 3, srvs...)
 	await := func(srvs []*contextvm.Server) *contextvm.Server {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			n, who := leaders(srvs...)
-			if n == 1 {
-				return who
-			}
-			if n > 1 || time.Now().After(deadline) {
-				t.Fatalf("%d announcers", n)
-			}
-			time.Sleep(20 * time.Millisecond)
+		var n int
+		var who *contextvm.Server
+		testwait.Until(t.Context(), 10*time.Second, func() bool {
+			n, who = leaders(srvs...)
+			return n > 0 // one, or more at once: a failure seen at once
+		})
+		if n != 1 {
+			t.Fatalf("%d announcers", n)
 		}
+		return who
 	}
 	first := await(srvs)
 	first.Close()
@@ -284,14 +285,14 @@ func TestReplicas_OneAnnouncerAndTakeover(t *testing.T) {
 // after the membership timeout.
 func TestReplicas_LeavingIsSeenAtOnce(t *testing.T) {
 	ns := natstest.Start(t)
-	f := cvmtest.NewPayFixture(t, 0)
+	f := peertest.NewPayFixture(t, 0)
 	signer := contextvm.NewKeySigner(nostr.Generate())
 	var srvs []*contextvm.Server
 	for _, m := range []string{"a", "b"} {
 		ro := replicaOpts(t, ns.URL(), m)
 		ro.Timeout = time.Minute
 		opts := contextvm.ServerOptions{Signer: signer, Relays: []string{f.Relay.URL}, Replicas: replica.New(ro)}
-		srvs = append(srvs, cvmtest.Serve(t, opts, cvmtest.CounterServer(&f.Calls)))
+		srvs = append(srvs, peertest.Serve(t, opts, peertest.CounterServer(&f.Calls)))
 	}
 	awaitGroup(t, 2, srvs...)
 	srvs[0].Close()

@@ -13,10 +13,11 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/contextvm/cep8"
-	"github.com/cvmgo/cvm/contextvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/contextvm/internal/peertest"
 	"github.com/cvmgo/cvm/contextvm/replica"
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
@@ -27,9 +28,12 @@ import (
 
 // Failover tests: a replica dies with something in flight, and the
 // survivor answers it within the membership timeout. The membership
-// timeout of these groups is replicaTimeout; an answer may take that, one
-// heartbeat, and the relay round trips.
-const failoverBound = replicaTimeout + 3*time.Second
+// timeout of these groups is membershipTimeout; an answer may take that,
+// one heartbeat, and the relay round trips: failoverWithin, which
+// failoverBound scales as replicaTimeout is (testwait).
+const failoverWithin = membershipTimeout + 3*time.Second
+
+var failoverBound = testwait.Timeout(failoverWithin)
 
 // killableReplica is a replica whose relay pool and NATS connection are
 // its own: closing both is what a kill -9 looks like to the others (no
@@ -62,7 +66,7 @@ func killableGroup(t *testing.T, natsURL, relayURL string, signer contextvm.Sign
 		ro := replicaOpts(t, natsURL, m)
 		o.Replicas, rep.conn = replica.New(ro), ro.Conn
 		mcpServer := mk(i, &rep.srv)
-		rep.srv = cvmtest.Serve(t, o, mcpServer)
+		rep.srv = peertest.Serve(t, o, mcpServer)
 		reps = append(reps, rep)
 	}
 	awaitGroup(t, 2, reps[0].srv, reps[1].srv)
@@ -106,11 +110,11 @@ func TestReplicas_BatchInFlightOnLostReplica(t *testing.T) {
 	release := make(chan struct{})
 	started := []chan struct{}{make(chan struct{}, 4), make(chan struct{}, 4)}
 	reps := killableGroup(t, ns.URL(), r.URL, signer, static(contextvm.ServerOptions{}), func(i int, _ **contextvm.Server) *mcp.Server {
-		return cvmtest.SlowServer(release, started[i])
+		return peertest.SlowServer(release, started[i])
 	})
 	t.Cleanup(func() { close(release) }) // before the servers close
 	server, _ := signer.GetPublicKey(t.Context())
-	peer := cvmtest.NewRawPeer(t, r.URL)
+	peer := peertest.NewRawPeer(t, r.URL)
 	peer.Initialize(server)
 	owner := ownerOf(t, reps)
 
@@ -120,7 +124,7 @@ func TestReplicas_BatchInFlightOnLostReplica(t *testing.T) {
 	peer.Publish(b)
 	select {
 	case <-started[owner]:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("the batch did not start on its owner")
 	}
 	killed := time.Now()
@@ -129,11 +133,11 @@ func TestReplicas_BatchInFlightOnLostReplica(t *testing.T) {
 	var evt nostr.Event
 	for {
 		var ok bool
-		evt, ok = peer.Next(failoverBound + 5*time.Second)
+		evt, ok = peer.Next(failoverWithin + 5*time.Second)
 		if !ok {
 			t.Fatal("the batch in flight on the lost replica was never answered")
 		}
-		if e, _ := cvmtest.FirstTag(evt.Tags, "e"); e == b.ID.Hex() {
+		if e, _ := peertest.FirstTag(evt.Tags, "e"); e == b.ID.Hex() {
 			break
 		}
 		// The handshake's in-flight record, not removed yet when its
@@ -164,7 +168,7 @@ func TestReplicas_BatchInFlightOnLostReplica(t *testing.T) {
 		if !ok {
 			break
 		}
-		if e, _ := cvmtest.FirstTag(extra.Tags, "e"); e == b.ID.Hex() {
+		if e, _ := peertest.FirstTag(extra.Tags, "e"); e == b.ID.Hex() {
 			t.Errorf("a second answer to the batch: %s", extra.Content)
 		}
 	}
@@ -208,7 +212,7 @@ func TestReplicas_OpenStreamOnLostReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "reader"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
 	if err != nil {
@@ -236,14 +240,14 @@ func TestReplicas_OpenStreamOnLostReplica(t *testing.T) {
 
 	select {
 	case err := <-callErr:
-		if cvmtest.RPCCode(err) != contextvm.CodeReplicaLost {
+		if peertest.RPCCode(err) != contextvm.CodeReplicaLost {
 			t.Fatalf("call on the lost replica: %v; want %d", err, contextvm.CodeReplicaLost)
 		}
 		within(t, "call answered", killed)
-	case <-time.After(failoverBound + 5*time.Second):
+	case <-time.After(testwait.Timeout(failoverWithin + 5*time.Second)):
 		t.Fatal("the call streaming on the lost replica was never answered")
 	}
-	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	rctx, rcancel := context.WithTimeout(ctx, testwait.Timeout(5*time.Second))
 	defer rcancel()
 	_, err = reader.Next(rctx)
 	switch {
@@ -272,7 +276,7 @@ func TestReplicas_ServerRequestInFlightOnLostReplica(t *testing.T) {
 	signer := contextvm.NewKeySigner(nostr.Generate())
 	runs := make(chan int, 4)
 	reps := killableGroup(t, ns.URL(), r.URL, signer, static(contextvm.ServerOptions{}), func(i int, _ **contextvm.Server) *mcp.Server {
-		s := cvmtest.EchoServer()
+		s := peertest.EchoServer()
 		mcp.AddTool(s, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			runs <- i
 			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "form", Message: "proceed?",
@@ -293,7 +297,7 @@ func TestReplicas_ServerRequestInFlightOnLostReplica(t *testing.T) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
 		},
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
 	cs, err := contextvm.Connect(ctx, client, contextvm.ClientOptions{Server: server.Hex(), Relays: []string{r.URL},
 		Signer: contextvm.NewKeySigner(nostr.Generate())})
@@ -319,16 +323,16 @@ func TestReplicas_ServerRequestInFlightOnLostReplica(t *testing.T) {
 	close(answer) // the client's answer now reaches the survivor only
 	select {
 	case err := <-callErr:
-		if cvmtest.RPCCode(err) != contextvm.CodeReplicaLost {
+		if peertest.RPCCode(err) != contextvm.CodeReplicaLost {
 			t.Fatalf("call on the lost replica: %v; want %d", err, contextvm.CodeReplicaLost)
 		}
 		within(t, "call answered", killed)
-	case <-time.After(failoverBound + 5*time.Second):
+	case <-time.After(testwait.Timeout(failoverWithin + 5*time.Second)):
 		t.Fatalf("the call waiting for the client on the lost replica was never answered; the survivor's log:\n%s\nthe lost replica's log:\n%s", survivor.logs.String(), reps[owner].logs.String())
 	}
 	survivor.logs.Await(t, 10*time.Second, "dropping a response to no request of ours")
 	// The client is served by the survivor from now on.
-	if got := cvmtest.CallEcho(t, cs, "after"); got != "after" {
+	if got := peertest.CallEcho(t, cs, "after"); got != "after" {
 		t.Fatalf("echo after the failover: %q", got)
 	}
 	st, _ := status(survivor.srv)
@@ -351,8 +355,8 @@ func TestReplicas_FragmentedRequestOnLostReplica(t *testing.T) {
 	release := make(chan struct{})
 	runs := make(chan int, 4)
 	reps := killableGroup(t, ns.URL(), r.URL, signer, static(contextvm.ServerOptions{}), func(i int, _ **contextvm.Server) *mcp.Server {
-		s := cvmtest.EchoServer()
-		mcp.AddTool(s, &mcp.Tool{Name: "hold"}, func(ctx context.Context, req *mcp.CallToolRequest, in cvmtest.EchoArgs) (*mcp.CallToolResult, any, error) {
+		s := peertest.EchoServer()
+		mcp.AddTool(s, &mcp.Tool{Name: "hold"}, func(ctx context.Context, req *mcp.CallToolRequest, in peertest.EchoArgs) (*mcp.CallToolResult, any, error) {
 			runs <- i
 			select {
 			case <-release:
@@ -364,11 +368,11 @@ func TestReplicas_FragmentedRequestOnLostReplica(t *testing.T) {
 	})
 	t.Cleanup(func() { close(release) })
 	server, _ := signer.GetPublicKey(t.Context())
-	cs := cvmtest.Connect(t, contextvm.ClientOptions{Server: server.Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(nostr.Generate())})
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: server.Hex(), Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(nostr.Generate())})
 	owner := ownerOf(t, reps)
 	callErr := make(chan error, 1)
 	go func() {
-		_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "hold", Arguments: cvmtest.EchoArgs{Text: cvmtest.BigText(100_000)}})
+		_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "hold", Arguments: peertest.EchoArgs{Text: peertest.BigText(100_000)}})
 		callErr <- err
 	}()
 	select {
@@ -376,18 +380,18 @@ func TestReplicas_FragmentedRequestOnLostReplica(t *testing.T) {
 		if i != owner {
 			t.Fatalf("ran on replica %d, not its owner %d", i, owner)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(testwait.Timeout(20 * time.Second)):
 		t.Fatal("the fragmented request never ran")
 	}
 	killed := time.Now()
 	reps[owner].kill()
 	select {
 	case err := <-callErr:
-		if cvmtest.RPCCode(err) != contextvm.CodeReplicaLost {
+		if peertest.RPCCode(err) != contextvm.CodeReplicaLost {
 			t.Fatalf("fragmented call on the lost replica: %v; want %d", err, contextvm.CodeReplicaLost)
 		}
 		within(t, "call answered", killed)
-	case <-time.After(failoverBound + 5*time.Second):
+	case <-time.After(testwait.Timeout(failoverWithin + 5*time.Second)):
 		t.Fatal("the fragmented call on the lost replica was never answered")
 	}
 	if n := len(runs); n != 0 {
@@ -408,16 +412,16 @@ func TestReplicas_TransferCutByLostReplicaIsAborted(t *testing.T) {
 	signer := contextvm.NewKeySigner(nostr.Generate())
 	var calls atomic.Int64
 	reps := killableGroup(t, ns.URL(), r.URL, signer, static(contextvm.ServerOptions{}), func(int, **contextvm.Server) *mcp.Server {
-		return cvmtest.CounterServer(&calls)
+		return peertest.CounterServer(&calls)
 	})
 	server, _ := signer.GetPublicKey(t.Context())
-	peer := cvmtest.NewRawPeer(t, r.URL)
+	peer := peertest.NewRawPeer(t, r.URL)
 	peer.Initialize(server)
 	owner := ownerOf(t, reps)
 	request := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"count","arguments":{},"_meta":{"progressToken":"raw","pad":"` +
 		strings.Repeat("z", 5000) + `"}}}`
 	var killed time.Time
-	cvmtest.RawTransfer(t, peer, server, request, func(i int, _ map[string]any) bool {
+	peertest.RawTransfer(t, peer, server, request, func(i int, _ map[string]any) bool {
 		if i == 2 { // the start and a chunk went to the owner
 			killed = time.Now()
 			reps[owner].kill()
@@ -493,10 +497,10 @@ func (h *heldHandler) Pay(ctx context.Context, req payments.PaymentRequired, max
 func payAsOwnerDies(t *testing.T, explicit bool) (log string, answered time.Duration) {
 	t.Helper()
 	ns := natstest.Start(t)
-	f := cvmtest.NewPayFixture(t, 100)
+	f := peertest.NewPayFixture(t, 100)
 	signer := contextvm.NewKeySigner(nostr.Generate())
 	reps := killableGroup(t, ns.URL(), f.Relay.URL, signer, func() contextvm.ServerOptions { return f.ServerOptions(0) }, func(int, **contextvm.Server) *mcp.Server {
-		return cvmtest.CounterServer(&f.Calls)
+		return peertest.CounterServer(&f.Calls)
 	})
 	h := &heldHandler{h: &payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}, asked: make(chan struct{}, 1), release: make(chan struct{})}
 	cs := f.Client(t, reps[0].srv, &cep8.PayOptions{Handlers: []payments.Handler{h}, Budget: &payments.Budget{PerCall: 10}, ExplicitGating: explicit})
@@ -507,12 +511,12 @@ func payAsOwnerDies(t *testing.T, explicit bool) (log string, answered time.Dura
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := cvmtest.Call(cs, "count", nil)
+		res, err := peertest.Call(cs, "count", nil)
 		done <- outcome{res, err}
 	}()
 	select {
 	case <-h.asked:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("no payment was asked for")
 	}
 	killed := time.Now()
@@ -522,20 +526,25 @@ func payAsOwnerDies(t *testing.T, explicit bool) (log string, answered time.Dura
 	var o outcome
 	select {
 	case o = <-done:
-	case <-time.After(failoverBound + 10*time.Second):
+	case <-time.After(testwait.Timeout(failoverWithin + 10*time.Second)):
 		t.Fatal("the paid call was never answered")
 	}
 	answered = time.Since(killed)
 	if o.err != nil {
-		t.Fatalf("the paid call: %v (code %d)", o.err, cvmtest.RPCCode(o.err))
+		t.Fatalf("the paid call: %v (code %d)", o.err, peertest.RPCCode(o.err))
 	}
 	t.Logf("paid call answered %v after the kill", answered.Round(time.Millisecond))
 	if text := o.res.Content[0].(*mcp.TextContent).Text; text != "1" {
 		t.Fatalf("result %q, want the first run", text)
 	}
-	// The dead replica's own verification ends within its claim's
-	// patience (the membership timeout); it must not run the call.
-	time.Sleep(replicaTimeout + time.Second)
+	// The dead replica's own verification ends (transparent: within its
+	// claim's patience, the membership timeout), and it must not have run
+	// the call: it says when it has given up.
+	gaveUp := "a verified payment's request is left to another replica"
+	if explicit {
+		gaveUp = "explicit-gating payment not verified"
+	}
+	reps[owner].logs.Await(t, 10*time.Second, gaveUp)
 	if a, s := f.Balances(t); a != 90 || s != 10 || f.Calls.Load() != 1 {
 		t.Fatalf("balances alice %d srv %d, %d runs; want 90, 10 and 1", a, s, f.Calls.Load())
 	}

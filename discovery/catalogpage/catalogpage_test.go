@@ -24,6 +24,7 @@ import (
 	"github.com/cvmgo/cvm/commonschema"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/discovery"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/outbound"
 	"github.com/cvmgo/cvm/outbound/outboundtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -382,7 +383,7 @@ func TestEvents_NotifyReachesOpenPages(t *testing.T) {
 		t.Fatal("no retry line first")
 	}
 	p.Notify()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testwait.Timeout(10 * time.Second))
 	for {
 		select {
 		case l, ok := <-lines:

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cvmgo/cvm/internal/testwait"
 )
 
 func TestOpenCommand_CloseStopsWhatTheServerStarted(t *testing.T) {
@@ -35,7 +37,7 @@ func TestOpenCommand_CloseStopsWhatTheServerStarted(t *testing.T) {
 func TestOpenCommand_ServerExitStopsItsGroup(t *testing.T) {
 	conn, held := openScript(t, `trap '' TERM; (exec sleep 60) & echo 'boom: bad config' >&2; exit 3`)
 	awaitEOF(t, held, 10*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	if _, err := conn.Read(ctx); err == nil || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("read after the server exited: %v, want the end of the connection", err)

@@ -74,7 +74,7 @@ func TestLink_BackoffDoublesAndStartsOverOnceStable(t *testing.T) {
 		checkWaits(t, waits, []time.Duration{min, 2 * min, 4 * min, max, max, max, max})
 
 		// Up for longer than StableAfter: the next restart starts over.
-		time.Sleep(stable)
+		time.Sleep(stable) // synctest clock: up for StableAfter
 		mu.Lock()
 		opens = []time.Time{time.Now()}
 		mu.Unlock()

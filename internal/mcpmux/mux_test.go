@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/internal/mcpmsg"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -106,7 +107,7 @@ func (u *testUpstream) waitHung(t testing.TB, text string) {
 			if got == text {
 				return
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(testwait.Timeout(10 * time.Second)):
 			t.Fatalf("the hang call %q never ran", text)
 		}
 	}
@@ -143,7 +144,7 @@ func (c *testCaller) Send(msg jsonrpc.Message, related jsonrpc.ID) error {
 
 func openMux(t testing.TB, u Upstream, routing Routing) *Mux {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	m, err := Open(ctx, Options{Upstream: u, ProtocolVersion: "2025-11-25", Routing: routing, Name: "the test mux",
 		Hint: "try per-client", RestartMin: time.Millisecond, RestartMax: 10 * time.Millisecond})
@@ -177,7 +178,7 @@ func (c *testCaller) next() sent {
 	select {
 	case m := <-c.msg:
 		return m
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		c.t.Fatal("nothing reached the caller")
 		return sent{}
 	}
@@ -323,7 +324,7 @@ func TestMux_CancellationIsTranslated(t *testing.T) {
 		if got != "cancel me" {
 			t.Fatalf("cancelled %q", got)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("the upstream never saw the cancellation")
 	}
 	if n := m.InFlight(); n != 0 {
@@ -343,7 +344,7 @@ func TestMux_ACallerLeavingCancelsItsCalls(t *testing.T) {
 		if got != "left" {
 			t.Fatalf("cancelled %q", got)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatal("the upstream never heard that the caller left")
 	}
 	select {
@@ -369,16 +370,42 @@ func sampleFrom(t *testing.T, c *testCaller, id int64) (*jsonrpc.Request, jsonrp
 	return nil, jsonrpc.ID{}, nil
 }
 
-func TestMux_RouteSole_TheOneBusyCallerIsAsked(t *testing.T) {
-	m := openMux(t, newTestUpstream(t), RouteSole)
-	c := join(t, m, true)
-	req, related, refused := sampleFrom(t, c, 5)
-	if refused != nil || req.Method != mcpmsg.MethodCreateMessage || related != mcpmsg.IntID(5) {
-		t.Fatalf("request %v related %v refused %v", req, related.Raw(), refused)
-	}
-	c.s.Handle(&jsonrpc.Response{ID: req.ID, Result: json.RawMessage(`{"role":"assistant","model":"m","content":{"type":"text","text":"sampled"}}`)})
-	if got := toolText(t, c.answer(mcpmsg.IntID(5), nil)); got != "sampled" {
-		t.Fatalf("tool result %q", got)
+// The server's sampling request goes to the caller the routing picks,
+// and that caller's answer comes back into the tool's result: under
+// RouteSole the one caller with a call in flight; under RouteNewest the
+// newest call of a caller that declared sampling, though another caller
+// (undeclared) has a call in flight too.
+func TestMux_SamplingGoesToTheRoutedCaller(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		routing Routing
+		// busyOther: another caller, undeclared, has a call in flight.
+		busyOther bool
+		id        int64
+		text      string
+	}{
+		{"sole: the one busy caller is asked", RouteSole, false, 5, "sampled"},
+		{"newest: the newest declared call is asked", RouteNewest, true, 9, "a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newTestUpstream(t)
+			m := openMux(t, u, tc.routing)
+			c := join(t, m, true)
+			if tc.busyOther {
+				b := join(t, m, false)
+				b.s.Handle(&jsonrpc.Request{ID: mcpmsg.IntID(1), Method: "tools/call", Params: json.RawMessage(toolCall("hang", "busy"))})
+				u.waitHung(t, "busy")
+			}
+			id := mcpmsg.IntID(tc.id)
+			req, related, refused := sampleFrom(t, c, tc.id)
+			if refused != nil || req.Method != mcpmsg.MethodCreateMessage || related != id {
+				t.Fatalf("request %v related %v refused %v", req, related.Raw(), refused)
+			}
+			c.s.Handle(&jsonrpc.Response{ID: req.ID, Result: json.RawMessage(`{"role":"assistant","model":"m","content":{"type":"text","text":"` + tc.text + `"}}`)})
+			if got := toolText(t, c.answer(id, nil)); got != tc.text {
+				t.Fatalf("tool result %q", got)
+			}
+		})
 	}
 }
 
@@ -400,22 +427,6 @@ func TestMux_RouteSole_RefusesWhatItCannotTell(t *testing.T) {
 	}
 }
 
-func TestMux_RouteNewest_AsksTheNewestDeclaredCall(t *testing.T) {
-	u := newTestUpstream(t)
-	m := openMux(t, u, RouteNewest)
-	a, b := join(t, m, true), join(t, m, false)
-	b.s.Handle(&jsonrpc.Request{ID: mcpmsg.IntID(1), Method: "tools/call", Params: json.RawMessage(toolCall("hang", "busy"))})
-	u.waitHung(t, "busy")
-	req, related, refused := sampleFrom(t, a, 9)
-	if refused != nil || related != mcpmsg.IntID(9) {
-		t.Fatalf("request %v related %v refused %v", req, related.Raw(), refused)
-	}
-	a.s.Handle(&jsonrpc.Response{ID: req.ID, Result: json.RawMessage(`{"role":"assistant","model":"m","content":{"type":"text","text":"a"}}`)})
-	if got := toolText(t, a.answer(mcpmsg.IntID(9), nil)); got != "a" {
-		t.Fatalf("tool result %q", got)
-	}
-}
-
 // An upstream that dies fails what is in flight at once, is restarted, and
 // gets the subscriptions and log level again; callers hear that the lists
 // may have changed.
@@ -432,7 +443,7 @@ func TestMux_UpstreamDeathFailsCallsAndRestarts(t *testing.T) {
 	if e := wireErr(r); e == nil || e.Code != CodeUpstreamUnavailable || !strings.Contains(e.Message, "restarting") {
 		t.Fatalf("call in flight when the upstream died: %+v", r)
 	}
-	waitFor(t, "the restart", func() bool { return u.subs.Load() == 2 })
+	testwait.Eventually(t, 10*time.Second, "the restart", func() bool { return u.subs.Load() == 2 })
 	if got := toolText(t, c.request(mcpmsg.IntID(4), "tools/call", toolCall("echo", "back"))); got != "back" {
 		t.Fatalf("after the restart: %q", got)
 	}
@@ -467,7 +478,7 @@ func TestMux_InFlightUntilTheAnswerIsHandedOver(t *testing.T) {
 	if n := within(t, inFlight, "the error for the call the upstream died with"); n != 1 {
 		t.Fatalf("in flight %d while the error is handed over, want 1", n)
 	}
-	waitFor(t, "nothing in flight", func() bool { return s.Load().InFlight() == 0 })
+	testwait.Eventually(t, 10*time.Second, "nothing in flight", func() bool { return s.Load().InFlight() == 0 })
 }
 
 func within[T any](t testing.TB, ch <-chan T, what string) T {
@@ -475,21 +486,10 @@ func within[T any](t testing.TB, ch <-chan T, what string) T {
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatalf("no %s", what)
 		var zero T
 		return zero
-	}
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

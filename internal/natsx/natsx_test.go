@@ -12,6 +12,7 @@ import (
 
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/nats-io/nats.go"
 )
 
@@ -34,7 +35,7 @@ func TestNATS_ConnectFailsFastWhenUnreachable(t *testing.T) {
 
 func TestNATS_UpFollowsTheServer(t *testing.T) {
 	s := natstest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := testwait.Context(t, 60*time.Second)
 	defer cancel()
 	c, err := natsx.Connect(ctx, s.URL(), natsx.Options{ReconnectWait: 50 * time.Millisecond})
 	if err != nil {
@@ -106,7 +107,7 @@ func connectRecorded(ctx context.Context, t *testing.T, s *natstest.Server) (*na
 // has run, so that nothing about the connection is logged after it.
 func TestNATS_CloseIsNoLostLink(t *testing.T) {
 	s := natstest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := testwait.Context(t, 60*time.Second)
 	defer cancel()
 	c, h := connectRecorded(ctx, t, s)
 	c.Close()
@@ -132,7 +133,7 @@ func TestNATS_CloseIsNoLostLink(t *testing.T) {
 // subject and the count, not on stderr.
 func TestNATS_SlowConsumerIsLogged(t *testing.T) {
 	s := natstest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := testwait.Context(t, 60*time.Second)
 	defer cancel()
 	c, h := connectRecorded(ctx, t, s)
 	defer c.Close()

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cvmgo/cvm/internal/testwait"
 )
 
 // Buffer collects what is written to it. The zero value is ready; its
@@ -68,10 +70,11 @@ func (b *Buffer) WaitFor(ctx context.Context, want ...string) error {
 	}
 }
 
-// Await is WaitFor for a test: it fails t when d passes first.
+// Await is WaitFor for a test: it fails t when d, scaled as every test
+// deadline is (testwait.Timeout), passes first.
 func (b *Buffer) Await(t testing.TB, d time.Duration, want ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := testwait.Context(t, d)
 	defer cancel()
 	if err := b.WaitFor(ctx, want...); err != nil {
 		t.Fatal(err)

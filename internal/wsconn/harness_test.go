@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"go.uber.org/goleak"
 )
 
@@ -100,7 +101,7 @@ func (ts *testServer) next() *served {
 	select {
 	case s := <-ts.conns:
 		return s
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		ts.t.Fatal("no connection accepted")
 		return nil
 	}
@@ -109,7 +110,7 @@ func (ts *testServer) next() *served {
 // dial connects a websocket client and returns it with the server's side.
 func (ts *testServer) dial() (*websocket.Conn, *served) {
 	ts.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := testwait.Context(ts.t, 10*time.Second)
 	defer cancel()
 	c, _, err := websocket.Dial(ctx, ts.url, nil)
 	if err != nil {
@@ -237,7 +238,7 @@ func wait[T any](t *testing.T, ch <-chan T, what string) T {
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(10 * time.Second)):
 		t.Fatalf("timed out waiting for %s", what)
 		var zero T
 		return zero

@@ -3,7 +3,6 @@ package wsconn
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/internal/testwait"
 )
 
 // chunkReader returns msg in reads of the sizes in chunks (cycled, 0 read
@@ -177,7 +177,7 @@ func FuzzReadMessage(f *testing.F) {
 			cli.Write(input)
 			cli.Close()
 		})
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := testwait.Context(t, 10*time.Second)
 		defer cancel()
 		for {
 			_, data, err := c.ReadMessage(ctx)

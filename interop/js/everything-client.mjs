@@ -15,6 +15,7 @@ import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/typ
 import { NostrClientTransport, PrivateKeySigner, ApplesauceRelayPool } from '@contextvm/sdk';
 import { generateSecretKey } from 'nostr-tools/pure';
 import { bytesToHex } from 'nostr-tools/utils';
+import { ProgressProbe } from './progress-probe.mjs';
 
 const relays = (process.env.RELAY_URL ?? '').split(',').filter(Boolean);
 const timeout = Number(process.env.TIMEOUT_MS ?? 15000);
@@ -35,6 +36,7 @@ try {
     logLevel: process.env.LOG_LEVEL ?? 'error',
   });
   const client = new Client({ name: 'ts-everything-client', version: '1.0.0' });
+  const probe = new ProgressProbe(client, transport);
   const updated = [];
   let onUpdate;
   client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => { updated.push(n.params.uri); onUpdate?.(); });
@@ -51,9 +53,10 @@ try {
 
   out.step = 'progress';
   const progress = [];
-  await client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 0.3, steps: 3 } }, undefined,
-    { ...opts, onprogress: (p) => progress.push(p.progress) });
+  await probe.measure(() => client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 0.3, steps: 3 } }, undefined,
+    { ...opts, onprogress: (p) => progress.push(p.progress) }));
   out.progress = progress;
+  out.progressProbe = probe.last;
 
   out.step = 'resources';
   const resources = (await client.listResources({}, opts)).resources;

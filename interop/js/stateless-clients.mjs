@@ -11,6 +11,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { NostrClientTransport, PrivateKeySigner, ApplesauceRelayPool } from '@contextvm/sdk';
 import { generateSecretKey } from 'nostr-tools/pure';
 import { bytesToHex } from 'nostr-tools/utils';
+import { ProgressProbe } from './progress-probe.mjs';
 
 const relays = (process.env.RELAY_URL ?? '').split(',').filter(Boolean);
 const n = Number(process.env.N ?? 20);
@@ -24,7 +25,8 @@ const killer = setTimeout(() => {
 
 const text = (res) => (res.content ?? []).filter((c) => c.type === 'text').map((c) => c.text).join('\n');
 
-// oneShot connects a client with a fresh key, runs f with it and closes it.
+// oneShot connects a client with a fresh key, runs f with it (and a
+// progress probe) and closes it.
 async function oneShot(isStateless, f) {
   const transport = new NostrClientTransport({
     signer: new PrivateKeySigner(bytesToHex(generateSecretKey())),
@@ -34,9 +36,10 @@ async function oneShot(isStateless, f) {
     logLevel: process.env.LOG_LEVEL ?? 'error',
   });
   const client = new Client({ name: 'ts-one-shot', version: '1.0.0' });
+  const probe = new ProgressProbe(client, transport);
   await client.connect(transport, { timeout });
   try {
-    return await f(client);
+    return await f(client, probe);
   } finally {
     await client.close();
   }
@@ -47,12 +50,13 @@ const sum = (client, a) => client.callTool({ name: 'get-sum', arguments: { a, b:
 try {
   for (let i = 0; i < n; i++) {
     out.step = `stateless client ${i}`;
-    out.sums.push(await oneShot(true, async (client) => {
+    out.sums.push(await oneShot(true, async (client, probe) => {
       if (i === n - 1) {
         const progress = [];
-        await client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 0.3, steps: 3 } }, undefined,
-          { timeout, onprogress: (p) => progress.push(p.progress) });
+        await probe.measure(() => client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 0.3, steps: 3 } }, undefined,
+          { timeout, onprogress: (p) => progress.push(p.progress) }));
         out.progress = progress;
+        out.progressProbe = probe.last;
       }
       return sum(client, i);
     }));

@@ -14,6 +14,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import {
   CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { ProgressProbe } from './progress-probe.mjs';
 
 const timeout = Number(process.env.TIMEOUT_MS ?? 15000);
 const out = { ok: false };
@@ -50,6 +51,7 @@ try {
   if (caps.includes('roots')) {
     client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: [{ uri: 'file:///tmp/cvm-interop-root', name: 'interop' }] }));
   }
+  const probe = new ProgressProbe(client, transport);
   const opts = { timeout };
   await client.connect(transport, opts);
   out.serverInfo = client.getServerVersion();
@@ -57,11 +59,11 @@ try {
   out.results = [];
   for (const call of JSON.parse(process.env.CALLS ?? '[]')) {
     const progress = [];
-    const res = await client.callTool({ name: call.name, arguments: call.arguments }, undefined,
-      call.progress ? { ...opts, onprogress: (p) => progress.push(p.progress) } : opts);
+    const res = await probe.measure(() => client.callTool({ name: call.name, arguments: call.arguments }, undefined,
+      call.progress ? { ...opts, onprogress: (p) => progress.push(p.progress) } : opts));
     out.results.push({
       text: (res.content ?? []).filter((c) => c.type === 'text').map((c) => c.text).join('\n'),
-      structured: res.structuredContent, isError: res.isError ?? false, progress,
+      structured: res.structuredContent, isError: res.isError ?? false, progress, progressProbe: probe.last,
     });
   }
   await client.close();

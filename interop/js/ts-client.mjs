@@ -11,6 +11,7 @@ import {
 } from '@contextvm/sdk';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { bytesToHex, hexToBytes } from 'nostr-tools/utils';
+import { ProgressProbe } from './progress-probe.mjs';
 
 const relays = (process.env.RELAY_URL ?? '').split(',').filter(Boolean);
 const sk = process.env.CLIENT_PRIVKEY ?? bytesToHex(generateSecretKey());
@@ -36,6 +37,7 @@ try {
     logLevel: process.env.LOG_LEVEL ?? 'error',
   });
   const client = new Client({ name: 'ts-reference-client', version: '1.0.0' });
+  const probe = new ProgressProbe(client, transport);
   const opts = { timeout };
   await client.connect(transport, opts);
   out.serverInfo = client.getServerVersion();
@@ -48,10 +50,11 @@ try {
   out.add = add.structuredContent ?? add.content?.[0]?.text;
   if (out.tools.includes('slow')) {
     const progress = [];
-    const slow = await client.callTool({ name: 'slow', arguments: { steps: 3, delayMs: Number(process.env.SLOW_DELAY_MS ?? 50) } }, undefined,
-      { ...opts, onprogress: (p) => progress.push(p.progress) });
+    const slow = await probe.measure(() => client.callTool({ name: 'slow', arguments: { steps: 3, delayMs: Number(process.env.SLOW_DELAY_MS ?? 50) } }, undefined,
+      { ...opts, onprogress: (p) => progress.push(p.progress) }));
     out.slow = slow.content?.[0]?.text;
     out.progress = progress;
+    out.progressProbe = probe.last;
   }
   out.ok = true;
   await client.close();

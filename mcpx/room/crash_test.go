@@ -1,27 +1,25 @@
 package room
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/cvmgo/cvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/mcpx"
 )
 
 // childGateway is a gateway process started by a test.
 type childGateway struct {
-	cmd    *exec.Cmd
-	stderr *waitbuf.Buffer
-	exited chan struct{}
+	proc   *cvmtest.Proc
+	stderr *waitbuf.Buffer // what it logs
 	wsURL  string
 	rest   string
 }
@@ -31,41 +29,21 @@ type childGateway struct {
 func startChildGateway(t *testing.T, dir string, extra ...string) *childGateway {
 	t.Helper()
 	args := append([]string{"room", "serve", "--data", dir, "--listen", "127.0.0.1:0", "--rate", "-1", "--history-max", "-1"}, extra...)
-	cmd := exec.Command(cvmBinary, args...)
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "CVM_LOG_LEVEL=warn")
-	var stdout waitbuf.Buffer
-	c := &childGateway{cmd: cmd, stderr: &waitbuf.Buffer{}, exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = &stdout, c.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		cmd.Wait()
-		close(c.exited)
-	}()
-	t.Cleanup(c.kill)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := stdout.WaitFor(ctx, "\n"); err != nil {
-		c.kill()
-		t.Fatalf("gateway not ready: %v; stderr:\n%s", err, c.stderr)
-	}
+	env := append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "CVM_LOG_LEVEL=warn")
+	p := cvmtest.Start(t, build.CVM(t), cvmtest.Options{Env: env}, args...)
 	var ready struct {
 		URL  string `json:"url"`
 		REST string `json:"rest"`
 	}
-	if err := json.Unmarshal([]byte(strings.SplitN(stdout.String(), "\n", 2)[0]), &ready); err != nil || ready.URL == "" {
-		t.Fatalf("ready line %q: %v", stdout.String(), err)
+	p.ReadyLine(t, &ready)
+	if ready.URL == "" {
+		t.Fatalf("ready line without a url: %+v", ready)
 	}
-	c.wsURL, c.rest = ready.URL, ready.REST
-	return c
+	return &childGateway{proc: p, stderr: p.Stderr, wsURL: ready.URL, rest: ready.REST}
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
-func (c *childGateway) kill() {
-	c.cmd.Process.Kill()
-	<-c.exited
-}
+func (c *childGateway) kill() { c.proc.Kill() }
 
 // rawParticipant is a WebSocket connection to a child gateway.
 func dialChild(t *testing.T, c *childGateway, keys *Keys, topic, id string) *websocket.Conn {
@@ -74,7 +52,7 @@ func dialChild(t *testing.T, c *childGateway, keys *Keys, topic, id string) *web
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	conn, _, err := websocket.Dial(ctx, c.wsURL+"?topic="+topic, &websocket.DialOptions{
 		HTTPHeader:   http.Header{"Authorization": {"Bearer " + tok}},

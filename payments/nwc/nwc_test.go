@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
@@ -192,7 +193,7 @@ func TestServiceAnswersNIP04AndNIP44(t *testing.T) {
 // encryption tag (none if empty), and returns the decrypted response.
 func rawRequest(t *testing.T, pool *nostrx.Pool, u nwc.URI, plain, tag string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	content, err := nwc.EncryptForTest(nwc.EncryptionNIP04, plain, u.Secret(), u.Wallet)
 	if err != nil {
@@ -361,7 +362,7 @@ func TestServiceUnheardAnswerIsNoNews(t *testing.T) {
 	evt.Sign(u.Secret())
 	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: u.Relays})
 	defer pool.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	if err := pool.Publish(ctx, evt); err != nil {
 		t.Fatal(err)

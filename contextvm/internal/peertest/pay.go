@@ -1,4 +1,4 @@
-package cvmtest
+package peertest
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/contextvm/cep8"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
@@ -66,5 +67,5 @@ func (f *PayFixture) Balances(t *testing.T) (alice, srv int64) {
 // Client connects to srv through the fixture's relay, paying with pay.
 func (f *PayFixture) Client(t *testing.T, srv *contextvm.Server, pay *cep8.PayOptions) *mcp.ClientSession {
 	return Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{f.Relay.URL},
-		Encryption: contextvm.EncryptDisabled, RequestTimeout: 20 * time.Second, Payer: pay.Payer()})
+		Encryption: contextvm.EncryptDisabled, RequestTimeout: testwait.Timeout(20 * time.Second), Payer: pay.Payer()})
 }

@@ -1,4 +1,4 @@
-package cvmtest
+package peertest
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -17,7 +18,7 @@ func Serve(t testing.TB, opts contextvm.ServerOptions, mcpServer *mcp.Server) *c
 	if opts.Signer == nil {
 		opts.Signer = contextvm.NewKeySigner(nostr.Generate())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	srv, err := contextvm.NewServer(ctx, opts)
 	if err != nil {
@@ -32,7 +33,7 @@ func Serve(t testing.TB, opts contextvm.ServerOptions, mcpServer *mcp.Server) *c
 // of opts, closed when the test ends.
 func Connect(t testing.TB, opts contextvm.ClientOptions) *mcp.ClientSession {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "cvm-test-client", Version: "0.1.0"}, nil), opts)
 	if err != nil {

@@ -1,4 +1,4 @@
-package cvmtest
+package peertest
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -67,7 +68,7 @@ func SlowServer(release <-chan struct{}, started chan<- struct{}) *mcp.Server {
 // test on an error.
 func CallEcho(t testing.TB, cs *mcp.ClientSession, text string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
 	if err != nil {
@@ -76,9 +77,9 @@ func CallEcho(t testing.TB, cs *mcp.ClientSession, text string) string {
 	return res.Content[0].(*mcp.TextContent).Text
 }
 
-// Call calls the tool name with args, within 20 seconds.
+// Call calls the tool name with args, within 20 seconds (scaled by testwait).
 func Call(cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(20*time.Second))
 	defer cancel()
 	return cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 }

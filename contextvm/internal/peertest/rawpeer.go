@@ -1,4 +1,4 @@
-package cvmtest
+package peertest
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 )
 
@@ -58,7 +59,7 @@ func (p *RawPeer) MessageAt(at nostr.Timestamp, to nostr.PubKey, content string,
 // Publish publishes evt; a relay with no listener for it is no failure.
 func (p *RawPeer) Publish(evt nostr.Event) {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := testwait.Context(p.t, 5*time.Second)
 	defer cancel()
 	if err := p.Pool.Publish(ctx, evt); err != nil && !errors.Is(err, nostrx.ErrUnheard) {
 		p.t.Fatal(err)
@@ -81,7 +82,7 @@ func (p *RawPeer) Next(d time.Duration) (nostr.Event, bool) {
 			return inner, true
 		}
 		return evt, true
-	case <-time.After(d):
+	case <-time.After(testwait.Timeout(d)):
 		return nostr.Event{}, false
 	}
 }

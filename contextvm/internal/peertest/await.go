@@ -1,9 +1,11 @@
-package cvmtest
+package peertest
 
 import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cvmgo/cvm/internal/testwait"
 )
 
 // Notifier tells waiters that something changed: a tap saw an event, a
@@ -37,7 +39,7 @@ func (n *Notifier) Notify() {
 // reports, and fails the test if that takes more than ten seconds.
 func Await(t testing.TB, what string, n *Notifier, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
+	deadline := time.NewTimer(testwait.Timeout(10 * time.Second))
 	defer deadline.Stop()
 	for {
 		changed := n.Changed() // before the check: a change during it is not missed
