@@ -583,7 +583,8 @@ func printReport(w io.Writer, rep report) {
 		fmt.Fprintf(tw, "\nfree and paid calls\tnot measured: %s\n", rep.PaidError)
 	}
 	if len(rep.Paid) > 0 {
-		fmt.Fprintf(tw, "\nFREE AND PAID CALLS (%d each; add costs %d sat, paid through cvm wallet-sim)\tFREE P50\tP90\tPAID P50\tP90\tPAID/FREE\n", rep.Paid[0].Calls, price)
+		fmt.Fprintf(tw, "\nfree and paid calls, %d of each per path (echo free, add %d sat paid through cvm wallet-sim)\n", rep.Paid[0].Calls, price)
+		fmt.Fprintf(tw, "PATH\tFREE P50\tP90\tPAID P50\tP90\tPAID/FREE\n")
 	}
 	for _, r := range rep.Paid {
 		if r.Error != "" {
