@@ -9,11 +9,10 @@ import (
 	"github.com/cvmgo/cvm/internal/cvmtest"
 )
 
-// build holds the cvm command and the demo server the paid calls run,
-// built on first use with this test's crypto backend.
-var build cvmtest.Build
-
-func TestMain(m *testing.M) { cvmtest.Main(m, &build) }
+// Nothing is built through cvmtest here (run builds what the paid calls
+// run, as the command does); Main checks that no test leaves a goroutine
+// behind.
+func TestMain(m *testing.M) { cvmtest.Main(m, &cvmtest.Build{}) }
 
 // testRoot is the repository's root, where interop/ is; it fails (not
 // skips) when the pinned Node packages are missing, as the interop tests

@@ -25,13 +25,20 @@ const price = 1
 
 // The paths measured, in the order they run.
 const (
-	pathCVM         = "cvm client → cvm gateway"
-	pathReference   = "reference client → reference server"
-	pathRefToGW     = "reference client → cvm gateway"
-	ratioCVMPaid    = "paid_p50_cvm_over_reference"
-	ratioRefGWPaid  = "paid_p50_reference_client_gateway_over_reference"
-	paidCallTimeout = 30 * time.Second
+	pathCVM       = "cvm client → cvm gateway"
+	pathReference = "reference client → reference server"
+	pathRefToGW   = "reference client → cvm gateway"
 )
+
+// The ratios of the paid calls, in report.Ratios: a gateway path's paid
+// p50 over the reference pair's.
+const (
+	ratioCVMPaid   = "paid_p50_cvm_over_reference"
+	ratioRefGWPaid = "paid_p50_reference_client_gateway_over_reference"
+)
+
+// paidCallTimeout bounds a call, a wallet's answer included.
+const paidCallTimeout = 30 * time.Second
 
 // paidResult is one client–server path measured free and paid.
 type paidResult struct {
@@ -135,10 +142,20 @@ func paidOnce(ctx context.Context, receiver string, calls int, run func() ([]flo
 	if err != nil {
 		return nil, nil, err
 	}
-	if want := int64(calls+1) * price * 1000; after-before != want {
-		return nil, nil, fmt.Errorf("the server's wallet received %d msat for %d paid calls, want %d", after-before, calls+1, want)
+	if err := collected(before, after, calls+1); err != nil {
+		return nil, nil, err
 	}
 	return free, paid, nil
+}
+
+// collected says whether a server's wallet, holding before msat and then
+// after, received the price of paid calls: no more (a call charged twice),
+// no less (a call run unpaid, or not priced at all).
+func collected(before, after int64, paid int) error {
+	if want := int64(paid) * price * 1000; after-before != want {
+		return fmt.Errorf("the server's wallet received %d msat for %d paid calls, want %d", after-before, paid, want)
+	}
+	return nil
 }
 
 // paidRatios are cvm's paid p50s over the reference pair's, of the paths

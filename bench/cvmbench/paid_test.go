@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,21 +10,27 @@ import (
 	"github.com/cvmgo/cvm/internal/testwait"
 )
 
-// The paid calls, briefly: every path gives its free and paid figures
-// (each paid call paid once, which measurePaid checks on the receiving
-// wallet), and cvm's paid p50s are set against the reference pair's.
-func TestMeasurePaid_EveryPath(t *testing.T) {
+// The paid calls, briefly, as the command runs them (cvm and the demo
+// server built, every peer started): every path gives its free and paid
+// figures (each paid call paid once, which measurePaid checks on the
+// receiving wallet), cvm's paid p50s are set against the reference pair's,
+// and the report prints them.
+func TestRun_PaidCalls(t *testing.T) {
 	root := testRoot(t)
-	bins := paidBinaries{CVM: build.CVM(t), DemoServer: build.Path(t, "github.com/cvmgo/cvm/examples/demoserver/cmd")}
-	ctx, cancel := testwait.Context(t, 4*time.Minute)
+	ctx, cancel := testwait.Context(t, 5*time.Minute)
 	defer cancel()
 	const calls = 2
-	results, ratios, err := measurePaid(ctx, root, bins, calls)
+	defer func(n int) { *paidCalls = n }(*paidCalls)
+	*paidCalls = calls
+	rep, err := run(ctx, root, map[string]bool{partPaid: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if rep.PaidError != "" || rep.Results != nil || rep.SessionsCounted != 0 || !rep.measured() {
+		t.Fatalf("report of the paid calls alone: %+v", rep)
+	}
 	var paths []string
-	for _, r := range results {
+	for _, r := range rep.Paid {
 		paths = append(paths, r.Path)
 		if r.Error != "" || r.Calls != calls || r.FreeP50ms <= 0 || r.FreeP90ms < r.FreeP50ms || r.PaidP50ms <= 0 || r.PaidP90ms < r.PaidP50ms ||
 			r.PaidOverFree != r.PaidP50ms/r.FreeP50ms {
@@ -33,10 +40,34 @@ func TestMeasurePaid_EveryPath(t *testing.T) {
 	if strings.Join(paths, ", ") != strings.Join([]string{pathCVM, pathReference, pathRefToGW}, ", ") {
 		t.Errorf("paths measured: %q", paths)
 	}
-	if len(ratios) != 2 || ratios[ratioCVMPaid] <= 0 || ratios[ratioRefGWPaid] <= 0 {
-		t.Errorf("ratios %v; want %s and %s", ratios, ratioCVMPaid, ratioRefGWPaid)
+	if len(rep.Ratios) != 2 || rep.Ratios[ratioCVMPaid] <= 0 || rep.Ratios[ratioRefGWPaid] <= 0 {
+		t.Errorf("ratios %v; want %s and %s", rep.Ratios, ratioCVMPaid, ratioRefGWPaid)
 	}
-	t.Logf("%+v %v", results, ratios)
+	var out bytes.Buffer
+	printReport(&out, rep)
+	for _, want := range [][2]string{
+		{pathCVM, fmt.Sprintf("%.1f ms", rep.Paid[0].PaidP50ms)},
+		{pathReference, fmt.Sprintf("%.1f ms", rep.Paid[1].PaidP50ms)},
+		{"paid p50 cvm over reference", fmt.Sprintf("%.3f", rep.Ratios[ratioCVMPaid])},
+	} {
+		if !hasLine(out.String(), want[0], want[1]) {
+			t.Errorf("report lacks a line %q … %q:\n%s", want[0], want[1], out.String())
+		}
+	}
+	t.Logf("\n%s", out.String())
+}
+
+// A path's figures stand only when its server was paid exactly once per
+// paid call.
+func TestCollected(t *testing.T) {
+	if err := collected(5000, 5000+3*price*1000, 3); err != nil {
+		t.Errorf("three calls paid once each: %v", err)
+	}
+	for _, after := range []int64{5000, 5000 + 2*price*1000, 5000 + 4*price*1000} {
+		if err := collected(5000, after, 3); err == nil || !strings.Contains(err.Error(), "for 3 paid calls") {
+			t.Errorf("%d msat received for 3 calls: %v; want an error", after-5000, err)
+		}
+	}
 }
 
 // A figure not measured is printed as such, with its reason, never as a
