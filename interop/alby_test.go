@@ -56,6 +56,19 @@ func TestPay_AlbyWalletService(t *testing.T) {
 	}
 }
 
+// payerAndPayee runs cvm wallet-sim with a payer (100 sats) and a payee
+// on a relay of their own, speaking enc: both schemes (NIP-44 preferred)
+// for "nip44_v2", only NIP-04 for "nip04", as a legacy wallet.
+func payerAndPayee(t *testing.T, enc string) walletSim {
+	t.Helper()
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	args := []string{"payer=100", "payee=0"}
+	if enc == "nip04" {
+		args = append(args, "--encryption=nip04")
+	}
+	return startWalletSim(t, r.URL, args...)
+}
+
 type albyTx struct {
 	Type        string `json:"type"`
 	State       string `json:"state"`
@@ -74,12 +87,7 @@ type albyTx struct {
 func TestPay_AlbyClientDrivesWalletSim(t *testing.T) {
 	for _, enc := range []string{"nip44_v2", "nip04"} {
 		t.Run(enc, func(t *testing.T) {
-			r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
-			args := []string{"payer=100", "payee=0"}
-			if enc == "nip04" {
-				args = append(args, "--encryption=nip04")
-			}
-			sim := startWalletSim(t, r.URL, args...)
+			sim := payerAndPayee(t, enc)
 			var res struct {
 				OK         bool   `json:"ok"`
 				Step       string `json:"step"`
@@ -147,12 +155,7 @@ func TestPay_AlbyClientDrivesWalletSim(t *testing.T) {
 func TestPay_AlbyClientHearsWalletSimNotifications(t *testing.T) {
 	for _, enc := range []string{"nip44_v2", "nip04"} {
 		t.Run(enc, func(t *testing.T) {
-			r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
-			args := []string{"payer=100", "payee=0"}
-			if enc == "nip04" {
-				args = append(args, "--encryption=nip04")
-			}
-			sim := startWalletSim(t, r.URL, args...)
+			sim := payerAndPayee(t, enc)
 			type heard struct {
 				Type         string `json:"notification_type"`
 				Notification albyTx `json:"notification"`

@@ -109,6 +109,35 @@ func hashOf(t *testing.T, req payments.PaymentRequired) string {
 	return inv.PaymentHash()
 }
 
+// require issues a payment request for sats.
+func (n *notified) require(ctx context.Context, t *testing.T, sats int64) (payments.Charge, payments.PaymentRequired) {
+	t.Helper()
+	charge := payments.Charge{Amount: sats}
+	req, err := n.proc.Require(ctx, charge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return charge, req
+}
+
+// pay pays req from the simulator's "client" wallet.
+func (n *notified) pay(t *testing.T, req payments.PaymentRequired) {
+	t.Helper()
+	if _, err := n.net.Pay("client", req.PayReq); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// payWhileVerifying issues a payment request for sats, starts Verify,
+// pays, and returns what Verify returned.
+func (n *notified) payWhileVerifying(ctx context.Context, t *testing.T, sats int64) error {
+	t.Helper()
+	charge, req := n.require(ctx, t, sats)
+	done := verifying(ctx, n.proc, charge, req)
+	n.pay(t, req)
+	return <-done
+}
+
 // verifying runs Verify on its own goroutine; the channel has its result.
 func verifying(ctx context.Context, p *lightning.Processor, c payments.Charge, req payments.PaymentRequired) <-chan error {
 	done := make(chan error, 1)
@@ -124,16 +153,7 @@ func TestVerifySettlesOnNotification(t *testing.T) {
 	n := startNotified(t, nwc.ServiceOptions{}, lightning.ProcessorOptions{PollMin: never, NotifiedPollMin: never})
 	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
-	charge := payments.Charge{Amount: 21}
-	req, err := n.proc.Require(ctx, charge)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := verifying(ctx, n.proc, charge, req)
-	if _, err := n.net.Pay("client", req.PayReq); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
+	if err := n.payWhileVerifying(ctx, t, 21); err != nil {
 		t.Fatalf("Verify: %v; log:\n%s", err, n.log)
 	}
 	if got := n.lookups(); got != 0 {
@@ -152,14 +172,8 @@ func TestVerifyNotificationBeforeWait(t *testing.T) {
 	n := startNotified(t, nwc.ServiceOptions{}, lightning.ProcessorOptions{PollMin: never, NotifiedPollMin: never})
 	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
-	charge := payments.Charge{Amount: 21}
-	req, err := n.proc.Require(ctx, charge)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.net.Pay("client", req.PayReq); err != nil {
-		t.Fatal(err)
-	}
+	charge, req := n.require(ctx, t, 21)
+	n.pay(t, req)
 	if err := n.log.WaitFor(ctx, "nwc: payment received", hashOf(t, req)); err != nil {
 		t.Fatal(err)
 	}
@@ -180,20 +194,13 @@ func TestVerifyNotificationBadInput(t *testing.T) {
 	n := startNotified(t, nwc.ServiceOptions{Mute: true}, lightning.ProcessorOptions{PollMin: never, NotifiedPollMin: never})
 	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
-	charge := payments.Charge{Amount: 21}
-	earlier, err := n.proc.Require(ctx, payments.Charge{Amount: 21})
-	if err != nil {
-		t.Fatal(err)
-	}
+	charge, earlier := n.require(ctx, t, 21)
 	n.announce(t, n.service, hashOf(t, earlier), 21_000)
 	if err := n.proc.Verify(ctx, charge, earlier); err != nil {
 		t.Fatalf("the earlier payment: %v", err)
 	}
 
-	req, err := n.proc.Require(ctx, charge)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, req := n.require(ctx, t, 21)
 	hash := hashOf(t, req)
 	vctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -214,9 +221,7 @@ func TestVerifyNotificationBadInput(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Verify: %v", err)
 	}
-	if _, err := n.net.Pay("client", req.PayReq); err != nil {
-		t.Fatal(err)
-	}
+	n.pay(t, req)
 	if err := n.proc.Verify(ctx, charge, req); err != nil {
 		t.Fatalf("the payment itself: %v", err)
 	}
@@ -230,16 +235,7 @@ func TestVerifyWalletThatNeverNotifies(t *testing.T) {
 			n := startNotified(t, sopts, lightning.ProcessorOptions{PollMin: 5 * time.Millisecond, NotifiedPollMin: 5 * time.Millisecond, PollMax: 20 * time.Millisecond})
 			ctx, cancel := testwait.Context(t, 30*time.Second)
 			defer cancel()
-			charge := payments.Charge{Amount: 3}
-			req, err := n.proc.Require(ctx, charge)
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := verifying(ctx, n.proc, charge, req)
-			if _, err := n.net.Pay("client", req.PayReq); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-done; err != nil {
+			if err := n.payWhileVerifying(ctx, t, 3); err != nil {
 				t.Fatalf("Verify: %v", err)
 			}
 			if n.lookups() == 0 || !strings.Contains(n.log.String(), "settled by lookup") {
@@ -256,14 +252,8 @@ func TestVerifyLooksOnceMoreBeforeGivingUp(t *testing.T) {
 	n := startNotified(t, nwc.ServiceOptions{Mute: true}, lightning.ProcessorOptions{PollMin: never, NotifiedPollMin: never})
 	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
-	charge := payments.Charge{Amount: 3}
-	req, err := n.proc.Require(ctx, charge)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.net.Pay("client", req.PayReq); err != nil {
-		t.Fatal(err)
-	}
+	charge, req := n.require(ctx, t, 3)
+	n.pay(t, req)
 	// The deadline is what this test is about: the wait ends there,
 	// paid or not.
 	vctx, vcancel := context.WithTimeout(ctx, 100*time.Millisecond)
@@ -275,7 +265,7 @@ func TestVerifyLooksOnceMoreBeforeGivingUp(t *testing.T) {
 		t.Errorf("%d lookups, want the one last", n.lookups())
 	}
 	// Called off rather than run out: no last look.
-	req, _ = n.proc.Require(ctx, charge)
+	_, req = n.require(ctx, t, 3)
 	cctx, ccancel := context.WithCancel(ctx)
 	ccancel()
 	if err := n.proc.Verify(cctx, charge, req); !errors.Is(err, context.Canceled) || n.lookups() != 1 {
@@ -288,16 +278,7 @@ func TestVerifyPollOnly(t *testing.T) {
 	n := startNotified(t, nwc.ServiceOptions{}, lightning.ProcessorOptions{PollOnly: true, PollMin: 5 * time.Millisecond})
 	ctx, cancel := testwait.Context(t, 30*time.Second)
 	defer cancel()
-	charge := payments.Charge{Amount: 3}
-	req, err := n.proc.Require(ctx, charge)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := verifying(ctx, n.proc, charge, req)
-	if _, err := n.net.Pay("client", req.PayReq); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil || n.lookups() == 0 || strings.Contains(n.log.String(), "listening") {
+	if err := n.payWhileVerifying(ctx, t, 3); err != nil || n.lookups() == 0 || strings.Contains(n.log.String(), "listening") {
 		t.Fatalf("Verify: %v, %d lookups; log:\n%s", err, n.lookups(), n.log)
 	}
 }
