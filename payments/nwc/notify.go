@@ -24,6 +24,16 @@ const noticeKeep = 10 * time.Minute
 // waiters, if any, then settle by lookup_invoice).
 const maxNotices = 4096
 
+// listenTimeout bounds the wait for a relay to confirm the notification
+// subscription (EOSE, in milliseconds from a relay that works), and
+// listenRetry how long a client that could not listen looks payments up
+// before it tries again: a paid call must not wait for a relay that does
+// not answer.
+const (
+	listenTimeout = 5 * time.Second
+	listenRetry   = time.Minute
+)
+
 // ErrNotListening is wrapped by Received when the client does not listen
 // to the wallet's notifications (Listen was not called, or reported that
 // the wallet sends none).
@@ -37,6 +47,7 @@ type listener struct {
 
 	mu      sync.Mutex
 	running bool          // the reader runs; guarded by mu
+	retryAt time.Time     // after a failed Listen: when to try again
 	stop    chan struct{} // closed by Close
 	done    chan struct{} // closed when the reader ends; nil before it starts
 	notices map[string]*notice
@@ -100,17 +111,18 @@ func (c *Client) Listen(ctx context.Context) (bool, error) {
 	l.start.Lock()
 	defer l.start.Unlock()
 	l.mu.Lock()
-	running, stopped := l.running, l.stop == nil
-	if stopped {
+	if l.stop == nil {
 		l.stop = make(chan struct{})
 	}
-	closed := isClosed(l.stop)
+	running, stop, retryAt := l.running, l.stop, l.retryAt
 	l.mu.Unlock()
 	switch {
-	case closed:
-		return false, errors.New("nwc: the client is closed")
+	case isClosed(stop):
+		return false, errClosed
 	case running:
 		return true, nil
+	case time.Now().Before(retryAt):
+		return false, nil // the failure was reported; lookups meanwhile
 	}
 	me := c.uri.Client()
 	sub := c.pool.Subscribe(nostr.Filter{
@@ -118,23 +130,29 @@ func (c *Client) Listen(ctx context.Context) (bool, error) {
 		Authors: []nostr.PubKey{c.uri.Wallet},
 		Tags:    nostr.TagMap{"p": {me.Hex()}},
 	}, 0)
-	wctx, cancel := context.WithTimeout(ctx, c.timeout)
+	wctx, cancel := context.WithTimeout(ctx, min(c.timeout, listenTimeout))
 	defer cancel()
 	select {
 	case <-sub.Ready():
+	case <-stop:
+		sub.Close()
+		return false, errClosed
 	case <-wctx.Done():
 		sub.Close()
-		return false, fmt.Errorf("nwc: listening to the wallet's notifications: %w: no relay of %s answered the subscription: %w",
-			ErrNoAnswer, strings.Join(c.uri.Relays, ", "), context.Cause(wctx))
+		l.mu.Lock()
+		l.retryAt = time.Now().Add(listenRetry)
+		l.mu.Unlock()
+		return false, fmt.Errorf("nwc: listening to the wallet's notifications: %w: no relay of %s confirmed the subscription (looking payments up for %v): %w",
+			ErrNoAnswer, strings.Join(c.uri.Relays, ", "), listenRetry, context.Cause(wctx))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if isClosed(l.stop) {
+	if isClosed(stop) {
 		sub.Close()
-		return false, errors.New("nwc: the client is closed")
+		return false, errClosed
 	}
 	l.running, l.done = true, make(chan struct{})
-	go c.readNotifications(sub, scheme, l.stop, l.done)
+	go c.readNotifications(sub, scheme, stop, l.done)
 	c.log.Debug("nwc: listening to the wallet's notifications", "wallet", c.uri.Wallet.Hex(), "kind", notificationKind(scheme))
 	return true, nil
 }
@@ -299,10 +317,12 @@ func (c *Client) Received(ctx context.Context, paymentHash string) (payments.Inv
 	}
 }
 
-// close ends the reader, if it runs, and waits for it.
+// errClosed answers a Listen on a closed client.
+var errClosed = errors.New("nwc: the client is closed")
+
+// close ends the reader, if it runs, and waits for it; a Listen under way
+// gives up.
 func (l *listener) close() {
-	l.start.Lock()
-	defer l.start.Unlock()
 	l.mu.Lock()
 	if l.stop == nil {
 		l.stop = make(chan struct{})

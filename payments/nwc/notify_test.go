@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/coder/websocket"
 	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/nostrx"
@@ -229,5 +233,65 @@ func TestListenEndsWithClose(t *testing.T) {
 	p.client.Close()
 	if ok, err := p.client.Listen(ctx); ok || err == nil {
 		t.Fatalf("Listen after Close: %v %v", ok, err)
+	}
+}
+
+// silentRelay serves the wallet's info event to whoever asks for it and
+// never answers any other subscription: a relay on which notifications
+// cannot be listened to.
+func silentRelay(t *testing.T, info nostr.Event) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		for {
+			_, data, err := c.Read(r.Context())
+			if err != nil {
+				return
+			}
+			var msg []json.RawMessage
+			var sub string
+			var filter nostr.Filter
+			if json.Unmarshal(data, &msg) != nil || len(msg) < 3 || string(msg[0]) != `"REQ"` ||
+				json.Unmarshal(msg[1], &sub) != nil || json.Unmarshal(msg[2], &filter) != nil || !slices.Contains(filter.Kinds, nwc.KindInfo) {
+				continue
+			}
+			for _, frame := range [][]any{{"EVENT", sub, info}, {"EOSE", sub}} {
+				b, _ := json.Marshal(frame)
+				c.Write(r.Context(), websocket.MessageText, b)
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+// TestListenGivesUpOnASilentRelay: a relay that never confirms the
+// notification subscription fails Listen within its deadline (the error
+// names the relay, not the secret), and for a while after that Listen
+// says at once that there is nothing to listen to, so that paid calls
+// look their payments up rather than wait for that relay again.
+func TestListenGivesUpOnASilentRelay(t *testing.T) {
+	wallet, secret := nostr.Generate(), nostr.Generate()
+	info := nostr.Event{Kind: nwc.KindInfo, CreatedAt: nostr.Now(), Content: "make_invoice lookup_invoice notifications",
+		Tags: nostr.Tags{{"notifications", "payment_received"}, {"encryption", "nip44_v2"}}}
+	if err := info.Sign(wallet); err != nil {
+		t.Fatal(err)
+	}
+	url := silentRelay(t, info)
+	c := nwc.NewClient(nwc.NewURI(wallet.Public(), []string{url}, secret), nwc.ClientOptions{Timeout: testwait.Timeout(10 * time.Second)})
+	defer c.Close()
+	// The deadline is what this test is about: Listen waits that long.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	ok, err := c.Listen(ctx)
+	if ok || !errors.Is(err, nwc.ErrNoAnswer) || !strings.Contains(err.Error(), url) || strings.Contains(err.Error(), secret.Hex()) {
+		t.Fatalf("Listen on a silent relay: %v, %v", ok, err)
+	}
+	if ok, err := c.Listen(context.Background()); ok || err != nil {
+		t.Fatalf("Listen again at once: %v, %v; want false, nil", ok, err)
 	}
 }
