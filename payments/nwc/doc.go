@@ -20,7 +20,8 @@
 // NIP-44 to the wallet and 23196 when NIP-04, by the wallet service key
 // and p-tagged to the connection key, when the info event offers
 // payment_received; it returns once a relay confirmed it, so that an
-// invoice made afterwards cannot be paid unheard. Received waits for the
+// invoice made afterwards cannot be paid unheard (a relay that does not
+// confirm within 5 s fails it, and Listen answers false for a minute). Received waits for the
 // payment_received of one payment hash. Notices are kept by hash for a
 // while (a payer may be quicker than the one who waits), the first one
 // wins, and whatever does not decrypt or check is logged and ignored.
