@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
-	"github.com/coder/websocket"
 	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/nostrx"
@@ -240,33 +237,12 @@ func TestListenEndsWithClose(t *testing.T) {
 // never answers any other subscription: a relay on which notifications
 // cannot be listened to.
 func silentRelay(t *testing.T, info nostr.Event) string {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
+	return relaytest.Scripted(t, func(filters []nostr.Filter) relaytest.Answer {
+		if len(filters) > 0 && slices.Contains(filters[0].Kinds, nwc.KindInfo) {
+			return relaytest.Answer{Events: []nostr.Event{info}, EOSE: true}
 		}
-		defer c.CloseNow()
-		for {
-			_, data, err := c.Read(r.Context())
-			if err != nil {
-				return
-			}
-			var msg []json.RawMessage
-			var sub string
-			var filter nostr.Filter
-			if json.Unmarshal(data, &msg) != nil || len(msg) < 3 || string(msg[0]) != `"REQ"` ||
-				json.Unmarshal(msg[1], &sub) != nil || json.Unmarshal(msg[2], &filter) != nil || !slices.Contains(filter.Kinds, nwc.KindInfo) {
-				continue
-			}
-			for _, frame := range [][]any{{"EVENT", sub, info}, {"EOSE", sub}} {
-				b, _ := json.Marshal(frame)
-				c.Write(r.Context(), websocket.MessageText, b)
-			}
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return "ws" + strings.TrimPrefix(srv.URL, "http")
+		return relaytest.Answer{}
+	})
 }
 
 // TestListenGivesUpOnASilentRelay: a relay that never confirms the
