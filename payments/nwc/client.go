@@ -43,6 +43,8 @@ type Client struct {
 
 	mu   sync.Mutex
 	caps *Capabilities // the wallet's info event, once read
+
+	notes listener // the wallet's notifications (notify.go)
 }
 
 var _ payments.Wallet = (*Client)(nil)
@@ -63,8 +65,10 @@ func NewClient(uri URI, opts ClientOptions) *Client {
 	return c
 }
 
-// Close releases the client's own pool, if it made one.
+// Close stops listening to the wallet's notifications and releases the
+// client's own pool, if it made one.
 func (c *Client) Close() error {
+	c.notes.close()
 	if c.ownPool {
 		return c.pool.Close()
 	}
@@ -77,6 +81,8 @@ type Capabilities struct {
 	Methods       []string
 	Encryptions   []string // empty when the event has no encryption tag: NIP-04 only
 	Notifications []string
+	// notificationsTag: the info event has a notifications tag.
+	notificationsTag bool
 }
 
 // Encryption is the scheme a client uses with this wallet: NIP-44 if the
@@ -124,7 +130,7 @@ func (c *Client) Capabilities(ctx context.Context) (Capabilities, error) {
 		caps.Encryptions = strings.Fields(t[1])
 	}
 	if t := latest.Tags.Find("notifications"); len(t) >= 2 {
-		caps.Notifications = strings.Fields(t[1])
+		caps.Notifications, caps.notificationsTag = strings.Fields(t[1]), true
 	}
 	c.mu.Lock()
 	c.caps = &caps

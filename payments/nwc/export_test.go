@@ -5,3 +5,7 @@ var (
 	EncryptForTest = encrypt
 	DecryptForTest = decrypt
 )
+
+// ReadNotificationForTest checks one notification event, as the listener
+// does.
+var ReadNotificationForTest = readNotification

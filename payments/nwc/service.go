@@ -28,6 +28,12 @@ type ServiceOptions struct {
 	// OmitEncryptionTag publishes the info event without an encryption
 	// tag, as wallets that predate it do: clients then use NIP-04.
 	OmitEncryptionTag bool
+	// NoNotifications makes the service announce no notifications and
+	// send none, as wallets without them: clients then look up payments.
+	NoNotifications bool
+	// Mute makes the service announce notifications and never send one:
+	// a wallet that breaks its word, for tests.
+	Mute bool
 	// OnRequest, if set, is called for each request the service answers,
 	// with its method and scheme (for tests and metrics).
 	OnRequest func(method, encryption string)
@@ -159,14 +165,16 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 func (s *Service) publishInfo(ctx context.Context, c *connection) error {
-	tags := nostr.Tags{{"notifications", NotificationReceived + " " + NotificationSent}}
+	var tags nostr.Tags
+	capabilities := slices.Clone(serviceMethods)
+	if !s.opts.NoNotifications {
+		tags = append(tags, nostr.Tag{"notifications", NotificationReceived + " " + NotificationSent})
+		capabilities = append(capabilities, "notifications")
+	}
 	if !s.opts.OmitEncryptionTag {
 		tags = append(tags, nostr.Tag{"encryption", strings.Join(s.opts.Encryptions, " ")})
 	}
-	evt := nostr.Event{
-		Kind: KindInfo, CreatedAt: nostr.Now(), Tags: tags,
-		Content: strings.Join(append(slices.Clone(serviceMethods), "notifications"), " "),
-	}
+	evt := nostr.Event{Kind: KindInfo, CreatedAt: nostr.Now(), Tags: tags, Content: strings.Join(capabilities, " ")}
 	if err := evt.Sign(c.service); err != nil {
 		return err
 	}
@@ -294,10 +302,11 @@ func (s *Service) dispatch(ctx context.Context, c *connection, req Request) Resp
 		if err != nil {
 			return errorResponse(req.Method, err)
 		}
-		return resultResponse(req.Method, Info{
-			Alias: "lnsim " + c.wallet + " (simulator)", Pubkey: node, Network: "regtest",
-			Methods: serviceMethods, Notifications: []string{NotificationReceived, NotificationSent},
-		})
+		info := Info{Alias: "lnsim " + c.wallet + " (simulator)", Pubkey: node, Network: "regtest", Methods: serviceMethods}
+		if !s.opts.NoNotifications {
+			info.Notifications = []string{NotificationReceived, NotificationSent}
+		}
+		return resultResponse(req.Method, info)
 	case methodGetBalance:
 		bal, err := s.net.Balance(c.wallet)
 		if err != nil {
@@ -388,6 +397,9 @@ func (s *Service) transaction(wallet string, inv payments.Invoice) Transaction {
 // notify tells the connections of payer and payee about a settlement, as
 // kind 23197 (NIP-44) and, for NIP-04 clients, 23196.
 func (s *Service) notify(ctx context.Context, st lnsim.Settlement) {
+	if s.opts.NoNotifications || s.opts.Mute {
+		return
+	}
 	s.mu.Lock()
 	var targets []*connection
 	for _, c := range s.conns {
