@@ -182,7 +182,7 @@ func (c *Client) readNotifications(sub *nostrx.Subscription, scheme string, stop
 			if !ok {
 				return
 			}
-			tx, err := readNotification(evt, scheme, c.uri.Wallet, c.uri.secret)
+			tx, err := readNotification(evt, scheme, c.keys)
 			switch {
 			case errors.Is(err, errNotReceived):
 				c.log.Debug("nwc: notification skipped", "id", evt.ID.Hex(), "err", err)
@@ -206,18 +206,19 @@ var errNotReceived = errors.New("not a payment received")
 // payment received with a payment hash and an amount. The pool has checked
 // the signature; the rest is checked here too, as a relay may send
 // anything.
-func readNotification(evt nostr.Event, scheme string, wallet nostr.PubKey, sk nostr.SecretKey) (Transaction, error) {
+func readNotification(evt nostr.Event, scheme string, k *keys) (Transaction, error) {
+	wallet := k.peer
 	if evt.Kind != notificationKind(scheme) {
 		return Transaction{}, fmt.Errorf("kind %d, want %d", evt.Kind, notificationKind(scheme))
 	}
 	if evt.PubKey != wallet {
 		return Transaction{}, fmt.Errorf("signed by %s, not the wallet service", evt.PubKey.Hex())
 	}
-	me := sk.Public().Hex()
+	me := k.pub.Hex()
 	if !slices.ContainsFunc(evt.Tags, func(t nostr.Tag) bool { return len(t) >= 2 && t[0] == "p" && t[1] == me }) {
 		return Transaction{}, errors.New("not p-tagged to this connection")
 	}
-	plain, err := decrypt(scheme, evt.Content, sk, wallet)
+	plain, err := k.decrypt(scheme, evt.Content)
 	if err != nil {
 		return Transaction{}, fmt.Errorf("undecryptable: %w", err)
 	}

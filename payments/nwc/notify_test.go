@@ -271,3 +271,58 @@ func TestListenGivesUpOnASilentRelay(t *testing.T) {
 		t.Fatalf("Listen again at once: %v, %v; want false, nil", ok, err)
 	}
 }
+
+// The payee's connection hears of a payment before the payer's: a server
+// waits on its payment_received to run the call it was paid for.
+func TestServiceNotifiesThePayeeFirst(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	net, err := lnsim.Open(lnsim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	net.AddWallet("alice", 1_000_000)
+	net.AddWallet("bob", 0)
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{r.URL}})
+	defer pool.Close()
+	svc := nwc.NewService(net, pool, nwc.ServiceOptions{Encryptions: []string{nwc.EncryptionNIP44}})
+	bob, _ := svc.Connect("bob", nostr.Generate(), nostr.Generate())
+	var payers []string
+	for range 5 { // the payer's connections outnumber the payee's
+		u, _ := svc.Connect("alice", nostr.Generate(), nostr.Generate())
+		payers = append(payers, u.Client().Hex())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-svc.Ready()
+	watch := pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{nwc.KindNotificationNIP44},
+		Tags: nostr.TagMap{"p": append([]string{bob.Client().Hex()}, payers...)}}, 0)
+	defer watch.Close()
+	<-watch.Ready()
+	payee, err := net.Wallet("bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		inv, err := payee.MakeInvoice(context.Background(), 1000, "first", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := net.Pay("alice", inv.Bolt11); err != nil {
+			t.Fatal(err)
+		}
+		wctx, wcancel := testwait.Context(t, 10*time.Second)
+		for n := 0; n < 1+len(payers); n++ {
+			select {
+			case evt := <-watch.Events():
+				if to := evt.Tags.Find("p"); n == 0 && (len(to) < 2 || to[1] != bob.Client().Hex()) {
+					t.Fatalf("payment %d: the first notification went to %v, not the payee", i, to)
+				}
+			case <-wctx.Done():
+				t.Fatalf("payment %d: %d of %d notifications", i, n, 1+len(payers))
+			}
+		}
+		wcancel()
+	}
+}

@@ -62,6 +62,7 @@ type connection struct {
 	wallet  string
 	service nostr.SecretKey
 	client  nostr.PubKey
+	keys    *keys // the service's, to the client
 }
 
 // NewService returns a service for net on the relays of pool.
@@ -92,7 +93,8 @@ func (s *Service) Connect(wallet string, serviceKey, clientSecret nostr.SecretKe
 	if _, ok := s.conns[pub]; ok {
 		return URI{}, fmt.Errorf("nwc: service key %s is already connected", pub.Hex())
 	}
-	s.conns[pub] = &connection{wallet: wallet, service: serviceKey, client: clientSecret.Public()}
+	s.conns[pub] = &connection{wallet: wallet, service: serviceKey, client: clientSecret.Public(),
+		keys: newKeys(serviceKey, clientSecret.Public())}
 	return NewURI(pub, s.pool.Relays(), clientSecret), nil
 }
 
@@ -175,7 +177,7 @@ func (s *Service) publishInfo(ctx context.Context, c *connection) error {
 		tags = append(tags, nostr.Tag{"encryption", strings.Join(s.opts.Encryptions, " ")})
 	}
 	evt := nostr.Event{Kind: KindInfo, CreatedAt: nostr.Now(), Tags: tags, Content: strings.Join(capabilities, " ")}
-	if err := evt.Sign(c.service); err != nil {
+	if err := c.keys.sign(&evt); err != nil {
 		return err
 	}
 	if err := s.pool.Publish(ctx, evt); err != nil {
@@ -222,7 +224,7 @@ func (s *Service) handle(ctx context.Context, evt nostr.Event) {
 			scheme = s.opts.Encryptions[0]
 		}
 	} else {
-		plain, err := decrypt(scheme, evt.Content, c.service, c.client)
+		plain, err := c.keys.decrypt(scheme, evt.Content)
 		if err != nil {
 			s.log.Info("nwc: undecryptable request ignored", "id", evt.ID.Hex(), "encryption", scheme)
 			return
@@ -249,7 +251,7 @@ func (s *Service) handle(ctx context.Context, evt nostr.Event) {
 		s.log.Error("nwc: encoding a response", "err", err)
 		return
 	}
-	content, err := encrypt(scheme, string(body), c.service, c.client)
+	content, err := c.keys.encrypt(scheme, string(body))
 	if err != nil {
 		s.log.Error("nwc: encrypting a response", "err", err)
 		return
@@ -258,7 +260,7 @@ func (s *Service) handle(ctx context.Context, evt nostr.Event) {
 		Kind: KindResponse, CreatedAt: nostr.Now(), Content: content,
 		Tags: nostr.Tags{{"p", c.client.Hex()}, {"e", evt.ID.Hex()}},
 	}
-	if err := out.Sign(c.service); err != nil {
+	if err := c.keys.sign(&out); err != nil {
 		return
 	}
 	if err := s.pool.Publish(ctx, out); err != nil {
@@ -401,13 +403,20 @@ func (s *Service) notify(ctx context.Context, st lnsim.Settlement) {
 		return
 	}
 	s.mu.Lock()
-	var targets []*connection
+	// The payee's connections first: a server waits for its
+	// payment_received to run the call it was paid for, while the payer
+	// learns of its payment from its own response.
+	var targets, payers []*connection
 	for _, c := range s.conns {
-		if c.wallet == st.Payer || c.wallet == st.Payee {
+		switch c.wallet {
+		case st.Payee:
 			targets = append(targets, c)
+		case st.Payer:
+			payers = append(payers, c)
 		}
 	}
 	s.mu.Unlock()
+	targets = append(targets, payers...)
 	for _, c := range targets {
 		typ := NotificationSent
 		tx := s.transaction(c.wallet, st.Invoice)
@@ -425,12 +434,12 @@ func (s *Service) notify(ctx context.Context, st lnsim.Settlement) {
 			if scheme == EncryptionNIP04 {
 				kind = KindNotificationNIP04
 			}
-			content, err := encrypt(scheme, string(body), c.service, c.client)
+			content, err := c.keys.encrypt(scheme, string(body))
 			if err != nil {
 				continue
 			}
 			evt := nostr.Event{Kind: kind, CreatedAt: nostr.Now(), Content: content, Tags: nostr.Tags{{"p", c.client.Hex()}}}
-			if evt.Sign(c.service) != nil {
+			if c.keys.sign(&evt) != nil {
 				continue
 			}
 			if err := s.pool.Publish(ctx, evt); err != nil && !errors.Is(err, nostrx.ErrUnheard) {
