@@ -34,8 +34,14 @@
 // kind 23197 (NIP-44) and 23196 (NIP-04); NoNotifications and Mute make
 // it a wallet without them, or one that offers them and never sends one.
 //
+// A Client keeps one subscription to its wallet's responses, opened at
+// its first request and shared by all (a request costs a publish, not a
+// subscription's round trip before it), and each side of a connection
+// derives its shared secrets and signing key once.
+//
 // Files: uri.go (the connection URI), protocol.go (kinds, messages and
-// their decoders), crypto.go (NIP-44 and NIP-04), client.go (requests),
-// notify.go (the client's notifications), service.go (the simulator's
-// wallet service).
+// their decoders), crypto.go (NIP-04's checked decryption), keys.go (a
+// connection's keys: encryption and signing), client.go (requests),
+// responses.go (the client's response feed), notify.go (the client's
+// notifications), service.go (the simulator's wallet service).
 package nwc
