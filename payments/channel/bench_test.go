@@ -2,6 +2,7 @@ package channel
 
 import (
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/cvmgo/cvm/durable"
@@ -27,6 +28,7 @@ func BenchmarkAccept(b *testing.B) {
 	}
 	c := NewClient(s)
 	const price = 21_000
+	ref := strings.Repeat("e", 64) // an event id
 	for b.Loop() {
 		b.StopTimer()
 		r, err := c.Pay(price)
@@ -40,7 +42,7 @@ func BenchmarkAccept(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := books.Accept(b.Context(), clientKey, &got, price); err != nil {
+		if _, err := books.Accept(b.Context(), clientKey, &got, price, ref); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -145,6 +145,10 @@ func (b *Books) put(ctx context.Context, rec *record) error {
 	return nil
 }
 
+// maxRef bounds Accept's ref, which may come from the client (an HTTP
+// clientTxRef) and is stored with every receipt: an event id is 64 bytes.
+const maxRef = 256
+
 // Funding is a Lightning payment to the server, verified settled by the
 // caller, that opens a channel or tops one up.
 type Funding struct {
@@ -254,15 +258,20 @@ func (b *Books) TopUp(ctx context.Context, id ID, f Funding) (State, error) {
 }
 
 // Accept accepts r, from client, as payment of price msat for the call it
-// rides on, and records it before returning: the call may run once Accept
+// rides on, which ref names (the request event's id, the HTTP request's
+// clientTxRef), and records it before returning: the call may run once Accept
 // returns nil, and r is never accepted again. r must be the channel's next
 // receipt: its epoch and fragment, nonce one above the last accepted,
 // amount the last accepted plus price, within the deposit. Else nothing is
 // recorded and the *Error says why, with the state to make the next receipt
-// from: ErrDuplicate for the last accepted receipt sent again, and
+// from: ErrDuplicate for the last accepted receipt sent again (its state's
+// Ref tells the same call retried from another call reusing it), and
 // ErrConflict, ErrInsufficientFunds, ErrEpochMismatch, ErrTampered,
 // ErrClosed, ErrNotFound.
-func (b *Books) Accept(ctx context.Context, client []byte, r *SubRAV, price uint64) (State, error) {
+func (b *Books) Accept(ctx context.Context, client []byte, r *SubRAV, price uint64, ref string) (State, error) {
+	if len(ref) > maxRef {
+		return State{}, fmt.Errorf("channel: call reference of %d bytes, at most %d", len(ref), maxRef)
+	}
 	mu := b.stripe(r.ChannelID)
 	mu.Lock()
 	defer mu.Unlock()
@@ -279,7 +288,7 @@ func (b *Books) Accept(ctx context.Context, client []byte, r *SubRAV, price uint
 		}
 		return State{}, err
 	}
-	rec.Nonce, rec.Accumulated, rec.LastUse = r.Nonce, r.AccumulatedAmount, b.opts.Now()
+	rec.Nonce, rec.Accumulated, rec.LastUse, rec.Ref = r.Nonce, r.AccumulatedAmount, b.opts.Now(), ref
 	if err := b.put(ctx, rec); err != nil {
 		return State{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -125,7 +126,7 @@ func (f *fixture) pay(t *testing.T, s State, price uint64) State {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err = f.books.Accept(t.Context(), clientKey, &r, price)
+	s, err = f.books.Accept(t.Context(), clientKey, &r, price, "call")
 	if err != nil {
 		t.Fatalf("Accept(%+v): %v", r, err)
 	}
@@ -174,7 +175,7 @@ func TestBooks_AcceptRefusesAllButTheNextReceipt(t *testing.T) {
 		{"another client", edit(func(*SubRAV) {}), 100, []byte("another client"), ErrNotFound},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := f.books.Accept(t.Context(), c.client, c.r, c.price)
+			_, err := f.books.Accept(t.Context(), c.client, c.r, c.price, "call")
 			if !errors.Is(err, c.want) {
 				t.Fatalf("Accept = %v, want %v", err, c.want)
 			}
@@ -229,7 +230,7 @@ func TestBooks_ReceiptsSurviveARestart(t *testing.T) {
 	f := newFixture(t, store)
 	s := f.open(t, 1000)
 	r, _ := s.Next(300)
-	if _, err := f.books.Accept(t.Context(), clientKey, &r, 300); err != nil {
+	if _, err := f.books.Accept(t.Context(), clientKey, &r, 300, "call"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.books.TopUp(t.Context(), s.Channel, funding(2, 500)); err != nil {
@@ -245,30 +246,43 @@ func TestBooks_ReceiptsSurviveARestart(t *testing.T) {
 	}
 	defer store.Close()
 	books := f.reopen(t, store)
-	if _, err := books.Accept(t.Context(), clientKey, &r, 300); !errors.Is(err, ErrDuplicate) {
-		t.Fatalf("the receipt again after a restart: %v, want ErrDuplicate", err)
+	_, err = books.Accept(t.Context(), clientKey, &r, 300, "call again")
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeDuplicate || e.State.Ref != "call" {
+		t.Fatalf("the receipt again after a restart: %v, want ErrDuplicate naming the call it paid", err)
 	}
 	s, err = books.TopUp(t.Context(), s.Channel, funding(2, 500))
 	if err != nil || s.Deposit != 1500 || s.Accumulated != 300 || s.Nonce != 1 {
 		t.Fatalf("after a restart: %+v, %v", s, err)
 	}
 	r, _ = s.Next(1200)
-	if _, err := books.Accept(t.Context(), clientKey, &r, 1200); err != nil {
+	if _, err := books.Accept(t.Context(), clientKey, &r, 1200, "call"); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// Two receipts at once on one channel: one wins, the other is told the
+// yieldingStore yields the processor between reading a record and writing
+// one, where a read-check-write without the channel's lock would let two
+// receipts both see the same last state.
+type yieldingStore struct{ durable.Store }
+
+func (s yieldingStore) Get(ctx context.Context, space string, key []byte) ([]byte, bool, error) {
+	v, ok, err := s.Store.Get(ctx, space, key)
+	runtime.Gosched()
+	return v, ok, err
+}
+
+// Receipts at once on one channel: one wins, the others are told the
 // state; the channel is debited once.
 func TestBooks_ConcurrentReceiptsDebitOnce(t *testing.T) {
-	f := newFixture(t, durable.NewMemory(durable.Options{}))
-	s := f.open(t, 1000)
-	for round := range 50 {
+	f := newFixture(t, yieldingStore{durable.NewMemory(durable.Options{})})
+	s := f.open(t, 100_000)
+	for round := range 200 {
 		r, _ := s.Next(10)
-		errs := make([]error, 2)
+		errs := make([]error, 4)
 		var wg sync.WaitGroup
 		for i := range errs {
-			wg.Go(func() { _, errs[i] = f.books.Accept(t.Context(), clientKey, &r, 10) })
+			wg.Go(func() { _, errs[i] = f.books.Accept(t.Context(), clientKey, &r, 10, "call") })
 		}
 		wg.Wait()
 		won := 0
@@ -277,11 +291,11 @@ func TestBooks_ConcurrentReceiptsDebitOnce(t *testing.T) {
 			case err == nil:
 				won++
 			case !errors.Is(err, ErrDuplicate):
-				t.Fatalf("round %d: the loser got %v, want ErrDuplicate with the state", round, err)
+				t.Fatalf("round %d: a loser got %v, want ErrDuplicate with the state", round, err)
 			}
 		}
 		if won != 1 {
-			t.Fatalf("round %d: %d of 2 accepted", round, won)
+			t.Fatalf("round %d: %d of %d accepted", round, won, len(errs))
 		}
 		s, _ = f.books.Get(t.Context(), clientKey, s.Channel)
 		if s.Accumulated != uint64(10*(round+1)) {
@@ -298,7 +312,7 @@ func TestBooks_RefundPaidOnce(t *testing.T) {
 	if s, _ = f.books.Close(t.Context(), clientKey, s.Channel); !s.Closed || s.Owed != 700 {
 		t.Fatalf("closed: %+v", s)
 	}
-	if _, err := f.books.Accept(t.Context(), clientKey, &r, 100); !errors.Is(err, ErrClosed) {
+	if _, err := f.books.Accept(t.Context(), clientKey, &r, 100, "call"); !errors.Is(err, ErrClosed) {
 		t.Fatalf("a receipt after close: %v", err)
 	}
 	if _, err := f.books.Refund(t.Context(), clientKey, s.Channel, f.rf.invoice(t, f.clock.Now(), 1000, 1)); err == nil {
@@ -366,7 +380,7 @@ func TestBooks_IdleChannelClosesAndOwesTheRest(t *testing.T) {
 	s = f.pay(t, s, 100) // still open: the TTL counts from the last use
 	f.clock.Add(time.Hour)
 	r, _ := s.Next(100)
-	_, err := f.books.Accept(t.Context(), clientKey, &r, 100)
+	_, err := f.books.Accept(t.Context(), clientKey, &r, 100, "call")
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeClosed || e.State.Owed != 500 {
 		t.Fatalf("a receipt on an idle channel: %v", err)

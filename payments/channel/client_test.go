@@ -20,7 +20,7 @@ func TestClient_ResyncsFromTheServersState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.books.Accept(t.Context(), clientKey, &r, 100)
+	_, err = f.books.Accept(t.Context(), clientKey, &r, 100, "call")
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeConflict {
 		t.Fatalf("Accept: %v, want RAV_CONFLICT", err)
@@ -44,7 +44,7 @@ func TestClient_ResyncsFromTheServersState(t *testing.T) {
 	if r, err = c.Pay(100); err != nil {
 		t.Fatal(err)
 	}
-	got, err := f.books.Accept(t.Context(), clientKey, &r, 100)
+	got, err := f.books.Accept(t.Context(), clientKey, &r, 100, "call")
 	if err != nil || got.Accumulated != 100 || got.Nonce != 1 {
 		t.Fatalf("after resync: %+v, %v", got, err)
 	}

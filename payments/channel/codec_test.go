@@ -83,12 +83,14 @@ func TestDecoders_RefuseMalformedInput(t *testing.T) {
 		})
 	}
 	for name, h := range map[string]string{
-		"no prefix":   "eyJ2ZXJzaW9uIjoxfQ",
-		"bad base64":  "u!!!",
-		"padding":     "ueyJ2ZXJzaW9uIjoxfQ==",
-		"version 2":   "u" + "eyJ2ZXJzaW9uIjoyfQ",
-		"too long":    "u" + strings.Repeat("A", maxHeader),
-		"empty value": "",
+		"no prefix":                          "eyJ2ZXJzaW9uIjoxfQ",
+		"bad base64":                         "u!!!",
+		"padding":                            "ueyJ2ZXJzaW9uIjoxfQ==",
+		"version 2":                          "u" + "eyJ2ZXJzaW9uIjoyfQ",
+		"too long":                           "u" + strings.Repeat("A", maxHeader),
+		"empty value":                        "",
+		"signed receipt without its receipt": "ueyJ2ZXJzaW9uIjoxLCJzaWduZWRTdWJSYXYiOnsic2lnbmF0dXJlIjoidUFBQUEifX0",
+		"signed receipt without a signature": "ueyJ2ZXJzaW9uIjoxLCJzaWduZWRTdWJSYXYiOnsic3ViUmF2Ijp7InZlcnNpb24iOiIxIiwiY2hhaW5JZCI6IjAiLCJjaGFubmVsSWQiOiIweDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAiLCJjaGFubmVsRXBvY2giOiIwIiwidm1JZEZyYWdtZW50IjoiayIsImFjY3VtdWxhdGVkQW1vdW50IjoiMCIsIm5vbmNlIjoiMSJ9fX0",
 	} {
 		t.Run("header "+name, func(t *testing.T) {
 			if _, err := DecodeHeader(h); !errors.Is(err, ErrMalformed) {

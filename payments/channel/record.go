@@ -26,7 +26,7 @@ const recordVersion = 1
 const maxFunding = 256
 
 func (r *record) encode() []byte {
-	b := make([]byte, 0, 96+len(r.Client)+len(r.Fragment)+32*len(r.Funding)+len(r.Invoice)+len(r.Preimage))
+	b := make([]byte, 0, 128+len(r.Ref)+len(r.Client)+len(r.Fragment)+32*len(r.Funding)+len(r.Invoice)+len(r.Preimage))
 	b = append(b, recordVersion, boolByte(r.Closed), byte(r.Refund))
 	b = append(b, r.Channel[:]...)
 	for _, v := range []uint64{r.Epoch, r.Deposit, r.Accumulated, r.Nonce, r.Owed} {
@@ -42,7 +42,8 @@ func (r *record) encode() []byte {
 		b = append(b, h[:]...)
 	}
 	b = appendBytes(b, []byte(r.Invoice))
-	return appendBytes(b, []byte(r.Preimage))
+	b = appendBytes(b, []byte(r.Preimage))
+	return appendBytes(b, []byte(r.Ref))
 }
 
 func boolByte(v bool) byte {
@@ -134,6 +135,7 @@ func decodeRecord(b []byte) (*record, error) {
 	}
 	r.Invoice = string(d.bytes())
 	r.Preimage = string(d.bytes())
+	r.Ref = string(d.bytes())
 	if d.err != nil {
 		return nil, d.err
 	}

@@ -42,6 +42,7 @@ type State struct {
 	Deposit     uint64 // msat, every funding payment's amount
 	Accumulated uint64 // msat spent: the last accepted receipt's amount
 	Nonce       uint64 // the last accepted receipt's nonce
+	Ref         string // the call the last accepted receipt paid for (Accept's ref)
 	Opened      time.Time
 	LastUse     time.Time
 	Closed      bool
