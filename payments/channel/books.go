@@ -105,8 +105,8 @@ func New(o Options) (*Books, error) {
 func (b *Books) stripe(id ID) *sync.Mutex { return &b.stripes[id[0]%byte(len(b.stripes))] }
 
 // load reads the channel id of client; a channel of another client is as
-// absent. A channel idle past the TTL is closed as of then (not yet
-// stored: the caller's put does).
+// absent. A channel idle past the TTL is closed as of then, and recorded so.
+// The caller holds the channel's stripe.
 func (b *Books) load(ctx context.Context, client []byte, id ID) (*record, error) {
 	raw, ok, err := b.opts.Store.Get(ctx, channelSpace, id[:])
 	if err != nil {
@@ -124,6 +124,9 @@ func (b *Books) load(ctx context.Context, client []byte, id ID) (*record, error)
 	}
 	if idle := rec.LastUse.Add(b.opts.IdleTTL); !rec.Closed && !b.opts.Now().Before(idle) {
 		b.close(rec, idle)
+		if err := b.put(ctx, rec); err != nil {
+			return nil, err
+		}
 		b.opts.Log.Info("channel closed idle", "channel", id, "owed_msat", rec.Owed)
 	}
 	return rec, nil
@@ -280,12 +283,6 @@ func (b *Books) Accept(ctx context.Context, client []byte, r *SubRAV, price uint
 		return State{}, err
 	}
 	if err := check(&rec.State, r, price); err != nil {
-		if rec.Closed && errors.Is(err, ErrClosed) {
-			// An idle channel closed by load: record it.
-			if perr := b.put(ctx, rec); perr != nil {
-				return State{}, perr
-			}
-		}
 		return State{}, err
 	}
 	rec.Nonce, rec.Accumulated, rec.LastUse, rec.Ref = r.Nonce, r.AccumulatedAmount, b.opts.Now(), ref
@@ -344,12 +341,13 @@ func (b *Books) Close(ctx context.Context, client []byte, id ID) (State, error) 
 	if err != nil {
 		return State{}, err
 	}
-	if !rec.Closed {
-		b.close(rec, b.opts.Now())
-		b.opts.Log.Info("channel closed", "channel", id, "owed_msat", rec.Owed)
+	if rec.Closed {
+		return rec.State, nil
 	}
+	b.close(rec, b.opts.Now())
 	if err := b.put(ctx, rec); err != nil {
 		return State{}, err
 	}
+	b.opts.Log.Info("channel closed", "channel", id, "owed_msat", rec.Owed)
 	return rec.State, nil
 }

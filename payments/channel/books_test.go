@@ -390,3 +390,65 @@ func TestBooks_IdleChannelClosesAndOwesTheRest(t *testing.T) {
 		t.Fatalf("Refund: %+v, %v", st, err)
 	}
 }
+
+// A refund is paid by one call at a time: another that comes while the
+// wallet pays is told to ask again, and pays nothing.
+func TestBooks_RefundWhilePayingIsRefused(t *testing.T) {
+	f := newFixture(t, durable.NewMemory(durable.Options{}))
+	s := f.open(t, 1000)
+	inv := f.rf.invoice(t, f.clock.Now(), 1000, 1)
+	block := &blockingRefunder{refunder: f.rf, entered: make(chan struct{}), release: make(chan struct{})}
+	books, err := New(Options{Store: f.books.opts.Store, ServerKey: serverKey, Refunder: block, Now: f.clock.Now,
+		Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := books.Refund(t.Context(), clientKey, s.Channel, inv)
+		done <- err
+	}()
+	<-block.entered
+	if _, err := books.Refund(t.Context(), clientKey, s.Channel, inv); !errors.Is(err, ErrRefundBusy) {
+		t.Fatalf("a refund while one is paid: %v, want ErrRefundBusy", err)
+	}
+	close(block.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if p := f.rf.payments(); len(p) != 1 {
+		t.Fatalf("%d payments", len(p))
+	}
+	// Paid: asking again (another invoice) pays nothing more.
+	if st, err := books.Refund(t.Context(), clientKey, s.Channel, f.rf.invoice(t, f.clock.Now(), 1000, 2)); err != nil || st.Refund != RefundPaid {
+		t.Fatalf("Refund again: %+v, %v", st, err)
+	}
+	if p := f.rf.payments(); len(p) != 1 {
+		t.Fatalf("%d payments", len(p))
+	}
+}
+
+// blockingRefunder holds a payment until released.
+type blockingRefunder struct {
+	*refunder
+	entered, release chan struct{}
+}
+
+func (b *blockingRefunder) PayRefund(ctx context.Context, invoice string, msat uint64) (string, error) {
+	close(b.entered)
+	<-b.release
+	return b.refunder.PayRefund(ctx, invoice, msat)
+}
+
+// A wallet whose preimage is not the invoice's has not proven a payment:
+// the refund stays pending on that invoice.
+func TestBooks_RefundWithAWrongPreimageStaysPending(t *testing.T) {
+	f := newFixture(t, durable.NewMemory(durable.Options{}))
+	s := f.open(t, 1000)
+	inv := f.rf.invoice(t, f.clock.Now(), 1000, 1)
+	f.rf.preimages[inv] = "00"
+	st, err := f.books.Refund(t.Context(), clientKey, s.Channel, inv)
+	if err == nil || st.Refund != RefundPending {
+		t.Fatalf("Refund: %+v, %v", st, err)
+	}
+}
