@@ -132,6 +132,18 @@ func (b *Books) load(ctx context.Context, client []byte, id ID) (*record, error)
 	return rec, nil
 }
 
+// lockLoad locks channel id's stripe and loads it; unlock releases the
+// stripe, which is released already when err is not nil.
+func (b *Books) lockLoad(ctx context.Context, client []byte, id ID) (rec *record, unlock func(), err error) {
+	mu := b.stripe(id)
+	mu.Lock()
+	if rec, err = b.load(ctx, client, id); err != nil {
+		mu.Unlock()
+		return nil, nil, err
+	}
+	return rec, mu.Unlock, nil
+}
+
 func (b *Books) close(rec *record, at time.Time) {
 	rec.Closed, rec.ClosedAt, rec.Owed = true, at, rec.Deposit-rec.Accumulated
 }
@@ -227,13 +239,11 @@ func (b *Books) Open(ctx context.Context, f Funding) (State, error) {
 func (b *Books) TopUp(ctx context.Context, id ID, f Funding) (State, error) {
 	b.funding.Lock()
 	defer b.funding.Unlock()
-	mu := b.stripe(id)
-	mu.Lock()
-	defer mu.Unlock()
-	rec, err := b.load(ctx, f.Client, id)
+	rec, unlock, err := b.lockLoad(ctx, f.Client, id)
 	if err != nil {
 		return State{}, err
 	}
+	defer unlock()
 	for _, h := range rec.Funding {
 		if h == f.PaymentHash {
 			return rec.State, nil
@@ -275,13 +285,11 @@ func (b *Books) Accept(ctx context.Context, client []byte, r *SubRAV, price uint
 	if len(ref) > maxRef {
 		return State{}, fmt.Errorf("channel: call reference of %d bytes, at most %d", len(ref), maxRef)
 	}
-	mu := b.stripe(r.ChannelID)
-	mu.Lock()
-	defer mu.Unlock()
-	rec, err := b.load(ctx, client, r.ChannelID)
+	rec, unlock, err := b.lockLoad(ctx, client, r.ChannelID)
 	if err != nil {
 		return State{}, err
 	}
+	defer unlock()
 	if err := check(&rec.State, r, price); err != nil {
 		return State{}, err
 	}
@@ -320,13 +328,11 @@ func check(s *State, r *SubRAV, price uint64) error {
 
 // Get returns the state of channel id of client.
 func (b *Books) Get(ctx context.Context, client []byte, id ID) (State, error) {
-	mu := b.stripe(id)
-	mu.Lock()
-	defer mu.Unlock()
-	rec, err := b.load(ctx, client, id)
+	rec, unlock, err := b.lockLoad(ctx, client, id)
 	if err != nil {
 		return State{}, err
 	}
+	defer unlock()
 	return rec.State, nil
 }
 
@@ -334,13 +340,11 @@ func (b *Books) Get(ctx context.Context, client []byte, id ID) (State, error) {
 // Deposit − Accumulated is owed to it (see Refund). Closing a closed
 // channel returns its state.
 func (b *Books) Close(ctx context.Context, client []byte, id ID) (State, error) {
-	mu := b.stripe(id)
-	mu.Lock()
-	defer mu.Unlock()
-	rec, err := b.load(ctx, client, id)
+	rec, unlock, err := b.lockLoad(ctx, client, id)
 	if err != nil {
 		return State{}, err
 	}
+	defer unlock()
 	if rec.Closed {
 		return rec.State, nil
 	}

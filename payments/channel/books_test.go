@@ -106,6 +106,16 @@ func (f *fixture) reopen(t *testing.T, store durable.Store) *Books {
 	return b
 }
 
+// openFile opens the file store in dir, as a restarted server does.
+func openFile(t *testing.T, dir string) *durable.File {
+	t.Helper()
+	store, err := durable.Open(dir, "state", durable.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
 func funding(n byte, msat uint64) Funding {
 	return Funding{PaymentHash: [32]byte{n}, AmountMsat: msat, Client: clientKey, Fragment: FragmentNostr}
 }
@@ -223,10 +233,7 @@ func TestBooks_TopUpOncePerPayment(t *testing.T) {
 // on the store reopened from disk refuse it, and accept the next.
 func TestBooks_ReceiptsSurviveARestart(t *testing.T) {
 	dir := t.TempDir()
-	store, err := durable.Open(dir, "state", durable.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := openFile(t, dir)
 	f := newFixture(t, store)
 	s := f.open(t, 1000)
 	r, _ := s.Next(300)
@@ -240,13 +247,10 @@ func TestBooks_ReceiptsSurviveARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	store, err = durable.Open(dir, "state", durable.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store = openFile(t, dir)
 	defer store.Close()
 	books := f.reopen(t, store)
-	_, err = books.Accept(t.Context(), clientKey, &r, 300, "call again")
+	_, err := books.Accept(t.Context(), clientKey, &r, 300, "call again")
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeDuplicate || e.State.Ref != "call" {
 		t.Fatalf("the receipt again after a restart: %v, want ErrDuplicate naming the call it paid", err)
@@ -335,10 +339,7 @@ func TestBooks_RefundPaidOnce(t *testing.T) {
 // payment known not to have happened frees the client to send another.
 func TestBooks_RefundAfterACrashPaysTheRecordedInvoice(t *testing.T) {
 	dir := t.TempDir()
-	store, err := durable.Open(dir, "state", durable.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := openFile(t, dir)
 	f := newFixture(t, store)
 	s := f.open(t, 1000)
 
@@ -354,10 +355,7 @@ func TestBooks_RefundAfterACrashPaysTheRecordedInvoice(t *testing.T) {
 	}
 	store.Close()
 
-	store, err = durable.Open(dir, "state", durable.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store = openFile(t, dir)
 	defer store.Close()
 	books := f.reopen(t, store)
 	f.rf.err = nil

@@ -54,12 +54,11 @@ func (b *Books) Refund(ctx context.Context, client []byte, id ID, invoice string
 		payErr = checkPreimage(rec.Invoice, preimage)
 	}
 
-	mu := b.stripe(id)
-	mu.Lock()
-	defer mu.Unlock()
-	if rec, err = b.load(ctx, client, id); err != nil {
+	rec, unlock, err := b.lockLoad(ctx, client, id)
+	if err != nil {
 		return State{}, err
 	}
+	defer unlock()
 	switch {
 	case payErr == nil:
 		rec.Refund, rec.Preimage = RefundPaid, preimage
@@ -81,13 +80,11 @@ func (b *Books) Refund(ctx context.Context, client []byte, id ID, invoice string
 // recordRefund closes the channel and records the invoice its refund goes
 // to, unless one is recorded already; nothing owed makes the refund paid.
 func (b *Books) recordRefund(ctx context.Context, client []byte, id ID, invoice string) (*record, error) {
-	mu := b.stripe(id)
-	mu.Lock()
-	defer mu.Unlock()
-	rec, err := b.load(ctx, client, id)
+	rec, unlock, err := b.lockLoad(ctx, client, id)
 	if err != nil {
 		return &record{}, err
 	}
+	defer unlock()
 	if !rec.Closed {
 		b.close(rec, b.opts.Now())
 	}
