@@ -31,6 +31,8 @@
 //     Refunder, restarts included.
 //   - client.go: the client's side of a channel (Client): the next receipt
 //     for a price, and resynchronising from the server's state.
+//   - example_test.go: a channel's life through both sides, as the gate and
+//     the payer will drive it.
 //
 // Every change to a channel is one durable.Store Put of its record, made
 // under the channel's lock before the method returns: a receipt accepted is
