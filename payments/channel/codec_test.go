@@ -127,3 +127,15 @@ func TestSign_Secp256k1DIDKey(t *testing.T) {
 		t.Fatalf("another key's verify: %v", err)
 	}
 }
+
+func TestCode_HTTPStatusIsNIP4s(t *testing.T) {
+	for c, want := range map[Code]int{
+		CodeInsufficientFunds: 402, CodeConflict: 409, CodeDuplicate: 409, CodeNotFound: 404,
+		CodeEpochMismatch: 400, CodeClosed: 400, CodeTampered: 400, CodeInvalidSignature: 400,
+		CodeMaxAmountExceeded: 400, Code("SOMETHING_ELSE"): 500,
+	} {
+		if got := c.HTTPStatus(); got != want {
+			t.Errorf("%s: %d, want %d", c, got, want)
+		}
+	}
+}

@@ -33,6 +33,9 @@ const (
 	CodeTampered Code = "TAMPERED_SUBRAV"
 	// CodeInvalidSignature: the header's signature does not verify.
 	CodeInvalidSignature Code = "INVALID_SIGNATURE"
+	// CodeMaxAmountExceeded: the call's price is above the request's
+	// maxAmount (HTTP).
+	CodeMaxAmountExceeded Code = "BILLING_MAX_AMOUNT_EXCEEDED"
 )
 
 // HTTPStatus is the status an HTTP answer carries the code with (NIP-4's
@@ -45,7 +48,7 @@ func (c Code) HTTPStatus() int {
 		return http.StatusConflict
 	case CodeNotFound:
 		return http.StatusNotFound
-	case CodeEpochMismatch, CodeClosed, CodeTampered, CodeInvalidSignature:
+	case CodeEpochMismatch, CodeClosed, CodeTampered, CodeInvalidSignature, CodeMaxAmountExceeded:
 		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError
