@@ -127,6 +127,10 @@ func runDemo(ctx context.Context, step func(name, detail string, start time.Time
 	t = time.Now()
 	// The demo server in the process: one server session per client
 	// session, as a child process would be.
+	// Lookups every few ms: the simulator settles at once, and the demo
+	// should not wait for a real wallet's pace.
+	proc := lightning.NewProcessor(serverWallet, lightning.ProcessorOptions{PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond})
+	defer proc.Close()
 	gw, err := gateway.New(ctx, gateway.Options{
 		Upstream: gateway.InProcess(demoserver.New()),
 		Server: contextvm.ServerOptions{
@@ -135,11 +139,7 @@ func runDemo(ctx context.Context, step func(name, detail string, start time.Time
 			Encryption: contextvm.EncryptRequired,
 			Info:       contextvm.ServerInfo{Name: "cvm demo", About: "the demo server of cvm, behind a gateway"},
 			Prices:     []contextvm.Price{price},
-			Gate: cep8.NewGate(cep8.Options{Processors: []payments.Processor{
-				// Lookups every few ms: the simulator settles at once, and
-				// the demo should not wait for a real wallet's pace.
-				lightning.NewProcessor(serverWallet, lightning.ProcessorOptions{PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond}),
-			}}),
+			Gate:       cep8.NewGate(cep8.Options{Processors: []payments.Processor{proc}}),
 		},
 	})
 	if err != nil {
