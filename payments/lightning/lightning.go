@@ -146,16 +146,25 @@ func (p *Processor) Require(ctx context.Context, c payments.Charge) (payments.Pa
 		}
 	}
 	p.prepare(k) // for the next request at this price
-	ttl := p.opts.TTL
-	if dec, err := bolt11.Decode(inv.Bolt11); err == nil {
-		if listening {
-			p.listened.add(dec.PaymentHash(), dec.ExpiresAt())
+	// The wallet's answer names the invoice's hash and expiry: decoding
+	// the invoice (a signature's public key recovered, half a
+	// millisecond) only when it does not.
+	hash, expires := inv.PaymentHash, inv.ExpiresAt
+	if hash == "" || expires.IsZero() {
+		if dec, err := bolt11.Decode(inv.Bolt11); err == nil {
+			hash, expires = dec.PaymentHash(), dec.ExpiresAt()
 		}
-		ttl = min(ttl, dec.ExpiresAt().Sub(p.opts.Now()))
+	}
+	if hash != "" && listening {
+		p.listened.add(hash, expires)
+	}
+	ttl := p.opts.TTL
+	if ok && !expires.IsZero() { // made ahead: what is left of it
+		ttl = min(ttl, expires.Sub(p.opts.Now()))
 	}
 	return payments.PaymentRequired{
 		Amount: c.Amount, PayReq: inv.Bolt11, PMI: payments.PMILightningBolt11,
-		Description: c.Description, TTL: int64((ttl + time.Second/2) / time.Second),
+		Description: c.Description, TTL: int64(ttl / time.Second),
 	}, nil
 }
 
