@@ -7,7 +7,9 @@
 // A Processor settles a payment on the wallet's word that it was received
 // when the wallet gives it (a Notifier: NIP-47 notifications, notify.go),
 // and by looking the invoice up (lookup_invoice) otherwise, or when that
-// word is late.
+// word is late. It keeps an invoice made ahead for each price it was asked
+// for (prepare.go), so that a payment request does not wait for the
+// wallet.
 package lightning
 
 import (
