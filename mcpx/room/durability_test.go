@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/cvmgo/cvm/mcpx/history"
 	"github.com/cvmgo/cvm/mcpx/room"
@@ -205,6 +207,46 @@ func TestGateway_OnePublisherCannotTakeTheWholeCommitQueue(t *testing.T) {
 	st.release()
 	if m := c.Read(); m.ID != sent[2] {
 		t.Fatalf("carol got %s, want alice's third", m)
+	}
+}
+
+// One connection's envelopes waiting for their commit are bounded in
+// bytes too (4 MiB; an envelope larger than that goes alone), as they are
+// on their way to JetStream on a cluster: large envelopes hold the read
+// loop sooner, and another connection's envelope goes ahead.
+func TestGateway_OnePublishersUncommittedBytesAreBounded(t *testing.T) {
+	st := newStallStore(t, history.Options{})
+	g := gatewaytest.Start(t, room.Options{History: st})
+	a, _ := g.Join("room:x", "alice")
+	b, _ := g.Join("room:x", "bob")
+	c, _ := g.Join("room:x", "carol")
+	a.Read()
+	a.Read()
+	b.Read()
+	st.stall()
+	blob := fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/x","params":{"blob":%q}}`, strings.Repeat("x", 900<<10))
+	var sent []any
+	for range 5 {
+		e := a.Env(nil, blob)
+		a.Send(e)
+		sent = append(sent, e["id"])
+	}
+	for _, want := range sent[:4] { // 3.6 MiB; a fifth would pass 4 MiB
+		if m := c.Read(); m.ID != want {
+			t.Fatalf("carol got %s, want %s", m.ID, want)
+		}
+	}
+	testwait.Eventually(t, 30*time.Second, "alice's read loop to wait for room in bytes", func() bool {
+		v, _ := g.Metric(`cvm_mcpx_publisher_waits_total{bound="bytes"}`)
+		return v >= 1
+	})
+	bobs := b.Chat("bob goes ahead")
+	if m := c.Read(); m.ID != bobs["id"] {
+		t.Fatalf("carol got %s, want bob's envelope: alice's fifth waits for room", m.ID)
+	}
+	st.release()
+	if m := c.Read(); m.ID != sent[4] {
+		t.Fatalf("carol got %s, want alice's fifth", m.ID)
 	}
 }
 
