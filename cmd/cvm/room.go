@@ -11,6 +11,7 @@ import (
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/cvmgo/cvm/mcpx/history"
 	"github.com/cvmgo/cvm/mcpx/room"
+	"github.com/cvmgo/cvm/mcpx/room/roomnats"
 	"github.com/cvmgo/cvm/mcpx/roompage"
 	"github.com/spf13/cobra"
 )
@@ -90,12 +91,12 @@ exits.`,
 					return fmt.Errorf("--nats: %w (is nats-server -js running there?)", err)
 				}
 				defer conn.Close()
-				cl, err := room.NewCluster(cmd.Context(), conn, room.ClusterOptions{MaxPerTopic: hist.MaxPerTopic, MaxAge: hist.MaxAge, Replicas: natsReplicas, Logger: a.log})
+				cl, err := roomnats.NewCluster(cmd.Context(), conn, roomnats.ClusterOptions{MaxPerTopic: hist.MaxPerTopic, MaxAge: hist.MaxAge, Replicas: natsReplicas, Logger: a.log})
 				if err != nil {
 					return fmt.Errorf("--nats: %w", err)
 				}
 				defer cl.Close()
-				opts.Cluster = cl
+				opts.Backend = cl
 			} else {
 				hist.Logger = a.log
 				store, err := history.Open(filepath.Join(dir, "history.db"), hist)
@@ -123,8 +124,8 @@ exits.`,
 				NATS       string `json:"nats,omitempty"`
 				Node       string `json:"node,omitempty"`
 			}{true, s.WSURL, s.URL, s.URL + "/metrics", dir, compat, visibility, s.URL + "/", natsURL, ""}
-			if opts.Cluster != nil {
-				ready.Node = opts.Cluster.Node()
+			if opts.Backend != nil {
+				ready.Node = opts.Backend.Node()
 			}
 			if err := a.printJSON(ready); err != nil {
 				s.Close()
