@@ -15,16 +15,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func (a *app) callCommand() *cobra.Command {
-	var cf clientFlags
-	var schema string
-	var tf trustFlags
-	var stream bool
-	var pf payFlags
-	cmd := &cobra.Command{
-		Use:   "call SERVER TOOL [JSON | key=value…] | call --schema HASH TOOL [JSON | key=value…]",
-		Short: "Call a tool of a ContextVM server",
-		Long: `Call TOOL on the ContextVM server SERVER (a public key as hex, npub or
+// callHelp is the long help of call.
+const callHelp = `Call TOOL on the ContextVM server SERVER (a public key as hex, npub or
 nprofile, or an alias from [servers] in config.toml) and print its result.
 
 Arguments are one JSON object, or key=value pairs typed by the tool's input
@@ -71,7 +63,18 @@ are kept in the data directory, shared by every cvm on the machine, and
 payments.allow names the servers allowed to charge. The wallet URI comes
 from --wallet-file FILE (mode 0600) or $CVM_WALLET, never from a flag.
 Each payment is reported on stderr, and with --json in the result's
-_meta["cvm/payments"].`,
+_meta["cvm/payments"].`
+
+func (a *app) callCommand() *cobra.Command {
+	var cf clientFlags
+	var schema string
+	var tf trustFlags
+	var stream bool
+	var pf payFlags
+	cmd := &cobra.Command{
+		Use:   "call SERVER TOOL [JSON | key=value…] | call --schema HASH TOOL [JSON | key=value…]",
+		Short: "Call a tool of a ContextVM server",
+		Long:  callHelp,
 		Example: `  cvm call npub1… add a=2 b=3
   cvm call weather forecast '{"city":"Lyon","days":3}'
   cvm call --schema 7c61a439f00669bd… --trust npub1… translate text=hello to=fr`,
@@ -139,15 +142,12 @@ func (a *app) call(ctx context.Context, cf clientFlags, server, name string, arg
 	if tool == nil {
 		return remote(fmt.Errorf("the server has no tool %q; it has: %s (see: cvm tools %s)", name, toolNames(tools), server))
 	}
-	arguments, err := args.typed(tool.InputSchema)
+	arguments, err := toolArguments(tool.InputSchema, server, name, args)
 	if err != nil {
-		return fmt.Errorf("%w (see: cvm tools %s --json)", err, server)
-	}
-	if err := validateArguments(arguments, tool.InputSchema); err != nil {
-		return fmt.Errorf("arguments for %s do not fit its input schema: %w (see: cvm tools %s --json)", name, err, server)
+		return err
 	}
 	params := &mcp.CallToolParams{Name: name, Arguments: arguments}
-	if cs.httpURL != "" && pricedOverHTTP(tool) {
+	if cs.httpURL != "" && quotation.Priced(tool) {
 		if err := cs.payOverHTTP(ctx, params); err != nil {
 			return err
 		}
@@ -163,7 +163,7 @@ func (a *app) call(ctx context.Context, cf clientFlags, server, name string, arg
 		chunks = a.writeChunks(ctx, reader)
 	}
 	res, err := cs.CallTool(ctx, params)
-	if cs.httpURL != "" && isQuotationRequired(err) && params.Meta[quotation.MetaQuotation] == nil {
+	if cs.httpURL != "" && quotation.IsRequired(err) && params.Meta[quotation.MetaQuotation] == nil {
 		// Priced, though tools/list did not say so: pay, call again.
 		if perr := cs.payOverHTTP(ctx, params); perr != nil {
 			return perr
@@ -186,6 +186,26 @@ func (a *app) call(ctx context.Context, cf clientFlags, server, name string, arg
 	if err != nil {
 		return remoteFailure(ctx, "tools/call "+name, server, cs.relays, err)
 	}
+	return a.printCallResult(res, name, paid, chunks)
+}
+
+// toolArguments types the command line's arguments by the tool's input
+// schema and checks them against it.
+func toolArguments(inputSchema any, server, name string, args callArguments) (map[string]any, error) {
+	arguments, err := args.typed(inputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("%w (see: cvm tools %s --json)", err, server)
+	}
+	if err := validateArguments(arguments, inputSchema); err != nil {
+		return nil, fmt.Errorf("arguments for %s do not fit its input schema: %w (see: cvm tools %s --json)", name, err, server)
+	}
+	return arguments, nil
+}
+
+// printCallResult prints a tool's result (with --json, and the payments
+// made for it), unless a stream printed its content already; a result
+// that is an error is a remote failure.
+func (a *app) printCallResult(res *mcp.CallToolResult, name string, paid *payLog, chunks *chunkWriter) error {
 	if ps := paid.payments(); len(ps) > 0 && a.jsonOut {
 		if res.Meta == nil {
 			res.Meta = mcp.Meta{}

@@ -50,12 +50,7 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, pre
 	if err != nil {
 		return noRelay(cf.relays, wait, err)
 	}
-	var history *discovery.History
-	if dir, err := config.CacheDir(a.getenv); err == nil {
-		history = discovery.OpenHistory(filepath.Join(dir, "providers.json"))
-	} else {
-		history = discovery.OpenHistory("")
-	}
+	history := a.providerHistory()
 	ranking := discovery.Ranking{Policy: policy, Trusted: trusted, History: history}
 	providers, excluded := catalog.Providers(hash, ranking)
 	switch {
@@ -67,20 +62,9 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, pre
 	if units := discovery.Units(providers); units != nil {
 		fmt.Fprintf(a.stderr, "note: the servers price this tool in different units (%s); prices in different units are not compared\n", strings.Join(units, ", "))
 	}
-	tool := providers[0].Tool
-	if tool.Name != name {
-		return fmt.Errorf("schema %s is the tool %q, not %q", shorten(hash, 16), tool.Name, name)
-	}
-	var inputSchema any
-	if err := json.Unmarshal(tool.InputSchema, &inputSchema); err != nil {
-		return remote(fmt.Errorf("the announced input schema of %s: %w", name, err))
-	}
-	arguments, err := args.typed(inputSchema)
+	arguments, err := schemaArguments(providers[0].Tool, hash, name, args)
 	if err != nil {
-		return fmt.Errorf("%w (see: cvm discover --schema %s --json)", err, hash)
-	}
-	if err := validateArguments(arguments, inputSchema); err != nil {
-		return fmt.Errorf("arguments for %s do not fit its input schema: %w", name, err)
+		return err
 	}
 
 	res, err := discovery.Call(ctx, discovery.CallOptions{
@@ -92,6 +76,92 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, pre
 		AttemptTimeout: cf.timeout,
 		Logger:         a.log,
 	})
+	a.reportAttempts(history, res)
+	if errors.Is(err, discovery.ErrNoProvider) {
+		return remote(err)
+	}
+	if err != nil {
+		return remoteFailure(ctx, "tools/call "+name, "the providers of "+shorten(hash, 12), cf.relays, err)
+	}
+	p := res.Provider
+	fmt.Fprintf(a.stderr, "answered by %s (%s), %s\n", p.Server.Name, p.Server.Npub, p.Tool.Price)
+	if a.jsonOut {
+		if err := a.printSchemaCall(res); err != nil {
+			return err
+		}
+	}
+	if res.Result.IsError {
+		return remote(fmt.Errorf("tool %s reported an error: %s", name, oneLine(contentText(res.Result.Content))))
+	}
+	if !a.jsonOut {
+		printContent(a.stdout, res.Result)
+	}
+	return nil
+}
+
+// providerHistory is what the providers of common schemas did before, in
+// the cache directory (in memory without one).
+func (a *app) providerHistory() *discovery.History {
+	if dir, err := config.CacheDir(a.getenv); err == nil {
+		return discovery.OpenHistory(filepath.Join(dir, "providers.json"))
+	}
+	return discovery.OpenHistory("")
+}
+
+// schemaArguments types the command line's arguments by the input schema
+// the best provider announced for the tool, and checks them against it.
+func schemaArguments(tool discovery.Tool, hash, name string, args callArguments) (map[string]any, error) {
+	if tool.Name != name {
+		return nil, fmt.Errorf("schema %s is the tool %q, not %q", shorten(hash, 16), tool.Name, name)
+	}
+	var inputSchema any
+	if err := json.Unmarshal(tool.InputSchema, &inputSchema); err != nil {
+		return nil, remote(fmt.Errorf("the announced input schema of %s: %w", name, err))
+	}
+	arguments, err := args.typed(inputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("%w (see: cvm discover --schema %s --json)", err, hash)
+	}
+	if err := validateArguments(arguments, inputSchema); err != nil {
+		return nil, fmt.Errorf("arguments for %s do not fit its input schema: %w", name, err)
+	}
+	return arguments, nil
+}
+
+// printSchemaCall prints, with --json, the result of a call by schema with
+// the provider that answered and every attempt.
+func (a *app) printSchemaCall(res *discovery.CallResult) error {
+	p := res.Provider
+	type attempt struct {
+		Npub      string `json:"npub"`
+		Name      string `json:"name"`
+		ElapsedMs int64  `json:"elapsedMs"`
+		Error     string `json:"error,omitempty"`
+	}
+	out := struct {
+		Result   *mcp.CallToolResult `json:"result"`
+		Provider struct {
+			Pubkey string           `json:"pubkey"`
+			Npub   string           `json:"npub"`
+			Name   string           `json:"name"`
+			Price  *discovery.Price `json:"price"`
+		} `json:"provider"`
+		Attempts []attempt `json:"attempts"`
+	}{Result: res.Result}
+	out.Provider.Pubkey, out.Provider.Npub, out.Provider.Name, out.Provider.Price = p.Server.Pubkey.Hex(), p.Server.Npub, p.Server.Name, p.Tool.Price
+	for _, at := range res.Attempts {
+		e := attempt{Npub: at.Provider.Server.Npub, Name: at.Provider.Server.Name, ElapsedMs: at.Elapsed.Milliseconds()}
+		if at.Err != nil {
+			e.Error = at.Err.Error()
+		}
+		out.Attempts = append(out.Attempts, e)
+	}
+	return a.printJSON(out)
+}
+
+// reportAttempts saves what the providers did and tells of those that
+// failed.
+func (a *app) reportAttempts(history *discovery.History, res *discovery.CallResult) {
 	if serr := history.Save(); serr != nil {
 		a.log.Warn("could not save the provider history", "path", history.Path(), "err", serr)
 	}
@@ -104,48 +174,4 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, pre
 			fmt.Fprintf(a.stderr, "%s (%s) failed after %s: %s\n", at.Provider.Server.Name, shorten(at.Provider.Server.Npub, 20), at.Elapsed.Round(time.Millisecond), oneLine(at.Err.Error()))
 		}
 	}
-	if errors.Is(err, discovery.ErrNoProvider) {
-		return remote(err)
-	}
-	if err != nil {
-		return remoteFailure(ctx, "tools/call "+name, "the providers of "+shorten(hash, 12), cf.relays, err)
-	}
-	p := res.Provider
-	fmt.Fprintf(a.stderr, "answered by %s (%s), %s\n", p.Server.Name, p.Server.Npub, p.Tool.Price)
-	if a.jsonOut {
-		type attempt struct {
-			Npub      string `json:"npub"`
-			Name      string `json:"name"`
-			ElapsedMs int64  `json:"elapsedMs"`
-			Error     string `json:"error,omitempty"`
-		}
-		out := struct {
-			Result   *mcp.CallToolResult `json:"result"`
-			Provider struct {
-				Pubkey string           `json:"pubkey"`
-				Npub   string           `json:"npub"`
-				Name   string           `json:"name"`
-				Price  *discovery.Price `json:"price"`
-			} `json:"provider"`
-			Attempts []attempt `json:"attempts"`
-		}{Result: res.Result}
-		out.Provider.Pubkey, out.Provider.Npub, out.Provider.Name, out.Provider.Price = p.Server.Pubkey.Hex(), p.Server.Npub, p.Server.Name, p.Tool.Price
-		for _, at := range res.Attempts {
-			e := attempt{Npub: at.Provider.Server.Npub, Name: at.Provider.Server.Name, ElapsedMs: at.Elapsed.Milliseconds()}
-			if at.Err != nil {
-				e.Error = at.Err.Error()
-			}
-			out.Attempts = append(out.Attempts, e)
-		}
-		if err := a.printJSON(out); err != nil {
-			return err
-		}
-	}
-	if res.Result.IsError {
-		return remote(fmt.Errorf("tool %s reported an error: %s", name, oneLine(contentText(res.Result.Content))))
-	}
-	if !a.jsonOut {
-		printContent(a.stdout, res.Result)
-	}
-	return nil
 }
