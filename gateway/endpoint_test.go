@@ -36,28 +36,9 @@ func newEndpointBench(t *testing.T, opts gateway.HTTPEndpointOptions) (*endpoint
 	t.Helper()
 	ctx, cancel := testwait.Context(t, patience)
 	defer cancel()
-	n, err := lnsim.Open(lnsim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.AddWallet("client", 1_000_000)
-	n.AddWallet("server", 0)
-	sw, _ := n.Wallet("server")
-	cw, _ := n.Wallet("client")
+	_, sw, cw := lightningWallets(t)
 	up := &paidUpstream{}
-	gw, err := gateway.New(ctx, gateway.Options{Upstream: gateway.InProcess(up.server()), NoNostr: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		gw.Serve(context.Background())
-	}()
-	t.Cleanup(func() {
-		gw.Close()
-		<-served
-	})
+	gw := startGateway(t, ctx, gateway.Options{Upstream: gateway.InProcess(up.server()), NoNostr: true})
 	opts.Addr, opts.Key = "127.0.0.1:0", nostr.Generate()
 	if opts.Store == nil {
 		opts.Store = durable.NewMemory(durable.Options{})
