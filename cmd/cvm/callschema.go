@@ -19,24 +19,24 @@ import (
 // callSchema is cvm call --schema: the tool of a common schema, given by
 // its hash or the start of it (whole says which), on the best provider,
 // failing over to the next.
-func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, prefix string, whole bool, name string, args callArguments) error {
-	enc, err := contextvm.ParseEncryptionMode(cf.encryption)
+func (c *callCmd) callSchema(ctx context.Context, tf trustFlags, prefix string, whole bool, name string, args callArguments) error {
+	enc, err := contextvm.ParseEncryptionMode(c.cf.encryption)
 	if err != nil {
 		return fmt.Errorf("--encryption: %w", err)
 	}
-	policy, trusted, err := a.trust(tf)
+	policy, trusted, err := c.trust(tf)
 	if err != nil {
 		return err
 	}
-	id, err := a.resolveIdentity(cf.key, clientKey)
+	id, err := c.resolveIdentity(c.cf.key, clientKey)
 	if err != nil {
 		return err
 	}
-	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: cf.relays})
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: c.cf.relays})
 	defer pool.Close()
 
-	wait := relayWaitFor(cf.timeout)
-	stop := a.spinner("looking for servers implementing " + shorten(prefix, 12))
+	wait := relayWaitFor(c.cf.timeout)
+	stop := c.spinner("looking for servers implementing " + shorten(prefix, 12))
 	qctx, cancel := context.WithTimeout(ctx, wait)
 	catalog, hash, err := fetchForSchema(qctx, pool, discovery.Filter{}, prefix, whole)
 	cancel()
@@ -48,9 +48,9 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, pre
 		return remote(perr)
 	}
 	if err != nil {
-		return noRelay(cf.relays, wait, err)
+		return noRelay(c.cf.relays, wait, err)
 	}
-	history := a.providerHistory()
+	history := c.providerHistory()
 	ranking := discovery.Ranking{Policy: policy, Trusted: trusted, History: history}
 	providers, excluded := catalog.Providers(hash, ranking)
 	switch {
@@ -60,7 +60,7 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, pre
 		return remote(fmt.Errorf("no server announces a verified implementation of schema %s on %d relay(s) (see: cvm discover --schema %s)", hash, len(pool.Relays()), hash))
 	}
 	if units := discovery.Units(providers); units != nil {
-		fmt.Fprintf(a.stderr, "note: the servers price this tool in different units (%s); prices in different units are not compared\n", strings.Join(units, ", "))
+		fmt.Fprintf(c.stderr, "note: the servers price this tool in different units (%s); prices in different units are not compared\n", strings.Join(units, ", "))
 	}
 	arguments, err := schemaArguments(providers[0].Tool, hash, name, args)
 	if err != nil {
@@ -71,38 +71,38 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, pre
 		SchemaHash: hash, Tool: name, Arguments: arguments,
 		Catalog: catalog, Pool: pool, History: history, Policy: policy, Trusted: trusted,
 		Client: contextvm.ClientOptions{
-			Signer: contextvm.NewKeySigner(id.secret), Encryption: enc, RequestTimeout: cf.timeout, Logger: a.log, Payer: cf.pay.Payer(),
+			Signer: contextvm.NewKeySigner(id.secret), Encryption: enc, RequestTimeout: c.cf.timeout, Logger: c.log, Payer: c.cf.pay.Payer(),
 		},
-		AttemptTimeout: cf.timeout,
-		Logger:         a.log,
+		AttemptTimeout: c.cf.timeout,
+		Logger:         c.log,
 	})
-	a.reportAttempts(history, res)
+	c.reportAttempts(history, res)
 	if errors.Is(err, discovery.ErrNoProvider) {
 		return remote(err)
 	}
 	if err != nil {
-		return remoteFailure(ctx, "tools/call "+name, "the providers of "+shorten(hash, 12), cf.relays, err)
+		return remoteFailure(ctx, "tools/call "+name, "the providers of "+shorten(hash, 12), c.cf.relays, err)
 	}
 	p := res.Provider
-	fmt.Fprintf(a.stderr, "answered by %s (%s), %s\n", p.Server.Name, p.Server.Npub, p.Tool.Price)
-	if a.jsonOut {
-		if err := a.printSchemaCall(res); err != nil {
+	fmt.Fprintf(c.stderr, "answered by %s (%s), %s\n", p.Server.Name, p.Server.Npub, p.Tool.Price)
+	if c.jsonOut {
+		if err := c.printSchemaCall(res); err != nil {
 			return err
 		}
 	}
 	if res.Result.IsError {
 		return remote(fmt.Errorf("tool %s reported an error: %s", name, oneLine(contentText(res.Result.Content))))
 	}
-	if !a.jsonOut {
-		printContent(a.stdout, res.Result)
+	if !c.jsonOut {
+		printContent(c.stdout, res.Result)
 	}
 	return nil
 }
 
 // providerHistory is what the providers of common schemas did before, in
 // the cache directory (in memory without one).
-func (a *app) providerHistory() *discovery.History {
-	if dir, err := config.CacheDir(a.getenv); err == nil {
+func (c *callCmd) providerHistory() *discovery.History {
+	if dir, err := config.CacheDir(c.getenv); err == nil {
 		return discovery.OpenHistory(filepath.Join(dir, "providers.json"))
 	}
 	return discovery.OpenHistory("")
@@ -130,7 +130,7 @@ func schemaArguments(tool discovery.Tool, hash, name string, args callArguments)
 
 // printSchemaCall prints, with --json, the result of a call by schema with
 // the provider that answered and every attempt.
-func (a *app) printSchemaCall(res *discovery.CallResult) error {
+func (c *callCmd) printSchemaCall(res *discovery.CallResult) error {
 	p := res.Provider
 	type attempt struct {
 		Npub      string `json:"npub"`
@@ -156,14 +156,14 @@ func (a *app) printSchemaCall(res *discovery.CallResult) error {
 		}
 		out.Attempts = append(out.Attempts, e)
 	}
-	return a.printJSON(out)
+	return c.printJSON(out)
 }
 
 // reportAttempts saves what the providers did and tells of those that
 // failed.
-func (a *app) reportAttempts(history *discovery.History, res *discovery.CallResult) {
+func (c *callCmd) reportAttempts(history *discovery.History, res *discovery.CallResult) {
 	if serr := history.Save(); serr != nil {
-		a.log.Warn("could not save the provider history", "path", history.Path(), "err", serr)
+		c.log.Warn("could not save the provider history", "path", history.Path(), "err", serr)
 	}
 	var attempts []discovery.Attempt
 	if res != nil {
@@ -171,7 +171,7 @@ func (a *app) reportAttempts(history *discovery.History, res *discovery.CallResu
 	}
 	for _, at := range attempts {
 		if at.Err != nil {
-			fmt.Fprintf(a.stderr, "%s (%s) failed after %s: %s\n", at.Provider.Server.Name, shorten(at.Provider.Server.Npub, 20), at.Elapsed.Round(time.Millisecond), oneLine(at.Err.Error()))
+			fmt.Fprintf(c.stderr, "%s (%s) failed after %s: %s\n", at.Provider.Server.Name, shorten(at.Provider.Server.Npub, 20), at.Elapsed.Round(time.Millisecond), oneLine(at.Err.Error()))
 		}
 	}
 }

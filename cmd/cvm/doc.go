@@ -10,6 +10,12 @@
 // payments/quotation, the paying proxy connection in proxy), and no
 // function here is longer than 80 lines (funclen_test.go).
 //
+// The app type is what every command shares (the environment, --json,
+// logging, identities, dialing servers, payments) and builds the
+// commands; a command that does more than wire a library call runs as a
+// type of its own that embeds the app and holds the command's flags:
+// gatewayCmd, discoverCmd, callCmd, relayCmd, walletSimCmd.
+//
 // The files, by command group:
 //
 //   - Shared conventions: main.go (the process), app.go (the state of one

@@ -33,6 +33,9 @@ type gatewayPlan struct {
 	id             identity
 }
 
+// run is cvm gateway: it checks everything it can before it starts
+// anything (flags, wallet, state, the upstream once), then builds the
+// gateway and serves it until a signal.
 func (g *gatewayCmd) run(cmd *cobra.Command, args []string) error {
 	p, err := g.plan(cmd, args)
 	if err != nil {
