@@ -6,7 +6,7 @@ GO ?= go
 # for that one package; the race detector stays on everywhere.
 RACE = -race -gcflags=fiatjaf.com/nostr=-d=checkptr=0
 
-.PHONY: test check interop-deps bench bench-mcpx bench-compare fuzz build build-fast bench-crypto
+.PHONY: test check interop-deps bench bench-pay bench-mcpx bench-compare fuzz build build-fast bench-crypto
 
 # The one command that runs every test (CI runs it through .ci/run).
 test: check interop-deps
@@ -60,7 +60,8 @@ build-fast:
 	CGO_ENABLED=1 $(GO) build -tags libsecp256k1 -o bin/cvm ./cmd/cvm
 
 # Relay micro-benchmarks, then ContextVM round trips: cvm against the
-# reference TypeScript pair on the same relay, in one run; then the gateway's
+# reference TypeScript pair on the same relay, in one run, free and paid
+# calls (as bench-pay) and memory per idle session; then the gateway's
 # overhead per call and memory per client session.
 bench: interop-deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./relay
@@ -68,6 +69,15 @@ bench: interop-deps
 	$(GO) test -run '^$$' -bench GatewayOverhead -benchtime 300x ./cmd/cvm
 	$(GO) test -run '^$$' -bench GatewaySessionMemory -benchtime 1x ./cmd/cvm
 	$(GO) test -run '^$$' -bench Middleware -benchtime 1s ./didauth
+
+# Free and paid calls (CEP-8, Lightning through cvm wallet-sim) in one run:
+# cvm's client and cvm gateway, the reference pair (@contextvm/sdk, its own
+# NWC processor and handler) and the reference client and cvm gateway, every
+# peer a process of its own on one cvm relay. Prints p50 and p90 per path,
+# paid/free, and cvm's paid p50 over the reference pair's. PAID_CALLS per
+# path (default 20).
+bench-pay: interop-deps
+	$(GO) run ./bench/cvmbench -only paid $(if $(PAID_CALLS),-paid-calls '$(PAID_CALLS)')
 
 # A short run of every fuzz target: every func Fuzz* in a _test.go file,
 # found in the code, so that a new one cannot be left out. FUZZTIME per

@@ -56,6 +56,19 @@ func TestPay_AlbyWalletService(t *testing.T) {
 	}
 }
 
+// payerAndPayee runs cvm wallet-sim with a payer (100 sats) and a payee
+// on a relay of their own, speaking enc: both schemes (NIP-44 preferred)
+// for "nip44_v2", only NIP-04 for "nip04", as a legacy wallet.
+func payerAndPayee(t *testing.T, enc string) walletSim {
+	t.Helper()
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	args := []string{"payer=100", "payee=0"}
+	if enc == "nip04" {
+		args = append(args, "--encryption=nip04")
+	}
+	return startWalletSim(t, r.URL, args...)
+}
+
 type albyTx struct {
 	Type        string `json:"type"`
 	State       string `json:"state"`
@@ -74,12 +87,7 @@ type albyTx struct {
 func TestPay_AlbyClientDrivesWalletSim(t *testing.T) {
 	for _, enc := range []string{"nip44_v2", "nip04"} {
 		t.Run(enc, func(t *testing.T) {
-			r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
-			args := []string{"payer=100", "payee=0"}
-			if enc == "nip04" {
-				args = append(args, "--encryption=nip04")
-			}
-			sim := startWalletSim(t, r.URL, args...)
+			sim := payerAndPayee(t, enc)
 			var res struct {
 				OK         bool   `json:"ok"`
 				Step       string `json:"step"`
@@ -136,4 +144,82 @@ func TestPay_AlbyClientDrivesWalletSim(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPay_AlbyClientHearsWalletSimNotifications: Alby's NWCClient, with
+// its own subscribeNotifications, reads cvm wallet-sim's notifications:
+// payment_received on the payee's connection and payment_sent on the
+// payer's, for the payment just made, with its amount, hash and preimage;
+// as kind 23197 (NIP-44) and, from a simulator that speaks only NIP-04,
+// as kind 23196.
+func TestPay_AlbyClientHearsWalletSimNotifications(t *testing.T) {
+	for _, enc := range []string{"nip44_v2", "nip04"} {
+		t.Run(enc, func(t *testing.T) {
+			sim := payerAndPayee(t, enc)
+			type heard struct {
+				Type         string `json:"notification_type"`
+				Notification albyTx `json:"notification"`
+			}
+			var res struct {
+				OK          bool   `json:"ok"`
+				Step        string `json:"step"`
+				Error       string `json:"error"`
+				Encryption  string `json:"encryption"`
+				PaymentHash string `json:"paymentHash"`
+				Paid        struct {
+					Preimage string `json:"preimage"`
+				} `json:"paid"`
+				Received heard `json:"received"`
+				Sent     heard `json:"sent"`
+			}
+			runPaymentsScript(t, "alby-notifications.mjs", map[string]string{
+				"PAYER_URI": sim.Wallets["payer"], "PAYEE_URI": sim.Wallets["payee"], "AMOUNT_MSAT": "7000",
+			}, struct{}{}, &res)
+			if !res.OK {
+				t.Fatalf("Alby's client failed in step %s: %s", res.Step, res.Error)
+			}
+			if res.Encryption != enc {
+				t.Errorf("Alby's client chose %s; want %s", res.Encryption, enc)
+			}
+			for _, n := range []struct {
+				heard
+				typ, txType string
+			}{{res.Received, "payment_received", "incoming"}, {res.Sent, "payment_sent", "outgoing"}} {
+				tx := n.Notification
+				if n.Type != n.typ || tx.Type != n.txType || tx.PaymentHash != res.PaymentHash || tx.Amount != 7000 ||
+					tx.Preimage != res.Paid.Preimage || tx.State != "settled" || tx.SettledAt == 0 {
+					t.Errorf("%s as Alby's client read it: %+v", n.typ, n.heard)
+				}
+			}
+		})
+	}
+}
+
+// TestPay_AlbyWalletServiceNotifies: a wallet built from Alby's
+// NWCWalletService that sends notifications (the script's own, built with
+// the SDK's encrypt and signEvent, as the SDK has no sender) serves cvm
+// gateway: the gateway listens (kind 23197: the SDK's info event offers
+// NIP-44) on its info event's word, and settles a paid call, which cvm call pays from the same wallet service, on its
+// payment_received notification, with no lookup_invoice.
+func TestPay_AlbyWalletServiceNotifies(t *testing.T) {
+	server := everything(t)
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	var ready struct {
+		Wallets map[string]string `json:"wallets"`
+	}
+	log := startNode(t, "payments/alby-wallet.mjs", map[string]string{"RELAY_URL": r.URL, "WALLETS": "srv=0,alice=100", "NOTIFY": "1"}, &ready)
+	sim := walletSim{Wallets: ready.Wallets}
+	gw := startGateway(t, "--relay", r.URL, "--price", "tool:get-sum=10", "--wallet-file", walletFile(t, sim.Wallets["srv"]),
+		"--log-level", "debug", "--", "node", server)
+
+	code, out, errOut := cvm(t, t.TempDir(), "--json", "call", gw.Npub, "get-sum", "a=2", "b=3", "--relay", r.URL,
+		"--wallet-file", walletFile(t, sim.Wallets["alice"]), "--max-sats", "10", "--yes")
+	if code != 0 || !strings.Contains(out, "5") {
+		t.Fatalf("cvm call paying through Alby's wallet service: %d %s %s; wallet log: %s", code, out, errOut, log.String())
+	}
+	wantBalances(t, sim, map[string]int64{"alice": 90_000, "srv": 10_000})
+	if !strings.Contains(log.String(), `{"notified":"srv","kind":23197,"accepted":true`) {
+		t.Errorf("the wallet sent no NIP-44 notification that anyone heard: %s", log.String())
+	}
+	wantSettledByNotification(t, gw, sim.Wallets["srv"])
 }

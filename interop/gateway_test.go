@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 )
@@ -46,6 +47,7 @@ type gatewayInfo struct {
 	HTTP   string   `json:"http"` // with --http
 	DID    string   `json:"did"`
 	home   string
+	stderr *waitbuf.Buffer // what the gateway logs
 }
 
 // startGateway runs `cvm gateway ARGS…` and waits for its ready line; the
@@ -64,7 +66,7 @@ func startGateway(t *testing.T, args ...string) gatewayInfo {
 	if info.Npub == "" {
 		t.Fatalf("gateway ready line without an npub: %+v; stderr: %s", info, p.Stderr)
 	}
-	info.home = home
+	info.home, info.stderr = home, p.Stderr
 	return info
 }
 

@@ -128,12 +128,15 @@ func (r payClientResult) notification(method string) (jsNotification, int) {
 // speaks NIP-04) on a cvm wallet-sim wallet, calls a tool cvm gateway
 // charges 10 sats for. It is asked for a BOLT11 invoice in CEP-8's
 // payment_required, pays it, is told payment_accepted, gets the result,
-// and the balances move by exactly the price.
+// and the balances move by exactly the price. The gateway settled the
+// payment on the wallet's payment_received notification, not by a lookup,
+// and its log never shows its wallet's secret.
 func TestPay_ReferenceClientPaysGateway(t *testing.T) {
 	server := everything(t)
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	sim := startWalletSim(t, r.URL, "srv=0", "alice=100")
-	gw := startGateway(t, "--relay", r.URL, "--price", "tool:get-sum=10", "--wallet-file", walletFile(t, sim.Wallets["srv"]), "--", "node", server)
+	gw := startGateway(t, "--relay", r.URL, "--price", "tool:get-sum=10", "--wallet-file", walletFile(t, sim.Wallets["srv"]),
+		"--log-level", "debug", "--", "node", server)
 
 	var res payClientResult
 	runScript(t, "ts-pay-client.mjs", map[string]string{
@@ -153,6 +156,30 @@ func TestPay_ReferenceClientPaysGateway(t *testing.T) {
 		t.Errorf("payment_accepted seen by the reference client (%d): %+v", n, acc.Params)
 	}
 	wantBalances(t, sim, map[string]int64{"alice": 90_000, "srv": 10_000})
+	wantSettledByNotification(t, gw, sim.Wallets["srv"])
+}
+
+// wantSettledByNotification checks that the gateway settled its paid
+// call on its wallet's notification, made no lookup_invoice, and never
+// logged the secret of its wallet URI.
+func wantSettledByNotification(t *testing.T, gw gatewayInfo, uri string) {
+	t.Helper()
+	ctx, cancel := testwait.Context(t, 10*time.Second)
+	defer cancel()
+	if err := gw.stderr.WaitFor(ctx, "payment settled by the wallet's notification"); err != nil {
+		t.Error(err)
+	}
+	logs := gw.stderr.String()
+	if strings.Contains(logs, "settled by lookup") || strings.Contains(logs, "method=lookup_invoice") {
+		t.Errorf("the gateway looked the payment up:\n%s", logs)
+	}
+	u, err := nwc.ParseURI(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs, u.Secret().Hex()) {
+		t.Error("the gateway logged its wallet's secret")
+	}
 }
 
 // startPricedReferenceServer runs ts-server.mjs charging price sats for add
@@ -169,15 +196,22 @@ func startPricedReferenceServer(t *testing.T, relayURL, uri, price, verify strin
 // TestPay_CvmCallPaysReferenceServer: cvm call, paying through cvm
 // wallet-sim, pays the reference server whose own
 // LnBolt11NwcPaymentProcessor asks the same simulator for its invoices and
-// verifies them there (polling lookup_invoice; the notification path is
-// TestPay_ReferenceServerWireReadAsSent's). The price comes from the server's cap tag on
-// tools/list, the payment from its payment_required; the call returns and
-// exactly the price moved. The same call with a cap below the price is
-// refused before anything is paid.
+// verifies them there: by the wallet's payment_received notification (its
+// default, "notification") and by polling lookup_invoice ("poll"). The
+// price comes from the server's cap tag on tools/list, the payment from
+// its payment_required; the call returns and exactly the price moved. The
+// same call with a cap below the price is refused before anything is
+// paid.
 func TestPay_CvmCallPaysReferenceServer(t *testing.T) {
+	for _, verify := range []string{"notification", "poll"} {
+		t.Run(verify, func(t *testing.T) { cvmCallPaysReferenceServer(t, strings.TrimPrefix(verify, "notification")) })
+	}
+}
+
+func cvmCallPaysReferenceServer(t *testing.T, verify string) {
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	sim := startWalletSim(t, r.URL, "srv=0", "alice=100")
-	pub := startPricedReferenceServer(t, r.URL, sim.Wallets["srv"], "10", "poll")
+	pub := startPricedReferenceServer(t, r.URL, sim.Wallets["srv"], "10", verify)
 	home, alice := t.TempDir(), walletFile(t, sim.Wallets["alice"])
 
 	code, out, errOut := cvm(t, home, "--json", "tools", pub, "--relay", r.URL)

@@ -2,50 +2,21 @@ package nostrx_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"fiatjaf.com/nostr"
-	"github.com/coder/websocket"
 	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/relay/relaytest"
 )
 
 // lyingRelay answers every REQ with the events it is given, whatever they
 // are and whatever the filter: the relay a subscriber must not trust.
 func lyingRelay(t *testing.T, events ...nostr.Event) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer c.CloseNow()
-		for {
-			_, data, err := c.Read(r.Context())
-			if err != nil {
-				return
-			}
-			var msg []json.RawMessage
-			if json.Unmarshal(data, &msg) != nil || string(msg[0]) != `"REQ"` {
-				continue
-			}
-			var sub string
-			json.Unmarshal(msg[1], &sub)
-			for _, evt := range events {
-				frame, _ := json.Marshal([]any{"EVENT", sub, evt})
-				c.Write(r.Context(), websocket.MessageText, frame)
-			}
-			frame, _ := json.Marshal([]any{"EOSE", sub})
-			c.Write(r.Context(), websocket.MessageText, frame)
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return "ws" + strings.TrimPrefix(srv.URL, "http")
+	return relaytest.Scripted(t, func([]nostr.Filter) relaytest.Answer { return relaytest.Answer{Events: events, EOSE: true} })
 }
 
 type lockedLog struct {

@@ -3,28 +3,37 @@
 // TypeScript pair (@contextvm/sdk) on the same relay in the same run, each
 // plaintext and encrypted, next to the crypto floor measured in the same run.
 // It also measures a large result (1 MB by default, sent as CEP-22 fragments)
-// for each pair and mode, and the memory of idle client sessions on a cvm
-// server.
+// for each pair and mode; free and paid calls (CEP-8, Lightning through cvm
+// wallet-sim) of cvm's client and cvm gateway, of the reference pair and of
+// the reference client and cvm gateway, each peer a process of its own on
+// one cvm relay; and the memory of idle client sessions on a cvm server.
 //
 //	go run ./bench/cvmbench            # from the repository root; make bench
+//	go run ./bench/cvmbench -only paid # make bench-pay
 //
 // These machines are shared and noisy: read the ratios, which compare figures
 // taken minutes apart on the same machine, rather than the absolute numbers.
+// A figure that could not be taken is reported as not measured, never as a
+// number, and the exit status is then 1.
+//
+// main.go runs the round trips and prints the report; profile.go splits
+// their CPU by category; paid.go runs the paid calls, in processes that
+// child.go starts and stops; sessions.go measures the idle sessions.
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
+	"maps"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -41,16 +50,18 @@ import (
 )
 
 var (
-	calls    = flag.Int("calls", 200, "sequential calls per measurement")
-	clients  = flag.Int("clients", 16, "concurrent clients for the throughput measurement")
-	duration = flag.Duration("duration", 5*time.Second, "length of each throughput measurement")
-	large    = flag.Int("large", 1_000_000, "size in bytes of the large result (0 skips it)")
-	larges   = flag.Int("large-calls", 5, "sequential calls for the large result")
-	sessions = flag.Int("sessions", 10_000, "idle client sessions for the memory measurement (0 skips it)")
-	withTS   = flag.Bool("ts", true, "also measure the reference TypeScript pair (needs make interop-deps)")
-	jsonOut  = flag.Bool("json", false, "print the results as JSON")
-	cpuprof  = flag.String("cpuprofile", "", "also write the profile of the profiled calls to this file, with the mode before the extension (plaintext, encrypted)")
-	profiled = flag.Int("profile-calls", 1000, "sequential calls under the CPU profiler, for the per-call breakdown (0 skips it)")
+	calls     = flag.Int("calls", 200, "sequential calls per measurement")
+	clients   = flag.Int("clients", 16, "concurrent clients for the throughput measurement")
+	duration  = flag.Duration("duration", 5*time.Second, "length of each throughput measurement")
+	large     = flag.Int("large", 1_000_000, "size in bytes of the large result (0 skips it)")
+	larges    = flag.Int("large-calls", 5, "sequential calls for the large result")
+	paidCalls = flag.Int("paid-calls", 20, "free and paid calls per path through cvm wallet-sim (0 skips them)")
+	sessions  = flag.Int("sessions", 10_000, "idle client sessions for the memory measurement (0 skips it)")
+	only      = flag.String("only", "", "measure only one part: roundtrips, paid or sessions (default: every part)")
+	withTS    = flag.Bool("ts", true, "also measure the reference TypeScript pair (needs make interop-deps)")
+	jsonOut   = flag.Bool("json", false, "print the results as JSON")
+	cpuprof   = flag.String("cpuprofile", "", "also write the profile of the profiled calls to this file, with the mode before the extension (plaintext, encrypted)")
+	profiled  = flag.Int("profile-calls", 1000, "sequential calls under the CPU profiler, for the per-call breakdown (0 skips it)")
 )
 
 // result is one pair measured in one mode.
@@ -78,59 +89,195 @@ func (r *result) setLarge(ms []float64) {
 
 type report struct {
 	Backend         string             `json:"crypto_backend"`
-	Floor           map[string]float64 `json:"crypto_per_second"`
-	Results         []result           `json:"results"`
+	Floor           map[string]float64 `json:"crypto_per_second,omitempty"`
+	Results         []result           `json:"results,omitempty"`
+	Paid            []paidResult       `json:"paid,omitempty"`
+	PaidError       string             `json:"paid_error,omitempty"`
 	Ratios          map[string]float64 `json:"ratios,omitempty"`
 	SessionBytes    float64            `json:"bytes_per_idle_session,omitempty"`
 	SessionsCounted int                `json:"sessions,omitempty"`
+	SessionsError   string             `json:"sessions_error,omitempty"`
 }
+
+// measured reports whether every figure asked for was taken. A large
+// result the reference pair cannot send (encrypted, see measureTS) is a
+// known limit of the reference, reported with its reason, and does not
+// count.
+func (rep report) measured() bool {
+	for _, r := range rep.Results {
+		if r.Error != "" {
+			return false
+		}
+	}
+	for _, r := range rep.Paid {
+		if r.Error != "" {
+			return false
+		}
+	}
+	return rep.PaidError == "" && rep.SessionsError == ""
+}
+
+// The parts of a run, in order.
+const (
+	partRoundTrips = "roundtrips"
+	partPaid       = "paid"
+	partSessions   = "sessions"
+)
 
 func main() {
 	flag.Parse()
 	log.SetFlags(0)
+	parts := map[string]bool{partRoundTrips: true, partPaid: *paidCalls > 0, partSessions: *sessions > 0}
+	if *only != "" {
+		if !parts[*only] {
+			log.Fatalf("-only %q: want %s, %s (with -paid-calls above 0) or %s (with -sessions above 0)", *only, partRoundTrips, partPaid, partSessions)
+		}
+		for k := range parts {
+			parts[k] = k == *only
+		}
+	}
 	root, err := repoRoot()
 	if err != nil {
 		log.Fatal(err)
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, err := run(ctx, root, parts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	printReport(os.Stdout, rep)
+	if !rep.measured() {
+		stop()
+		os.Exit(1)
+	}
+}
+
+// run measures the parts asked for on an embedded relay (the paid calls
+// have a cvm relay of their own).
+func run(ctx context.Context, root string, parts map[string]bool) (report, error) {
+	rep := report{Backend: secp.Backend, Ratios: map[string]float64{}}
 	r, err := relay.Start("127.0.0.1:0", relay.Options{Limits: relay.Limits{
 		EventsPerSecond: -1, ConnectionsPerSecond: -1, MaxSubscriptions: -1, MaxFilters: -1,
 	}})
 	if err != nil {
-		log.Fatal(err)
+		return rep, err
 	}
 	defer r.Close()
 
-	rep := report{Backend: secp.Backend, Floor: cryptoFloor(), Ratios: map[string]float64{}}
-	progress("crypto backend %s; crypto floor: %.0f sign/s, %.0f verify/s, %.0f ECDH/s", rep.Floor["sign"], rep.Floor["verify"], rep.Floor["ecdh"])
-	for _, mode := range []string{"plaintext", "encrypted"} {
-		cvm := measureCVM(r.URL, mode)
-		rep.Results = append(rep.Results, cvm)
-		progress("cvm %s: p50 %.2f ms, p99 %.2f ms, %.0f calls/s, large %.1f MB/s %s", mode, cvm.P50ms, cvm.P99ms, cvm.Throughput, cvm.LargeMBps, cvm.LargeError)
-		if *withTS {
-			ts := measureTS(root, r.URL, mode)
-			rep.Results = append(rep.Results, ts)
-			if ts.Error != "" {
-				progress("ts %s: %s", mode, ts.Error)
-				continue
-			}
-			progress("ts %s: p50 %.2f ms, p99 %.2f ms, %.0f calls/s", mode, ts.P50ms, ts.P99ms, ts.Throughput)
-			rep.Ratios["p50_cvm_over_ts_"+mode] = cvm.P50ms / ts.P50ms
-			rep.Ratios["throughput_cvm_over_ts_"+mode] = cvm.Throughput / ts.Throughput
-			if cvm.LargeMs > 0 && ts.LargeMs > 0 {
-				rep.Ratios["large_rate_cvm_over_ts_"+mode] = cvm.LargeMBps / ts.LargeMBps
+	if parts[partRoundTrips] {
+		rep.Floor = cryptoFloor()
+		progressf("crypto backend %s; crypto floor: %.0f sign/s, %.0f verify/s, %.0f ECDH/s", rep.Backend, rep.Floor["sign"], rep.Floor["verify"], rep.Floor["ecdh"])
+		roundTrips(ctx, root, r.URL, &rep)
+	}
+	if parts[partPaid] {
+		dir, err := os.MkdirTemp("", "cvmbench-bin-")
+		if err != nil {
+			return rep, err
+		}
+		defer os.RemoveAll(dir)
+		bins, err := buildPaidBinaries(ctx, root, dir)
+		if err == nil {
+			var ratios map[string]float64
+			rep.Paid, ratios, err = measurePaid(ctx, root, bins, *paidCalls)
+			for k, v := range ratios {
+				rep.Ratios[k] = v
 			}
 		}
+		if err != nil {
+			rep.PaidError = err.Error()
+			progressf("paid calls: not measured: %v", err)
+		}
 	}
-	if *sessions > 0 {
-		rep.SessionBytes, rep.SessionsCounted = measureSessions(r.URL, *sessions)
-		progress("%d idle sessions: %.1f KiB each", rep.SessionsCounted, rep.SessionBytes/1024)
+	if parts[partSessions] {
+		progressf("idle sessions: the server's admission limits opened up for the benchmark's throwaway keys (MaxSessions %d, SessionRate unlimited)", *sessions+1)
+		b, err := measureSessions(ctx, *sessions, idleSessionOptions(r.URL, *sessions))
+		if err != nil {
+			rep.SessionsError = err.Error()
+			progressf("idle sessions: %v", err)
+		} else {
+			rep.SessionBytes, rep.SessionsCounted = b, *sessions
+			progressf("%d idle sessions: %.1f KiB each", rep.SessionsCounted, rep.SessionBytes/1024)
+		}
 	}
-	print(rep)
+	return rep, nil
 }
 
-func progress(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+// roundTrips measures cvm's pair and the reference pair, plaintext and
+// encrypted.
+func roundTrips(ctx context.Context, root, relayURL string, rep *report) {
+	for _, mode := range []string{"plaintext", "encrypted"} {
+		cvm := measureCVM(relayURL, mode)
+		rep.Results = append(rep.Results, cvm)
+		if cvm.Error != "" {
+			progressf("cvm %s: %s", mode, cvm.Error)
+		} else {
+			progressf("cvm %s: p50 %.2f ms, p99 %.2f ms, %.0f calls/s, large %s", mode, cvm.P50ms, cvm.P99ms, cvm.Throughput, cvm.large())
+		}
+		if !*withTS {
+			continue
+		}
+		ts := measureTS(ctx, root, relayURL, mode)
+		rep.Results = append(rep.Results, ts)
+		if ts.Error != "" {
+			progressf("ts %s: %s", mode, ts.Error)
+			continue
+		}
+		progressf("ts %s: p50 %.2f ms, p99 %.2f ms, %.0f calls/s", mode, ts.P50ms, ts.P99ms, ts.Throughput)
+		if cvm.Error != "" {
+			continue
+		}
+		rep.Ratios["p50_cvm_over_ts_"+mode] = cvm.P50ms / ts.P50ms
+		rep.Ratios["throughput_cvm_over_ts_"+mode] = cvm.Throughput / ts.Throughput
+		if cvm.LargeMs > 0 && ts.LargeMs > 0 {
+			rep.Ratios["large_rate_cvm_over_ts_"+mode] = cvm.LargeMBps / ts.LargeMBps
+		}
+	}
+}
 
-// repoRoot finds the module root, where interop/ lives.
+// large is the large result's figure, or why there is none.
+func (r result) large() string {
+	if r.LargeError != "" {
+		return "error: " + r.LargeError
+	}
+	if r.LargeMs == 0 {
+		return "not measured"
+	}
+	return fmt.Sprintf("%.0f ms, %.1f MB/s", r.LargeMs, r.LargeMBps)
+}
+
+// buildPaidBinaries builds cvm and the demo server into dir, with this
+// benchmark's crypto backend.
+func buildPaidBinaries(ctx context.Context, root, dir string) (paidBinaries, error) {
+	bins := paidBinaries{CVM: filepath.Join(dir, "cvm"), DemoServer: filepath.Join(dir, "demoserver")}
+	for out, pkg := range map[string]string{bins.CVM: "./cmd/cvm", bins.DemoServer: "./examples/demoserver/cmd"} {
+		args := []string{"build", "-o", out}
+		if secp.Backend == "libsecp256k1" {
+			args = append(args, "-tags", "libsecp256k1")
+		}
+		cmd := exec.CommandContext(ctx, goCommand(), append(args, pkg)...)
+		cmd.Dir = root
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return bins, fmt.Errorf("building %s: %v\n%s", pkg, err, msg)
+		}
+	}
+	return bins, nil
+}
+
+// goCommand is the go command: $GO (as make passes it), else go.
+func goCommand() string {
+	if g := os.Getenv("GO"); g != "" {
+		return g
+	}
+	return "go"
+}
+
+// progressf reports progress on stderr, a line at a time.
+func progressf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, format, args...)
+	fmt.Fprintln(os.Stderr)
+}
+
 func repoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
@@ -197,7 +344,11 @@ func clientMode(mode string) contextvm.EncryptionMode {
 func measureCVM(relayURL, mode string) result {
 	res := result{Pair: "cvm", Mode: mode}
 	ctx := context.Background()
-	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{Signer: contextvm.NewKeySigner(nostr.Generate()), Relays: []string{relayURL}, MaxSessions: 100_000})
+	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{
+		Signer: contextvm.NewKeySigner(nostr.Generate()), Relays: []string{relayURL},
+		// Every client is a throwaway key, all connecting at once.
+		MaxSessions: 100_000, SessionRate: -1,
+	})
 	if err != nil {
 		res.Error = err.Error()
 		return res
@@ -295,63 +446,62 @@ func measureCVM(relayURL, mode string) result {
 	return res
 }
 
-func measureTS(root, relayURL, mode string) result {
+func measureTS(ctx context.Context, root, relayURL, mode string) result {
 	res := result{Pair: "ts", Mode: mode}
-	node := func(script string, env ...string) *exec.Cmd {
-		cmd := exec.Command("node", filepath.Join(root, "interop", "js", script))
-		cmd.Dir = filepath.Join(root, "interop")
-		cmd.Env = append(os.Environ(), env...)
-		return cmd
-	}
-	server := node("ts-server.mjs", "RELAY_URL="+relayURL, "ENCRYPTION=optional", "READY_DELAY_MS=0")
-	stdout, _ := server.StdoutPipe()
-	server.Stderr = os.Stderr
-	if err := server.Start(); err != nil {
-		res.Error = "starting the TS server: " + err.Error() + " (run make interop-deps)"
+	server, err := startNode(root, "ts-server.mjs", "RELAY_URL="+relayURL, "ENCRYPTION=optional", "READY_DELAY_MS=0")
+	if err != nil {
+		res.Error = err.Error() + " (run make interop-deps)"
 		return res
 	}
-	defer func() { server.Process.Signal(os.Interrupt); server.Wait() }()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	defer server.stop()
 	var ready struct{ Pubkey string }
-	if err != nil || json.Unmarshal([]byte(line), &ready) != nil {
-		res.Error = fmt.Sprintf("TS server not ready: %q %v", line, err)
+	if err := server.ready(ctx, &ready); err != nil {
+		res.Error = err.Error()
 		return res
 	}
-	waitListening(relayURL, ready.Pubkey)
+	if err := waitListening(ctx, relayURL, ready.Pubkey); err != nil {
+		res.Error = err.Error()
+		return res
+	}
 
 	enc := "disabled"
 	if mode == "encrypted" {
 		enc = "required"
 	}
-	client := node("ts-bench.mjs", "RELAY_URL="+relayURL, "SERVER_PUBKEY="+ready.Pubkey, "ENCRYPTION="+enc,
-		fmt.Sprint("CALLS=", *calls), fmt.Sprint("CLIENTS=", *clients), fmt.Sprint("DURATION_MS=", duration.Milliseconds()))
-	client.Stderr = os.Stderr
-	out, err := client.Output()
+	env := []string{"RELAY_URL=" + relayURL, "SERVER_PUBKEY=" + ready.Pubkey, "ENCRYPTION=" + enc}
 	var got struct {
 		SequentialMs []float64 `json:"sequentialMs"`
 		Calls        int       `json:"calls"`
 		Seconds      float64   `json:"seconds"`
 		Error        string    `json:"error"`
 	}
-	if jerr := json.Unmarshal(out, &got); jerr != nil || got.Error != "" {
-		res.Error = fmt.Sprintf("TS bench client: %v %s %v", err, got.Error, jerr)
+	err = runNode(ctx, root, "ts-bench.mjs", &got, append(env,
+		fmt.Sprint("CALLS=", *calls), fmt.Sprint("CLIENTS=", *clients), fmt.Sprint("DURATION_MS=", duration.Milliseconds()))...)
+	switch {
+	case err != nil:
+		res.Error = err.Error()
+		return res
+	case got.Error != "":
+		res.Error = "ts-bench.mjs: " + got.Error
+		return res
+	case len(got.SequentialMs) != *calls || got.Seconds <= 0:
+		res.Error = fmt.Sprintf("ts-bench.mjs timed %d calls of %d and ran %.1f s: not measured", len(got.SequentialMs), *calls, got.Seconds)
 		return res
 	}
 	res.P50ms, res.P99ms = percentile(got.SequentialMs, 0.50), percentile(got.SequentialMs, 0.99)
 	res.Throughput = float64(got.Calls) / got.Seconds
 	if *large > 0 {
-		client := node("ts-bench.mjs", "RELAY_URL="+relayURL, "SERVER_PUBKEY="+ready.Pubkey, "ENCRYPTION="+enc,
-			fmt.Sprint("BLOB_SIZE=", *large), fmt.Sprint("BLOB_CALLS=", *larges), "TIMEOUT_MS=20000")
-		out, err := client.Output()
 		var blob struct {
 			BlobMs []float64 `json:"blobMs"`
 			Error  string    `json:"error"`
 		}
-		if jerr := json.Unmarshal(out, &blob); jerr != nil || blob.Error != "" || len(blob.BlobMs) == 0 {
+		err := runNode(ctx, root, "ts-bench.mjs", &blob, append(env,
+			fmt.Sprint("BLOB_SIZE=", *large), fmt.Sprint("BLOB_CALLS=", *larges), "TIMEOUT_MS=20000")...)
+		if err != nil || blob.Error != "" || len(blob.BlobMs) == 0 {
 			// Encrypted, @contextvm/sdk 0.11.14 never answers: it encrypts
 			// the whole result to measure it and NIP-44 refuses more than
 			// 65,535 bytes (pinned in interop's TestOversizedInterop).
-			res.LargeError = firstLine(fmt.Sprintf("%s %v %v", blob.Error, err, jerr))
+			res.LargeError = firstLine(fmt.Sprintf("%s %v", blob.Error, err))
 		} else {
 			res.setLarge(blob.BlobMs)
 		}
@@ -364,91 +514,29 @@ func firstLine(s string) string {
 	return s
 }
 
-// waitListening returns once the relay has a live subscription for pubkey:
-// the reference server reports ready before its subscription is live.
-func waitListening(relayURL, pubkey string) {
+// waitListening returns once the relay has a live subscription for pubkey
+// (it answers "mute" to an event nobody listens for): the reference server
+// reports ready before its subscription is live.
+func waitListening(ctx context.Context, relayURL, pubkey string) error {
 	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{relayURL}})
 	defer pool.Close()
 	probe := nostr.Generate()
+	var err error
 	for range 200 {
 		evt := nostr.Event{Kind: contextvm.KindMessage, CreatedAt: nostr.Now(), Tags: nostr.Tags{{"p", pubkey}}, Content: "{}"}
 		evt.Sign(probe)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := pool.Publish(ctx, evt)
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = pool.Publish(pctx, evt)
 		cancel()
-		if err == nil {
-			return
+		if err == nil || ctx.Err() != nil {
+			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// measureSessions opens n idle client sessions on a cvm server, each by an
-// initialize from its own key, and returns the heap and stack the server
-// holds per session.
-func measureSessions(relayURL string, n int) (float64, int) {
-	ctx := context.Background()
-	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{
-		Signer: contextvm.NewKeySigner(nostr.Generate()), Relays: []string{relayURL},
-		Encryption: contextvm.EncryptDisabled, MaxSessions: n + 1, IdleTimeout: -1,
-	})
 	if err != nil {
-		log.Fatal(err)
+		return fmt.Errorf("nobody listens for %s on the relay: %w", pubkey, err)
 	}
-	defer srv.Close()
-	go srv.Serve(ctx, echoServer())
-
-	// A listener for every answer, so that none is unheard (and retried).
-	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{relayURL}})
-	defer pool.Close()
-	answers := pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{contextvm.KindMessage}, Authors: []nostr.PubKey{srv.PublicKey()}}, 4096)
-	<-answers.Ready()
-	var answered atomic.Int64
-	go func() {
-		for range answers.Events() {
-			answered.Add(1)
-		}
-	}()
-	events := make([]nostr.Event, n)
-	for i := range events {
-		events[i] = nostr.Event{Kind: contextvm.KindMessage, CreatedAt: nostr.Now(), Tags: nostr.Tags{{"p", srv.PublicKey().Hex()}},
-			Content: fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"idle","version":"0"}}}`, i)}
-		events[i].Sign(nostr.Generate())
-	}
-	before := heapAndStacks()
-	jobs := make(chan nostr.Event)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for evt := range jobs {
-				pool.Publish(ctx, evt)
-			}
-		})
-	}
-	for _, evt := range events {
-		jobs <- evt
-	}
-	close(jobs)
-	wg.Wait()
-	deadline := time.Now().Add(2 * time.Minute)
-	for (srv.Sessions() < n || answered.Load() < int64(n)) && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	events = nil
-	after := heapAndStacks()
-	got := srv.Sessions()
-	if got == 0 {
-		return 0, 0
-	}
-	return float64(after-before) / float64(got), got
-}
-
-func heapAndStacks() uint64 {
-	runtime.GC()
-	debug.FreeOSMemory()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc + m.StackInuse
+	return nil
 }
 
 func percentile(xs []float64, p float64) float64 {
@@ -461,24 +549,26 @@ func percentile(xs []float64, p float64) float64 {
 	return s[i]
 }
 
-func print(rep report) {
+// printReport writes the report: as JSON with -json, else as tables.
+func printReport(w io.Writer, rep report) {
 	if *jsonOut {
-		json.NewEncoder(os.Stdout).Encode(rep)
+		json.NewEncoder(w).Encode(rep)
 		return
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "crypto floor (this run)\tsign %.0f/s\tverify %.0f/s\tECDH %.0f/s\n\n", rep.Floor["sign"], rep.Floor["verify"], rep.Floor["ecdh"])
-	fmt.Fprintf(tw, "PAIR\tMODE\tP50\tP99\tTHROUGHPUT (%d clients)\t%d-BYTE RESULT\n", *clients, *large)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	if rep.Floor != nil {
+		fmt.Fprintf(tw, "crypto floor (this run)\tsign %.0f/s\tverify %.0f/s\tECDH %.0f/s\n\n", rep.Floor["sign"], rep.Floor["verify"], rep.Floor["ecdh"])
+	}
+	if len(rep.Results) > 0 {
+		fmt.Fprintf(tw, "PAIR\tMODE\tP50\tP99\tTHROUGHPUT (%d clients)\t%d-BYTE RESULT\n", *clients, *large)
+	}
 	for _, r := range rep.Results {
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\t%s\terror: %s\n", r.Pair, r.Mode, r.Error)
+			fmt.Fprintf(tw, "%s\t%s\tnot measured: %s\n", r.Pair, r.Mode, r.Error)
 			continue
 		}
-		big := fmt.Sprintf("%.0f ms, %.1f MB/s", r.LargeMs, r.LargeMBps)
-		if r.LargeError != "" {
-			big = "error: " + r.LargeError
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%.2f ms\t%.2f ms\t%.0f calls/s\t%s\n", r.Pair, r.Mode, r.P50ms, r.P99ms, r.Throughput, big)
+		fmt.Fprintf(tw, "%s\t%s\t%.2f ms\t%.2f ms\t%.0f calls/s\t%s\n", r.Pair, r.Mode, r.P50ms, r.P99ms, r.Throughput, r.large())
 	}
 	for _, r := range rep.Results {
 		if r.CPU == nil {
@@ -489,19 +579,30 @@ func print(rep report) {
 			fmt.Fprintf(tw, "  %s\t%.0f µs\t%.0f%%\n", c, r.CPU.Us[c], 100*r.CPU.Us[c]/r.CPU.CPUPerCallUs)
 		}
 	}
+	if rep.PaidError != "" {
+		fmt.Fprintf(tw, "\nfree and paid calls\tnot measured: %s\n", rep.PaidError)
+	}
+	if len(rep.Paid) > 0 {
+		fmt.Fprintf(tw, "\nfree and paid calls, %d of each per path (echo free, add %d sat paid through cvm wallet-sim)\n", rep.Paid[0].Calls, price)
+		fmt.Fprintf(tw, "PATH\tFREE P50\tP90\tPAID P50\tP90\tPAID/FREE\n")
+	}
+	for _, r := range rep.Paid {
+		if r.Error != "" {
+			fmt.Fprintf(tw, "%s\tnot measured: %s\n", r.Path, r.Error)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%.1f ms\t%.1f ms\t%.1f ms\t%.1f ms\t%.1f\n", r.Path, r.FreeP50ms, r.FreeP90ms, r.PaidP50ms, r.PaidP90ms, r.PaidOverFree)
+	}
 	if len(rep.Ratios) > 0 {
 		fmt.Fprintln(tw)
-		keys := make([]string, 0, len(rep.Ratios))
-		for k := range rep.Ratios {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(rep.Ratios)) {
 			fmt.Fprintf(tw, "%s\t%.3f\n", strings.ReplaceAll(k, "_", " "), rep.Ratios[k])
 		}
 	}
-	if rep.SessionsCounted > 0 {
+	switch {
+	case rep.SessionsError != "":
+		fmt.Fprintf(tw, "\nidle sessions\t%s\n", rep.SessionsError)
+	case rep.SessionsCounted > 0:
 		fmt.Fprintf(tw, "\nidle sessions\t%d\t%.1f KiB each (server heap and stacks)\n", rep.SessionsCounted, rep.SessionBytes/1024)
 	}
-	tw.Flush()
 }

@@ -124,9 +124,13 @@ func TestPayLightning_WaivedRefusedAndComputed(t *testing.T) {
 // free and paid on the Lightning rail through the simulator: lnsim wallets
 // served over NWC on the same relay, an invoice made (make_invoice), paid
 // by the client (pay_invoice) and verified by the server (lookup_invoice)
-// between payment_required and the result. "paid-poll-5ms" verifies with
-// lookups from 5 ms backing off to 50 ms; "paid-default-poll" with the
-// processor's defaults (0.5 s backing off to 15 s), what cvm gateway does.
+// between payment_required and the result. "paid-notify" settles on the
+// wallet's payment_received notification (NIP-47), the processor's
+// default and what cvm gateway does with a wallet that sends them;
+// "paid-poll-5ms" verifies with lookups only, from 5 ms backing off to
+// 50 ms; "paid-default-poll" with lookups only at the processor's
+// defaults (0.5 s backing off to 15 s), what cvm gateway does with a
+// wallet that sends no notifications.
 func BenchmarkPaidCallLightning(b *testing.B) {
 	for _, c := range []struct {
 		name  string
@@ -134,8 +138,9 @@ func BenchmarkPaidCallLightning(b *testing.B) {
 		popts lightning.ProcessorOptions
 	}{
 		{"free", "echo", lightning.ProcessorOptions{}},
-		{"paid-poll-5ms", "count", lightning.ProcessorOptions{PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond}},
-		{"paid-default-poll", "count", lightning.ProcessorOptions{}},
+		{"paid-notify", "count", lightning.ProcessorOptions{}},
+		{"paid-poll-5ms", "count", lightning.ProcessorOptions{PollOnly: true, PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond}},
+		{"paid-default-poll", "count", lightning.ProcessorOptions{PollOnly: true}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			r := relaytest.Start(b, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})

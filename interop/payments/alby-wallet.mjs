@@ -7,9 +7,17 @@
 // and, on stderr, one JSON line per request it decrypts:
 //   {"wallet":"NAME","encryption":"nip04"|"nip44_v2"}
 //
+// With NOTIFY=1 its info events offer payment_received notifications, and
+// a payment settled sends the payee's connection one as kind 23197
+// (NIP-44) and one as kind 23196 (NIP-04): the SDK has no sender for them,
+// so this script builds them with the SDK's own encrypt and signEvent and
+// publishes them through the SDK's pool. One JSON line on stderr per
+// notification sent, accepted by the relay (someone listened) or not:
+// {"notified":"NAME","kind":23197,"accepted":true,"payment_hash":"…"}.
+//
 // env: RELAY_URL, WALLETS ("NAME=SATS[:nip04],…"; ":nip04" publishes the
 //      info event of a legacy wallet, without an encryption tag, so that
-//      clients speak NIP-04 to it).
+//      clients speak NIP-04 to it), NOTIFY=1.
 import { randomBytes, createHash } from 'node:crypto';
 import bolt11 from 'bolt11';
 import { NWCWalletService, NWCWalletServiceKeyPair } from '@getalby/sdk';
@@ -31,7 +39,25 @@ class LoggingService extends NWCWalletService {
   }
 }
 
+const notify = process.env.NOTIFY === '1';
 const names = new Map(); // wallet pubkey → name
+const connections = new Map(); // name → { keypair, walletSecret }
+
+// notifyReceived tells the payee's connection of a payment it received.
+async function notifyReceived(inv) {
+  const conn = connections.get(inv.payee);
+  if (!notify || !conn) return;
+  const body = JSON.stringify({ notification_type: 'payment_received', notification: tx(inv) });
+  for (const [kind, encryption] of [[23197, 'nip44_v2'], [23196, 'nip04']]) {
+    const evt = await service.signEvent({
+      kind, created_at: now(), tags: [['p', conn.keypair.clientPubkey]],
+      content: await service.encrypt(conn.keypair, body, encryption),
+    }, conn.walletSecret);
+    // A relay refuses an ephemeral event nobody listens to: not an error.
+    const accepted = await Promise.any(service.pool.publish([relay], evt)).then(() => true, () => false);
+    console.error(JSON.stringify({ notified: inv.payee, kind, accepted, payment_hash: inv.hash }));
+  }
+}
 const balances = new Map(); // name → msat
 const invoices = new Map(); // payment hash → invoice record
 
@@ -55,7 +81,7 @@ const fail = (code, message) => ({ result: undefined, error: { code, message } }
 function handler(name, nodeKey) {
   const nodePub = getPublicKey(nodeKey);
   return {
-    getInfo: async () => ok({ alias: `alby-sdk ledger ${name}`, color: '#000000', pubkey: '02' + nodePub, network: 'regtest', block_height: 0, block_hash: '', methods, notifications: [] }),
+    getInfo: async () => ok({ alias: `alby-sdk ledger ${name}`, color: '#000000', pubkey: '02' + nodePub, network: 'regtest', block_height: 0, block_hash: '', methods, notifications: notify ? ['payment_received'] : [] }),
     getBalance: async () => ok({ balance: balances.get(name) }),
     makeInvoice: async ({ amount, description = '', expiry = 3600 }) => {
       const preimage = randomBytes(32);
@@ -88,6 +114,7 @@ function handler(name, nodeKey) {
       balances.set(name, balances.get(name) - inv.amount);
       balances.set(inv.payee, balances.get(inv.payee) + inv.amount);
       inv.settledAt = now();
+      notifyReceived(inv).catch((e) => console.error(JSON.stringify({ notifyError: String(e?.message ?? e) })));
       return ok({ preimage: inv.preimage, fees_paid: 0 });
     },
     lookupInvoice: async ({ payment_hash, invoice }) => {
@@ -106,13 +133,17 @@ for (const spec of (process.env.WALLETS ?? '').split(',').filter(Boolean)) {
   const clientSecret = hex(randomBytes(32));
   const keypair = new NWCWalletServiceKeyPair(walletSecret, getPublicKey(Buffer.from(clientSecret, 'hex')));
   names.set(keypair.walletPubkey, name);
+  connections.set(name, { keypair, walletSecret });
   balances.set(name, Number(sats) * 1000);
   await service.subscribe(keypair, handler(name, randomBytes(32)));
   if (legacy === 'nip04') {
-    const info = finalizeEvent({ kind: 13194, created_at: now(), tags: [], content: methods.join(' ') }, Buffer.from(walletSecret, 'hex'));
+    const info = finalizeEvent({
+      kind: 13194, created_at: now(), tags: notify ? [['notifications', 'payment_received']] : [],
+      content: [...methods, ...(notify ? ['notifications'] : [])].join(' '),
+    }, Buffer.from(walletSecret, 'hex'));
     await Promise.any(service.pool.publish([relay], info));
   } else {
-    await service.publishWalletServiceInfoEvent(walletSecret, methods, []);
+    await service.publishWalletServiceInfoEvent(walletSecret, notify ? [...methods, 'notifications'] : methods, notify ? ['payment_received'] : []);
   }
   uris[name] = `nostr+walletconnect://${keypair.walletPubkey}?relay=${encodeURIComponent(relay)}&secret=${clientSecret}`;
 }

@@ -3,6 +3,11 @@
 // (package payments/nwc): a Processor for the server that is paid and a
 // Handler for the client that pays. Prices are in sats; the wallet works
 // in millisatoshis (sats × 1000).
+//
+// A Processor settles a payment on the wallet's word that it was received
+// when the wallet gives it (a Notifier: NIP-47 notifications, notify.go),
+// and by looking the invoice up (lookup_invoice) otherwise, or when that
+// word is late.
 package lightning
 
 import (
@@ -44,16 +49,27 @@ type ProcessorOptions struct {
 	// PollMin and PollMax bound the interval between two lookups while
 	// verifying (default 0.5 s and 15 s; it doubles each time).
 	PollMin, PollMax time.Duration
+	// NotifiedPollMin is the first interval between lookups when the
+	// wallet announces payments (a Notifier): lookups are then only the
+	// safety net for a notification lost on the way (default 3 s; it
+	// doubles up to PollMax).
+	NotifiedPollMin time.Duration
+	// PollOnly verifies by lookups even when the wallet announces
+	// payments.
+	PollOnly bool
 	// Now is the clock that decides expiry (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
 }
 
 // Processor issues Lightning invoices through a wallet and verifies their
-// payment by polling it.
+// payment: on the wallet's notification, when it sends them, and by
+// looking the invoice up.
 type Processor struct {
-	w    payments.Wallet
-	opts ProcessorOptions
+	w        payments.Wallet
+	notifier Notifier // nil: lookups only
+	opts     ProcessorOptions
+	listened listened
 }
 
 var (
@@ -72,6 +88,9 @@ func NewProcessor(w payments.Wallet, opts ProcessorOptions) *Processor {
 	if opts.PollMax <= 0 {
 		opts.PollMax = 15 * time.Second
 	}
+	if opts.NotifiedPollMin <= 0 {
+		opts.NotifiedPollMin = 3 * time.Second
+	}
 	opts.PollMax = max(opts.PollMax, opts.PollMin)
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -79,7 +98,11 @@ func NewProcessor(w payments.Wallet, opts ProcessorOptions) *Processor {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Processor{w: w, opts: opts}
+	p := &Processor{w: w, opts: opts}
+	if n, ok := w.(Notifier); ok && !opts.PollOnly {
+		p.notifier = n
+	}
+	return p
 }
 
 // PMI implements payments.Processor.
@@ -95,14 +118,20 @@ func checkSats(amount int64, unit string) error {
 	return nil
 }
 
-// Require makes an invoice for c.Amount sats.
+// Require makes an invoice for c.Amount sats. With a wallet that
+// announces payments, it listens for them first: the invoice leaves only
+// once a payment of it will be heard.
 func (p *Processor) Require(ctx context.Context, c payments.Charge) (payments.PaymentRequired, error) {
 	if err := checkSats(c.Amount, c.Unit); err != nil {
 		return payments.PaymentRequired{}, err
 	}
+	listening := p.listen(ctx)
 	inv, err := p.w.MakeInvoice(ctx, c.Amount*1000, c.Description, p.opts.TTL)
 	if err != nil {
 		return payments.PaymentRequired{}, fmt.Errorf("lightning: make invoice: %w", err)
+	}
+	if dec, err := bolt11.Decode(inv.Bolt11); listening && err == nil {
+		p.listened.add(dec.PaymentHash(), dec.ExpiresAt())
 	}
 	return payments.PaymentRequired{
 		Amount: c.Amount, PayReq: inv.Bolt11, PMI: payments.PMILightningBolt11,
@@ -123,54 +152,130 @@ func transient(err error) bool {
 	return true // no answer, a relay hiccup: the wallet may answer next time
 }
 
-// Verify polls the wallet until the invoice of req is settled (nil), has
-// expired (ErrExpired) or ctx ends (ctx's error). NOT_FOUND counts as not
-// paid yet.
-func (p *Processor) Verify(ctx context.Context, c payments.Charge, req payments.PaymentRequired) error {
+// Verify waits until the invoice of req is settled (nil), has expired
+// (ErrExpired) or ctx ends (ctx's error): on the wallet's notification of
+// the payment, if it sends them, and by lookups, which back off from
+// PollMin (NotifiedPollMin with notifications) to PollMax. NOT_FOUND
+// counts as not paid yet. When ctx's deadline or the invoice's expiry
+// ends the wait, it looks once more before it gives the invoice up.
+func (p *Processor) Verify(ctx context.Context, _ payments.Charge, req payments.PaymentRequired) error {
 	inv, err := bolt11.Decode(req.PayReq)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidInvoice, err)
 	}
 	hash := inv.PaymentHash()
-	delay := p.opts.PollMin
+	delay, wait := p.opts.PollMin, time.Duration(0)
+	var heard <-chan notice
+	if p.notifier != nil {
+		// The first wait for an invoice made while listening skips the
+		// first lookup: it could only find the invoice unpaid, as the
+		// payer has just been told of it. Any other (after a restart,
+		// or after a wait that ended early) looks at once.
+		first := p.listened.first(hash)
+		if first || p.listen(ctx) {
+			h, stop := p.await(ctx, hash)
+			defer stop()
+			heard, delay = h, p.opts.NotifiedPollMin
+			if first {
+				wait = delay
+			}
+		}
+	}
 	for {
+		if ctx.Err() != nil {
+			return p.giveUp(ctx, req)
+		}
+		now := p.opts.Now()
+		// Look right at expiry rather than long after it.
+		t := time.NewTimer(max(0, min(wait, inv.ExpiresAt().Sub(now))))
+		select {
+		case <-t.C:
+		case n := <-heard:
+			t.Stop()
+			heard = nil // one notice per payment hash; lookups from now on
+			if n.err != nil {
+				// No longer listening (the wallet connection's pool
+				// closed): look up as if it never announced payments.
+				wait, delay = 0, p.opts.PollMin
+				continue
+			}
+			if err := settled(n.inv, inv, hash, true); err != nil {
+				p.opts.Logger.Warn("lightning: the wallet's notification of a payment does not settle it; looking it up", "payment_hash", hash, "err", err)
+				continue
+			}
+			p.opts.Logger.Debug("lightning: payment settled by the wallet's notification", "payment_hash", hash)
+			return nil
+		case <-ctx.Done():
+			t.Stop()
+			return p.giveUp(ctx, req)
+		}
 		got, err := p.w.LookupInvoice(ctx, hash)
 		switch {
 		case err == nil && got.Settled():
-			if got.AmountMsat != 0 && got.AmountMsat < inv.AmountMsat() {
-				return fmt.Errorf("lightning: invoice settled for %d msat, less than the %d asked", got.AmountMsat, inv.AmountMsat())
+			if err := settled(got, inv, hash, false); err != nil {
+				return err
 			}
-			if got.Preimage != "" && !preimageMatches(got.Preimage, hash) {
-				return ErrBadPreimage
-			}
+			p.opts.Logger.Debug("lightning: payment settled by lookup", "payment_hash", hash)
 			return nil
 		case err != nil && ctx.Err() != nil:
-			return fmt.Errorf("lightning: verify: %w", context.Cause(ctx))
+			return p.giveUp(ctx, req)
 		case err != nil && !transient(err):
 			return fmt.Errorf("lightning: lookup invoice: %w", err)
 		case err != nil:
 			p.opts.Logger.Debug("lightning: invoice not found yet", "payment_hash", hash, "err", err)
 		}
-		now := p.opts.Now()
-		if inv.Expired(now) {
+		if inv.Expired(p.opts.Now()) {
 			return fmt.Errorf("%w: unpaid at %s", ErrExpired, inv.ExpiresAt().UTC().Format(time.RFC3339))
 		}
-		// Look once more right at expiry rather than long after it.
-		wait := min(delay, inv.ExpiresAt().Sub(now))
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("lightning: verify: %w", context.Cause(ctx))
-		}
-		delay = min(delay*2, p.opts.PollMax)
+		wait, delay = delay, min(delay*2, p.opts.PollMax)
 	}
+}
+
+// finalLook bounds the last lookup of an invoice whose wait ran out.
+const finalLook = 5 * time.Second
+
+// giveUp ends a wait that ctx ended. If its deadline did (the wait ran
+// out, rather than being called off), the invoice is looked up once more,
+// so that a payment made at the last moment, whose notification was lost,
+// is still credited.
+func (p *Processor) giveUp(ctx context.Context, req payments.PaymentRequired) error {
+	cause := context.Cause(ctx)
+	if !errors.Is(cause, context.DeadlineExceeded) {
+		return fmt.Errorf("lightning: verify: %w", cause)
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalLook)
+	defer cancel()
+	if paid, err := p.paid(lctx, req, true); err == nil && paid {
+		return nil
+	}
+	return fmt.Errorf("lightning: verify: %w", cause)
+}
+
+// settled checks what the wallet says of a settled invoice against the
+// invoice asked for: the same payment hash, an amount no less than it
+// asks (a notification must name one), and a preimage that hashes to it
+// if it names one.
+func settled(got payments.Invoice, inv *bolt11.Invoice, hash string, notice bool) error {
+	switch {
+	case got.PaymentHash != "" && got.PaymentHash != hash:
+		return fmt.Errorf("lightning: the wallet answered of payment hash %s, not %s", got.PaymentHash, hash)
+	case (got.AmountMsat != 0 || notice) && got.AmountMsat < inv.AmountMsat():
+		return fmt.Errorf("lightning: invoice settled for %d msat, less than the %d asked", got.AmountMsat, inv.AmountMsat())
+	case got.Preimage != "" && !preimageMatches(got.Preimage, hash):
+		return ErrBadPreimage
+	}
+	return nil
 }
 
 // Paid looks up the invoice of req once and reports whether it is settled
 // (payments.Checker); Verify checks the amount and the preimage.
 func (p *Processor) Paid(ctx context.Context, _ payments.Charge, req payments.PaymentRequired) (bool, error) {
+	return p.paid(ctx, req, false)
+}
+
+// paid looks the invoice of req up once; checked, it also checks what
+// the wallet says of a settled one (see settled).
+func (p *Processor) paid(ctx context.Context, req payments.PaymentRequired, checked bool) (bool, error) {
 	inv, err := bolt11.Decode(req.PayReq)
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", ErrInvalidInvoice, err)
@@ -182,6 +287,10 @@ func (p *Processor) Paid(ctx context.Context, _ payments.Charge, req payments.Pa
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("lightning: lookup invoice: %w", err)
+	case checked && got.Settled():
+		if err := settled(got, inv, inv.PaymentHash(), false); err != nil {
+			return false, err
+		}
 	}
 	return got.Settled(), nil
 }

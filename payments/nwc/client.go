@@ -43,13 +43,17 @@ type Client struct {
 
 	mu   sync.Mutex
 	caps *Capabilities // the wallet's info event, once read
+
+	notes listener  // the wallet's notifications (notify.go)
+	resp  responses // the wallet's responses (responses.go)
+	keys  *keys     // the connection's, to the wallet service
 }
 
 var _ payments.Wallet = (*Client)(nil)
 
 // NewClient returns a client of the wallet service of uri.
 func NewClient(uri URI, opts ClientOptions) *Client {
-	c := &Client{uri: uri, pool: opts.Pool, timeout: opts.Timeout, log: opts.Logger}
+	c := &Client{uri: uri, pool: opts.Pool, timeout: opts.Timeout, log: opts.Logger, keys: newKeys(uri.secret, uri.Wallet)}
 	if c.timeout <= 0 {
 		c.timeout = 30 * time.Second
 	}
@@ -63,8 +67,11 @@ func NewClient(uri URI, opts ClientOptions) *Client {
 	return c
 }
 
-// Close releases the client's own pool, if it made one.
+// Close stops listening to the wallet's notifications and releases the
+// client's own pool, if it made one.
 func (c *Client) Close() error {
+	c.notes.close()
+	c.resp.close()
 	if c.ownPool {
 		return c.pool.Close()
 	}
@@ -77,6 +84,8 @@ type Capabilities struct {
 	Methods       []string
 	Encryptions   []string // empty when the event has no encryption tag: NIP-04 only
 	Notifications []string
+	// notificationsTag: the info event has a notifications tag.
+	notificationsTag bool
 }
 
 // Encryption is the scheme a client uses with this wallet: NIP-44 if the
@@ -124,7 +133,7 @@ func (c *Client) Capabilities(ctx context.Context) (Capabilities, error) {
 		caps.Encryptions = strings.Fields(t[1])
 	}
 	if t := latest.Tags.Find("notifications"); len(t) >= 2 {
-		caps.Notifications = strings.Fields(t[1])
+		caps.Notifications, caps.notificationsTag = strings.Fields(t[1]), true
 	}
 	c.mu.Lock()
 	c.caps = &caps
@@ -147,8 +156,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any) er
 	if err != nil {
 		return err
 	}
-	sk := c.uri.secret
-	content, err := encrypt(scheme, string(body), sk, c.uri.Wallet)
+	content, err := c.keys.encrypt(scheme, string(body))
 	if err != nil {
 		return fmt.Errorf("nwc: encrypt: %w", err)
 	}
@@ -165,20 +173,14 @@ func (c *Client) call(ctx context.Context, method string, params, result any) er
 		},
 		Content: content,
 	}
-	if err := evt.Sign(sk); err != nil {
+	if err := c.keys.sign(&evt); err != nil {
 		return err
 	}
-	sub := c.pool.Subscribe(nostr.Filter{
-		Kinds:   []nostr.Kind{KindResponse},
-		Authors: []nostr.PubKey{c.uri.Wallet},
-		Tags:    nostr.TagMap{"e": {evt.ID.Hex()}, "p": {sk.Public().Hex()}},
-	}, 4)
-	defer sub.Close()
-	select {
-	case <-sub.Ready():
-	case <-ctx.Done():
-		return fmt.Errorf("nwc: %s: %w: no relay answered the subscription: %w", method, ErrNoAnswer, context.Cause(ctx))
+	answers, end, err := c.await(ctx, evt.ID)
+	if err != nil {
+		return fmt.Errorf("nwc: %s: %w", method, err)
 	}
+	defer end()
 	if err := c.pool.Publish(ctx, evt); err != nil {
 		if errors.Is(err, nostrx.ErrUnheard) {
 			return fmt.Errorf("nwc: %s: %w: the wallet service is not listening on %s", method, ErrNoAnswer, strings.Join(c.uri.Relays, ", "))
@@ -188,7 +190,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any) er
 	c.log.Debug("nwc request sent", "method", method, "encryption", scheme, "id", evt.ID.Hex())
 	for {
 		select {
-		case resp, ok := <-sub.Events():
+		case resp, ok := <-answers:
 			if !ok {
 				return fmt.Errorf("nwc: %s: subscription closed", method)
 			}
@@ -204,14 +206,14 @@ func (c *Client) call(ctx context.Context, method string, params, result any) er
 var errSkip = errors.New("not an answer")
 
 func (c *Client) readResponse(evt nostr.Event, scheme, method string, result any) error {
-	plain, err := decrypt(scheme, evt.Content, c.uri.secret, c.uri.Wallet)
+	plain, err := c.keys.decrypt(scheme, evt.Content)
 	if err != nil {
 		// A wallet that refused our scheme may answer in the other one.
 		other := EncryptionNIP04
 		if scheme == EncryptionNIP04 {
 			other = EncryptionNIP44
 		}
-		if plain, err = decrypt(other, evt.Content, c.uri.secret, c.uri.Wallet); err != nil {
+		if plain, err = c.keys.decrypt(other, evt.Content); err != nil {
 			c.log.Info("nwc: undecryptable response ignored", "id", evt.ID.Hex())
 			return errSkip
 		}

@@ -9,50 +9,7 @@ import (
 	"strings"
 
 	"fiatjaf.com/nostr"
-	"fiatjaf.com/nostr/nip04"
-	"fiatjaf.com/nostr/nip44"
 )
-
-// encrypt encrypts plaintext from sk to peer with scheme (EncryptionNIP44
-// or EncryptionNIP04).
-func encrypt(scheme, plaintext string, sk nostr.SecretKey, peer nostr.PubKey) (string, error) {
-	switch scheme {
-	case EncryptionNIP44:
-		key, err := nip44.GenerateConversationKey(peer, sk)
-		if err != nil {
-			return "", err
-		}
-		return nip44.Encrypt(plaintext, key)
-	case EncryptionNIP04:
-		key, err := nip04.ComputeSharedSecret(peer, sk)
-		if err != nil {
-			return "", err
-		}
-		return nip04.Encrypt(plaintext, key)
-	}
-	return "", fmt.Errorf("unsupported encryption %q", scheme)
-}
-
-func decrypt(scheme, ciphertext string, sk nostr.SecretKey, peer nostr.PubKey) (string, error) {
-	if len(ciphertext) > 2*maxMessageBytes {
-		return "", fmt.Errorf("ciphertext of %d bytes is too large", len(ciphertext))
-	}
-	switch scheme {
-	case EncryptionNIP44:
-		key, err := nip44.GenerateConversationKey(peer, sk)
-		if err != nil {
-			return "", err
-		}
-		return nip44.Decrypt(ciphertext, key)
-	case EncryptionNIP04:
-		key, err := nip04.ComputeSharedSecret(peer, sk)
-		if err != nil {
-			return "", err
-		}
-		return decryptNIP04(ciphertext, key)
-	}
-	return "", fmt.Errorf("unsupported encryption %q", scheme)
-}
 
 // decryptNIP04 reads a NIP-04 content, "base64(ciphertext)?iv=base64(iv)"
 // with AES-256-CBC and PKCS#7 padding. It checks what the nostr library's

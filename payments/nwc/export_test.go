@@ -1,7 +1,19 @@
 package nwc
 
-// Test access to the encryption helpers, to hand-craft requests.
-var (
-	EncryptForTest = encrypt
-	DecryptForTest = decrypt
-)
+import "fiatjaf.com/nostr"
+
+// EncryptForTest and DecryptForTest give tests the encryption of a
+// connection between sk and peer, to hand-craft requests.
+func EncryptForTest(scheme, plaintext string, sk nostr.SecretKey, peer nostr.PubKey) (string, error) {
+	return newKeys(sk, peer).encrypt(scheme, plaintext)
+}
+
+func DecryptForTest(scheme, ciphertext string, sk nostr.SecretKey, peer nostr.PubKey) (string, error) {
+	return newKeys(sk, peer).decrypt(scheme, ciphertext)
+}
+
+// ReadNotificationForTest checks one notification event, as the listener
+// does.
+func ReadNotificationForTest(evt nostr.Event, scheme string, wallet nostr.PubKey, sk nostr.SecretKey) (Transaction, error) {
+	return readNotification(evt, scheme, newKeys(sk, wallet))
+}

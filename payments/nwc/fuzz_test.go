@@ -1,8 +1,10 @@
 package nwc_test
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"fiatjaf.com/nostr"
@@ -98,6 +100,59 @@ func FuzzDecrypt(f *testing.F) {
 		}
 		if back, err := nwc.DecryptForTest(scheme, again, sk, peer.Public()); err != nil || back != plain {
 			t.Fatalf("%s: %q round-trips to %q (%v)", scheme, plain, back, err)
+		}
+	})
+}
+
+// FuzzNotification feeds the listener's reading of a notification event
+// (decrypt, decode, check) arbitrary contents, encrypted properly or not,
+// on either kind, p-tagged or not: it never panics, and what it accepts
+// is a payment received, for a 32-byte lowercase hex hash and a positive
+// amount, that the plaintext says so of.
+func FuzzNotification(f *testing.F) {
+	wallet, me := nostr.Generate(), nostr.Generate()
+	for _, s := range []string{
+		`{"notification_type":"payment_received","notification":{"type":"incoming","payment_hash":"` + strings.Repeat("0a", 32) + `","amount":1000}}`,
+		`{"notification_type":"payment_sent","notification":{"type":"outgoing","payment_hash":"` + strings.Repeat("0a", 32) + `","amount":1000}}`,
+		`{"notification_type":"payment_received","notification":{"payment_hash":"AA","amount":-1}}`,
+		`{"notification_type":"payment_received","notification":null}`, `null`, `{}`, "",
+	} {
+		f.Add(true, true, true, s)
+		f.Add(false, true, true, s)
+		f.Add(true, false, true, s)
+	}
+	f.Fuzz(func(t *testing.T, nip44, encrypted, tagged bool, body string) {
+		scheme, kind := nwc.EncryptionNIP04, nwc.KindNotificationNIP04
+		if nip44 {
+			scheme, kind = nwc.EncryptionNIP44, nwc.KindNotificationNIP44
+		}
+		content := body
+		if encrypted {
+			c, err := nwc.EncryptForTest(scheme, body, wallet, me.Public())
+			if err != nil {
+				return // nothing NIP-44 may carry
+			}
+			content = c
+		}
+		evt := nostr.Event{Kind: kind, PubKey: wallet.Public(), Content: content}
+		if tagged {
+			evt.Tags = nostr.Tags{{"p", me.Public().Hex()}}
+		}
+		tx, err := nwc.ReadNotificationForTest(evt, scheme, wallet.Public(), me)
+		if err != nil {
+			return
+		}
+		if !tagged {
+			t.Fatalf("accepted a notification not p-tagged to the client: %+v", tx)
+		}
+		b, herr := hex.DecodeString(tx.PaymentHash)
+		if herr != nil || len(b) != 32 || strings.ToLower(tx.PaymentHash) != tx.PaymentHash || tx.Amount <= 0 {
+			t.Fatalf("accepted %+v", tx)
+		}
+		plain, derr := nwc.DecryptForTest(scheme, content, me, wallet.Public())
+		n, nerr := nwc.DecodeNotification([]byte(plain))
+		if derr != nil || nerr != nil || n.Type != nwc.NotificationReceived || !reflect.DeepEqual(n.Notification, tx) {
+			t.Fatalf("accepted %+v from %q (%v %v)", tx, plain, derr, nerr)
 		}
 	})
 }

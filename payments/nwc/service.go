@@ -28,6 +28,12 @@ type ServiceOptions struct {
 	// OmitEncryptionTag publishes the info event without an encryption
 	// tag, as wallets that predate it do: clients then use NIP-04.
 	OmitEncryptionTag bool
+	// NoNotifications makes the service announce no notifications and
+	// send none, as wallets without them: clients then look up payments.
+	NoNotifications bool
+	// Mute makes the service announce notifications and never send one:
+	// a wallet that breaks its word, for tests.
+	Mute bool
 	// OnRequest, if set, is called for each request the service answers,
 	// with its method and scheme (for tests and metrics).
 	OnRequest func(method, encryption string)
@@ -56,6 +62,7 @@ type connection struct {
 	wallet  string
 	service nostr.SecretKey
 	client  nostr.PubKey
+	keys    *keys // the service's, to the client
 }
 
 // NewService returns a service for net on the relays of pool.
@@ -86,7 +93,8 @@ func (s *Service) Connect(wallet string, serviceKey, clientSecret nostr.SecretKe
 	if _, ok := s.conns[pub]; ok {
 		return URI{}, fmt.Errorf("nwc: service key %s is already connected", pub.Hex())
 	}
-	s.conns[pub] = &connection{wallet: wallet, service: serviceKey, client: clientSecret.Public()}
+	s.conns[pub] = &connection{wallet: wallet, service: serviceKey, client: clientSecret.Public(),
+		keys: newKeys(serviceKey, clientSecret.Public())}
 	return NewURI(pub, s.pool.Relays(), clientSecret), nil
 }
 
@@ -159,15 +167,17 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 func (s *Service) publishInfo(ctx context.Context, c *connection) error {
-	tags := nostr.Tags{{"notifications", NotificationReceived + " " + NotificationSent}}
+	var tags nostr.Tags
+	capabilities := slices.Clone(serviceMethods)
+	if !s.opts.NoNotifications {
+		tags = append(tags, nostr.Tag{"notifications", NotificationReceived + " " + NotificationSent})
+		capabilities = append(capabilities, "notifications")
+	}
 	if !s.opts.OmitEncryptionTag {
 		tags = append(tags, nostr.Tag{"encryption", strings.Join(s.opts.Encryptions, " ")})
 	}
-	evt := nostr.Event{
-		Kind: KindInfo, CreatedAt: nostr.Now(), Tags: tags,
-		Content: strings.Join(append(slices.Clone(serviceMethods), "notifications"), " "),
-	}
-	if err := evt.Sign(c.service); err != nil {
+	evt := nostr.Event{Kind: KindInfo, CreatedAt: nostr.Now(), Tags: tags, Content: strings.Join(capabilities, " ")}
+	if err := c.keys.sign(&evt); err != nil {
 		return err
 	}
 	if err := s.pool.Publish(ctx, evt); err != nil {
@@ -214,7 +224,7 @@ func (s *Service) handle(ctx context.Context, evt nostr.Event) {
 			scheme = s.opts.Encryptions[0]
 		}
 	} else {
-		plain, err := decrypt(scheme, evt.Content, c.service, c.client)
+		plain, err := c.keys.decrypt(scheme, evt.Content)
 		if err != nil {
 			s.log.Info("nwc: undecryptable request ignored", "id", evt.ID.Hex(), "encryption", scheme)
 			return
@@ -241,7 +251,7 @@ func (s *Service) handle(ctx context.Context, evt nostr.Event) {
 		s.log.Error("nwc: encoding a response", "err", err)
 		return
 	}
-	content, err := encrypt(scheme, string(body), c.service, c.client)
+	content, err := c.keys.encrypt(scheme, string(body))
 	if err != nil {
 		s.log.Error("nwc: encrypting a response", "err", err)
 		return
@@ -250,7 +260,7 @@ func (s *Service) handle(ctx context.Context, evt nostr.Event) {
 		Kind: KindResponse, CreatedAt: nostr.Now(), Content: content,
 		Tags: nostr.Tags{{"p", c.client.Hex()}, {"e", evt.ID.Hex()}},
 	}
-	if err := out.Sign(c.service); err != nil {
+	if err := c.keys.sign(&out); err != nil {
 		return
 	}
 	if err := s.pool.Publish(ctx, out); err != nil {
@@ -294,10 +304,11 @@ func (s *Service) dispatch(ctx context.Context, c *connection, req Request) Resp
 		if err != nil {
 			return errorResponse(req.Method, err)
 		}
-		return resultResponse(req.Method, Info{
-			Alias: "lnsim " + c.wallet + " (simulator)", Pubkey: node, Network: "regtest",
-			Methods: serviceMethods, Notifications: []string{NotificationReceived, NotificationSent},
-		})
+		info := Info{Alias: "lnsim " + c.wallet + " (simulator)", Pubkey: node, Network: "regtest", Methods: serviceMethods}
+		if !s.opts.NoNotifications {
+			info.Notifications = []string{NotificationReceived, NotificationSent}
+		}
+		return resultResponse(req.Method, info)
 	case methodGetBalance:
 		bal, err := s.net.Balance(c.wallet)
 		if err != nil {
@@ -388,14 +399,24 @@ func (s *Service) transaction(wallet string, inv payments.Invoice) Transaction {
 // notify tells the connections of payer and payee about a settlement, as
 // kind 23197 (NIP-44) and, for NIP-04 clients, 23196.
 func (s *Service) notify(ctx context.Context, st lnsim.Settlement) {
+	if s.opts.NoNotifications || s.opts.Mute {
+		return
+	}
 	s.mu.Lock()
-	var targets []*connection
+	// The payee's connections first: a server waits for its
+	// payment_received to run the call it was paid for, while the payer
+	// learns of its payment from its own response.
+	var targets, payers []*connection
 	for _, c := range s.conns {
-		if c.wallet == st.Payer || c.wallet == st.Payee {
+		switch c.wallet {
+		case st.Payee:
 			targets = append(targets, c)
+		case st.Payer:
+			payers = append(payers, c)
 		}
 	}
 	s.mu.Unlock()
+	targets = append(targets, payers...)
 	for _, c := range targets {
 		typ := NotificationSent
 		tx := s.transaction(c.wallet, st.Invoice)
@@ -413,12 +434,12 @@ func (s *Service) notify(ctx context.Context, st lnsim.Settlement) {
 			if scheme == EncryptionNIP04 {
 				kind = KindNotificationNIP04
 			}
-			content, err := encrypt(scheme, string(body), c.service, c.client)
+			content, err := c.keys.encrypt(scheme, string(body))
 			if err != nil {
 				continue
 			}
 			evt := nostr.Event{Kind: kind, CreatedAt: nostr.Now(), Content: content, Tags: nostr.Tags{{"p", c.client.Hex()}}}
-			if evt.Sign(c.service) != nil {
+			if c.keys.sign(&evt) != nil {
 				continue
 			}
 			if err := s.pool.Publish(ctx, evt); err != nil && !errors.Is(err, nostrx.ErrUnheard) {

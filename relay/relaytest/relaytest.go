@@ -1,6 +1,7 @@
 // Package relaytest starts an embedded relay on a free loopback port for
-// tests, in the manner of net/http/httptest (relaytest.go), and watches
-// what a relay delivers to one key (inbox.go).
+// tests, in the manner of net/http/httptest (relaytest.go), watches what a
+// relay delivers to one key (inbox.go), and serves a relay whose answers
+// the test scripts (scripted.go).
 package relaytest
 
 import (
