@@ -105,9 +105,7 @@ func runDemo(ctx context.Context, step func(name, detail string, start time.Time
 	step("relay", "embedded relay on "+r.URL, t)
 
 	t = time.Now()
-	// Lookups every few ms: the simulator settles at once, and the demo
-	// should not wait for a real wallet's pace.
-	proc := lightning.NewProcessor(serverWallet, lightning.ProcessorOptions{PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond})
+	proc := demoProcessor(serverWallet)
 	defer proc.Close()
 	gw, err := demoGateway(ctx, r.URL, proc)
 	if err != nil {
@@ -190,6 +188,13 @@ func demoNetwork() (*lnsim.Network, payments.Wallet, payments.Wallet, error) {
 		return nil, nil, nil, err
 	}
 	return ln, serverWallet, clientWallet, nil
+}
+
+// demoProcessor is the demo server's Lightning processor: lookups every
+// few ms, since the simulator settles at once and the demo should not
+// wait for a real wallet's pace.
+func demoProcessor(w payments.Wallet) *lightning.Processor {
+	return lightning.NewProcessor(w, lightning.ProcessorOptions{PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond})
 }
 
 // demoGateway is the demo server in the process behind a gateway: one
