@@ -44,4 +44,9 @@
 // not match is reported as [ErrHashMismatch] with both hashes.
 //
 // docs/protocol-compatibility.md records where cvm and the reference differ.
+//
+// Files: hash.go (the normalization and the hash of a Tool), meta.go (a
+// tool's _meta claim as it travels in JSON: Claimed, VerifyClaim, Annotate),
+// tags.go (the announcement's tags), uncovered.go (UncoveredProperties: what
+// the normalization leaves out of the hash).
 package commonschema

@@ -23,4 +23,13 @@
 // ServerDocument builds the document a server publishes at
 // /.well-known/did.json, naming its MCP endpoint in a service of type
 // MCPServiceV1.
+//
+// Files: did.go (parsing DIDs and DID URLs), document.go (DID documents and
+// their verification methods), keys.go (public keys by algorithm, and
+// verifying with them), multibase.go (the base58btc and base64url multibase
+// encodings of key material), resolver.go (the Resolver, did:key, did:nostr
+// and the cached did:web fetch), signer.go (Signers and the 0600 key file),
+// principal.go (one name for a DID and the Nostr key it may be). A Verifier
+// elsewhere (package didauth) holds only a Resolver and checks a signature
+// with the PublicKey the resolved Document gives.
 package did

@@ -29,4 +29,12 @@
 // before within that window (kept in a durable.Store, so restarts do not
 // reopen it). Caller gives handlers the verified DID. Transport signs every
 // request a client sends.
+//
+// Files: header.go (the DIDAuthV1 header: credentials, separators, encoding
+// and decoding), canonical.go (the two canonical forms, JCS and the kit's),
+// sign.go (modes, the strict Payload, signing), transport.go (the client's
+// signing RoundTripper), verifier.go (the Verifier, its nonce book in the
+// store, and the Middleware), codes.go (the error codes a refused request is
+// answered with). Signing and verifying meet only in header.go and
+// canonical.go: what one writes the other reads back byte for byte.
 package didauth

@@ -23,4 +23,17 @@
 // fastest to answer, recent failures last), and [Call] calls the tool on
 // the first that answers, failing over to the next, with a [History] of
 // outcomes kept between runs.
+//
+// Files: catalog.go (the Catalog: adding, deleting and parsing announcements
+// into Servers), filter.go (Filter), prices.go (the announced prices of
+// capabilities), schemas.go (common schemas and their hash prefixes),
+// fetch.go (Fetch, FetchServer and Watch on relays) and authorwatch.go
+// (Watch's subscription, split by author so that no REQ outgrows what relays
+// take); choose.go (Providers, trust policies and Choose's order), call.go
+// (Call and its failover), history.go (the History of outcomes, in a file);
+// locate.go (Locate: which relays reach a server, and why), relaylist.go
+// (what a client may use of a server's kind 10002 relay list) and
+// relaycache.go (those lists, remembered in a file between runs). The
+// catalog is the one shared state: fetching fills it, choosing and calling
+// read it, and locating needs only a server's relay list.
 package discovery

@@ -21,6 +21,8 @@ type pkg struct {
 	dir     string   // relative to the module root, with slashes: its import path less modulePath
 	doc     bool     // some file has a package doc comment
 	imports []string // what its non-test files import of the module, as dirs
+	files   []string // its non-test Go files, by name
+	docText string   // the package doc comments of its non-test files
 }
 
 // modulePackages walks the module from root for the directories holding
@@ -60,6 +62,10 @@ func modulePackages(t *testing.T, root string) map[string]*pkg {
 		p.doc = p.doc || f.Doc != nil && strings.TrimSpace(f.Doc.Text()) != ""
 		if strings.HasSuffix(name, "_test.go") {
 			return nil
+		}
+		p.files = append(p.files, name)
+		if f.Doc != nil {
+			p.docText += f.Doc.Text() + "\n"
 		}
 		for _, im := range f.Imports {
 			ip, _ := strconv.Unquote(im.Path.Value)
@@ -185,4 +191,64 @@ func isLibrary(dir string) bool {
 		return false
 	}
 	return true
+}
+
+// A package of more than one file says in its doc comment how its files
+// fit together, and the map stays true: the comment names every non-test
+// file of the package. doc.go, which holds the comment, need not name
+// itself. Build-tag twins may be named together: x_unix.go and x_other.go
+// are both named by "x_*.go" (the file name with its last _suffix replaced
+// by _*).
+func TestPackageDocs_NameEveryFile(t *testing.T) {
+	pkgs := modulePackages(t, "..")
+	for _, dir := range slices.Sorted(maps.Keys(pkgs)) {
+		p := pkgs[dir]
+		if len(p.files) < 2 || p.docText == "" {
+			continue // one file needs no map; a missing comment is TestArchitecture_ListsEveryPackage's
+		}
+		for _, name := range p.files {
+			if name == "doc.go" || namesFile(p.docText, name) {
+				continue
+			}
+			t.Errorf("package %s: its doc comment does not name %s: say in its file map what %s holds", dir, name, name)
+		}
+	}
+}
+
+// namesFile reports whether doc names the file name as a word of its own
+// (git.go is not named by digit.go), or by its twin pattern (x_*.go for
+// x_unix.go).
+func namesFile(doc, name string) bool {
+	names := []string{name}
+	if i := strings.LastIndex(name, "_"); i > 0 {
+		names = append(names, name[:i]+"_*.go")
+	}
+	for _, n := range names {
+		if regexp.MustCompile(`(^|[^\w.*/-])` + regexp.QuoteMeta(n) + `($|[^\w*])`).MatchString(doc) {
+			return true
+		}
+	}
+	return false
+}
+
+// namesFile takes a file's name as a word of its own, or its twins'
+// pattern, and nothing that merely contains the name.
+func TestNamesFile(t *testing.T) {
+	for _, c := range []struct {
+		doc, name string
+		want      bool
+	}{
+		{"Files: git.go (the worktree).", "git.go", true},
+		{"(git.go)", "git.go", true},
+		{"digit.go and git.gopher", "git.go", false},
+		{"package other/git.go", "git.go", false},
+		{"procgroup_*.go (a group on unix)", "procgroup_unix.go", true},
+		{"procgroup_*.go (a group on unix)", "procgroup_other.go", true},
+		{"procgroup_*.go", "procgroup.go", false},
+		{"x_*.go", "y_unix.go", false},
+	} {
+		if got := namesFile(c.doc, c.name); got != c.want {
+			t.Errorf("namesFile(%q, %q) = %v, want %v", c.doc, c.name, got, c.want)
+		}
+	}
 }

@@ -27,4 +27,10 @@
 //
 // One process at a time: a second Open of the same store fails at once with
 // ErrLocked instead of waiting on the lock.
+//
+// Files: store.go (the Store interface and its Options), memory.go (the
+// in-memory table, which is both the Memory store and a file store's index),
+// journal.go (the journal's record format, checksums and torn-tail
+// recovery), file.go (Open: the lock, the journal, and the folding into
+// bbolt).
 package durable

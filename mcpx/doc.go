@@ -23,4 +23,9 @@
 //
 // docs/mcpx.md records every place the v0 draft is ambiguous and what cvm
 // does there.
+//
+// Files: envelope.go (the envelope, its limits, decoding and canonical
+// encoding), system.go (the payloads of presence and system envelopes),
+// names.go (topic and participant id rules), errors.go (EnvelopeError, why a
+// frame was refused), codes.go (the codes).
 package mcpx

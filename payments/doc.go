@@ -10,4 +10,12 @@
 // through a Wallet, which Nostr Wallet Connect (package payments/nwc)
 // implements, against a real wallet or the offline simulator (package
 // payments/lnsim).
+//
+// Files: payments.go (Charge, PaymentRequired and the Processor, Checker and
+// Handler seams), pricer.go (Cap, Quote and the Pricer), budget.go (a
+// client's Budget, its daily totals in a shared file), wallet.go (the Wallet
+// seam of Lightning and what a wallet answers), fake.go (the Fake payment
+// method and its Ledger, for tests and demos only). The real methods live in
+// packages of their own (payments/lightning); the fake one moves no money
+// and needs nothing beyond this package.
 package payments

@@ -31,4 +31,8 @@
 //
 // Kind semantics (ephemeral, replaceable, addressable) are khatru's and the
 // eventstore's.
+//
+// Files: relay.go (Options, New and the Relay that wires khatru, the store
+// and the pieces above together), server.go (Start: a Relay on a listening
+// address), metrics.go (the Prometheus metrics behind /metrics).
 package relay

@@ -1,22 +1,3 @@
-// Command compare answers "is the new code no slower than the old?".
-//
-// It checks the base revision out in a temporary git worktree, builds the
-// benchmarks of both trees (the base and the working tree it runs in,
-// uncommitted changes included), then runs them in rounds, one process at
-// a time, alternating which side goes first (AB BA AB …), and compares the
-// medians of each figure with a tolerance of 10%:
-//
-//   - contextvm: BenchmarkRoundTrip (plaintext and encrypted), ns/op;
-//   - relay: BenchmarkFanout, ns/op and deliveries/s;
-//   - mcpx: bench/mcpxload against each side's "cvm room serve": CPU per
-//     delivery, deliveries/s and the directed round trip's p50.
-//
-// The exit status is 0 if every figure is within the tolerance or better,
-// 1 if one is worse or could not be measured on a side, 2 on a usage or
-// build error.
-//
-//	go run ./bench/compare -base HEAD~1 [-n 5] [-only contextvm,relay,mcpx] [-json]
-//	make bench-compare BASE=HEAD~1 [N=5]
 package main
 
 import (

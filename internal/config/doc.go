@@ -8,4 +8,8 @@
 // key of the [relay] table) and names the environment variable too:
 // CVM_RELAY_LISTEN. List values are TOML arrays in the file and
 // comma-separated in the environment.
+//
+// Files: config.go holds it all, being one concept: Bind, the directories
+// (Dir, DataDir, CacheDir), Load of the file and Apply of the layers, which
+// gives each Setting with its Source.
 package config

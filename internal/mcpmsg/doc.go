@@ -13,4 +13,8 @@
 // Progress tokens are compared by their JSON value: the number 1 and the
 // string "1" are different tokens, as MCP says (seed 002: a token is a
 // string or an integer, unique among the sender's requests).
+//
+// Files: methods.go (the methods treated specially), ids.go (request ids,
+// answers and cancellations), token.go (Token and where a message carries
+// one), params.go (reading and editing params without re-encoding the rest).
 package mcpmsg

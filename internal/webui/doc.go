@@ -8,4 +8,8 @@
 //
 // The pages load nothing from anywhere else: no fonts, scripts or styles
 // from other origins, so the CSP can forbid them all.
+//
+// Files: webui.go holds the Go side (SetHeaders and the CSP, HostAllowed
+// and CheckHost, Pages, WriteError) and embeds assets/, the shared script
+// and style each page's own assets sit beside.
 package webui

@@ -21,4 +21,8 @@
 // Retention is by count per topic and by age; both are applied as batches
 // are written and by a periodic sweep, and queries never return a record
 // past its age. Topics and their history outlive their participants.
+//
+// Files: store.go (the Store: its buckets, the writer goroutine and its
+// queue, sequence numbers and retention), record.go (a record's bytes on
+// disk), query.go (Cursor, Query and Page: reading a topic back).
 package history

@@ -37,7 +37,8 @@
 //     history itself is package mcpx/history.
 //   - gateway.go, server.go, metrics.go: Options, the http.Handler, Start
 //     for a listening server, and Prometheus metrics in a registry per
-//     gateway.
+//     gateway; errors.go, the sentinel errors callers match with
+//     errors.Is.
 //
 // Concurrency: a Gateway is safe for concurrent use. Each session has
 // three goroutines (read, write, ping), all owned by the HTTP handler that

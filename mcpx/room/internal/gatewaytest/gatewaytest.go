@@ -1,8 +1,3 @@
-// Package gatewaytest is what the tests of package room and of its
-// backends share: a gateway on a loopback port (Start), participants'
-// raw WebSocket connections to it (Client) and the envelopes they read
-// (Msg), and Harness, what a test body sees of one gateway or of several
-// nodes sharing a backend.
 package gatewaytest
 
 import (
