@@ -159,8 +159,8 @@ func TestGate_TakesRequestsBeforeTheHandler(t *testing.T) {
 // where a prepaid channel or a Cashu token travels with a request.
 type tokenPayer struct{}
 
-func (tokenPayer) Tags(req *jsonrpc.Request, discovery bool) nostr.Tags {
-	if req.Method != "tools/call" {
+func (tokenPayer) Tags(call *contextvm.PaidCall, discovery bool) nostr.Tags {
+	if call.Request().Method != "tools/call" {
 		return nil
 	}
 	return nostr.Tags{{"token", map[bool]string{true: "first", false: "next"}[discovery]}}

@@ -31,6 +31,9 @@ type lnRail struct {
 	net     *lnsim.Network
 	proc    *lightning.Processor
 	handler *lightning.Handler
+	// srvWallet and aliceWallet are the NWC clients of the two wallets:
+	// the server's pays channel refunds, alice's invoices them.
+	srvWallet, aliceWallet *nwc.Client
 }
 
 func newLNRail(tb testing.TB, relayURL string, aliceMsat int64) *lnRail {
@@ -61,9 +64,11 @@ func newLNRailPoll(tb testing.TB, relayURL string, aliceMsat int64, popts lightn
 	aliceWallet := nwc.NewClient(aliceURI, nwc.ClientOptions{})
 	tb.Cleanup(func() { aliceWallet.Close() })
 	return &lnRail{
-		net:     net,
-		proc:    lightning.NewProcessor(srvWallet, popts),
-		handler: lightning.NewHandler(aliceWallet),
+		net:         net,
+		proc:        lightning.NewProcessor(srvWallet, popts),
+		handler:     lightning.NewHandler(aliceWallet),
+		srvWallet:   srvWallet,
+		aliceWallet: aliceWallet,
 	}
 }
 

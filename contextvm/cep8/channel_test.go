@@ -1,0 +1,345 @@
+package cep8_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
+	"github.com/cvmgo/cvm/contextvm/internal/peertest"
+	"github.com/cvmgo/cvm/durable"
+	"github.com/cvmgo/cvm/internal/testwait"
+	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/payments/channel"
+	"github.com/cvmgo/cvm/payments/lnsim"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// chanFixture is a relay, the Lightning rail through the simulator, and
+// a server with key sk that charges 2 sats for count and offers channels,
+// its books in a store of the test's choosing.
+type chanFixture struct {
+	relay    *relay.Server
+	ln       *lnRail
+	sk       nostr.SecretKey
+	runs     atomic.Int64
+	settled  atomic.Int64 // Lightning payments made in the simulator
+	srv      *contextvm.Server
+	books    *channel.Books
+	clientSK nostr.SecretKey
+}
+
+func newChanFixture(t *testing.T, aliceMsat int64) *chanFixture {
+	f := &chanFixture{relay: relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}}), sk: nostr.Generate(), clientSK: nostr.Generate()}
+	f.ln = newLNRail(t, f.relay.URL, aliceMsat)
+	stop := f.ln.net.OnSettle(func(lnsim.Settlement) { f.settled.Add(1) })
+	t.Cleanup(stop)
+	return f
+}
+
+// serve starts the server over store (its State and its books).
+func (f *chanFixture) serve(t *testing.T, store durable.Store) *contextvm.Server {
+	t.Helper()
+	pk := f.sk.Public()
+	books, err := channel.New(channel.Options{Store: store, ServerKey: pk[:], Refunder: channel.WalletRefunder{Wallet: f.ln.srvWallet}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := contextvm.ParsePrice("tool:count=2")
+	f.books = books
+	f.srv = peertest.Serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
+		Signer: contextvm.NewKeySigner(f.sk), State: store,
+		Gate: cep8.NewGate(cep8.Options{Processors: []payments.Processor{f.ln.proc}, Channels: books})}, peertest.CounterServer(&f.runs))
+	return f.srv
+}
+
+// clientOptions are those of alice's client, with key clientSK, paying
+// with pay.
+func (f *chanFixture) clientOptions(pay *cep8.PayOptions) contextvm.ClientOptions {
+	return contextvm.ClientOptions{Server: f.sk.Public().Hex(), Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled,
+		Signer: contextvm.NewKeySigner(f.clientSK), RequestTimeout: testwait.Timeout(20 * time.Second), Payer: pay.Payer()}
+}
+
+// channelPay pays with a 50-sat channel, its state in store, 2 sats a call
+// at most.
+func (f *chanFixture) channelPay(store durable.Store) *cep8.PayOptions {
+	return &cep8.PayOptions{Handlers: []payments.Handler{f.ln.handler}, Budget: &payments.Budget{PerCall: 2},
+		Channel: &cep8.ChannelOptions{DepositSats: 50, Wallet: f.ln.aliceWallet, Store: store}}
+}
+
+func (f *chanFixture) count(t *testing.T, cs *mcp.ClientSession, n int) {
+	t.Helper()
+	for i := range n {
+		if res, err := peertest.Call(cs, "count", nil); err != nil || res.IsError {
+			t.Fatalf("call %d: %v %+v", i+1, err, res)
+		}
+	}
+}
+
+func (f *chanFixture) wantBalances(t *testing.T, what string, alice, srv int64) {
+	t.Helper()
+	if a, s := f.ln.balances(t); a != alice || s != srv {
+		t.Fatalf("%s: alice %d msat, srv %d msat; want %d and %d", what, a, s, alice, srv)
+	}
+}
+
+// Five calls on a channel move alice's wallet once, by the deposit: the
+// first opens it (an invoice for the deposit, the call its first
+// receipt), the other four carry receipts and no invoice. Closing it
+// refunds all but the five prices, to an invoice of alice's wallet, once.
+func TestChannel_FiveCallsOneDepositCloseRefundsTheRest(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	f.serve(t, durable.NewMemory(durable.Options{}))
+	pay := f.channelPay(nil)
+	opts := f.clientOptions(pay)
+	payer := opts.Payer.(*cep8.Payer)
+	cs := peertest.Connect(t, opts)
+	f.count(t, cs, 5)
+	if f.runs.Load() != 5 || f.settled.Load() != 1 {
+		t.Fatalf("%d runs, %d Lightning payments; want 5 runs on one payment", f.runs.Load(), f.settled.Load())
+	}
+	f.wantBalances(t, "after five calls", 50_000, 50_000)
+	st, ok := payer.Channel(context.Background(), f.sk.Public())
+	if !ok || st.Nonce != 5 || st.Accumulated != 10_000 || st.Deposit != 50_000 {
+		t.Fatalf("client's channel %+v (%v); want 5 receipts, 10000 of 50000 msat", st, ok)
+	}
+	ctx, cancel := testwait.Context(t, 20*time.Second)
+	defer cancel()
+	closed, err := payer.CloseChannel(ctx, opts)
+	if err != nil || closed.Owed != 40_000 {
+		t.Fatalf("close: %+v %v; want 40000 msat refunded", closed, err)
+	}
+	f.wantBalances(t, "after the refund", 90_000, 10_000)
+	// Closed: closing again pays nothing more (the channel is forgotten
+	// by the client; the server's books say it is refunded).
+	client := f.clientSK.Public()
+	if s, err := f.books.Get(ctx, client[:], closed.Channel); err != nil || s.Refund != channel.RefundPaid {
+		t.Fatalf("server's books: %+v %v; want the refund paid", s, err)
+	}
+	if _, err := payer.CloseChannel(ctx, opts); err == nil {
+		t.Fatal("closed twice")
+	}
+	f.wantBalances(t, "after closing again", 90_000, 10_000)
+	// The next call opens another channel.
+	f.count(t, cs, 1)
+	f.wantBalances(t, "after a call on a new channel", 40_000, 60_000)
+}
+
+// A client without channels still pays invoices, call by call, to a
+// server that offers them.
+func TestChannel_ClientWithoutChannelsPaysInvoices(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	f.serve(t, durable.NewMemory(durable.Options{}))
+	pay := &cep8.PayOptions{Handlers: []payments.Handler{f.ln.handler}, Budget: &payments.Budget{PerCall: 2}}
+	cs := peertest.Connect(t, f.clientOptions(pay))
+	f.count(t, cs, 2)
+	if f.runs.Load() != 2 || f.settled.Load() != 2 {
+		t.Fatalf("%d runs, %d Lightning payments; want 2 and 2", f.runs.Load(), f.settled.Load())
+	}
+	f.wantBalances(t, "after two calls", 96_000, 4_000)
+}
+
+// The server's channel survives its restart (the store reopened from
+// disk), and so does the client's (its own store): calls after the
+// restart carry receipts, with no invoice.
+func TestChannel_SurvivesServerRestart(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	dir := t.TempDir()
+	open := func() *durable.File {
+		st, err := durable.Open(dir, "server", durable.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	store := open()
+	f.serve(t, store)
+	clientStore := durable.NewMemory(durable.Options{})
+	cs := peertest.Connect(t, f.clientOptions(f.channelPay(clientStore)))
+	f.count(t, cs, 2)
+	cs.Close()
+	f.srv.Close()
+	store.Close()
+
+	store = open()
+	t.Cleanup(func() { store.Close() })
+	f.serve(t, store)
+	opts := f.clientOptions(f.channelPay(clientStore)) // a new client process, its state from the store
+	cs = peertest.Connect(t, opts)
+	f.count(t, cs, 3)
+	if f.runs.Load() != 5 || f.settled.Load() != 1 {
+		t.Fatalf("%d runs, %d Lightning payments; want 5 runs on one payment", f.runs.Load(), f.settled.Load())
+	}
+	ctx, cancel := testwait.Context(t, 20*time.Second)
+	defer cancel()
+	if closed, err := opts.Payer.(*cep8.Payer).CloseChannel(ctx, opts); err != nil || closed.Owed != 40_000 {
+		t.Fatalf("close: %+v %v", closed, err)
+	}
+	f.wantBalances(t, "after the refund", 90_000, 10_000)
+}
+
+// Calls sent at once on one channel: each runs once paid, or is told to
+// send again (-32050); the channel is debited once per run, never more,
+// and no call runs unpaid.
+func TestChannel_ConcurrentCallsNeverDebitTwice(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	f.serve(t, durable.NewMemory(durable.Options{}))
+	opts := f.clientOptions(f.channelPay(nil))
+	cs := peertest.Connect(t, opts)
+	f.count(t, cs, 1) // opens
+	var wg sync.WaitGroup
+	var ok, refused atomic.Int64
+	for range 4 {
+		wg.Go(func() {
+			res, err := peertest.Call(cs, "count", nil)
+			switch {
+			case err == nil && !res.IsError:
+				ok.Add(1)
+			case peertest.RPCCode(err) == cep8.CodeChannelRefused:
+				refused.Add(1)
+			default:
+				t.Errorf("concurrent call: %v %+v", err, res)
+			}
+		})
+	}
+	wg.Wait()
+	client := f.clientSK.Public()
+	st, _ := opts.Payer.(*cep8.Payer).Channel(context.Background(), f.sk.Public())
+	books, err := f.books.Get(context.Background(), client[:], st.Channel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := f.runs.Load()
+	if runs != 1+ok.Load() || books.Accumulated != uint64(runs)*2000 || books.Nonce != uint64(runs) || f.settled.Load() != 1 {
+		t.Fatalf("%d runs (%d ok, %d told to resend), books %d msat in %d receipts, %d payments; want one 2000-msat receipt per run, one payment",
+			runs, ok.Load(), refused.Load(), books.Accumulated, books.Nonce, f.settled.Load())
+	}
+}
+
+// A receipt that is not the channel's next (another nonce, another
+// amount, above the deposit, an unknown channel) is answered -32050 with
+// the channel's state and runs nothing; the next receipt made from that
+// state runs. Spoken by hand, on the wire.
+func TestChannel_RefusedReceiptRunsNothing(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	srv := f.serve(t, durable.NewMemory(durable.Options{}))
+	peer := peertest.NewRawPeer(t, f.relay.URL)
+	peer.Initialize(srv.PublicKey())
+	call := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"count","arguments":{}}}`
+	send := func(id int, tags ...nostr.Tag) map[string]json.RawMessage {
+		t.Helper()
+		peer.Publish(peer.Message(srv.PublicKey(), fmt.Sprintf(call, id), tags...))
+		for {
+			_, m := peertest.NextMessage(t, peer)
+			if peertest.Method(m) == contextvm.MethodPaymentRequired {
+				pr, _, err := contextvm.ParsePaymentRequired(m["params"])
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := testwait.Context(t, 20*time.Second)
+				_, err = f.ln.handler.Pay(ctx, pr, pr.Amount)
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			if m["id"] != nil {
+				return m
+			}
+		}
+	}
+	// Open with 10 sats; the call is the first receipt.
+	m := send(1, nostr.Tag{cep8.TagChannelOpen, "10000"})
+	var res struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if err := json.Unmarshal(m["result"], &res); err != nil || res.Meta[cep8.MetaChannel] == nil {
+		t.Fatalf("open: %s", m["result"])
+	}
+	st := stateOf(t, res.Meta[cep8.MetaChannel])
+	if st.Nonce != 1 || st.Accumulated != 2000 || st.Deposit != 10_000 || f.runs.Load() != 1 {
+		t.Fatalf("opened %+v, %d runs", st, f.runs.Load())
+	}
+	bad := map[string]func(r *channel.SubRAV){
+		"nonce skipped":       func(r *channel.SubRAV) { r.Nonce++ },
+		"amount short":        func(r *channel.SubRAV) { r.AccumulatedAmount-- },
+		"above the deposit":   func(r *channel.SubRAV) { r.AccumulatedAmount = 12_000 },
+		"another epoch":       func(r *channel.SubRAV) { r.ChannelEpoch = 1 },
+		"the last one again":  func(r *channel.SubRAV) { r.Nonce, r.AccumulatedAmount = 1, 2000 },
+		"an unknown channel":  func(r *channel.SubRAV) { r.ChannelID[0] ^= 1 },
+		"another fragment":    func(r *channel.SubRAV) { r.VMIDFragment = "key-1" },
+		"another chain":       func(r *channel.SubRAV) { r.ChainID = 4 },
+		"the first one again": func(r *channel.SubRAV) { r.Nonce, r.AccumulatedAmount = 0, 0 },
+	}
+	id := 2
+	for name, mangle := range bad {
+		r, _ := st.Next(2000)
+		mangle(&r)
+		tag, _ := channel.Tag(r)
+		m := send(id, tag)
+		id++
+		var e jsonrpc.Error
+		json.Unmarshal(m["error"], &e)
+		if e.Code != cep8.CodeChannelRefused {
+			t.Fatalf("%s: %s", name, m["error"])
+		}
+		p, err := channel.UnmarshalPayload(e.Data)
+		if err != nil || p.Error == nil {
+			t.Fatalf("%s: data %s", name, e.Data)
+		}
+		if name != "an unknown channel" {
+			if got := stateOf(t, e.Data); got.Nonce != 1 || got.Accumulated != 2000 {
+				t.Fatalf("%s: state %+v", name, got)
+			}
+		}
+	}
+	if f.runs.Load() != 1 {
+		t.Fatalf("%d runs after refused receipts; want 1", f.runs.Load())
+	}
+	r, _ := st.Next(2000)
+	tag, _ := channel.Tag(r)
+	if m := send(id, tag); m["result"] == nil || f.runs.Load() != 2 {
+		t.Fatalf("the next receipt: %s, %d runs", m["error"], f.runs.Load())
+	}
+	if f.settled.Load() != 1 {
+		t.Fatalf("%d Lightning payments; want the deposit only", f.settled.Load())
+	}
+	// Two receipt tags, a receipt and an open: refused as malformed.
+	r2, _ := st.Next(4000)
+	tag2, _ := channel.Tag(r2)
+	for _, tags := range [][]nostr.Tag{{tag, tag2}, {tag2, {cep8.TagChannelOpen, "10000"}}, {{cep8.TagChannelOpen, "10500"}}, {{cep8.TagChannelOpen, "1000"}}} {
+		m := send(id, tags...)
+		id++
+		var e jsonrpc.Error
+		json.Unmarshal(m["error"], &e)
+		if e.Code != jsonrpc.CodeInvalidParams {
+			t.Fatalf("tags %v: %s", tags, m["error"])
+		}
+	}
+	if f.runs.Load() != 2 {
+		t.Fatalf("%d runs after malformed channel tags; want 2", f.runs.Load())
+	}
+}
+
+func stateOf(t *testing.T, raw json.RawMessage) channel.State {
+	t.Helper()
+	p, err := channel.UnmarshalPayload(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := channel.StateOf(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
