@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,16 +50,23 @@ func newChanFixture(t *testing.T, aliceMsat int64) *chanFixture {
 // serve starts the server over store (its State and its books).
 func (f *chanFixture) serve(t *testing.T, store durable.Store) *contextvm.Server {
 	t.Helper()
+	return f.serveMCP(t, store, peertest.CounterServer(&f.runs))
+}
+
+// serveMCP is serve for mcpServer; slow costs 2 sats too.
+func (f *chanFixture) serveMCP(t *testing.T, store durable.Store, mcpServer *mcp.Server) *contextvm.Server {
+	t.Helper()
 	pk := f.sk.Public()
 	books, err := channel.New(channel.Options{Store: store, ServerKey: pk[:], Refunder: channel.WalletRefunder{Wallet: f.ln.srvWallet}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p, _ := contextvm.ParsePrice("tool:count=2")
+	slow, _ := contextvm.ParsePrice("tool:slow=2")
 	f.books = books
-	f.srv = peertest.Serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
+	f.srv = peertest.Serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p, slow},
 		Signer: contextvm.NewKeySigner(f.sk), State: store,
-		Gate: cep8.NewGate(cep8.Options{Processors: []payments.Processor{f.ln.proc}, Channels: books})}, peertest.CounterServer(&f.runs))
+		Gate: cep8.NewGate(cep8.Options{Processors: []payments.Processor{f.ln.proc}, Channels: books})}, mcpServer)
 	return f.srv
 }
 
@@ -148,6 +156,25 @@ func TestChannel_ClientWithoutChannelsPaysInvoices(t *testing.T) {
 	f.wantBalances(t, "after two calls", 96_000, 4_000)
 }
 
+// A channel's deposit counts against the budget's daily limits: one
+// above what is left of them is declined (-32017, over-daily), the call
+// does not run and nothing moves.
+func TestChannel_DepositCountsAgainstDailyLimit(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	f.serve(t, durable.NewMemory(durable.Options{}))
+	pay := f.channelPay(nil)
+	pay.Budget.PerDay = 40
+	cs := peertest.Connect(t, f.clientOptions(pay))
+	_, err := peertest.Call(cs, "count", nil)
+	if d, ok := contextvm.Declined(err); !ok || d.Reason != contextvm.DeclinedOverDaily || d.Amount != 50 {
+		t.Fatalf("a 50-sat deposit on a 40-sat day: %v", err)
+	}
+	if f.runs.Load() != 0 {
+		t.Fatalf("%d runs; want none", f.runs.Load())
+	}
+	f.wantBalances(t, "after the declined deposit", 100_000, 0)
+}
+
 // The server's channel survives its restart (the store reopened from
 // disk), and so does the client's (its own store): calls after the
 // restart carry receipts, with no invoice.
@@ -212,6 +239,7 @@ func TestChannel_ConcurrentCallsNeverDebitTwice(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	t.Logf("%d calls ran, %d were told to send again", ok.Load(), refused.Load())
 	client := f.clientSK.Public()
 	st, _ := opts.Payer.(*cep8.Payer).Channel(context.Background(), f.sk.Public())
 	books, err := f.books.Get(context.Background(), client[:], st.Channel)
@@ -234,41 +262,13 @@ func TestChannel_RefusedReceiptRunsNothing(t *testing.T) {
 	srv := f.serve(t, durable.NewMemory(durable.Options{}))
 	peer := peertest.NewRawPeer(t, f.relay.URL)
 	peer.Initialize(srv.PublicKey())
-	call := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"count","arguments":{}}}`
 	send := func(id int, tags ...nostr.Tag) map[string]json.RawMessage {
 		t.Helper()
-		peer.Publish(peer.Message(srv.PublicKey(), fmt.Sprintf(call, id), tags...))
-		for {
-			_, m := peertest.NextMessage(t, peer)
-			if peertest.Method(m) == contextvm.MethodPaymentRequired {
-				pr, _, err := contextvm.ParsePaymentRequired(m["params"])
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx, cancel := testwait.Context(t, 20*time.Second)
-				_, err = f.ln.handler.Pay(ctx, pr, pr.Amount)
-				cancel()
-				if err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			if m["id"] != nil {
-				return m
-			}
-		}
+		return f.rawCall(t, peer, peer.Message(srv.PublicKey(), fmt.Sprintf(countCall, id), tags...))
 	}
-	// Open with 10 sats; the call is the first receipt.
-	m := send(1, nostr.Tag{cep8.TagChannelOpen, "10000"})
-	var res struct {
-		Meta map[string]json.RawMessage `json:"_meta"`
-	}
-	if err := json.Unmarshal(m["result"], &res); err != nil || res.Meta[cep8.MetaChannel] == nil {
-		t.Fatalf("open: %s", m["result"])
-	}
-	st := stateOf(t, res.Meta[cep8.MetaChannel])
-	if st.Nonce != 1 || st.Accumulated != 2000 || st.Deposit != 10_000 || f.runs.Load() != 1 {
-		t.Fatalf("opened %+v, %d runs", st, f.runs.Load())
+	st := f.rawOpen(t, peer, send(1, nostr.Tag{cep8.TagChannelOpen, "10000"}))
+	if f.runs.Load() != 1 {
+		t.Fatalf("%d runs of the opening call", f.runs.Load())
 	}
 	bad := map[string]func(r *channel.SubRAV){
 		"nonce skipped":       func(r *channel.SubRAV) { r.Nonce++ },
@@ -328,6 +328,116 @@ func TestChannel_RefusedReceiptRunsNothing(t *testing.T) {
 	}
 	if f.runs.Load() != 2 {
 		t.Fatalf("%d runs after malformed channel tags; want 2", f.runs.Load())
+	}
+}
+
+const countCall = `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"count","arguments":{}}}`
+
+// rawCall publishes req from peer and returns its answer, paying any
+// payment asked for from alice's wallet meanwhile.
+func (f *chanFixture) rawCall(t *testing.T, peer *peertest.RawPeer, req nostr.Event) map[string]json.RawMessage {
+	t.Helper()
+	peer.Publish(req)
+	for {
+		_, m := peertest.NextMessage(t, peer)
+		if peertest.Method(m) == contextvm.MethodPaymentRequired {
+			pr, _, err := contextvm.ParsePaymentRequired(m["params"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := testwait.Context(t, 20*time.Second)
+			_, err = f.ln.handler.Pay(ctx, pr, pr.Amount)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if m["id"] != nil {
+			return m
+		}
+	}
+}
+
+// rawOpen reads the answer m to a channel_open of 10 sats on a 2-sat call:
+// the state of a channel debited once.
+func (f *chanFixture) rawOpen(t *testing.T, peer *peertest.RawPeer, m map[string]json.RawMessage) channel.State {
+	t.Helper()
+	var res struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if err := json.Unmarshal(m["result"], &res); err != nil || res.Meta[cep8.MetaChannel] == nil {
+		t.Fatalf("open: %s %s", m["result"], m["error"])
+	}
+	st := stateOf(t, res.Meta[cep8.MetaChannel])
+	if st.Nonce != 1 || st.Accumulated != 2000 || st.Deposit != 10_000 {
+		t.Fatalf("opened %+v", st)
+	}
+	return st
+}
+
+// A call paid by a receipt that was accepted, whose server stopped while
+// it ran, is answered -32015 when it is replayed after the restart: the
+// receipt stands, debited once, and the call is not run again.
+func TestChannel_CrashAfterAcceptedReceiptAnswersPaidResultLost(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	dir := t.TempDir()
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	defer close(release)
+	var slowRuns atomic.Int64
+	mcpServer := func() *mcp.Server {
+		s := peertest.CounterServer(&f.runs)
+		mcp.AddTool(s, &mcp.Tool{Name: "slow"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			slowRuns.Add(1)
+			started <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return &mcp.CallToolResult{}, nil, nil
+		})
+		return s
+	}
+	start := func() *durable.File {
+		st, err := durable.Open(dir, "server", durable.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.serveMCP(t, st, mcpServer())
+		return st
+	}
+	store := start()
+	peer := peertest.NewRawPeer(t, f.relay.URL)
+	peer.Initialize(f.srv.PublicKey())
+	st := f.rawOpen(t, peer, f.rawCall(t, peer, peer.Message(f.srv.PublicKey(), fmt.Sprintf(countCall, 1), nostr.Tag{cep8.TagChannelOpen, "10000"})))
+	r, _ := st.Next(2000)
+	tag, _ := channel.Tag(r)
+	req := peer.Message(f.srv.PublicKey(), `{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"slow","arguments":{}}}`, tag)
+	peer.Publish(req)
+	<-started
+	f.srv.Close() // answers the call "server shutting down"
+	store.Close()
+	store = start()
+	defer store.Close()
+	for {
+		_, m := peertest.NextMessage(t, peer)
+		if peertest.Method(m) == "" && strings.Contains(string(m["error"]), "shutting down") {
+			break
+		}
+	}
+	peer.Publish(req)
+	_, m := peertest.NextMessage(t, peer)
+	var e jsonrpc.Error
+	json.Unmarshal(m["error"], &e)
+	if e.Code != contextvm.CodePaidResultLost {
+		t.Fatalf("replay after a crash answered %s %s", m["result"], m["error"])
+	}
+	client := peer.SK.Public()
+	if got, err := f.books.Get(context.Background(), client[:], st.Channel); err != nil || got.Nonce != 2 || got.Accumulated != 4000 {
+		t.Fatalf("books after the crash: %+v %v; want the receipt accepted once", got, err)
+	}
+	if slowRuns.Load() != 1 || f.settled.Load() != 1 {
+		t.Fatalf("slow ran %d times, %d Lightning payments", slowRuns.Load(), f.settled.Load())
 	}
 }
 
