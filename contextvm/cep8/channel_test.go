@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,9 +65,12 @@ func (f *chanFixture) serveMCP(t *testing.T, store durable.Store, mcpServer *mcp
 	p, _ := contextvm.ParsePrice("tool:count=2")
 	slow, _ := contextvm.ParsePrice("tool:slow=2")
 	f.books = books
+	gate := cep8.NewGate(cep8.Options{Processors: []payments.Processor{f.ln.proc}, Channels: books})
 	f.srv = peertest.Serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p, slow},
-		Signer: contextvm.NewKeySigner(f.sk), State: store,
-		Gate: cep8.NewGate(cep8.Options{Processors: []payments.Processor{f.ln.proc}, Channels: books})}, mcpServer)
+		Signer: contextvm.NewKeySigner(f.sk), State: store, Gate: gate}, mcpServer)
+	if !listsChannels(gate) {
+		t.Fatal("a gate with channels does not list their pmi")
+	}
 	return f.srv
 }
 
@@ -142,6 +146,55 @@ func TestChannel_FiveCallsOneDepositCloseRefundsTheRest(t *testing.T) {
 	f.wantBalances(t, "after a call on a new channel", 40_000, 60_000)
 }
 
+// When the deposit runs out, the call that would exceed it tops the
+// channel up (an invoice for another deposit) and is its next receipt.
+func TestChannel_TopUpWhenTheDepositRunsOut(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	f.serve(t, durable.NewMemory(durable.Options{}))
+	pay := f.channelPay(nil)
+	pay.Channel.DepositSats = 5
+	opts := f.clientOptions(pay)
+	cs := peertest.Connect(t, opts)
+	f.count(t, cs, 4) // 2 + 2 on the first 5 sats, then a top-up of 5, then 2
+	st, _ := opts.Payer.(*cep8.Payer).Channel(context.Background(), f.sk.Public())
+	client := f.clientSK.Public()
+	books, err := f.books.Get(context.Background(), client[:], st.Channel)
+	if err != nil || books.Deposit != 10_000 || books.Accumulated != 8_000 || books.Nonce != 4 || f.runs.Load() != 4 || f.settled.Load() != 2 {
+		t.Fatalf("books %+v %v, %d runs, %d payments; want 8000 of 10000 msat in 4 receipts, 2 payments", books, err, f.runs.Load(), f.settled.Load())
+	}
+	if st.Deposit != 10_000 || st.Accumulated != 8_000 {
+		t.Fatalf("client's state %+v", st)
+	}
+	f.wantBalances(t, "after the top-up", 90_000, 10_000)
+}
+
+// A client with channels pays invoices, call by call, to a server that
+// does not offer them.
+func TestChannel_ServerWithoutChannelsIsPaidByInvoice(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	p, _ := contextvm.ParsePrice("tool:count=2")
+	gate := cep8.NewGate(cep8.Options{Processors: []payments.Processor{f.ln.proc}})
+	peertest.Serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
+		Signer: contextvm.NewKeySigner(f.sk), Gate: gate}, peertest.CounterServer(&f.runs))
+	if listsChannels(gate) {
+		t.Fatal("a gate without channels lists their pmi")
+	}
+	opts := f.clientOptions(f.channelPay(nil))
+	cs := peertest.Connect(t, opts)
+	f.count(t, cs, 2)
+	if f.runs.Load() != 2 || f.settled.Load() != 2 {
+		t.Fatalf("%d runs, %d Lightning payments; want 2 and 2", f.runs.Load(), f.settled.Load())
+	}
+	f.wantBalances(t, "after two calls", 96_000, 4_000)
+	if _, ok := opts.Payer.(*cep8.Payer).Channel(context.Background(), f.sk.Public()); ok {
+		t.Fatal("a channel with a server that offers none")
+	}
+}
+
+func listsChannels(g *cep8.Gate) bool {
+	return slices.ContainsFunc(g.Tags(), func(t nostr.Tag) bool { return len(t) == 2 && t[0] == contextvm.TagPMI && t[1] == channel.PMI })
+}
+
 // A client without channels still pays invoices, call by call, to a
 // server that offers them.
 func TestChannel_ClientWithoutChannelsPaysInvoices(t *testing.T) {
@@ -158,16 +211,19 @@ func TestChannel_ClientWithoutChannelsPaysInvoices(t *testing.T) {
 
 // A channel's deposit counts against the budget's daily limits: one
 // above what is left of them is declined (-32017, over-daily), the call
-// does not run and nothing moves.
+// does not run and nothing moves; the next call asks for the deposit
+// again, not for its price alone.
 func TestChannel_DepositCountsAgainstDailyLimit(t *testing.T) {
 	f := newChanFixture(t, 100_000)
 	f.serve(t, durable.NewMemory(durable.Options{}))
 	pay := f.channelPay(nil)
 	pay.Budget.PerDay = 40
 	cs := peertest.Connect(t, f.clientOptions(pay))
-	_, err := peertest.Call(cs, "count", nil)
-	if d, ok := contextvm.Declined(err); !ok || d.Reason != contextvm.DeclinedOverDaily || d.Amount != 50 {
-		t.Fatalf("a 50-sat deposit on a 40-sat day: %v", err)
+	for range 2 {
+		_, err := peertest.Call(cs, "count", nil)
+		if d, ok := contextvm.Declined(err); !ok || d.Reason != contextvm.DeclinedOverDaily || d.Amount != 50 {
+			t.Fatalf("a 50-sat deposit on a 40-sat day: %v", err)
+		}
 	}
 	if f.runs.Load() != 0 {
 		t.Fatalf("%d runs; want none", f.runs.Load())

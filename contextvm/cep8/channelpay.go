@@ -156,17 +156,23 @@ func (ch *channels) funds(call *contextvm.PaidCall) bool {
 	return ok && f.req == call.Request()
 }
 
+// unfund forgets call's funding request, which was not paid: the next
+// call may ask again.
+func (ch *channels) unfund(call *contextvm.PaidCall) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if f, ok := ch.funding[call.Server()]; ok && f.req == call.Request() {
+		delete(ch.funding, call.Server())
+	}
+}
+
 // answered reads what the server says of its channel in resp, the answer
 // to call: the state in a result's _meta, or in a CodeChannelRefused
 // error's data. It reports whether call should be sent again (a refused
 // receipt, once, now that the state is the server's).
 func (ch *channels) answered(call *contextvm.PaidCall, resp *jsonrpc.Response) (resend bool) {
 	server := call.Server()
-	ch.mu.Lock()
-	if f, ok := ch.funding[server]; ok && f.req == call.Request() {
-		delete(ch.funding, server)
-	}
-	ch.mu.Unlock()
+	ch.unfund(call)
 	var raw json.RawMessage
 	refused := false
 	if resp.Error == nil {

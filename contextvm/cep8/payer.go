@@ -90,13 +90,18 @@ func (p *Payer) Report(r contextvm.PaymentReport) {
 
 // Pay decides on and makes the payment of offer for call: within the
 // budget, approved, through the handler of its payment method.
-func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer contextvm.PaymentOffer, req payments.PaymentRequired) error {
+func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer contextvm.PaymentOffer, req payments.PaymentRequired) (err error) {
 	po := p.opts
 	if po.Budget == nil {
 		return call.Decline(offer, contextvm.DeclinedNoCap, payments.ErrNoCap)
 	}
 	reserve := po.Budget.Reserve
 	if p.ch != nil && p.ch.funds(call) {
+		defer func() {
+			if err != nil {
+				p.ch.unfund(call)
+			}
+		}()
 		// A channel's deposit: the amount asked must be the deposit asked
 		// for, the call's own price within the cap.
 		var m channelMeta
