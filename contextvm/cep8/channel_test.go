@@ -38,6 +38,7 @@ type chanFixture struct {
 	srv      *contextvm.Server
 	books    *channel.Books
 	clientSK nostr.SecretKey
+	pricer   payments.Pricer // the gate's, if set
 }
 
 func newChanFixture(t *testing.T, aliceMsat int64) *chanFixture {
@@ -64,9 +65,10 @@ func (f *chanFixture) serveMCP(t *testing.T, store durable.Store, mcpServer *mcp
 	}
 	p, _ := contextvm.ParsePrice("tool:count=2")
 	slow, _ := contextvm.ParsePrice("tool:slow=2")
+	echo, _ := contextvm.ParsePrice("tool:echo=2")
 	f.books = books
-	gate := cep8.NewGate(cep8.Options{Processors: []payments.Processor{f.ln.proc}, Channels: books})
-	f.srv = peertest.Serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p, slow},
+	gate := cep8.NewGate(cep8.Options{Processors: []payments.Processor{f.ln.proc}, Channels: books, Pricer: f.pricer})
+	f.srv = peertest.Serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p, slow, echo},
 		Signer: contextvm.NewKeySigner(f.sk), State: store, Gate: gate}, mcpServer)
 	if !listsChannels(gate) {
 		t.Fatal("a gate with channels does not list their pmi")
@@ -144,6 +146,31 @@ func TestChannel_FiveCallsOneDepositCloseRefundsTheRest(t *testing.T) {
 	// The next call opens another channel.
 	f.count(t, cs, 1)
 	f.wantBalances(t, "after a call on a new channel", 40_000, 60_000)
+}
+
+// A receipt on a call the server waives is not debited, and the answer
+// carries the channel's state: the client's next receipt is the right one
+// at once.
+func TestChannel_WaivedCallTellsTheState(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	f.pricer = payments.PricerFunc(func(_ context.Context, r payments.PriceRequest) (payments.Quote, error) {
+		return payments.Quote{Waive: r.Cap.Capability == "tool:echo", Amount: 2}, nil
+	})
+	f.serve(t, durable.NewMemory(durable.Options{}))
+	opts := f.clientOptions(f.channelPay(nil))
+	payer := opts.Payer.(*cep8.Payer)
+	cs := peertest.Connect(t, opts)
+	f.count(t, cs, 1)
+	if peertest.CallEcho(t, cs, "free") != "free" {
+		t.Fatal("echo")
+	}
+	if st, _ := payer.Channel(context.Background(), f.sk.Public()); st.Nonce != 1 || st.Accumulated != 2000 {
+		t.Fatalf("client's state after a waived call %+v; want the server's, 1 receipt", st)
+	}
+	f.count(t, cs, 1)
+	if f.runs.Load() != 2 || f.settled.Load() != 1 {
+		t.Fatalf("%d runs, %d payments", f.runs.Load(), f.settled.Load())
+	}
 }
 
 // When the deposit runs out, the call that would exceed it tops the
