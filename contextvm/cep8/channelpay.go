@@ -1,6 +1,7 @@
 package cep8
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -176,6 +177,9 @@ func (ch *channels) answered(call *contextvm.PaidCall, resp *jsonrpc.Response) (
 	var raw json.RawMessage
 	refused := false
 	if resp.Error == nil {
+		if !bytes.Contains(resp.Result, []byte(`"`+MetaChannel+`"`)) {
+			return false // most answers: no need to read them
+		}
 		var res struct {
 			Meta map[string]json.RawMessage `json:"_meta"`
 		}
