@@ -207,6 +207,10 @@ func (ch *channels) answered(call *contextvm.PaidCall, resp *jsonrpc.Response) (
 	}
 	if p.Error != nil && (p.Error.Code == channel.CodeNotFound || p.Error.Code == channel.CodeClosed) {
 		// Gone, or closed by the server: the next call opens another.
+		if p.SubRAV != nil && uint64(p.Deposit) > p.SubRAV.AccumulatedAmount {
+			call.Logger().Warn("the server closed a channel with money left in it; it stays owed to this client (cvm/channel_close with an invoice)",
+				"channel", p.SubRAV.ChannelID, "owed_msat", uint64(p.Deposit)-p.SubRAV.AccumulatedAmount)
+		}
 		delete(ch.clients, server)
 		ch.store.Put(context.Background(), channelSpace, server[:], nil, time.Now())
 		return refused && call.Resent() == 0
