@@ -39,10 +39,18 @@
 // refused request never reaches the gateway, let alone the upstream.
 // Handler serves Prometheus metrics and a health check.
 //
+// The same sessions are served over MCP streamable HTTP too: HTTPHandler
+// is the MCP endpoint with its hooks (authentication, payments), and
+// ListenHTTP the whole endpoint assembled from one options struct: the
+// listener, DIDAuthV1 verification (package didauth), the gateway's DID
+// document, NIP-10 quotations (package payments/quotation).
+//
 // Files: gateway.go (the Gateway, its sessions, bound and idle reaping),
 // upstream.go and http.go (where upstream sessions come from), perclient.go
 // and shared.go (the two modes), stateless.go (PerClient mode's shared
-// upstream for stateless clients), metrics.go, message.go (error codes). A
+// upstream for stateless clients), httpserver.go (HTTPHandler) and
+// endpoint.go (ListenHTTP), replicas.go, announce.go, metrics.go,
+// message.go (error codes). A
 // supervised upstream session (handshake, restart) is an mcpmux.Link, and
 // Shared mode is an mcpmux.Mux: the room bridge (mcpx/bridge) shares both.
 package gateway

@@ -75,6 +75,13 @@ func newBenchServer(t *testing.T, opts gateway.Options, sopts contextvm.ServerOp
 	sopts.Signer = contextvm.NewKeySigner(nostr.Generate())
 	sopts.Relays = []string{r.URL}
 	opts.Server = sopts
+	gw := startGateway(t, ctx, opts)
+	return &bench{t: t, relay: r.URL, srv: gw.Server(), gw: gw, logs: logs}
+}
+
+// startGateway creates a gateway and serves it until the test ends.
+func startGateway(t *testing.T, ctx context.Context, opts gateway.Options) *gateway.Gateway {
+	t.Helper()
 	gw, err := gateway.New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +95,7 @@ func newBenchServer(t *testing.T, opts gateway.Options, sopts contextvm.ServerOp
 		gw.Close()
 		<-served
 	})
-	return &bench{t: t, relay: r.URL, srv: gw.Server(), gw: gw, logs: logs}
+	return gw
 }
 
 // connect opens a client session (a fresh client key) through the gateway.

@@ -69,14 +69,7 @@ type nip10Bench struct {
 func newNIP10Bench(t *testing.T, required, paid bool) *nip10Bench {
 	t.Helper()
 	up := &paidUpstream{}
-	n, err := lnsim.Open(lnsim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.AddWallet("client", 1_000_000)
-	n.AddWallet("server", 0)
-	sw, _ := n.Wallet("server")
-	cw, _ := n.Wallet("client")
+	n, sw, cw := lightningWallets(t)
 	v, err := didauth.NewVerifier(didauth.Options{RequireAuth: required, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +88,21 @@ func newNIP10Bench(t *testing.T, required, paid bool) *nip10Bench {
 	}
 	b := newHTTPBench(t, gateway.Options{Upstream: gateway.InProcess(up.server())}, hopts)
 	return &nip10Bench{httpBench: b, up: up, net: n, client: cw}
+}
+
+// lightningWallets is a simulated Lightning network with the server's
+// wallet (empty) and the client's.
+func lightningWallets(t *testing.T) (n *lnsim.Network, server, client *lnsim.Wallet) {
+	t.Helper()
+	n, err := lnsim.Open(lnsim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.AddWallet("client", 1_000_000)
+	n.AddWallet("server", 0)
+	server, _ = n.Wallet("server")
+	client, _ = n.Wallet("client")
+	return n, server, client
 }
 
 // rawSession speaks JSON-RPC over streamable HTTP by hand, as a client of

@@ -10,6 +10,11 @@
 // progress, cancellation) works through it. The client transport correlates
 // answers and times requests out, answering locally with an error when the
 // server stays silent.
+//
+// Files: proxy.go (Serve, the pipe), host.go (the host, asked to approve
+// payments through elicitation), paying.go (PayingConn, for a server over
+// MCP streamable HTTP that prices tools with NIP-10 quotations: it buys
+// them, with a quotation.Buyer, for the calls passing through).
 package proxy
 
 import (

@@ -15,16 +15,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func (a *app) callCommand() *cobra.Command {
-	var cf clientFlags
-	var schema string
-	var tf trustFlags
-	var stream bool
-	var pf payFlags
-	cmd := &cobra.Command{
-		Use:   "call SERVER TOOL [JSON | key=value…] | call --schema HASH TOOL [JSON | key=value…]",
-		Short: "Call a tool of a ContextVM server",
-		Long: `Call TOOL on the ContextVM server SERVER (a public key as hex, npub or
+// callHelp is the long help of call.
+const callHelp = `Call TOOL on the ContextVM server SERVER (a public key as hex, npub or
 nprofile, or an alias from [servers] in config.toml) and print its result.
 
 Arguments are one JSON object, or key=value pairs typed by the tool's input
@@ -71,7 +63,25 @@ are kept in the data directory, shared by every cvm on the machine, and
 payments.allow names the servers allowed to charge. The wallet URI comes
 from --wallet-file FILE (mode 0600) or $CVM_WALLET, never from a flag.
 Each payment is reported on stderr, and with --json in the result's
-_meta["cvm/payments"].`,
+_meta["cvm/payments"].`
+
+// callCmd is one run of cvm call: the invocation's app and the client's
+// flags, the payments it may make among them.
+type callCmd struct {
+	*app
+	cf clientFlags
+}
+
+func (a *app) callCommand() *cobra.Command {
+	var cf clientFlags
+	var schema string
+	var tf trustFlags
+	var stream bool
+	var pf payFlags
+	cmd := &cobra.Command{
+		Use:   "call SERVER TOOL [JSON | key=value…] | call --schema HASH TOOL [JSON | key=value…]",
+		Short: "Call a tool of a ContextVM server",
+		Long:  callHelp,
 		Example: `  cvm call npub1… add a=2 b=3
   cvm call weather forecast '{"city":"Lyon","days":3}'
   cvm call --schema 7c61a439f00669bd… --trust npub1… translate text=hello to=fr`,
@@ -104,10 +114,11 @@ _meta["cvm/payments"].`,
 			}
 			defer paid.Close()
 			cf.pay = pay
+			c := &callCmd{app: a, cf: cf}
 			if schema != "" {
-				return a.callSchema(cmd.Context(), cf, tf, prefix, whole, args[0], toolArgs)
+				return c.callSchema(cmd.Context(), tf, prefix, whole, args[0], toolArgs)
 			}
-			return a.call(cmd.Context(), cf, args[0], args[1], toolArgs, stream, paid)
+			return c.call(cmd.Context(), args[0], args[1], toolArgs, stream, paid)
 		},
 	}
 	a.addClientFlags(cmd, &cf, 30*time.Second)
@@ -120,8 +131,8 @@ _meta["cvm/payments"].`,
 }
 
 // call calls tool name on server with args, typed by the tool's schema.
-func (a *app) call(ctx context.Context, cf clientFlags, server, name string, args callArguments, stream bool, paid *payLog) error {
-	cs, err := a.dial(ctx, cf, server, dialOptions{client: &mcp.ClientOptions{ProgressNotificationHandler: a.printProgress}, stream: stream})
+func (c *callCmd) call(ctx context.Context, server, name string, args callArguments, stream bool, paid *payLog) error {
+	cs, err := c.dial(ctx, c.cf, server, dialOptions{client: &mcp.ClientOptions{ProgressNotificationHandler: c.printProgress}, stream: stream})
 	if err != nil {
 		return err
 	}
@@ -139,15 +150,12 @@ func (a *app) call(ctx context.Context, cf clientFlags, server, name string, arg
 	if tool == nil {
 		return remote(fmt.Errorf("the server has no tool %q; it has: %s (see: cvm tools %s)", name, toolNames(tools), server))
 	}
-	arguments, err := args.typed(tool.InputSchema)
+	arguments, err := toolArguments(tool.InputSchema, server, name, args)
 	if err != nil {
-		return fmt.Errorf("%w (see: cvm tools %s --json)", err, server)
-	}
-	if err := validateArguments(arguments, tool.InputSchema); err != nil {
-		return fmt.Errorf("arguments for %s do not fit its input schema: %w (see: cvm tools %s --json)", name, err, server)
+		return err
 	}
 	params := &mcp.CallToolParams{Name: name, Arguments: arguments}
-	if cs.httpURL != "" && pricedOverHTTP(tool) {
+	if cs.httpURL != "" && quotation.Priced(tool) {
 		if err := cs.payOverHTTP(ctx, params); err != nil {
 			return err
 		}
@@ -160,10 +168,10 @@ func (a *app) call(ctx context.Context, cf clientFlags, server, name string, arg
 		if err != nil {
 			return err
 		}
-		chunks = a.writeChunks(ctx, reader)
+		chunks = c.writeChunks(ctx, reader)
 	}
 	res, err := cs.CallTool(ctx, params)
-	if cs.httpURL != "" && isQuotationRequired(err) && params.Meta[quotation.MetaQuotation] == nil {
+	if cs.httpURL != "" && quotation.IsRequired(err) && params.Meta[quotation.MetaQuotation] == nil {
 		// Priced, though tools/list did not say so: pay, call again.
 		if perr := cs.payOverHTTP(ctx, params); perr != nil {
 			return perr
@@ -171,7 +179,7 @@ func (a *app) call(ctx context.Context, cf clientFlags, server, name string, arg
 		res, err = cs.CallTool(ctx, params)
 	}
 	cs.answered(err)
-	if derr, ok := declinedError(err, cf.pay); ok {
+	if derr, ok := declinedError(err, c.cf.pay); ok {
 		return derr
 	}
 	if chunks != nil {
@@ -180,28 +188,48 @@ func (a *app) call(ctx context.Context, cf clientFlags, server, name string, arg
 			return remote(fmt.Errorf("tools/call %s: the stream ended: %w", name, serr))
 		}
 		if err == nil && !chunks.started() {
-			a.log.Warn("the tool answered without opening a stream", "tool", name)
+			c.log.Warn("the tool answered without opening a stream", "tool", name)
 		}
 	}
 	if err != nil {
 		return remoteFailure(ctx, "tools/call "+name, server, cs.relays, err)
 	}
-	if ps := paid.payments(); len(ps) > 0 && a.jsonOut {
+	return c.printResult(res, name, paid, chunks)
+}
+
+// toolArguments types the command line's arguments by the tool's input
+// schema and checks them against it.
+func toolArguments(inputSchema any, server, name string, args callArguments) (map[string]any, error) {
+	arguments, err := args.typed(inputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("%w (see: cvm tools %s --json)", err, server)
+	}
+	if err := validateArguments(arguments, inputSchema); err != nil {
+		return nil, fmt.Errorf("arguments for %s do not fit its input schema: %w (see: cvm tools %s --json)", name, err, server)
+	}
+	return arguments, nil
+}
+
+// printResult prints a tool's result (with --json, and the payments
+// made for it), unless a stream printed its content already; a result
+// that is an error is a remote failure.
+func (c *callCmd) printResult(res *mcp.CallToolResult, name string, paid *payLog, chunks *chunkWriter) error {
+	if ps := paid.payments(); len(ps) > 0 && c.jsonOut {
 		if res.Meta == nil {
 			res.Meta = mcp.Meta{}
 		}
 		res.Meta["cvm/payments"] = ps
 	}
-	if a.jsonOut {
-		if err := a.printJSON(res); err != nil {
+	if c.jsonOut {
+		if err := c.printJSON(res); err != nil {
 			return err
 		}
 	}
 	if res.IsError {
 		return remote(fmt.Errorf("tool %s reported an error: %s", name, oneLine(contentText(res.Content))))
 	}
-	if !a.jsonOut && (chunks == nil || !chunks.started()) {
-		printContent(a.stdout, res)
+	if !c.jsonOut && (chunks == nil || !chunks.started()) {
+		printContent(c.stdout, res)
 	}
 	return nil
 }
@@ -216,7 +244,7 @@ type chunkWriter struct {
 	n      atomic.Int64
 }
 
-func (a *app) writeChunks(ctx context.Context, r *contextvm.StreamReader) *chunkWriter {
+func (c *callCmd) writeChunks(ctx context.Context, r *contextvm.StreamReader) *chunkWriter {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &chunkWriter{reader: r, cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -230,7 +258,7 @@ func (a *app) writeChunks(ctx context.Context, r *contextvm.StreamReader) *chunk
 				return
 			}
 			w.n.Add(1)
-			io.WriteString(a.stdout, data)
+			io.WriteString(c.stdout, data)
 		}
 	}()
 	return w
@@ -247,8 +275,8 @@ func (w *chunkWriter) finish() error {
 func (w *chunkWriter) started() bool { return w.n.Load() > 0 }
 
 // printProgress reports progress notifications on stderr.
-func (a *app) printProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-	fmt.Fprintln(a.stderr, progressLine(req.Params))
+func (c *callCmd) printProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	fmt.Fprintln(c.stderr, progressLine(req.Params))
 }
 
 // progressLine says what a progress notification says. A message with no

@@ -19,24 +19,24 @@ import (
 // callSchema is cvm call --schema: the tool of a common schema, given by
 // its hash or the start of it (whole says which), on the best provider,
 // failing over to the next.
-func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, prefix string, whole bool, name string, args callArguments) error {
-	enc, err := contextvm.ParseEncryptionMode(cf.encryption)
+func (c *callCmd) callSchema(ctx context.Context, tf trustFlags, prefix string, whole bool, name string, args callArguments) error {
+	enc, err := contextvm.ParseEncryptionMode(c.cf.encryption)
 	if err != nil {
 		return fmt.Errorf("--encryption: %w", err)
 	}
-	policy, trusted, err := a.trust(tf)
+	policy, trusted, err := c.trust(tf)
 	if err != nil {
 		return err
 	}
-	id, err := a.resolveIdentity(cf.key, clientKey)
+	id, err := c.resolveIdentity(c.cf.key, clientKey)
 	if err != nil {
 		return err
 	}
-	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: cf.relays})
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: c.cf.relays})
 	defer pool.Close()
 
-	wait := relayWaitFor(cf.timeout)
-	stop := a.spinner("looking for servers implementing " + shorten(prefix, 12))
+	wait := relayWaitFor(c.cf.timeout)
+	stop := c.spinner("looking for servers implementing " + shorten(prefix, 12))
 	qctx, cancel := context.WithTimeout(ctx, wait)
 	catalog, hash, err := fetchForSchema(qctx, pool, discovery.Filter{}, prefix, whole)
 	cancel()
@@ -48,14 +48,9 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, pre
 		return remote(perr)
 	}
 	if err != nil {
-		return noRelay(cf.relays, wait, err)
+		return noRelay(c.cf.relays, wait, err)
 	}
-	var history *discovery.History
-	if dir, err := config.CacheDir(a.getenv); err == nil {
-		history = discovery.OpenHistory(filepath.Join(dir, "providers.json"))
-	} else {
-		history = discovery.OpenHistory("")
-	}
+	history := c.providerHistory()
 	ranking := discovery.Ranking{Policy: policy, Trusted: trusted, History: history}
 	providers, excluded := catalog.Providers(hash, ranking)
 	switch {
@@ -65,35 +60,110 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, pre
 		return remote(fmt.Errorf("no server announces a verified implementation of schema %s on %d relay(s) (see: cvm discover --schema %s)", hash, len(pool.Relays()), hash))
 	}
 	if units := discovery.Units(providers); units != nil {
-		fmt.Fprintf(a.stderr, "note: the servers price this tool in different units (%s); prices in different units are not compared\n", strings.Join(units, ", "))
+		fmt.Fprintf(c.stderr, "note: the servers price this tool in different units (%s); prices in different units are not compared\n", strings.Join(units, ", "))
 	}
-	tool := providers[0].Tool
-	if tool.Name != name {
-		return fmt.Errorf("schema %s is the tool %q, not %q", shorten(hash, 16), tool.Name, name)
-	}
-	var inputSchema any
-	if err := json.Unmarshal(tool.InputSchema, &inputSchema); err != nil {
-		return remote(fmt.Errorf("the announced input schema of %s: %w", name, err))
-	}
-	arguments, err := args.typed(inputSchema)
+	arguments, err := schemaArguments(providers[0].Tool, hash, name, args)
 	if err != nil {
-		return fmt.Errorf("%w (see: cvm discover --schema %s --json)", err, hash)
-	}
-	if err := validateArguments(arguments, inputSchema); err != nil {
-		return fmt.Errorf("arguments for %s do not fit its input schema: %w", name, err)
+		return err
 	}
 
 	res, err := discovery.Call(ctx, discovery.CallOptions{
 		SchemaHash: hash, Tool: name, Arguments: arguments,
 		Catalog: catalog, Pool: pool, History: history, Policy: policy, Trusted: trusted,
 		Client: contextvm.ClientOptions{
-			Signer: contextvm.NewKeySigner(id.secret), Encryption: enc, RequestTimeout: cf.timeout, Logger: a.log, Payer: cf.pay.Payer(),
+			Signer: contextvm.NewKeySigner(id.secret), Encryption: enc, RequestTimeout: c.cf.timeout, Logger: c.log, Payer: c.cf.pay.Payer(),
 		},
-		AttemptTimeout: cf.timeout,
-		Logger:         a.log,
+		AttemptTimeout: c.cf.timeout,
+		Logger:         c.log,
 	})
+	c.reportAttempts(history, res)
+	if errors.Is(err, discovery.ErrNoProvider) {
+		return remote(err)
+	}
+	if err != nil {
+		return remoteFailure(ctx, "tools/call "+name, "the providers of "+shorten(hash, 12), c.cf.relays, err)
+	}
+	p := res.Provider
+	fmt.Fprintf(c.stderr, "answered by %s (%s), %s\n", p.Server.Name, p.Server.Npub, p.Tool.Price)
+	if c.jsonOut {
+		if err := c.printSchemaCall(res); err != nil {
+			return err
+		}
+	}
+	if res.Result.IsError {
+		return remote(fmt.Errorf("tool %s reported an error: %s", name, oneLine(contentText(res.Result.Content))))
+	}
+	if !c.jsonOut {
+		printContent(c.stdout, res.Result)
+	}
+	return nil
+}
+
+// providerHistory is what the providers of common schemas did before, in
+// the cache directory (in memory without one).
+func (c *callCmd) providerHistory() *discovery.History {
+	if dir, err := config.CacheDir(c.getenv); err == nil {
+		return discovery.OpenHistory(filepath.Join(dir, "providers.json"))
+	}
+	return discovery.OpenHistory("")
+}
+
+// schemaArguments types the command line's arguments by the input schema
+// the best provider announced for the tool, and checks them against it.
+func schemaArguments(tool discovery.Tool, hash, name string, args callArguments) (map[string]any, error) {
+	if tool.Name != name {
+		return nil, fmt.Errorf("schema %s is the tool %q, not %q", shorten(hash, 16), tool.Name, name)
+	}
+	var inputSchema any
+	if err := json.Unmarshal(tool.InputSchema, &inputSchema); err != nil {
+		return nil, remote(fmt.Errorf("the announced input schema of %s: %w", name, err))
+	}
+	arguments, err := args.typed(inputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("%w (see: cvm discover --schema %s --json)", err, hash)
+	}
+	if err := validateArguments(arguments, inputSchema); err != nil {
+		return nil, fmt.Errorf("arguments for %s do not fit its input schema: %w", name, err)
+	}
+	return arguments, nil
+}
+
+// printSchemaCall prints, with --json, the result of a call by schema with
+// the provider that answered and every attempt.
+func (c *callCmd) printSchemaCall(res *discovery.CallResult) error {
+	p := res.Provider
+	type attempt struct {
+		Npub      string `json:"npub"`
+		Name      string `json:"name"`
+		ElapsedMs int64  `json:"elapsedMs"`
+		Error     string `json:"error,omitempty"`
+	}
+	out := struct {
+		Result   *mcp.CallToolResult `json:"result"`
+		Provider struct {
+			Pubkey string           `json:"pubkey"`
+			Npub   string           `json:"npub"`
+			Name   string           `json:"name"`
+			Price  *discovery.Price `json:"price"`
+		} `json:"provider"`
+		Attempts []attempt `json:"attempts"`
+	}{Result: res.Result}
+	out.Provider.Pubkey, out.Provider.Npub, out.Provider.Name, out.Provider.Price = p.Server.Pubkey.Hex(), p.Server.Npub, p.Server.Name, p.Tool.Price
+	for _, at := range res.Attempts {
+		e := attempt{Npub: at.Provider.Server.Npub, Name: at.Provider.Server.Name, ElapsedMs: at.Elapsed.Milliseconds()}
+		if at.Err != nil {
+			e.Error = at.Err.Error()
+		}
+		out.Attempts = append(out.Attempts, e)
+	}
+	return c.printJSON(out)
+}
+
+// reportAttempts saves what the providers did and tells of those that
+// failed.
+func (c *callCmd) reportAttempts(history *discovery.History, res *discovery.CallResult) {
 	if serr := history.Save(); serr != nil {
-		a.log.Warn("could not save the provider history", "path", history.Path(), "err", serr)
+		c.log.Warn("could not save the provider history", "path", history.Path(), "err", serr)
 	}
 	var attempts []discovery.Attempt
 	if res != nil {
@@ -101,51 +171,7 @@ func (a *app) callSchema(ctx context.Context, cf clientFlags, tf trustFlags, pre
 	}
 	for _, at := range attempts {
 		if at.Err != nil {
-			fmt.Fprintf(a.stderr, "%s (%s) failed after %s: %s\n", at.Provider.Server.Name, shorten(at.Provider.Server.Npub, 20), at.Elapsed.Round(time.Millisecond), oneLine(at.Err.Error()))
+			fmt.Fprintf(c.stderr, "%s (%s) failed after %s: %s\n", at.Provider.Server.Name, shorten(at.Provider.Server.Npub, 20), at.Elapsed.Round(time.Millisecond), oneLine(at.Err.Error()))
 		}
 	}
-	if errors.Is(err, discovery.ErrNoProvider) {
-		return remote(err)
-	}
-	if err != nil {
-		return remoteFailure(ctx, "tools/call "+name, "the providers of "+shorten(hash, 12), cf.relays, err)
-	}
-	p := res.Provider
-	fmt.Fprintf(a.stderr, "answered by %s (%s), %s\n", p.Server.Name, p.Server.Npub, p.Tool.Price)
-	if a.jsonOut {
-		type attempt struct {
-			Npub      string `json:"npub"`
-			Name      string `json:"name"`
-			ElapsedMs int64  `json:"elapsedMs"`
-			Error     string `json:"error,omitempty"`
-		}
-		out := struct {
-			Result   *mcp.CallToolResult `json:"result"`
-			Provider struct {
-				Pubkey string           `json:"pubkey"`
-				Npub   string           `json:"npub"`
-				Name   string           `json:"name"`
-				Price  *discovery.Price `json:"price"`
-			} `json:"provider"`
-			Attempts []attempt `json:"attempts"`
-		}{Result: res.Result}
-		out.Provider.Pubkey, out.Provider.Npub, out.Provider.Name, out.Provider.Price = p.Server.Pubkey.Hex(), p.Server.Npub, p.Server.Name, p.Tool.Price
-		for _, at := range res.Attempts {
-			e := attempt{Npub: at.Provider.Server.Npub, Name: at.Provider.Server.Name, ElapsedMs: at.Elapsed.Milliseconds()}
-			if at.Err != nil {
-				e.Error = at.Err.Error()
-			}
-			out.Attempts = append(out.Attempts, e)
-		}
-		if err := a.printJSON(out); err != nil {
-			return err
-		}
-	}
-	if res.Result.IsError {
-		return remote(fmt.Errorf("tool %s reported an error: %s", name, oneLine(contentText(res.Result.Content))))
-	}
-	if !a.jsonOut {
-		printContent(a.stdout, res.Result)
-	}
-	return nil
 }

@@ -89,30 +89,10 @@ const (
 // runDemo performs the demo, reporting each step.
 func runDemo(ctx context.Context, step func(name, detail string, start time.Time)) (err error) {
 	t := time.Now()
-	// A simulated Lightning network in memory (no Dir: nothing on disk),
-	// with the server's wallet and the client's.
-	ln, err := lnsim.Open(lnsim.Options{})
+	ln, serverWallet, clientWallet, err := demoNetwork()
 	if err != nil {
 		return err
 	}
-	for name, sats := range map[string]int64{"server": 0, "client": demoClientFunds} {
-		if _, err := ln.AddWallet(name, sats*1000); err != nil {
-			return err
-		}
-	}
-	serverWallet, err := ln.Wallet("server")
-	if err != nil {
-		return err
-	}
-	clientWallet, err := ln.Wallet("client")
-	if err != nil {
-		return err
-	}
-	price, err := contextvm.ParsePrice(fmt.Sprintf("tool:%s=%d", demoPricedTool, demoPrice))
-	if err != nil {
-		return err
-	}
-
 	r, err := relay.Start("127.0.0.1:0", relay.Options{})
 	if err != nil {
 		return fmt.Errorf("start the relay: %w", err)
@@ -125,34 +105,21 @@ func runDemo(ctx context.Context, step func(name, detail string, start time.Time
 	step("relay", "embedded relay on "+r.URL, t)
 
 	t = time.Now()
-	// The demo server in the process: one server session per client
-	// session, as a child process would be.
-	gw, err := gateway.New(ctx, gateway.Options{
-		Upstream: gateway.InProcess(demoserver.New()),
-		Server: contextvm.ServerOptions{
-			Signer:     contextvm.NewKeySigner(nostr.Generate()),
-			Relays:     []string{r.URL},
-			Encryption: contextvm.EncryptRequired,
-			Info:       contextvm.ServerInfo{Name: "cvm demo", About: "the demo server of cvm, behind a gateway"},
-			Prices:     []contextvm.Price{price},
-			Gate: cep8.NewGate(cep8.Options{Processors: []payments.Processor{
-				// Lookups every few ms: the simulator settles at once, and
-				// the demo should not wait for a real wallet's pace.
-				lightning.NewProcessor(serverWallet, lightning.ProcessorOptions{PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond}),
-			}}),
-		},
-	})
+	// Lookups every few ms: the simulator settles at once, and the demo
+	// should not wait for a real wallet's pace.
+	proc := lightning.NewProcessor(serverWallet, lightning.ProcessorOptions{PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond})
+	defer proc.Close()
+	gw, err := demoGateway(ctx, r.URL, proc)
 	if err != nil {
-		return fmt.Errorf("start the gateway: %w", err)
+		return err
 	}
 	defer gw.Close()
-	srv := gw.Server()
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
 		gw.Serve(ctx)
 	}()
-	npub := nostrx.EncodeNpub(srv.PublicKey())
+	npub := nostrx.EncodeNpub(gw.Server().PublicKey())
 	step("gateway", fmt.Sprintf("demo server at %s…, encryption required", npub[:20]), t)
 
 	t = time.Now()
@@ -162,59 +129,17 @@ func runDemo(ctx context.Context, step func(name, detail string, start time.Time
 		offered  = make(chan contextvm.PaymentOffer, 2)
 		reported = make(chan contextvm.PaymentReport, 4)
 	)
-	transport, err := contextvm.NewClientTransport(contextvm.ClientOptions{
-		Server:     npub,
-		Relays:     []string{r.URL},
-		Encryption: contextvm.EncryptRequired,
-		Payer: (&cep8.PayOptions{
-			Handlers: []payments.Handler{lightning.NewHandler(clientWallet)},
-			Budget:   &payments.Budget{Unit: "sats", PerCall: demoPrice, PerDay: demoDailyBudget},
-			// Never blocking the client: the demo reads what it shows, and
-			// anything beyond is dropped.
-			Confirm: func(_ context.Context, o contextvm.PaymentOffer) bool {
-				select {
-				case offered <- o:
-				default:
-				}
-				return true
-			},
-			Report: func(p contextvm.PaymentReport) {
-				select {
-				case reported <- p:
-				default:
-				}
-			},
-		}).Payer(),
-	})
+	transport, cs, err := demoClient(ctx, npub, r.URL, clientWallet, offered, reported)
 	if err != nil {
 		return err
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "cvm-demo-client", Version: "1"}, nil).Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
 	}
 	defer cs.Close()
 	init := cs.InitializeResult()
 	step("connect", fmt.Sprintf("initialize: %s %s, MCP %s, gift-wrapped", init.ServerInfo.Name, init.ServerInfo.Version, init.ProtocolVersion), t)
 
-	t = time.Now()
-	tools, err := all(cs.Tools(ctx, nil))
-	if err != nil {
-		return fmt.Errorf("tools/list: %w", err)
+	if err := demoFreeCall(ctx, cs, step); err != nil {
+		return err
 	}
-	step("tools", toolNames(tools), t)
-	t = time.Now()
-	args := map[string]any{"a": 2, "b": 3}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: args})
-	if err != nil {
-		return fmt.Errorf("tools/call add: %w", err)
-	}
-	if res.IsError {
-		return fmt.Errorf("tools/call add: %s", contentText(res.Content))
-	}
-	in, _ := json.Marshal(args)
-	step("call", fmt.Sprintf("add %s → %s", in, strings.TrimSpace(contentText(res.Content))), t)
-
 	t = time.Now()
 	listed := "unknown"
 	for _, p := range transport.Prices() {
@@ -241,6 +166,114 @@ func runDemo(ctx context.Context, step func(name, detail string, start time.Time
 		return fmt.Errorf("stop the relay: %w", err)
 	}
 	step("shutdown", "client, gateway and relay stopped", t)
+	return nil
+}
+
+// demoNetwork is a simulated Lightning network in memory (no Dir: nothing
+// on disk), with the server's wallet and the client's.
+func demoNetwork() (*lnsim.Network, payments.Wallet, payments.Wallet, error) {
+	ln, err := lnsim.Open(lnsim.Options{})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for name, sats := range map[string]int64{"server": 0, "client": demoClientFunds} {
+		if _, err := ln.AddWallet(name, sats*1000); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	serverWallet, err := ln.Wallet("server")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	clientWallet, err := ln.Wallet("client")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return ln, serverWallet, clientWallet, nil
+}
+
+// demoGateway is the demo server in the process behind a gateway: one
+// server session per client session, as a child process would be; its
+// priced tool collected with the server's wallet.
+func demoGateway(ctx context.Context, relayURL string, proc payments.Processor) (*gateway.Gateway, error) {
+	price, err := contextvm.ParsePrice(fmt.Sprintf("tool:%s=%d", demoPricedTool, demoPrice))
+	if err != nil {
+		return nil, err
+	}
+	gw, err := gateway.New(ctx, gateway.Options{
+		Upstream: gateway.InProcess(demoserver.New()),
+		Server: contextvm.ServerOptions{
+			Signer:     contextvm.NewKeySigner(nostr.Generate()),
+			Relays:     []string{relayURL},
+			Encryption: contextvm.EncryptRequired,
+			Info:       contextvm.ServerInfo{Name: "cvm demo", About: "the demo server of cvm, behind a gateway"},
+			Prices:     []contextvm.Price{price},
+			Gate:       cep8.NewGate(cep8.Options{Processors: []payments.Processor{proc}}),
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start the gateway: %w", err)
+	}
+	return gw, nil
+}
+
+// demoClient connects a paying client: it pays from clientWallet, at
+// most the price per call and demoDailyBudget a day (kept in memory: no
+// Path), and shows what it was offered and what it paid on the channels.
+func demoClient(ctx context.Context, npub, relayURL string, clientWallet payments.Wallet, offered chan<- contextvm.PaymentOffer, reported chan<- contextvm.PaymentReport) (*contextvm.ClientTransport, *mcp.ClientSession, error) {
+	transport, err := contextvm.NewClientTransport(contextvm.ClientOptions{
+		Server:     npub,
+		Relays:     []string{relayURL},
+		Encryption: contextvm.EncryptRequired,
+		Payer: (&cep8.PayOptions{
+			Handlers: []payments.Handler{lightning.NewHandler(clientWallet)},
+			Budget:   &payments.Budget{Unit: "sats", PerCall: demoPrice, PerDay: demoDailyBudget},
+			// Never blocking the client: the demo reads what it shows, and
+			// anything beyond is dropped.
+			Confirm: func(_ context.Context, o contextvm.PaymentOffer) bool {
+				select {
+				case offered <- o:
+				default:
+				}
+				return true
+			},
+			Report: func(p contextvm.PaymentReport) {
+				select {
+				case reported <- p:
+				default:
+				}
+			},
+		}).Payer(),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "cvm-demo-client", Version: "1"}, nil).Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: contextvm.ProtocolVersion})
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect: %w", err)
+	}
+	return transport, cs, nil
+}
+
+// demoFreeCall lists the tools and calls the free one.
+func demoFreeCall(ctx context.Context, cs *mcp.ClientSession, step func(name, detail string, start time.Time)) error {
+	t := time.Now()
+	tools, err := all(cs.Tools(ctx, nil))
+	if err != nil {
+		return fmt.Errorf("tools/list: %w", err)
+	}
+	step("tools", toolNames(tools), t)
+	t = time.Now()
+	args := map[string]any{"a": 2, "b": 3}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: args})
+	if err != nil {
+		return fmt.Errorf("tools/call add: %w", err)
+	}
+	if res.IsError {
+		return fmt.Errorf("tools/call add: %s", contentText(res.Content))
+	}
+	in, _ := json.Marshal(args)
+	step("call", fmt.Sprintf("add %s → %s", in, strings.TrimSpace(contentText(res.Content))), t)
 	return nil
 }
 

@@ -34,12 +34,8 @@ type discoverFlags struct {
 	pay        payFlags
 }
 
-func (a *app) discoverCommand() *cobra.Command {
-	var df discoverFlags
-	cmd := &cobra.Command{
-		Use:   "discover",
-		Short: "Find announced ContextVM servers",
-		Long: `Read the public announcements (CEP-6) on the relays and list the servers:
+// discoverHelp is the long help of discover.
+const discoverHelp = `Read the public announcements (CEP-6) on the relays and list the servers:
 name, public key, encryption, relays, and their tools with prices and common
 schema hashes. A hash counts as verified only when the tool's own schemas
 produce it.
@@ -66,13 +62,27 @@ this cvm's client identity (--key, else the configured one); a priced tool
 is called only after the person confirms the price on the page, and paid
 only within --max-sats and the daily limits, from the wallet of
 --wallet-file or $CVM_WALLET. The page answers only requests naming a
-loopback host (or --allow-host) and calls only for its own pages.`,
+loopback host (or --allow-host) and calls only for its own pages.`
+
+// discoverCmd is one run of cvm discover: the invocation's app and the
+// command's flags.
+type discoverCmd struct {
+	*app
+	df discoverFlags
+}
+
+func (a *app) discoverCommand() *cobra.Command {
+	var df discoverFlags
+	cmd := &cobra.Command{
+		Use:   "discover",
+		Short: "Find announced ContextVM servers",
+		Long:  discoverHelp,
 		Example: `  cvm discover
   cvm discover --schema 7c61a439f006… --max-price 10
   cvm discover --json --watch --relay wss://relay.example.com
   cvm discover --schemas`,
 		Args: positional(0, 0),
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.runDiscover(cmd, df) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return (&discoverCmd{app: a, df: df}).run(cmd) },
 	}
 	addRelayFlag(cmd, &df.relays)
 	addDiscoveryRelayFlag(cmd, &df.discoveryRelays)
@@ -94,61 +104,50 @@ loopback host (or --allow-host) and calls only for its own pages.`,
 	return cmd
 }
 
-func (a *app) runDiscover(cmd *cobra.Command, df discoverFlags) error {
-	if err := df.pay.check(); err != nil {
+func (d *discoverCmd) run(cmd *cobra.Command) error {
+	if err := d.df.pay.check(); err != nil {
 		return err
 	}
-	filter := discovery.Filter{Tool: df.tool, Category: df.category, Encrypted: df.encrypted}
+	filter := discovery.Filter{Tool: d.df.tool, Category: d.df.category, Encrypted: d.df.encrypted}
 	var prefix string
 	var whole bool
-	if df.schema != "" {
+	if d.df.schema != "" {
 		var err error
-		if prefix, whole, err = schemaArg(df.schema); err != nil {
+		if prefix, whole, err = schemaArg(d.df.schema); err != nil {
 			return err
 		}
 	}
 	if cmd.Flags().Changed("max-price") {
-		if !(df.maxPrice >= 0) || math.IsInf(df.maxPrice, 1) {
-			return fmt.Errorf("--max-price %g: want a price of 0 or more, such as 10", df.maxPrice)
+		if !(d.df.maxPrice >= 0) || math.IsInf(d.df.maxPrice, 1) {
+			return fmt.Errorf("--max-price %g: want a price of 0 or more, such as 10", d.df.maxPrice)
 		}
-		filter.MaxPrice = &df.maxPrice
+		filter.MaxPrice = &d.df.maxPrice
 	}
 	// Announcements are where clients look servers up: the discovery
 	// relays, which are the configured relays unless set.
-	relays, err := clientFlags{relays: df.relays, discoveryRelays: df.discoveryRelays}.discoveryRelayURLs()
+	relays, err := clientFlags{relays: d.df.relays, discoveryRelays: d.df.discoveryRelays}.discoveryRelayURLs()
 	if err != nil {
 		return err
 	}
-	df.relays = relays
+	d.df.relays = relays
 	ctx := cmd.Context()
 	// The pool drops events with bad signatures, saying so in its log:
 	// part of what --verbose explains.
 	poolLog := slog.New(slog.DiscardHandler)
-	if df.verbose {
-		poolLog = a.log
+	if d.df.verbose {
+		poolLog = d.log
 	}
-	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: df.relays, Logger: poolLog})
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: d.df.relays, Logger: poolLog})
 	defer pool.Close()
 
-	if df.schemas {
-		return a.listSchemas(ctx, pool, df)
+	if d.df.schemas {
+		return d.listSchemas(ctx, pool)
 	}
-	if df.serve != "" {
-		if df.watch || df.tool != "" || df.schema != "" || df.category != "" || df.encrypted || cmd.Flags().Changed("max-price") {
-			return errors.New("--serve shows the whole catalog, filtered on the page: it takes no --watch or filter flags")
-		}
-		stop := a.spinner("asking " + strings.Join(pool.Relays(), ", "))
-		qctx, cancel := context.WithTimeout(ctx, df.timeout)
-		catalog, err := discovery.Fetch(qctx, pool, discovery.Filter{})
-		cancel()
-		stop()
-		if err != nil {
-			return noRelay(df.relays, df.timeout, err)
-		}
-		return a.serveCatalog(ctx, pool, catalog, df)
+	if d.df.serve != "" {
+		return d.serve(ctx, pool, cmd.Flags().Changed("max-price"))
 	}
-	stop := a.spinner("asking " + strings.Join(pool.Relays(), ", "))
-	qctx, cancel := context.WithTimeout(ctx, df.timeout)
+	stop := d.spinner("asking " + strings.Join(pool.Relays(), ", "))
+	qctx, cancel := context.WithTimeout(ctx, d.df.timeout)
 	var catalog *discovery.Catalog
 	if prefix != "" {
 		catalog, filter.SchemaHash, err = fetchForSchema(qctx, pool, filter, prefix, whole)
@@ -161,59 +160,86 @@ func (a *app) runDiscover(cmd *cobra.Command, df discoverFlags) error {
 		if perr.ambiguous() {
 			return perr
 		}
-		if df.watch {
+		if d.df.watch {
 			return fmt.Errorf("%w; to wait for a schema not announced yet, give its whole hash", perr)
 		}
-		if a.jsonOut {
-			return a.printJSON([]discovery.Server{})
+		if d.jsonOut {
+			return d.printJSON([]discovery.Server{})
 		}
-		fmt.Fprintln(a.stderr, perr)
+		fmt.Fprintln(d.stderr, perr)
 		return nil
 	}
 	if err != nil {
-		return noRelay(df.relays, df.timeout, err)
+		return noRelay(d.df.relays, d.df.timeout, err)
 	}
+	if err := d.printServers(catalog, filter); err != nil {
+		return err
+	}
+	if !d.df.watch {
+		return nil
+	}
+	return d.watch(ctx, pool, catalog, filter, d.df.verbose)
+}
+
+// serve is cvm discover --serve: the whole catalog, fetched once
+// and then kept live, on a local page.
+func (d *discoverCmd) serve(ctx context.Context, pool *nostrx.Pool, maxPriceSet bool) error {
+	if d.df.watch || d.df.tool != "" || d.df.schema != "" || d.df.category != "" || d.df.encrypted || maxPriceSet {
+		return errors.New("--serve shows the whole catalog, filtered on the page: it takes no --watch or filter flags")
+	}
+	stop := d.spinner("asking " + strings.Join(pool.Relays(), ", "))
+	qctx, cancel := context.WithTimeout(ctx, d.df.timeout)
+	catalog, err := discovery.Fetch(qctx, pool, discovery.Filter{})
+	cancel()
+	stop()
+	if err != nil {
+		return noRelay(d.df.relays, d.df.timeout, err)
+	}
+	return d.serveCatalog(ctx, pool, catalog)
+}
+
+// printServers prints the servers of the catalog that pass the filter
+// (with --verbose, what was skipped
+// and why).
+func (d *discoverCmd) printServers(catalog *discovery.Catalog, filter discovery.Filter) error {
 	servers := catalog.Servers(filter)
-	if df.verbose {
-		a.printSkipped(catalog.Skipped())
+	if d.df.verbose {
+		d.printSkipped(catalog.Skipped())
 		for _, s := range servers {
 			for _, w := range s.PriceWarnings {
-				fmt.Fprintf(a.stderr, "%s (%s): ignored %s\n", s.Name, shorten(s.Npub, 20), w)
+				fmt.Fprintf(d.stderr, "%s (%s): ignored %s\n", s.Name, shorten(s.Npub, 20), w)
 			}
 		}
 	}
 	switch {
-	case a.jsonOut && df.watch:
+	case d.jsonOut && d.df.watch:
 		for _, s := range servers {
-			if err := a.printJSON(s); err != nil {
+			if err := d.printJSON(s); err != nil {
 				return err
 			}
 		}
-	case a.jsonOut:
+	case d.jsonOut:
 		if servers == nil {
 			servers = []discovery.Server{}
 		}
-		if err := a.printJSON(servers); err != nil {
+		if err := d.printJSON(servers); err != nil {
 			return err
 		}
-	case len(servers) == 0 && !df.watch:
-		fmt.Fprintln(a.stderr, "no servers found")
+	case len(servers) == 0 && !d.df.watch:
+		fmt.Fprintln(d.stderr, "no servers found")
 	default:
 		for i, s := range servers {
 			if i > 0 {
-				fmt.Fprintln(a.stdout)
+				fmt.Fprintln(d.stdout)
 			}
-			printServer(a.stdout, s, filter)
+			printServer(d.stdout, s, filter)
 		}
 	}
-	if !df.watch {
-		return nil
-	}
-	return a.watchCatalog(ctx, pool, catalog, filter, df.verbose)
+	return nil
 }
 
-// watchCatalog prints each server whose listing changes until ctx ends.
-func (a *app) watchCatalog(ctx context.Context, pool *nostrx.Pool, catalog *discovery.Catalog, filter discovery.Filter, verbose bool) error {
+// watch prints each server whose listing changes until ctx ends.
+func (d *discoverCmd) watch(ctx context.Context, pool *nostrx.Pool, catalog *discovery.Catalog, filter discovery.Filter, verbose bool) error {
 	skipped := len(catalog.Skipped())
 	shown := map[nostr.PubKey]bool{}
 	for _, s := range catalog.Servers(filter) {
@@ -222,33 +248,33 @@ func (a *app) watchCatalog(ctx context.Context, pool *nostrx.Pool, catalog *disc
 	err := catalog.Watch(ctx, pool, func(pk nostr.PubKey) {
 		if verbose {
 			all := catalog.Skipped()
-			a.printSkipped(all[min(skipped, len(all)):])
+			d.printSkipped(all[min(skipped, len(all)):])
 			skipped = len(all)
 		}
 		s, ok := catalog.Server(pk)
 		if ok && filter.Match(s) {
 			shown[pk] = true
-			if a.jsonOut {
-				a.printJSON(s)
+			if d.jsonOut {
+				d.printJSON(s)
 				return
 			}
-			fmt.Fprintf(a.stdout, "\n%s updated:\n", time.Now().Format(time.TimeOnly))
-			printServer(a.stdout, s, filter)
+			fmt.Fprintf(d.stdout, "\n%s updated:\n", time.Now().Format(time.TimeOnly))
+			printServer(d.stdout, s, filter)
 			return
 		}
 		if !shown[pk] {
 			return
 		}
 		delete(shown, pk)
-		if a.jsonOut {
-			a.printJSON(struct {
+		if d.jsonOut {
+			d.printJSON(struct {
 				Pubkey  string `json:"pubkey"`
 				Npub    string `json:"npub"`
 				Removed bool   `json:"removed"`
 			}{pk.Hex(), nostrx.EncodeNpub(pk), true})
 			return
 		}
-		fmt.Fprintf(a.stdout, "\n%s withdrawn: %s\n", time.Now().Format(time.TimeOnly), nostrx.EncodeNpub(pk))
+		fmt.Fprintf(d.stdout, "\n%s withdrawn: %s\n", time.Now().Format(time.TimeOnly), nostrx.EncodeNpub(pk))
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
@@ -257,31 +283,31 @@ func (a *app) watchCatalog(ctx context.Context, pool *nostrx.Pool, catalog *disc
 }
 
 // listSchemas is cvm discover --schemas.
-func (a *app) listSchemas(ctx context.Context, pool *nostrx.Pool, df discoverFlags) error {
-	if df.watch || df.tool != "" || df.schema != "" || df.category != "" || df.encrypted || df.maxPrice != 0 {
+func (d *discoverCmd) listSchemas(ctx context.Context, pool *nostrx.Pool) error {
+	if d.df.watch || d.df.tool != "" || d.df.schema != "" || d.df.category != "" || d.df.encrypted || d.df.maxPrice != 0 {
 		return errors.New("--schemas lists every common schema: it takes no --watch or filter")
 	}
-	stop := a.spinner("asking " + strings.Join(pool.Relays(), ", "))
-	qctx, cancel := context.WithTimeout(ctx, df.timeout)
+	stop := d.spinner("asking " + strings.Join(pool.Relays(), ", "))
+	qctx, cancel := context.WithTimeout(ctx, d.df.timeout)
 	catalog := discovery.NewCatalog()
 	err := catalog.FetchSchemas(qctx, pool)
 	cancel()
 	stop()
 	if err != nil {
-		return noRelay(df.relays, df.timeout, err)
+		return noRelay(d.df.relays, d.df.timeout, err)
 	}
-	if df.verbose {
-		a.printSkipped(catalog.Skipped())
+	if d.df.verbose {
+		d.printSkipped(catalog.Skipped())
 	}
 	schemas := catalog.Schemas()
 	switch {
-	case a.jsonOut:
-		return a.printJSON(schemas)
+	case d.jsonOut:
+		return d.printJSON(schemas)
 	case len(schemas) == 0:
-		fmt.Fprintln(a.stderr, "no common schemas found")
+		fmt.Fprintln(d.stderr, "no common schemas found")
 		return nil
 	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(d.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCHEMA\tTOOL\tSERVERS\tVERIFIED\tCATEGORIES")
 	for _, sc := range schemas {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", sc.Hash, shorten(sc.Tool, 40), sc.Claimed, sc.Verified, strings.Join(sc.Categories, ", "))
@@ -289,9 +315,9 @@ func (a *app) listSchemas(ctx context.Context, pool *nostrx.Pool, df discoverFla
 	return tw.Flush()
 }
 
-func (a *app) printSkipped(skipped []discovery.Skipped) {
+func (d *discoverCmd) printSkipped(skipped []discovery.Skipped) {
 	for _, s := range skipped {
-		fmt.Fprintf(a.stderr, "skipped kind %d %s from %s: %s\n", s.Kind, s.Event.Hex()[:12], nostrx.EncodeNpub(s.Pubkey), s.Reason)
+		fmt.Fprintf(d.stderr, "skipped kind %d %s from %s: %s\n", s.Kind, s.Event.Hex()[:12], nostrx.EncodeNpub(s.Pubkey), s.Reason)
 	}
 }
 

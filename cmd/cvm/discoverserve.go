@@ -22,9 +22,9 @@ const tryItTimeout = 2 * time.Minute
 
 // serveCatalog is cvm discover --serve: the catalog page, kept current by
 // watching the relays, until ctx ends.
-func (a *app) serveCatalog(ctx context.Context, pool *nostrx.Pool, catalog *discovery.Catalog, df discoverFlags) error {
-	caller := &catalogCaller{a: a, cf: clientFlags{relays: df.relays, key: df.key, encryption: "optional", timeout: tryItTimeout}}
-	pay, paid, err := a.payOptions(df.pay, nil)
+func (d *discoverCmd) serveCatalog(ctx context.Context, pool *nostrx.Pool, catalog *discovery.Catalog) error {
+	caller := &catalogCaller{a: d.app, cf: clientFlags{relays: d.df.relays, key: d.df.key, encryption: "optional", timeout: tryItTimeout}}
+	pay, paid, err := d.payOptions(d.df.pay, nil)
 	if err != nil {
 		return err
 	}
@@ -38,18 +38,18 @@ func (a *app) serveCatalog(ctx context.Context, pool *nostrx.Pool, catalog *disc
 			budget += fmt.Sprintf(", %d a day", pay.Budget.PerDay)
 		}
 	}
-	page, err := catalogpage.New(catalogpage.Options{Catalog: catalog, Caller: caller, AllowedHosts: df.allowHosts,
-		Budget: budget, MaxPerCall: maxPerCall, BudgetUnit: "sats", Logger: a.log})
+	page, err := catalogpage.New(catalogpage.Options{Catalog: catalog, Caller: caller, AllowedHosts: d.df.allowHosts,
+		Budget: budget, MaxPerCall: maxPerCall, BudgetUnit: "sats", Logger: d.log})
 	if err != nil {
 		return err
 	}
 	defer page.Close()
-	hs, err := httpserve.Listen(df.serve, page, nil)
+	hs, err := httpserve.Listen(d.df.serve, page, nil)
 	if err != nil {
-		return fmt.Errorf("--serve %s: %w", df.serve, err)
+		return fmt.Errorf("--serve %s: %w", d.df.serve, err)
 	}
 	url := "http://" + hs.Addr.String() + "/"
-	if err := a.printJSON(struct {
+	if err := d.printJSON(struct {
 		Ready  bool     `json:"ready"`
 		URL    string   `json:"url"`
 		Relays []string `json:"relays"`
@@ -58,7 +58,7 @@ func (a *app) serveCatalog(ctx context.Context, pool *nostrx.Pool, catalog *disc
 		hs.Shutdown(context.Background())
 		return err
 	}
-	a.log.Info("catalog page listening", "url", url)
+	d.log.Info("catalog page listening", "url", url)
 	served := make(chan error, 1)
 	go func() { served <- hs.Wait() }()
 	watchErr := make(chan error, 1)

@@ -1,29 +1,23 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
-	"github.com/cvmgo/cvm/contextvm/cep8"
-	"github.com/cvmgo/cvm/did"
 	"github.com/cvmgo/cvm/didauth"
-	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/gateway"
 	"github.com/cvmgo/cvm/internal/admission"
 	"github.com/cvmgo/cvm/internal/config"
-	"github.com/cvmgo/cvm/internal/httpserve"
 	"github.com/cvmgo/cvm/internal/secretenv"
 	"github.com/cvmgo/cvm/nostrx"
-	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/lightning"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 type gatewayFlags struct {
@@ -56,12 +50,8 @@ type gatewayFlags struct {
 	authCompat           bool
 }
 
-func (a *app) gatewayCommand() *cobra.Command {
-	var gf gatewayFlags
-	cmd := &cobra.Command{
-		Use:   "gateway [flags] -- COMMAND [ARGS…] | gateway [flags] --upstream-url URL",
-		Short: "Put an MCP server on Nostr",
-		Long: `Expose an MCP server over ContextVM: a stdio server started as COMMAND (after
+// gatewayHelp is cvm gateway's long help.
+var gatewayHelp = `Expose an MCP server over ContextVM: a stdio server started as COMMAND (after
 --), or a streamable-HTTP server at --upstream-url. Clients reach it by the
 gateway's public key through the relays.
 
@@ -124,15 +114,10 @@ when the gateway stops: nothing it started outlives it.
 
 When ready, one JSON line on stdout gives the gateway's pubkey, npub and
 relays (and with --http its MCP endpoint "http" and its "did"). Logs and the upstream's stderr go to stderr. SIGINT or SIGTERM shuts
-it down, answering what is in flight with an error.`,
-		Example: `  cvm gateway -- npx -y @modelcontextprotocol/server-everything
-  cvm gateway --session-mode shared --upstream-url http://127.0.0.1:3001/mcp
-  cvm gateway --allow npub1… --public tools/list -- ./my-server --flag
-  cvm gateway --announce --price tool:translate=10 --common-tool translate -- ./translator`,
-		RunE: func(cmd *cobra.Command, args []string) error { return a.runGateway(cmd, args, gf) },
-	}
-	addRelayFlag(cmd, &gf.relays)
-	f := cmd.Flags()
+it down, answering what is in flight with an error.`
+
+// add defines cvm gateway's flags (not --relay, nor those of replicas).
+func (gf *gatewayFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&gf.key, "key", "", "secret key file (default: the configured identity, created on first run)")
 	f.StringVar(&gf.encryption, "encryption", "optional", "encryption: optional, required or disabled")
 	f.StringVar(&gf.giftWrap, "gift-wrap", "optional", "gift-wrap kinds: optional, ephemeral (21059) or persistent (1059)")
@@ -169,6 +154,30 @@ it down, answering what is in flight with an error.`,
 	f.BoolVar(&gf.authCompat, "auth-compat", false, "over --http, also accept @nuwa-ai/identity-kit 0.6.0's DIDAuthV1 headers, which do not cover nested params or an audience (see docs/protocol-compatibility.md)")
 	f.StringArrayVar(&gf.commonTools, "common-tool", nil, "declare a tool as implementing a common schema (repeatable)")
 	f.StringArrayVar(&gf.cats, "category", nil, "a category for the common tools' announcement (repeatable)")
+}
+
+// gatewayCmd is one run of cvm gateway: the invocation's app and the
+// command's flags.
+type gatewayCmd struct {
+	*app
+	gf gatewayFlags
+}
+
+func (a *app) gatewayCommand() *cobra.Command {
+	var gf gatewayFlags
+	cmd := &cobra.Command{
+		Use:   "gateway [flags] -- COMMAND [ARGS…] | gateway [flags] --upstream-url URL",
+		Short: "Put an MCP server on Nostr",
+		Long:  gatewayHelp,
+		Example: `  cvm gateway -- npx -y @modelcontextprotocol/server-everything
+  cvm gateway --session-mode shared --upstream-url http://127.0.0.1:3001/mcp
+  cvm gateway --allow npub1… --public tools/list -- ./my-server --flag
+  cvm gateway --announce --price tool:translate=10 --common-tool translate -- ./translator`,
+		RunE: func(cmd *cobra.Command, args []string) error { return (&gatewayCmd{app: a, gf: gf}).run(cmd, args) },
+	}
+	addRelayFlag(cmd, &gf.relays)
+	f := cmd.Flags()
+	gf.add(f)
 	gf.replica.add(f)
 	cmd.Long += replicaHelp
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
@@ -197,326 +206,56 @@ func announceRelayURLs(gf gatewayFlags) ([]string, error) {
 	return out, nil
 }
 
-func (a *app) runGateway(cmd *cobra.Command, args []string, gf gatewayFlags) error {
-	announceRelays, err := announceRelayURLs(gf)
-	if err != nil {
-		return err
-	}
-	upstream, describe, err := a.gatewayUpstream(cmd, args, gf)
-	if err != nil {
-		return err
-	}
-	hint := "run it by itself to see why"
-	if gf.upstreamURL != "" {
-		hint = "is it running at " + gf.upstreamURL + "?"
-	}
-	opts, err := a.gatewayOptions(gf)
-	if err != nil {
-		return err
-	}
-	if gf.sessionRate == 0 || gf.sessionRate < -1 || gf.sessionBurst < 1 {
-		return fmt.Errorf("--session-rate must be positive (or -1 for no limit) and --session-burst at least 1")
-	}
-	if gf.noNostr && gf.httpAddr == "" {
-		return errors.New("--no-nostr serves over HTTP only: give --http ADDR too")
-	}
-	if (gf.authCompat || gf.authWindow != didauth.DefaultWindow) && gf.httpAddr == "" {
-		return errors.New("--auth-window and --auth-compat are for the HTTP endpoint: give --http ADDR too")
-	}
-	if gf.authWindow <= 0 {
-		return fmt.Errorf("--auth-window %s: give a positive duration, e.g. 5m", gf.authWindow)
-	}
-	if gf.requireAuth && gf.httpAddr == "" {
-		return errors.New("--require-auth is for the HTTP endpoint: give --http ADDR too (over Nostr every request is signed)")
-	}
-	if gf.noNostr && gf.announce {
-		return errors.New("--announce publishes on Nostr: drop it or --no-nostr")
-	}
-	if gf.noNostr && gf.replica.natsURL != "" {
-		return errors.New("--nats makes replicas of a server on Nostr: drop it or --no-nostr")
-	}
-	allowed, public, err := a.access(gf)
-	if err != nil {
-		return err
-	}
-	opts.Upstream = upstream
-	enc, err := contextvm.ParseEncryptionMode(gf.encryption)
-	if err != nil {
-		return fmt.Errorf("--encryption: %w", err)
-	}
-	wrap, err := contextvm.ParseGiftWrapMode(gf.giftWrap)
-	if err != nil {
-		return fmt.Errorf("--gift-wrap: %w", err)
-	}
-	var prices []contextvm.Price
-	for _, s := range gf.prices {
-		p, err := contextvm.ParsePrice(s)
-		if err != nil {
-			return fmt.Errorf("--price: %w", err)
-		}
-		prices = append(prices, p)
-	}
-	id, err := a.resolveIdentity(gf.key, serverKey)
-	if err != nil {
-		return err
-	}
-	var gate contextvm.Gate // nil, not a nil *cep8.Gate, without a wallet
-	var processor payments.Processor
-	if uri, err := a.walletURI(gf.walletFile); err != nil {
-		return err
-	} else if uri != "" {
-		if gf.paymentTTL < time.Second {
-			return fmt.Errorf("--payment-ttl %v: want at least 1s", gf.paymentTTL)
-		}
-		proc, _, closeWallet, err := walletPMI(uri, a.log, gf.paymentTTL)
-		if err != nil {
-			return err
-		}
-		defer closeWallet()
-		if len(prices) == 0 {
-			a.log.Warn("a wallet but no --price: nothing is charged")
-		}
-		gate = cep8.NewGate(cep8.Options{Processors: []payments.Processor{proc}})
-		processor = proc
-	}
-	ctx := cmd.Context()
-
-	// The ids of executed requests survive a restart: a replay then never
-	// runs twice. One store per server key, so that gateways with other
-	// keys may share the directory, and one process per key. With --nats
-	// they live in the replica group's bucket instead. Taken before the
-	// upstream is started: a gateway that may not run starts nobody's
-	// program.
-	replicas, closeNATS, err := gf.replica.connect(ctx, a)
-	if err != nil {
-		return err
-	}
-	defer closeNATS()
-	var state durable.Store
-	if replicas == nil {
-		dataDir, err := a.dataSubdir(gf.data, "gateway")
-		if err != nil {
-			return err
-		}
-		st, err := durable.Open(dataDir, id.secret.Public().Hex(), durable.Options{})
-		if errors.Is(err, durable.ErrLocked) {
-			return fmt.Errorf("another cvm gateway with this key already runs on %s; stop it, or give this one another --key or --data, or make them replicas with --nats", dataDir)
-		}
-		if err != nil {
-			return fmt.Errorf("gateway state: %w", err)
-		}
-		defer st.Close()
-		state = st
-	}
-	// Start the upstream once before serving anyone: a command that is not
-	// found or exits at once is reported now, not to the first client.
-	startCtx, cancel := context.WithTimeout(ctx, opts.InitializeTimeout)
-	defer cancel()
-	res, err := gateway.Check(startCtx, upstream, opts.InitializeTimeout)
-	if err != nil {
-		return fmt.Errorf("%w; %s", err, hint)
-	}
-	if gf.name == "" && res.ServerInfo != nil {
-		gf.name = serverInfoName(res.ServerInfo.Title, res.ServerInfo.Name)
-	}
-	var coordinator contextvm.Coordinator // nil, not a nil *replica.Group, without --nats
-	if replicas != nil {
-		coordinator = replicas
-	}
-	opts.Server = contextvm.ServerOptions{
-		Replicas:           coordinator,
-		State:              state,
-		Transfers:          contextvm.TransferLimits{MaxPeerBytes: gf.transferBytes},
-		SessionRate:        gf.sessionRate,
-		SessionBurst:       gf.sessionBurst,
-		Signer:             contextvm.NewKeySigner(id.secret),
-		Relays:             gf.relays,
-		AllowedClients:     allowed,
-		PublicCapabilities: public,
-		Encryption:         enc,
-		GiftWrap:           wrap,
-		Info:               contextvm.ServerInfo{Name: gf.name, About: gf.about, Website: gf.website, Picture: gf.pict},
-		InjectClientPubkey: gf.injectClientPubkey,
-		Announce:           gf.announce,
-		AnnounceRelays:     announceRelays,
-		Prices:             prices,
-		Gate:               gate,
-		CommonTools:        gf.commonTools,
-		ToolCategories:     gf.cats,
-		UnannounceOnClose:  gf.unannounceOnExit,
-		Logger:             a.log,
-	}
-	opts.NoNostr = gf.noNostr
-	// Starting is waiting for a relay, and in shared mode for the upstream
-	// session too.
-	wait := relayWait
-	if opts.Mode == gateway.Shared {
-		wait += opts.InitializeTimeout
-	}
-	newCtx, cancelNew := context.WithTimeout(ctx, wait)
-	defer cancelNew()
-	gw, err := gateway.New(newCtx, opts)
-	switch {
-	case errors.Is(err, gateway.ErrUpstream):
-		return fmt.Errorf("%w; %s", err, hint)
-	case err != nil:
-		return noRelay(gf.relays, wait, err)
-	}
-	defer gw.Close()
-	srv := gw.Server()
-	pk := id.secret.Public()
-
-	var httpURL, serverDID string
-	if gf.httpAddr != "" {
-		// The HTTP endpoint keeps its nonces and quotations where the
-		// server keeps its state: with --nats, in the group's bucket, so
-		// that a request signed for the gateway's DID is accepted once by
-		// the whole group and a quotation is spent once.
-		httpState := state
-		if httpState == nil && srv != nil {
-			httpState = srv.State()
-		}
-		httpPay, err := httpPayments(httpState, processor, prices, didauth.Caller, a.log)
-		if err != nil {
-			return err
-		}
-		serverDID = did.NostrDID(pk)
-		h := &deferredHandler{}
-		hs, err := httpserve.Listen(gf.httpAddr, h, nil)
-		if err != nil {
-			return fmt.Errorf("--http: %w", err)
-		}
-		defer hs.Shutdown(context.Background())
-		httpURL = "http://" + hs.Addr.String() + gateway.MCPPath
-		// Signed for this endpoint, by whatever name the client reached
-		// it, or for the gateway's DID.
-		audiences := []string{httpURL, serverDID}
-		if host, port, err := net.SplitHostPort(gf.httpAddr); err == nil && host != "" && port != "0" {
-			audiences = append(audiences, "http://"+gf.httpAddr+gateway.MCPPath)
-		}
-		auth, err := httpAuth(httpState, gf, audiences, a.log)
-		if err != nil {
-			return err
-		}
-		doc, err := didDocument(id.secret, httpURL)
-		if err != nil {
-			return err
-		}
-		h.set(gw.HTTPHandler(gateway.HTTPOptions{
-			Auth:         auth,
-			Caller:       didauth.Caller,
-			Payments:     httpPay,
-			InjectCaller: gf.injectClientPubkey,
-			DIDDocument:  doc,
-		}))
-		if len(public) > 0 {
-			a.log.Warn("--public does not open capabilities over --http yet: only --allow callers are served there")
-		}
-	}
-
-	var metricsURL string
-	if gf.metrics != "" {
-		metrics, err := httpserve.Listen(gf.metrics, gw.Handler(), nil)
-		if err != nil {
-			return fmt.Errorf("--metrics: %w", err)
-		}
-		defer metrics.Shutdown(context.Background())
-		metricsURL = "http://" + metrics.Addr.String() + "/metrics"
-	}
-
-	served := make(chan error, 1)
-	go func() { served <- gw.Serve(ctx) }()
-
-	relays := []string{}
-	if srv != nil {
-		relays = srv.Relays()
-	}
-	ready := struct {
-		Ready    bool     `json:"ready"`
-		Pubkey   string   `json:"pubkey"`
-		Npub     string   `json:"npub"`
-		Relays   []string `json:"relays"`
-		Mode     string   `json:"mode"`
-		Upstream string   `json:"upstream"`
-		Metrics  string   `json:"metrics,omitempty"`
-		Announce bool     `json:"announce"`
-		HTTP     string   `json:"http,omitempty"`
-		DID      string   `json:"did,omitempty"`
-	}{true, pk.Hex(), nostrx.EncodeNpub(pk), relays, opts.Mode.String(), describe, metricsURL, gf.announce, httpURL, serverDID}
-	if err := a.printJSON(ready); err != nil {
-		return err
-	}
-	a.log.Info("gateway serving", "npub", ready.Npub, "mode", ready.Mode, "upstream", describe, "relays", ready.Relays)
-	if replicas != nil {
-		a.log.Info("serving as a replica", "replica", replicas.Status().Member, "nats", gf.replica.natsURL)
-	}
-
-	select {
-	case <-ctx.Done():
-		a.log.Info("shutting down")
-	case err := <-served:
-		return fmt.Errorf("gateway stopped: %w", err)
-	}
-	// The gateway stops its server (which answers what is in flight with
-	// an error, and deletes the announcements if asked to), then the
-	// upstream sessions.
-	gw.Close()
-	if err := <-served; err != nil && !errors.Is(err, gateway.ErrClosed) && !errors.Is(err, context.Canceled) {
-		a.log.Debug("serve ended", "err", err)
-	}
-	return nil
-}
-
-// gatewayUpstream reads the upstream from the command line: COMMAND after
+// upstream reads the upstream from the command line: COMMAND after
 // --, or --upstream-url.
-func (a *app) gatewayUpstream(cmd *cobra.Command, args []string, gf gatewayFlags) (gateway.Upstream, string, error) {
+func (g *gatewayCmd) upstream(cmd *cobra.Command, args []string) (gateway.Upstream, string, error) {
 	dash := cmd.ArgsLenAtDash()
 	switch {
 	case len(args) > 0 && dash != 0:
 		return nil, "", fmt.Errorf("put the upstream command after --, as in: cvm gateway [flags] -- %s", strings.Join(args, " "))
-	case len(args) > 0 && gf.upstreamURL != "":
+	case len(args) > 0 && g.gf.upstreamURL != "":
 		return nil, "", errors.New("give either a command after -- or --upstream-url, not both")
-	case gf.upstreamURL != "" && len(gf.passEnv) > 0:
+	case g.gf.upstreamURL != "" && len(g.gf.passEnv) > 0:
 		return nil, "", errors.New("--pass-env is for an upstream command, not --upstream-url")
-	case gf.upstreamURL != "":
-		if !strings.HasPrefix(gf.upstreamURL, "http://") && !strings.HasPrefix(gf.upstreamURL, "https://") {
-			return nil, "", fmt.Errorf("--upstream-url %q: want an http:// or https:// URL", gf.upstreamURL)
+	case g.gf.upstreamURL != "":
+		if !strings.HasPrefix(g.gf.upstreamURL, "http://") && !strings.HasPrefix(g.gf.upstreamURL, "https://") {
+			return nil, "", fmt.Errorf("--upstream-url %q: want an http:// or https:// URL", g.gf.upstreamURL)
 		}
-		return &gateway.HTTP{URL: gf.upstreamURL}, gf.upstreamURL, nil
+		return &gateway.HTTP{URL: g.gf.upstreamURL}, g.gf.upstreamURL, nil
 	case len(args) == 0:
 		return nil, "", errors.New("no upstream MCP server: give one as cvm gateway [flags] -- COMMAND [ARGS…], or --upstream-url URL")
 	}
-	for _, kv := range gf.env {
+	for _, kv := range g.gf.env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return nil, "", fmt.Errorf("-e %q: want KEY=VALUE", kv)
 		}
 	}
-	if err := secretenv.CheckPass(gf.passEnv); err != nil {
+	if err := secretenv.CheckPass(g.gf.passEnv); err != nil {
 		return nil, "", err
 	}
-	c := &gateway.Command{Path: args[0], Args: args[1:], Env: gf.env, PassEnv: gf.passEnv, Stderr: a.stderr}
+	c := &gateway.Command{Path: args[0], Args: args[1:], Env: g.gf.env, PassEnv: g.gf.passEnv, Stderr: g.stderr}
 	if err := c.LookPath(); err != nil {
 		return nil, "", err
 	}
 	return c, strings.Join(args, " "), nil
 }
 
-func (a *app) gatewayOptions(gf gatewayFlags) (gateway.Options, error) {
-	mode, err := gateway.ParseSessionMode(gf.mode)
+func (g *gatewayCmd) options() (gateway.Options, error) {
+	mode, err := gateway.ParseSessionMode(g.gf.mode)
 	if err != nil {
 		return gateway.Options{}, fmt.Errorf("--session-mode: %w", err)
 	}
-	idle := gf.idleTimeout
+	idle := g.gf.idleTimeout
 	if idle == 0 {
 		idle = -1
 	}
-	if gf.maxSessions < 1 {
-		return gateway.Options{}, fmt.Errorf("--max-sessions %d: want at least 1", gf.maxSessions)
+	if g.gf.maxSessions < 1 {
+		return gateway.Options{}, fmt.Errorf("--max-sessions %d: want at least 1", g.gf.maxSessions)
 	}
-	reserve := gf.sessionReserve
+	reserve := g.gf.sessionReserve
 	switch {
-	case reserve < 0 || reserve > gf.maxSessions && reserve != admission.DefaultReserve:
-		return gateway.Options{}, fmt.Errorf("--session-reserve %d: want 0 to --max-sessions (%d)", reserve, gf.maxSessions)
+	case reserve < 0 || reserve > g.gf.maxSessions && reserve != admission.DefaultReserve:
+		return gateway.Options{}, fmt.Errorf("--session-reserve %d: want 0 to --max-sessions (%d)", reserve, g.gf.maxSessions)
 	case reserve == 0:
 		reserve = -1 // none: the library's zero is its default
 	case reserve == admission.DefaultReserve:
@@ -524,26 +263,26 @@ func (a *app) gatewayOptions(gf gatewayFlags) (gateway.Options, error) {
 	}
 	return gateway.Options{
 		Mode:             mode,
-		MaxSessions:      gf.maxSessions,
+		MaxSessions:      g.gf.maxSessions,
 		SessionReserve:   reserve,
 		IdleTimeout:      idle,
-		IsolateStateless: gf.isolateStateless,
+		IsolateStateless: g.gf.isolateStateless,
 		ClientInfo:       &mcp.Implementation{Name: "cvm-gateway", Version: currentVersion().Version},
 		// npx fetching a server on first use takes a while.
 		InitializeTimeout: 60 * time.Second,
-		Logger:            a.log,
+		Logger:            g.log,
 	}, nil
 }
 
 // access reads --allow and --public into what the contextvm server
 // enforces: a refused request is answered there and never reaches the
 // upstream.
-func (a *app) access(gf gatewayFlags) (allowed []nostr.PubKey, public []contextvm.Capability, err error) {
-	keys, dids, err := splitAllow(gf.allow)
+func (g *gatewayCmd) access() (allowed []nostr.PubKey, public []contextvm.Capability, err error) {
+	keys, dids, err := splitAllow(g.gf.allow)
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(dids) > 0 && gf.httpAddr == "" {
+	if len(dids) > 0 && g.gf.httpAddr == "" {
 		return nil, nil, fmt.Errorf("--allow %s: a DID other than did:nostr can only call over --http; give --http ADDR, or the client's Nostr key", clip(dids[0], 80))
 	}
 	for _, s := range keys {
@@ -553,7 +292,7 @@ func (a *app) access(gf gatewayFlags) (allowed []nostr.PubKey, public []contextv
 		}
 		allowed = append(allowed, pk.Key)
 	}
-	for _, s := range gf.public {
+	for _, s := range g.gf.public {
 		c, err := contextvm.ParseCapability(strings.TrimSpace(s))
 		if err == nil && !strings.Contains(c.Method, "/") && c.Method != "ping" {
 			err = fmt.Errorf("capability %q: %q is not an MCP method; want METHOD[:NAME], e.g. tools/list or tools/call:get_weather", s, c.Method)
@@ -571,7 +310,7 @@ func (a *app) access(gf gatewayFlags) (allowed []nostr.PubKey, public []contextv
 		allowed = []nostr.PubKey{{}}
 	}
 	if len(public) > 0 && len(allowed) == 0 {
-		a.log.Warn("--public has no effect without --allow: every client may use everything")
+		g.log.Warn("--public has no effect without --allow: every client may use everything")
 	}
 	return allowed, public, nil
 }

@@ -121,7 +121,7 @@ func TestGatewayOptions_SessionReserve(t *testing.T) {
 		{admission.DefaultReserve, 2, 0},
 		{10, 64, 10},
 	} {
-		opts, err := a.gatewayOptions(gatewayFlags{mode: "per-client", maxSessions: tc.maxSessions, sessionReserve: tc.flag})
+		opts, err := (&gatewayCmd{app: a, gf: gatewayFlags{mode: "per-client", maxSessions: tc.maxSessions, sessionReserve: tc.flag}}).options()
 		if err != nil || opts.SessionReserve != tc.want {
 			t.Errorf("--session-reserve %d --max-sessions %d: SessionReserve %d, %v; want %d", tc.flag, tc.maxSessions, opts.SessionReserve, err, tc.want)
 		}

@@ -337,15 +337,15 @@ func TestCallCommand_HTTPPlainServer(t *testing.T) {
 func TestGatewayAccess_AllowTakesDIDs(t *testing.T) {
 	a := &app{log: slog.New(slog.DiscardHandler)}
 	alice, bob := nostr.Generate().Public(), nostr.Generate().Public()
-	allowed, _, err := a.access(gatewayFlags{httpAddr: "127.0.0.1:0", allow: []string{"did:nostr:" + alice.Hex(), nostrx.EncodeNpub(bob), "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"}})
+	allowed, _, err := (&gatewayCmd{app: a, gf: gatewayFlags{httpAddr: "127.0.0.1:0", allow: []string{"did:nostr:" + alice.Hex(), nostrx.EncodeNpub(bob), "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"}}}).access()
 	if err != nil || len(allowed) != 2 || allowed[0] != alice || allowed[1] != bob {
 		t.Fatalf("allowed %v, %v", allowed, err)
 	}
-	allowed, _, err = a.access(gatewayFlags{httpAddr: "127.0.0.1:0", allow: []string{"did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"}})
+	allowed, _, err = (&gatewayCmd{app: a, gf: gatewayFlags{httpAddr: "127.0.0.1:0", allow: []string{"did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"}}}).access()
 	if err != nil || len(allowed) != 1 || allowed[0] != (nostr.PubKey{}) {
 		t.Fatalf("only a did:key allowed: Nostr allow-list %v, %v; want the unspendable zero key", allowed, err)
 	}
-	if _, _, err := a.access(gatewayFlags{allow: []string{"did:nostr:zz"}}); err == nil {
+	if _, _, err := (&gatewayCmd{app: a, gf: gatewayFlags{allow: []string{"did:nostr:zz"}}}).access(); err == nil {
 		t.Fatal("a malformed did:nostr was accepted")
 	}
 }

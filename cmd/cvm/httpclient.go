@@ -1,24 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/cvmgo/cvm/contextvm"
-	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/did"
 	"github.com/cvmgo/cvm/didauth"
 	"github.com/cvmgo/cvm/discovery"
-	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/quotation"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -83,149 +78,17 @@ func (a *app) dialHTTP(ctx context.Context, cf clientFlags, server string, do di
 		return nil, remote(fmt.Errorf("initialize at %s: %w", server, err))
 	}
 	a.log.Debug("connected over HTTP", "server", server, "did", signer.DID())
-	return &oneShot{ClientSession: cs, a: a, httpURL: server, buyer: &httpBuyer{url: server, hc: hc, pay: cf.pay, a: a}}, nil
-}
-
-// httpBuyer buys quotations from one HTTP server, with the signing client
-// and the payments the command may make.
-type httpBuyer struct {
-	url string
-	hc  *http.Client
-	pay *cep8.PayOptions
-	a   *app
-}
-
-// rpc sends one JSON-RPC request outside the MCP session (the quotation
-// methods, which the server answers before MCP) and decodes its result.
-func (s *httpBuyer) rpc(ctx context.Context, method string, params, result any) error {
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, "POST", s.url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := s.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: HTTP %d: %s", method, resp.StatusCode, oneLine(string(raw)))
-	}
-	var r struct {
-		Result json.RawMessage `json:"result"`
-		Error  *jsonrpc.Error  `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return fmt.Errorf("%s: the server answered something other than JSON-RPC: %w", method, err)
-	}
-	if r.Error != nil {
-		return r.Error
-	}
-	return json.Unmarshal(r.Result, result)
-}
-
-// pricedOverHTTP reports whether tools/list priced the tool (NIP-10's
-// _meta["nip10/price"]).
-func pricedOverHTTP(t *mcp.Tool) bool {
-	if t == nil || t.Meta == nil {
-		return false
-	}
-	_, ok := t.Meta[quotation.MetaPrice]
-	return ok
-}
-
-// buyQuotation gets a quotation for one call, pays it under the budget
-// (--max-sats and the daily limits, as over Nostr) and confirms it; it
-// returns the quotation id the call names. A payment the client will not
-// make is a contextvm.CodePaymentDeclined error, as over Nostr.
-func (s *httpBuyer) buyQuotation(ctx context.Context, name string, args any) (string, error) {
-	var q quotation.Quote
-	if err := s.rpc(ctx, quotation.MethodQuote, map[string]any{"name": name, "arguments": args}, &q); err != nil {
-		return "", remote(fmt.Errorf("nip10/quote for %s: %w", name, err))
-	}
-	offer := contextvm.PaymentOffer{Server: s.url, Method: "tools/call", Capability: "tool:" + name,
-		Amount: q.Price.Amount, Unit: q.Price.Unit, PMI: q.Instructions.PMI, PayReq: q.Instructions.PayReq}
-	po := s.pay
-	declined := func(reason string, err error) error {
-		if po != nil && po.Report != nil {
-			po.Report(contextvm.PaymentReport{PaymentOffer: offer, Err: err})
-		}
-		data, _ := json.Marshal(contextvm.DeclinedData{Reason: reason, Amount: offer.Amount, Unit: offer.Unit, PMI: offer.PMI, Server: offer.Server})
-		return &jsonrpc.Error{Code: contextvm.CodePaymentDeclined, Message: fmt.Sprintf("%s costs %d %s and was not paid: %v", offer.Capability, offer.Amount, offer.Unit, err), Data: data}
-	}
-	switch {
-	case po == nil:
-		return "", declined(contextvm.DeclinedNoPayments, errors.New("this client makes no payments"))
-	case po.Budget == nil:
-		return "", declined(contextvm.DeclinedNoCap, payments.ErrNoCap)
-	}
-	if err := po.Budget.Check(offer.Server, offer.Amount, offer.Unit); err != nil {
-		return "", declined(cep8.BudgetReason(err), err)
-	}
-	var h payments.Handler
-	for _, c := range po.Handlers {
-		if c.PMI() == offer.PMI {
-			h = c
-		}
-	}
-	if h == nil {
-		return "", declined(contextvm.DeclinedNoHandler, fmt.Errorf("no wallet here pays %s", offer.PMI))
-	}
-	if po.Confirm != nil && !po.Confirm(ctx, offer) {
-		return "", declined(contextvm.DeclinedByPerson, errors.New("payment not approved"))
-	}
-	if err := po.Budget.Reserve(ctx, offer.Server, offer.Amount, offer.Unit); err != nil {
-		return "", declined(cep8.BudgetReason(err), err)
-	}
-	receipt, err := h.Pay(ctx, payments.PaymentRequired{Amount: offer.Amount, PayReq: offer.PayReq, PMI: offer.PMI}, offer.Amount)
-	if err != nil {
-		if rerr := po.Budget.Refund(context.WithoutCancel(ctx), offer.Server, offer.Amount); rerr != nil {
-			s.a.log.Warn("could not give back an unspent budget reservation", "err", rerr)
-		}
-		return "", declined(contextvm.DeclinedWallet, err)
-	}
-	if po.Report != nil {
-		po.Report(contextvm.PaymentReport{PaymentOffer: offer, Paid: true, Receipt: receipt})
-	}
-	var st struct {
-		Status string `json:"status"`
-	}
-	if err := s.rpc(ctx, quotation.MethodConfirm, map[string]any{"quotation_id": q.ID, "payment_proof": receipt.Preimage}, &st); err != nil {
-		if po.Report != nil {
-			po.Report(contextvm.PaymentReport{PaymentOffer: offer, Rejected: true, Message: err.Error()})
-		}
-		return "", remote(fmt.Errorf("paid %d %s for %s, but the server did not confirm the payment (quotation %s): %w", offer.Amount, offer.Unit, name, q.ID, err))
-	}
-	if po.Report != nil {
-		po.Report(contextvm.PaymentReport{PaymentOffer: offer, Accepted: true})
-	}
-	return q.ID, nil
-}
-
-// isQuotationRequired reports a priced call refused for want of a
-// quotation.
-func isQuotationRequired(err error) bool {
-	var werr *jsonrpc.Error
-	return errors.As(err, &werr) && werr.Code == quotation.CodeQuotationRequired
+	return &oneShot{ClientSession: cs, a: a, httpURL: server, buyer: &quotation.Buyer{URL: server, Client: hc, Pay: cf.pay, Logger: a.log}}, nil
 }
 
 // payOverHTTP buys the quotation of a call and names it in its _meta.
 func (s *oneShot) payOverHTTP(ctx context.Context, params *mcp.CallToolParams) error {
-	id, err := s.buyer.buyQuotation(ctx, params.Name, params.Arguments)
-	if derr, ok := declinedError(err, s.buyer.pay); ok {
+	id, err := s.buyer.Buy(ctx, params.Name, params.Arguments)
+	if derr, ok := declinedError(err, s.buyer.Pay); ok {
 		return derr
 	}
 	if err != nil {
-		return err
+		return remote(err)
 	}
 	if params.Meta == nil {
 		params.Meta = mcp.Meta{}
@@ -242,7 +105,7 @@ func (s *oneShot) toolPrices(tools []*mcp.Tool) map[string]*discovery.Price {
 	}
 	var prices []contextvm.Price
 	for _, t := range tools {
-		if !pricedOverHTTP(t) {
+		if !quotation.Priced(t) {
 			continue
 		}
 		p := contextvm.Price{Capability: "tool:" + t.Name, Amount: "?"}

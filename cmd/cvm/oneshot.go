@@ -12,6 +12,7 @@ import (
 	"github.com/cvmgo/cvm/discovery"
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/payments/quotation"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -47,7 +48,7 @@ type oneShot struct {
 	// httpURL is set for a server over MCP streamable HTTP (httpclient.go),
 	// with what buys its quotations.
 	httpURL string
-	buyer   *httpBuyer
+	buyer   *quotation.Buyer
 }
 
 // dialOptions are what a command asks of its session.

@@ -9,19 +9,14 @@ import (
 
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/internal/config"
+	"github.com/cvmgo/cvm/payments/quotation"
 	"github.com/cvmgo/cvm/proxy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 )
 
-func (a *app) proxyCommand() *cobra.Command {
-	var cf clientFlags
-	var logFile string
-	var pf payFlags
-	cmd := &cobra.Command{
-		Use:   "proxy SERVER",
-		Short: "Serve a remote ContextVM (or MCP over HTTP) server to a local MCP host over stdio",
-		Long: `Be a local stdio MCP server that forwards everything to the ContextVM server
+// proxyHelp is the long help of proxy.
+const proxyHelp = `Be a local stdio MCP server that forwards everything to the ContextVM server
 SERVER (hex, npub, nprofile or a [servers] alias), so that any MCP host can
 use it. In an MCP host's configuration:
 
@@ -39,7 +34,16 @@ proxy pays within the cap and the daily limits.
 
 SERVER may also be an http(s):// MCP endpoint (streamable HTTP): requests
 are signed with DIDAuthV1 as the identity's did:nostr (or --did-key FILE),
-and priced tools are paid through NIP-10 quotations under the same limits.`,
+and priced tools are paid through NIP-10 quotations under the same limits.`
+
+func (a *app) proxyCommand() *cobra.Command {
+	var cf clientFlags
+	var logFile string
+	var pf payFlags
+	cmd := &cobra.Command{
+		Use:   "proxy SERVER",
+		Short: "Serve a remote ContextVM (or MCP over HTTP) server to a local MCP host over stdio",
+		Long:  proxyHelp,
 		Example: `  cvm proxy npub1…
   cvm proxy https://mcp.example.com/mcp --max-sats 10`,
 		Args: positional(1, 1),
@@ -124,7 +128,7 @@ func (a *app) proxyHTTP(ctx context.Context, cf clientFlags, server string, host
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", server, err)
 	}
-	remote := newPayingConn(conn, &httpBuyer{url: server, hc: hc, pay: cf.pay, a: a})
+	remote := proxy.NewPayingConn(conn, &quotation.Buyer{URL: server, Client: hc, Pay: cf.pay, Logger: a.log})
 	local, err := (&mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}}).Connect(ctx)
 	if err != nil {
 		remote.Close()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/cvmgo/cvm/mcpx/history"
 	"github.com/cvmgo/cvm/mcpx/room"
+	"github.com/cvmgo/cvm/mcpx/room/roomnats"
 	"github.com/cvmgo/cvm/mcpx/roompage"
 	"github.com/spf13/cobra"
 )
@@ -45,18 +47,8 @@ func (a *app) dataSubdir(flag, name string) (string, error) {
 	return filepath.Join(dir, name), nil
 }
 
-func (a *app) roomServeCommand() *cobra.Command {
-	var (
-		listen, data, compat, visibility string
-		natsURL                          string
-		natsReplicas                     int
-		opts                             room.Options
-		hist                             history.Options
-	)
-	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Run an MCPx v0 gateway",
-		Long: `Run an MCPx v0 gateway: WebSocket rooms at /v0/ws?topic=NAME, the REST helpers
+// roomServeHelp is the long help of roomServe.
+const roomServeHelp = `Run an MCPx v0 gateway: WebSocket rooms at /v0/ws?topic=NAME, the REST helpers
 (/v0/topics, /v0/topics/{topic}/participants, /v0/topics/{topic}/history),
 /healthz and /metrics, and a page for people at / (open the REST URL in a
 browser: join with a topic and a token, chat, call participants' tools). History and the token signing keys live in --data.
@@ -72,8 +64,21 @@ an error (exit 2); one lost later makes the node answer new envelopes with
 When the gateway is ready, one JSON line is printed on stdout:
   {"ready":true,"url":"ws://127.0.0.1:7070/v0/ws",...}
 Logs go to stderr. SIGINT or SIGTERM closes every connection (1001) and
-exits.`,
-		Args: positional(0, 0),
+exits.`
+
+func (a *app) roomServeCommand() *cobra.Command {
+	var (
+		listen, data, compat, visibility string
+		natsURL                          string
+		natsReplicas                     int
+		opts                             room.Options
+		hist                             history.Options
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run an MCPx v0 gateway",
+		Long:  roomServeHelp,
+		Args:  positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, err := a.roomDataDir(data)
 			if err != nil {
@@ -90,12 +95,12 @@ exits.`,
 					return fmt.Errorf("--nats: %w (is nats-server -js running there?)", err)
 				}
 				defer conn.Close()
-				cl, err := room.NewCluster(cmd.Context(), conn, room.ClusterOptions{MaxPerTopic: hist.MaxPerTopic, MaxAge: hist.MaxAge, Replicas: natsReplicas, Logger: a.log})
+				cl, err := roomnats.NewCluster(cmd.Context(), conn, roomnats.ClusterOptions{MaxPerTopic: hist.MaxPerTopic, MaxAge: hist.MaxAge, Replicas: natsReplicas, Logger: a.log})
 				if err != nil {
 					return fmt.Errorf("--nats: %w", err)
 				}
 				defer cl.Close()
-				opts.Cluster = cl
+				opts.Backend = cl
 			} else {
 				hist.Logger = a.log
 				store, err := history.Open(filepath.Join(dir, "history.db"), hist)
@@ -111,34 +116,8 @@ exits.`,
 			if err != nil {
 				return err
 			}
-			ready := struct {
-				Ready      bool   `json:"ready"`
-				URL        string `json:"url"`
-				REST       string `json:"rest"`
-				Metrics    string `json:"metrics"`
-				Data       string `json:"data"`
-				Compat     string `json:"compat"`
-				Visibility string `json:"visibility"`
-				Page       string `json:"page"`
-				NATS       string `json:"nats,omitempty"`
-				Node       string `json:"node,omitempty"`
-			}{true, s.WSURL, s.URL, s.URL + "/metrics", dir, compat, visibility, s.URL + "/", natsURL, ""}
-			if opts.Cluster != nil {
-				ready.Node = opts.Cluster.Node()
-			}
-			if err := a.printJSON(ready); err != nil {
-				s.Close()
-				return err
-			}
-			a.log.Info("room gateway listening", "url", s.WSURL, "data", dir, "compat", compat, "visibility", visibility)
-			select {
-			case <-cmd.Context().Done():
-				a.log.Info("shutting down")
-			case err := <-waitRoom(s):
-				s.Close()
-				return err
-			}
-			return s.Close()
+			return a.serveRoom(cmd.Context(), s, opts.Backend, roomReadyLine{Ready: true, URL: s.WSURL, REST: s.URL, Metrics: s.URL + "/metrics",
+				Data: dir, Compat: compat, Visibility: visibility, Page: s.URL + "/", NATS: natsURL})
 		},
 	}
 	f := cmd.Flags()
@@ -167,11 +146,52 @@ exits.`,
 	return cmd
 }
 
+// roomReadyLine is the JSON line cvm room serve prints once it listens.
+type roomReadyLine struct {
+	Ready      bool   `json:"ready"`
+	URL        string `json:"url"`
+	REST       string `json:"rest"`
+	Metrics    string `json:"metrics"`
+	Data       string `json:"data"`
+	Compat     string `json:"compat"`
+	Visibility string `json:"visibility"`
+	Page       string `json:"page"`
+	NATS       string `json:"nats,omitempty"`
+	Node       string `json:"node,omitempty"`
+}
+
+// serveRoom prints the ready line (with the node's name, on a cluster backend)
+// and serves until ctx ends or the gateway stops.
+func (a *app) serveRoom(ctx context.Context, s *room.Server, backend room.Backend, ready roomReadyLine) error {
+	if backend != nil {
+		ready.Node = backend.Node()
+	}
+	if err := a.printJSON(ready); err != nil {
+		s.Close()
+		return err
+	}
+	a.log.Info("room gateway listening", "url", s.WSURL, "data", ready.Data, "compat", ready.Compat, "visibility", ready.Visibility)
+	select {
+	case <-ctx.Done():
+		a.log.Info("shutting down")
+	case err := <-waitRoom(s):
+		s.Close()
+		return err
+	}
+	return s.Close()
+}
+
 func waitRoom(s *room.Server) <-chan error {
 	c := make(chan error, 1)
 	go func() { c <- s.Wait() }()
 	return c
 }
+
+// roomTokenHelp is the long help of roomToken.
+const roomTokenHelp = `Mint a signed token (a JWT) that admits participant --id to the --topic rooms
+of the gateway whose --data directory holds the signing key (the key is
+created there if missing). Only the token is printed; give it to the
+participant, who sends it as "Authorization: Bearer TOKEN".`
 
 func (a *app) roomTokenCommand() *cobra.Command {
 	var (
@@ -182,11 +202,8 @@ func (a *app) roomTokenCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token --topic T --id ID",
 		Short: "Mint a participant's bearer token for a room",
-		Long: `Mint a signed token (a JWT) that admits participant --id to the --topic rooms
-of the gateway whose --data directory holds the signing key (the key is
-created there if missing). Only the token is printed; give it to the
-participant, who sends it as "Authorization: Bearer TOKEN".`,
-		Args: positional(0, 0),
+		Long:  roomTokenHelp,
+		Args:  positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(topics) == 0 || id == "" {
 				return fmt.Errorf("--topic and --id are required, e.g. cvm room token --topic room:alpha --id robot-alpha")

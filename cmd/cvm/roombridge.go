@@ -12,17 +12,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func (a *app) roomBridgeCommand() *cobra.Command {
-	var (
-		join          joinFlags
-		restartMax    time.Duration
-		announceTools bool
-		passEnv       []string
-	)
-	cmd := &cobra.Command{
-		Use:   "bridge --topic T (--token T | --token-file F) -- COMMAND [ARG...]",
-		Short: "Put a stdio MCP server into a room as a participant",
-		Long: `Run a stdio MCP server and make it a participant of a topic: peers initialize
+// roomBridgeHelp is the long help of roomBridge.
+var roomBridgeHelp = `Run a stdio MCP server and make it a participant of a topic: peers initialize
 with it, list and call its tools, read its resources, get its prompts and
 completions, and receive its notifications, as if they had started it
 themselves. The server's own initialize result is passed through; JSON-RPC
@@ -43,7 +34,19 @@ when the bridge stops: nothing it started outlives it.
 When the bridge has joined, one JSON line is printed on stdout:
   {"ready":true,"participant":"alpha","topic":"room:x","server":{...},...}
 Logs and the server's stderr go to stderr. SIGINT or SIGTERM leaves the
-topic and stops the server.`,
+topic and stops the server.`
+
+func (a *app) roomBridgeCommand() *cobra.Command {
+	var (
+		join          joinFlags
+		restartMax    time.Duration
+		announceTools bool
+		passEnv       []string
+	)
+	cmd := &cobra.Command{
+		Use:     "bridge --topic T (--token T | --token-file F) -- COMMAND [ARG...]",
+		Short:   "Put a stdio MCP server into a room as a participant",
+		Long:    roomBridgeHelp,
 		Example: `  cvm room bridge --gateway ws://127.0.0.1:8090 --topic room:demo --token-file alpha.token -- npx -y @modelcontextprotocol/server-everything`,
 		Args:    positional(1, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {

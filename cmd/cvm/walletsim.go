@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,18 +22,17 @@ import (
 // walletSimNote is said wherever the simulator shows a secret.
 const walletSimNote = "throwaway simulator secrets; never real money"
 
-func (a *app) walletSimCommand() *cobra.Command {
-	var (
-		relays      []string
-		wallets     []string
-		dataDir     string
-		outDir      string
-		encryptions []string
-	)
-	cmd := &cobra.Command{
-		Use:   "wallet-sim --relay URL --wallet NAME=SATS [--wallet NAME=SATS …]",
-		Short: "Run a simulated Lightning network behind Nostr Wallet Connect (tests and demos; not money)",
-		Long: `Run an offline, simulated Lightning network (a simulator: its sats are not
+// walletSimFlags are cvm wallet-sim's flags.
+type walletSimFlags struct {
+	relays      []string
+	wallets     []string
+	dataDir     string
+	outDir      string
+	encryptions []string
+}
+
+// walletSimHelp is cvm wallet-sim's long help.
+const walletSimHelp = `Run an offline, simulated Lightning network (a simulator: its sats are not
 money) and a NIP-47 Nostr Wallet Connect service for each of its wallets on
 the given relays. Invoices are real signed BOLT11 regtest invoices; payments
 between the simulator's wallets settle at once, with no fee.
@@ -51,105 +51,138 @@ the command there.
 wallet already in DIR keeps its balance, whatever --wallet says).
 --encryption nip04 (or nip44_v2) makes the service accept and announce only
 that scheme, as a legacy (or a NIP-44-only) wallet does; the default is
-both, NIP-44 first. Logs go to stderr. SIGINT or SIGTERM stops it.`,
-		Args: positional(0, 0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(relays) == 0 {
-				return errors.New("--relay is required: the relay the wallet service listens on")
-			}
-			if len(wallets) == 0 {
-				return errors.New("--wallet NAME=SATS is required (repeat it for more wallets)")
-			}
-			for _, e := range encryptions {
-				if e != nwc.EncryptionNIP44 && e != nwc.EncryptionNIP04 {
-					return fmt.Errorf("--encryption %q: want %s or %s", e, nwc.EncryptionNIP44, nwc.EncryptionNIP04)
-				}
-			}
-			balances := map[string]int64{}
-			var names []string
-			for _, w := range wallets {
-				name, n, err := parseSimWallet(w)
-				if err != nil {
-					return err
-				}
-				if outDir != "" && !plainFileName(name) {
-					return fmt.Errorf("--wallet %q: with --out, a wallet name becomes a file name: letters, digits, '-', '_' and '.', starting with a letter, digit or '_'", w)
-				}
-				if _, dup := balances[name]; dup {
-					return fmt.Errorf("--wallet %q: wallet %q given twice", w, name)
-				}
-				balances[name] = n
-				names = append(names, name)
-			}
+both, NIP-44 first. Logs go to stderr. SIGINT or SIGTERM stops it.`
 
-			net, err := lnsim.Open(lnsim.Options{Dir: dataDir, Logger: a.log})
-			if err != nil {
-				return err
-			}
-			for _, name := range names {
-				created, err := net.AddWallet(name, balances[name]*1000)
-				if err != nil {
-					return err
-				}
-				if !created {
-					bal, _ := net.Balance(name)
-					a.log.Info("wallet restored from --data; its balance is kept", "wallet", name, "balance_msat", bal)
-				}
-			}
-			keys, err := walletSimKeys(dataDir, names)
-			if err != nil {
-				return err
-			}
+// walletSimCmd is one run of cvm wallet-sim: the invocation's app and the
+// command's flags.
+type walletSimCmd struct {
+	*app
+	wf walletSimFlags
+}
 
-			pool := nostrx.NewPool(nostrx.PoolOptions{Relays: relays, Logger: a.log})
-			defer pool.Close()
-			svc := nwc.NewService(net, pool, nwc.ServiceOptions{Logger: a.log, Encryptions: encryptions})
-			uris := map[string]string{}
-			for _, name := range names {
-				u, err := svc.Connect(name, keys[name].Service, keys[name].Client)
-				if err != nil {
-					return err
-				}
-				uris[name] = u.Reveal()
-			}
-			files, err := writeWalletFiles(outDir, uris)
-			if err != nil {
-				return err
-			}
-
-			ctx := cmd.Context()
-			done := make(chan error, 1)
-			go func() { done <- svc.Run(ctx) }()
-			select {
-			case <-svc.Ready():
-			case err := <-done:
-				return fmt.Errorf("wallet service: %w", err)
-			}
-			ready := struct {
-				Ready     bool              `json:"ready"`
-				Relays    []string          `json:"relays"`
-				Wallets   map[string]string `json:"wallets"`
-				Simulator bool              `json:"simulator"`
-				Note      string            `json:"note"`
-				Data      string            `json:"data,omitempty"`
-				Files     map[string]string `json:"files,omitempty"`
-			}{true, pool.Relays(), uris, true, walletSimNote, dataDir, files}
-			if err := a.printJSON(ready); err != nil {
-				return err
-			}
-			a.log.Warn("wallet simulator running: its sats are not money", "wallets", names, "relays", pool.Relays())
-			err = <-done
-			a.log.Info("wallet simulator stopped")
-			return err
-		},
+func (a *app) walletSimCommand() *cobra.Command {
+	var wf walletSimFlags
+	cmd := &cobra.Command{
+		Use:   "wallet-sim --relay URL --wallet NAME=SATS [--wallet NAME=SATS …]",
+		Short: "Run a simulated Lightning network behind Nostr Wallet Connect (tests and demos; not money)",
+		Long:  walletSimHelp,
+		Args:  positional(0, 0),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return (&walletSimCmd{app: a, wf: wf}).run(cmd.Context()) },
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&relays, "relay", nil, "relay URL the wallet service uses (repeatable)")
-	f.StringArrayVar(&wallets, "wallet", nil, "a wallet and its starting balance in sats, NAME=SATS (repeatable)")
-	f.StringVar(&dataDir, "data", "", "directory that keeps the simulator's state across restarts (default: none, in memory)")
-	f.StringVar(&outDir, "out", "", "directory to write each wallet's URI to, as NAME.wallet (mode 0600), for --wallet-file")
-	f.StringSliceVar(&encryptions, "encryption", nil, "NIP-47 encryption schemes accepted and announced, in order of preference: nip44_v2, nip04 (default both)")
+	f.StringArrayVar(&wf.relays, "relay", nil, "relay URL the wallet service uses (repeatable)")
+	f.StringArrayVar(&wf.wallets, "wallet", nil, "a wallet and its starting balance in sats, NAME=SATS (repeatable)")
+	f.StringVar(&wf.dataDir, "data", "", "directory that keeps the simulator's state across restarts (default: none, in memory)")
+	f.StringVar(&wf.outDir, "out", "", "directory to write each wallet's URI to, as NAME.wallet (mode 0600), for --wallet-file")
+	f.StringSliceVar(&wf.encryptions, "encryption", nil, "NIP-47 encryption schemes accepted and announced, in order of preference: nip44_v2, nip04 (default both)")
 	return cmd
+}
+
+// check checks the flags and reads the wallets' starting balances, in the
+// order given.
+func (wf walletSimFlags) check() (balances map[string]int64, names []string, err error) {
+	if len(wf.relays) == 0 {
+		return nil, nil, errors.New("--relay is required: the relay the wallet service listens on")
+	}
+	if len(wf.wallets) == 0 {
+		return nil, nil, errors.New("--wallet NAME=SATS is required (repeat it for more wallets)")
+	}
+	for _, e := range wf.encryptions {
+		if e != nwc.EncryptionNIP44 && e != nwc.EncryptionNIP04 {
+			return nil, nil, fmt.Errorf("--encryption %q: want %s or %s", e, nwc.EncryptionNIP44, nwc.EncryptionNIP04)
+		}
+	}
+	balances = map[string]int64{}
+	for _, w := range wf.wallets {
+		name, n, err := parseSimWallet(w)
+		if err != nil {
+			return nil, nil, err
+		}
+		if wf.outDir != "" && !plainFileName(name) {
+			return nil, nil, fmt.Errorf("--wallet %q: with --out, a wallet name becomes a file name: letters, digits, '-', '_' and '.', starting with a letter, digit or '_'", w)
+		}
+		if _, dup := balances[name]; dup {
+			return nil, nil, fmt.Errorf("--wallet %q: wallet %q given twice", w, name)
+		}
+		balances[name] = n
+		names = append(names, name)
+	}
+	return balances, names, nil
+}
+
+// network opens the simulator with the wallets; a wallet already
+// in --data keeps its balance.
+func (w *walletSimCmd) network(dataDir string, balances map[string]int64, names []string) (*lnsim.Network, error) {
+	net, err := lnsim.Open(lnsim.Options{Dir: dataDir, Logger: w.log})
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		created, err := net.AddWallet(name, balances[name]*1000)
+		if err != nil {
+			return nil, err
+		}
+		if !created {
+			bal, _ := net.Balance(name)
+			w.log.Info("wallet restored from --data; its balance is kept", "wallet", name, "balance_msat", bal)
+		}
+	}
+	return net, nil
+}
+
+func (w *walletSimCmd) run(ctx context.Context) error {
+	balances, names, err := w.wf.check()
+	if err != nil {
+		return err
+	}
+	net, err := w.network(w.wf.dataDir, balances, names)
+	if err != nil {
+		return err
+	}
+	keys, err := walletSimKeys(w.wf.dataDir, names)
+	if err != nil {
+		return err
+	}
+
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: w.wf.relays, Logger: w.log})
+	defer pool.Close()
+	svc := nwc.NewService(net, pool, nwc.ServiceOptions{Logger: w.log, Encryptions: w.wf.encryptions})
+	uris := map[string]string{}
+	for _, name := range names {
+		u, err := svc.Connect(name, keys[name].Service, keys[name].Client)
+		if err != nil {
+			return err
+		}
+		uris[name] = u.Reveal()
+	}
+	files, err := writeWalletFiles(w.wf.outDir, uris)
+	if err != nil {
+		return err
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	select {
+	case <-svc.Ready():
+	case err := <-done:
+		return fmt.Errorf("wallet service: %w", err)
+	}
+	ready := struct {
+		Ready     bool              `json:"ready"`
+		Relays    []string          `json:"relays"`
+		Wallets   map[string]string `json:"wallets"`
+		Simulator bool              `json:"simulator"`
+		Note      string            `json:"note"`
+		Data      string            `json:"data,omitempty"`
+		Files     map[string]string `json:"files,omitempty"`
+	}{true, pool.Relays(), uris, true, walletSimNote, w.wf.dataDir, files}
+	if err := w.printJSON(ready); err != nil {
+		return err
+	}
+	w.log.Warn("wallet simulator running: its sats are not money", "wallets", names, "relays", pool.Relays())
+	err = <-done
+	w.log.Info("wallet simulator stopped")
+	return err
 }
 
 // walletSimConn is a wallet's connection keys: the service's and the

@@ -1,6 +1,9 @@
 // Package httpserve serves an http.Handler on a TCP address with one
 // goroutine that Shutdown waits for: the listening half that the relay, the
 // room gateway and the CLI's metrics endpoints share.
+//
+// Files: httpserve.go (Listen, Server), error.go (WriteError, the JSON
+// refusal every cvm HTTP endpoint answers with).
 package httpserve
 
 import (

@@ -6,6 +6,9 @@
 // that fiatjaf.com/nostr bundles and compiles into its own cgo object. This
 // package links against that one copy instead of compiling a second (the
 // two would clash at link time), so it only uses the library's public API.
+//
+// Files: secp.go (what both backends offer), purego.go (the default
+// backend), libsecp256k1.go (the backend of -tags libsecp256k1).
 package secp
 
 import "errors"

@@ -51,6 +51,10 @@
 // message. CloseNow and Abort still take effect on a connection that is
 // still ending (a close handshake waits for the peer up to five seconds);
 // Close after the end does nothing.
+//
+// Files: conn.go (Conn: Accept, Run, the pushes and the ends), queue.go
+// (the bounded queue of messages), read.go (ReadMessage and its limits),
+// sock.go (the hijacked socket both writers share, and framing).
 package wsconn
 
 import (

@@ -7,15 +7,17 @@
 // what times out, presents each peer to a go-sdk client (PeerTransport),
 // and answers peers with a go-sdk server (SDKServer) or any PeerServer.
 //
-// The files follow an envelope: client_conn.go (dial, welcome, reconnect,
-// catch-up from history), client_dispatch.go (what each envelope means),
-// client_rpc.go (pending requests: wire ids, progress tokens, timeouts,
-// cancellation), client_peer.go (one handshake per peer, with backoff),
-// client_sessions.go (the per-peer mcp.Connections), client_outbox.go
-// (what was sent but not confirmed, re-checked after a reconnect),
-// client_confirm.go (a send that waits until the gateway stored or refused
-// it, sending again after rate_limited: SayConfirmed), client_chat.go (chat messages, seed 001 §8.1) and client_tools.go (the
-// default server's chat.say and presence.get, §8.2).
+// client.go is the Client: options, its goroutines and Close. The other
+// files follow an envelope: connection.go (dial, welcome, reconnect,
+// catch-up from history), dispatch.go (what each envelope means), calls.go
+// (requests to peers: wire ids, progress tokens, timeouts, cancellation)
+// over pending.go (the table of requests in flight) and rpc.go (JSON-RPC
+// encoding), peer.go (one handshake per peer, with backoff), sessions.go
+// (the per-peer mcp.Connections), outbox.go (what was sent but not
+// confirmed, re-checked after a reconnect), confirm.go (a send that waits
+// until the gateway stored or refused it, sending again after
+// rate_limited: SayConfirmed), chat.go (chat messages, seed 001 §8.1) and
+// tools.go (the default server's chat.say and presence.get, §8.2).
 //
 // A Client is safe for concurrent use; Close waits for every goroutine it
 // started.

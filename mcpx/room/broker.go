@@ -20,10 +20,9 @@ type Delivery struct {
 	Except string
 }
 
-// Broker carries deliveries between the gateway nodes that serve a topic.
-// The gateway publishes each envelope once; every node subscribed to the
-// topic hands it to its own local participants. NewLocalBroker serves a
-// single process; a NATS broker (subject per topic) can serve several.
+// Broker carries what is not stored (presence) to every gateway node
+// serving a topic: each hands it to its own local participants. A Backend
+// is one; LocalBroker serves a single process.
 //
 // A Broker must deliver a topic's envelopes to each subscriber in the order
 // they were published. Publish and Subscribe may be called concurrently.

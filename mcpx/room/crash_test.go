@@ -89,8 +89,11 @@ func childHistory(t *testing.T, c *childGateway, keys *Keys, topic, reader strin
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		var page struct {
-			History []msg `json:"history"`
-			HasMore bool  `json:"has_more"`
+			History []struct {
+				ID  string `json:"id"`
+				Seq uint64 `json:"seq"`
+			} `json:"history"`
+			HasMore bool `json:"has_more"`
 		}
 		if resp.StatusCode != 200 || json.Unmarshal(body, &page) != nil {
 			t.Fatalf("history: %d %s", resp.StatusCode, body)

@@ -1,4 +1,4 @@
-package room
+package room_test
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/mcpx"
+	"github.com/cvmgo/cvm/mcpx/room"
+	"github.com/cvmgo/cvm/mcpx/room/internal/gatewaytest"
 )
 
 // The whole cursor space of the history endpoint, against a model: every
@@ -38,34 +40,34 @@ func TestGateway_HistoryCursorSpace(t *testing.T) {
 		{"alice", nil},             // 7
 	}
 	const limit = 2
-	for _, vis := range []Visibility{VisibilityDirected, VisibilityTopic} {
+	for _, vis := range []room.Visibility{room.VisibilityDirected, room.VisibilityTopic} {
 		t.Run(string(vis), func(t *testing.T) {
 			var tick atomic.Int64 // seconds after base; envelope n is received at base+10n s
-			g := startGateway(t, Options{Visibility: vis, Now: func() time.Time { return base.Add(time.Duration(tick.Load()) * time.Second) }})
-			clients := map[string]*client{}
+			g := gatewaytest.Start(t, room.Options{Visibility: vis, Now: func() time.Time { return base.Add(time.Duration(tick.Load()) * time.Second) }})
+			clients := map[string]*gatewaytest.Client{}
 			for _, id := range []string{"alice", "bob", "carol"} {
-				clients[id], _ = g.join("room:x", id)
+				clients[id], _ = g.Join("room:x", id)
 			}
 			var recs []rec
 			for i, m := range traffic {
 				seq := uint64(i + 1)
 				tick.Store(int64(10 * seq))
-				e := clients[m.from].env(m.to, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`)
-				clients[m.from].send(e)
+				e := clients[m.from].Env(m.to, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`)
+				clients[m.from].Send(e)
 				// Wait until it is published (and so received at this
 				// tick): its echo, or its first recipient's copy.
 				reader := clients[m.from]
 				if len(m.to) > 0 {
 					reader = clients[m.to[0]]
 				}
-				if got := reader.readUntil(func(x *msg) bool { return x.ID == e["id"] }); got.Seq != seq {
+				if got := reader.ReadUntil(func(x *gatewaytest.Msg) bool { return x.ID == e["id"] }); got.Seq != seq {
 					t.Fatalf("envelope %d got seq %d", seq, got.Seq)
 				}
 				recs = append(recs, rec{seq, e["id"].(string), m.from, m.to, base.Add(time.Duration(10*seq) * time.Second)})
 			}
 			tick.Store(1000)
 			visible := func(reader string, r rec) bool {
-				return vis == VisibilityTopic || len(r.to) == 0 || r.from == reader || slices.Contains(r.to, reader)
+				return vis == room.VisibilityTopic || len(r.to) == 0 || r.from == reader || slices.Contains(r.to, reader)
 			}
 			type cursor struct {
 				name, value string
@@ -100,16 +102,16 @@ func TestGateway_HistoryCursorSpace(t *testing.T) {
 				byTime("between", base.Add(45*time.Second)), byTime("of the last", recs[6].received), byTime("beyond", base.Add(time.Hour)),
 			}
 			for _, reader := range []string{"alice", "bob", "carol"} {
-				tok := g.token("room:x", reader)
+				tok := g.Token("room:x", reader)
 				for _, c := range cursors {
 					for _, dir := range []string{"after", "before"} {
 						query := fmt.Sprintf("?limit=%d&%s=%s", limit, dir, url.QueryEscape(c.value))
 						var body struct {
-							History []msg  `json:"history"`
-							HasMore bool   `json:"has_more"`
-							Code    string `json:"code"`
+							History []gatewaytest.Msg `json:"history"`
+							HasMore bool              `json:"has_more"`
+							Code    string            `json:"code"`
 						}
-						status, _ := g.get("/v0/topics/room:x/history"+query, tok, &body)
+						status, _ := g.Get("/v0/topics/room:x/history"+query, tok, &body)
 						if c.idOf != nil && !visible(reader, *c.idOf) {
 							// A record the reader may not see is no cursor
 							// for it: the answer must not tell it exists.
@@ -136,9 +138,9 @@ func TestGateway_HistoryCursorSpace(t *testing.T) {
 						for _, r := range page {
 							want = append(want, r.id)
 						}
-						if status != 200 || fmt.Sprint(ids(body.History)) != fmt.Sprint(want) || body.HasMore != (len(match) > limit) {
+						if status != 200 || fmt.Sprint(gatewaytest.IDs(body.History)) != fmt.Sprint(want) || body.HasMore != (len(match) > limit) {
 							t.Errorf("%s %s=%s (%s): %d %v more=%v, want %v more=%v",
-								reader, dir, c.value, c.name, status, ids(body.History), body.HasMore, want, len(match) > limit)
+								reader, dir, c.value, c.name, status, gatewaytest.IDs(body.History), body.HasMore, want, len(match) > limit)
 						}
 					}
 				}
@@ -147,7 +149,7 @@ func TestGateway_HistoryCursorSpace(t *testing.T) {
 				var walked, want []string
 				after := uint64(0)
 				for range len(recs) + 1 {
-					page, more := g.historyPage("room:x", reader, fmt.Sprintf("?limit=%d&after=%d", limit, after))
+					page, more := g.HistoryPage("room:x", reader, fmt.Sprintf("?limit=%d&after=%d", limit, after))
 					for i := len(page) - 1; i >= 0; i-- {
 						walked = append(walked, page[i].ID)
 						after = page[i].Seq

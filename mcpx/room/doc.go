@@ -17,12 +17,22 @@
 //     it refuses with an error envelope (envelopes.go); its writer drains a
 //     bounded queue in batches (internal/wsconn, shared with the relay); its pinger drops peers that stop answering
 //     and publishes presence heartbeats for those that do.
-//   - topic.go: a topic orders its envelopes (sequence numbers, history,
-//     publish), keeps the roster, replaces a participant's older
-//     connection when it reconnects, and sends the welcome and presence.
-//   - broker.go: topics publish each encoded envelope once to a Broker;
-//     LocalBroker delivers in-process. A broker between processes (NATS)
-//     lets several gateway nodes serve one topic.
+//   - topic.go: a topic keeps its local connections, replaces a
+//     participant's older connection when it reconnects, and sends the
+//     welcome and presence (join, leave, heartbeat).
+//   - publish.go: a topic hands each envelope to the backend's log and
+//     delivers what the log hands back, in its order (Deliver); the
+//     sender's echo, its acknowledgement, waits in its place until the
+//     log stored the envelope, and the connection's later answers wait
+//     behind it.
+//   - backend.go: the Backend seam the topics are written over once: a
+//     Roster (who is in each topic), a Log (order, seqs, storage,
+//     delivery to every node's Follower), a Broker for presence, and the
+//     history that reads the log back. local.go is the Backend of one
+//     process, over Options.History; package roomnats is one on NATS
+//     JetStream that several gateway nodes share (Options.Backend).
+//   - broker.go: presence is published once to a Broker; LocalBroker
+//     delivers in-process.
 //   - rest.go serves the topics, participants and history endpoints;
 //     history itself is package mcpx/history.
 //   - gateway.go, server.go, metrics.go: Options, the http.Handler, Start

@@ -39,6 +39,9 @@ func errorEnvelope(now time.Time, to string, code mcpx.Code, correlation, messag
 	return gatewayEnvelope(now, mcpx.KindSystem, []string{to}, correlation, p)
 }
 
-func presenceEnvelope(now time.Time, event string, p mcpx.Participant, reason mcpx.LeaveReason) *mcpx.Envelope {
+// PresenceEnvelope is the gateway's presence envelope for participant p:
+// event is mcpx.PresenceJoin, PresenceLeave (with its reason) or
+// PresenceHeartbeat. A Backend publishes the leaves it decides on with it.
+func PresenceEnvelope(now time.Time, event string, p mcpx.Participant, reason mcpx.LeaveReason) *mcpx.Envelope {
 	return gatewayEnvelope(now, mcpx.KindPresence, nil, "", mcpx.Presence{Event: event, Participant: p, Reason: reason})
 }

@@ -67,7 +67,8 @@ type HistoryStore interface {
 }
 
 // HistoryReader is the reading side of history: what the welcome and the
-// REST endpoints need. A HistoryStore is one, and so is a *Cluster.
+// REST endpoints need. A HistoryStore is one, and so is what a Backend's
+// History returns.
 type HistoryReader interface {
 	LatestSeq(topic string) (uint64, error)
 	Query(ctx context.Context, topic string, q history.Query) (history.Page, error)
@@ -82,12 +83,11 @@ type Options struct {
 	// History stores envelopes; nil disables history (the welcome says
 	// enabled:false and the history endpoint answers 404).
 	History HistoryStore
-	// Broker fans envelopes out; nil uses an in-process LocalBroker.
-	Broker Broker
-	// Cluster, when set, makes this gateway one node of several sharing
-	// NATS JetStream: history, seq, delivery, the roster and presence go
-	// through it, and History and Broker must be nil. See NewCluster.
-	Cluster *Cluster
+	// Backend keeps the roster, the log and presence; nil keeps them in
+	// this process, with History as the log's storage. Set, it replaces
+	// History (which must be nil): package mcpx/room/roomnats makes this
+	// gateway one node of several sharing NATS JetStream.
+	Backend Backend
 
 	Compat     Compat     // default CompatSpec
 	Visibility Visibility // default VisibilityDirected
@@ -173,10 +173,8 @@ func (o *Options) defaults() error {
 	if o.DefaultHistoryPage > o.HistoryPageLimit {
 		o.DefaultHistoryPage = o.HistoryPageLimit
 	}
-	if o.Cluster != nil {
-		if o.History != nil || o.Broker != nil {
-			return errors.New("mcpx: Options.Cluster replaces History and Broker; set neither")
-		}
+	if o.Backend != nil && o.History != nil {
+		return errors.New("mcpx: Options.Backend replaces History; set one of them")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -193,11 +191,11 @@ func (o *Options) defaults() error {
 type Gateway struct {
 	opts    Options
 	log     *slog.Logger
-	broker  Broker
-	ownsBkr bool
+	backend Backend
+	local   *localBackend // the backend, when the gateway made it
+	node    string        // backend.Node()
 	hist    HistoryReader // nil: history disabled
-	cluster *Cluster      // nil: a single node
-	pubs    atomic.Uint64 // numbers this node's appends to the cluster log
+	pubs    atomic.Uint64 // numbers this node's appends to the log
 	metrics *metrics
 	mux     *http.ServeMux
 	started time.Time
@@ -218,22 +216,17 @@ func New(opts Options) (*Gateway, error) {
 	g := &Gateway{
 		opts:     opts,
 		log:      opts.Logger,
-		broker:   opts.Broker,
-		metrics:  newMetrics(opts.Cluster),
+		backend:  opts.Backend,
 		topics:   map[string]*topic{},
 		sessions: map[*session]struct{}{},
 		started:  opts.Now(),
 	}
-	switch {
-	case opts.Cluster != nil:
-		g.cluster, g.broker, g.hist = opts.Cluster, opts.Cluster, opts.Cluster
-	case g.broker == nil:
-		g.broker = NewLocalBroker()
-		g.ownsBkr = true
+	if g.backend == nil {
+		g.local = newLocalBackend(opts.History, opts.Now, opts.Logger)
+		g.backend = g.local
 	}
-	if opts.History != nil {
-		g.hist = opts.History
-	}
+	g.node, g.hist = g.backend.Node(), g.backend.History()
+	g.metrics = newMetrics(g.backend)
 	g.routes()
 	return g, nil
 }
@@ -278,16 +271,8 @@ func (g *Gateway) topic(name string) (*topic, error) {
 		return t, nil
 	}
 	t := newTopic(g, name)
-	unsub, err := g.broker.Subscribe(name, t.deliver)
-	if err != nil {
-		return nil, fmt.Errorf("mcpx: subscribe %s: %w", name, err)
-	}
-	t.unsubscribe = unsub
-	if g.cluster != nil {
-		if err := t.followCluster(); err != nil {
-			unsub()
-			return nil, err
-		}
+	if err := t.open(); err != nil {
+		return nil, err
 	}
 	g.topics[name] = t
 	return t, nil
@@ -303,7 +288,7 @@ func (g *Gateway) existingTopic(name string) *topic {
 // Close disconnects every participant (close 1001, after flushing what was
 // queued for them) and waits for their connections to finish. When ctx is
 // done first it drops the rest and returns ctx's error. It does not close
-// Options.History or a caller's Broker.
+// Options.History or Options.Backend.
 func (g *Gateway) Close(ctx context.Context) error {
 	g.mu.Lock()
 	if g.closing {
@@ -339,8 +324,8 @@ func (g *Gateway) Close(ctx context.Context) error {
 	for _, t := range topics {
 		t.unsubscribe()
 	}
-	if g.ownsBkr {
-		g.broker.(*LocalBroker).Close()
+	if g.local != nil {
+		g.local.Close()
 	}
 	return err
 }
@@ -362,6 +347,15 @@ func (g *Gateway) untrack(s *session) {
 	defer g.mu.Unlock()
 	delete(g.sessions, s)
 	g.metrics.connections.Dec()
+}
+
+// retryAfter is what unavailable error envelopes advise: the backend's
+// RetryAfter, if it has one, else a second.
+func (g *Gateway) retryAfter() time.Duration {
+	if r, ok := g.backend.(interface{ RetryAfter() time.Duration }); ok {
+		return r.RetryAfter()
+	}
+	return time.Second
 }
 
 func (g *Gateway) isClosing() bool {

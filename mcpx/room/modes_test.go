@@ -1,40 +1,34 @@
-package room
+package room_test
 
 import (
-	"net/http"
-	"sync"
+	"io"
+	"log/slog"
 	"testing"
-)
+	"time"
 
-// harness is what a conformance test body sees of the gateway it tests:
-// one node (a *testGateway), or a cluster of nodes (clusterHarness) with
-// the participants spread over them. The bodies that run in both modes
-// (bothModes) use only this.
-type harness interface {
-	// join dials participant id into topic and reads its welcome.
-	join(topic, id string, opts ...tokenOpt) (*client, *msg)
-	// dial connects participant id to topic and reads nothing.
-	dial(topic, id string, opts ...tokenOpt) *client
-	// token mints a token every node accepts.
-	token(topic, id string, opts ...tokenOpt) string
-	// get and historyPage are REST calls, to one of the nodes.
-	get(path, token string, out any) (int, http.Header)
-	historyPage(topic, viewer, query string) ([]msg, bool)
-}
+	"github.com/cvmgo/cvm/internal/natsx"
+	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/testwait"
+	"github.com/cvmgo/cvm/mcpx/room"
+	"github.com/cvmgo/cvm/mcpx/room/internal/gatewaytest"
+	"github.com/cvmgo/cvm/mcpx/room/roomnats"
+)
 
 // clusterNodes is how many nodes the cluster variant runs.
 const clusterNodes = 3
 
 // bothModes runs body against a single gateway and against three nodes
-// sharing one embedded JetStream, as subtests "single" and "cluster". The
-// subtests run one after the other, never in parallel.
+// sharing one embedded JetStream (the roomnats backend), as subtests
+// "single" and "cluster": the gateway's join, leave and publish are the
+// same code over either backend, and so must be what participants see.
+// The subtests run one after the other, never in parallel.
 //
 // Bodies that stay single-node, and why:
 //   - HistoryTimeCursor: it drives the gateway's clock (Options.Now); on a
 //     cluster JetStream stamps the time, which a test cannot set.
 //   - HistorySurvivesRestartAndEmptyTopics, HistoryDisabled: they are about
 //     the in-process store (reopened, or absent); a cluster always has
-//     history, in JetStream (cluster_test.go restarts NATS instead).
+//     history, in JetStream (roomnats's tests restart NATS instead).
 //   - LivePeersGetHeartbeatsAndDeadPeersLeave, UnreadableFrame*,
 //     OversizeBeyondTheHardLimit*, RateLimit*, BrowserBearerSubprotocol,
 //     UpgradeRefusals, CloseSendsGoingAway, ForwardsCanonicalEnvelopes:
@@ -44,64 +38,49 @@ const clusterNodes = 3
 //   - kill_test.go (TestGateway_Killed*), durability_test.go,
 //     cursor_test.go, ws_test.go: the crash and durability of the bbolt
 //     store and one node's connection handling; the cluster's are in
-//     cluster_test.go and kill_test.go (TestNATS_Killed*).
-func bothModes(t *testing.T, opts Options, body func(t *testing.T, g harness)) {
+//     package roomnats and kill_test.go (TestNATS_Killed*).
+func bothModes(t *testing.T, opts room.Options, body func(t *testing.T, g gatewaytest.Harness)) {
 	t.Helper()
-	t.Run("single", func(t *testing.T) { body(t, startGateway(t, opts)) })
-	t.Run("cluster", func(t *testing.T) {
-		body(t, &clusterHarness{tc: startCluster(t, clusterNodes, opts), node: map[string]int{}})
-	})
+	t.Run("single", func(t *testing.T) { body(t, gatewaytest.Start(t, opts)) })
+	t.Run("cluster", func(t *testing.T) { body(t, startNodes(t, clusterNodes, opts)) })
 }
 
-// clusterHarness is a harness over a testCluster: the i-th participant id
-// it sees is connected to node i%N, every time; REST calls go to the nodes
-// in turn.
-type clusterHarness struct {
-	tc *testCluster
-
-	mu   sync.Mutex
-	node map[string]int // participant id -> node
-	rest int            // REST calls so far
-}
-
-func (h *clusterHarness) nodeOf(id string) *testGateway {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	i, ok := h.node[id]
-	if !ok {
-		i = len(h.node) % len(h.tc.nodes)
-		h.node[id] = i
+// startNodes starts n gateway nodes sharing one embedded JetStream server
+// (sync always) through roomnats, with one set of keys.
+func startNodes(t *testing.T, n int, opts room.Options) *gatewaytest.Nodes {
+	t.Helper()
+	srv := natstest.Start(t)
+	opts.Tokens = gatewaytest.NewKeys(t)
+	h := &gatewaytest.Nodes{T: t}
+	for range n {
+		g, _ := startNode(t, srv, opts, nil)
+		h.Nodes = append(h.Nodes, g)
 	}
-	return h.tc.nodes[i]
+	return h
 }
 
-func (h *clusterHarness) restNode() *testGateway {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.rest++
-	return h.tc.nodes[h.rest%len(h.tc.nodes)]
-}
-
-func (h *clusterHarness) join(topic, id string, opts ...tokenOpt) (*client, *msg) {
-	h.tc.t.Helper()
-	return h.nodeOf(id).join(topic, id, opts...)
-}
-
-func (h *clusterHarness) dial(topic, id string, opts ...tokenOpt) *client {
-	h.tc.t.Helper()
-	return h.nodeOf(id).dial(topic, id, opts...)
-}
-
-func (h *clusterHarness) token(topic, id string, opts ...tokenOpt) string {
-	return h.tc.nodes[0].token(topic, id, opts...)
-}
-
-func (h *clusterHarness) get(path, token string, out any) (int, http.Header) {
-	h.tc.t.Helper()
-	return h.restNode().get(path, token, out)
-}
-
-func (h *clusterHarness) historyPage(topic, viewer, query string) ([]msg, bool) {
-	h.tc.t.Helper()
-	return h.restNode().historyPage(topic, viewer, query)
+// startNode starts a gateway node on srv whose backend is a roomnats
+// Cluster, or what wrap (nil: none) makes of it.
+func startNode(t *testing.T, srv *natstest.Server, opts room.Options, wrap func(*roomnats.Cluster) room.Backend) (*gatewaytest.Gateway, *roomnats.Cluster) {
+	t.Helper()
+	ctx, cancel := testwait.Context(t, 30*time.Second)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	conn, err := natsx.Connect(ctx, srv.URL(), natsx.Options{Logger: log, ReconnectWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := roomnats.NewCluster(ctx, conn, roomnats.ClusterOptions{NodeTimeout: 2 * time.Second, RetryAfter: 250 * time.Millisecond, Logger: log})
+	if err != nil {
+		conn.Close()
+		t.Fatal(err)
+	}
+	opts.Backend = cl
+	if wrap != nil {
+		opts.Backend = wrap(cl)
+	}
+	g := gatewaytest.Start(t, opts)
+	// Cleanups run last-in first-out: the gateway closes first.
+	t.Cleanup(func() { cl.Close(); conn.Close() })
+	return g, cl
 }

@@ -56,12 +56,7 @@ func (g *Gateway) serveParticipants(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	list := []mcpx.Participant{}
-	if g.cluster != nil {
-		list = g.cluster.participants(name, "")
-	} else if t := g.existingTopic(name); t != nil {
-		list = t.roster("")
-	}
+	list := participants(g.backend.Members(name), "")
 	writeJSON(w, http.StatusOK, map[string][]mcpx.Participant{"participants": list})
 }
 
@@ -172,12 +167,12 @@ func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 		"protocol": mcpx.Protocol,
 		"uptime_s": g.opts.Now().Sub(g.started).Seconds(),
 	}
-	if c := g.cluster; c != nil {
+	if node := g.backend.Node(); node != "" {
 		// A node without NATS keeps its connections but can store and
 		// deliver nothing: a load balancer should send newcomers elsewhere.
-		body["node"] = c.Node()
+		body["node"] = node
 		body["nats"] = "up"
-		if !c.Up() {
+		if !g.backend.Up() {
 			body["nats"] = "down"
 			status, code = "nats_down", http.StatusServiceUnavailable
 		}

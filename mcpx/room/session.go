@@ -43,10 +43,10 @@ type session struct {
 	p       mcpx.Participant
 	ws      *wsconn.Conn
 	limiter *rate.Limiter // nil: unlimited; set by join
-	// On a cluster node: the connection's name in the roster, and the
-	// entry of an older connection of the participant that it replaced.
+	// The connection's name in the roster, and the entry of an older
+	// connection of the participant that it replaced.
 	connID   string
-	replaced *member
+	replaced *Member
 	log      *slog.Logger
 
 	closeOnce sync.Once
@@ -56,17 +56,17 @@ type session struct {
 	cancel    context.CancelFunc
 
 	// window holds a token per envelope of this connection that waits for
-	// its commit (Options.MaxUncommitted). On a cluster node, appending
-	// counts them too, so that the leave waits for them.
+	// its commit (Options.MaxUncommitted); appending counts those without
+	// a place in the log's order yet (Append.Placed), so that the leave
+	// waits for them.
 	window    chan struct{}
 	appending sync.WaitGroup
-	// echoQ are this connection's own envelopes on a cluster node whose
-	// echo has not gone out yet, in order (guarded by its topic's echoMu).
+	// echoQ are this connection's own envelopes whose echo has not gone
+	// out yet, in order (guarded by its topic's echoMu).
 	echoQ []*echoWait
-	// flight is the bytes of this connection's envelopes on their way to
-	// JetStream (cluster nodes), at most maxFlightBytes but for one
-	// envelope; freed tells the read loop, waiting for room, that some
-	// were acknowledged.
+	// flight is the bytes of this connection's envelopes on their way
+	// into the log, at most maxFlightBytes but for one envelope; freed
+	// tells the read loop, waiting for room, that some were stored.
 	flightMu sync.Mutex
 	flight   int
 	freed    chan struct{}
@@ -113,9 +113,7 @@ func newSession(g *Gateway, t *topic, p mcpx.Participant, ws *wsconn.Conn) *sess
 		log:    g.log.With("topic", t.name, "participant", p.ID),
 		done:   make(chan struct{}),
 		window: make(chan struct{}, g.opts.MaxUncommitted),
-	}
-	if g.cluster != nil {
-		s.freed = make(chan struct{}, 1)
+		freed:  make(chan struct{}, 1),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
@@ -135,9 +133,9 @@ func (s *session) run() {
 		s.log.Info("participant joined", "name", s.p.Name, "kind", s.p.Kind)
 		s.readLoop(ctx)
 	}
-	// On a cluster node, envelopes read before the end may still be on
-	// their way to JetStream: they go before the leave (each append ends
-	// within JetStream's timeout).
+	// Envelopes read before the end may still be on their way into the
+	// log's order (to JetStream, on a cluster): they go before the leave
+	// (each append ends within the backend's timeout).
 	s.appending.Wait()
 	why := mcpx.LeaveClosed
 	if errors.Is(s.ws.Err(), wsconn.ErrSlowConsumer) {
@@ -235,24 +233,6 @@ func (s *session) fill(p *slot, frames ...[]byte) {
 // errEnding: the session started to close while its read loop waited.
 var errEnding = errors.New("session ending")
 
-// reserve waits for room for one more envelope of this connection: in its
-// window, then in the commit queue. The read loop waits here, outside the
-// topic's lock, so a full queue pushes back only this publisher (and,
-// through TCP, the client), never the topic.
-func (s *session) reserve(h HistoryStore) error {
-	if err := s.takeWindow(); err != nil {
-		return err
-	}
-	if err := h.Reserve(s.ctx); err != nil {
-		<-s.window
-		if s.ctx.Err() != nil {
-			return errEnding
-		}
-		return err
-	}
-	return nil
-}
-
 // takeWindow takes a place in the connection's window (MaxUncommitted),
 // waiting, and counting the wait, while every place is taken.
 func (s *session) takeWindow() error {
@@ -271,8 +251,8 @@ func (s *session) takeWindow() error {
 }
 
 // maxFlightBytes bounds the bytes of one connection's envelopes on their
-// way to JetStream on a cluster node, beside MaxUncommitted: an envelope
-// larger than it goes alone.
+// way into the log, beside MaxUncommitted: an envelope larger than it
+// goes alone.
 const maxFlightBytes = 4 << 20
 
 // reserveFlight waits until n more bytes of envelopes may be in flight
@@ -305,28 +285,6 @@ func (s *session) releaseFlight(n int) {
 	select {
 	case s.freed <- struct{}{}:
 	default:
-	}
-}
-
-// stored runs when the commit of the participant's envelope id ends (from
-// the history writer: it must not block). Only now is the envelope
-// acknowledged: its echo (frame, in the slot echo held for it) goes out,
-// or, if it could not be stored, an error.
-func (s *session) stored(echo *slot, frame []byte, id string, err error) {
-	<-s.window
-	if err != nil {
-		s.log.Error("envelope delivered but not stored", "envelope", id, "err", err)
-		s.g.metrics.rejected.WithLabelValues(string(mcpx.CodeInternal)).Inc()
-		e := errorEnvelope(s.g.opts.Now(), s.p.ID, mcpx.CodeInternal, id,
-			"the envelope was delivered to the participants present but could not be stored in history", 0)
-		frame = e.AppendJSON(nil)
-		if echo == nil {
-			s.send(frame)
-			return
-		}
-	}
-	if echo != nil {
-		s.fill(echo, frame)
 	}
 }
 
@@ -405,14 +363,7 @@ func (s *session) handle(ctx context.Context, data []byte) {
 		s.reject(mcpx.CodeFromMismatch, e.ID, fmt.Sprintf("from %q does not match your authenticated participant id %q", e.From, s.p.ID), 0)
 		return
 	}
-	if s.g.cluster != nil {
-		s.t.publishCluster(s, e) // answers once JetStream did
-		return
-	}
-	absent, err := s.t.publish(ctx, s, e)
-	if f := s.answer(e, absent, err); f != nil {
-		s.send(f)
-	}
+	s.t.publish(s, e) // answers once the log stored it
 }
 
 // answer is how publishing e ended, for its sender: when it was accepted,
@@ -423,8 +374,11 @@ func (s *session) answer(e *mcpx.Envelope, absent []string, err error) []byte {
 	switch {
 	case errors.Is(err, errEnding):
 		return nil // the connection is closing: nobody to answer
+	case errors.Is(err, ErrNotStored):
+		s.log.Error("envelope delivered but not stored", "envelope", e.ID, "err", err)
+		return s.rejection(mcpx.CodeInternal, e.ID, "the envelope was delivered to the participants present but could not be stored in history", 0)
 	case errors.Is(err, ErrUnavailable):
-		retry := s.g.cluster.opts.RetryAfter
+		retry := s.g.retryAfter()
 		s.log.Warn("envelope refused: NATS unavailable", "envelope", e.ID, "err", err)
 		return s.rejection(mcpx.CodeUnavailable, e.ID, fmt.Sprintf("the gateway lost its link to NATS, so the envelope was not published; send it again in %d ms", retry.Milliseconds()), retry)
 	case errors.Is(err, errReplaced):

@@ -1,4 +1,4 @@
-package room
+package room_test
 
 import (
 	"bytes"
@@ -13,7 +13,8 @@ import (
 
 	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/cvmgo/cvm/mcpx/room"
+	"github.com/cvmgo/cvm/mcpx/room/internal/gatewaytest"
 	"go.uber.org/goleak"
 )
 
@@ -41,15 +42,15 @@ func TestSoak_ManyPublishersOneSlowConsumer(t *testing.T) {
 	// gateway's may run.
 	before := goleak.IgnoreCurrent()
 	start := time.Now()
-	g := startGateway(t, Options{SendQueueBytes: 512 << 10})
+	g := gatewaytest.Start(t, room.Options{SendQueueBytes: 512 << 10})
 	ctx, cancel := testwait.Context(t, 4*time.Minute)
 	defer cancel()
 
-	clients := make([]*client, participants)
+	clients := make([]*gatewaytest.Client, participants)
 	for i := range clients {
-		clients[i], _ = g.join("room:soak", fmt.Sprintf("p%02d", i))
+		clients[i], _ = g.Join("room:soak", fmt.Sprintf("p%02d", i))
 	}
-	slow := g.dialSlow("room:soak", "slow")
+	slow := g.DialSlow("room:soak", "slow")
 	pad := strings.Repeat("s", 8<<10)
 	inFlight := make(chan struct{}, window)
 
@@ -71,7 +72,7 @@ func TestSoak_ManyPublishersOneSlowConsumer(t *testing.T) {
 	slowDone := make(chan error, 1)
 	go func() {
 		for {
-			if _, _, err := slow.conn.Read(ctx); err != nil {
+			if _, _, err := slow.Conn.Read(ctx); err != nil {
 				slowDone <- err
 				return
 			}
@@ -90,9 +91,9 @@ func TestSoak_ManyPublishersOneSlowConsumer(t *testing.T) {
 					results <- fmt.Errorf("publisher %d: window never opened", p)
 					return
 				}
-				e := c.env(nil, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/chat/message","params":{"text":"%d/%d %s"}}`, p, i, pad))
+				e := c.Env(nil, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/chat/message","params":{"text":"%d/%d %s"}}`, p, i, pad))
 				b, _ := json.Marshal(e)
-				if err := c.conn.Write(ctx, 1, b); err != nil {
+				if err := c.Conn.Write(ctx, 1, b); err != nil {
 					results <- fmt.Errorf("publisher %d: %v", p, err)
 					return
 				}
@@ -114,20 +115,18 @@ func TestSoak_ManyPublishersOneSlowConsumer(t *testing.T) {
 		t.Fatal("the slow consumer was never dropped")
 	}
 	var body struct{ Participants []mcpx.Participant }
-	g.get("/v0/topics/room:soak/participants", g.token("room:soak", "p00"), &body)
+	g.Get("/v0/topics/room:soak/participants", g.Token("room:soak", "p00"), &body)
 	if len(body.Participants) != participants {
 		t.Fatalf("%d participants left, want %d (all but the slow one)", len(body.Participants), participants)
 	}
-	var m dto.Metric
-	g.metrics.dropped.WithLabelValues(string(mcpx.LeaveSlowConsumer)).Write(&m)
-	if n := m.GetCounter().GetValue(); n != 1 {
+	if n := room.SlowConsumerDrops(g.Server.Gateway); n != 1 {
 		t.Fatalf("%v connections dropped as slow consumers, want 1", n)
 	}
 
 	for _, c := range append(clients, slow) {
-		c.conn.CloseNow()
+		c.Conn.CloseNow()
 	}
-	g.stop()
+	g.Stop()
 	t.Logf("stopped at %v", time.Since(start))
 	// goleak retries briefly: goroutines that are ending may still be on
 	// their way out.
@@ -141,12 +140,12 @@ func TestSoak_ManyPublishersOneSlowConsumer(t *testing.T) {
 // per envelope. It reads the seq with a byte search, not a JSON decode: the
 // race detector makes decoding the test's bottleneck, and the frames'
 // validity is checked elsewhere.
-func readAllInOrder(ctx context.Context, c *client, n int, received chan struct{}) error {
+func readAllInOrder(ctx context.Context, c *gatewaytest.Client, n int, received chan struct{}) error {
 	want := uint64(1)
 	for want <= uint64(n) {
-		_, data, err := c.conn.Read(ctx)
+		_, data, err := c.Conn.Read(ctx)
 		if err != nil {
-			return fmt.Errorf("%s at seq %d: %v", c.id, want, err)
+			return fmt.Errorf("%s at seq %d: %v", c.ID, want, err)
 		}
 		if !bytes.Contains(data, []byte(`"kind":"mcp"`)) {
 			continue
@@ -154,10 +153,10 @@ func readAllInOrder(ctx context.Context, c *client, n int, received chan struct{
 		i := bytes.LastIndex(data, []byte(`,"seq":`))
 		seq, err := strconv.ParseUint(string(bytes.TrimSuffix(data[i+len(`,"seq":`):], []byte("}"))), 10, 64)
 		if i < 0 || err != nil {
-			return fmt.Errorf("%s: no seq in %.200s", c.id, data)
+			return fmt.Errorf("%s: no seq in %.200s", c.ID, data)
 		}
 		if seq != want {
-			return fmt.Errorf("%s: got seq %d, want %d", c.id, seq, want)
+			return fmt.Errorf("%s: got seq %d, want %d", c.ID, seq, want)
 		}
 		if received != nil {
 			<-received

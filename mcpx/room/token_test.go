@@ -3,6 +3,7 @@ package room
 import (
 	"crypto/ed25519"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -16,6 +17,21 @@ import (
 
 	"github.com/cvmgo/cvm/mcpx"
 )
+
+// testKeys returns fresh signing keys that live only in memory.
+func testKeys(t testing.TB) *Keys {
+	_, ed, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	k, err := NewKeys(ed, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
 
 func claimsFor(id string, topics ...string) Claims {
 	return Claims{Subject: id, Audience: topics, ExpiresAt: time.Now().Add(time.Hour).Unix(), Name: "Alice", Kind: mcpx.ParticipantHuman}

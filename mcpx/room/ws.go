@@ -2,6 +2,8 @@ package room
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -49,22 +51,14 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, r, &httpError{http.StatusServiceUnavailable, mcpx.CodeInternal, "the gateway is shutting down; reconnect shortly"})
 		return
 	}
-	var (
-		connID   string
-		replaced *member
-	)
-	if g.cluster != nil {
-		connID = newConnID()
-		replaced, err = t.admitCluster(r.Context(), claims.Participant(), connID)
-	} else {
-		err = t.admit(claims.Subject)
-	}
+	connID := newConnID()
+	replaced, err := t.admit(r.Context(), claims.Participant(), connID)
 	switch {
-	case errors.Is(err, errTopicFull):
+	case errors.Is(err, ErrTopicFull):
 		g.refuse(w, r, &httpError{http.StatusForbidden, mcpx.CodeTopicFull,
 			fmt.Sprintf("Topic %s is full (%d participants)", name, g.opts.MaxParticipants)})
 		return
-	case errors.Is(err, errRosterFull):
+	case errors.Is(err, ErrRosterFull):
 		g.refuse(w, r, &httpError{http.StatusForbidden, mcpx.CodeTopicFull,
 			fmt.Sprintf("Topic %s is full: its roster has reached the NATS message size limit (the operator can raise NATS max_payload)", name)})
 		return
@@ -74,12 +68,10 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	release := func() {
-		if g.cluster != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			g.cluster.release(ctx, name, claims.Subject, connID)
-		} else {
-			t.release(claims.Subject)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := g.backend.Release(ctx, name, claims.Subject, connID); err != nil {
+			g.log.Warn("roster entry of a connection that never joined not removed", "topic", name, "participant", claims.Subject, "err", err)
 		}
 	}
 	conn, err := wsconn.Accept(w, r, g.wsOptions())
@@ -102,6 +94,13 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	defer g.handlers.Done()
 	defer g.untrack(s)
 	s.run()
+}
+
+// newConnID names a connection in the roster.
+func newConnID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // checkSubprotocols enforces version negotiation: a client that offers

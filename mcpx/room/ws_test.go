@@ -1,4 +1,4 @@
-package room
+package room_test
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/mcpx"
+	"github.com/cvmgo/cvm/mcpx/room"
+	"github.com/cvmgo/cvm/mcpx/room/internal/gatewaytest"
 )
 
 // The gateway frames data messages itself (internal/wsconn). Frames on
@@ -14,14 +16,14 @@ import (
 // client intact. (wsconn's tests cover the framing; this is the gateway's
 // path, envelope encoding included.)
 func TestGateway_FramesOfEverySizeReachClientsIntact(t *testing.T) {
-	g := startGateway(t, Options{MaxFrameBytes: 1 << 20})
-	a, _ := g.join("room:x", "alice")
+	g := gatewaytest.Start(t, room.Options{MaxFrameBytes: 1 << 20})
+	a, _ := g.Join("room:x", "alice")
 	for _, size := range []int{160, 65535, 65536, 65537, 300000} {
 		e, pad := envelopeOfSize(t, size)
-		a.sendRaw(strings.Replace(e, "PAD", pad, 1))
-		m := a.read()
-		if len(m.raw) != size {
-			t.Fatalf("frame of %d bytes arrived as %d", size, len(m.raw))
+		a.SendRaw(strings.Replace(e, "PAD", pad, 1))
+		m := a.Read()
+		if len(m.Raw) != size {
+			t.Fatalf("frame of %d bytes arrived as %d", size, len(m.Raw))
 		}
 		if !strings.Contains(string(m.Payload), pad) {
 			t.Fatalf("payload of the %d-byte frame changed", size)
@@ -56,21 +58,21 @@ func envelopeOfSize(t *testing.T, size int) (string, string) {
 func TestGateway_PingsInterleaveWithBatchedFrames(t *testing.T) {
 	// Control frames from the websocket library and batches from the
 	// writer share the socket; neither may cut into the other.
-	g := startGateway(t, Options{HeartbeatInterval: 2 * time.Millisecond, PongTimeout: 5 * time.Second})
-	a, _ := g.join("room:x", "alice")
-	b, _ := g.join("room:x", "bob")
+	g := gatewaytest.Start(t, room.Options{HeartbeatInterval: 2 * time.Millisecond, PongTimeout: 5 * time.Second})
+	a, _ := g.Join("room:x", "alice")
+	b, _ := g.Join("room:x", "bob")
 	const n = 300
 	go func() {
 		for i := 0; i < n; i++ {
-			a.send(a.env(nil, fmt.Sprintf(`{"jsonrpc":"2.0","method":"n","params":{"i":%d}}`, i)))
+			a.Send(a.Env(nil, fmt.Sprintf(`{"jsonrpc":"2.0","method":"n","params":{"i":%d}}`, i)))
 		}
 	}()
-	for _, c := range []*client{a, b} {
+	for _, c := range []*gatewaytest.Client{a, b} {
 		got := 0
 		for got < n {
-			m := c.read()
-			if m.Kind == mcpx.KindPresence && m.event() == mcpx.PresenceLeave {
-				t.Fatalf("%s saw a leave: %s", c.id, m)
+			m := c.Read()
+			if m.Kind == mcpx.KindPresence && m.Event() == mcpx.PresenceLeave {
+				t.Fatalf("%s saw a leave: %s", c.ID, m)
 			}
 			if m.Kind == mcpx.KindMCP {
 				got++

@@ -32,7 +32,8 @@ type Gateway struct {
 }
 
 // Start starts a gateway with opts. Unset Tokens are fresh keys; unset
-// History is a store in a temporary directory (NoHistory turns it off);
+// History is a store in a temporary directory (NoHistory, or a Backend,
+// turns it off);
 // unset HeartbeatInterval and RatePerSecond turn pings and rate limiting
 // off, so that tests see only the envelopes they cause.
 func Start(t testing.TB, opts room.Options) *Gateway {
@@ -50,8 +51,10 @@ func Start(t testing.TB, opts room.Options) *Gateway {
 	case NoHistory:
 		opts.History = nil
 	case nil:
-		g.store = g.openHistory()
-		opts.History = g.store
+		if opts.Backend == nil { // a Backend keeps its own history
+			g.store = g.openHistory()
+			opts.History = g.store
+		}
 	}
 	if opts.HeartbeatInterval == 0 {
 		opts.HeartbeatInterval = -1
@@ -68,7 +71,7 @@ func Start(t testing.TB, opts room.Options) *Gateway {
 		t.Fatal(err)
 	}
 	g.Server = s
-	t.Cleanup(g.stop)
+	t.Cleanup(g.Stop)
 	return g
 }
 
@@ -96,7 +99,12 @@ func (g *Gateway) openHistory() *history.Store {
 	return st
 }
 
-func (g *Gateway) stop() {
+// Options are the options the gateway runs with, defaults applied.
+func (g *Gateway) Options() room.Options { return g.opts }
+
+// Stop closes the gateway and the history roomtest opened; the test's
+// cleanup does it too.
+func (g *Gateway) Stop() {
 	g.Server.Close()
 	if g.store != nil {
 		g.store.Close()

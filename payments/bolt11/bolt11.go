@@ -8,6 +8,9 @@
 // field when there is one (which the signature must then match). Fields
 // it does not understand (fallback addresses, route hints, …) are skipped
 // as BOLT 11 requires; Encode writes the fields of Invoice only.
+//
+// Files: bolt11.go (Invoice, Decode, Encode), bech32.go (the bech32
+// encoding without BIP-173's length limit, which invoices exceed).
 package bolt11
 
 import (

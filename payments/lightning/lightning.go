@@ -7,7 +7,9 @@
 // A Processor settles a payment on the wallet's word that it was received
 // when the wallet gives it (a Notifier: NIP-47 notifications, notify.go),
 // and by looking the invoice up (lookup_invoice) otherwise, or when that
-// word is late.
+// word is late. It keeps an invoice made ahead for each price it was asked
+// for (prepare.go), so that a payment request does not wait for the
+// wallet.
 package lightning
 
 import (
@@ -57,6 +59,13 @@ type ProcessorOptions struct {
 	// PollOnly verifies by lookups even when the wallet announces
 	// payments.
 	PollOnly bool
+	// Prepared is how many invoices the processor keeps made ahead for
+	// each price it was asked for (amount and description), so that a
+	// request's payment request does not wait for the wallet to make one
+	// (default 1; negative: none, each invoice made when asked). One made
+	// ahead is handed out while nine tenths of its TTL remain; the others
+	// expire unpaid in the wallet. Close stops the making.
+	Prepared int
 	// Now is the clock that decides expiry (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -70,6 +79,7 @@ type Processor struct {
 	notifier Notifier // nil: lookups only
 	opts     ProcessorOptions
 	listened listened
+	prep     prepared // invoices made ahead (prepare.go)
 }
 
 var (
@@ -90,6 +100,9 @@ func NewProcessor(w payments.Wallet, opts ProcessorOptions) *Processor {
 	}
 	if opts.NotifiedPollMin <= 0 {
 		opts.NotifiedPollMin = 3 * time.Second
+	}
+	if opts.Prepared == 0 {
+		opts.Prepared = 1
 	}
 	opts.PollMax = max(opts.PollMax, opts.PollMin)
 	if opts.Now == nil {
@@ -126,16 +139,34 @@ func (p *Processor) Require(ctx context.Context, c payments.Charge) (payments.Pa
 		return payments.PaymentRequired{}, err
 	}
 	listening := p.listen(ctx)
-	inv, err := p.w.MakeInvoice(ctx, c.Amount*1000, c.Description, p.opts.TTL)
-	if err != nil {
-		return payments.PaymentRequired{}, fmt.Errorf("lightning: make invoice: %w", err)
+	k := priceKey{c.Amount * 1000, c.Description}
+	inv, ok := p.take(k)
+	if !ok {
+		var err error
+		if inv, err = p.w.MakeInvoice(ctx, k.msat, k.description, p.opts.TTL); err != nil {
+			return payments.PaymentRequired{}, fmt.Errorf("lightning: make invoice: %w", err)
+		}
 	}
-	if dec, err := bolt11.Decode(inv.Bolt11); listening && err == nil {
-		p.listened.add(dec.PaymentHash(), dec.ExpiresAt())
+	p.prepare(k) // for the next request at this price
+	// The wallet's answer names the invoice's hash and expiry: decoding
+	// the invoice (a signature's public key recovered, half a
+	// millisecond) only when it does not.
+	hash, expires := inv.PaymentHash, inv.ExpiresAt
+	if hash == "" || expires.IsZero() {
+		if dec, err := bolt11.Decode(inv.Bolt11); err == nil {
+			hash, expires = dec.PaymentHash(), dec.ExpiresAt()
+		}
+	}
+	if hash != "" && listening {
+		p.listened.add(hash, expires)
+	}
+	ttl := p.opts.TTL
+	if ok && !expires.IsZero() { // made ahead: what is left of it
+		ttl = min(ttl, expires.Sub(p.opts.Now()))
 	}
 	return payments.PaymentRequired{
 		Amount: c.Amount, PayReq: inv.Bolt11, PMI: payments.PMILightningBolt11,
-		Description: c.Description, TTL: int64(p.opts.TTL / time.Second),
+		Description: c.Description, TTL: int64(ttl / time.Second),
 	}, nil
 }
 

@@ -17,6 +17,13 @@
 // streamable HTTP endpoint, where it answers the two quotation methods and
 // refuses a priced tools/call without a paid quotation, each with a
 // JSON-RPC answer (HTTP 200), before the request reaches MCP.
+//
+// The client's side is the Buyer: quote, pay within a cep8.PayOptions
+// budget with its wallets, as over Nostr, and confirm.
+//
+// Files: quotation.go (the Desk, Quote), http.go (Middleware, HTTP),
+// codes.go (methods, _meta keys, error codes), buyer.go (Buyer, and the
+// client's reading of prices and refusals: Priced, IsRequired).
 package quotation
 
 import (

@@ -1,4 +1,4 @@
-package room
+package roomnats
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package room
+package roomnats
 
 import (
 	"bytes"
@@ -11,8 +11,10 @@ import (
 
 	"github.com/cvmgo/cvm/internal/natsx"
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
+	"github.com/cvmgo/cvm/internal/promreg"
 	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx"
+	"github.com/cvmgo/cvm/mcpx/room"
 	"github.com/nats-io/nats.go"
 )
 
@@ -38,7 +40,9 @@ func (l *logBuffer) has(s string) bool {
 // from what a gateway on cl would serve.
 func shedMetric(t *testing.T, cl *Cluster, dir string) float64 {
 	t.Helper()
-	mfs, err := newMetrics(cl).reg.Gather().Gather()
+	r := promreg.New()
+	cl.RegisterMetrics(r)
+	mfs, err := r.Gather().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,9 +81,9 @@ func newShedCluster(t *testing.T, srv *natstest.Server, logs *logBuffer, opts Cl
 	return cl
 }
 
-func presenceFrame(id string) Delivery {
-	e := presenceEnvelope(time.Now(), mcpx.PresenceHeartbeat, mcpx.Participant{ID: id, Name: id, Kind: "agent"}, "")
-	return Delivery{Topic: "room", Frame: e.AppendJSON(nil)}
+func presenceFrame(id string) room.Delivery {
+	e := room.PresenceEnvelope(time.Now(), mcpx.PresenceHeartbeat, mcpx.Participant{ID: id, Name: id, Kind: "agent"}, "")
+	return room.Delivery{Topic: "room", Frame: e.AppendJSON(nil)}
 }
 
 // Both queues of presence towards and from NATS are bounded: what does not
@@ -126,7 +130,7 @@ func TestNATS_PresenceShedIsCountedAndLogged(t *testing.T) {
 	pub := newShedCluster(t, srv, &logBuffer{}, ClusterOptions{})
 	stall := make(chan struct{})
 	got := make(chan struct{}, 100)
-	stop, err := in.Subscribe("room", func(Delivery) {
+	stop, err := in.Subscribe("room", func(room.Delivery) {
 		got <- struct{}{}
 		<-stall
 	})

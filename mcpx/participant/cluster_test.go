@@ -14,6 +14,7 @@ import (
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
 	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx/room"
+	"github.com/cvmgo/cvm/mcpx/room/roomnats"
 	"github.com/cvmgo/cvm/mcpx/roomtest"
 )
 
@@ -32,7 +33,7 @@ func startClusterNodes(t *testing.T, n int) []*testGateway {
 			cancel()
 			t.Fatal(err)
 		}
-		cl, err := room.NewCluster(ctx, conn, room.ClusterOptions{NodeTimeout: 2 * time.Second, Logger: log})
+		cl, err := roomnats.NewCluster(ctx, conn, roomnats.ClusterOptions{NodeTimeout: 2 * time.Second, Logger: log})
 		cancel()
 		if err != nil {
 			conn.Close()
@@ -40,7 +41,7 @@ func startClusterNodes(t *testing.T, n int) []*testGateway {
 		}
 		// Cleanups run last-in first-out: the gateway closes first.
 		t.Cleanup(func() { cl.Close(); conn.Close() })
-		g := startGateway(t, room.Options{Tokens: keys, Cluster: cl, History: roomtest.NoHistory})
+		g := startGateway(t, room.Options{Tokens: keys, Backend: cl, History: roomtest.NoHistory})
 		nodes = append(nodes, g)
 	}
 	return nodes

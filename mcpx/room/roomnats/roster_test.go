@@ -1,4 +1,4 @@
-package room
+package roomnats
 
 import (
 	"encoding/json"
@@ -14,6 +14,8 @@ import (
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
 	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx"
+	"github.com/cvmgo/cvm/mcpx/room"
+	"github.com/cvmgo/cvm/mcpx/room/internal/gatewaytest"
 )
 
 // Many participants joining and leaving one topic at once, on two nodes:
@@ -21,7 +23,7 @@ import (
 // once per change (which, the key growing with the topic, was quadratic),
 // and every change lands exactly as it would alone.
 func TestNATS_RosterChangesAreGroupCommitted(t *testing.T) {
-	tc := startCluster(t, 2, Options{})
+	tc := startCluster(t, 2, room.Options{})
 	const topic, perNode = "crowd", 100
 	ctx, cancel := testwait.Context(t, time.Minute)
 	defer cancel()
@@ -87,7 +89,7 @@ func TestNATS_RosterChangesAreGroupCommitted(t *testing.T) {
 // A group of claims keeps --max-participants: of 20 claimed at once for
 // 5 places, exactly 5 get one.
 func TestNATS_GroupedClaimsKeepTheLimit(t *testing.T) {
-	tc := startCluster(t, 1, Options{})
+	tc := startCluster(t, 1, room.Options{})
 	ctx, cancel := testwait.Context(t, time.Minute)
 	defer cancel()
 	var won, full atomic.Int32
@@ -99,7 +101,7 @@ func TestNATS_GroupedClaimsKeepTheLimit(t *testing.T) {
 			switch {
 			case err == nil:
 				won.Add(1)
-			case errors.Is(err, errTopicFull):
+			case errors.Is(err, room.ErrTopicFull):
 				full.Add(1)
 			default:
 				t.Error(err)
@@ -110,18 +112,18 @@ func TestNATS_GroupedClaimsKeepTheLimit(t *testing.T) {
 	if won.Load() != 5 || full.Load() != 15 {
 		t.Fatalf("%d claims won and %d refused as full, want 5 and 15", won.Load(), full.Load())
 	}
-	snap, err := tc.cls[0].update(ctx, "small", func(map[string]member) (bool, error) { return false, nil })
+	snap, err := tc.cls[0].update(ctx, "small", func(map[string]room.Member) (bool, error) { return false, nil })
 	if err != nil || len(snap.members) != 5 {
 		t.Fatalf("roster %v, %v", snap, err)
 	}
 }
 
 // A topic whose roster would outgrow one NATS message refuses the joins
-// that do not fit (errRosterFull, 403 topic_full at the upgrade), each
+// that do not fit (room.ErrRosterFull, 403 topic_full at the upgrade), each
 // alone: the other changes of their group, leaves above all, still land.
 func TestNATS_RosterAtTheMessageLimitRefusesOnlyWhatDoesNotFit(t *testing.T) {
 	tc := &testCluster{t: t, nats: natstest.Start(t)}
-	tc.addNodeWith(testKeys(t), Options{}, ClusterOptions{rosterMax: 2000})
+	tc.addNodeWith(gatewaytest.NewKeys(t), room.Options{}, ClusterOptions{rosterMax: 2000})
 	c := tc.cls[0]
 	ctx, cancel := testwait.Context(t, time.Minute)
 	defer cancel()
@@ -136,7 +138,7 @@ func TestNATS_RosterAtTheMessageLimitRefusesOnlyWhatDoesNotFit(t *testing.T) {
 					mu.Lock()
 					won = append(won, id)
 					mu.Unlock()
-				case !errors.Is(err, errRosterFull):
+				case !errors.Is(err, room.ErrRosterFull):
 					t.Error(id, err)
 				}
 			})
@@ -172,7 +174,7 @@ func TestNATS_RosterAtTheMessageLimitRefusesOnlyWhatDoesNotFit(t *testing.T) {
 		again = claimAll(more)
 	})
 	wg.Wait()
-	snap, err := c.update(ctx, "big", func(map[string]member) (bool, error) { return false, nil })
+	snap, err := c.update(ctx, "big", func(map[string]room.Member) (bool, error) { return false, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,10 +195,10 @@ func TestNATS_RosterAtTheMessageLimitRefusesOnlyWhatDoesNotFit(t *testing.T) {
 // why, not 503 as if NATS were unreachable.
 func TestNATS_RosterAtTheMessageLimitIsTopicFull(t *testing.T) {
 	tc := &testCluster{t: t, nats: natstest.Start(t)}
-	g := tc.addNodeWith(testKeys(t), Options{}, ClusterOptions{rosterMax: 400})
-	g.join("room", "a")
-	g.join("room", "b")
-	code, body := g.dialStatus("?topic=room", http.Header{"Authorization": {"Bearer " + g.token("room", "c")}})
+	g := tc.addNodeWith(gatewaytest.NewKeys(t), room.Options{}, ClusterOptions{rosterMax: 400})
+	g.Join("room", "a")
+	g.Join("room", "b")
+	code, body := g.DialStatus("?topic=room", http.Header{"Authorization": {"Bearer " + g.Token("room", "c")}})
 	if code != http.StatusForbidden || body["code"] != string(mcpx.CodeTopicFull) || !strings.Contains(fmt.Sprint(body["error"]), "max_payload") {
 		t.Fatalf("third participant: %d %v, want 403 topic_full naming max_payload", code, body)
 	}

@@ -1,4 +1,4 @@
-package room
+package roomnats
 
 import (
 	"bytes"
@@ -14,9 +14,10 @@ import (
 	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx"
 	"github.com/cvmgo/cvm/mcpx/history"
+	"github.com/cvmgo/cvm/mcpx/room"
+	"github.com/cvmgo/cvm/mcpx/room/internal/gatewaytest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	dto "github.com/prometheus/client_model/go"
 )
 
 func encodeBatch(recs []batchRecord) []byte {
@@ -101,33 +102,22 @@ func (tc *testCluster) streamMsgs() uint64 {
 }
 
 // burst sends n chats from c without reading, and returns their ids.
-func burst(c *client, n int) []string {
+func burst(c *gatewaytest.Client, n int) []string {
 	out := make([]string, n)
 	for i := range out {
-		out[i] = c.chat("burst " + strconv.Itoa(i))["id"].(string)
+		out[i] = c.Chat("burst " + strconv.Itoa(i))["id"].(string)
 	}
 	return out
 }
 
-// readEnvelope reads the next frame that is not the gateway's (presence
-// is not in the log, so it interleaves with it).
-func (c *client) readEnvelope() *msg {
-	c.t.Helper()
-	for {
-		if m := c.read(); m.From != mcpx.GatewayID {
-			return m
-		}
-	}
-}
-
 // readSeqs reads n envelopes and checks their seqs are first, first+1, ...
-func readSeqs(t *testing.T, c *client, first uint64, n int) []string {
+func readSeqs(t *testing.T, c *gatewaytest.Client, first uint64, n int) []string {
 	t.Helper()
 	out := make([]string, n)
 	for i := range out {
-		m := c.readEnvelope()
+		m := c.ReadEnvelope()
 		if m.Seq != first+uint64(i) {
-			t.Fatalf("%s: envelope %d is %s, want seq %d", c.id, i, m, first+uint64(i))
+			t.Fatalf("%s: envelope %d is %s, want seq %d", c.ID, i, m, first+uint64(i))
 		}
 		out[i] = m.ID
 	}
@@ -139,24 +129,24 @@ func readSeqs(t *testing.T, c *client, first uint64, n int) []string {
 // into the next message), with gap-free seqs in the connection's order,
 // each delivered once on every node, the echo included.
 func TestNATS_BurstIsGroupCommitted(t *testing.T) {
-	tc := startCluster(t, 2, Options{RatePerSecond: -1})
-	a, _ := tc.nodes[0].join("room", "a")
-	b, _ := tc.nodes[1].join("room", "b")
-	a.read() // b's join
+	tc := startCluster(t, 2, room.Options{RatePerSecond: -1})
+	a, _ := tc.nodes[0].Join("room", "a")
+	b, _ := tc.nodes[1].Join("room", "b")
+	a.Read() // b's join
 	const n = 300
 	sent := burst(a, n)
-	for _, x := range []*client{a, b} {
+	for _, x := range []*gatewaytest.Client{a, b} {
 		if got := readSeqs(t, x, 1, n); !slices.Equal(got, sent) {
-			t.Fatalf("%s got %v\nwant %v", x.id, got, sent)
+			t.Fatalf("%s got %v\nwant %v", x.ID, got, sent)
 		}
 	}
-	barrier(t, b, a) // and nothing more: each once
+	gatewaytest.Barrier(t, b, a) // and nothing more: each once
 	msgs := tc.streamMsgs()
 	if msgs >= n {
 		t.Fatalf("%d envelopes in %d JetStream messages: not batched", n+1, msgs)
 	}
-	appends, _ := tc.nodes[0].metric("cvm_mcpx_cluster_appends_total")
-	messages, _ := tc.nodes[0].metric("cvm_mcpx_cluster_append_messages_total")
+	appends, _ := tc.nodes[0].Metric("cvm_mcpx_cluster_appends_total")
+	messages, _ := tc.nodes[0].Metric("cvm_mcpx_cluster_append_messages_total")
 	if appends != n || messages >= n || messages < 1 {
 		t.Fatalf("node 0 appended %v envelopes in %v messages, want %d in fewer", appends, messages, n)
 	}
@@ -171,14 +161,14 @@ func TestNATS_BurstIsGroupCommitted(t *testing.T) {
 // seqs, which stay gap-free and never repeat; each connection's envelopes
 // keep their order; every node delivers the same sequence.
 func TestNATS_ConcurrentBatchesFromTwoNodes(t *testing.T) {
-	tc := startCluster(t, 2, Options{RatePerSecond: -1})
-	senders := []*client{}
+	tc := startCluster(t, 2, room.Options{RatePerSecond: -1})
+	senders := []*gatewaytest.Client{}
 	for i, id := range []string{"a", "b", "c", "d"} {
-		c, _ := tc.nodes[i%2].join("room", id)
+		c, _ := tc.nodes[i%2].Join("room", id)
 		senders = append(senders, c)
 	}
-	r0, _ := tc.nodes[0].join("room", "r0")
-	r1, _ := tc.nodes[1].join("room", "r1")
+	r0, _ := tc.nodes[0].Join("room", "r0")
+	r1, _ := tc.nodes[1].Join("room", "r1")
 	tc.waitRoster("room", "a", "b", "c", "d", "r0", "r1")
 	const per = 150
 	sent := make([][]string, len(senders))
@@ -213,14 +203,14 @@ func TestNATS_ConcurrentBatchesFromTwoNodes(t *testing.T) {
 		var last uint64
 		n := 0
 		for n < per {
-			m := c.readEnvelope()
+			m := c.ReadEnvelope()
 			if m.Seq <= last {
-				t.Fatalf("%s: seq %d after %d", c.id, m.Seq, last)
+				t.Fatalf("%s: seq %d after %d", c.ID, m.Seq, last)
 			}
 			last = m.Seq
-			if m.From == c.id {
+			if m.From == c.ID {
 				if m.ID != sent[i][n] {
-					t.Fatalf("%s: echo %s, want %s", c.id, m.ID, sent[i][n])
+					t.Fatalf("%s: echo %s, want %s", c.ID, m.ID, sent[i][n])
 				}
 				n++
 			}
@@ -229,8 +219,8 @@ func TestNATS_ConcurrentBatchesFromTwoNodes(t *testing.T) {
 	if msgs := tc.streamMsgs(); msgs >= uint64(total) {
 		t.Fatalf("%d envelopes in %d messages: not batched", total, msgs)
 	}
-	c0, _ := tc.nodes[0].metric("cvm_mcpx_cluster_append_conflicts_total")
-	c1, _ := tc.nodes[1].metric("cvm_mcpx_cluster_append_conflicts_total")
+	c0, _ := tc.nodes[0].Metric("cvm_mcpx_cluster_append_conflicts_total")
+	c1, _ := tc.nodes[1].Metric("cvm_mcpx_cluster_append_conflicts_total")
 	t.Logf("%d envelopes in %d messages, %v conflicts", total, tc.streamMsgs(), c0+c1)
 }
 
@@ -263,18 +253,18 @@ func (tc *testCluster) batchOf(topic string) (first, count uint64) {
 // a batch, id cursors find an envelope inside one, and the directed
 // visibility rule applies to each envelope of a batch.
 func TestNATS_HistoryPagesAcrossBatches(t *testing.T) {
-	tc := startCluster(t, 2, Options{RatePerSecond: -1})
-	a, _ := tc.nodes[0].join("room", "a")
+	tc := startCluster(t, 2, room.Options{RatePerSecond: -1})
+	a, _ := tc.nodes[0].Join("room", "a")
 	const n = 200
 	var all, visible []string // all by seq; what b may see
 	for i := range n {
 		var e map[string]any
 		if i%5 == 4 {
-			e = a.env([]string{"a", "z"}, `{"jsonrpc":"2.0","method":"notifications/secret"}`)
+			e = a.Env([]string{"a", "z"}, `{"jsonrpc":"2.0","method":"notifications/secret"}`)
 		} else {
-			e = a.env(nil, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/chat/message","params":{"text":"%d"}}`, i))
+			e = a.Env(nil, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/chat/message","params":{"text":"%d"}}`, i))
 		}
-		a.send(e)
+		a.Send(e)
 		all = append(all, e["id"].(string))
 		if i%5 != 4 {
 			visible = append(visible, e["id"].(string))
@@ -284,11 +274,11 @@ func TestNATS_HistoryPagesAcrossBatches(t *testing.T) {
 	// its unknown_recipient (z is absent), answers keeping the order of
 	// the envelopes.
 	for i := range n {
-		if m := a.read(); m.ID != all[i] || m.Seq != uint64(i+1) {
+		if m := a.Read(); m.ID != all[i] || m.Seq != uint64(i+1) {
 			t.Fatalf("echo %s, want %s seq %d", m, all[i], i+1)
 		}
 		if i%5 == 4 {
-			a.expectError(mcpx.CodeUnknownRecipient, all[i])
+			a.ExpectError(mcpx.CodeUnknownRecipient, all[i])
 		}
 	}
 	first, count := tc.batchOf("room")
@@ -298,7 +288,7 @@ func TestNATS_HistoryPagesAcrossBatches(t *testing.T) {
 	var back []string
 	q := "?limit=7"
 	for {
-		page, more := other.historyPage("room", "b", q)
+		page, more := other.HistoryPage("room", "b", q)
 		for _, m := range page {
 			back = append(back, m.ID)
 		}
@@ -315,7 +305,7 @@ func TestNATS_HistoryPagesAcrossBatches(t *testing.T) {
 	var fwd []string
 	after := uint64(0)
 	for {
-		page, more := other.historyPage("room", "z", fmt.Sprintf("?limit=9&after=%d", after))
+		page, more := other.HistoryPage("room", "z", fmt.Sprintf("?limit=9&after=%d", after))
 		for i := len(page) - 1; i >= 0; i-- {
 			fwd = append(fwd, page[i].ID)
 		}
@@ -332,18 +322,18 @@ func TestNATS_HistoryPagesAcrossBatches(t *testing.T) {
 	}
 	// Resume from the middle of a batch.
 	mid := first + count/2
-	page, _ := other.historyPage("room", "z", fmt.Sprintf("?limit=3&after=%d", mid))
+	page, _ := other.HistoryPage("room", "z", fmt.Sprintf("?limit=3&after=%d", mid))
 	if len(page) != 3 || page[2].Seq != mid+1 || page[0].Seq != mid+3 || page[2].ID != all[mid] {
-		t.Fatalf("after=%d: %v", mid, ids(page))
+		t.Fatalf("after=%d: %v", mid, gatewaytest.IDs(page))
 	}
-	page, _ = other.historyPage("room", "z", fmt.Sprintf("?limit=2&before=%d", mid))
+	page, _ = other.HistoryPage("room", "z", fmt.Sprintf("?limit=2&before=%d", mid))
 	if len(page) != 2 || page[0].Seq != mid-1 || page[1].Seq != mid-2 {
-		t.Fatalf("before=%d: %v", mid, ids(page))
+		t.Fatalf("before=%d: %v", mid, gatewaytest.IDs(page))
 	}
 	// An id cursor inside the batch.
-	page, _ = other.historyPage("room", "z", "?limit=1&after="+all[mid-1])
+	page, _ = other.HistoryPage("room", "z", "?limit=1&after="+all[mid-1])
 	if len(page) != 1 || page[0].ID != all[mid] {
-		t.Fatalf("after id %s: %v, want %s", all[mid-1], ids(page), all[mid])
+		t.Fatalf("after id %s: %v, want %s", all[mid-1], gatewaytest.IDs(page), all[mid])
 	}
 	if latest, err := tc.cls[1].LatestSeq("room"); err != nil || latest != n {
 		t.Fatalf("LatestSeq %d %v, want %d", latest, err, n)
@@ -363,11 +353,11 @@ func TestNATS_HistoryPagesAcrossBatches(t *testing.T) {
 // loaded node's follower lags its appends); those echoes come once NATS
 // is back.
 func TestNATS_BurstWhileNATSStops(t *testing.T) {
-	tc := startCluster(t, 2, Options{RatePerSecond: -1})
-	a, _ := tc.nodes[0].join("room", "a")
-	b, _ := tc.nodes[1].join("room", "b")
-	a.read() // b's join
-	barrier(t, a, b)
+	tc := startCluster(t, 2, room.Options{RatePerSecond: -1})
+	a, _ := tc.nodes[0].Join("room", "a")
+	b, _ := tc.nodes[1].Join("room", "b")
+	a.Read() // b's join
+	gatewaytest.Barrier(t, a, b)
 	sent := burst(a, 150)
 	tc.nats.Stop() // with appends in flight and queued
 	sent = append(sent, burst(a, 150)...)
@@ -380,23 +370,23 @@ func TestNATS_BurstWhileNATSStops(t *testing.T) {
 	read := func(until func() bool) {
 		t.Helper()
 		for !until() {
-			m, err := a.tryRead(30 * time.Second)
+			m, err := a.TryRead(30 * time.Second)
 			if err != nil {
 				t.Fatalf("%d of %d answered: %v", len(answered), len(sent), err)
 			}
 			switch {
-			case m.From == a.id:
+			case m.From == a.ID:
 				if n := len(echoed); n > 0 && m.Seq <= echoed[n-1] {
 					t.Fatalf("echo seq %d after %d", m.Seq, echoed[n-1])
 				}
 				echoed = append(echoed, m.Seq)
 				echoIDs[m.Seq] = m.ID
 				answered[m.ID] = true
-			case m.event() == "error":
-				if m.field("code") != string(mcpx.CodeUnavailable) {
+			case m.Event() == "error":
+				if m.Field("code") != string(mcpx.CodeUnavailable) {
 					t.Fatalf("error %s, want unavailable", m)
 				}
-				if ms, ok := m.field("retry_after_ms").(float64); !ok || ms <= 0 {
+				if ms, ok := m.Field("retry_after_ms").(float64); !ok || ms <= 0 {
 					t.Fatalf("unavailable without retry_after_ms: %s", m)
 				}
 				answered[m.CorrelationID] = true
@@ -435,12 +425,12 @@ func TestNATS_BurstWhileNATSStops(t *testing.T) {
 // envelope takes the next seq, gap-free.
 func TestNATS_FailedBatchAnswersEveryEnvelope(t *testing.T) {
 	tc := &testCluster{t: t, nats: natstest.Start(t)}
-	keys := testKeys(t)
+	keys := gatewaytest.NewKeys(t)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	calls := 0
 	var real func(context.Context, *nats.Msg, ...jetstream.PublishOpt) (*jetstream.PubAck, error)
-	g := tc.addNodeWith(keys, Options{RatePerSecond: -1}, ClusterOptions{publishLog: func(ctx context.Context, m *nats.Msg, o ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	g := tc.addNodeWith(keys, room.Options{RatePerSecond: -1}, ClusterOptions{publishLog: func(ctx context.Context, m *nats.Msg, o ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 		mu.Lock()
 		calls++
 		n := calls
@@ -459,8 +449,8 @@ func TestNATS_FailedBatchAnswersEveryEnvelope(t *testing.T) {
 	}})
 	cl := tc.cls[0]
 	real = cl.js.PublishMsg
-	a, _ := g.join("room", "a")
-	first := a.chat("first")["id"].(string)
+	a, _ := g.Join("room", "a")
+	first := a.Chat("first")["id"].(string)
 	<-entered
 	const n = 40
 	failed := burst(a, n)
@@ -474,20 +464,20 @@ func TestNATS_FailedBatchAnswersEveryEnvelope(t *testing.T) {
 	})
 	close(release)
 	// The echo first: the errors, known at once, do not overtake it.
-	if m := a.read(); m.ID != first || m.Seq != 1 {
+	if m := a.Read(); m.ID != first || m.Seq != 1 {
 		t.Fatalf("got %s, want the echo of %s with seq 1", m, first)
 	}
 	for _, id := range failed {
-		m := a.expectError(mcpx.CodeUnavailable, id)
-		if ms, ok := m.field("retry_after_ms").(float64); !ok || ms <= 0 {
+		m := a.ExpectError(mcpx.CodeUnavailable, id)
+		if ms, ok := m.Field("retry_after_ms").(float64); !ok || ms <= 0 {
 			t.Fatalf("unavailable without retry_after_ms: %s", m)
 		}
 	}
 	if f := cl.stats.appendFailures.Load(); f != n {
 		t.Fatalf("%d append failures counted, want %d", f, n)
 	}
-	next := a.chat("next")["id"].(string)
-	if m := a.readEnvelope(); m.ID != next || m.Seq != 2 {
+	next := a.Chat("next")["id"].(string)
+	if m := a.ReadEnvelope(); m.ID != next || m.Seq != 2 {
 		t.Fatalf("got %s, want the echo of %s with seq 2", m, next)
 	}
 }
@@ -499,10 +489,10 @@ func TestNATS_FailedBatchAnswersEveryEnvelope(t *testing.T) {
 func TestNATS_HistoryMaxAgeTrimsBatchesWhole(t *testing.T) {
 	tc := &testCluster{t: t, nats: natstest.Start(t)}
 	const maxAge = 1500 * time.Millisecond
-	g := tc.addNodeWith(testKeys(t), Options{RatePerSecond: -1}, ClusterOptions{MaxAge: maxAge})
+	g := tc.addNodeWith(gatewaytest.NewKeys(t), room.Options{RatePerSecond: -1}, ClusterOptions{MaxAge: maxAge})
 	cl := tc.cls[0]
-	a, _ := g.join("quiet", "a")
-	b, _ := g.join("busy", "b")
+	a, _ := g.Join("quiet", "a")
+	b, _ := g.Join("busy", "b")
 	const n = 60
 	burst(a, n)
 	readSeqs(t, a, 1, n)
@@ -555,8 +545,8 @@ func TestNATS_HistoryMaxAgeTrimsBatchesWhole(t *testing.T) {
 	if !slices.Equal(got, fresh) {
 		t.Fatalf("busy's history: %d records, want the %d fresh ones", len(got), len(fresh))
 	}
-	e := a.chat("back")
-	if m := a.readEnvelope(); m.ID != e["id"] || m.Seq != n+1 {
+	e := a.Chat("back")
+	if m := a.ReadEnvelope(); m.ID != e["id"] || m.Seq != n+1 {
 		t.Fatalf("quiet's next envelope %s, want seq %d", m, n+1)
 	}
 }
@@ -567,34 +557,34 @@ func TestNATS_HistoryMaxAgeTrimsBatchesWhole(t *testing.T) {
 func TestNATS_HistoryMaxCountsEnvelopesNotMessages(t *testing.T) {
 	tc := &testCluster{t: t, nats: natstest.Start(t)}
 	const keep = 5
-	g := tc.addNodeWith(testKeys(t), Options{RatePerSecond: -1}, ClusterOptions{MaxPerTopic: keep})
-	a, _ := g.join("room", "a")
+	g := tc.addNodeWith(gatewaytest.NewKeys(t), room.Options{RatePerSecond: -1}, ClusterOptions{MaxPerTopic: keep})
+	a, _ := g.Join("room", "a")
 	const n = 100
 	sent := burst(a, n)
 	readSeqs(t, a, 1, n)
 	if msgs := tc.streamMsgs(); msgs > keep {
 		t.Fatalf("%d messages kept, want at most %d", msgs, keep)
 	}
-	page, more := g.historyPage("room", "a", "?limit=100")
-	if got := ids(page); more || !slices.Equal(got, []string{sent[99], sent[98], sent[97], sent[96], sent[95]}) {
+	page, more := g.HistoryPage("room", "a", "?limit=100")
+	if got := gatewaytest.IDs(page); more || !slices.Equal(got, []string{sent[99], sent[98], sent[97], sent[96], sent[95]}) {
 		t.Fatalf("newest page %v more=%v, want the last %d", got, more, keep)
 	}
-	page, more = g.historyPage("room", "a", "?limit=100&after=10")
-	if got := ids(page); more || len(got) != keep || got[keep-1] != sent[n-keep] {
+	page, more = g.HistoryPage("room", "a", "?limit=100&after=10")
+	if got := gatewaytest.IDs(page); more || len(got) != keep || got[keep-1] != sent[n-keep] {
 		t.Fatalf("after=10: %v more=%v, want the last %d", got, more, keep)
 	}
 }
 
 // stalledLogCluster is one node whose first append to the log waits for
 // release; queued reports the ids waiting for the topic's appender.
-func stalledLogCluster(t *testing.T, opts Options) (g *testGateway, release func(), queued func(topic string) []string) {
+func stalledLogCluster(t *testing.T, opts room.Options) (g *gatewaytest.Gateway, release func(), queued func(topic string) []string) {
 	tc := &testCluster{t: t, nats: natstest.Start(t)}
 	entered, rel := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	var real func(context.Context, *nats.Msg, ...jetstream.PublishOpt) (*jetstream.PubAck, error)
 	first := true
 	var mu sync.Mutex
-	g = tc.addNodeWith(testKeys(t), opts, ClusterOptions{publishLog: func(ctx context.Context, m *nats.Msg, o ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	g = tc.addNodeWith(gatewaytest.NewKeys(t), opts, ClusterOptions{publishLog: func(ctx context.Context, m *nats.Msg, o ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 		mu.Lock()
 		wait := first
 		first = false
@@ -619,18 +609,24 @@ func stalledLogCluster(t *testing.T, opts Options) (g *testGateway, release func
 		defer ts.mu.Unlock()
 		var out []string
 		for _, r := range ts.queue {
-			out = append(out, r.id)
+			out = append(out, r.ID)
 		}
 		return out
 	}
 	return g, func() { <-entered; once.Do(func() { close(rel) }) }, queued
 }
 
+// The bounds a publisher's read loop waits for (the label of
+// cvm_mcpx_publisher_waits_total).
+const (
+	boundCount = "count"
+	boundBytes = "bytes"
+)
+
 // publisherWaits is how often g's read loops waited for bound.
-func publisherWaits(g *testGateway, bound string) float64 {
-	var m dto.Metric
-	g.metrics.publisherWaits.WithLabelValues(bound).Write(&m)
-	return m.GetCounter().GetValue()
+func publisherWaits(g *gatewaytest.Gateway, bound string) float64 {
+	v, _ := g.Metric(`cvm_mcpx_publisher_waits_total{bound="` + bound + `"}`)
+	return v
 }
 
 // A connection's envelopes on their way to JetStream are bounded, in
@@ -642,26 +638,26 @@ func publisherWaits(g *testGateway, bound string) float64 {
 func TestNATS_InFlightEnvelopesAreBoundedPerConnection(t *testing.T) {
 	for _, tc := range []struct {
 		bound   string // boundCount or boundBytes
-		opts    Options
+		opts    room.Options
 		payload string
 		n, fit  int // alice sends n envelopes, of which fit go before bob's
 	}{
-		{boundCount, Options{RatePerSecond: -1, MaxUncommitted: 3}, `{"jsonrpc":"2.0","method":"notifications/chat/message","params":{"text":"burst"}}`, 4, 3},
-		{boundBytes, Options{RatePerSecond: -1}, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/x","params":{"blob":%q}}`, bytes.Repeat([]byte("x"), 900<<10)), 6, 4},
+		{boundCount, room.Options{RatePerSecond: -1, MaxUncommitted: 3}, `{"jsonrpc":"2.0","method":"notifications/chat/message","params":{"text":"burst"}}`, 4, 3},
+		{boundBytes, room.Options{RatePerSecond: -1}, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/x","params":{"blob":%q}}`, bytes.Repeat([]byte("x"), 900<<10)), 6, 4},
 	} {
 		t.Run(tc.bound, func(t *testing.T) {
 			g, release, queued := stalledLogCluster(t, tc.opts)
-			a, _ := g.join("room", "a")
-			b, _ := g.join("room", "b")
-			c, _ := g.join("room", "c")
+			a, _ := g.Join("room", "a")
+			b, _ := g.Join("room", "b")
+			c, _ := g.Join("room", "c")
 			var sent []string
 			for range tc.n {
-				e := a.env(nil, tc.payload)
-				a.send(e)
+				e := a.Env(nil, tc.payload)
+				a.Send(e)
 				sent = append(sent, e["id"].(string))
 			}
 			testwait.Eventually(t, 10*time.Second, "alice's envelopes to queue", func() bool { return len(queued("room")) == tc.fit })
-			bobs := b.chat("bob")["id"].(string)
+			bobs := b.Chat("bob")["id"].(string)
 			want := append(slices.Clone(sent[:tc.fit]), bobs)
 			testwait.Eventually(t, 10*time.Second, "bob's envelope to queue", func() bool { return len(queued("room")) >= tc.fit+1 })
 			testwait.Eventually(t, 10*time.Second, "alice's next to wait for room", func() bool { return publisherWaits(g, tc.bound) == 1 })
@@ -670,7 +666,7 @@ func TestNATS_InFlightEnvelopesAreBoundedPerConnection(t *testing.T) {
 			}
 			release()
 			for i, id := range append(want, sent[tc.fit:]...) {
-				m := c.readEnvelope()
+				m := c.ReadEnvelope()
 				if m.ID != id || m.Seq != uint64(i+1) {
 					t.Fatalf("carol got %s, want %s with seq %d", m, id, i+1)
 				}

@@ -1,12 +1,10 @@
-package room
+package roomnats
 
 import (
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +13,8 @@ import (
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
 	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx"
+	"github.com/cvmgo/cvm/mcpx/room"
+	"github.com/cvmgo/cvm/mcpx/room/internal/gatewaytest"
 )
 
 // testCluster is several gateway nodes sharing one embedded JetStream
@@ -22,29 +22,29 @@ import (
 type testCluster struct {
 	t     *testing.T
 	nats  *natstest.Server
-	nodes []*testGateway
+	nodes []*gatewaytest.Gateway
 	conns []*natsx.Conn
 	cls   []*Cluster
 }
 
-func startCluster(t *testing.T, n int, opts Options) *testCluster {
+func startCluster(t *testing.T, n int, opts room.Options) *testCluster {
 	t.Helper()
 	tc := &testCluster{t: t, nats: natstest.Start(t)}
-	keys := testKeys(t)
+	keys := gatewaytest.NewKeys(t)
 	for i := 0; i < n; i++ {
 		tc.addNode(keys, opts)
 	}
 	return tc
 }
 
-func (tc *testCluster) addNode(keys *Keys, opts Options) *testGateway {
+func (tc *testCluster) addNode(keys *room.Keys, opts room.Options) *gatewaytest.Gateway {
 	tc.t.Helper()
 	return tc.addNodeWith(keys, opts, ClusterOptions{})
 }
 
 // addNodeWith adds a node whose Cluster has copts (the test timeouts and
 // logger are set here).
-func (tc *testCluster) addNodeWith(keys *Keys, opts Options, copts ClusterOptions) *testGateway {
+func (tc *testCluster) addNodeWith(keys *room.Keys, opts room.Options, copts ClusterOptions) *gatewaytest.Gateway {
 	t := tc.t
 	t.Helper()
 	ctx, cancel := testwait.Context(t, 30*time.Second)
@@ -60,8 +60,8 @@ func (tc *testCluster) addNodeWith(keys *Keys, opts Options, copts ClusterOption
 		conn.Close()
 		t.Fatal(err)
 	}
-	opts.Tokens, opts.Cluster = keys, cl
-	g := startGateway(t, opts)
+	opts.Tokens, opts.Backend = keys, cl
+	g := gatewaytest.Start(t, opts)
 	// Cleanups run last-in first-out: the gateway closes first.
 	t.Cleanup(func() { cl.Close(); conn.Close() })
 	tc.nodes = append(tc.nodes, g)
@@ -90,133 +90,133 @@ func (tc *testCluster) waitRoster(topic string, ids ...string) {
 }
 
 func TestNATS_BroadcastAndDirectedCallAcrossNodes(t *testing.T) {
-	tc := startCluster(t, 3, Options{})
+	tc := startCluster(t, 3, room.Options{})
 	n := tc.nodes
-	a, _ := n[0].join("room", "a")
-	b, _ := n[1].join("room", "b")
-	if m := a.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "b" {
+	a, _ := n[0].Join("room", "a")
+	b, _ := n[1].Join("room", "b")
+	if m := a.Read(); m.Event() != mcpx.PresenceJoin || m.PresenceID() != "b" {
 		t.Fatalf("a got %s, want b's join", m)
 	}
-	c, w := n[2].join("room", "c")
+	c, w := n[2].Join("room", "c")
 	var welcome mcpx.Welcome
 	if err := jsonUnmarshal(w.Payload, &welcome); err != nil || len(welcome.Participants) != 2 ||
 		welcome.Participants[0].ID != "a" || welcome.Participants[1].ID != "b" {
 		t.Fatalf("c's welcome %s: want participants a and b, on other nodes", w)
 	}
-	for _, x := range []*client{a, b} {
-		if m := x.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "c" {
-			t.Fatalf("%s got %s, want c's join", x.id, m)
+	for _, x := range []*gatewaytest.Client{a, b} {
+		if m := x.Read(); m.Event() != mcpx.PresenceJoin || m.PresenceID() != "c" {
+			t.Fatalf("%s got %s, want c's join", x.ID, m)
 		}
 	}
 	// A broadcast reaches each participant on each node once, the sender's
 	// echo with its seq.
-	e := a.chat("hello")
-	for _, x := range []*client{a, b, c} {
-		m := x.read()
+	e := a.Chat("hello")
+	for _, x := range []*gatewaytest.Client{a, b, c} {
+		m := x.Read()
 		if m.ID != e["id"] || m.Seq != 1 {
-			t.Fatalf("%s got %s, want %s with seq 1", x.id, m, e["id"])
+			t.Fatalf("%s got %s, want %s with seq 1", x.ID, m, e["id"])
 		}
 	}
 	// A directed request reaches only its recipient on another node; the
 	// answer comes back across nodes.
-	req := a.env([]string{"c"}, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`)
-	a.send(req)
-	m := c.read()
+	req := a.Env([]string{"c"}, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`)
+	a.Send(req)
+	m := c.Read()
 	if m.ID != req["id"] || m.Seq != 2 || m.From != "a" {
 		t.Fatalf("c got %s, want the request with seq 2", m)
 	}
-	resp := c.env([]string{"a"}, `{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}`)
+	resp := c.Env([]string{"a"}, `{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}`)
 	resp["correlation_id"] = req["id"]
-	c.send(resp)
-	if m := a.read(); m.ID != resp["id"] || m.CorrelationID != req["id"] || m.Seq != 3 {
+	c.Send(resp)
+	if m := a.Read(); m.ID != resp["id"] || m.CorrelationID != req["id"] || m.Seq != 3 {
 		t.Fatalf("a got %s, want the response with seq 3", m)
 	}
 	// b saw neither: the next thing it reads is a broadcast with seq 4.
-	barrier(t, b, a, c)
+	gatewaytest.Barrier(t, b, a, c)
 	// An absent recipient is reported, cluster-wide.
-	x := b.env([]string{"nobody", "a"}, `{"jsonrpc":"2.0","method":"notifications/x"}`)
-	b.send(x)
-	b.expectError(mcpx.CodeUnknownRecipient, x["id"].(string))
-	if m := a.read(); m.ID != x["id"] {
+	x := b.Env([]string{"nobody", "a"}, `{"jsonrpc":"2.0","method":"notifications/x"}`)
+	b.Send(x)
+	b.ExpectError(mcpx.CodeUnknownRecipient, x["id"].(string))
+	if m := a.Read(); m.ID != x["id"] {
 		t.Fatalf("a got %s, want %s", m, x["id"])
 	}
 }
 
 func TestNATS_HistoryAndResumeThroughAnotherNode(t *testing.T) {
-	tc := startCluster(t, 2, Options{})
-	a, _ := tc.nodes[0].join("room", "a")
+	tc := startCluster(t, 2, room.Options{})
+	a, _ := tc.nodes[0].Join("room", "a")
 	var sent []string
 	for i := 0; i < 7; i++ {
-		e := a.chat("m")
-		if m := a.read(); m.ID != e["id"] || m.Seq != uint64(i+1) {
+		e := a.Chat("m")
+		if m := a.Read(); m.ID != e["id"] || m.Seq != uint64(i+1) {
 			t.Fatalf("echo %s, want %s seq %d", m, e["id"], i+1)
 		}
 		sent = append(sent, e["id"].(string))
 	}
-	d := a.env([]string{"z"}, `{"jsonrpc":"2.0","method":"notifications/secret"}`)
-	a.send(d)
-	a.expectError(mcpx.CodeUnknownRecipient, d["id"].(string))
+	d := a.Env([]string{"z"}, `{"jsonrpc":"2.0","method":"notifications/secret"}`)
+	a.Send(d)
+	a.ExpectError(mcpx.CodeUnknownRecipient, d["id"].(string))
 	other := tc.nodes[1]
 	// Resume by seq through the other node: everything after 3, oldest last.
-	page, more := other.historyPage("room", "b", "?after=3&limit=3")
-	if got := ids(page); len(got) != 3 || got[0] != sent[5] || got[2] != sent[3] || !more {
+	page, more := other.HistoryPage("room", "b", "?after=3&limit=3")
+	if got := gatewaytest.IDs(page); len(got) != 3 || got[0] != sent[5] || got[2] != sent[3] || !more {
 		t.Fatalf("after=3: %v more=%v, want %v..%v and more", got, more, sent[5], sent[3])
 	}
 	// b may not see a's directed envelope to z: the newest page skips it.
-	page, more = other.historyPage("room", "b", "?limit=2")
-	if got := ids(page); len(got) != 2 || got[0] != sent[6] || got[1] != sent[5] || !more {
+	page, more = other.HistoryPage("room", "b", "?limit=2")
+	if got := gatewaytest.IDs(page); len(got) != 2 || got[0] != sent[6] || got[1] != sent[5] || !more {
 		t.Fatalf("newest: %v more=%v", got, more)
 	}
-	page, _ = other.historyPage("room", "z", "?limit=1")
-	if got := ids(page); len(got) != 1 || got[0] != d["id"] {
+	page, _ = other.HistoryPage("room", "z", "?limit=1")
+	if got := gatewaytest.IDs(page); len(got) != 1 || got[0] != d["id"] {
 		t.Fatalf("z's newest: %v, want %s", got, d["id"])
 	}
-	page, more = other.historyPage("room", "b", "?before=3")
-	if got := ids(page); len(got) != 2 || got[0] != sent[1] || more {
+	page, more = other.HistoryPage("room", "b", "?before=3")
+	if got := gatewaytest.IDs(page); len(got) != 2 || got[0] != sent[1] || more {
 		t.Fatalf("before=3: %v more=%v", got, more)
 	}
-	page, _ = other.historyPage("room", "b", "?after="+sent[4])
-	if got := ids(page); len(got) != 2 || got[0] != sent[6] || got[1] != sent[5] {
+	page, _ = other.HistoryPage("room", "b", "?after="+sent[4])
+	if got := gatewaytest.IDs(page); len(got) != 2 || got[0] != sent[6] || got[1] != sent[5] {
 		t.Fatalf("after id: %v", got)
 	}
 	// A joiner on the other node gets latest_seq and, live, only what follows.
-	b, w := other.join("room", "b")
+	b, w := other.Join("room", "b")
 	var welcome mcpx.Welcome
 	jsonUnmarshal(w.Payload, &welcome)
 	if welcome.History.LatestSeq != 8 || !welcome.History.Enabled {
 		t.Fatalf("welcome %s: want latest_seq 8", w)
 	}
-	a.read() // b's join
-	e := a.chat("after")
-	if m := b.read(); m.ID != e["id"] || m.Seq != 9 {
+	a.Read() // b's join
+	e := a.Chat("after")
+	if m := b.Read(); m.ID != e["id"] || m.Seq != 9 {
 		t.Fatalf("b got %s, want seq 9", m)
 	}
 	var topics struct{ Topics []string }
-	other.get("/v0/topics", other.token("room", "b"), &topics)
+	other.Get("/v0/topics", other.Token("room", "b"), &topics)
 	if len(topics.Topics) != 1 || topics.Topics[0] != "room" {
 		t.Fatalf("topics %v", topics.Topics)
 	}
 }
 
 func TestNATS_DuplicateIDAcrossNodesNewerWins(t *testing.T) {
-	tc := startCluster(t, 3, Options{})
-	w, _ := tc.nodes[2].join("room", "watcher")
-	old, _ := tc.nodes[0].join("room", "x")
-	if m := w.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "x" {
+	tc := startCluster(t, 3, room.Options{})
+	w, _ := tc.nodes[2].Join("room", "watcher")
+	old, _ := tc.nodes[0].Join("room", "x")
+	if m := w.Read(); m.Event() != mcpx.PresenceJoin || m.PresenceID() != "x" {
 		t.Fatalf("watcher got %s", m)
 	}
 	tc.waitRoster("room", "watcher", "x")
-	newer, _ := tc.nodes[1].join("room", "x")
-	if m := w.read(); m.event() != mcpx.PresenceLeave || m.presenceID() != "x" || m.field("reason") != string(mcpx.LeaveReplaced) {
+	newer, _ := tc.nodes[1].Join("room", "x")
+	if m := w.Read(); m.Event() != mcpx.PresenceLeave || m.PresenceID() != "x" || m.Field("reason") != string(mcpx.LeaveReplaced) {
 		t.Fatalf("watcher got %s, want x's leave (replaced)", m)
 	}
-	if m := w.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "x" {
+	if m := w.Read(); m.Event() != mcpx.PresenceJoin || m.PresenceID() != "x" {
 		t.Fatalf("watcher got %s, want x's join", m)
 	}
 	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
 	for {
-		_, _, err := old.conn.Read(ctx)
+		_, _, err := old.Conn.Read(ctx)
 		if err == nil {
 			continue
 		}
@@ -225,7 +225,7 @@ func TestNATS_DuplicateIDAcrossNodesNewerWins(t *testing.T) {
 		}
 		break
 	}
-	barrier(t, newer, w)
+	gatewaytest.Barrier(t, newer, w)
 	tc.waitRoster("room", "watcher", "x")
 	if ms := tc.cls[0].members("room"); ms["x"].Node != tc.cls[1].Node() {
 		t.Fatalf("x is on %s, want the newer connection's node %s", ms["x"].Node, tc.cls[1].Node())
@@ -233,33 +233,33 @@ func TestNATS_DuplicateIDAcrossNodesNewerWins(t *testing.T) {
 }
 
 func TestNATS_MaxParticipantsIsClusterWide(t *testing.T) {
-	tc := startCluster(t, 3, Options{MaxParticipants: 2})
-	tc.nodes[0].join("room", "a")
-	tc.nodes[1].join("room", "b")
-	code, body := tc.nodes[2].dialStatus("?topic=room", http.Header{"Authorization": {"Bearer " + tc.nodes[2].token("room", "c")}})
+	tc := startCluster(t, 3, room.Options{MaxParticipants: 2})
+	tc.nodes[0].Join("room", "a")
+	tc.nodes[1].Join("room", "b")
+	code, body := tc.nodes[2].DialStatus("?topic=room", http.Header{"Authorization": {"Bearer " + tc.nodes[2].Token("room", "c")}})
 	if code != http.StatusForbidden || body["code"] != string(mcpx.CodeTopicFull) {
 		t.Fatalf("third participant: %d %v, want 403 topic_full", code, body)
 	}
 	var parts struct{ Participants []mcpx.Participant }
-	tc.nodes[2].get("/v0/topics/room/participants", tc.nodes[2].token("room", "c"), &parts)
+	tc.nodes[2].Get("/v0/topics/room/participants", tc.nodes[2].Token("room", "c"), &parts)
 	if len(parts.Participants) != 2 {
 		t.Fatalf("participants seen from the third node: %v", parts.Participants)
 	}
 }
 
 func TestNATS_DeadNodesParticipantsAreReportedLeft(t *testing.T) {
-	tc := startCluster(t, 2, Options{})
-	w, _ := tc.nodes[0].join("room", "w")
-	tc.nodes[1].join("room", "doomed")
-	if m := w.read(); m.presenceID() != "doomed" {
+	tc := startCluster(t, 2, room.Options{})
+	w, _ := tc.nodes[0].Join("room", "w")
+	tc.nodes[1].Join("room", "doomed")
+	if m := w.Read(); m.PresenceID() != "doomed" {
 		t.Fatalf("w got %s", m)
 	}
 	// The node loses NATS for good without a word: as if it were killed.
 	tc.cls[1].Close()
 	tc.conns[1].Close()
 	start := time.Now()
-	m, err := w.tryRead(30 * time.Second)
-	if err != nil || m.event() != mcpx.PresenceLeave || m.presenceID() != "doomed" || m.field("reason") != string(mcpx.LeaveTimeout) {
+	m, err := w.TryRead(30 * time.Second)
+	if err != nil || m.Event() != mcpx.PresenceLeave || m.PresenceID() != "doomed" || m.Field("reason") != string(mcpx.LeaveTimeout) {
 		t.Fatalf("w got %v %v, want doomed's leave (timeout)", m, err)
 	}
 	// NodeTimeout is 2 s here; the bound is NodeTimeout plus a sweep.
@@ -267,99 +267,74 @@ func TestNATS_DeadNodesParticipantsAreReportedLeft(t *testing.T) {
 		t.Fatalf("leave after %v", d)
 	}
 	testwait.Eventually(t, 10*time.Second, "the roster without doomed", func() bool { _, ok := tc.cls[0].members("room")["doomed"]; return !ok })
-	if v, _ := tc.nodes[0].metric("cvm_mcpx_cluster_dead_node_leaves_total"); v != 1 {
+	if v, _ := tc.nodes[0].Metric("cvm_mcpx_cluster_dead_node_leaves_total"); v != 1 {
 		t.Fatalf("node 0 reported %v leaves of dead nodes' participants, want 1", v)
 	}
 }
 
 func TestNATS_StoppedAndRestarted(t *testing.T) {
-	tc := startCluster(t, 2, Options{})
-	a, _ := tc.nodes[0].join("room", "a")
-	b, _ := tc.nodes[1].join("room", "b")
-	a.read() // b's join
-	barrier(t, a, b)
+	tc := startCluster(t, 2, room.Options{})
+	a, _ := tc.nodes[0].Join("room", "a")
+	b, _ := tc.nodes[1].Join("room", "b")
+	a.Read() // b's join
+	gatewaytest.Barrier(t, a, b)
 	tc.nats.Stop()
 	testwait.Eventually(t, 20*time.Second, "the node to see NATS down", func() bool { return !tc.cls[0].Up() })
 	var health map[string]any
-	if code, _ := tc.nodes[0].get("/healthz", "", &health); code != http.StatusServiceUnavailable || health["nats"] != "down" {
+	if code, _ := tc.nodes[0].Get("/healthz", "", &health); code != http.StatusServiceUnavailable || health["nats"] != "down" {
 		t.Fatalf("healthz while NATS is down: %d %v", code, health)
 	}
-	if v, ok := tc.nodes[0].metric("cvm_mcpx_nats_up"); !ok || v != 0 {
+	if v, ok := tc.nodes[0].Metric("cvm_mcpx_nats_up"); !ok || v != 0 {
 		t.Fatalf("cvm_mcpx_nats_up while NATS is down: %v (served: %v)", v, ok)
 	}
-	e := a.chat("lost?")
-	m := a.expectError(mcpx.CodeUnavailable, e["id"].(string))
-	if ms, ok := m.field("retry_after_ms").(float64); !ok || ms <= 0 {
+	e := a.Chat("lost?")
+	m := a.ExpectError(mcpx.CodeUnavailable, e["id"].(string))
+	if ms, ok := m.Field("retry_after_ms").(float64); !ok || ms <= 0 {
 		t.Fatalf("unavailable without retry_after_ms: %s", m)
 	}
 	tc.nats.Restart()
 	for i := range tc.cls {
 		testwait.Eventually(t, 30*time.Second, "the node to see NATS up", func() bool { return tc.cls[i].Up() })
 	}
-	if code, _ := tc.nodes[0].get("/healthz", "", &health); code != http.StatusOK || health["nats"] != "up" {
+	if code, _ := tc.nodes[0].Get("/healthz", "", &health); code != http.StatusOK || health["nats"] != "up" {
 		t.Fatalf("healthz after NATS returned: %d %v", code, health)
 	}
-	if v, _ := tc.nodes[0].metric("cvm_mcpx_nats_up"); v != 1 {
+	if v, _ := tc.nodes[0].Metric("cvm_mcpx_nats_up"); v != 1 {
 		t.Fatalf("cvm_mcpx_nats_up after NATS returned: %v", v)
 	}
 	// The connections stayed; the log goes on where it was, across nodes.
-	e = a.chat("back")
-	for _, x := range []*client{a, b} {
-		m, err := x.tryRead(30 * time.Second)
+	e = a.Chat("back")
+	for _, x := range []*gatewaytest.Client{a, b} {
+		m, err := x.TryRead(30 * time.Second)
 		if err != nil || m.ID != e["id"] || m.Seq != 2 {
-			t.Fatalf("%s got %v %v, want %s with seq 2", x.id, m, err, e["id"])
+			t.Fatalf("%s got %v %v, want %s with seq 2", x.ID, m, err, e["id"])
 		}
 	}
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
-// metric reads a sample without labels from the gateway's /metrics, in
-// the text format; ok is false when the gateway does not serve it.
-func (g *testGateway) metric(name string) (v float64, ok bool) {
-	g.t.Helper()
-	resp, err := http.Get(g.URL + "/metrics")
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(body), "\n") {
-		if rest, found := strings.CutPrefix(line, name+" "); found {
-			v, err := strconv.ParseFloat(rest, 64)
-			if err != nil {
-				g.t.Fatalf("metric %s: %q", name, line)
-			}
-			return v, true
-		}
-	}
-	return 0, false
-}
-
 // The cluster figures of /metrics count what the node did through NATS:
 // its appends, an append refused because another node had taken the seq
 // (and retried), its roster writes, and the link's state.
 func TestNATS_MetricsShowClusterFigures(t *testing.T) {
-	tc := startCluster(t, 2, Options{})
+	tc := startCluster(t, 2, room.Options{})
 	n0, n1 := tc.nodes[0], tc.nodes[1]
 	for _, name := range []string{"cvm_mcpx_cluster_appends_total", "cvm_mcpx_cluster_append_conflicts_total", "cvm_mcpx_cluster_dead_node_leaves_total"} {
-		if v, ok := n0.metric(name); !ok || v != 0 {
+		if v, ok := n0.Metric(name); !ok || v != 0 {
 			t.Fatalf("%s before any traffic: %v (served: %v), want 0", name, v, ok)
 		}
 	}
-	a, _ := n0.join("room", "a")
-	b, _ := n1.join("room", "b")
-	a.read() // b's join
+	a, _ := n0.Join("room", "a")
+	b, _ := n1.Join("room", "b")
+	a.Read() // b's join
 	// a appends on node 0, b on node 1, then a again: node 0's view of the
 	// topic's end is stale, JetStream refuses the first try, node 0 retries.
-	for i, from := range []*client{a, b, a} {
-		e := from.chat("x")
-		for _, x := range []*client{a, b} {
-			if m := x.read(); m.ID != e["id"] || m.Seq != uint64(i+1) {
-				t.Fatalf("%s got %s, want %s with seq %d", x.id, m, e["id"], i+1)
+	for i, from := range []*gatewaytest.Client{a, b, a} {
+		e := from.Chat("x")
+		for _, x := range []*gatewaytest.Client{a, b} {
+			if m := x.Read(); m.ID != e["id"] || m.Seq != uint64(i+1) {
+				t.Fatalf("%s got %s, want %s with seq %d", x.ID, m, e["id"], i+1)
 			}
 		}
 	}
@@ -373,15 +348,15 @@ func TestNATS_MetricsShowClusterFigures(t *testing.T) {
 		"cvm_mcpx_cluster_dead_node_leaves_total": func(v float64) bool { return v == 0 },
 	}
 	for name, okv := range want {
-		if v, ok := n0.metric(name); !ok || !okv(v) {
+		if v, ok := n0.Metric(name); !ok || !okv(v) {
 			t.Errorf("node 0: %s = %v (served: %v)", name, v, ok)
 		}
 	}
-	if v, _ := n1.metric("cvm_mcpx_cluster_appends_total"); v != 1 {
+	if v, _ := n1.Metric("cvm_mcpx_cluster_appends_total"); v != 1 {
 		t.Errorf("node 1: appends %v, want 1", v)
 	}
 	// A gateway without a cluster serves none of them.
-	if _, ok := startGateway(t, Options{}).metric("cvm_mcpx_nats_up"); ok {
+	if _, ok := gatewaytest.Start(t, room.Options{}).Metric("cvm_mcpx_nats_up"); ok {
 		t.Error("a single node serves cvm_mcpx_nats_up")
 	}
 }
@@ -391,27 +366,35 @@ func TestNATS_MetricsShowClusterFigures(t *testing.T) {
 // replaces its entry (the others see leave "replaced", then join); one
 // that does not come back is reported left ("timeout") after NodeTimeout.
 func TestNATS_StoppedGatewaysParticipantsMoveOrTimeOut(t *testing.T) {
-	tc := startCluster(t, 2, Options{})
+	tc := startCluster(t, 2, room.Options{})
 	n0, n1 := tc.nodes[0], tc.nodes[1]
-	bob, _ := n1.join("room", "bob")
-	n0.join("room", "alice")
-	if m := bob.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "alice" {
+	bob, _ := n1.Join("room", "bob")
+	n0.Join("room", "alice")
+	if m := bob.Read(); m.Event() != mcpx.PresenceJoin || m.PresenceID() != "alice" {
 		t.Fatalf("bob got %s, want alice's join", m)
 	}
-	n0.join("room", "carol")
-	if m := bob.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "carol" {
+	n0.Join("room", "carol")
+	if m := bob.Read(); m.Event() != mcpx.PresenceJoin || m.PresenceID() != "carol" {
 		t.Fatalf("bob got %s, want carol's join", m)
 	}
-	n0.stop()
-	n1.join("room", "carol") // carol moves at once; alice never comes back
-	if m := bob.read(); m.event() != mcpx.PresenceLeave || m.presenceID() != "carol" || m.field("reason") != string(mcpx.LeaveReplaced) {
+	n0.Stop()
+	n1.Join("room", "carol") // carol moves at once; alice never comes back
+	if m := bob.Read(); m.Event() != mcpx.PresenceLeave || m.PresenceID() != "carol" || m.Field("reason") != string(mcpx.LeaveReplaced) {
 		t.Fatalf("bob got %s, want carol's old connection replaced", m)
 	}
-	if m := bob.read(); m.event() != mcpx.PresenceJoin || m.presenceID() != "carol" {
+	if m := bob.Read(); m.Event() != mcpx.PresenceJoin || m.PresenceID() != "carol" {
 		t.Fatalf("bob got %s, want carol's join", m)
 	}
-	if m := bob.read(); m.event() != mcpx.PresenceLeave || m.presenceID() != "alice" || m.field("reason") != string(mcpx.LeaveTimeout) {
+	if m := bob.Read(); m.Event() != mcpx.PresenceLeave || m.PresenceID() != "alice" || m.Field("reason") != string(mcpx.LeaveTimeout) {
 		t.Fatalf("bob got %s, want alice's leave (timeout): she did not come back", m)
 	}
 	tc.waitRoster("room", "bob", "carol")
+}
+
+// waitLink waits until every node sees the link to NATS up (or down).
+func (tc *testCluster) waitLink(up bool) {
+	tc.t.Helper()
+	for i := range tc.cls {
+		testwait.Eventually(tc.t, 30*time.Second, "the node to see the NATS link change", func() bool { return tc.cls[i].Up() == up })
+	}
 }

@@ -1,4 +1,4 @@
-package room
+package roomnats
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/cvmgo/cvm/mcpx/room"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -31,7 +32,7 @@ type rosterChange struct {
 	// be called again on a newer roster (after a conflict), so it must
 	// start afresh each time; when it returns an error it must leave the
 	// roster as it found it.
-	change func(map[string]member) (bool, error)
+	change func(map[string]room.Member) (bool, error)
 	snap   *rosterSnap // the roster written (or read, if nothing changed)
 	err    error       // the change's own, or else the write's
 	done   chan struct{}
@@ -47,9 +48,9 @@ const maxRosterGroup = 512
 // The write does not depend on ctx: once queued, a change is written or
 // fails on its own (a claim given up half-way would otherwise land
 // unseen); ctx only refuses it before it is queued.
-func (c *Cluster) update(ctx context.Context, topic string, change func(map[string]member) (bool, error)) (*rosterSnap, error) {
+func (c *Cluster) update(ctx context.Context, topic string, change func(map[string]room.Member) (bool, error)) (*rosterSnap, error) {
 	if !c.Up() {
-		return nil, ErrUnavailable
+		return nil, room.ErrUnavailable
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -58,7 +59,7 @@ func (c *Cluster) update(ctx context.Context, topic string, change func(map[stri
 	c.rosterMu.Lock()
 	if c.rosterClosed {
 		c.rosterMu.Unlock()
-		return nil, fmt.Errorf("roster %s: %w: the node is closing", topic, ErrUnavailable)
+		return nil, fmt.Errorf("roster %s: %w: the node is closing", topic, room.ErrUnavailable)
 	}
 	q := c.rosterQs[topic]
 	if q == nil {
@@ -106,12 +107,12 @@ func (c *Cluster) writeRosters(topic string, q *rosterQueue) {
 // returned is the write's, for the others.
 func (c *Cluster) writeRoster(ctx context.Context, topic string, group []*rosterChange) (*rosterSnap, error) {
 	if !c.Up() {
-		return nil, ErrUnavailable
+		return nil, room.ErrUnavailable
 	}
 	key := rosterKey(topic)
 	for range 64 {
 		var rev uint64
-		members := map[string]member{}
+		members := map[string]room.Member{}
 		e, err := c.roster.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
@@ -148,7 +149,7 @@ func (c *Cluster) writeRoster(ctx context.Context, topic string, group []*roster
 					return nil, fmt.Errorf("roster %s: %w", topic, err)
 				}
 			} else {
-				members = map[string]member{}
+				members = map[string]room.Member{}
 			}
 			if val, err = c.fitRoster(members, group); err != nil {
 				return nil, err
@@ -183,10 +184,10 @@ func (c *Cluster) rosterMax() int {
 }
 
 // fitRoster applies group to members one change at a time, undoing and
-// refusing (errRosterFull) each that leaves the roster larger than
+// refusing (room.ErrRosterFull) each that leaves the roster larger than
 // rosterMax, and returns the roster encoded. It is the slow path of a
 // topic at its size limit: an encoding per change.
-func (c *Cluster) fitRoster(members map[string]member, group []*rosterChange) ([]byte, error) {
+func (c *Cluster) fitRoster(members map[string]room.Member, group []*rosterChange) ([]byte, error) {
 	val, err := json.Marshal(members)
 	if err != nil {
 		return nil, err
@@ -205,7 +206,7 @@ func (c *Cluster) fitRoster(members map[string]member, group []*rosterChange) ([
 		if len(next) > c.rosterMax() {
 			clear(members)
 			maps.Copy(members, before)
-			rc.err = errRosterFull
+			rc.err = room.ErrRosterFull
 			continue
 		}
 		val = next

@@ -1,4 +1,4 @@
-package room
+package roomnats
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"github.com/cvmgo/cvm/internal/natsx/natstest"
 	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/mcpx/history"
+	"github.com/cvmgo/cvm/mcpx/room"
+	"github.com/cvmgo/cvm/mcpx/room/internal/gatewaytest"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -34,24 +36,24 @@ func TestNATS_HistoryMaxAgeKeepsEachTopicsNewest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close(); conn.Close() })
-	g := startGateway(t, Options{Tokens: testKeys(t), Cluster: cl})
+	g := gatewaytest.Start(t, room.Options{Tokens: gatewaytest.NewKeys(t), Backend: cl})
 
-	a, _ := g.join("quiet", "a")
-	b, _ := g.join("busy", "b")
+	a, _ := g.Join("quiet", "a")
+	b, _ := g.Join("busy", "b")
 	for range 3 {
-		e := a.chat("old")
-		a.readUntil(func(m *msg) bool { return m.ID == e["id"] })
+		e := a.Chat("old")
+		a.ReadUntil(func(m *gatewaytest.Msg) bool { return m.ID == e["id"] })
 	}
 	for range 2 {
-		e := b.chat("old")
-		b.readUntil(func(m *msg) bool { return m.ID == e["id"] })
+		e := b.Chat("old")
+		b.ReadUntil(func(m *gatewaytest.Msg) bool { return m.ID == e["id"] })
 	}
 	// Once they are older than MaxAge, busy gets a fresh envelope (seq 3).
 	testwait.Eventually(t, 20*time.Second, "the envelopes to age past MaxAge", func() bool {
 		return agedOut(ctx, t, cl, "quiet", "busy")
 	})
-	fresh := b.chat("new")
-	if m := b.readUntil(func(m *msg) bool { return m.ID == fresh["id"] }); m.Seq != 3 {
+	fresh := b.Chat("new")
+	if m := b.ReadUntil(func(m *gatewaytest.Msg) bool { return m.ID == fresh["id"] }); m.Seq != 3 {
 		t.Fatalf("busy's fresh envelope has seq %d, want 3", m.Seq)
 	}
 	counts := func() map[string]uint64 {
@@ -78,8 +80,8 @@ func TestNATS_HistoryMaxAgeKeepsEachTopicsNewest(t *testing.T) {
 		t.Fatalf("busy's history: %+v (%v), want only seq 3", page.Records, err)
 	}
 	// The quiet topic goes on where it was.
-	e := a.chat("back")
-	if m := a.readUntil(func(m *msg) bool { return m.ID == e["id"] }); m.Seq != 4 {
+	e := a.Chat("back")
+	if m := a.ReadUntil(func(m *gatewaytest.Msg) bool { return m.ID == e["id"] }); m.Seq != 4 {
 		t.Fatalf("quiet's next envelope has seq %d, want 4", m.Seq)
 	}
 }

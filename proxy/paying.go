@@ -1,4 +1,4 @@
-package main
+package proxy
 
 import (
 	"context"
@@ -12,16 +12,21 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// payingConn is the proxy's connection to an HTTP server that prices
-// tools with NIP-10 quotations: it learns the priced tools from the
+// A PayingConn is a connection to an MCP streamable HTTP server that
+// prices tools with NIP-10 quotations (package quotation), for a proxy
+// between an MCP host and that server: it learns the priced tools from the
 // tools/list answers that pass, and sends a host's call of one only once
 // its quotation is bought (quote, pay within the budget, confirm), naming
 // it in _meta. Buying runs beside the pipe, since the host may be asked
 // to approve the payment (elicitation) through that same pipe; a call
-// that is not paid is answered with the refusal instead.
-type payingConn struct {
+// that is not paid is answered with the refusal instead (a
+// contextvm.CodePaymentDeclined error).
+//
+// Read and Write may be called concurrently, as the go-sdk's connections;
+// Close ends the buying in flight and waits for it.
+type PayingConn struct {
 	mcp.Connection
-	buyer *httpBuyer
+	buyer *quotation.Buyer
 
 	ctx    context.Context // ends with Close
 	cancel context.CancelFunc
@@ -35,14 +40,18 @@ type payingConn struct {
 	calls  map[jsonrpc.ID]*jsonrpc.Request // unpaid tools/calls in flight
 }
 
+// readResult is one Read of the wrapped connection.
 type readResult struct {
 	msg jsonrpc.Message
 	err error
 }
 
-func newPayingConn(c mcp.Connection, b *httpBuyer) *payingConn {
+// NewPayingConn wraps c, which reaches the server, to buy the quotations
+// of priced calls with b. It reads c on a goroutine of its own until
+// Close.
+func NewPayingConn(c mcp.Connection, b *quotation.Buyer) *PayingConn {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &payingConn{Connection: c, buyer: b, ctx: ctx, cancel: cancel,
+	p := &PayingConn{Connection: c, buyer: b, ctx: ctx, cancel: cancel,
 		local: make(chan jsonrpc.Message, 16), remote: make(chan readResult),
 		lists: map[jsonrpc.ID]bool{}, priced: map[string]bool{}, calls: map[jsonrpc.ID]*jsonrpc.Request{}}
 	p.wg.Go(func() {
@@ -61,7 +70,7 @@ func newPayingConn(c mcp.Connection, b *httpBuyer) *payingConn {
 	return p
 }
 
-func (p *payingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+func (p *PayingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	select {
 	case m := <-p.local:
 		return m, nil
@@ -75,7 +84,7 @@ func (p *payingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		call := p.calls[resp.ID]
 		delete(p.calls, resp.ID)
 		p.mu.Unlock()
-		if call != nil && isQuotationRequired(resp.Error) {
+		if call != nil && quotation.IsRequired(resp.Error) {
 			// Priced, though no tools/list said so (the host did not
 			// list, or the price is new): buy, and send it again.
 			var params struct {
@@ -98,7 +107,7 @@ func (p *payingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 }
 
 // learn reads the prices of a tools/list answer.
-func (p *payingConn) learn(resp *jsonrpc.Response) {
+func (p *PayingConn) learn(resp *jsonrpc.Response) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.lists[resp.ID] {
@@ -110,11 +119,11 @@ func (p *payingConn) learn(resp *jsonrpc.Response) {
 		return
 	}
 	for _, t := range res.Tools {
-		p.priced[t.Name] = pricedOverHTTP(t)
+		p.priced[t.Name] = quotation.Priced(t)
 	}
 }
 
-func (p *payingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+func (p *PayingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok || !req.IsCall() {
 		return p.Connection.Write(ctx, msg)
@@ -156,7 +165,7 @@ func (p *payingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 }
 
 // answer gives the host an answer made here.
-func (p *payingConn) answer(id jsonrpc.ID, e *jsonrpc.Error) {
+func (p *PayingConn) answer(id jsonrpc.ID, e *jsonrpc.Error) {
 	select {
 	case p.local <- &jsonrpc.Response{ID: id, Error: e}:
 	case <-p.ctx.Done():
@@ -165,12 +174,12 @@ func (p *payingConn) answer(id jsonrpc.ID, e *jsonrpc.Error) {
 
 // buyAndSend buys the call's quotation and sends the call naming it, or
 // answers the host with why it was not paid.
-func (p *payingConn) buyAndSend(req *jsonrpc.Request, name string, args json.RawMessage) {
+func (p *PayingConn) buyAndSend(req *jsonrpc.Request, name string, args json.RawMessage) {
 	var a any
 	if len(args) > 0 {
 		json.Unmarshal(args, &a)
 	}
-	id, err := p.buyer.buyQuotation(p.ctx, name, a)
+	id, err := p.buyer.Buy(p.ctx, name, a)
 	if err == nil {
 		fwd := *req
 		fwd.Params = mcpmsg.SetMeta(req.Params, quotation.MetaQuotation, id)
@@ -185,7 +194,7 @@ func (p *payingConn) buyAndSend(req *jsonrpc.Request, name string, args json.Raw
 	p.answer(req.ID, werr)
 }
 
-func (p *payingConn) Close() error {
+func (p *PayingConn) Close() error {
 	p.cancel()
 	err := p.Connection.Close()
 	p.wg.Wait()

@@ -1,0 +1,41 @@
+// Command cvm puts MCP servers on open networks and lets agents use them:
+// ContextVM (MCP over Nostr) and MCPx rooms.
+//
+// Run `cvm help` for the commands. Exit status: 0 on success, 1 when the
+// remote side reported a failure, 2 on a usage or local error.
+//
+// The command parses flags and wires the library's packages together; what
+// a Go program embedding cvm would need lives in those packages (the
+// gateway and its HTTP endpoint in gateway, the HTTP quotation buyer in
+// payments/quotation, the paying proxy connection in proxy), and no
+// function here is longer than 80 lines (funclen_test.go).
+//
+// The app type is what every command shares (the environment, --json,
+// logging, identities, dialing servers, payments) and builds the
+// commands; a command that does more than wire a library call runs as a
+// type of its own that embeds the app and holds the command's flags:
+// gatewayCmd, discoverCmd, callCmd, relayCmd, walletSimCmd.
+//
+// The files, by command group:
+//
+//   - Shared conventions: main.go (the process), app.go (the state of one
+//     invocation, exit statuses, --json, logging), usage.go (argument checks
+//     with usage and an example), identity.go (key precedence), version.go.
+//   - Clients (call, tools, resources, prompts): client.go (the client
+//     flags, finding a server's relays), oneshot.go (dialing one server,
+//     stateless or not), httpclient.go (servers over MCP streamable HTTP,
+//     signed with DIDAuthV1, paying by quotation), call.go and args.go (a
+//     tool call and its arguments), callschema.go (a call by common
+//     schema), list.go, contacts.go (what is known of a server), pay.go
+//     (budget, wallets, confirmation, refusals).
+//   - Discovery: discover.go, discoverserve.go (the catalog page),
+//     schema.go and schemaprefix.go (common schemas), trust.go.
+//   - Serving: gatewaycmd.go (cvm gateway's flags and checks), gatewayrun.go
+//     (its wiring: wallet, state, server options, ready line),
+//     gatewayhttp.go (its HTTP endpoint, gateway.ListenHTTP),
+//     gatewayreplicas.go (--nats), unannounce.go, proxycmd.go, relay.go.
+//   - Rooms (MCPx): room.go (serve, token), roombridge.go, roomjoin.go,
+//     roomchat.go.
+//   - The rest: keygen.go (keygen, whoami), configcmd.go, demo.go,
+//     walletsim.go.
+package main
