@@ -514,9 +514,9 @@ func (c *clientConn) writeRequest(ctx context.Context, m *jsonrpc.Request) {
 	tags := nostr.Tags{{"p", c.server.Hex()}}
 	if c.view.takeDiscovery() {
 		tags = append(tags, capabilityTags(c.opts.Encryption, c.opts.GiftWrap, c.fragmenting(), c.opts.OpenStreams)...)
-		tags = append(tags, c.paymentTags(m, true)...)
+		tags = append(tags, c.paymentTags(p, true)...)
 	} else {
-		tags = append(tags, c.paymentTags(m, false)...)
+		tags = append(tags, c.paymentTags(p, false)...)
 	}
 	wrapKind := c.wrapKind()
 	oversized := c.fragmenting() && finalSize(content, tags, wrapKind) > c.opts.OversizedThreshold
@@ -806,7 +806,7 @@ func (c *clientConn) handleResponse(inner nostr.Event, wrapKind nostr.Kind, m *j
 		c.life.AfterFunc(0, func(ctx context.Context) { c.sendOtherForm(ctx, p, !refusedWrapped, why) })
 		return
 	}
-	if m.Error != nil && c.opts.Payer != nil && c.opts.Payer.Answered(&PaidCall{c: c, p: p}, m) {
+	if c.opts.Payer != nil && c.opts.Payer.Answered(&PaidCall{c: c, p: p}, m) && m.Error != nil {
 		c.pending.answered(p, id)
 		return
 	}
@@ -926,7 +926,7 @@ func (c *clientConn) retryBusy(ctx context.Context, p *pendingRequest) {
 		return
 	}
 	tags := append(nostr.Tags{{"p", c.server.Hex()}}, capabilityTags(c.opts.Encryption, c.opts.GiftWrap, c.fragmenting(), c.opts.OpenStreams)...)
-	tags = append(tags, c.paymentTags(p.req, false)...)
+	tags = append(tags, c.paymentTags(p, false)...)
 	wrapKind := c.wrapKind()
 	if c.fragmenting() && finalSize(content, tags, wrapKind) > c.opts.OversizedThreshold {
 		c.writeFragmented(ctx, p, content, tags, wrapKind, c.view.oversized())

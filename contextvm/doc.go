@@ -36,11 +36,14 @@
 //     one replica of a group: the router asks it whether to act on each
 //     message (package contextvm/replica, on NATS);
 //   - a Gate (gate.go; ServerOptions.Gate) is shown each request before the
-//     MCP handler and may hold it, refuse it or answer it: package
-//     contextvm/cep8 collects prices (CEP-8);
+//     MCP handler and may hold it, refuse it or answer it (an error or a
+//     result of its own), and add to the _meta of the result of a call it
+//     let run: package contextvm/cep8 collects prices (CEP-8) and serves
+//     payment channels;
 //   - a Payer (payment.go; ClientOptions.Payer) decides on and makes the
-//     payments a server asks a client for, and may add tags to each
-//     request it sends (package contextvm/cep8).
+//     payments a server asks a client for, may add tags to each request it
+//     sends (knowing the server's pmi tags and prices), and reads every
+//     answer (package contextvm/cep8).
 //
 // What a server lends its features is a Host (host.go); what they act on
 // is an Inbound (a message on its way in), a Call (a request a session

@@ -104,6 +104,27 @@ func (k *Call) Answer(ctx context.Context, e *jsonrpc.Error) {
 	}
 }
 
+// Reply answers the call with result, if it is still in flight: a
+// request the gate serves itself (a method of its own).
+func (k *Call) Reply(ctx context.Context, result json.RawMessage) {
+	if r := k.c.routes.drop(k.key); r != nil {
+		k.c.answer(ctx, r, &jsonrpc.Response{ID: r.origID, Result: result})
+	}
+}
+
+// SetMeta puts value under key in the _meta of the call's result when it
+// goes out (before the Gate's Answered sees it): what the gate tells the
+// client about a call it let run, such as a payment channel's state. An
+// error answer, or a result that is not a JSON object, goes out as it is.
+func (k *Call) SetMeta(key string, value json.RawMessage) {
+	k.r.mu.Lock()
+	defer k.r.mu.Unlock()
+	if k.r.meta == nil {
+		k.r.meta = map[string]json.RawMessage{}
+	}
+	k.r.meta[key] = value
+}
+
 // Drop ends the call without an answer: it was cancelled, or another
 // replica answers it.
 func (k *Call) Drop() { k.c.routes.drop(k.key) }

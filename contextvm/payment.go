@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,12 +42,13 @@ const (
 // Its methods are called from the connection's goroutines, possibly at
 // the same time.
 type Payer interface {
-	// Tags are added to a request as it is sent: with the discovery tags
-	// of a session's first message (discovery true: CEP-8's
-	// payment_interaction goes there), and on the request sent again
-	// after its payment (true) or after a busy answer (false). A payment
-	// that travels with the request itself goes here too.
-	Tags(req *jsonrpc.Request, discovery bool) nostr.Tags
+	// Tags are added to a request (call) as it is sent: with the
+	// discovery tags of a session's first message (discovery true:
+	// CEP-8's payment_interaction goes there), and on the request sent
+	// again after its payment (true) or after a busy answer (false). A
+	// payment that travels with the request itself goes here too (a
+	// payment channel's receipt), made afresh each time it is sent.
+	Tags(call *PaidCall, discovery bool) nostr.Tags
 	// Pay decides on, and makes, the payment offer that the server asked
 	// for call with req, while the client keeps call alive. It returns
 	// nil once paid (call.MarkPaid), or the error of call.Decline.
@@ -54,9 +56,12 @@ type Payer interface {
 	// Report is told of each payment made or declined, and of what the
 	// server said of it.
 	Report(r PaymentReport)
-	// Answered may take an error answer to call: true if it did, and
-	// answers call or sends it again itself (CEP-8's explicit gating:
-	// -32042 with payment options, -32043 pending).
+	// Answered is shown each answer to call, a result or an error, before
+	// the caller: it may read what the server says of the payment (a
+	// payment channel's state), and it may take an error answer: true if
+	// it did, and answers call or sends it again itself (CEP-8's explicit
+	// gating: -32042 with payment options, -32043 pending; a refused
+	// channel receipt). A result is never taken.
 	Answered(call *PaidCall, resp *jsonrpc.Response) bool
 }
 
@@ -186,12 +191,12 @@ func wholeAmount(n json.Number) (int64, error) {
 	return int64(f), nil
 }
 
-// paymentTags are the tags of the client's Payer for req.
-func (c *clientConn) paymentTags(req *jsonrpc.Request, discovery bool) nostr.Tags {
+// paymentTags are the tags of the client's Payer for p.
+func (c *clientConn) paymentTags(p *pendingRequest, discovery bool) nostr.Tags {
 	if c.opts.Payer == nil {
 		return nil
 	}
-	return c.opts.Payer.Tags(req, discovery)
+	return c.opts.Payer.Tags(&PaidCall{c: c, p: p}, discovery)
 }
 
 // paymentNotification handles a CEP-8 notification of the server (its
@@ -432,6 +437,37 @@ func (k *PaidCall) MarkPaid() {
 // PaidFor reports whether the request was paid for.
 func (k *PaidCall) PaidFor() bool { return k.p.paidFor.Load() }
 
+// ServerPMIs are the payment methods the server's discovery tags listed
+// in this session (CEP-8's pmi tags), in its order of preference.
+func (k *PaidCall) ServerPMIs() []string {
+	v := &k.c.view
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.caps.pmis)
+}
+
+// Price is the price the server listed for the request's capability
+// (CEP-8's cap tags on its list answers), if the client has seen one.
+func (k *PaidCall) Price() (Price, bool) {
+	capability, ok := PricedCapability(k.p.req)
+	if !ok {
+		return Price{}, false
+	}
+	for _, pr := range k.c.view.knownPrices() {
+		if pr.Capability == capability {
+			return pr, true
+		}
+	}
+	return Price{}, false
+}
+
+// Server is the server's public key.
+func (k *PaidCall) Server() nostr.PubKey { return k.c.server }
+
+// Resent is how many times the request was sent again (Resend,
+// RetryLater) after its first answer.
+func (k *PaidCall) Resent() int { return int(k.p.resent.Load()) }
+
 // Offer is the payment last offered for the request.
 func (k *PaidCall) Offer() PaymentOffer { return k.p.offer() }
 
@@ -476,11 +512,12 @@ func (c *clientConn) resend(ctx context.Context, p *pendingRequest) {
 	if !c.pending.isPending(p) {
 		return
 	}
+	p.resent.Add(1)
 	content, err := EncodeContent(p.wire)
 	if err != nil {
 		return
 	}
-	tags := append(nostr.Tags{{"p", c.server.Hex()}}, c.paymentTags(p.req, true)...)
+	tags := append(nostr.Tags{{"p", c.server.Hex()}}, c.paymentTags(p, true)...)
 	if _, err := c.sendTracked(ctx, p, content, tags, c.wrapKind()); err != nil && !errors.Is(err, nostrx.ErrUnheard) && c.pending.remove(p) {
 		c.fail(p.req.ID, CodeTransportError, fmt.Sprintf("contextvm: %s not delivered after its payment: %v", p.req.Method, err))
 	}

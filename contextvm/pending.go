@@ -35,8 +35,9 @@ type pendingRequest struct {
 
 	busyRetries int // times a busy answer was retried; only the read loop touches it
 
-	paying  atomic.Bool // a payment for it was asked for (CEP-8): one per request
-	paidFor atomic.Bool // and made
+	paying  atomic.Bool  // a payment for it was asked for (CEP-8): one per request
+	resent  atomic.Int32 // times it was sent again after an answer (PaidCall.Resend, RetryLater)
+	paidFor atomic.Bool  // and made
 	payMu   sync.Mutex
 	payment PaymentOffer
 	// handed and acceptedEarly, guarded by payMu: the payment is with the

@@ -1,6 +1,8 @@
 package contextvm
 
 import (
+	"encoding/json"
+	"maps"
 	"sync"
 	"time"
 
@@ -20,11 +22,43 @@ type route struct {
 	index    int             // its position there
 	created  nostr.Timestamp // created_at of the event it came in
 
-	mu       sync.Mutex        // guards what follows
-	progress time.Time         // when the latest progress notification for it went out
-	stream   *StreamWriter     // an open stream for the request, if the tool opened one
-	held     *jsonrpc.Response // the result, held until the stream ends
-	kept     *Call             // the call whose answer the Gate asked for (Call.Keep), if it did
+	mu       sync.Mutex                 // guards what follows
+	progress time.Time                  // when the latest progress notification for it went out
+	stream   *StreamWriter              // an open stream for the request, if the tool opened one
+	held     *jsonrpc.Response          // the result, held until the stream ends
+	kept     *Call                      // the call whose answer the Gate asked for (Call.Keep), if it did
+	meta     map[string]json.RawMessage // what the Gate puts in the result's _meta (Call.SetMeta)
+}
+
+// withMeta returns resp with the Gate's _meta entries (Call.SetMeta) in
+// its result, if it is a JSON object.
+func (r *route) withMeta(resp jsonrpc.Response) jsonrpc.Response {
+	r.mu.Lock()
+	meta := r.meta
+	r.mu.Unlock()
+	if len(meta) == 0 || resp.Error != nil || len(resp.Result) == 0 {
+		return resp
+	}
+	var res map[string]json.RawMessage
+	if json.Unmarshal(resp.Result, &res) != nil || res == nil {
+		return resp
+	}
+	var m map[string]json.RawMessage
+	if raw, ok := res["_meta"]; ok && json.Unmarshal(raw, &m) != nil {
+		return resp
+	}
+	if m == nil {
+		m = map[string]json.RawMessage{}
+	}
+	maps.Copy(m, meta)
+	var err error
+	if res["_meta"], err = json.Marshal(m); err != nil {
+		return resp
+	}
+	if b, err := json.Marshal(res); err == nil {
+		resp.Result = b
+	}
+	return resp
 }
 
 // keptBy is the call whose answer the Gate asked for, nil if it did not.

@@ -159,8 +159,8 @@ func TestGate_TakesRequestsBeforeTheHandler(t *testing.T) {
 // where a prepaid channel or a Cashu token travels with a request.
 type tokenPayer struct{}
 
-func (tokenPayer) Tags(req *jsonrpc.Request, discovery bool) nostr.Tags {
-	if req.Method != "tools/call" {
+func (tokenPayer) Tags(call *contextvm.PaidCall, discovery bool) nostr.Tags {
+	if call.Request().Method != "tools/call" {
 		return nil
 	}
 	return nostr.Tags{{"token", map[bool]string{true: "first", false: "next"}[discovery]}}
@@ -196,5 +196,91 @@ func TestPayer_TagsGoOnEachRequest(t *testing.T) {
 	})
 	if tokens[0] != "first" || tokens[1] != "next" {
 		t.Fatalf("tokens %q; want the payer's, first with the discovery tags", tokens)
+	}
+}
+
+// metaGate puts its word in the _meta of each count result, and answers
+// its own method, meta/status, with a result of its own.
+type metaGate struct{ quotaGate }
+
+func (g *metaGate) Tags() nostr.Tags               { return nostr.Tags{{contextvm.TagPMI, "test-pmi"}} }
+func (g *metaGate) Session() contextvm.GateSession { return metaSession{g} }
+
+type metaSession struct{ g *metaGate }
+
+func (s metaSession) Learn(nostr.Tags) {}
+func (s metaSession) Tags() nostr.Tags { return s.g.Tags() }
+func (s metaSession) Admit(call *contextvm.Call) bool {
+	switch call.Request().Method {
+	case "meta/status":
+		call.Go(func(ctx context.Context) { call.Reply(ctx, json.RawMessage(`{"left":0}`)) })
+		return true
+	case "tools/call":
+		call.SetMeta("test/left", json.RawMessage(`1`))
+		call.Run()
+		return true
+	}
+	return false
+}
+
+// metaPayer notes the server's pmi tags as each call goes, and the _meta
+// of each result it is shown.
+type metaPayer struct {
+	tokenPayer
+	mu    sync.Mutex
+	pmis  [][]string
+	metas []string
+}
+
+func (p *metaPayer) Tags(call *contextvm.PaidCall, _ bool) nostr.Tags {
+	if call.Request().Method == "tools/call" {
+		p.mu.Lock()
+		p.pmis = append(p.pmis, call.ServerPMIs())
+		p.mu.Unlock()
+	}
+	return nil
+}
+
+func (p *metaPayer) Answered(_ *contextvm.PaidCall, resp *jsonrpc.Response) bool {
+	var res struct {
+		Meta json.RawMessage `json:"_meta"`
+	}
+	if resp.Error == nil && json.Unmarshal(resp.Result, &res) == nil && res.Meta != nil {
+		p.mu.Lock()
+		p.metas = append(p.metas, string(res.Meta))
+		p.mu.Unlock()
+	}
+	return resp.Error == nil // a result is never taken, whatever this says
+}
+
+// A Gate may put its word in the _meta of a result it let run
+// (Call.SetMeta) and answer a method of its own with a result (Call.Reply);
+// a Payer sees the server's pmi tags as it tags a call, and every result.
+func TestGate_SetsMetaAndReplies(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	var calls atomic.Int64
+	srv := peertest.Serve(t, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+		Gate: &metaGate{}}, peertest.CounterServer(&calls))
+	mp := &metaPayer{}
+	cs := peertest.Connect(t, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Payer: mp})
+	res, err := peertest.Call(cs, "count", nil)
+	if err != nil || calls.Load() != 1 {
+		t.Fatalf("count: %v, %d runs", err, calls.Load())
+	}
+	if v, ok := res.Meta["test/left"]; !ok || v != float64(1) {
+		t.Fatalf("result _meta %v; want the gate's test/left", res.Meta)
+	}
+	mp.mu.Lock()
+	pmis, metas := mp.pmis, mp.metas
+	mp.mu.Unlock()
+	if len(pmis) != 1 || len(pmis[0]) != 1 || pmis[0][0] != "test-pmi" || len(metas) != 1 || !strings.Contains(metas[0], `"test/left":1`) {
+		t.Fatalf("the payer saw pmis %q and metas %q", pmis, metas)
+	}
+	peer := peertest.NewRawPeer(t, r.URL)
+	peer.Initialize(srv.PublicKey())
+	peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":9,"method":"meta/status"}`))
+	_, m := peertest.NextMessage(t, peer)
+	if string(m["result"]) != `{"left":0}` {
+		t.Fatalf("meta/status answered %v", m)
 	}
 }

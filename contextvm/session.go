@@ -451,7 +451,7 @@ func (c *ServerConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			c.srv.log.Warn("response to no request in flight", "session", c.id, "id", m.ID.Raw())
 			return nil
 		}
-		resp := *m
+		resp := r.withMeta(*m)
 		resp.ID = r.origID
 		if c.gate != nil {
 			if call := r.keptBy(); call != nil {

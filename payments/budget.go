@@ -98,6 +98,25 @@ func (b *Budget) Reserve(ctx context.Context, server string, amount int64, unit 
 	if err := b.Check(server, amount, unit); err != nil {
 		return err
 	}
+	return b.reserve(ctx, server, amount)
+}
+
+// ReserveDeposit is Reserve for the deposit of a prepaid payment channel:
+// it counts against the daily limits like any payment, but not against
+// PerCall, which bounds the price of each call the deposit then pays for
+// (and which must still be set: a budget without a cap pays nothing).
+func (b *Budget) ReserveDeposit(ctx context.Context, server string, amount int64, unit string) error {
+	if err := b.Check(server, 0, unit); err != nil {
+		return err
+	}
+	if amount < 0 {
+		return fmt.Errorf("%w: %w: a deposit of %d", ErrBudget, ErrNegative, amount)
+	}
+	return b.reserve(ctx, server, amount)
+}
+
+// reserve counts amount against the daily limits.
+func (b *Budget) reserve(ctx context.Context, server string, amount int64) error {
 	return b.update(ctx, func(s *budgetState) error {
 		if b.PerDay > 0 && s.Total+amount > b.PerDay {
 			return fmt.Errorf("%w: %w: %d %s spent today of %d, this costs %d", ErrBudget, ErrOverDaily, s.Total, b.unit(), b.PerDay, amount)

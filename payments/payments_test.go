@@ -186,3 +186,28 @@ func TestBudget_RefusesAndSharesDailyTotals(t *testing.T) {
 		t.Fatalf("%d reservations, %d spent; want 3 and 30", ok, total)
 	}
 }
+
+// A channel's deposit is above the per-call cap and still counts against
+// the daily limits; a budget without a cap pays no deposit either.
+func TestBudget_ReserveDeposit(t *testing.T) {
+	ctx := context.Background()
+	b := &payments.Budget{PerCall: 2, PerDay: 60}
+	if err := b.Reserve(ctx, "s", 50, "sats"); !errors.Is(err, payments.ErrOverCap) {
+		t.Fatalf("a 50-sat price on a 2-sat cap: %v", err)
+	}
+	if err := b.ReserveDeposit(ctx, "s", 50, "sats"); err != nil {
+		t.Fatalf("a 50-sat deposit: %v", err)
+	}
+	if err := b.ReserveDeposit(ctx, "s", 20, "sats"); !errors.Is(err, payments.ErrOverDaily) {
+		t.Fatalf("20 more on a 60-sat day with 50 spent: %v", err)
+	}
+	if total, _, _ := b.Spent(ctx, "s"); total != 50 {
+		t.Fatalf("spent %d; want 50", total)
+	}
+	if err := (&payments.Budget{}).ReserveDeposit(ctx, "s", 1, "sats"); !errors.Is(err, payments.ErrNoCap) {
+		t.Fatalf("no cap: %v", err)
+	}
+	if err := b.ReserveDeposit(ctx, "s", -1, "sats"); !errors.Is(err, payments.ErrNegative) {
+		t.Fatalf("a negative deposit: %v", err)
+	}
+}

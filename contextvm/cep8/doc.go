@@ -11,7 +11,12 @@
 // records in the server's State, replays answered from them, a lost
 // replica's paid calls taken up), session.go (the payment interaction a
 // client session asked for), payer.go (the client's Payer: budget, wallet
-// handlers, confirmation, explicit gating's pay and send again). What
-// every client must understand of CEP-8 (the notifications, the offer,
-// the decline) is contextvm's payment.go.
+// handlers, confirmation, explicit gating's pay and send again),
+// channel.go (prepaid payment channels on the gate: a request paid by a
+// receipt tag, a channel opened or topped up by the transparent flow for
+// its deposit, cvm/channel_close and its refund; the wire's tags, method,
+// _meta key and -32050), channelpay.go (the payer's channels: receipts on
+// the requests, state taken from every answer, a refused call sent again
+// once, CloseChannel). What every client must understand of CEP-8 (the
+// notifications, the offer, the decline) is contextvm's payment.go.
 package cep8

@@ -16,6 +16,7 @@ import (
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/payments/channel"
 	"github.com/gowebpki/jcs"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -66,6 +67,13 @@ type Options struct {
 	// NoExplicitGating refuses clients that ask for explicit gating
 	// (-32602) instead of serving them that way.
 	NoExplicitGating bool
+	// Channels, when set, offers prepaid payment channels (channel.PMI
+	// among the pmi tags; see channel.go): a priced request with a channel
+	// receipt runs once the books accept it, with no invoice. Its
+	// ServerKey must be the server's public key, and its Refunder pays
+	// refunds from the server's wallet (channel.WalletRefunder). The
+	// first Processor must be Lightning's: it takes the deposits.
+	Channels *channel.Books
 }
 
 // Durable spaces of the gate.
@@ -122,6 +130,8 @@ type issuedRecord struct {
 	// this payment, then the call (see adopt).
 	Event *nostr.Event `json:"event,omitempty"`
 	Wrap  nostr.Kind   `json:"wrap,omitempty"`
+	// Fund is the channel the payment opens or tops up, if it does.
+	Fund *funding `json:"channel,omitempty"`
 }
 
 // grant is an explicit-gating payment under way: issued, and neither
@@ -212,6 +222,9 @@ func (g *Gate) init(prices []contextvm.Price, state durable.Store, window time.D
 	for _, p := range opts.Processors {
 		g.procs[p.PMI()] = p
 	}
+	if opts.Channels != nil && opts.Processors[0].PMI() != payments.PMILightningBolt11 {
+		return fmt.Errorf("cep8: channels take their deposits over Lightning; the first processor is %s", opts.Processors[0].PMI())
+	}
 	for _, p := range prices {
 		lo, hi, err := p.Range()
 		if err != nil {
@@ -232,6 +245,9 @@ func (g *Gate) Tags() nostr.Tags {
 	tags := make(nostr.Tags, 0, len(g.opts.Processors))
 	for _, p := range g.opts.Processors {
 		tags = append(tags, nostr.Tag{contextvm.TagPMI, p.PMI()})
+	}
+	if g.opts.Channels != nil {
+		tags = append(tags, nostr.Tag{contextvm.TagPMI, channel.PMI})
 	}
 	return tags
 }
@@ -256,7 +272,7 @@ func (g *Gate) admit(call *contextvm.Call, explicit bool, price payments.Cap) {
 			if rec, ok := g.issued(ctx, issuedSpace, key); ok {
 				// A replay, after a restart, of a request whose payment
 				// was asked for: that payment, not a new one.
-				g.transparent(ctx, call, rec.Charge, &rec.Req)
+				g.transparent(ctx, call, rec.Charge, &rec.Req, rec.Fund)
 				return
 			}
 		}
@@ -273,6 +289,9 @@ func (g *Gate) admit(call *contextvm.Call, explicit bool, price payments.Cap) {
 			return
 		}
 		if quote.Waive {
+			if g.opts.Channels != nil {
+				g.waived(ctx, call)
+			}
 			call.Run()
 			return
 		}
@@ -284,7 +303,10 @@ func (g *Gate) admit(call *contextvm.Call, explicit bool, price payments.Cap) {
 			g.gated(ctx, call, charge)
 			return
 		}
-		g.transparent(ctx, call, charge, nil)
+		if g.opts.Channels != nil && g.byChannel(ctx, call, charge) {
+			return
+		}
+		g.transparent(ctx, call, charge, nil, nil)
 	})
 }
 
@@ -337,8 +359,9 @@ func (g *Gate) issueFailed(ctx context.Context, call *contextvm.Call, err error)
 
 // transparent collects the payment of one request with CEP-8's
 // notifications. prev is the payment request already issued for it, before
-// a restart, if any.
-func (g *Gate) transparent(ctx context.Context, call *contextvm.Call, charge payments.Charge, prev *payments.PaymentRequired) {
+// a restart, if any; fund the channel the payment opens or tops up, if it
+// does (the request is then the channel's next receipt).
+func (g *Gate) transparent(ctx context.Context, call *contextvm.Call, charge payments.Charge, prev *payments.PaymentRequired, fund *funding) {
 	key := call.Key()
 	wctx, withdraw := context.WithCancelCause(ctx)
 	defer withdraw(nil)
@@ -366,7 +389,7 @@ func (g *Gate) transparent(ctx context.Context, call *contextvm.Call, charge pay
 		g.log.Info("verifying a payment requested before a restart", "client", charge.Client, "request", key, "amount", charge.Amount)
 	} else {
 		var err error
-		rec := issuedRecord{Charge: charge}
+		rec := issuedRecord{Charge: charge, Fund: fund}
 		if g.h.Coordinator() != nil && !call.Batched() {
 			evt := call.Event()
 			rec.Event, rec.Wrap = &evt, call.Wrap()
@@ -375,6 +398,9 @@ func (g *Gate) transparent(ctx context.Context, call *contextvm.Call, charge pay
 			g.issueFailed(ctx, call, err)
 			return
 		}
+	}
+	if fund != nil {
+		req.Meta = fundingMeta(*fund)
 	}
 	// Sent again on a resumed request, in case the first never left: a
 	// client ignores a second payment_required for one request.
@@ -418,6 +444,10 @@ func (g *Gate) transparent(ctx context.Context, call *contextvm.Call, charge pay
 			return
 		}
 		call.Drop() // run and answered by the replica that claimed it
+		return
+	}
+	if fund != nil && !g.funded(ctx, call, *fund, req) {
+		g.forgetIssued(ctx, issuedSpace, key)
 		return
 	}
 	g.paid(ctx, call, charge, req.PMI)

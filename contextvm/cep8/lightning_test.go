@@ -3,6 +3,7 @@ package cep8_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,9 +13,11 @@ import (
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/contextvm/internal/peertest"
+	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/payments/channel"
 	"github.com/cvmgo/cvm/payments/lightning"
 	"github.com/cvmgo/cvm/payments/lnsim"
 	"github.com/cvmgo/cvm/payments/nwc"
@@ -31,6 +34,9 @@ type lnRail struct {
 	net     *lnsim.Network
 	proc    *lightning.Processor
 	handler *lightning.Handler
+	// srvWallet and aliceWallet are the NWC clients of the two wallets:
+	// the server's pays channel refunds, alice's invoices them.
+	srvWallet, aliceWallet *nwc.Client
 }
 
 func newLNRail(tb testing.TB, relayURL string, aliceMsat int64) *lnRail {
@@ -61,9 +67,11 @@ func newLNRailPoll(tb testing.TB, relayURL string, aliceMsat int64, popts lightn
 	aliceWallet := nwc.NewClient(aliceURI, nwc.ClientOptions{})
 	tb.Cleanup(func() { aliceWallet.Close() })
 	return &lnRail{
-		net:     net,
-		proc:    lightning.NewProcessor(srvWallet, popts),
-		handler: lightning.NewHandler(aliceWallet),
+		net:         net,
+		proc:        lightning.NewProcessor(srvWallet, popts),
+		handler:     lightning.NewHandler(aliceWallet),
+		srvWallet:   srvWallet,
+		aliceWallet: aliceWallet,
 	}
 }
 
@@ -130,31 +138,54 @@ func TestPayLightning_WaivedRefusedAndComputed(t *testing.T) {
 // "paid-poll-5ms" verifies with lookups only, from 5 ms backing off to
 // 50 ms; "paid-default-poll" with lookups only at the processor's
 // defaults (0.5 s backing off to 15 s), what cvm gateway does with a
-// wallet that sends no notifications.
+// wallet that sends no notifications. "channel" pays each call with a
+// receipt on a prepaid payment channel opened before the loop: no invoice,
+// no wallet; its target is free's time plus a tenth.
 func BenchmarkPaidCallLightning(b *testing.B) {
 	for _, c := range []struct {
-		name  string
-		tool  string
-		popts lightning.ProcessorOptions
+		name    string
+		tool    string
+		popts   lightning.ProcessorOptions
+		channel bool
 	}{
-		{"free", "echo", lightning.ProcessorOptions{}},
-		{"paid-notify", "count", lightning.ProcessorOptions{}},
-		{"paid-poll-5ms", "count", lightning.ProcessorOptions{PollOnly: true, PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond}},
-		{"paid-default-poll", "count", lightning.ProcessorOptions{PollOnly: true}},
+		{"free", "echo", lightning.ProcessorOptions{}, false},
+		{"channel", "count", lightning.ProcessorOptions{}, true},
+		{"paid-notify", "count", lightning.ProcessorOptions{}, false},
+		{"paid-poll-5ms", "count", lightning.ProcessorOptions{PollOnly: true, PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond}, false},
+		{"paid-default-poll", "count", lightning.ProcessorOptions{PollOnly: true}, false},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			r := relaytest.Start(b, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 			ln := newLNRailPoll(b, r.URL, 1<<40, c.popts)
 			p, _ := contextvm.ParsePrice("tool:count=1")
 			var calls atomic.Int64
+			sk := nostr.Generate()
+			gopts := cep8.Options{Processors: []payments.Processor{ln.proc}}
+			pay := &cep8.PayOptions{Handlers: []payments.Handler{ln.handler}, Budget: &payments.Budget{PerCall: 1}}
+			if c.channel {
+				pk := sk.Public()
+				books, err := channel.New(channel.Options{Store: durable.NewMemory(durable.Options{}), ServerKey: pk[:],
+					Refunder: channel.WalletRefunder{Wallet: ln.srvWallet}, Log: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				gopts.Channels = books
+				pay.Channel = &cep8.ChannelOptions{DepositSats: 10_000_000}
+			}
 			srv := peertest.Serve(b, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
-				Gate: cep8.NewGate(cep8.Options{Processors: []payments.Processor{ln.proc}})}, peertest.CounterServer(&calls))
+				Signer: contextvm.NewKeySigner(sk), Gate: cep8.NewGate(gopts)}, peertest.CounterServer(&calls))
 			cs := peertest.Connect(b, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
-				Payer: (&cep8.PayOptions{Handlers: []payments.Handler{ln.handler}, Budget: &payments.Budget{PerCall: 1}}).Payer()})
+				Payer: pay.Payer()})
 			var args map[string]any
 			if c.tool == "echo" {
 				args = map[string]any{"text": "x"}
 			}
+			if c.channel { // opens the channel, with the one invoice
+				if res, err := peertest.Call(cs, c.tool, args); err != nil || res.IsError {
+					b.Fatalf("%v %+v", err, res)
+				}
+			}
+			_, before := ln.balances(b)
 			for b.Loop() {
 				if res, err := peertest.Call(cs, c.tool, args); err != nil || res.IsError {
 					b.Fatalf("%v %+v", err, res)
@@ -162,6 +193,9 @@ func BenchmarkPaidCallLightning(b *testing.B) {
 			}
 			if c.tool == "count" && calls.Load() == 0 {
 				b.Fatal("no paid call ran")
+			}
+			if _, after := ln.balances(b); c.channel && after != before {
+				b.Fatalf("the server's wallet moved by %d msat during the calls on the channel; want nothing", after-before)
 			}
 		})
 	}

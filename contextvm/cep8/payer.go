@@ -38,8 +38,11 @@ type PayOptions struct {
 	Report func(contextvm.PaymentReport)
 	// ExplicitGating asks servers for CEP-8 explicit gating: a priced
 	// request is answered -32042 with its payment options, paid, and sent
-	// again.
+	// again. A payer that asks for it opens no channel.
 	ExplicitGating bool
+	// Channel, when set (a deposit above zero), pays servers that offer
+	// prepaid payment channels over one (see ChannelOptions).
+	Channel *ChannelOptions
 }
 
 // Payer is the client's Payer of o; nil (no Payer: nothing is paid) for a
@@ -48,19 +51,28 @@ func (o *PayOptions) Payer() contextvm.Payer {
 	if o == nil {
 		return nil
 	}
-	return &Payer{opts: *o}
+	p := &Payer{opts: *o}
+	if !o.ExplicitGating {
+		p.ch = newChannels(o.Channel)
+	}
+	return p
 }
 
 // A Payer pays for a client's priced requests as its PayOptions say.
 type Payer struct {
 	opts PayOptions
+	ch   *channels // nil without PayOptions.Channel
 }
 
 // Tags ask for explicit gating, with the discovery tags, when the options
-// do.
-func (p *Payer) Tags(_ *jsonrpc.Request, discovery bool) nostr.Tags {
+// do; on a priced call to a server that offers channels, they carry its
+// channel receipt (or ask to open or top up the channel).
+func (p *Payer) Tags(call *contextvm.PaidCall, discovery bool) nostr.Tags {
 	if discovery && p.opts.ExplicitGating {
 		return nostr.Tags{{contextvm.TagPaymentInteraction, contextvm.PaymentExplicitGating}}
+	}
+	if p.ch != nil {
+		return p.ch.tags(call, p.opts.Budget)
 	}
 	return nil
 }
@@ -78,12 +90,32 @@ func (p *Payer) Report(r contextvm.PaymentReport) {
 
 // Pay decides on and makes the payment of offer for call: within the
 // budget, approved, through the handler of its payment method.
-func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer contextvm.PaymentOffer, req payments.PaymentRequired) error {
+func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer contextvm.PaymentOffer, req payments.PaymentRequired) (err error) {
 	po := p.opts
 	if po.Budget == nil {
 		return call.Decline(offer, contextvm.DeclinedNoCap, payments.ErrNoCap)
 	}
-	if err := po.Budget.Check(offer.Server, offer.Amount, offer.Unit); err != nil {
+	reserve := po.Budget.Reserve
+	if p.ch != nil && p.ch.funds(call) {
+		defer func() {
+			if err != nil {
+				p.ch.unfund(call)
+			}
+		}()
+		// A channel's deposit: the amount asked must be the deposit asked
+		// for, the call's own price within the cap.
+		var m channelMeta
+		json.Unmarshal(req.Meta, &m)
+		switch {
+		case m.Channel == nil || offer.Amount != p.ch.opts.DepositSats || int64(m.Channel.Deposit) != offer.Amount*1000:
+			err := fmt.Errorf("the server asked %d %s for a channel deposit of %d sats", offer.Amount, offer.Unit, p.ch.opts.DepositSats)
+			return call.Decline(offer, contextvm.DeclinedMalformed, err)
+		case uint64(m.Channel.Cost) > uint64(max(po.Budget.PerCall, 0))*1000:
+			err := fmt.Errorf("%w: %w: the call costs %d msat, cap %d", payments.ErrBudget, payments.ErrOverCap, m.Channel.Cost, po.Budget.PerCall)
+			return call.Decline(offer, contextvm.DeclinedOverCap, err)
+		}
+		reserve = po.Budget.ReserveDeposit
+	} else if err := po.Budget.Check(offer.Server, offer.Amount, offer.Unit); err != nil {
 		return call.Decline(offer, BudgetReason(err), err)
 	}
 	h := p.handler(offer.PMI)
@@ -93,7 +125,7 @@ func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer context
 	if po.Confirm != nil && !po.Confirm(ctx, offer) {
 		return call.Decline(offer, contextvm.DeclinedByPerson, errors.New("payment not approved"))
 	}
-	if err := po.Budget.Reserve(ctx, offer.Server, offer.Amount, offer.Unit); err != nil {
+	if err := reserve(ctx, offer.Server, offer.Amount, offer.Unit); err != nil {
 		return call.Decline(offer, BudgetReason(err), err)
 	}
 	if !call.Pending() {
@@ -155,7 +187,11 @@ func (p *Payer) handler(pmi string) payments.Handler {
 // server that has not seen the payment yet: call is sent again later, as
 // on -32043, and nothing is paid twice.
 func (p *Payer) Answered(call *contextvm.PaidCall, resp *jsonrpc.Response) bool {
-	if !p.opts.ExplicitGating {
+	if p.ch != nil && p.ch.answered(call, resp) {
+		call.Go(func(ctx context.Context) { call.Resend(ctx) })
+		return true
+	}
+	if !p.opts.ExplicitGating || resp.Error == nil {
 		return false
 	}
 	if opts, ok := contextvm.IsPaymentRequired(resp.Error); ok {

@@ -69,6 +69,10 @@ func (s *session) Admit(call *contextvm.Call) bool {
 		call.Go(func(ctx context.Context) { call.Answer(ctx, refusal) })
 		return true
 	}
+	if s.g.opts.Channels != nil && call.Request().Method == MethodChannelClose {
+		s.g.closeChannel(call)
+		return true
+	}
 	price, ok := s.g.priced(call.Request())
 	if !ok {
 		return false

@@ -28,7 +28,8 @@
 //     top up, accept receipts, close (by the client, or idle past a TTL);
 //     record.go: a channel's one durable record.
 //   - refund.go: the refund of a closed channel, paid once through a
-//     Refunder, restarts included.
+//     Refunder, restarts included; wallet.go: a Refunder over a wallet's
+//     pay_invoice (NWC), which tells a payment refused from one unknown.
 //   - client.go: the client's side of a channel (Client): the next receipt
 //     for a price, and resynchronising from the server's state.
 //   - example_test.go: a channel's life through both sides, as the gate and
