@@ -147,6 +147,18 @@ func (a *app) setup(cmd *cobra.Command, _ []string) error {
 	return err
 }
 
+// dataSubdir is flag if set, else name in the data directory.
+func (a *app) dataSubdir(flag, name string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	dir, err := config.DataDir(a.getenv)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, name), nil
+}
+
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {

@@ -14,13 +14,15 @@
 // logging, identities, dialing servers, payments) and builds the
 // commands; a command that does more than wire a library call runs as a
 // type of its own that embeds the app and holds the command's flags:
-// gatewayCmd, discoverCmd, callCmd, relayCmd, walletSimCmd.
+// gatewayCmd, discoverCmd, callCmd, relayCmd, walletSimCmd, and the room
+// commands' roomServeCmd, roomTokenCmd, roomBridgeCmd, roomChatCmd.
 //
 // The files, by command group:
 //
 //   - Shared conventions: main.go (the process), app.go (the state of one
-//     invocation, exit statuses, --json, logging), usage.go (argument checks
-//     with usage and an example), identity.go (key precedence), version.go.
+//     invocation, exit statuses, --json, logging, the data directory),
+//     usage.go (argument checks with usage and an example), identity.go
+//     (key precedence), version.go.
 //   - Clients (call, tools, resources, prompts): client.go (the client
 //     flags, finding a server's relays), oneshot.go (dialing one server,
 //     stateless or not), httpclient.go (servers over MCP streamable HTTP,
@@ -34,7 +36,8 @@
 //     (its wiring: wallet, state, server options, ready line),
 //     gatewayhttp.go (its HTTP endpoint, gateway.ListenHTTP),
 //     gatewayreplicas.go (--nats), unannounce.go, proxycmd.go, relay.go.
-//   - Rooms (MCPx): room.go (serve, token), roombridge.go, roomjoin.go,
+//   - Rooms (MCPx): room.go (the room group, serve, token), roombridge.go,
+//     roomjoin.go (the flags bridge and chat join a topic with),
 //     roomchat.go.
 //   - The rest: keygen.go (keygen, whoami), configcmd.go, demo.go,
 //     walletsim.go.

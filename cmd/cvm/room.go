@@ -32,19 +32,15 @@ gateway runs); "cvm room bridge" makes a stdio MCP server a participant;
 	return cmd
 }
 
-// roomDataDir is --data, else "room" in the data directory.
-func (a *app) roomDataDir(flag string) (string, error) { return a.dataSubdir(flag, "room") }
-
-// dataSubdir is flag if set, else name in the data directory.
-func (a *app) dataSubdir(flag, name string) (string, error) {
-	if flag != "" {
-		return flag, nil
+// roomKeys loads the token signing keys of room serve and room token,
+// created if missing, from their --data directory: data, else "room" in
+// the data directory.
+func roomKeys(a *app, data string) (dir string, keys *room.Keys, err error) {
+	if dir, err = a.dataSubdir(data, "room"); err != nil {
+		return "", nil, err
 	}
-	dir, err := config.DataDir(a.getenv)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(dir, name), nil
+	keys, err = room.LoadOrCreateKeys(dir)
+	return dir, keys, err
 }
 
 // roomServeHelp is the long help of roomServe.
@@ -66,84 +62,95 @@ When the gateway is ready, one JSON line is printed on stdout:
 Logs go to stderr. SIGINT or SIGTERM closes every connection (1001) and
 exits.`
 
+// roomServeFlags are cvm room serve's flags.
+type roomServeFlags struct {
+	listen, data, compat, visibility string
+	natsURL                          string
+	natsReplicas                     int
+	opts                             room.Options
+	hist                             history.Options
+}
+
+// roomServeCmd is one run of cvm room serve: the invocation's app and the
+// command's flags.
+type roomServeCmd struct {
+	*app
+	sf roomServeFlags
+}
+
 func (a *app) roomServeCommand() *cobra.Command {
-	var (
-		listen, data, compat, visibility string
-		natsURL                          string
-		natsReplicas                     int
-		opts                             room.Options
-		hist                             history.Options
-	)
+	var sf roomServeFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run an MCPx v0 gateway",
 		Long:  roomServeHelp,
 		Args:  positional(0, 0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := a.roomDataDir(data)
-			if err != nil {
-				return err
-			}
-			keys, err := room.LoadOrCreateKeys(dir)
-			if err != nil {
-				return err
-			}
-			opts.Tokens, opts.Logger = keys, a.log
-			if natsURL != "" {
-				conn, err := natsx.Connect(cmd.Context(), natsURL, natsx.Options{Name: "cvm room serve", Logger: a.log})
-				if err != nil {
-					return fmt.Errorf("--nats: %w (is nats-server -js running there?)", err)
-				}
-				defer conn.Close()
-				cl, err := roomnats.NewCluster(cmd.Context(), conn, roomnats.ClusterOptions{MaxPerTopic: hist.MaxPerTopic, MaxAge: hist.MaxAge, Replicas: natsReplicas, Logger: a.log})
-				if err != nil {
-					return fmt.Errorf("--nats: %w", err)
-				}
-				defer cl.Close()
-				opts.Backend = cl
-			} else {
-				hist.Logger = a.log
-				store, err := history.Open(filepath.Join(dir, "history.db"), hist)
-				if err != nil {
-					return fmt.Errorf("%w (is another gateway using --data %s?)", err, dir)
-				}
-				defer store.Close()
-				opts.History = store
-			}
-			opts.Compat, opts.Visibility = room.Compat(compat), room.Visibility(visibility)
-			opts.Page = roompage.Handler(opts.AllowedOrigins)
-			s, err := room.Start(listen, opts)
-			if err != nil {
-				return err
-			}
-			return a.serveRoom(cmd.Context(), s, opts.Backend, roomReadyLine{Ready: true, URL: s.WSURL, REST: s.URL, Metrics: s.URL + "/metrics",
-				Data: dir, Compat: compat, Visibility: visibility, Page: s.URL + "/", NATS: natsURL})
-		},
+		RunE:  func(cmd *cobra.Command, _ []string) error { return (&roomServeCmd{app: a, sf: sf}).run(cmd.Context()) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&listen, "listen", "127.0.0.1:7070", "address to listen on (127.0.0.1:0 picks a free port)")
-	f.StringVar(&data, "data", "", "directory for history and signing keys (default: room in the data directory)")
-	f.StringVar(&compat, "compat", string(room.CompatSpec), "welcome and join order: spec, or reference (the reference gateway's shape)")
-	f.StringVar(&visibility, "visibility", string(room.VisibilityDirected), "who sees directed envelopes, live and in history: directed (recipients only) or topic (everyone)")
-	f.StringSliceVar(&opts.AllowedOrigins, "allow-origin", nil, "extra browser Origin hosts allowed to connect (patterns like *.example.com)")
-	f.Int64Var(&opts.MaxFrameBytes, "max-frame-bytes", 1<<20, "largest envelope accepted")
-	f.IntVar(&opts.MaxParticipants, "max-participants", 200, "participants per topic")
-	f.IntVar(&opts.SendQueueFrames, "send-queue-frames", 4096, "envelopes queued per connection before it is dropped as a slow consumer")
-	f.IntVar(&opts.SendQueueBytes, "send-queue-bytes", 8<<20, "bytes queued per connection before it is dropped as a slow consumer")
-	f.Float64Var(&opts.RatePerSecond, "rate", 50, "envelopes per second per participant (-1: unlimited)")
-	f.IntVar(&opts.RateBurst, "burst", 100, "burst of envelopes per participant")
-	f.DurationVar(&opts.HeartbeatInterval, "heartbeat", 30*time.Second, "ping and presence heartbeat interval (-1s: off)")
-	f.DurationVar(&opts.PongTimeout, "pong-timeout", 10*time.Second, "how long a pong may take before the peer is dropped")
-	f.IntVar(&hist.MaxPerTopic, "history-max", 10000, "envelopes kept per topic (-1: all)")
-	f.DurationVar(&hist.MaxAge, "history-max-age", 30*24*time.Hour, "how long envelopes are kept (-1s: forever; with --nats each topic's newest envelope is kept for its seq, but not served once older)")
-	f.StringVar(&natsURL, "nats", "", "NATS server URL (JetStream enabled): join the gateway nodes sharing it, e.g. nats://127.0.0.1:4222")
-	f.IntVar(&natsReplicas, "nats-replicas", 1, "with --nats: replicas of the stream and roster bucket (3 on a 3-server NATS cluster)")
+	f.StringVar(&sf.listen, "listen", "127.0.0.1:7070", "address to listen on (127.0.0.1:0 picks a free port)")
+	f.StringVar(&sf.data, "data", "", "directory for history and signing keys (default: room in the data directory)")
+	f.StringVar(&sf.compat, "compat", string(room.CompatSpec), "welcome and join order: spec, or reference (the reference gateway's shape)")
+	f.StringVar(&sf.visibility, "visibility", string(room.VisibilityDirected), "who sees directed envelopes, live and in history: directed (recipients only) or topic (everyone)")
+	f.StringSliceVar(&sf.opts.AllowedOrigins, "allow-origin", nil, "extra browser Origin hosts allowed to connect (patterns like *.example.com)")
+	f.Int64Var(&sf.opts.MaxFrameBytes, "max-frame-bytes", 1<<20, "largest envelope accepted")
+	f.IntVar(&sf.opts.MaxParticipants, "max-participants", 200, "participants per topic")
+	f.IntVar(&sf.opts.SendQueueFrames, "send-queue-frames", 4096, "envelopes queued per connection before it is dropped as a slow consumer")
+	f.IntVar(&sf.opts.SendQueueBytes, "send-queue-bytes", 8<<20, "bytes queued per connection before it is dropped as a slow consumer")
+	f.Float64Var(&sf.opts.RatePerSecond, "rate", 50, "envelopes per second per participant (-1: unlimited)")
+	f.IntVar(&sf.opts.RateBurst, "burst", 100, "burst of envelopes per participant")
+	f.DurationVar(&sf.opts.HeartbeatInterval, "heartbeat", 30*time.Second, "ping and presence heartbeat interval (-1s: off)")
+	f.DurationVar(&sf.opts.PongTimeout, "pong-timeout", 10*time.Second, "how long a pong may take before the peer is dropped")
+	f.IntVar(&sf.hist.MaxPerTopic, "history-max", 10000, "envelopes kept per topic (-1: all)")
+	f.DurationVar(&sf.hist.MaxAge, "history-max-age", 30*24*time.Hour, "how long envelopes are kept (-1s: forever; with --nats each topic's newest envelope is kept for its seq, but not served once older)")
+	f.StringVar(&sf.natsURL, "nats", "", "NATS server URL (JetStream enabled): join the gateway nodes sharing it, e.g. nats://127.0.0.1:4222")
+	f.IntVar(&sf.natsReplicas, "nats-replicas", 1, "with --nats: replicas of the stream and roster bucket (3 on a 3-server NATS cluster)")
 	for _, name := range []string{"listen", "data", "compat", "visibility", "allow-origin", "max-frame-bytes",
 		"max-participants", "send-queue-frames", "send-queue-bytes", "rate", "burst", "heartbeat", "pong-timeout",
 		"history-max", "history-max-age", "nats", "nats-replicas"} {
 		config.Bind(f, name, "room."+name)
 	}
 	return cmd
+}
+
+// run starts the gateway on its backend (NATS, else the history in
+// --data) and serves until ctx ends.
+func (r *roomServeCmd) run(ctx context.Context) error {
+	opts, hist := r.sf.opts, r.sf.hist
+	dir, keys, err := roomKeys(r.app, r.sf.data)
+	if err != nil {
+		return err
+	}
+	opts.Tokens, opts.Logger = keys, r.log
+	if r.sf.natsURL != "" {
+		conn, err := natsx.Connect(ctx, r.sf.natsURL, natsx.Options{Name: "cvm room serve", Logger: r.log})
+		if err != nil {
+			return fmt.Errorf("--nats: %w (is nats-server -js running there?)", err)
+		}
+		defer conn.Close()
+		cl, err := roomnats.NewCluster(ctx, conn, roomnats.ClusterOptions{MaxPerTopic: hist.MaxPerTopic, MaxAge: hist.MaxAge, Replicas: r.sf.natsReplicas, Logger: r.log})
+		if err != nil {
+			return fmt.Errorf("--nats: %w", err)
+		}
+		defer cl.Close()
+		opts.Backend = cl
+	} else {
+		hist.Logger = r.log
+		store, err := history.Open(filepath.Join(dir, "history.db"), hist)
+		if err != nil {
+			return fmt.Errorf("%w (is another gateway using --data %s?)", err, dir)
+		}
+		defer store.Close()
+		opts.History = store
+	}
+	opts.Compat, opts.Visibility = room.Compat(r.sf.compat), room.Visibility(r.sf.visibility)
+	opts.Page = roompage.Handler(opts.AllowedOrigins)
+	s, err := room.Start(r.sf.listen, opts)
+	if err != nil {
+		return err
+	}
+	return r.serve(ctx, s, opts.Backend, roomReadyLine{Ready: true, URL: s.WSURL, REST: s.URL, Metrics: s.URL + "/metrics",
+		Data: dir, Compat: r.sf.compat, Visibility: r.sf.visibility, Page: s.URL + "/", NATS: r.sf.natsURL})
 }
 
 // roomReadyLine is the JSON line cvm room serve prints once it listens.
@@ -160,20 +167,20 @@ type roomReadyLine struct {
 	Node       string `json:"node,omitempty"`
 }
 
-// serveRoom prints the ready line (with the node's name, on a cluster backend)
+// serve prints the ready line (with the node's name, on a cluster backend)
 // and serves until ctx ends or the gateway stops.
-func (a *app) serveRoom(ctx context.Context, s *room.Server, backend room.Backend, ready roomReadyLine) error {
+func (r *roomServeCmd) serve(ctx context.Context, s *room.Server, backend room.Backend, ready roomReadyLine) error {
 	if backend != nil {
 		ready.Node = backend.Node()
 	}
-	if err := a.printJSON(ready); err != nil {
+	if err := r.printJSON(ready); err != nil {
 		s.Close()
 		return err
 	}
-	a.log.Info("room gateway listening", "url", s.WSURL, "data", ready.Data, "compat", ready.Compat, "visibility", ready.Visibility)
+	r.log.Info("room gateway listening", "url", s.WSURL, "data", ready.Data, "compat", ready.Compat, "visibility", ready.Visibility)
 	select {
 	case <-ctx.Done():
-		a.log.Info("shutting down")
+		r.log.Info("shutting down")
 	case err := <-waitRoom(s):
 		s.Close()
 		return err
@@ -193,83 +200,101 @@ of the gateway whose --data directory holds the signing key (the key is
 created there if missing). Only the token is printed; give it to the
 participant, who sends it as "Authorization: Bearer TOKEN".`
 
+// roomTokenFlags are cvm room token's flags.
+type roomTokenFlags struct {
+	data, id, name, kind, alg string
+	topics                    []string
+	ttl                       time.Duration
+}
+
+// roomTokenCmd is one run of cvm room token: the invocation's app and the
+// command's flags.
+type roomTokenCmd struct {
+	*app
+	tf roomTokenFlags
+}
+
 func (a *app) roomTokenCommand() *cobra.Command {
-	var (
-		data, id, name, kind, alg string
-		topics                    []string
-		ttl                       time.Duration
-	)
+	var tf roomTokenFlags
 	cmd := &cobra.Command{
 		Use:   "token --topic T --id ID",
 		Short: "Mint a participant's bearer token for a room",
 		Long:  roomTokenHelp,
 		Args:  positional(0, 0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(topics) == 0 || id == "" {
-				return fmt.Errorf("--topic and --id are required, e.g. cvm room token --topic room:alpha --id robot-alpha")
-			}
-			for _, t := range topics {
-				if err := mcpx.ValidateTopic(t); err != nil {
-					return fmt.Errorf("--topic: %w", err)
-				}
-			}
-			if err := mcpx.ValidateParticipantID(id); err != nil {
-				return fmt.Errorf("--id: %w", err)
-			}
-			switch kind {
-			case mcpx.ParticipantHuman, mcpx.ParticipantAgent, mcpx.ParticipantRobot:
-			default:
-				return fmt.Errorf("--kind %q: want human, agent or robot", kind)
-			}
-			if ttl <= 0 {
-				return fmt.Errorf("--ttl %v: must be positive, e.g. 24h", ttl)
-			}
-			switch strings.ToUpper(alg) {
-			case strings.ToUpper(room.AlgEdDSA):
-				alg = room.AlgEdDSA
-			case room.AlgHS256:
-				alg = room.AlgHS256
-			default:
-				return fmt.Errorf("--alg %q: want EdDSA or HS256", alg)
-			}
-			dir, err := a.roomDataDir(data)
-			if err != nil {
-				return err
-			}
-			keys, err := room.LoadOrCreateKeys(dir)
-			if err != nil {
-				return err
-			}
-			now := time.Now()
-			claims := room.Claims{
-				Issuer:    "cvm-room",
-				Subject:   id,
-				Audience:  topics,
-				IssuedAt:  now.Unix(),
-				ExpiresAt: now.Add(ttl).Unix(),
-				Name:      name,
-				Kind:      kind,
-			}
-			tok, err := keys.Sign(claims, alg)
-			if err != nil {
-				return err
-			}
-			if a.jsonOut {
-				return a.printJSON(map[string]any{"token": tok, "participant": id, "topics": topics,
-					"expires_at": time.Unix(claims.ExpiresAt, 0).UTC().Format(time.RFC3339)})
-			}
-			_, err = fmt.Fprintln(a.stdout, tok)
-			return err
-		},
+		RunE:  func(*cobra.Command, []string) error { return (&roomTokenCmd{app: a, tf: tf}).run() },
 	}
 	f := cmd.Flags()
-	f.StringVar(&data, "data", "", "the gateway's data directory (default: room in the data directory)")
-	f.StringSliceVar(&topics, "topic", nil, "topic the token admits to (repeat for several)")
-	f.StringVar(&id, "id", "", "participant id")
-	f.StringVar(&name, "name", "", "display name announced in presence (default: the id)")
-	f.StringVar(&kind, "kind", mcpx.ParticipantAgent, "participant kind: human, agent or robot")
-	f.DurationVar(&ttl, "ttl", 24*time.Hour, "how long the token is valid")
-	f.StringVar(&alg, "alg", room.AlgEdDSA, "signature algorithm: EdDSA or HS256")
+	f.StringVar(&tf.data, "data", "", "the gateway's data directory (default: room in the data directory)")
+	f.StringSliceVar(&tf.topics, "topic", nil, "topic the token admits to (repeat for several)")
+	f.StringVar(&tf.id, "id", "", "participant id")
+	f.StringVar(&tf.name, "name", "", "display name announced in presence (default: the id)")
+	f.StringVar(&tf.kind, "kind", mcpx.ParticipantAgent, "participant kind: human, agent or robot")
+	f.DurationVar(&tf.ttl, "ttl", 24*time.Hour, "how long the token is valid")
+	f.StringVar(&tf.alg, "alg", room.AlgEdDSA, "signature algorithm: EdDSA or HS256")
 	config.Bind(f, "data", "room.data")
 	return cmd
+}
+
+// check checks the flags and returns the signature algorithm's canonical
+// name.
+func (tf roomTokenFlags) check() (alg string, err error) {
+	if len(tf.topics) == 0 || tf.id == "" {
+		return "", fmt.Errorf("--topic and --id are required, e.g. cvm room token --topic room:alpha --id robot-alpha")
+	}
+	for _, t := range tf.topics {
+		if err := mcpx.ValidateTopic(t); err != nil {
+			return "", fmt.Errorf("--topic: %w", err)
+		}
+	}
+	if err := mcpx.ValidateParticipantID(tf.id); err != nil {
+		return "", fmt.Errorf("--id: %w", err)
+	}
+	switch tf.kind {
+	case mcpx.ParticipantHuman, mcpx.ParticipantAgent, mcpx.ParticipantRobot:
+	default:
+		return "", fmt.Errorf("--kind %q: want human, agent or robot", tf.kind)
+	}
+	if tf.ttl <= 0 {
+		return "", fmt.Errorf("--ttl %v: must be positive, e.g. 24h", tf.ttl)
+	}
+	switch strings.ToUpper(tf.alg) {
+	case strings.ToUpper(room.AlgEdDSA):
+		return room.AlgEdDSA, nil
+	case room.AlgHS256:
+		return room.AlgHS256, nil
+	default:
+		return "", fmt.Errorf("--alg %q: want EdDSA or HS256", tf.alg)
+	}
+}
+
+// run mints the token with the signing key in --data and prints it.
+func (t *roomTokenCmd) run() error {
+	alg, err := t.tf.check()
+	if err != nil {
+		return err
+	}
+	_, keys, err := roomKeys(t.app, t.tf.data)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	claims := room.Claims{
+		Issuer:    "cvm-room",
+		Subject:   t.tf.id,
+		Audience:  t.tf.topics,
+		IssuedAt:  now.Unix(),
+		ExpiresAt: now.Add(t.tf.ttl).Unix(),
+		Name:      t.tf.name,
+		Kind:      t.tf.kind,
+	}
+	tok, err := keys.Sign(claims, alg)
+	if err != nil {
+		return err
+	}
+	if t.jsonOut {
+		return t.printJSON(map[string]any{"token": tok, "participant": t.tf.id, "topics": t.tf.topics,
+			"expires_at": time.Unix(claims.ExpiresAt, 0).UTC().Format(time.RFC3339)})
+	}
+	_, err = fmt.Fprintln(t.stdout, tok)
+	return err
 }

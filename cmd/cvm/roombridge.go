@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,13 +37,23 @@ When the bridge has joined, one JSON line is printed on stdout:
 Logs and the server's stderr go to stderr. SIGINT or SIGTERM leaves the
 topic and stops the server.`
 
+// roomBridgeFlags are cvm room bridge's flags.
+type roomBridgeFlags struct {
+	join          joinFlags
+	restartMax    time.Duration
+	announceTools bool
+	passEnv       []string
+}
+
+// roomBridgeCmd is one run of cvm room bridge: the invocation's app and
+// the command's flags.
+type roomBridgeCmd struct {
+	*app
+	bf roomBridgeFlags
+}
+
 func (a *app) roomBridgeCommand() *cobra.Command {
-	var (
-		join          joinFlags
-		restartMax    time.Duration
-		announceTools bool
-		passEnv       []string
-	)
+	var bf roomBridgeFlags
 	cmd := &cobra.Command{
 		Use:     "bridge --topic T (--token T | --token-file F) -- COMMAND [ARG...]",
 		Short:   "Put a stdio MCP server into a room as a participant",
@@ -50,55 +61,61 @@ func (a *app) roomBridgeCommand() *cobra.Command {
 		Example: `  cvm room bridge --gateway ws://127.0.0.1:8090 --topic room:demo --token-file alpha.token -- npx -y @modelcontextprotocol/server-everything`,
 		Args:    positional(1, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			copts, err := join.options()
-			if err != nil {
-				return err
-			}
-			copts.Logger = a.log
-			if _, err := exec.LookPath(args[0]); err != nil {
-				return fmt.Errorf("command %s: %w", args[0], err)
-			}
-			if err := secretenv.CheckPass(passEnv); err != nil {
-				return err
-			}
-			env := secretenv.Strip(os.Environ(), passEnv)
-			b, err := bridge.Start(cmd.Context(), bridge.Options{
-				Participant: copts,
-				Command: func() *exec.Cmd {
-					c := exec.Command(args[0], args[1:]...)
-					c.Env = env
-					return c
-				},
-				Stderr:        a.stderr,
-				RestartMax:    restartMax,
-				AnnounceTools: announceTools,
-				Logger:        a.log,
-			})
-			if err != nil {
-				return joinError(err)
-			}
-			defer b.Close()
-			info := b.ServerInfo()
-			ready := map[string]any{
-				"ready":            true,
-				"participant":      b.Client().Self().ID,
-				"topic":            join.topic,
-				"server":           info.ServerInfo,
-				"protocol_version": info.ProtocolVersion,
-			}
-			if err := a.printJSON(ready); err != nil {
-				return err
-			}
-			a.log.Info("bridge joined", "topic", join.topic, "participant", b.Client().Self().ID, "command", args[0])
-			<-cmd.Context().Done()
-			a.log.Info("shutting down")
-			return nil
+			return (&roomBridgeCmd{app: a, bf: bf}).run(cmd.Context(), args)
 		},
 	}
 	f := cmd.Flags()
-	join.register(f)
-	f.BoolVar(&announceTools, "announce-tools", false, "broadcast the server's tools to the topic on every join (notifications/tools/available)")
-	f.StringArrayVar(&passEnv, "pass-env", nil, "give the server this secret variable of cvm's environment anyway: "+strings.Join(secretenv.Names(), " or ")+" (repeatable)")
-	f.DurationVar(&restartMax, "restart-max", 30*time.Second, "longest wait between restarts of a server that keeps exiting")
+	bf.join.register(f)
+	f.BoolVar(&bf.announceTools, "announce-tools", false, "broadcast the server's tools to the topic on every join (notifications/tools/available)")
+	f.StringArrayVar(&bf.passEnv, "pass-env", nil, "give the server this secret variable of cvm's environment anyway: "+strings.Join(secretenv.Names(), " or ")+" (repeatable)")
+	f.DurationVar(&bf.restartMax, "restart-max", 30*time.Second, "longest wait between restarts of a server that keeps exiting")
 	return cmd
+}
+
+// run starts the server COMMAND (args), joins the topic with it and
+// serves until ctx ends.
+func (b *roomBridgeCmd) run(ctx context.Context, args []string) error {
+	copts, err := b.bf.join.options()
+	if err != nil {
+		return err
+	}
+	copts.Logger = b.log
+	if _, err := exec.LookPath(args[0]); err != nil {
+		return fmt.Errorf("command %s: %w", args[0], err)
+	}
+	if err := secretenv.CheckPass(b.bf.passEnv); err != nil {
+		return err
+	}
+	env := secretenv.Strip(os.Environ(), b.bf.passEnv)
+	br, err := bridge.Start(ctx, bridge.Options{
+		Participant: copts,
+		Command: func() *exec.Cmd {
+			c := exec.Command(args[0], args[1:]...)
+			c.Env = env
+			return c
+		},
+		Stderr:        b.stderr,
+		RestartMax:    b.bf.restartMax,
+		AnnounceTools: b.bf.announceTools,
+		Logger:        b.log,
+	})
+	if err != nil {
+		return joinError(err)
+	}
+	defer br.Close()
+	info := br.ServerInfo()
+	ready := map[string]any{
+		"ready":            true,
+		"participant":      br.Client().Self().ID,
+		"topic":            b.bf.join.topic,
+		"server":           info.ServerInfo,
+		"protocol_version": info.ProtocolVersion,
+	}
+	if err := b.printJSON(ready); err != nil {
+		return err
+	}
+	b.log.Info("bridge joined", "topic", b.bf.join.topic, "participant", br.Client().Self().ID, "command", args[0])
+	<-ctx.Done()
+	b.log.Info("shutting down")
+	return nil
 }

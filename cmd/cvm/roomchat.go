@@ -28,9 +28,21 @@ const chatHelp = `commands:
   /history [N]              the last N envelopes you may see (default 20)
   /help, /quit`
 
+// roomChatFlags are cvm room chat's flags.
+type roomChatFlags struct {
+	join  joinFlags
+	drain time.Duration
+}
+
+// roomChatCmd is one run of cvm room chat: the invocation's app and the
+// command's flags.
+type roomChatCmd struct {
+	*app
+	cf roomChatFlags
+}
+
 func (a *app) roomChatCommand() *cobra.Command {
-	var join joinFlags
-	var drain time.Duration
+	var cf roomChatFlags
 	cmd := &cobra.Command{
 		Use:   "chat --topic T (--token T | --token-file F)",
 		Short: "Join a room from the terminal: chat, presence, and peers' tools",
@@ -55,31 +67,34 @@ input or /quit leaves the room once the queue is empty, or once
 --drain-timeout has passed; SIGINT leaves at once. Lines not sent by then
 are counted: the command says how many and exits with status 1.`,
 		Args: positional(0, 0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			copts, err := join.options()
-			if err != nil {
-				return err
-			}
-			if drain < 0 {
-				return errors.New("--drain-timeout must not be negative")
-			}
-			out := &chatOutput{w: a.stdout, json: a.jsonOut}
-			copts.Logger = a.log
-			copts.OnEvent = out.event
-			ctx := cmd.Context()
-			c, err := participant.Connect(ctx, copts)
-			if err != nil {
-				return joinError(err)
-			}
-			defer c.Close()
-			out.ready(c, join.topic)
-			return chatLoop(ctx, c, a.stdin, out, drain)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return (&roomChatCmd{app: a, cf: cf}).run(cmd.Context()) },
 	}
-	join.register(cmd.Flags())
-	cmd.Flags().DurationVar(&drain, "drain-timeout", defaultDrainTimeout,
+	cf.join.register(cmd.Flags())
+	cmd.Flags().DurationVar(&cf.drain, "drain-timeout", defaultDrainTimeout,
 		"at end of input or /quit, how long lines still queued may take to reach the room (0: none)")
 	return cmd
+}
+
+// run joins the topic and chats until end of input, /quit or the end of
+// ctx.
+func (c *roomChatCmd) run(ctx context.Context) error {
+	copts, err := c.cf.join.options()
+	if err != nil {
+		return err
+	}
+	if c.cf.drain < 0 {
+		return errors.New("--drain-timeout must not be negative")
+	}
+	out := &chatOutput{w: c.stdout, json: c.jsonOut}
+	copts.Logger = c.log
+	copts.OnEvent = out.event
+	pc, err := participant.Connect(ctx, copts)
+	if err != nil {
+		return joinError(err)
+	}
+	defer pc.Close()
+	out.ready(pc, c.cf.join.topic)
+	return chatLoop(ctx, pc, c.stdin, out, c.cf.drain)
 }
 
 // defaultDrainTimeout is how long the queue may take to empty at the end
