@@ -198,14 +198,27 @@ func Encode(inv Invoice, key *btcec.PrivateKey) (string, error) {
 // Decode parses and verifies an invoice. The "lightning:" URI prefix is
 // accepted. Expiry is not checked: see Invoice.Expired.
 func Decode(s string) (*Invoice, error) {
-	inv, err := decode(s)
+	inv, err := decode(s, true)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return inv, nil
 }
 
-func decode(s string) (*Invoice, error) {
+// Parse is Decode without the signature's check: every field is read and
+// checked as Decode does, the signature's form too, but the payee's key
+// is not recovered from it (half a millisecond in pure Go): NodeID is the
+// payee named in field n, if any, else zero. For a payer about to hand the
+// invoice to its wallet, which verifies it before paying.
+func Parse(s string) (*Invoice, error) {
+	inv, err := decode(s, false)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return inv, nil
+}
+
+func decode(s string, verify bool) (*Invoice, error) {
 	s = strings.TrimSpace(s)
 	if len(s) > 10 && strings.EqualFold(s[:10], "lightning:") {
 		s = s[10:]
@@ -330,6 +343,13 @@ func decode(s string) (*Invoice, error) {
 	recid := sig[64]
 	if recid > 3 {
 		return nil, fmt.Errorf("signature recovery id %d is not 0 to 3", recid)
+	}
+	if !verify {
+		if payee != nil {
+			copy(inv.NodeID[:], payee)
+			inv.ExplicitPayee = true
+		}
+		return inv, nil
 	}
 	compact := make([]byte, 65)
 	compact[0] = 27 + 4 + recid

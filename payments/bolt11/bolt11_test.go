@@ -224,6 +224,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add(s)
 	f.Fuzz(func(t *testing.T, s string) {
 		inv, err := bolt11.Decode(s)
+		parsed, perr := bolt11.Parse(s)
+		if err == nil && (perr != nil || parsed.Amount != inv.Amount || parsed.Hash != inv.Hash || parsed.Description != inv.Description) {
+			t.Fatalf("Decode read %+v; Parse %+v, %v", inv, parsed, perr)
+		}
 		if err != nil {
 			if inv != nil {
 				t.Fatal("invoice with an error")
