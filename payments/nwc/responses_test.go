@@ -10,6 +10,7 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/internal/testwait"
+	"github.com/cvmgo/cvm/internal/waitbuf"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments/lnsim"
 	"github.com/cvmgo/cvm/payments/nwc"
@@ -72,7 +73,8 @@ func TestClient_RequestEndsWhenItsResponsesCannotCome(t *testing.T) {
 	<-svc.Ready()
 
 	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{r.URL}})
-	c := nwc.NewClient(u, nwc.ClientOptions{Pool: pool, Timeout: time.Hour})
+	var logs waitbuf.Buffer
+	c := nwc.NewClient(u, nwc.ClientOptions{Pool: pool, Timeout: time.Hour, Logger: logs.Logger()})
 	defer c.Close()
 	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()
@@ -86,9 +88,11 @@ func TestClient_RequestEndsWhenItsResponsesCannotCome(t *testing.T) {
 	<-deaf.Ready()
 	res := make(chan error, 1)
 	go func() { _, err := c.GetBalance(ctx); res <- err }()
-	// Pacing under test: the request must be on its way before the pool
-	// goes; its answer never comes either way.
-	time.Sleep(100 * time.Millisecond)
+	// The request is published (a relay took it) and waits for its
+	// answer when the pool goes.
+	testwait.Eventually(t, 10*time.Second, "the second request sent", func() bool {
+		return strings.Count(logs.String(), "nwc request sent") == 2
+	})
 	pool.Close()
 	select {
 	case err := <-res:
