@@ -218,6 +218,45 @@ func TestChannel_ServerWithoutChannelsIsPaidByInvoice(t *testing.T) {
 	}
 }
 
+// staleChannels is a gate without channels that still lists their pmi,
+// as a server that offered them before a restart with them switched off
+// looks to a client that learnt of it then.
+type staleChannels struct{ *cep8.Gate }
+
+func (g staleChannels) Tags() nostr.Tags {
+	return append(g.Gate.Tags(), nostr.Tag{contextvm.TagPMI, channel.PMI})
+}
+
+func (g staleChannels) Session() contextvm.GateSession { return staleSession{g.Gate.Session()} }
+
+type staleSession struct{ contextvm.GateSession }
+
+func (s staleSession) Tags() nostr.Tags {
+	return append(s.GateSession.Tags(), nostr.Tag{contextvm.TagPMI, channel.PMI})
+}
+
+// A server that lists channels and ignores the request to open one asks
+// for the call's price: the client pays it as any price, within its
+// budget, and the call runs (before, the client took it for a deposit
+// of the wrong amount and declined it).
+func TestChannel_IgnoredOpenIsPaidAsThePrice(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	p, _ := contextvm.ParsePrice("tool:count=2")
+	gate := staleChannels{cep8.NewGate(cep8.Options{Processors: []payments.Processor{f.ln.proc}})}
+	peertest.Serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
+		Signer: contextvm.NewKeySigner(f.sk), Gate: gate}, peertest.CounterServer(&f.runs))
+	opts := f.clientOptions(f.channelPay(nil))
+	cs := peertest.Connect(t, opts)
+	f.count(t, cs, 2)
+	if f.runs.Load() != 2 || f.settled.Load() != 2 {
+		t.Fatalf("%d runs, %d Lightning payments; want 2 and 2", f.runs.Load(), f.settled.Load())
+	}
+	f.wantBalances(t, "after two calls", 96_000, 4_000)
+	if _, ok := opts.Payer.(*cep8.Payer).Channel(context.Background(), f.sk.Public()); ok {
+		t.Fatal("a channel with a server that opened none")
+	}
+}
+
 func listsChannels(g *cep8.Gate) bool {
 	return slices.ContainsFunc(g.Tags(), func(t nostr.Tag) bool { return len(t) == 2 && t[0] == contextvm.TagPMI && t[1] == channel.PMI })
 }
