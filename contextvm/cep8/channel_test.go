@@ -17,6 +17,7 @@ import (
 	"github.com/cvmgo/cvm/contextvm/internal/peertest"
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/internal/testwait"
+	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/channel"
 	"github.com/cvmgo/cvm/payments/lnsim"
@@ -146,6 +147,64 @@ func TestChannel_FiveCallsOneDepositCloseRefundsTheRest(t *testing.T) {
 	// The next call opens another channel.
 	f.count(t, cs, 1)
 	f.wantBalances(t, "after a call on a new channel", 40_000, 60_000)
+}
+
+// Free calls between paid ones on a channel (a tool with no price, whose
+// request carries a receipt of nothing the server ignores) leave the
+// client's receipts in step with the server's books: every paid call is
+// sent once, none refused and sent again (before, each free call put the
+// client one receipt ahead, and the next paid call was refused with
+// RAV_CONFLICT and resent: two round trips a call).
+func TestChannel_FreeCallsKeepReceiptsInStep(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	counter := peertest.CounterServer(&f.runs)
+	mcp.AddTool(counter, &mcp.Tool{Name: "free"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "free"}}}, nil, nil
+	})
+	f.serveMCP(t, durable.NewMemory(durable.Options{}), counter)
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{f.relay.URL}})
+	defer pool.Close()
+	sub := pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{contextvm.KindMessage}, Authors: []nostr.PubKey{f.clientSK.Public()}}, 256)
+	defer sub.Close()
+	ctx, cancel := testwait.Context(t, 30*time.Second)
+	defer cancel()
+	select {
+	case <-sub.Ready():
+	case <-ctx.Done():
+		t.Fatal("no subscription")
+	}
+	cs := peertest.Connect(t, f.clientOptions(f.channelPay(nil)))
+	for i := range 4 {
+		if res, err := peertest.Call(cs, "free", nil); err != nil || res.IsError {
+			t.Fatalf("free call %d: %v %+v", i+1, err, res)
+		}
+		f.count(t, cs, 1)
+	}
+	if f.runs.Load() != 4 || f.settled.Load() != 1 {
+		t.Fatalf("%d paid runs, %d Lightning payments; want 4 on one payment", f.runs.Load(), f.settled.Load())
+	}
+	// The first eight requests are the eight calls, in order: a paid call
+	// refused and sent again would be among them (the second paid call's
+	// resend is the sixth), with its JSON-RPC id twice.
+	ids := map[string]bool{}
+	for len(ids) < 8 {
+		select {
+		case evt := <-sub.Events():
+			var m struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal([]byte(evt.Content), &m) != nil || m.Method != "tools/call" {
+				continue
+			}
+			if ids[string(m.ID)] {
+				t.Fatalf("call %s was sent again after %d requests", m.ID, len(ids))
+			}
+			ids[string(m.ID)] = true
+		case <-ctx.Done():
+			t.Fatalf("%d of the 8 calls' requests seen", len(ids))
+		}
+	}
 }
 
 // A receipt on a call the server waives is not debited, and the answer
