@@ -258,13 +258,21 @@ func TestChannel_TopUpWhenTheDepositRunsOut(t *testing.T) {
 // does not offer them.
 func TestChannel_ServerWithoutChannelsIsPaidByInvoice(t *testing.T) {
 	f := newChanFixture(t, 100_000)
-	p, _ := contextvm.ParsePrice("tool:count=2")
 	gate := cep8.NewGate(cep8.Options{Processors: []payments.Processor{f.ln.proc}})
-	peertest.Serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
-		Signer: contextvm.NewKeySigner(f.sk), Gate: gate}, peertest.CounterServer(&f.runs))
 	if listsChannels(gate) {
 		t.Fatal("a gate without channels lists their pmi")
 	}
+	f.invoicedTwice(t, gate)
+}
+
+// invoicedTwice serves count (2 sats) behind gate, which keeps no books,
+// and checks that a client paying over channels makes two calls on two
+// invoices and holds no channel after them.
+func (f *chanFixture) invoicedTwice(t *testing.T, gate contextvm.Gate) {
+	t.Helper()
+	p, _ := contextvm.ParsePrice("tool:count=2")
+	peertest.Serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
+		Signer: contextvm.NewKeySigner(f.sk), Gate: gate}, peertest.CounterServer(&f.runs))
 	opts := f.clientOptions(f.channelPay(nil))
 	cs := peertest.Connect(t, opts)
 	f.count(t, cs, 2)
@@ -273,7 +281,7 @@ func TestChannel_ServerWithoutChannelsIsPaidByInvoice(t *testing.T) {
 	}
 	f.wantBalances(t, "after two calls", 96_000, 4_000)
 	if _, ok := opts.Payer.(*cep8.Payer).Channel(context.Background(), f.sk.Public()); ok {
-		t.Fatal("a channel with a server that offers none")
+		t.Fatal("a channel with a server that opened none")
 	}
 }
 
@@ -300,20 +308,7 @@ func (s staleSession) Tags() nostr.Tags {
 // of the wrong amount and declined it).
 func TestChannel_IgnoredOpenIsPaidAsThePrice(t *testing.T) {
 	f := newChanFixture(t, 100_000)
-	p, _ := contextvm.ParsePrice("tool:count=2")
-	gate := staleChannels{cep8.NewGate(cep8.Options{Processors: []payments.Processor{f.ln.proc}})}
-	peertest.Serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
-		Signer: contextvm.NewKeySigner(f.sk), Gate: gate}, peertest.CounterServer(&f.runs))
-	opts := f.clientOptions(f.channelPay(nil))
-	cs := peertest.Connect(t, opts)
-	f.count(t, cs, 2)
-	if f.runs.Load() != 2 || f.settled.Load() != 2 {
-		t.Fatalf("%d runs, %d Lightning payments; want 2 and 2", f.runs.Load(), f.settled.Load())
-	}
-	f.wantBalances(t, "after two calls", 96_000, 4_000)
-	if _, ok := opts.Payer.(*cep8.Payer).Channel(context.Background(), f.sk.Public()); ok {
-		t.Fatal("a channel with a server that opened none")
-	}
+	f.invoicedTwice(t, staleChannels{cep8.NewGate(cep8.Options{Processors: []payments.Processor{f.ln.proc}})})
 }
 
 func listsChannels(g *cep8.Gate) bool {
