@@ -302,17 +302,23 @@ func (g *gatewayCmd) serve(ctx context.Context, gw *gateway.Gateway, p gatewayPl
 		g.log.Info("serving as a replica", "replica", replicas.Status().Member, "nats", g.gf.replica.natsURL)
 	}
 
+	var err error
 	select {
 	case <-ctx.Done():
-		g.log.Info("shutting down")
-	case err := <-served:
-		return fmt.Errorf("gateway stopped: %w", err)
+	case err = <-served:
+		// Serve also returns when ctx is cancelled, and may win the race
+		// with ctx.Done: that is a shutdown, not a failure.
+		if ctx.Err() == nil {
+			return fmt.Errorf("gateway stopped: %w", err)
+		}
+		served <- err
 	}
+	g.log.Info("shutting down")
 	// The gateway stops its server (which answers what is in flight with
 	// an error, and deletes the announcements if asked to), then the
 	// upstream sessions.
 	gw.Close()
-	if err := <-served; err != nil && !errors.Is(err, gateway.ErrClosed) && !errors.Is(err, context.Canceled) {
+	if err = <-served; err != nil && !errors.Is(err, gateway.ErrClosed) && !errors.Is(err, context.Canceled) {
 		g.log.Debug("serve ended", "err", err)
 	}
 	return nil
