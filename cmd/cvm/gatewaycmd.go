@@ -14,6 +14,7 @@ import (
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/internal/secretenv"
 	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/payments/channel"
 	"github.com/cvmgo/cvm/payments/lightning"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -161,6 +162,10 @@ func (gf *gatewayFlags) add(f *pflag.FlagSet) {
 type gatewayCmd struct {
 	*app
 	gf gatewayFlags
+	// httpChannels are the gateway's prepaid payment channels, offered
+	// over --http too: set where the wallet is opened, only when it may
+	// pay_invoice (the refunds).
+	httpChannels *channel.Books
 }
 
 func (a *app) gatewayCommand() *cobra.Command {

@@ -52,6 +52,10 @@ const (
 	MetaQuotation  = "nip10/quotation_id"
 	MetaPrice      = "nip10/price"
 	CapabilityName = "nip10"
+	// DataChannelPMI in the data of a CodeQuotationRequired refusal says
+	// that the server also takes the call's price from a prepaid payment
+	// channel: its value is channel.PMI.
+	DataChannelPMI = "channel_pmi"
 )
 
 // Durable spaces.
@@ -113,6 +117,9 @@ type record struct {
 	// Attempt counts the Releases: the spend of attempt n claims
 	// spentKey(id, n).
 	Attempt int `json:"attempt,omitempty"`
+	// Deposit is set on the quotation of a payment channel's deposit or
+	// top-up, which pays for no call (Tool is empty).
+	Deposit *Deposit `json:"deposit,omitempty"`
 }
 
 // spentKey is the claim that spends attempt n of quotation id; the first
@@ -262,34 +269,40 @@ func (d *Desk) load(ctx context.Context, caller, id string) (record, error) {
 // invoice's payment hash; the processor then checks that the invoice is
 // settled. Confirming a paid quotation again is a no-op.
 func (d *Desk) Confirm(ctx context.Context, caller, id, proof string) error {
+	_, err := d.confirm(ctx, caller, id, proof)
+	return err
+}
+
+// confirm is Confirm, and returns the paid quotation.
+func (d *Desk) confirm(ctx context.Context, caller, id, proof string) (record, error) {
 	rec, err := d.load(ctx, caller, id)
 	if err != nil {
-		return err
+		return record{}, err
 	}
 	if rec.Paid {
-		return nil
+		return rec, nil
 	}
 	if spent, err := d.spent(ctx, id, rec.Attempt); err != nil {
-		return err
+		return record{}, err
 	} else if spent {
-		return ErrSpent
+		return record{}, ErrSpent
 	}
 	if !d.opts.Now().Before(rec.Expires) {
-		return ErrExpired
+		return record{}, ErrExpired
 	}
 	if rec.Payment.PMI == payments.PMILightningBolt11 {
 		if err := checkPreimage(rec.Payment.PayReq, proof); err != nil {
-			return err
+			return record{}, err
 		}
 	}
 	vctx, cancel := context.WithTimeout(ctx, d.opts.VerifyTimeout)
 	defer cancel()
 	charge := payments.Charge{Amount: rec.Price.Amount, Unit: rec.Price.Unit, RequestID: rec.ChargeID, Client: chargeClient(caller)}
 	if err := d.opts.Processor.Verify(vctx, charge, rec.Payment); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadProof, err)
+		return record{}, fmt.Errorf("%w: %w", ErrBadProof, err)
 	}
 	rec.Paid = true
-	return d.put(ctx, id, rec)
+	return rec, d.put(ctx, id, rec)
 }
 
 func checkPreimage(payReq, proof string) error {
