@@ -8,9 +8,18 @@ import (
 	"testing"
 	"time"
 
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/did"
 	"github.com/cvmgo/cvm/didauth"
+	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/gateway"
+	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/payments/channel"
+	"github.com/cvmgo/cvm/payments/lightning"
+	"github.com/cvmgo/cvm/payments/lnsim"
+	"github.com/cvmgo/cvm/payments/quotation"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -59,5 +68,76 @@ func BenchmarkHTTPGatewayCall(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkChannelHTTPCall times one tools/call through ListenHTTP's
+// endpoint (DIDAuthV1 with Ed25519 required, stores in memory, loopback
+// HTTP) on one gateway: a free tool (the baseline), and a priced one paid
+// by a prepaid channel's receipt (quotation.Buyer's Transport signs it,
+// the gateway verifies it and records it in the books before the call
+// runs). The ratio of the two is issue #30's target (≤ 1.1×).
+func BenchmarkChannelHTTPCall(b *testing.B) {
+	ctx := context.Background()
+	n, err := lnsim.Open(lnsim.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n.AddWallet("client", 20_000_000_000)
+	n.AddWallet("server", 0)
+	sw, _ := n.Wallet("server")
+	cw, _ := n.Wallet("client")
+	up := &paidUpstream{}
+	gw, err := gateway.New(ctx, gateway.Options{Upstream: gateway.InProcess(up.server()), NoNostr: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gw.Close()
+	store := durable.NewMemory(durable.Options{})
+	key := nostr.Generate()
+	pk := key.Public()
+	books, err := channel.New(channel.Options{Store: store, ServerKey: pk[:], Refunder: channel.WalletRefunder{Wallet: sw}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, _ := contextvm.ParsePrice("tool:translate=1")
+	ep, err := gw.ListenHTTP(gateway.HTTPEndpointOptions{Addr: "127.0.0.1:0", Key: key, Store: store, RequireAuth: true,
+		Processor: lightning.NewProcessor(sw, lightning.ProcessorOptions{PollMin: time.Millisecond}),
+		Prices:    []contextvm.Price{p}, Channels: books, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ep.Shutdown(ctx)
+	s, _ := did.GenerateKey(did.Ed25519)
+	hc := &http.Client{Transport: &didauth.Transport{Signer: s}}
+	buyer := &quotation.Buyer{URL: ep.URL, Client: hc, Signer: s, Pay: &cep8.PayOptions{
+		Budget:   &payments.Budget{Unit: "sats", PerCall: 10},
+		Handlers: []payments.Handler{lightning.NewHandler(cw)},
+		Channel:  &cep8.ChannelOptions{DepositSats: 10_000_000, Wallet: cw},
+	}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: ep.URL, HTTPClient: &http.Client{Transport: buyer.Transport(hc.Transport)}, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	// The channel is opened (and its first receipt paid) before timing.
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "translate", Arguments: map[string]any{"text": "x"}}); err != nil {
+		b.Fatal(err)
+	}
+	for _, tool := range []string{"free", "translate"} {
+		name := map[string]string{"free": "free", "translate": "channel"}[tool]
+		b.Run(name, func(b *testing.B) {
+			params := &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "x"}}
+			for b.Loop() {
+				res, err := cs.CallTool(ctx, params)
+				if err != nil || res.IsError {
+					b.Fatal(err, res)
+				}
+			}
+		})
+	}
+	if st, ok := buyer.Channel(ctx); !ok || st.Nonce != uint64(up.calls.Load()) {
+		b.Fatalf("channel %+v: %d priced calls ran", st, up.calls.Load())
 	}
 }

@@ -21,9 +21,18 @@
 // The client's side is the Buyer: quote, pay within a cep8.PayOptions
 // budget with its wallets, as over Nostr, and confirm.
 //
+// Prepaid payment channels (package payments/channel) ride on the same
+// flow: a deposit is quoted (nip10/quote with {"channel": …}), paid and
+// confirmed like a price, and its confirmation opens the channel (or tops
+// it up) in HTTP.Channels; a priced tools/call then carries a receipt in
+// channel.Header, signed with the caller's DIDAuthV1 key, instead of a
+// quotation id. On the client, Buyer.Transport attaches the receipts.
+//
 // Files: quotation.go (the Desk, Quote), http.go (Middleware, HTTP),
 // codes.go (methods, _meta keys, error codes), buyer.go (Buyer, and the
-// client's reading of prices and refusals: Priced, IsRequired).
+// client's reading of prices and refusals: Priced, IsRequired),
+// channel.go (the server's side of channels: deposits, receipts, close),
+// channelbuyer.go (the client's: Buyer.Transport, Buyer.CloseChannel).
 package quotation
 
 import (
