@@ -213,10 +213,11 @@ func channelOffer(resp *http.Response) (uint64, bool) {
 	if resp.StatusCode != http.StatusOK || ct != "application/json" {
 		return 0, false
 	}
+	// A refusal is small: what is longer is another answer, passed on
+	// whole, what was read first.
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
-	resp.Body.Close()
-	resp.Body = io.NopCloser(bytes.NewReader(raw))
-	if err != nil || !bytes.Contains(raw, []byte(DataChannelPMI)) {
+	resp.Body = readCloser{io.MultiReader(bytes.NewReader(raw), resp.Body), resp.Body}
+	if err != nil || len(raw) == maxAnswerBytes || !bytes.Contains(raw, []byte(DataChannelPMI)) {
 		return 0, false
 	}
 	var r struct {
@@ -236,6 +237,12 @@ func channelOffer(resp *http.Response) (uint64, bool) {
 		return 0, false
 	}
 	return uint64(d.Price.Amount) * 1000, true
+}
+
+// readCloser reads what its Reader gives and closes its Closer.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // refusal is the answer the caller gets for a receipt refused for good: a
