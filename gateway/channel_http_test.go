@@ -140,6 +140,9 @@ func TestChannelHTTP_FiveCallsOneDepositCloseRefundsTheRest(t *testing.T) {
 				t.Fatalf("client balance %d, want %d (the deposit paid)", got, before-100_000)
 			}
 			ctx := t.Context()
+			if total, _, err := buyer.Pay.Budget.Spent(ctx, b.ep.URL); err != nil || total != 100 {
+				t.Fatalf("the budget counts %d sats spent today (%v), want the deposit, 100", total, err)
+			}
 			st, ok := buyer.Channel(ctx)
 			if !ok || st.Nonce != 5 || st.Accumulated != 50_000 || st.Deposit != 100_000 || st.Fragment != channel.Fragment(signer.KeyID()) {
 				t.Fatalf("the buyer's channel: %+v, %v", st, ok)
@@ -423,13 +426,17 @@ func TestChannelHTTP_ResyncsFromARefusal(t *testing.T) {
 	if st, ok := second.Channel(t.Context()); !ok || st.Nonce != 1 {
 		t.Fatalf("the second buyer's stored channel: %+v, %v", st, ok)
 	}
-	call(t, csFirst, "translate", map[string]any{"text": "b"}) // nonce 2, unknown to second
+	// Four receipts the second buyer never hears of: more than it could
+	// guess its way past by counting up.
+	for range 4 {
+		call(t, csFirst, "translate", map[string]any{"text": "b"})
+	}
 	if got := call(t, b.connect(t, second), "translate", map[string]any{"text": "c"}); got != "fr:c" {
 		t.Fatalf("the second buyer's call: %q", got)
 	}
 	st, _ := second.Channel(t.Context())
-	if st.Nonce != 3 || st.Accumulated != 30_000 || b.up.calls.Load() != 3 || b.paid.Load() != 1 {
-		t.Fatalf("state %+v, %d runs, %d payments; want nonce 3, 3 runs, one payment", st, b.up.calls.Load(), b.paid.Load())
+	if st.Nonce != 6 || st.Accumulated != 60_000 || b.up.calls.Load() != 6 || b.paid.Load() != 1 {
+		t.Fatalf("state %+v, %d runs, %d payments; want nonce 6, 6 runs, one payment", st, b.up.calls.Load(), b.paid.Load())
 	}
 }
 
