@@ -19,7 +19,6 @@ import (
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/channel"
 	"github.com/cvmgo/cvm/payments/lightning"
-	"github.com/cvmgo/cvm/payments/lnsim"
 	"github.com/cvmgo/cvm/payments/quotation"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -81,14 +80,9 @@ func BenchmarkHTTPGatewayCall(b *testing.B) {
 // (≤ 1.1×).
 func BenchmarkChannelHTTPCall(b *testing.B) {
 	ctx := context.Background()
-	n, err := lnsim.Open(lnsim.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	n.AddWallet("client", 20_000_000_000)
-	n.AddWallet("server", 0)
-	sw, _ := n.Wallet("server")
-	cw, _ := n.Wallet("client")
+	n, sw, _ := lightningWallets(b)
+	n.AddWallet("rich", 20_000_000_000) // a deposit of 10M sats
+	cw, _ := n.Wallet("rich")
 	up := &paidUpstream{}
 	gw, err := gateway.New(ctx, gateway.Options{Upstream: gateway.InProcess(up.server()), NoNostr: true})
 	if err != nil {

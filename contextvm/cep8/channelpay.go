@@ -286,7 +286,7 @@ func (p *Payer) CloseChannel(ctx context.Context, opts contextvm.ClientOptions) 
 	}
 	defer conn.Close()
 	for try := 0; ; try++ {
-		params := closeParams{Channel: st.Channel.String()}
+		params := CloseParams{Channel: st.Channel.String()}
 		if owed := st.Deposit - min(st.Accumulated, st.Deposit); owed > 0 {
 			if p.ch.opts.Wallet == nil {
 				return st, errors.New("cep8: ChannelOptions.Wallet is needed to invoice the refund")
@@ -302,7 +302,7 @@ func (p *Payer) CloseChannel(ctx context.Context, opts contextvm.ClientOptions) 
 			return st, err
 		}
 		if resp.Error == nil {
-			var res closeResult
+			var res CloseResult
 			if err := json.Unmarshal(resp.Result, &res); err != nil {
 				return st, fmt.Errorf("cep8: the server's close result: %w", err)
 			}
@@ -343,7 +343,7 @@ func (p *Payer) CloseChannel(ctx context.Context, opts contextvm.ClientOptions) 
 func closeCall(ctx context.Context, conn interface {
 	Write(context.Context, jsonrpc.Message) error
 	Read(context.Context) (jsonrpc.Message, error)
-}, params closeParams) (*jsonrpc.Response, error) {
+}, params CloseParams) (*jsonrpc.Response, error) {
 	raw, _ := json.Marshal(params)
 	id, _ := jsonrpc.MakeID("close")
 	if err := conn.Write(ctx, &jsonrpc.Request{ID: id, Method: MethodChannelClose, Params: raw}); err != nil {

@@ -294,19 +294,6 @@ func writeRefusal(w http.ResponseWriter, ref string, refusal *channel.Error, pri
 	w.Write(body)
 }
 
-// closeParams and closeResult are cep8.MethodChannelClose's, the same
-// over HTTP as over ContextVM.
-type closeParams struct {
-	Channel string `json:"channel"`
-	Invoice string `json:"invoice,omitempty"`
-}
-
-type closeResult struct {
-	Channel json.RawMessage `json:"channel"`
-	Owed    channel.Amount  `json:"owed_msat"`
-	Refund  string          `json:"refund"`
-}
-
 // refundTimeout bounds the payment of a refund through the server's wallet.
 const refundTimeout = time.Minute
 
@@ -320,7 +307,7 @@ func (h HTTP) closeChannel(w http.ResponseWriter, r *http.Request, req *jsonrpc.
 		answer(w, req.ID, nil, ErrAnonymous)
 		return
 	}
-	var p closeParams
+	var p cep8.CloseParams
 	if err := json.Unmarshal(req.Params, &p); err != nil {
 		answer(w, req.ID, nil, fmt.Errorf("%w: want {channel, invoice}", ErrInvalidInput))
 		return
@@ -352,5 +339,5 @@ func (h HTTP) closeChannel(w http.ResponseWriter, r *http.Request, req *jsonrpc.
 	}
 	pl := st.Answer(0)
 	state, _ := channel.MarshalPayload(&pl)
-	answer(w, req.ID, closeResult{Channel: state, Owed: channel.Amount(st.Owed), Refund: st.Refund.String()}, nil)
+	answer(w, req.ID, cep8.CloseResult{Channel: state, Owed: channel.Amount(st.Owed), Refund: st.Refund.String()}, nil)
 }

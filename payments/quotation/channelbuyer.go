@@ -481,7 +481,7 @@ func (b *Buyer) CloseChannel(ctx context.Context) (channel.State, error) {
 		return channel.State{}, errors.New("quotation: no channel with this server")
 	}
 	for try := 0; ; try++ {
-		params := closeParams{Channel: st.Channel.String()}
+		params := cep8.CloseParams{Channel: st.Channel.String()}
 		if owed := st.Deposit - min(st.Accumulated, st.Deposit); owed > 0 {
 			if b.Pay.Channel.Wallet == nil {
 				return st, errors.New("quotation: Pay.Channel.Wallet is needed to invoice the refund")
@@ -492,7 +492,7 @@ func (b *Buyer) CloseChannel(ctx context.Context) (channel.State, error) {
 			}
 			params.Invoice = inv.Bolt11
 		}
-		var res closeResult
+		var res cep8.CloseResult
 		err := b.rpc(ctx, cep8.MethodChannelClose, params, &res)
 		if err == nil {
 			p, err := channel.UnmarshalPayload(res.Channel)
