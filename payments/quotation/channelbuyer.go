@@ -233,7 +233,7 @@ func channelOffer(resp *http.Response) (uint64, bool) {
 		return 0, false
 	}
 	d := r.Error.Data
-	if d.ChannelPMI != channel.PMI || d.Price.Unit != contextvm.DefaultPriceUnit || d.Price.Max > d.Price.Amount || d.Price.Amount < 0 {
+	if d.ChannelPMI != channel.PMI || d.Price.Unit != contextvm.DefaultPriceUnit || d.Price.Max > d.Price.Amount || d.Price.Amount <= 0 {
 		return 0, false
 	}
 	return uint64(d.Price.Amount) * 1000, true
