@@ -479,3 +479,28 @@ func TestChannelHTTP_InitializeOffersThePMI(t *testing.T) {
 		t.Fatalf("experimental.nip10 = %s, want %s", exp, want)
 	}
 }
+
+// TestChannelHTTP_TopUpWhenTheDepositIsSpent: a call the deposit no longer
+// covers tops the channel up (a second payment, the same channel) and
+// runs; closing a channel spent to the last msat refunds nothing.
+func TestChannelHTTP_TopUpWhenTheDepositIsSpent(t *testing.T) {
+	b := newChannelBench(t, true)
+	signer := newSigner(t)
+	buyer := b.buyer(signer, 15, nil)
+	cs := b.connect(t, buyer)
+	call(t, cs, "translate", map[string]any{"text": "1"})
+	opened, _ := buyer.Channel(t.Context())
+	for _, text := range []string{"2", "3"} {
+		call(t, cs, "translate", map[string]any{"text": text})
+	}
+	st, _ := buyer.Channel(t.Context())
+	if st.Channel != opened.Channel || st.Deposit != 30_000 || st.Accumulated != 30_000 || b.paid.Load() != 2 || b.up.calls.Load() != 3 {
+		t.Fatalf("state %+v (opened %s), %d payments, %d runs; want one channel topped up to 30000 msat, 2 payments, 3 runs",
+			st, opened.Channel, b.paid.Load(), b.up.calls.Load())
+	}
+	before := b.balance(t, "client")
+	closed, err := buyer.CloseChannel(t.Context())
+	if err != nil || closed.Owed != 0 || b.balance(t, "client") != before {
+		t.Fatalf("close: %+v, %v; balance %d, was %d", closed, err, b.balance(t, "client"), before)
+	}
+}
