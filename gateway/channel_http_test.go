@@ -44,6 +44,13 @@ type channelBench struct {
 
 func newChannelBench(t *testing.T, channels bool) *channelBench {
 	t.Helper()
+	return newChannelBenchAt(t, channels, nil)
+}
+
+// newChannelBenchAt is newChannelBench with now the books' clock, and
+// with it an idle TTL of idleTTL.
+func newChannelBenchAt(t *testing.T, channels bool, now func() time.Time) *channelBench {
+	t.Helper()
 	ctx, cancel := testwait.Context(t, patience)
 	defer cancel()
 	n, sw, cw := lightningWallets(t)
@@ -62,7 +69,11 @@ func newChannelBench(t *testing.T, channels bool) *channelBench {
 		Prices:    []contextvm.Price{price(t, "tool:translate=10")}}
 	if channels {
 		pk := key.Public()
-		books, err := channel.New(channel.Options{Store: store, ServerKey: pk[:], Refunder: channel.WalletRefunder{Wallet: sw}})
+		var ttl time.Duration // the default
+		if now != nil {
+			ttl = idleTTL
+		}
+		books, err := channel.New(channel.Options{Store: store, ServerKey: pk[:], Refunder: channel.WalletRefunder{Wallet: sw}, Now: now, IdleTTL: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -502,5 +513,38 @@ func TestChannelHTTP_TopUpWhenTheDepositIsSpent(t *testing.T) {
 	closed, err := buyer.CloseChannel(t.Context())
 	if err != nil || closed.Owed != 0 || b.balance(t, "client") != before {
 		t.Fatalf("close: %+v, %v; balance %d, was %d", closed, err, b.balance(t, "client"), before)
+	}
+}
+
+// idleTTL is the books' idle TTL on a clock of the test's (newChannelBenchAt):
+// shorter than a refund invoice's life, so that the invoice made now is
+// still good on the books' clock moved past the TTL.
+const idleTTL = 5 * time.Minute
+
+// TestChannelHTTP_IdleChannelRefundedOnNextContact: a channel the server
+// closed, idle past its TTL, is refunded when the buyer next calls (its
+// refusal, CHANNEL_CLOSED, says what is owed), and the call goes on over a
+// new channel.
+func TestChannelHTTP_IdleChannelRefundedOnNextContact(t *testing.T) {
+	var skew atomic.Int64
+	b := newChannelBenchAt(t, true, func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })
+	signer := newSigner(t)
+	buyer := b.buyer(signer, 100, nil)
+	cs := b.connect(t, buyer)
+	call(t, cs, "translate", map[string]any{"text": "before"})
+	first, _ := buyer.Channel(t.Context())
+	afterDeposit := b.balance(t, "client")
+	skew.Store(int64(idleTTL + time.Second))
+	if got := call(t, cs, "translate", map[string]any{"text": "after"}); got != "fr:after" {
+		t.Fatalf("the call after the server closed the channel: %q", got)
+	}
+	second, _ := buyer.Channel(t.Context())
+	old, err := b.books.Get(t.Context(), signer.PublicKey().Bytes, first.Channel)
+	if err != nil || !old.Closed || old.Refund != channel.RefundPaid || old.Owed != 90_000 {
+		t.Fatalf("the idle channel: %+v, %v; want closed, 90000 msat refunded", old, err)
+	}
+	// The refund came in, the new channel's deposit went out.
+	if got := b.balance(t, "client"); got != afterDeposit+90_000-100_000 || second.Channel == first.Channel || b.up.calls.Load() != 2 {
+		t.Fatalf("client balance %d (after the first deposit %d), channels %s then %s, %d runs", got, afterDeposit, first.Channel, second.Channel, b.up.calls.Load())
 	}
 }

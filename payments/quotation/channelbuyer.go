@@ -195,6 +195,9 @@ func (c *buyerChannel) call(req *http.Request, body []byte, name string, id json
 		if resp.StatusCode < 300 || p.Error == nil {
 			return resp, nil
 		}
+		if p.Error.Code == channel.CodeClosed {
+			c.claimRefund(ctx, &p)
+		}
 		resp.Body.Close()
 		if !resend || try >= maxTries {
 			return refusal(resp, id, &p), nil
@@ -202,6 +205,24 @@ func (c *buyerChannel) call(req *http.Request, body []byte, name string, id json
 		if p.Cost > 0 {
 			cost = uint64(p.Cost)
 		}
+	}
+}
+
+// claimRefund has the refund of the channel the server closed (idle past
+// its TTL; p is the refusal saying so) paid, now that the buyer hears of
+// it: its next contact. A refund that fails is logged; the channel is
+// forgotten all the same, and the call goes on over another.
+func (c *buyerChannel) claimRefund(ctx context.Context, p *channel.Payload) {
+	st, err := channel.StateOf(p)
+	if err != nil || st.Owed == 0 {
+		return
+	}
+	if c.b.Pay.Channel.Wallet == nil {
+		c.b.logger().Warn("the server closed a channel with money left in it, which stays owed: Pay.Channel.Wallet invoices refunds", "channel", st.Channel, "owed_msat", st.Owed)
+		return
+	}
+	if _, err := c.b.closeChannel(ctx, st); err != nil {
+		c.b.logger().Warn("the server closed a channel and its refund could not be claimed", "channel", st.Channel, "owed_msat", st.Owed, "err", err)
 	}
 }
 
@@ -413,10 +434,6 @@ func (c *buyerChannel) answered(tool string, p *channel.Payload) (resend bool) {
 	switch code {
 	case "", channel.CodeConflict, channel.CodeDuplicate, channel.CodeInsufficientFunds, channel.CodeEpochMismatch, channel.CodeTampered:
 	case channel.CodeNotFound, channel.CodeClosed:
-		if p.SubRAV != nil && uint64(p.Deposit) > p.SubRAV.AccumulatedAmount {
-			c.b.logger().Warn("the server closed a channel with money left in it; it stays owed to this client (close it with an invoice)",
-				"channel", p.SubRAV.ChannelID, "owed_msat", uint64(p.Deposit)-p.SubRAV.AccumulatedAmount)
-		}
 		c.loaded, c.client = true, nil
 		c.store.Put(ctx, buyerChannelSpace, []byte(c.b.URL), nil, time.Now())
 		return true
@@ -480,6 +497,12 @@ func (b *Buyer) CloseChannel(ctx context.Context) (channel.State, error) {
 	if !ok {
 		return channel.State{}, errors.New("quotation: no channel with this server")
 	}
+	return b.closeChannel(ctx, st)
+}
+
+// closeChannel closes channel st and has its refund paid; the buyer then
+// has no channel.
+func (b *Buyer) closeChannel(ctx context.Context, st channel.State) (channel.State, error) {
 	for try := 0; ; try++ {
 		params := cep8.CloseParams{Channel: st.Channel.String()}
 		if owed := st.Deposit - min(st.Accumulated, st.Deposit); owed > 0 {
@@ -506,8 +529,10 @@ func (b *Buyer) CloseChannel(ctx context.Context) (channel.State, error) {
 			s.Closed, s.Owed, s.Refund = true, uint64(res.Owed), channel.RefundPaid
 			c := b.channel()
 			c.mu.Lock()
-			c.loaded, c.client = true, nil
-			c.store.Put(ctx, buyerChannelSpace, []byte(b.URL), nil, time.Now())
+			if c.client == nil || c.client.State().Channel == s.Channel {
+				c.loaded, c.client = true, nil
+				c.store.Put(ctx, buyerChannelSpace, []byte(b.URL), nil, time.Now())
+			}
 			c.mu.Unlock()
 			return s, nil
 		}
