@@ -286,16 +286,9 @@ func (p *Payer) CloseChannel(ctx context.Context, opts contextvm.ClientOptions) 
 	}
 	defer conn.Close()
 	for try := 0; ; try++ {
-		params := CloseParams{Channel: st.Channel.String()}
-		if owed := st.Deposit - min(st.Accumulated, st.Deposit); owed > 0 {
-			if p.ch.opts.Wallet == nil {
-				return st, errors.New("cep8: ChannelOptions.Wallet is needed to invoice the refund")
-			}
-			inv, err := p.ch.opts.Wallet.MakeInvoice(ctx, int64(owed), "cvm channel refund", 10*time.Minute)
-			if err != nil {
-				return st, fmt.Errorf("cep8: invoice the refund of %d msat: %w", owed, err)
-			}
-			params.Invoice = inv.Bolt11
+		params, err := NewCloseParams(ctx, p.ch.opts.Wallet, st)
+		if err != nil {
+			return st, err
 		}
 		resp, err := closeCall(ctx, conn, params)
 		if err != nil {
@@ -337,6 +330,25 @@ func (p *Payer) CloseChannel(ctx context.Context, opts contextvm.ClientOptions) 
 		}
 		st = s
 	}
+}
+
+// NewCloseParams are the params that close channel st: its id, and an
+// invoice made by w for what the channel owes (none when nothing is).
+func NewCloseParams(ctx context.Context, w payments.Wallet, st channel.State) (CloseParams, error) {
+	params := CloseParams{Channel: st.Channel.String()}
+	owed := st.Deposit - min(st.Accumulated, st.Deposit)
+	if owed == 0 {
+		return params, nil
+	}
+	if w == nil {
+		return params, errors.New("cep8: a wallet is needed to invoice the refund (ChannelOptions.Wallet)")
+	}
+	inv, err := w.MakeInvoice(ctx, int64(owed), "cvm channel refund", 10*time.Minute)
+	if err != nil {
+		return params, fmt.Errorf("cep8: invoice the refund of %d msat: %w", owed, err)
+	}
+	params.Invoice = inv.Bolt11
+	return params, nil
 }
 
 // closeCall sends params as cvm/channel_close on conn and reads its answer.

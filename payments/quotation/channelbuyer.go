@@ -504,19 +504,12 @@ func (b *Buyer) CloseChannel(ctx context.Context) (channel.State, error) {
 // has no channel.
 func (b *Buyer) closeChannel(ctx context.Context, st channel.State) (channel.State, error) {
 	for try := 0; ; try++ {
-		params := cep8.CloseParams{Channel: st.Channel.String()}
-		if owed := st.Deposit - min(st.Accumulated, st.Deposit); owed > 0 {
-			if b.Pay.Channel.Wallet == nil {
-				return st, errors.New("quotation: Pay.Channel.Wallet is needed to invoice the refund")
-			}
-			inv, err := b.Pay.Channel.Wallet.MakeInvoice(ctx, int64(owed), "cvm channel refund", 10*time.Minute)
-			if err != nil {
-				return st, fmt.Errorf("quotation: invoice the refund of %d msat: %w", owed, err)
-			}
-			params.Invoice = inv.Bolt11
+		params, err := cep8.NewCloseParams(ctx, b.Pay.Channel.Wallet, st)
+		if err != nil {
+			return st, err
 		}
 		var res cep8.CloseResult
-		err := b.rpc(ctx, cep8.MethodChannelClose, params, &res)
+		err = b.rpc(ctx, cep8.MethodChannelClose, params, &res)
 		if err == nil {
 			p, err := channel.UnmarshalPayload(res.Channel)
 			if err != nil {
