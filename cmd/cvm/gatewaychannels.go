@@ -18,8 +18,8 @@ import (
 const capabilitiesWait = 15 * time.Second
 
 // gate is the CEP-8 gate that collects the prices with w, offering
-// prepaid payment channels when it can (see channelBooks); nil, not a nil
-// *cep8.Gate, without a wallet.
+// prepaid payment channels when it can (see channelBooks), over --http too
+// (the same books); nil, not a nil *cep8.Gate, without a wallet.
 func (g *gatewayCmd) gate(ctx context.Context, w *wallet, state durable.Store, server nostr.PubKey, replicas bool) (contextvm.Gate, error) {
 	if w == nil {
 		return nil, nil
@@ -33,6 +33,7 @@ func (g *gatewayCmd) gate(ctx context.Context, w *wallet, state durable.Store, s
 		g.log.Info("payment channels not offered", "pmi", channel.PMI, "reason", why)
 	default:
 		opts.Channels = books
+		g.httpChannels = books
 		g.log.Info("payment channels offered", "pmi", channel.PMI, "idle_ttl", g.gf.channelIdleTTL.String())
 	}
 	return cep8.NewGate(opts), nil

@@ -172,6 +172,10 @@ func (gf *gatewayFlags) add(f *pflag.FlagSet) {
 type gatewayCmd struct {
 	*app
 	gf gatewayFlags
+	// httpChannels are the gateway's prepaid payment channels, offered
+	// over --http too: set where the wallet is opened, only when it may
+	// pay_invoice (the refunds).
+	httpChannels *channel.Books
 }
 
 func (a *app) gatewayCommand() *cobra.Command {

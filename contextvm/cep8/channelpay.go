@@ -299,23 +299,16 @@ func (p *Payer) CloseChannel(ctx context.Context, opts contextvm.ClientOptions) 
 	}
 	defer conn.Close()
 	for try := 0; ; try++ {
-		params := closeParams{Channel: st.Channel.String()}
-		if owed := st.Deposit - min(st.Accumulated, st.Deposit); owed > 0 {
-			if p.ch.opts.Wallet == nil {
-				return st, errors.New("cep8: ChannelOptions.Wallet is needed to invoice the refund")
-			}
-			inv, err := p.ch.opts.Wallet.MakeInvoice(ctx, int64(owed), "cvm channel refund", 10*time.Minute)
-			if err != nil {
-				return st, fmt.Errorf("cep8: invoice the refund of %d msat: %w", owed, err)
-			}
-			params.Invoice = inv.Bolt11
+		params, err := NewCloseParams(ctx, p.ch.opts.Wallet, st)
+		if err != nil {
+			return st, err
 		}
 		resp, err := closeCall(ctx, conn, params)
 		if err != nil {
 			return st, err
 		}
 		if resp.Error == nil {
-			var res closeResult
+			var res CloseResult
 			if err := json.Unmarshal(resp.Result, &res); err != nil {
 				return st, fmt.Errorf("cep8: the server's close result: %w", err)
 			}
@@ -352,11 +345,30 @@ func (p *Payer) CloseChannel(ctx context.Context, opts contextvm.ClientOptions) 
 	}
 }
 
+// NewCloseParams are the params that close channel st: its id, and an
+// invoice made by w for what the channel owes (none when nothing is).
+func NewCloseParams(ctx context.Context, w payments.Wallet, st channel.State) (CloseParams, error) {
+	params := CloseParams{Channel: st.Channel.String()}
+	owed := st.Deposit - min(st.Accumulated, st.Deposit)
+	if owed == 0 {
+		return params, nil
+	}
+	if w == nil {
+		return params, errors.New("cep8: a wallet is needed to invoice the refund (ChannelOptions.Wallet)")
+	}
+	inv, err := w.MakeInvoice(ctx, int64(owed), "cvm channel refund", 10*time.Minute)
+	if err != nil {
+		return params, fmt.Errorf("cep8: invoice the refund of %d msat: %w", owed, err)
+	}
+	params.Invoice = inv.Bolt11
+	return params, nil
+}
+
 // closeCall sends params as cvm/channel_close on conn and reads its answer.
 func closeCall(ctx context.Context, conn interface {
 	Write(context.Context, jsonrpc.Message) error
 	Read(context.Context) (jsonrpc.Message, error)
-}, params closeParams) (*jsonrpc.Response, error) {
+}, params CloseParams) (*jsonrpc.Response, error) {
 	raw, _ := json.Marshal(params)
 	id, _ := jsonrpc.MakeID("close")
 	if err := conn.Write(ctx, &jsonrpc.Request{ID: id, Method: MethodChannelClose, Params: raw}); err != nil {
