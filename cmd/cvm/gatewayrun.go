@@ -52,6 +52,13 @@ func (g *gatewayCmd) run(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	defer closeState()
+	if g.gf.zapAddress != "" {
+		var closeZap func()
+		if gate, processor, closeZap, err = g.zapGate(p, state); err != nil {
+			return err
+		}
+		defer closeZap()
+	}
 	// Start the upstream once before serving anyone: a command that is not
 	// found or exits at once is reported now, not to the first client.
 	startCtx, cancel := context.WithTimeout(ctx, p.opts.InitializeTimeout)
@@ -154,6 +161,12 @@ func (gf gatewayFlags) checkCombinations() error {
 // wallet opens the receiving wallet of --wallet-file or
 // $CVM_WALLET and the CEP-8 gate that collects with it; none without one.
 func (g *gatewayCmd) wallet(prices []contextvm.Price) (contextvm.Gate, payments.Processor, func(), error) {
+	if g.gf.zapAddress != "" {
+		if g.gf.walletFile != "" {
+			return nil, nil, nil, errors.New("--zap-address and --wallet-file are two ways to collect: give one")
+		}
+		return nil, nil, func() {}, nil // the zap gate needs the state: see zapGate
+	}
 	uri, err := g.walletURI(g.gf.walletFile)
 	if err != nil || uri == "" {
 		// nil, not a nil *cep8.Gate, without a wallet

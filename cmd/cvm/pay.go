@@ -142,7 +142,9 @@ func walletPMI(uri string, log *slog.Logger, ttl time.Duration) (payments.Proces
 		w := nwc.NewClient(wu, nwc.ClientOptions{Logger: log})
 		proc := lightning.NewProcessor(w, lightning.ProcessorOptions{TTL: ttl, Logger: log})
 		// The processor's invoices made ahead first: they use the wallet.
-		return proc, lightning.NewHandler(w), func() error { return errors.Join(proc.Close(), w.Close()) }, nil
+		h := lightning.NewHandler(w)
+		h.Logger = log
+		return proc, h, func() error { return errors.Join(proc.Close(), w.Close()) }, nil
 	}
 	return nil, nil, nil, fmt.Errorf("unknown wallet URI scheme %q: want nostr+walletconnect:// (NIP-47), or fake:// for the test simulator", u.Scheme)
 }
