@@ -61,7 +61,9 @@ func TestRequire_RefusesLNURLEndpointsThatCannotBePaidByZap(t *testing.T) {
 			return answerJSON(params(srv, `,"allowsNostr":true`), "")
 		}, zap.ErrPayParams, "nostrPubkey"},
 		{"a redirect to a private address", func(string) http.HandlerFunc {
-			return func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "https://10.0.0.1/x", http.StatusFound) }
+			return func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, "https://10.0.0.1/x", http.StatusFound)
+			}
 		}, outbound.ErrRedirected, "redirect"},
 		{"too long an answer", func(srv string) http.HandlerFunc {
 			return answerJSON(params(srv, `,"allowsNostr":true,"nostrPubkey":"`+zapper+`","pad":"`+strings.Repeat("x", 70<<10)+`"`), "")

@@ -90,9 +90,9 @@ func TestProcessor_ReceiptsThatSettleNothing(t *testing.T) {
 	otherZR, otherDesc := f.zapRequest(t, 10_000, f.key)
 	smallZR, smallDesc := f.zapRequest(t, 5_000, f.key)
 	forged := []nostr.Event{
-		zap.NewReceipt(zr, desc, f.invoice(t, 10_000, desc), "", nostr.Now()),                 // another invoice
+		zap.NewReceipt(zr, desc, f.invoice(t, 10_000, desc), "", nostr.Now()),               // another invoice
 		zap.NewReceipt(smallZR, smallDesc, f.invoice(t, 5_000, smallDesc), "", nostr.Now()), // a smaller amount
-		zap.NewReceipt(otherZR, otherDesc, req.PayReq, "", nostr.Now()),                      // another zap request
+		zap.NewReceipt(otherZR, otherDesc, req.PayReq, "", nostr.Now()),                     // another zap request
 	}
 	for _, evt := range forged {
 		f.publish(t, evt, f.zapper)
