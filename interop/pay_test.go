@@ -29,6 +29,10 @@ import (
 // by name.
 type walletSim struct {
 	Wallets map[string]string `json:"wallets"`
+	// With --lnaddr: each wallet's Lightning address, and the file of the
+	// throw-away CA its HTTPS certificate is signed by.
+	Addresses map[string]string `json:"addresses"`
+	CAFile    string            `json:"ca_file"`
 }
 
 // startWalletSim runs `cvm wallet-sim` on relayURL with the given
