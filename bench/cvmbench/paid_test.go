@@ -37,7 +37,7 @@ func TestRun_PaidCalls(t *testing.T) {
 			t.Errorf("%s: %+v", r.Path, r)
 		}
 	}
-	if strings.Join(paths, ", ") != strings.Join([]string{pathCVM, pathReference, pathRefToGW}, ", ") {
+	if strings.Join(paths, ", ") != strings.Join([]string{pathCVM, pathReference, pathRefToGW, pathZap}, ", ") {
 		t.Errorf("paths measured: %q", paths)
 	}
 	if len(rep.Ratios) != 2 || rep.Ratios[ratioCVMPaid] <= 0 || rep.Ratios[ratioRefGWPaid] <= 0 {
