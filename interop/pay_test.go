@@ -186,6 +186,19 @@ func wantSettledByNotification(t *testing.T, gw gatewayInfo, uri string) {
 	}
 }
 
+// paidCall is cvm call --json's answer to a paid call: the result and
+// the payments it reports.
+type paidCall struct {
+	StructuredContent map[string]float64 `json:"structuredContent"`
+	Meta              map[string][]struct {
+		Amount   int64  `json:"amount"`
+		Unit     string `json:"unit"`
+		What     string `json:"capability"`
+		PMI      string `json:"pmi"`
+		Accepted bool   `json:"accepted"`
+	} `json:"_meta"`
+}
+
 // startPricedReferenceServer runs ts-server.mjs charging price sats for add
 // through the reference SDK's withServerPayments and its
 // LnBolt11NwcPaymentProcessor on the wallet uri. verify "poll" makes the
@@ -230,16 +243,7 @@ func cvmCallPaysReferenceServer(t *testing.T, verify string) {
 	}
 
 	code, out, errOut = cvm(t, home, "--json", "call", pub, "add", "a=1", "b=2", "--relay", r.URL, "--wallet-file", alice, "--max-sats", "10", "--yes")
-	var called struct {
-		StructuredContent map[string]float64 `json:"structuredContent"`
-		Meta              map[string][]struct {
-			Amount   int64  `json:"amount"`
-			Unit     string `json:"unit"`
-			What     string `json:"capability"`
-			PMI      string `json:"pmi"`
-			Accepted bool   `json:"accepted"`
-		} `json:"_meta"`
-	}
+	var called paidCall
 	if code != 0 || json.Unmarshal([]byte(out), &called) != nil || called.StructuredContent["sum"] != 3 {
 		t.Fatalf("cvm call paying the reference server: %d %s %s", code, out, errOut)
 	}

@@ -42,14 +42,7 @@ func TestPay_ZapCvmCallPaysReferenceServer(t *testing.T) {
 
 	code, out, errOut := cvm(t, home, "--json", "call", pub, "add", "a=1", "b=2", "--relay", r.URL, "--wallet-file", alice,
 		"--max-sats", "10", "--yes", "--log-level", "info")
-	var called struct {
-		StructuredContent map[string]float64 `json:"structuredContent"`
-		Meta              map[string][]struct {
-			Amount   int64  `json:"amount"`
-			PMI      string `json:"pmi"`
-			Accepted bool   `json:"accepted"`
-		} `json:"_meta"`
-	}
+	var called paidCall
 	if code != 0 || json.Unmarshal([]byte(out), &called) != nil || called.StructuredContent["sum"] != 3 {
 		t.Fatalf("cvm call paying the reference server's zap: %d %s %s", code, out, errOut)
 	}
