@@ -79,6 +79,15 @@ func NewProcessor(opts Options) (*Processor, error) {
 	case opts.Key == nostr.SecretKey{}:
 		return nil, errors.New("zap: a key is required, to sign zap requests")
 	}
+	// The zap request names them for the LNURL server to publish to:
+	// whole URLs, as the pool dials them.
+	relays := make([]string, 0, len(opts.Relays))
+	for _, u := range opts.Relays {
+		if u = nostrx.NormalizeRelayURL(u); u != "" {
+			relays = append(relays, u)
+		}
+	}
+	opts.Relays = relays
 	if opts.Fetcher == nil {
 		opts.Fetcher = outbound.New(outbound.Options{})
 	}
