@@ -52,8 +52,9 @@ type Server struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 
-	mu   sync.Mutex
-	zaps map[string]zapAsked // by payment hash
+	mu    sync.Mutex
+	zaps  map[string]zapAsked      // by payment hash
+	pools map[string]*nostrx.Pool // by the relays a receipt goes to, kept until Close
 }
 
 // zapAsked is an invoice made for a zap request: to whom the receipt goes.
@@ -90,7 +91,7 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("zapsim: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{opts: opts, host: ln.Addr().String(), zaps: map[string]zapAsked{}, metadata: map[string]string{}, ctx: ctx, cancel: cancel}
+	s := &Server{opts: opts, host: ln.Addr().String(), zaps: map[string]zapAsked{}, pools: map[string]*nostrx.Pool{}, metadata: map[string]string{}, ctx: ctx, cancel: cancel}
 	for name := range opts.Zappers {
 		md, _ := json.Marshal([][2]string{{"text/plain", "Pay " + name + " on cvm wallet-sim (a simulator: not money)"}, {"text/identifier", s.Address(name)}})
 		s.metadata[name] = string(md)
@@ -118,6 +119,11 @@ func (s *Server) Close() error {
 	err := s.srv.Shutdown(context.Background())
 	s.cancel()
 	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.pools {
+		p.Close()
+	}
 	return err
 }
 
@@ -207,6 +213,28 @@ func (s *Server) settled(st lnsim.Settlement) {
 	s.wg.Go(func() { s.publish(evt, z.request.Relays) })
 }
 
+// maxPools bounds the relay sets whose connections are kept: zap
+// requests name their relays, and a stranger could name many.
+const maxPools = 16
+
+// pool is the relay pool of urls, kept open (up to maxPools sets) so that
+// the next receipt to the same relays does not wait for a websocket
+// handshake; done releases it.
+func (s *Server) pool(urls []string) (p *nostrx.Pool, done func()) {
+	key := strings.Join(urls, " ")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.pools[key]; ok {
+		return p, func() {}
+	}
+	p = nostrx.NewPool(nostrx.PoolOptions{Relays: urls, Logger: s.opts.Logger})
+	if len(s.pools) >= maxPools {
+		return p, func() { p.Close() }
+	}
+	s.pools[key] = p
+	return p, func() {}
+}
+
 // publish sends a receipt to the zap request's relays (websocket URLs
 // only).
 func (s *Server) publish(evt nostr.Event, relays []string) {
@@ -216,8 +244,8 @@ func (s *Server) publish(evt nostr.Event, relays []string) {
 			urls = append(urls, u)
 		}
 	}
-	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: urls, Logger: s.opts.Logger})
-	defer pool.Close()
+	pool, done := s.pool(urls)
+	defer done()
 	ctx, cancel := context.WithTimeout(s.ctx, publishTimeout)
 	defer cancel()
 	if err := pool.Publish(ctx, evt); err != nil {
