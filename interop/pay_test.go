@@ -142,14 +142,7 @@ func TestPay_ReferenceClientPaysGateway(t *testing.T) {
 	gw := startGateway(t, "--relay", r.URL, "--price", "tool:get-sum=10", "--wallet-file", walletFile(t, sim.Wallets["srv"]),
 		"--log-level", "debug", "--", "node", server)
 
-	var res payClientResult
-	runScript(t, "ts-pay-client.mjs", map[string]string{
-		"RELAY_URL": r.URL, "SERVER_PUBKEY": gw.Npub, "NWC_URI": sim.Wallets["alice"],
-		"TOOL": "get-sum", "ARGS": `{"a":2,"b":3}`,
-	}, &res)
-	if !res.OK || res.Result.IsError || len(res.Result.Content) == 0 || !strings.Contains(res.Result.Content[0].Text, "5") {
-		t.Fatalf("the reference client's paid call: %+v", res)
-	}
+	res := referenceClientGetsSum(t, r.URL, gw, sim.Wallets["alice"])
 	req, n := res.notification(contextvm.MethodPaymentRequired)
 	if n != 1 || req.Params["amount"] != float64(10) || req.Params["pmi"] != payments.PMILightningBolt11 ||
 		!strings.HasPrefix(req.Params["pay_req"].(string), "lnbcrt100n1") {
@@ -161,6 +154,21 @@ func TestPay_ReferenceClientPaysGateway(t *testing.T) {
 	}
 	wantBalances(t, sim, map[string]int64{"alice": 90_000, "srv": 10_000})
 	wantSettledByNotification(t, gw, sim.Wallets["srv"])
+}
+
+// referenceClientGetsSum has ts-pay-client.mjs, paying from the wallet
+// uri, call the gateway's get-sum a=2 b=3, and checks it got 5.
+func referenceClientGetsSum(t *testing.T, relayURL string, gw gatewayInfo, uri string) payClientResult {
+	t.Helper()
+	var res payClientResult
+	runScript(t, "ts-pay-client.mjs", map[string]string{
+		"RELAY_URL": relayURL, "SERVER_PUBKEY": gw.Npub, "NWC_URI": uri,
+		"TOOL": "get-sum", "ARGS": `{"a":2,"b":3}`,
+	}, &res)
+	if !res.OK || res.Result.IsError || len(res.Result.Content) == 0 || !strings.Contains(res.Result.Content[0].Text, "5") {
+		t.Fatalf("the reference client's paid call: %+v; gateway log:\n%s", res, gw.stderr)
+	}
+	return res
 }
 
 // wantSettledByNotification checks that the gateway settled its paid

@@ -70,14 +70,7 @@ func TestPay_ZapReferenceClientPaysGatewayZapAddress(t *testing.T) {
 	gw := startGatewayEnv(t, []string{outboundtest.EnvAllow + "=" + host, outboundtest.EnvCA + "=" + sim.CAFile},
 		"--relay", r.URL, "--price", "tool:get-sum=10", "--zap-address", sim.Addresses["srv"], "--log-level", "debug", "--", "node", server)
 
-	var res payClientResult
-	runScript(t, "ts-pay-client.mjs", map[string]string{
-		"RELAY_URL": r.URL, "SERVER_PUBKEY": gw.Npub, "NWC_URI": sim.Wallets["alice"],
-		"TOOL": "get-sum", "ARGS": `{"a":2,"b":3}`,
-	}, &res)
-	if !res.OK || res.Result.IsError || len(res.Result.Content) == 0 || !strings.Contains(res.Result.Content[0].Text, "5") {
-		t.Fatalf("the reference client's zap-paid call: %+v; gateway log:\n%s", res, gw.stderr)
-	}
+	res := referenceClientGetsSum(t, r.URL, gw, sim.Wallets["alice"])
 	req, n := res.notification(contextvm.MethodPaymentRequired)
 	meta, _ := req.Params["_meta"].(map[string]any)
 	if n != 1 || req.Params["amount"] != float64(10) || req.Params["pmi"] != payments.PMILightningBolt11 ||

@@ -53,7 +53,7 @@ type Server struct {
 	wg       sync.WaitGroup
 
 	mu    sync.Mutex
-	zaps  map[string]zapAsked      // by payment hash
+	zaps  map[string]zapAsked     // by payment hash
 	pools map[string]*nostrx.Pool // by the relays a receipt goes to, kept until Close
 }
 
