@@ -39,6 +39,7 @@ func (g *gatewayCmd) zapGate(p gatewayPlan, state durable.Store) (contextvm.Gate
 	if len(p.prices) == 0 {
 		g.log.Warn("a zap address but no --price: nothing is charged")
 	}
+	g.log.Info("collecting prices as zaps (NIP-57)", "address", addr.String(), "relays", g.gf.relays)
 	gate := cep8.NewGate(cep8.Options{Processors: []payments.Processor{proc}})
 	return gate, proc, func() { proc.Close() }, nil
 }

@@ -77,4 +77,9 @@ func TestZapCLI_FlagsSayWhatIsWrong(t *testing.T) {
 			t.Errorf("%q: exit %d, %s; want it to say %q", tc.args, code, errOut, tc.says)
 		}
 	}
+	// The same address from the config file, payments.zap-address.
+	c.writeConfig("[payments]\nzap-address = \"not-an-address\"\n")
+	if code, _, errOut := c.run("gateway", "--relay", r.URL, "--", demoServer(t)); code == 0 || !strings.Contains(errOut, "--zap-address: zap: not a Lightning address") {
+		t.Errorf("payments.zap-address from the config: exit %d, %s", code, errOut)
+	}
 }
