@@ -65,18 +65,7 @@ func TestPayRestart_ZapPaidWhileDownCreditedOnReplay(t *testing.T) {
 		return func() { srv.Close(); proc.Close(); state.Close() }
 	}
 	stop := start()
-	peer := peertest.NewRawPeer(t, f.Relay.URL)
-	peer.Initialize(srv.PublicKey())
-	req := peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
-	peer.Publish(req)
-	_, m := peertest.NextMessage(t, peer)
-	if peertest.Method(m) != contextvm.MethodPaymentRequired {
-		t.Fatalf("first answer %v", m)
-	}
-	pr, _, err := contextvm.ParsePaymentRequired(m["params"])
-	if err != nil {
-		t.Fatal(err)
-	}
+	peer, req, pr := askedToPay(t, f.Relay.URL, srv)
 	stop()
 	drainUntil(t, peer, func(m map[string]json.RawMessage) bool { return strings.Contains(string(m["error"]), "shutting down") })
 	if _, err := net.Pay("alice", pr.PayReq); err != nil { // its receipt goes to the relay while no server runs
