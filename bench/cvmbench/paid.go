@@ -76,6 +76,7 @@ type paidPeers struct {
 	wallets map[string]string // name → NWC URI
 	gateway string            // pubkey
 	ref     string            // the reference server's pubkey
+	zapGW   string            // the --zap-address gateway's pubkey (paidzap.go)
 }
 
 // The wallet-sim's wallets: a receiving one for each server, a paying one
@@ -123,6 +124,9 @@ func measurePaid(ctx context.Context, root string, bins paidBinaries, calls int)
 		}},
 		{pathRefToGW, peers.gateway, walletGateway, func() ([]float64, []float64, error) {
 			return tsPaidCalls(ctx, root, peers.relay, peers.gateway, peers.wallets[walletTSClient], calls)
+		}},
+		{pathZap, peers.zapGW, walletZap, func() ([]float64, []float64, error) {
+			return cvmPaidCalls(ctx, peers.relay, peers.zapGW, peers.wallets[walletCVMClient], calls, 0)
 		}},
 	} {
 		res := paidResult{Path: p.path, Calls: calls}
@@ -238,10 +242,13 @@ func startPaidPeers(ctx context.Context, root string, bins paidBinaries, tmp str
 	}
 	peers.relay = relay.URL
 
-	var sim struct{ Wallets map[string]string }
-	if err := cvm(&sim, "wallet-sim", "--relay", peers.relay,
-		"--wallet", walletGateway+"=0", "--wallet", walletReference+"=0",
-		"--wallet", walletCVMClient+"=1000000", "--wallet", walletTSClient+"=1000000"); err != nil {
+	var sim struct {
+		Wallets map[string]string
+		zapSim
+	}
+	if err := cvm(&sim, append([]string{"wallet-sim", "--relay", peers.relay,
+		"--wallet", walletGateway + "=0", "--wallet", walletReference + "=0",
+		"--wallet", walletCVMClient + "=1000000", "--wallet", walletTSClient + "=1000000"}, zapSimArgs(tmp)...)...); err != nil {
 		return peers, err
 	}
 	peers.wallets = sim.Wallets
@@ -256,6 +263,10 @@ func startPaidPeers(ctx context.Context, root string, bins paidBinaries, tmp str
 		return peers, err
 	}
 	peers.gateway = gw.Pubkey
+	var err error
+	if peers.zapGW, err = startZapGateway(ctx, bins, env, peers.relay, sim.zapSim, stops); err != nil {
+		return peers, err
+	}
 
 	ts, err := startNode(root, "ts-server.mjs", "RELAY_URL="+peers.relay, fmt.Sprintf("PRICE_ADD=%d", price), "NWC_URI="+peers.wallets[walletReference])
 	if err != nil {

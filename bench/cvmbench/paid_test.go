@@ -37,7 +37,7 @@ func TestRun_PaidCalls(t *testing.T) {
 			t.Errorf("%s: %+v", r.Path, r)
 		}
 	}
-	if strings.Join(paths, ", ") != strings.Join([]string{pathCVM, pathChannel, pathReference, pathRefToGW}, ", ") {
+	if strings.Join(paths, ", ") != strings.Join([]string{pathCVM, pathChannel, pathReference, pathRefToGW, pathZap}, ", ") {
 		t.Errorf("paths measured: %q", paths)
 	}
 	if len(rep.Ratios) != 3 || rep.Ratios[ratioCVMPaid] <= 0 || rep.Ratios[ratioRefGWPaid] <= 0 || rep.Ratios[ratioChannel] != rep.Paid[1].PaidOverFree {

@@ -17,6 +17,20 @@ import (
 // 13194), which says whether the wallet may pay refunds.
 const capabilitiesWait = 15 * time.Second
 
+// collector is the CEP-8 gate that collects the prices, and its
+// processor: zaps to --zap-address, or the wallet's (see gate); none
+// without either. Its func releases what it opened.
+func (g *gatewayCmd) collector(ctx context.Context, w *wallet, p gatewayPlan, state durable.Store, replicas bool) (contextvm.Gate, payments.Processor, func(), error) {
+	if g.gf.zapAddress != "" {
+		return g.zapGate(p, state)
+	}
+	if w == nil {
+		return nil, nil, func() {}, nil
+	}
+	gate, err := g.gate(ctx, w, state, p.id.secret.Public(), replicas)
+	return gate, w.proc, func() {}, err
+}
+
 // gate is the CEP-8 gate that collects the prices with w, offering
 // prepaid payment channels when it can (see channelBooks), over --http too
 // (the same books); nil, not a nil *cep8.Gate, without a wallet.

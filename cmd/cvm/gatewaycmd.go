@@ -43,6 +43,7 @@ type gatewayFlags struct {
 	injectClientPubkey         bool
 	prices, commonTools, cats  []string
 	walletFile                 string
+	zapAddress                 string
 	paymentTTL                 time.Duration
 	channels                   bool
 	channelIdleTTL             time.Duration
@@ -92,7 +93,11 @@ tool:NAME=AMOUNT[:UNIT] (repeatable; also prompt: and resource:, AMOUNT may be
 a range MIN-MAX, UNIT defaults to sats) is advertised on the announcements
 and on every list answer; with --wallet-file FILE (mode 0600, or $CVM_WALLET),
 the receiving wallet's connection URI, they are collected (CEP-8): a priced
-request runs only once paid, and is charged at most once. --common-tool NAME
+request runs only once paid, and is charged at most once. --zap-address
+NAME@HOST collects them with only a Lightning address whose LNURL-pay
+endpoint publishes zap receipts (NIP-57, allowsNostr), such as most custodial
+wallets' addresses: the gateway gets each invoice from it and settles the
+payment on the receipt it reads on --relay. --common-tool NAME
 (repeatable) declares a tool as implementing a common schema (CEP-15): its
 schema hash goes into its _meta and the announcement's tags, with each
 --category. When the wallet is a Lightning (NIP-47) one that may
@@ -155,6 +160,7 @@ func (gf *gatewayFlags) add(f *pflag.FlagSet) {
 	f.BoolVar(&gf.unannounceOnExit, "unannounce-on-exit", false, "delete the announcements when the gateway stops")
 	f.StringArrayVar(&gf.prices, "price", nil, "advertise a price: tool:NAME=AMOUNT[:UNIT], prompt:… or resource:URI=… (repeatable)")
 	f.StringVar(&gf.walletFile, "wallet-file", "", "file (mode 0600) holding the receiving wallet's connection URI (else $"+walletEnv+"): collect the prices")
+	f.StringVar(&gf.zapAddress, "zap-address", "", "collect the prices as zaps (NIP-57) to this Lightning address, NAME@HOST, with no wallet connection")
 	f.DurationVar(&gf.paymentTTL, "payment-ttl", lightning.DefaultTTL, "how long a payment request (a Lightning invoice) can be paid")
 	f.BoolVar(&gf.channels, "channels", true, "offer prepaid payment channels when the wallet may pay_invoice (--channels=false: never)")
 	f.DurationVar(&gf.channelIdleTTL, "channel-idle-ttl", channel.DefaultIdleTTL, "close a payment channel this long after its last paid call; what is left is owed to the client")
@@ -203,6 +209,7 @@ func (a *app) gatewayCommand() *cobra.Command {
 	for _, name := range []string{"channels", "channel-idle-ttl"} {
 		config.Bind(f, name, "payments."+name)
 	}
+	config.Bind(f, "zap-address", "payments.zap-address")
 	return cmd
 }
 

@@ -44,10 +44,8 @@ func (g *gatewayCmd) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	var processor payments.Processor
 	if w != nil {
 		defer w.close()
-		processor = w.proc
 	}
 	ctx := cmd.Context()
 	replicas, state, closeState, err := g.state(ctx, p.id)
@@ -55,10 +53,11 @@ func (g *gatewayCmd) run(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	defer closeState()
-	gate, err := g.gate(ctx, w, state, p.id.secret.Public(), replicas != nil)
+	gate, processor, closeGate, err := g.collector(ctx, w, p, state, replicas != nil)
 	if err != nil {
 		return err
 	}
+	defer closeGate()
 	// Start the upstream once before serving anyone: a command that is not
 	// found or exits at once is reported now, not to the first client.
 	startCtx, cancel := context.WithTimeout(ctx, p.opts.InitializeTimeout)
@@ -159,8 +158,14 @@ func (gf gatewayFlags) checkCombinations() error {
 }
 
 // wallet opens the receiving wallet of --wallet-file or $CVM_WALLET; nil
-// without one.
+// without one, or with --zap-address (see collector).
 func (g *gatewayCmd) wallet(prices []contextvm.Price) (*wallet, error) {
+	if g.gf.zapAddress != "" {
+		if g.gf.walletFile != "" {
+			return nil, errors.New("--zap-address and --wallet-file are two ways to collect: give one")
+		}
+		return nil, nil
+	}
 	uri, err := g.walletURI(g.gf.walletFile)
 	if err != nil || uri == "" {
 		return nil, err

@@ -152,7 +152,9 @@ func openWallet(uri string, log *slog.Logger, ttl time.Duration) (wallet, error)
 		w := nwc.NewClient(wu, nwc.ClientOptions{Logger: log})
 		proc := lightning.NewProcessor(w, lightning.ProcessorOptions{TTL: ttl, Logger: log})
 		// The processor's invoices made ahead first: they use the wallet.
-		return wallet{proc: proc, handler: lightning.NewHandler(w), nwc: w, close: func() error { return errors.Join(proc.Close(), w.Close()) }}, nil
+		h := lightning.NewHandler(w)
+		h.Logger = log
+		return wallet{proc: proc, handler: h, nwc: w, close: func() error { return errors.Join(proc.Close(), w.Close()) }}, nil
 	}
 	return wallet{}, fmt.Errorf("unknown wallet URI scheme %q: want nostr+walletconnect:// (NIP-47), or fake:// for the test simulator", u.Scheme)
 }
