@@ -69,12 +69,12 @@ func SatsFor(usd, usdPerBTC *big.Rat) (int64, error) {
 }
 
 // MostToPay is the most a client pays for a price of usd US dollars at
-// its own rate of usdPerBTC: the converted amount raised by tolerance
-// (DefaultTolerance when negative), rounded up to a whole sat, so that
-// a server's own rounding up always passes.
+// its own rate of usdPerBTC: the converted amount raised by tolerance (a
+// fraction: 0.02 is 2%; none when negative), rounded up to a whole sat,
+// so that a server's own rounding up always passes.
 func MostToPay(usd, usdPerBTC *big.Rat, tolerance float64) (int64, error) {
 	if tolerance < 0 || math.IsNaN(tolerance) {
-		tolerance = DefaultTolerance
+		tolerance = 0
 	}
 	return satsCeil(usd, usdPerBTC, Exact(tolerance))
 }

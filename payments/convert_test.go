@@ -51,7 +51,7 @@ func TestMostToPay_AddsTheTolerance(t *testing.T) {
 	}{
 		{"0.05", "50000", 0.02, 102},
 		{"0.05", "50000", 0, 100},
-		{"0.05", "50000", -1, 102}, // negative: the default
+		{"0.05", "50000", -1, 100}, // negative: none
 		{"0.0005", "100000", 0.02, 1},
 		{"0.05", "97123.45", 0.02, 53}, // 52.51… → 53: the server's 52 passes
 	} {

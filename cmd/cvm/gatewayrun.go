@@ -169,8 +169,30 @@ func (g *gatewayCmd) wallet(prices []contextvm.Price) (contextvm.Gate, payments.
 	if len(prices) == 0 {
 		g.log.Warn("a wallet but no --price: nothing is charged")
 	}
-	gate := cep8.NewGate(cep8.Options{Processors: []payments.Processor{proc}})
+	rates, err := g.collectable(prices)
+	if err != nil {
+		closeWallet()
+		return nil, nil, nil, err
+	}
+	gate := cep8.NewGate(cep8.Options{Processors: []payments.Processor{proc}, Rates: rates})
 	return gate, proc, func() { closeWallet() }, nil
+}
+
+// collectable checks that the prices can be collected, in sats: a usd
+// price needs the rate source that converts it (nil when none is
+// needed). It is not fetched here: a source down at start is refused at
+// each call, as one that fails later is.
+func (g *gatewayCmd) collectable(prices []contextvm.Price) (payments.Rates, error) {
+	rates, err := g.usdRates(g.gf.rate)
+	if err != nil || rates == nil {
+		for _, p := range prices {
+			if p.Unit == payments.UnitUSD && err == nil {
+				err = fmt.Errorf("--price %s=%s:usd is paid in sats converted at the bitcoin price in usd: give the rate source, --usd-rate-url URL and --usd-rate-pointer /PATH (or [payments.usd-rate] in config.toml)", p.Capability, p.Amount)
+			}
+		}
+		return nil, err
+	}
+	return rates, nil
 }
 
 // state is where the gateway keeps what must survive a restart:

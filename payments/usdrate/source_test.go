@@ -154,7 +154,9 @@ func TestSource_FailuresAreErrorsNotGuesses(t *testing.T) {
 		want    error
 	}{
 		{"status 500", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", 500) }, outbound.ErrStatus},
-		{"redirect", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "http://10.0.0.1/", http.StatusFound) }, outbound.ErrRedirected},
+		{"redirect", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://10.0.0.1/", http.StatusFound)
+		}, outbound.ErrRedirected},
 		{"too large", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprint(w, big)
