@@ -124,7 +124,7 @@ func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer context
 		return call.Decline(offer, contextvm.DeclinedNoCap, payments.ErrNoCap)
 	}
 	reserve := po.Budget.Reserve
-	usd, isUSD, err := p.usdLimit(ctx, call)
+	usd, _, err := p.usdLimit(ctx, call)
 	if err != nil {
 		return call.Decline(offer, contextvm.DeclinedNoRate, err)
 	}
@@ -146,13 +146,13 @@ func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer context
 			err := fmt.Errorf("%w: %w: the call costs %d msat, cap %d", payments.ErrBudget, payments.ErrOverCap, m.Channel.Cost, po.Budget.PerCall)
 			return call.Decline(offer, contextvm.DeclinedOverCap, err)
 		}
-		if err := usd.check(int64((uint64(m.Channel.Cost) + 999) / 1000)); isUSD && err != nil {
+		if err := usd.check(int64((uint64(m.Channel.Cost) + 999) / 1000)); err != nil {
 			return call.Decline(offer, contextvm.DeclinedOverRate, err)
 		}
 		reserve = po.Budget.ReserveDeposit
 	} else if err := po.Budget.Check(offer.Server, offer.Amount, offer.Unit); err != nil {
 		return call.Decline(offer, BudgetReason(err), err)
-	} else if err := usd.check(offer.Amount); isUSD && err != nil {
+	} else if err := usd.check(offer.Amount); err != nil {
 		return call.Decline(offer, contextvm.DeclinedOverRate, err)
 	}
 	h := p.handler(offer.PMI)

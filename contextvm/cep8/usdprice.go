@@ -48,9 +48,10 @@ type usdLimit struct {
 	most      int64 // sats
 }
 
-// check refuses an amount asked above the limit.
+// check refuses an amount asked above the limit; it has none for a call
+// not priced in usd (the zero usdLimit).
 func (l usdLimit) check(sats int64) error {
-	if sats <= l.most {
+	if l.rate == nil || sats <= l.most {
 		return nil
 	}
 	return fmt.Errorf("%w: the server asks %d sats for %s usd; at this client's rate of %s usd a bitcoin that is at most %d sats (%g%% tolerance)",
