@@ -351,9 +351,25 @@ func declinedError(err error, pay *cep8.PayOptions) (error, bool) {
 	case contextvm.DeclinedByPerson:
 		return fmt.Errorf("%s; not paid (declined, or no terminal to ask: give --yes to pay within --max-sats)", what), true
 	case contextvm.DeclinedNoRate:
-		return fmt.Errorf("%s for a price in usd, which cvm checks at a usd rate of its own: %w; give --usd-rate-url URL and --usd-rate-pointer /PATH (or [payments.usd-rate] in config.toml); not paid", what, err), true
+		if pay == nil || pay.Rates == nil {
+			return fmt.Errorf("%s for a price in usd, which cvm checks at a usd rate of its own; give a rate source, --usd-rate-url URL and --usd-rate-pointer /PATH (or [payments.usd-rate] in config.toml); not paid", what), true
+		}
+		return fmt.Errorf("%s for a price in usd, and %s; not paid", what, payerReason(err, payments.ErrNoRate)), true
 	case contextvm.DeclinedOverRate:
-		return fmt.Errorf("%s, more than the usd price comes to at your rate: %w; not paid (--usd-rate-tolerance sets how far above is accepted)", what, err), true
+		return fmt.Errorf("%s, more than the usd price comes to at your rate: %s; not paid (--usd-rate-tolerance sets how far above is accepted)", what, payerReason(err, payments.ErrOverRate)), true
 	}
 	return fmt.Errorf("%s and was not paid: %w", what, err), true
+}
+
+// payerReason is the payer's reason in a declined call's err, after its
+// kind (sentinel), which the caller's message says in its own words.
+func payerReason(err, sentinel error) string {
+	msg := err.Error()
+	if _, rest, ok := strings.Cut(msg, sentinel.Error()+": "); ok {
+		return rest
+	}
+	if _, rest, ok := strings.Cut(msg, "was not paid: "); ok {
+		return rest
+	}
+	return msg
 }

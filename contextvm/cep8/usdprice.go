@@ -28,11 +28,11 @@ func (p *Payer) usdLimit(ctx context.Context, call *contextvm.PaidCall) (l usdLi
 	}
 	l.price, l.tolerance = price, p.tolerance()
 	if p.opts.Rates == nil {
-		return l, true, fmt.Errorf("%w: %s costs %s usd, and this client has no usd rate source to check the %s asked for it",
-			payments.ErrNoRate, price.Capability, price.Amount, "sats")
+		return l, true, fmt.Errorf("%w: %s costs %s usd, and this client has no usd rate source to check the sats asked for it",
+			payments.ErrNoRate, price.Capability, price.Amount)
 	}
 	if l.rate, err = p.opts.Rates.USDPerBTC(ctx); err != nil {
-		return l, true, fmt.Errorf("%w: %s costs %s usd, and the usd rate source failed: %w", payments.ErrNoRate, price.Capability, price.Amount, err)
+		return l, true, fmt.Errorf("%w: %s costs %s usd; the usd rate source failed: %w", payments.ErrNoRate, price.Capability, price.Amount, err)
 	}
 	if l.most, err = payments.MostToPay(payments.Exact(hi), l.rate, l.tolerance); err != nil {
 		return l, true, err
