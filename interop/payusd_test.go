@@ -1,0 +1,52 @@
+package interop
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+)
+
+// TestPay_ReferenceClientPaysUSDPricedGateway: cvm gateway prices
+// get-sum at 0.05 usd (its cap tag says so) and converts it at its rate
+// source, a loopback endpoint saying 50 000 usd a bitcoin, into exactly
+// 100 sats, which payment_required states and the invoice asks. The
+// reference client (@contextvm/sdk 0.11.14, withClientPayments and its
+// LnBolt11NwcPaymentHandler) reads neither the cap tag's unit nor the
+// amount: it pays the invoice it is given (an app's paymentPolicy is
+// where it could check). So it pays the 100 sats the server stated, and
+// exactly those move.
+func TestPay_ReferenceClientPaysUSDPricedGateway(t *testing.T) {
+	server := everything(t)
+	rates := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"bitcoin":{"usd":50000}}`)
+	}))
+	defer rates.Close()
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	sim := startWalletSim(t, r.URL, "srv=0", "alice=1000")
+	gw := startGatewayEnv(t, []string{"CVM_TEST_OUTBOUND_ALLOW=" + rates.Listener.Addr().String()},
+		"--relay", r.URL, "--price", "tool:get-sum=0.05:usd", "--wallet-file", walletFile(t, sim.Wallets["srv"]),
+		"--usd-rate-url", rates.URL, "--usd-rate-pointer", "/bitcoin/usd", "--", "node", server)
+
+	var res payClientResult
+	runScript(t, "ts-pay-client.mjs", map[string]string{
+		"RELAY_URL": r.URL, "SERVER_PUBKEY": gw.Npub, "NWC_URI": sim.Wallets["alice"],
+		"TOOL": "get-sum", "ARGS": `{"a":2,"b":3}`,
+	}, &res)
+	if !res.OK || res.Result.IsError || len(res.Result.Content) == 0 || !strings.Contains(res.Result.Content[0].Text, "5") {
+		t.Fatalf("the reference client's usd-priced call: %+v", res)
+	}
+	req, n := res.notification(contextvm.MethodPaymentRequired)
+	if n != 1 || req.Params["amount"] != float64(100) || req.Params["pmi"] != payments.PMILightningBolt11 ||
+		!strings.HasPrefix(req.Params["pay_req"].(string), "lnbcrt1u1") {
+		t.Errorf("payment_required seen by the reference client (%d): %+v", n, req.Params)
+	}
+	wantBalances(t, sim, map[string]int64{"alice": 900_000, "srv": 100_000})
+}
