@@ -79,6 +79,18 @@ func MostToPay(usd, usdPerBTC *big.Rat, tolerance float64) (int64, error) {
 	return satsCeil(usd, usdPerBTC, Exact(tolerance))
 }
 
+// Tolerance is the tolerance an options struct's field t means:
+// DefaultTolerance when zero (unset), none when negative.
+func Tolerance(t float64) float64 {
+	switch {
+	case t == 0:
+		return DefaultTolerance
+	case t < 0 || math.IsNaN(t):
+		return 0
+	}
+	return t
+}
+
 func satsCeil(usd, usdPerBTC, tolerance *big.Rat) (int64, error) {
 	if usdPerBTC == nil || usdPerBTC.Sign() <= 0 {
 		return 0, fmt.Errorf("%w: a rate of %v usd per bitcoin", ErrNoRate, usdPerBTC)

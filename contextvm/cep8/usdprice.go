@@ -26,7 +26,7 @@ func (p *Payer) usdLimit(ctx context.Context, call *contextvm.PaidCall) (l usdLi
 	if err != nil {
 		return usdLimit{}, false, nil // an unreadable price: the budget decides, as before
 	}
-	l.price, l.tolerance = price, p.tolerance()
+	l.price, l.tolerance = price, payments.Tolerance(p.opts.Tolerance)
 	if p.opts.Rates == nil {
 		return l, true, fmt.Errorf("%w: %s costs %s usd, and this client has no usd rate source to check the sats asked for it",
 			payments.ErrNoRate, price.Capability, price.Amount)
@@ -56,17 +56,4 @@ func (l usdLimit) check(sats int64) error {
 	}
 	return fmt.Errorf("%w: the server asks %d sats for %s usd; at this client's rate of %s usd a bitcoin that is at most %d sats (%g%% tolerance)",
 		payments.ErrOverRate, sats, l.price.Amount, l.rate.FloatString(2), l.most, l.tolerance*100)
-}
-
-// tolerance is the options' Tolerance: payments.DefaultTolerance for
-// zero, none for a negative one.
-func (p *Payer) tolerance() float64 {
-	switch t := p.opts.Tolerance; {
-	case t == 0:
-		return payments.DefaultTolerance
-	case t < 0:
-		return 0
-	default:
-		return t
-	}
 }
