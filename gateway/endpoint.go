@@ -51,6 +51,9 @@ type HTTPEndpointOptions struct {
 	// refused (ErrPriceNotTool) rather than served free.
 	Processor payments.Processor
 	Prices    []contextvm.Price
+	// Rates converts usd Prices into sats when they are quoted
+	// (quotation.Options.Rates).
+	Rates payments.Rates
 	// InjectCaller tells the upstream who calls (HTTPOptions.InjectCaller).
 	InjectCaller bool
 	// Logger gets the verifier's and the quotations' logs (default: the
@@ -109,7 +112,7 @@ func (g *Gateway) ListenHTTP(opts HTTPEndpointOptions) (*HTTPEndpoint, error) {
 	if store == nil && g.srv != nil {
 		store = g.srv.State()
 	}
-	pay, err := httpQuotations(store, opts.Processor, opts.Prices, log)
+	pay, err := httpQuotations(store, opts.Processor, opts.Prices, opts.Rates, log)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +146,7 @@ func (g *Gateway) ListenHTTP(opts HTTPEndpointOptions) (*HTTPEndpoint, error) {
 
 // httpQuotations is the quotation desk collecting the tools' prices with
 // the processor, or nil when nothing is charged.
-func httpQuotations(store durable.Store, proc payments.Processor, prices []contextvm.Price, log *slog.Logger) (HTTPPayments, error) {
+func httpQuotations(store durable.Store, proc payments.Processor, prices []contextvm.Price, rates payments.Rates, log *slog.Logger) (HTTPPayments, error) {
 	if proc == nil || len(prices) == 0 {
 		return nil, nil
 	}
@@ -162,7 +165,7 @@ func httpQuotations(store durable.Store, proc payments.Processor, prices []conte
 		}
 		caps[p.Name()] = payments.Cap{Capability: p.Capability, Low: lo, High: hi, Unit: unit}
 	}
-	desk, err := quotation.New(quotation.Options{Store: store, Processor: proc, Prices: caps, Logger: log})
+	desk, err := quotation.New(quotation.Options{Store: store, Processor: proc, Prices: caps, Rates: rates, Logger: log})
 	if err != nil {
 		return nil, err
 	}

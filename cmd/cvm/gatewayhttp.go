@@ -26,6 +26,7 @@ func (g *gatewayCmd) listenHTTP(gw *gateway.Gateway, p gatewayPlan, state durabl
 		AuthCompat:   g.gf.authCompat,
 		Processor:    proc,
 		Prices:       p.prices,
+		Rates:        p.rates,
 		InjectCaller: g.gf.injectClientPubkey,
 		Logger:       g.log,
 	})

@@ -30,6 +30,7 @@ type gatewayPlan struct {
 	enc            contextvm.EncryptionMode
 	wrap           contextvm.GiftWrapMode
 	prices         []contextvm.Price
+	rates          payments.Rates // converts usd prices; nil without --usd-rate-url
 	id             identity
 }
 
@@ -41,7 +42,7 @@ func (g *gatewayCmd) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	gate, processor, closeWallet, err := g.wallet(p.prices)
+	gate, processor, closeWallet, err := g.wallet(p.prices, p.rates)
 	if err != nil {
 		return err
 	}
@@ -126,6 +127,13 @@ func (g *gatewayCmd) plan(cmd *cobra.Command, args []string) (p gatewayPlan, err
 		}
 		p.prices = append(p.prices, pr)
 	}
+	rates, err := g.usdRates(g.gf.rate)
+	if err != nil {
+		return p, err
+	}
+	if rates != nil { // no nil *usdrate.Source in the interface
+		p.rates = rates
+	}
 	p.id, err = g.resolveIdentity(g.gf.key, serverKey)
 	return p, err
 }
@@ -153,7 +161,7 @@ func (gf gatewayFlags) checkCombinations() error {
 
 // wallet opens the receiving wallet of --wallet-file or
 // $CVM_WALLET and the CEP-8 gate that collects with it; none without one.
-func (g *gatewayCmd) wallet(prices []contextvm.Price) (contextvm.Gate, payments.Processor, func(), error) {
+func (g *gatewayCmd) wallet(prices []contextvm.Price, rates payments.Rates) (contextvm.Gate, payments.Processor, func(), error) {
 	uri, err := g.walletURI(g.gf.walletFile)
 	if err != nil || uri == "" {
 		// nil, not a nil *cep8.Gate, without a wallet
@@ -169,8 +177,7 @@ func (g *gatewayCmd) wallet(prices []contextvm.Price) (contextvm.Gate, payments.
 	if len(prices) == 0 {
 		g.log.Warn("a wallet but no --price: nothing is charged")
 	}
-	rates, err := g.collectable(prices)
-	if err != nil {
+	if err := collectable(prices, rates); err != nil {
 		closeWallet()
 		return nil, nil, nil, err
 	}
@@ -179,20 +186,16 @@ func (g *gatewayCmd) wallet(prices []contextvm.Price) (contextvm.Gate, payments.
 }
 
 // collectable checks that the prices can be collected, in sats: a usd
-// price needs the rate source that converts it (nil when none is
-// needed). It is not fetched here: a source down at start is refused at
-// each call, as one that fails later is.
-func (g *gatewayCmd) collectable(prices []contextvm.Price) (payments.Rates, error) {
-	rates, err := g.usdRates(g.gf.rate)
-	if err != nil || rates == nil {
-		for _, p := range prices {
-			if p.Unit == payments.UnitUSD && err == nil {
-				err = fmt.Errorf("--price %s=%s:usd is paid in sats converted at the bitcoin price in usd: give the rate source, --usd-rate-url URL and --usd-rate-pointer /PATH (or [payments.usd-rate] in config.toml)", p.Capability, p.Amount)
-			}
+// price needs a rate source to convert it. The source is not fetched
+// here: one down at start is refused at each call, as one that fails
+// later is.
+func collectable(prices []contextvm.Price, rates payments.Rates) error {
+	for _, p := range prices {
+		if p.Unit == payments.UnitUSD && rates == nil {
+			return fmt.Errorf("--price %s=%s:usd is paid in sats converted at the bitcoin price in usd: give the rate source, --usd-rate-url URL and --usd-rate-pointer /PATH (or [payments.usd-rate] in config.toml)", p.Capability, p.Amount)
 		}
-		return nil, err
 	}
-	return rates, nil
+	return nil
 }
 
 // state is where the gateway keeps what must survive a restart:
