@@ -149,3 +149,30 @@ func TestPayCLI_USDWithoutARateNothingIsPaid(t *testing.T) {
 		t.Fatalf("a gateway without a rate source: code %d, %q", code, errOut)
 	}
 }
+
+// The rate flags are checked before anything is sent, each refusal
+// naming the flag: a pointer without an endpoint, an endpoint cvm would
+// not fetch (this test build, unlike the binary tests start, trusts no
+// loopback server), a TTL of zero, a tolerance that is no percentage.
+func TestPayCLI_USDRateFlagsAreCheckedFirst(t *testing.T) {
+	c := newCLI(t)
+	base := []string{"call", strings.Repeat("ab", 32), "add", "--relay", "ws://127.0.0.1:1", "--max-sats", "10"}
+	for _, tc := range []struct {
+		extra []string
+		want  string
+	}{
+		{[]string{"--usd-rate-pointer", "/data/amount"}, "--usd-rate-pointer \"/data/amount\" without --usd-rate-url"},
+		{[]string{"--usd-rate-url", "http://127.0.0.1:9/rate"}, "--usd-rate-url / --usd-rate-pointer (payments.usd-rate): usdrate: outbound: address is not public"},
+		{[]string{"--usd-rate-url", "https://rates.example/", "--usd-rate-pointer", "data"}, "not a JSON pointer"},
+		{[]string{"--usd-rate-url", "https://rates.example/", "--usd-rate-ttl", "0s"}, "--usd-rate-ttl 0s: want a positive duration"},
+		{[]string{"--usd-rate-tolerance", "150"}, "--usd-rate-tolerance 150 (payments.usd-rate.tolerance): want a percentage from 0 to 100"},
+	} {
+		if code, _, errOut := c.run(append(base, tc.extra...)...); code != exitLocal || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: code %d, %q; want 2 and %q", tc.extra, code, errOut, tc.want)
+		}
+	}
+	c.writeConfig("[payments.usd-rate]\npointer = \"/data/amount\"\n")
+	if code, _, errOut := c.run(base...); code != exitLocal || !strings.Contains(errOut, "without --usd-rate-url (payments.usd-rate.url)") {
+		t.Errorf("a pointer in the config alone: code %d, %q", code, errOut)
+	}
+}
