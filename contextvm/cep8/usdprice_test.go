@@ -10,6 +10,7 @@ import (
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/contextvm/internal/peertest"
+	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -127,6 +128,54 @@ func TestPayUSD_ServerWithoutARateRefusesBeforeCharging(t *testing.T) {
 			}
 			if a, s := f.Balances(t); a != 1000 || s != 0 || f.Calls.Load() != 0 {
 				t.Fatalf("balances alice %d srv %d, %d runs", a, s, f.Calls.Load())
+			}
+		})
+	}
+}
+
+// A channel's receipts pay a usd price at the server's conversion: 0.01
+// usd at 500 000 usd a bitcoin is 2 sats a call, five calls one deposit
+// of 50 sats and 10 000 msat of receipts. A client whose own rate makes
+// the price 0.5 sats (2 000 000) refuses the deposit whose call costs 2:
+// nothing is paid, nothing runs.
+func TestPayUSD_ChannelReceiptsAtTheConvertedPrice(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		client string
+		ok     bool
+	}{
+		{"the same rate", "500000", true},
+		{"a client rate that halves the price", "2000000", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newChanFixture(t, 100_000)
+			f.countPrice, f.rates = "0.01:usd", rate{usd: "500000"}
+			f.serve(t, durable.NewMemory(durable.Options{}))
+			pay := f.channelPay(nil)
+			pay.Rates = rate{usd: tc.client}
+			opts := f.clientOptions(pay)
+			cs := peertest.Connect(t, opts)
+			if _, err := cs.ListTools(context.Background(), nil); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.ok {
+				_, err := peertest.Call(cs, "count", nil)
+				if d, ok := contextvm.Declined(err); !ok || d.Reason != contextvm.DeclinedOverRate {
+					t.Fatalf("got %v (%+v), want over-rate", err, d)
+				}
+				f.wantBalances(t, "after the refusal", 100_000, 0)
+				if f.runs.Load() != 0 {
+					t.Fatal("the call ran")
+				}
+				return
+			}
+			f.count(t, cs, 5)
+			if f.runs.Load() != 5 || f.settled.Load() != 1 {
+				t.Fatalf("%d runs, %d Lightning payments; want 5 runs on one payment", f.runs.Load(), f.settled.Load())
+			}
+			st, ok := opts.Payer.(*cep8.Payer).Channel(context.Background(), f.sk.Public())
+			if !ok || st.Nonce != 5 || st.Accumulated != 10_000 {
+				t.Fatalf("client's channel %+v (%v); want 5 receipts of 2000 msat", st, ok)
 			}
 		})
 	}
