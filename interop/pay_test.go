@@ -138,25 +138,35 @@ func TestPay_ReferenceClientPaysGateway(t *testing.T) {
 	gw := startGateway(t, "--relay", r.URL, "--price", "tool:get-sum=10", "--wallet-file", walletFile(t, sim.Wallets["srv"]),
 		"--log-level", "debug", "--", "node", server)
 
-	var res payClientResult
-	runScript(t, "ts-pay-client.mjs", map[string]string{
-		"RELAY_URL": r.URL, "SERVER_PUBKEY": gw.Npub, "NWC_URI": sim.Wallets["alice"],
-		"TOOL": "get-sum", "ARGS": `{"a":2,"b":3}`,
-	}, &res)
-	if !res.OK || res.Result.IsError || len(res.Result.Content) == 0 || !strings.Contains(res.Result.Content[0].Text, "5") {
-		t.Fatalf("the reference client's paid call: %+v", res)
-	}
-	req, n := res.notification(contextvm.MethodPaymentRequired)
-	if n != 1 || req.Params["amount"] != float64(10) || req.Params["pmi"] != payments.PMILightningBolt11 ||
-		!strings.HasPrefix(req.Params["pay_req"].(string), "lnbcrt100n1") {
-		t.Errorf("payment_required seen by the reference client (%d): %+v", n, req.Params)
-	}
+	res := referencePaysGetSum(t, r.URL, gw.Npub, sim.Wallets["alice"], 10, "lnbcrt100n1")
 	acc, n := res.notification(contextvm.MethodPaymentAccepted)
 	if n != 1 || acc.Params["amount"] != float64(10) || acc.Params["pmi"] != payments.PMILightningBolt11 {
 		t.Errorf("payment_accepted seen by the reference client (%d): %+v", n, acc.Params)
 	}
 	wantBalances(t, sim, map[string]int64{"alice": 90_000, "srv": 10_000})
 	wantSettledByNotification(t, gw, sim.Wallets["srv"])
+}
+
+// referencePaysGetSum has the reference client (ts-pay-client.mjs) call
+// get-sum a=2 b=3 on the server npub, paying from the wallet uri; the
+// call must answer 5 after exactly one payment_required for sats sats
+// over Lightning, whose invoice starts with invoice.
+func referencePaysGetSum(t *testing.T, relayURL, npub, uri string, sats int64, invoice string) payClientResult {
+	t.Helper()
+	var res payClientResult
+	runScript(t, "ts-pay-client.mjs", map[string]string{
+		"RELAY_URL": relayURL, "SERVER_PUBKEY": npub, "NWC_URI": uri,
+		"TOOL": "get-sum", "ARGS": `{"a":2,"b":3}`,
+	}, &res)
+	if !res.OK || res.Result.IsError || len(res.Result.Content) == 0 || !strings.Contains(res.Result.Content[0].Text, "5") {
+		t.Fatalf("the reference client's paid call: %+v", res)
+	}
+	req, n := res.notification(contextvm.MethodPaymentRequired)
+	if n != 1 || req.Params["amount"] != float64(sats) || req.Params["pmi"] != payments.PMILightningBolt11 ||
+		!strings.HasPrefix(req.Params["pay_req"].(string), invoice) {
+		t.Errorf("payment_required seen by the reference client (%d): %+v", n, req.Params)
+	}
+	return res
 }
 
 // wantSettledByNotification checks that the gateway settled its paid

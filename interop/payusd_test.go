@@ -4,11 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
-	"github.com/cvmgo/cvm/contextvm"
-	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 )
@@ -35,18 +32,6 @@ func TestPay_ReferenceClientPaysUSDPricedGateway(t *testing.T) {
 		"--relay", r.URL, "--price", "tool:get-sum=0.05:usd", "--wallet-file", walletFile(t, sim.Wallets["srv"]),
 		"--usd-rate-url", rates.URL, "--usd-rate-pointer", "/bitcoin/usd", "--", "node", server)
 
-	var res payClientResult
-	runScript(t, "ts-pay-client.mjs", map[string]string{
-		"RELAY_URL": r.URL, "SERVER_PUBKEY": gw.Npub, "NWC_URI": sim.Wallets["alice"],
-		"TOOL": "get-sum", "ARGS": `{"a":2,"b":3}`,
-	}, &res)
-	if !res.OK || res.Result.IsError || len(res.Result.Content) == 0 || !strings.Contains(res.Result.Content[0].Text, "5") {
-		t.Fatalf("the reference client's usd-priced call: %+v", res)
-	}
-	req, n := res.notification(contextvm.MethodPaymentRequired)
-	if n != 1 || req.Params["amount"] != float64(100) || req.Params["pmi"] != payments.PMILightningBolt11 ||
-		!strings.HasPrefix(req.Params["pay_req"].(string), "lnbcrt1u1") {
-		t.Errorf("payment_required seen by the reference client (%d): %+v", n, req.Params)
-	}
+	referencePaysGetSum(t, r.URL, gw.Npub, sim.Wallets["alice"], 100, "lnbcrt1u1")
 	wantBalances(t, sim, map[string]int64{"alice": 900_000, "srv": 100_000})
 }

@@ -68,19 +68,16 @@ func TestSource_CachesForTheTTL(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 	s := newSource(t, rs, Options{TTL: time.Minute, Now: clock})
 	wantRate(t, s, "50000")
 	rs.price.Store("60000")
-	mu.Lock()
-	now = now.Add(59 * time.Second)
-	mu.Unlock()
+	advance(59 * time.Second)
 	wantRate(t, s, "50000")
 	if n := rs.requests.Load(); n != 1 {
 		t.Fatalf("%d fetches within the TTL, want 1", n)
 	}
-	mu.Lock()
-	now = now.Add(2 * time.Second)
-	mu.Unlock()
+	advance(2 * time.Second)
 	wantRate(t, s, "60000")
 	if n := rs.requests.Load(); n != 2 {
 		t.Fatalf("%d fetches after the TTL, want 2", n)
