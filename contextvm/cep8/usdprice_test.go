@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/big"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cvmgo/cvm/contextvm"
@@ -178,5 +179,43 @@ func TestPayUSD_ChannelReceiptsAtTheConvertedPrice(t *testing.T) {
 				t.Fatalf("client's channel %+v (%v); want 5 receipts of 2000 msat", st, ok)
 			}
 		})
+	}
+}
+
+// movingRate is a payments.Rates whose price a test changes.
+type movingRate struct{ usd atomic.Value } // string
+
+func (m *movingRate) USDPerBTC(ctx context.Context) (*big.Rat, error) {
+	return rate{usd: m.usd.Load().(string)}.USDPerBTC(ctx)
+}
+
+// Once a channel is open, a receipt is held to the client's rate too: the
+// server's rate halves (0.01 usd becomes 4 sats, the client's bound 3),
+// the server refuses the 2-sat receipt and states 4, and the client signs
+// no receipt for that; the invoice that follows is declined. Only the
+// first call's 2 sats were spent from the channel.
+func TestPayUSD_ChannelReceiptsHeldToTheClientsRate(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	server := &movingRate{}
+	server.usd.Store("500000")
+	f.countPrice, f.rates = "0.01:usd", server
+	f.serve(t, durable.NewMemory(durable.Options{}))
+	pay := f.channelPay(nil)
+	pay.Budget.PerCall = 10
+	pay.Rates = rate{usd: "500000"}
+	opts := f.clientOptions(pay)
+	cs := peertest.Connect(t, opts)
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	f.count(t, cs, 1)
+	server.usd.Store("250000")
+	_, err := peertest.Call(cs, "count", nil)
+	if d, ok := contextvm.Declined(err); !ok || d.Reason != contextvm.DeclinedOverRate {
+		t.Fatalf("got %v (%+v), want over-rate", err, d)
+	}
+	st, ok := opts.Payer.(*cep8.Payer).Channel(context.Background(), f.sk.Public())
+	if !ok || st.Accumulated != 2_000 || f.runs.Load() != 1 {
+		t.Fatalf("client's channel %+v (%v), %d runs; want one call's 2000 msat", st, ok, f.runs.Load())
 	}
 }
