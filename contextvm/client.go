@@ -249,6 +249,20 @@ func (t *ClientTransport) Prices() []Price {
 	return c.view.knownPrices()
 }
 
+// KnowPrices tells the transport prices the client learned elsewhere:
+// the server's announcement, or a list answer of an earlier connection
+// that a cache kept. A payment's offer and the Payer (PaidCall.Price)
+// read them as if the server had stated them on this connection; a price
+// it does state on a list answer replaces them. Call it once connected.
+func (t *ClientTransport) KnowPrices(prices []Price) {
+	t.mu.Lock()
+	c := t.conn
+	t.mu.Unlock()
+	if c != nil {
+		c.view.learnPrices(priceTags(prices), "")
+	}
+}
+
 // listedKind is the kind of capability each list request lists.
 var listedKind = map[string]string{
 	"tools/list":               "tool",

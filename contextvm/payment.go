@@ -107,6 +107,12 @@ const (
 	DeclinedNoHandler  = "no-handler"
 	DeclinedWallet     = "wallet"
 	DeclinedMalformed  = "malformed"
+	// DeclinedNoRate: the price is in usd and the client has no usd rate
+	// (none configured, or its source failed) to check the amount asked.
+	DeclinedNoRate = "no-rate"
+	// DeclinedOverRate: the amount asked for a usd price is more than the
+	// client's tolerance above the price at its own rate.
+	DeclinedOverRate = "over-rate"
 )
 
 // DeclinedData is the data of a CodePaymentDeclined answer.
@@ -264,7 +270,9 @@ func (c *clientConn) offer(p *pendingRequest, req payments.PaymentRequired, unit
 	if o.Unit == "" {
 		o.Unit = DefaultPriceUnit
 		for _, pr := range c.view.knownPrices() {
-			if pr.Capability == o.Capability && pr.Unit != "" {
+			// A price in usd is asked for in sats, converted at the
+			// server's rate (docs/protocol-compatibility.md).
+			if pr.Capability == o.Capability && pr.Unit != "" && pr.Unit != payments.UnitUSD {
 				o.Unit = pr.Unit
 			}
 		}

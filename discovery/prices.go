@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/big"
+	"strconv"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/payments"
 )
 
 // Price is an announced price: Amount is a decimal number or a range
@@ -17,6 +20,37 @@ type Price struct {
 	Amount  string `json:"amount"`
 	Unit    string `json:"unit"`
 	Unknown string `json:"unknown,omitempty"`
+	// Sats is, for a price in usd, what it comes to in sats at a rate
+	// the viewer chose (InSats), rounded up as a server rounds it: "52",
+	// or "52-104" for a range. It is shown beside the price, never paid
+	// from: the server states the amount to pay.
+	Sats string `json:"sats,omitempty"`
+}
+
+// InSats is p with Sats set at usdPerBTC US dollars a bitcoin; p itself
+// when it is not a readable price in usd.
+func (p *Price) InSats(usdPerBTC *big.Rat) *Price {
+	if p == nil || p.Unknown != "" || p.Unit != payments.UnitUSD {
+		return p
+	}
+	lo, hi, err := contextvm.Price{Capability: "tool:x", Amount: p.Amount}.Range()
+	if err != nil {
+		return p
+	}
+	low, err := payments.SatsFor(payments.Exact(lo), usdPerBTC)
+	if err != nil {
+		return p
+	}
+	high, err := payments.SatsFor(payments.Exact(hi), usdPerBTC)
+	if err != nil {
+		return p
+	}
+	out := *p
+	out.Sats = strconv.FormatInt(low, 10)
+	if high != low {
+		out.Sats += "-" + strconv.FormatInt(high, 10)
+	}
+	return &out
 }
 
 // High is the most a call can cost: the top of a range, 0 for a free
@@ -36,14 +70,16 @@ func (p *Price) High() float64 {
 	return hi
 }
 
-// String is the price for a person: "free", "10 sats", "5-20 usd" or
-// "unknown (why)".
+// String is the price for a person: "free", "10 sats", "5-20 usd",
+// "0.05 usd (≈ 52 sats)" or "unknown (why)".
 func (p *Price) String() string {
 	switch {
 	case p == nil:
 		return "free"
 	case p.Unknown != "":
 		return "price unknown (" + p.Unknown + ")"
+	case p.Sats != "":
+		return p.Amount + " " + p.Unit + " (≈ " + p.Sats + " sats)"
 	}
 	return p.Amount + " " + p.Unit
 }

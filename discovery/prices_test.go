@@ -2,6 +2,7 @@ package discovery_test
 
 import (
 	"math"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +197,25 @@ func TestProviders_TrustedOnlyLeavesStrangersOut(t *testing.T) {
 	}
 	if _, err := discovery.ParseTrustPolicy("some"); err == nil {
 		t.Error("an unknown policy was accepted")
+	}
+}
+
+// A usd price is shown with what it comes to in sats at the viewer's
+// rate, rounded up as servers round it; other prices are left alone.
+func TestPrice_InSatsBesideUSD(t *testing.T) {
+	rate := big.NewRat(97_123_45, 100) // 97 123.45 usd a bitcoin
+	for _, tc := range []struct {
+		in   *discovery.Price
+		want string
+	}{
+		{&discovery.Price{Amount: "0.05", Unit: "usd"}, "0.05 usd (≈ 52 sats)"},
+		{&discovery.Price{Amount: "0.05-0.1", Unit: "usd"}, "0.05-0.1 usd (≈ 52-103 sats)"},
+		{&discovery.Price{Amount: "10", Unit: "sats"}, "10 sats"},
+		{&discovery.Price{Amount: "x", Unit: "usd", Unknown: `amount "x"`}, `price unknown (amount "x")`},
+		{nil, "free"},
+	} {
+		if got := tc.in.InSats(rate).String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

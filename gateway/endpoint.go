@@ -58,6 +58,9 @@ type HTTPEndpointOptions struct {
 	// DID key, refunds paid by the books' Refunder. Set it only when the
 	// gateway's wallet may pay_invoice.
 	Channels *channel.Books
+	// Rates converts usd Prices into sats when they are quoted
+	// (quotation.Options.Rates).
+	Rates payments.Rates
 	// InjectCaller tells the upstream who calls (HTTPOptions.InjectCaller).
 	InjectCaller bool
 	// Logger gets the verifier's and the quotations' logs (default: the
@@ -116,7 +119,7 @@ func (g *Gateway) ListenHTTP(opts HTTPEndpointOptions) (*HTTPEndpoint, error) {
 	if store == nil && g.srv != nil {
 		store = g.srv.State()
 	}
-	pay, err := httpQuotations(store, opts.Processor, opts.Prices, opts.Channels, log)
+	pay, err := httpQuotations(store, opts.Processor, opts.Prices, opts.Channels, opts.Rates, log)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +153,7 @@ func (g *Gateway) ListenHTTP(opts HTTPEndpointOptions) (*HTTPEndpoint, error) {
 
 // httpQuotations is the quotation desk collecting the tools' prices with
 // the processor, or nil when nothing is charged.
-func httpQuotations(store durable.Store, proc payments.Processor, prices []contextvm.Price, books *channel.Books, log *slog.Logger) (HTTPPayments, error) {
+func httpQuotations(store durable.Store, proc payments.Processor, prices []contextvm.Price, books *channel.Books, rates payments.Rates, log *slog.Logger) (HTTPPayments, error) {
 	if proc == nil || len(prices) == 0 {
 		return nil, nil
 	}
@@ -169,7 +172,7 @@ func httpQuotations(store durable.Store, proc payments.Processor, prices []conte
 		}
 		caps[p.Name()] = payments.Cap{Capability: p.Capability, Low: lo, High: hi, Unit: unit}
 	}
-	desk, err := quotation.New(quotation.Options{Store: store, Processor: proc, Prices: caps, Logger: log})
+	desk, err := quotation.New(quotation.Options{Store: store, Processor: proc, Prices: caps, Rates: rates, Logger: log})
 	if err != nil {
 		return nil, err
 	}

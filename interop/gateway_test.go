@@ -57,8 +57,8 @@ func startGateway(t *testing.T, args ...string) gatewayInfo {
 	return startGatewayEnv(t, nil, args...)
 }
 
-// startGatewayEnv is startGateway with env (KEY=VALUE) added to its
-// environment.
+// startGatewayEnv is startGateway with extra environment variables
+// (KEY=VALUE).
 func startGatewayEnv(t *testing.T, env []string, args ...string) gatewayInfo {
 	t.Helper()
 	home := t.TempDir()

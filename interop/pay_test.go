@@ -145,12 +145,7 @@ func TestPay_ReferenceClientPaysGateway(t *testing.T) {
 	gw := startGateway(t, "--relay", r.URL, "--price", "tool:get-sum=10", "--wallet-file", walletFile(t, sim.Wallets["srv"]),
 		"--log-level", "debug", "--", "node", server)
 
-	res := referenceClientGetsSum(t, r.URL, gw, sim.Wallets["alice"])
-	req, n := res.notification(contextvm.MethodPaymentRequired)
-	if n != 1 || req.Params["amount"] != float64(10) || req.Params["pmi"] != payments.PMILightningBolt11 ||
-		!strings.HasPrefix(req.Params["pay_req"].(string), "lnbcrt100n1") {
-		t.Errorf("payment_required seen by the reference client (%d): %+v", n, req.Params)
-	}
+	res := referencePaysGetSum(t, r.URL, gw, sim.Wallets["alice"], 10, "lnbcrt100n1")
 	acc, n := res.notification(contextvm.MethodPaymentAccepted)
 	if n != 1 || acc.Params["amount"] != float64(10) || acc.Params["pmi"] != payments.PMILightningBolt11 {
 		t.Errorf("payment_accepted seen by the reference client (%d): %+v", n, acc.Params)
@@ -170,6 +165,20 @@ func referenceClientGetsSum(t *testing.T, relayURL string, gw gatewayInfo, uri s
 	}, &res)
 	if !res.OK || res.Result.IsError || len(res.Result.Content) == 0 || !strings.Contains(res.Result.Content[0].Text, "5") {
 		t.Fatalf("the reference client's paid call: %+v; gateway log:\n%s", res, gw.stderr)
+	}
+	return res
+}
+
+// referencePaysGetSum is referenceClientGetsSum that also checks the
+// call got exactly one payment_required for sats sats over Lightning,
+// whose invoice starts with invoice.
+func referencePaysGetSum(t *testing.T, relayURL string, gw gatewayInfo, uri string, sats int64, invoice string) payClientResult {
+	t.Helper()
+	res := referenceClientGetsSum(t, relayURL, gw, uri)
+	req, n := res.notification(contextvm.MethodPaymentRequired)
+	if n != 1 || req.Params["amount"] != float64(sats) || req.Params["pmi"] != payments.PMILightningBolt11 ||
+		!strings.HasPrefix(req.Params["pay_req"].(string), invoice) {
+		t.Errorf("payment_required seen by the reference client (%d): %+v", n, req.Params)
 	}
 	return res
 }

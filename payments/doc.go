@@ -12,8 +12,15 @@
 // payments/lnsim). The same invoices can be collected with no wallet
 // connection, as NIP-57 zaps to a Lightning address (package payments/zap).
 //
+// A price may be announced in usd; nothing is paid in it. Where a payment
+// is asked for, the server converts it into sats at its Rates, rounded up
+// to a whole sat, and states that amount; a client converts the same price
+// at its own Rates and pays at most a tolerance above it (convert.go;
+// package payments/usdrate fetches a rate).
+//
 // Files: payments.go (Charge, PaymentRequired and the Processor, Checker and
-// Handler seams), pricer.go (Cap, Quote and the Pricer), budget.go (a
+// Handler seams), pricer.go (Cap, Quote and the Pricer), convert.go (usd
+// prices into sats: Rates, the rounding, the client's tolerance), budget.go (a
 // client's Budget, its daily totals in a shared file), wallet.go (the Wallet
 // seam of Lightning and what a wallet answers), fake.go (the Fake payment
 // method and its Ledger, for tests and demos only). The real methods live in

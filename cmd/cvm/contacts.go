@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -40,6 +41,9 @@ type contact struct {
 	// Tools is the last tools list read, from tools/list or the
 	// announcement (kind 11317).
 	Tools []*mcp.Tool `json:"tools,omitempty"`
+	// Prices are the prices stated with Tools, for the payer to hold an
+	// amount asked to them (a usd price) when it does not list again.
+	Prices []contextvm.Price `json:"prices,omitempty"`
 }
 
 // contacts keeps one small file per server in the cache directory. Being a

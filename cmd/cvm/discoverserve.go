@@ -39,7 +39,7 @@ func (d *discoverCmd) serveCatalog(ctx context.Context, pool *nostrx.Pool, catal
 		}
 	}
 	page, err := catalogpage.New(catalogpage.Options{Catalog: catalog, Caller: caller, AllowedHosts: d.df.allowHosts,
-		Budget: budget, MaxPerCall: maxPerCall, BudgetUnit: "sats", Logger: d.log})
+		Budget: budget, MaxPerCall: maxPerCall, BudgetUnit: "sats", Rates: pay.Rates, Tolerance: pay.Tolerance, Logger: d.log})
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,11 @@
 //     signed with DIDAuthV1, paying by quotation), call.go and args.go (a
 //     tool call and its arguments), callschema.go (a call by common
 //     schema), list.go, contacts.go (what is known of a server), pay.go
-//     (budget, wallets, confirmation, refusals).
+//     (budget, wallets, confirmation, refusals), usdrate.go (the usd rate
+//     source's flags, shared with the gateway, and the outbound fetcher),
+//     outboundtrust.go and outboundtrust_cvmtest.go (that fetcher's
+//     options: the defaults, and in the test build only, tag cvmtest, the
+//     loopback servers a test names).
 //   - Discovery: discover.go, discoverserve.go (the catalog page),
 //     schema.go and schemaprefix.go (common schemas), trust.go.
 //   - Serving: gatewaycmd.go (cvm gateway's flags and checks), gatewayrun.go

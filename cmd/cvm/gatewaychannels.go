@@ -27,19 +27,19 @@ func (g *gatewayCmd) collector(ctx context.Context, w *wallet, p gatewayPlan, st
 	if w == nil {
 		return nil, nil, func() {}, nil
 	}
-	gate, err := g.gate(ctx, w, state, p.id.secret.Public(), replicas)
+	gate, err := g.gate(ctx, w, state, p, replicas)
 	return gate, w.proc, func() {}, err
 }
 
 // gate is the CEP-8 gate that collects the prices with w, offering
 // prepaid payment channels when it can (see channelBooks), over --http too
 // (the same books); nil, not a nil *cep8.Gate, without a wallet.
-func (g *gatewayCmd) gate(ctx context.Context, w *wallet, state durable.Store, server nostr.PubKey, replicas bool) (contextvm.Gate, error) {
+func (g *gatewayCmd) gate(ctx context.Context, w *wallet, state durable.Store, p gatewayPlan, replicas bool) (contextvm.Gate, error) {
 	if w == nil {
 		return nil, nil
 	}
-	opts := cep8.Options{Processors: []payments.Processor{w.proc}}
-	books, why, err := g.channelBooks(ctx, w, state, server, replicas)
+	opts := cep8.Options{Processors: []payments.Processor{w.proc}, Rates: p.rates}
+	books, why, err := g.channelBooks(ctx, w, state, p.id.secret.Public(), replicas)
 	switch {
 	case err != nil:
 		return nil, err

@@ -23,6 +23,7 @@ import (
 
 type gatewayFlags struct {
 	replica replicaFlags // --nats and its companions: gatewayreplicas.go
+	rate    rateFlags    // --usd-rate-*: usdrate.go
 
 	relays                     []string
 	announceRelays             []string
@@ -90,14 +91,18 @@ server that authorizes or bills by caller but sees only stdio or HTTP.
 and lists, CEP-6, and its relay list) to --relay, from an upstream session of
 their own, and again whenever the upstream's lists change. --price
 tool:NAME=AMOUNT[:UNIT] (repeatable; also prompt: and resource:, AMOUNT may be
-a range MIN-MAX, UNIT defaults to sats) is advertised on the announcements
-and on every list answer; with --wallet-file FILE (mode 0600, or $CVM_WALLET),
-the receiving wallet's connection URI, they are collected (CEP-8): a priced
-request runs only once paid, and is charged at most once. --zap-address
-NAME@HOST collects them with only a Lightning address whose LNURL-pay
-endpoint publishes zap receipts (NIP-57, allowsNostr), such as most custodial
-wallets' addresses: the gateway gets each invoice from it and settles the
-payment on the receipt it reads on --relay. --common-tool NAME
+a range MIN-MAX, UNIT sats, the default, or usd) is advertised on the
+announcements and on every list answer; with --wallet-file FILE (mode 0600,
+or $CVM_WALLET), the receiving wallet's connection URI, they are collected
+(CEP-8): a priced request runs only once paid, and is charged at most once.
+--zap-address NAME@HOST collects them with only a Lightning address whose
+LNURL-pay endpoint publishes zap receipts (NIP-57, allowsNostr), such as
+most custodial wallets' addresses: the gateway gets each invoice from it and
+settles the payment on the receipt it reads on --relay. A usd price is
+asked for in sats, converted at the bitcoin price that --usd-rate-url (a
+JSON endpoint) gives at --usd-rate-pointer, kept for --usd-rate-ttl, and
+rounded up to a whole sat; without the rate, the call is refused and
+nothing is charged. --common-tool NAME
 (repeatable) declares a tool as implementing a common schema (CEP-15): its
 schema hash goes into its _meta and the announcement's tags, with each
 --category. When the wallet is a Lightning (NIP-47) one that may
@@ -200,6 +205,7 @@ func (a *app) gatewayCommand() *cobra.Command {
 	f := cmd.Flags()
 	gf.add(f)
 	gf.replica.add(f)
+	addRateFlags(cmd, &gf.rate, false)
 	cmd.Long += replicaHelp
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
 		"session-mode", "env", "pass-env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-reserve", "session-rate", "session-burst", "idle-timeout", "isolate-stateless",

@@ -29,6 +29,7 @@ func (g *gatewayCmd) listenHTTP(gw *gateway.Gateway, p gatewayPlan, state durabl
 		Processor:    proc,
 		Prices:       p.prices,
 		Channels:     g.httpChannels,
+		Rates:        p.rates,
 		InjectCaller: g.gf.injectClientPubkey,
 		Logger:       g.log,
 	})

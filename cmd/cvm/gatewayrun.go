@@ -29,6 +29,7 @@ type gatewayPlan struct {
 	enc            contextvm.EncryptionMode
 	wrap           contextvm.GiftWrapMode
 	prices         []contextvm.Price
+	rates          payments.Rates // converts usd prices; nil without --usd-rate-url
 	id             identity
 }
 
@@ -40,7 +41,7 @@ func (g *gatewayCmd) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	w, err := g.wallet(p.prices)
+	w, err := g.wallet(p.prices, p.rates)
 	if err != nil {
 		return err
 	}
@@ -132,6 +133,13 @@ func (g *gatewayCmd) plan(cmd *cobra.Command, args []string) (p gatewayPlan, err
 		}
 		p.prices = append(p.prices, pr)
 	}
+	rates, err := g.usdRates(g.gf.rate)
+	if err != nil {
+		return p, err
+	}
+	if rates != nil { // no nil *usdrate.Source in the interface
+		p.rates = rates
+	}
 	p.id, err = g.resolveIdentity(g.gf.key, serverKey)
 	return p, err
 }
@@ -159,7 +167,7 @@ func (gf gatewayFlags) checkCombinations() error {
 
 // wallet opens the receiving wallet of --wallet-file or $CVM_WALLET; nil
 // without one, or with --zap-address (see collector).
-func (g *gatewayCmd) wallet(prices []contextvm.Price) (*wallet, error) {
+func (g *gatewayCmd) wallet(prices []contextvm.Price, rates payments.Rates) (*wallet, error) {
 	if g.gf.zapAddress != "" {
 		if g.gf.walletFile != "" {
 			return nil, errors.New("--zap-address and --wallet-file are two ways to collect: give one")
@@ -183,7 +191,24 @@ func (g *gatewayCmd) wallet(prices []contextvm.Price) (*wallet, error) {
 	if len(prices) == 0 {
 		g.log.Warn("a wallet but no --price: nothing is charged")
 	}
+	if err := collectable(prices, rates); err != nil {
+		w.close()
+		return nil, err
+	}
 	return &w, nil
+}
+
+// collectable checks that the prices can be collected, in sats: a usd
+// price needs a rate source to convert it. The source is not fetched
+// here: one down at start is refused at each call, as one that fails
+// later is.
+func collectable(prices []contextvm.Price, rates payments.Rates) error {
+	for _, p := range prices {
+		if p.Unit == payments.UnitUSD && rates == nil {
+			return fmt.Errorf("--price %s=%s:usd is paid in sats converted at the bitcoin price in usd: give the rate source, --usd-rate-url URL and --usd-rate-pointer /PATH (or [payments.usd-rate] in config.toml)", p.Capability, p.Amount)
+		}
+	}
+	return nil
 }
 
 // state is where the gateway keeps what must survive a restart:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"iter"
@@ -11,12 +12,15 @@ import (
 	"github.com/cvmgo/cvm/commonschema"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/discovery"
+	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/payments/usdrate"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 )
 
 func (a *app) toolsCommand() *cobra.Command {
 	var cf clientFlags
+	var rf rateFlags
 	cmd := &cobra.Command{
 		Use:   "tools SERVER",
 		Short: "List the tools of a ContextVM server",
@@ -25,12 +29,18 @@ func (a *app) toolsCommand() *cobra.Command {
 are those the server states in cap tags on its tools/list answer; a price
 that cannot be read is shown as unknown, never as free. --json prints a
 tools/list result, {"tools":[…]}, with every input schema (cvm schema hash
-reads it), and beside it "prices" and "claims", by tool name.`,
+reads it), and beside it "prices" and "claims", by tool name. A price in
+usd is shown with what it comes to in sats at the rate of --usd-rate-url
+(or [payments.usd-rate] in config.toml), when one is configured.`,
 		Example: `  cvm tools npub1…
   cvm tools weather --json`,
 		Args: positional(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			rates, err := a.usdRates(rf)
+			if err != nil {
+				return err
+			}
 			cs, err := a.dial(ctx, cf, args[0], dialOptions{})
 			if err != nil {
 				return err
@@ -42,7 +52,7 @@ reads it), and beside it "prices" and "claims", by tool name.`,
 				return remoteFailure(ctx, "tools/list", args[0], cs.relays, err)
 			}
 			cs.rec.Tools, cs.rec.Announced = tools, announced(cs.ann)
-			prices := cs.toolPrices(tools)
+			prices := a.withSats(ctx, rates, cs.toolPrices(tools))
 			claims := make(map[string]toolClaim)
 			for _, tool := range tools {
 				if c, ok := claimOf(tool); ok {
@@ -65,7 +75,33 @@ reads it), and beside it "prices" and "claims", by tool name.`,
 	}
 	a.addClientFlags(cmd, &cf, 30*time.Second)
 	addModeFlags(cmd, &cf, true)
+	addRateFlags(cmd, &rf, false)
 	return cmd
+}
+
+// withSats shows usd prices with their sats at the rate of rates (none:
+// as they are). A rate source that fails is said on stderr, and the
+// prices shown in usd only.
+func (a *app) withSats(ctx context.Context, rates *usdrate.Source, prices map[string]*discovery.Price) map[string]*discovery.Price {
+	if rates == nil {
+		return prices
+	}
+	usd := false
+	for _, p := range prices {
+		usd = usd || p != nil && p.Unit == payments.UnitUSD
+	}
+	if !usd {
+		return prices
+	}
+	rate, err := rates.USDPerBTC(ctx)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "usd prices in usd only: %v\n", err)
+		return prices
+	}
+	for name, p := range prices {
+		prices[name] = p.InSats(rate)
+	}
+	return prices
 }
 
 func (a *app) resourcesCommand() *cobra.Command {

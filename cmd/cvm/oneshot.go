@@ -225,13 +225,15 @@ func (s *oneShot) tool(ctx context.Context, name string) (tool *mcp.Tool, tools 
 	switch {
 	case s.ann != nil && len(s.ann.Tools) > 0:
 		if tools := announcedTools(s.ann.Tools); find(tools) != nil {
-			s.rec.Tools, s.rec.Announced = tools, announced(s.ann)
+			s.rec.Tools, s.rec.Announced, s.rec.Prices = tools, announced(s.ann), announcedPrices(s.ann.Tools)
+			s.knowPrices()
 			return find(tools), tools, nil
 		}
 	case s.rec.Tools != nil && (s.ann == nil || s.rec.Announced == announced(s.ann)):
 		// With the announcement still being read, Close drops these if it
 		// turns out to have changed.
 		if t := find(s.rec.Tools); t != nil {
+			s.knowPrices()
 			return t, s.rec.Tools, nil
 		}
 	}
@@ -240,10 +242,33 @@ func (s *oneShot) tool(ctx context.Context, name string) (tool *mcp.Tool, tools 
 		return nil, nil, err
 	}
 	s.rec.Tools = tools
+	if s.transport != nil {
+		s.rec.Prices = s.transport.Prices()
+	}
 	if s.ann != nil {
 		s.rec.Announced = announced(s.ann)
 	}
 	return find(tools), tools, nil
+}
+
+// knowPrices tells the transport the prices stated with the tools read
+// from the announcement or the cache, as tools/list would have: the payer
+// holds what a usd-priced call is asked to them.
+func (s *oneShot) knowPrices() {
+	if s.transport != nil {
+		s.transport.KnowPrices(s.rec.Prices)
+	}
+}
+
+// announcedPrices are the prices of an announcement's tools.
+func announcedPrices(tools []discovery.Tool) []contextvm.Price {
+	var out []contextvm.Price
+	for _, t := range tools {
+		if t.Price != nil && t.Price.Unknown == "" {
+			out = append(out, contextvm.Price{Capability: "tool:" + t.Name, Amount: t.Price.Amount, Unit: t.Price.Unit})
+		}
+	}
+	return out
 }
 
 // announcedTools reads an announcement's tools as tools/list gives them.

@@ -39,6 +39,7 @@ type payFlags struct {
 	yes             bool
 	walletFile      string
 	interaction     string
+	rate            rateFlags // to check what a usd price is asked for in sats
 }
 
 func (a *app) addPayFlags(cmd *cobra.Command, pf *payFlags, withYes bool) {
@@ -58,6 +59,7 @@ func (a *app) addPayFlags(cmd *cobra.Command, pf *payFlags, withYes bool) {
 	if withYes {
 		f.BoolVar(&pf.yes, "yes", false, "pay without asking, within --max-sats")
 	}
+	addRateFlags(cmd, &pf.rate, true)
 }
 
 // check refuses limits that cannot be, before anything is sent: a negative
@@ -240,8 +242,19 @@ func (a *app) payOptions(pf payFlags, ask func(context.Context, contextvm.Paymen
 	if err := pf.check(); err != nil {
 		return nil, nil, err
 	}
+	tolerance, err := toleranceOf(pf.rate)
+	if err != nil {
+		return nil, nil, err
+	}
+	rates, err := a.usdRates(pf.rate)
+	if err != nil {
+		return nil, nil, err
+	}
 	log := &payLog{a: a, close: func() error { return nil }}
-	opts := &cep8.PayOptions{Report: log.report, Confirm: ask}
+	opts := &cep8.PayOptions{Report: log.report, Confirm: ask, Tolerance: tolerance}
+	if rates != nil { // no nil *usdrate.Source in the interface
+		opts.Rates = rates
+	}
 	switch pf.interaction {
 	case "", contextvm.PaymentTransparent:
 	case "explicit", contextvm.PaymentExplicitGating:
@@ -349,6 +362,26 @@ func declinedError(err error, pay *cep8.PayOptions) (error, bool) {
 		return fmt.Errorf("%s in %q, and no wallet here pays that way; give --wallet-file or $%s", what, d.PMI, walletEnv), true
 	case contextvm.DeclinedByPerson:
 		return fmt.Errorf("%s; not paid (declined, or no terminal to ask: give --yes to pay within --max-sats)", what), true
+	case contextvm.DeclinedNoRate:
+		if pay == nil || pay.Rates == nil {
+			return fmt.Errorf("%s for a price in usd, which cvm checks at a usd rate of its own; give a rate source, --usd-rate-url URL and --usd-rate-pointer /PATH (or [payments.usd-rate] in config.toml); not paid", what), true
+		}
+		return fmt.Errorf("%s for a price in usd, and %s; not paid", what, payerReason(err, payments.ErrNoRate)), true
+	case contextvm.DeclinedOverRate:
+		return fmt.Errorf("%s, more than the usd price comes to at your rate: %s; not paid (--usd-rate-tolerance sets how far above is accepted)", what, payerReason(err, payments.ErrOverRate)), true
 	}
 	return fmt.Errorf("%s and was not paid: %w", what, err), true
+}
+
+// payerReason is the payer's reason in a declined call's err, after its
+// kind (sentinel), which the caller's message says in its own words.
+func payerReason(err, sentinel error) string {
+	msg := err.Error()
+	if _, rest, ok := strings.Cut(msg, sentinel.Error()+": "); ok {
+		return rest
+	}
+	if _, rest, ok := strings.Cut(msg, "was not paid: "); ok {
+		return rest
+	}
+	return msg
 }

@@ -1,6 +1,7 @@
 package cep8_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -40,6 +41,10 @@ type chanFixture struct {
 	books    *channel.Books
 	clientSK nostr.SecretKey
 	pricer   payments.Pricer // the gate's, if set
+	// countPrice is count's price (default "2", sats), converted at
+	// rates when in usd.
+	countPrice string
+	rates      payments.Rates
 }
 
 func newChanFixture(t *testing.T, aliceMsat int64) *chanFixture {
@@ -64,11 +69,11 @@ func (f *chanFixture) serveMCP(t *testing.T, store durable.Store, mcpServer *mcp
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _ := contextvm.ParsePrice("tool:count=2")
+	p, _ := contextvm.ParsePrice("tool:count=" + cmp.Or(f.countPrice, "2"))
 	slow, _ := contextvm.ParsePrice("tool:slow=2")
 	echo, _ := contextvm.ParsePrice("tool:echo=2")
 	f.books = books
-	gate := cep8.NewGate(cep8.Options{Processors: []payments.Processor{f.ln.proc}, Channels: books, Pricer: f.pricer})
+	gate := cep8.NewGate(cep8.Options{Processors: []payments.Processor{f.ln.proc}, Channels: books, Pricer: f.pricer, Rates: f.rates})
 	f.srv = peertest.Serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p, slow, echo},
 		Signer: contextvm.NewKeySigner(f.sk), State: store, Gate: gate}, mcpServer)
 	if !listsChannels(gate) {

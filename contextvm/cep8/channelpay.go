@@ -103,15 +103,17 @@ func (ch *channels) clientLocked(ctx context.Context, server nostr.PubKey) *chan
 
 // tags are the channel tags of call: a receipt for its price, or a
 // request to open (or top up) the channel it will be the first receipt of.
-// A call above the budget's PerCall carries none: it is declined. A call
-// of unknown price (a free tool, or a priced one whose price the client
-// has not seen yet) carries a receipt of nothing more that the client does
-// not count as spent: a server ignores it on a free call, and refuses it
-// on a priced one, naming the cost, and the call is sent again with its
-// receipt. Counted, it would put the client's next receipt one ahead of
-// the server's books after every free call (a refusal and a resend on each
-// paid call that follows one).
-func (ch *channels) tags(call *contextvm.PaidCall, budget *payments.Budget) nostr.Tags {
+// A call above the budget's PerCall or mostSats (the most a usd price
+// comes to at the client's rate; negative: no such bound) carries none: it
+// is paid by invoice, or declined. A call of unknown price (a free tool,
+// or a priced one whose price the client has not seen yet) carries a
+// receipt of nothing more that the client does not count as spent: a
+// server ignores it on a free call, and refuses it on a priced one, naming
+// the cost, and the call is sent again with its receipt. Counted, it would
+// put the client's next receipt one ahead of the server's books after
+// every free call (a refusal and a resend on each paid call that follows
+// one).
+func (ch *channels) tags(call *contextvm.PaidCall, budget *payments.Budget, mostSats int64) nostr.Tags {
 	capability, ok := contextvm.PricedCapability(call.Request())
 	if !ok || budget == nil || !slices.Contains(call.ServerPMIs(), channel.PMI) {
 		return nil
@@ -128,7 +130,7 @@ func (ch *channels) tags(call *contextvm.PaidCall, budget *payments.Budget) nost
 			}
 		}
 	}
-	if known && price > uint64(max(budget.PerCall, 0))*1000 {
+	if known && (price > uint64(max(budget.PerCall, 0))*1000 || mostSats >= 0 && price > uint64(mostSats)*1000) {
 		return nil
 	}
 	deposit := strconv.FormatInt(ch.opts.DepositSats*1000, 10)

@@ -67,6 +67,12 @@ type Options struct {
 	// NoExplicitGating refuses clients that ask for explicit gating
 	// (-32602) instead of serving them that way.
 	NoExplicitGating bool
+	// Rates converts prices announced in usd into sats when a payment is
+	// asked for (payments.Cap.InSats: rounded up to a whole sat): the
+	// payment request, a channel receipt's cost, every rail states sats.
+	// Without it, or when it fails, a usd-priced request is answered
+	// CodePriceRefused and nothing runs.
+	Rates payments.Rates
 	// Channels, when set, offers prepaid payment channels (channel.PMI
 	// among the pmi tags; see channel.go): a priced request with a channel
 	// receipt runs once the books accept it, with no invoice. Its
@@ -275,6 +281,16 @@ func (g *Gate) admit(call *contextvm.Call, explicit bool, price payments.Cap) {
 				g.transparent(ctx, call, rec.Charge, &rec.Req, rec.Fund)
 				return
 			}
+		}
+		announced := price
+		price, err := announced.InSats(ctx, g.opts.Rates)
+		if err != nil {
+			g.log.Warn("refusing a usd-priced request: no usd rate", "client", call.Client().Hex(), "capability", announced.Capability, "err", err)
+			// The rate source's error stays in the log: its URL may
+			// carry the operator's API key.
+			call.Answer(ctx, &jsonrpc.Error{Code: contextvm.CodePriceRefused, Message: fmt.Sprintf(
+				"%s is priced in usd, and the server has no usd rate to convert it into sats now; nothing was charged", announced.Capability)})
+			return
 		}
 		charge := payments.Charge{Unit: price.Unit, Description: price.Capability, RequestID: call.Event().ID.Hex(), Client: call.Client().Hex()}
 		quote, err := payments.Resolve(ctx, g.opts.Pricer, payments.PriceRequest{Cap: price, Method: m.Method, Params: m.Params,

@@ -309,7 +309,7 @@ func TestPayTransparent_ExpiredPaymentIsRejected(t *testing.T) {
 // allowed to charge.
 func TestPayClient_BudgetRefusesBeforePaying(t *testing.T) {
 	f := peertest.NewPayFixture(t, 100)
-	opts := f.ServerOptions(0, "tool:count=10", "tool:echo=1:usd")
+	opts := f.ServerOptions(0, "tool:count=10", "tool:echo=1:eur")
 	srv := peertest.Serve(t, opts, peertest.CounterServer(&f.Calls))
 	h := []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}}
 	for _, c := range []struct {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
@@ -43,6 +44,16 @@ type PayOptions struct {
 	// Channel, when set (a deposit above zero), pays servers that offer
 	// prepaid payment channels over one (see ChannelOptions).
 	Channel *ChannelOptions
+	// Rates converts a price a server announced in usd into sats, to
+	// check the amount in sats the server asks for it: at most Tolerance
+	// above the price at this rate. Without it, or when it fails, a
+	// usd-priced call is declined (DeclinedNoRate) before anything is
+	// paid. Budgets stay in sats.
+	Rates payments.Rates
+	// Tolerance is how far above its own conversion of a usd price the
+	// client pays, as a fraction (payments.DefaultTolerance, 2%, when
+	// zero; none when negative).
+	Tolerance float64
 }
 
 // Payer is the client's Payer of o; nil (no Payer: nothing is paid) for a
@@ -72,10 +83,27 @@ func (p *Payer) Tags(call *contextvm.PaidCall, discovery bool) nostr.Tags {
 		return nostr.Tags{{contextvm.TagPaymentInteraction, contextvm.PaymentExplicitGating}}
 	}
 	if p.ch != nil {
-		return p.ch.tags(call, p.opts.Budget)
+		// A usd price's receipt is held to the client's rate as an
+		// invoice is: over it, or with no rate to tell, the call carries
+		// no receipt, and Pay declines the invoice that follows.
+		ctx, cancel := context.WithTimeout(context.Background(), usdRateWait)
+		defer cancel()
+		usd, isUSD, err := p.usdLimit(ctx, call)
+		if err != nil {
+			return nil
+		}
+		most := int64(-1)
+		if isUSD {
+			most = usd.most
+		}
+		return p.ch.tags(call, p.opts.Budget, most)
 	}
 	return nil
 }
+
+// usdRateWait bounds the wait for the client's usd rate before a request
+// is sent: a rate source's fetch, bounded by its own fetcher too (10 s).
+const usdRateWait = 15 * time.Second
 
 // ExplicitGating reports whether the payer asks servers for explicit
 // gating.
@@ -104,6 +132,10 @@ func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer context
 		// the call's price, paid as any price.
 		p.ch.unfund(call)
 	}
+	usd, _, err := p.usdLimit(ctx, call)
+	if err != nil {
+		return call.Decline(offer, contextvm.DeclinedNoRate, err)
+	}
 	if p.ch != nil && p.ch.funds(call) {
 		defer func() {
 			if err != nil {
@@ -120,9 +152,14 @@ func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer context
 			err := fmt.Errorf("%w: %w: the call costs %d msat, cap %d", payments.ErrBudget, payments.ErrOverCap, m.Channel.Cost, po.Budget.PerCall)
 			return call.Decline(offer, contextvm.DeclinedOverCap, err)
 		}
+		if err := usd.check(int64((uint64(m.Channel.Cost) + 999) / 1000)); err != nil {
+			return call.Decline(offer, contextvm.DeclinedOverRate, err)
+		}
 		reserve = po.Budget.ReserveDeposit
 	} else if err := po.Budget.Check(offer.Server, offer.Amount, offer.Unit); err != nil {
 		return call.Decline(offer, BudgetReason(err), err)
+	} else if err := usd.check(offer.Amount); err != nil {
+		return call.Decline(offer, contextvm.DeclinedOverRate, err)
 	}
 	h := p.handler(offer.PMI)
 	if h == nil {

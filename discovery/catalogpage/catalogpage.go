@@ -25,6 +25,7 @@ import (
 	"github.com/cvmgo/cvm/discovery"
 	"github.com/cvmgo/cvm/internal/webui"
 	"github.com/cvmgo/cvm/outbound"
+	"github.com/cvmgo/cvm/payments"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -120,7 +121,14 @@ type Options struct {
 	// payments at all.
 	MaxPerCall int64
 	BudgetUnit string
-	Logger     *slog.Logger
+	// Rates, when set, shows a usd price with what it comes to in sats,
+	// and lets "try it" pay it: up to the price at this rate raised by
+	// Tolerance (a fraction; payments.DefaultTolerance when zero, none
+	// when negative), in sats. Without it a usd-priced tool is shown in
+	// usd only and not called.
+	Rates     payments.Rates
+	Tolerance float64
+	Logger    *slog.Logger
 }
 
 // Page is the catalog page's HTTP handler. Call Notify when the catalog
@@ -336,6 +344,7 @@ func (p *Page) serveServers(w http.ResponseWriter, r *http.Request) {
 	version := p.version
 	p.mu.Unlock()
 	toolFilter := f.Tool != "" || f.SchemaHash != "" || f.MaxPrice != nil
+	usd := usdRate{rates: p.opts.Rates, log: p.log}
 	out := []serverView{}
 	for _, s := range p.opts.Catalog.Servers(f) {
 		if !matchText(s, text) {
@@ -344,6 +353,9 @@ func (p *Page) serveServers(w http.ResponseWriter, r *http.Request) {
 		v := serverView{Server: s, HasPicture: p.pictureAllowed(s.Picture)}
 		for _, t := range s.Tools {
 			tv := toolVw{Tool: t, Match: toolFilter && f.MatchTool(t)}
+			if rate := usd.rate(r.Context(), t.Price); rate != nil {
+				tv.Price = t.Price.InSats(rate) // a copy: the catalog's is shared
+			}
 			if t.Price != nil {
 				if h := t.Price.High(); h < 1e300 {
 					tv.PriceHigh = &h
@@ -453,7 +465,7 @@ func (p *Page) serveCall(w http.ResponseWriter, r *http.Request) {
 	tool := s.Tools[i]
 	req := CallRequest{Server: pk, Tool: tool.Name, Arguments: body.Arguments}
 	if tool.Price != nil {
-		amount, unit, err := priceToPay(tool.Price)
+		amount, unit, err := p.priceToPay(r.Context(), tool.Price)
 		if err != nil {
 			webui.WriteError(w, http.StatusConflict, CodeUnpayablePrice, err.Error())
 			return
@@ -485,11 +497,24 @@ func (p *Page) serveCall(w http.ResponseWriter, r *http.Request) {
 	p.stream(w, r, req, s)
 }
 
-// priceToPay is the most a call at price can cost, in whole units.
-func priceToPay(pr *discovery.Price) (int64, string, error) {
+// priceToPay is the most a call at price can cost, in whole units: for a
+// usd price, in sats at the page's rate and tolerance.
+func (p *Page) priceToPay(ctx context.Context, pr *discovery.Price) (int64, string, error) {
 	h := pr.High()
 	if h > 1e15 || h != h {
 		return 0, "", fmt.Errorf("the announced price %q cannot be paid from here", pr.Unknown)
+	}
+	if pr.Unit == payments.UnitUSD {
+		if p.opts.Rates == nil {
+			return 0, "", fmt.Errorf("the price is %s usd, paid in sats at a usd rate this catalog does not have (--usd-rate-url)", pr.Amount)
+		}
+		rate, err := p.opts.Rates.USDPerBTC(ctx)
+		if err != nil {
+			p.log.Warn("no usd rate to pay a usd price", "err", err)
+			return 0, "", fmt.Errorf("the price is %s usd, and this catalog's usd rate source failed; try again later", pr.Amount)
+		}
+		most, err := payments.MostToPay(payments.Exact(h), rate, payments.Tolerance(p.opts.Tolerance))
+		return most, "sats", err
 	}
 	n := int64(h)
 	if float64(n) < h {

@@ -32,6 +32,8 @@
 // server list and its filters, the event stream, "try it" and its quotes),
 // callstream.go (how a "try it" call goes, streamed to the page: the
 // Reporter a Caller tells, step by step), picture.go (pictures: fetched
-// once, cached, served from this origin), assets/ (the page itself:
+// once, cached, served from this origin), usdrate.go (usd prices listed
+// with their sats at Options.Rates; "try it" quotes them in sats),
+// assets/ (the page itself:
 // catalog.js, and events.js, the worker reading the event stream).
 package catalogpage

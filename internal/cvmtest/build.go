@@ -45,10 +45,14 @@ func (b *Build) Path(t testing.TB, pkg string) string {
 	// One subdirectory per package: two main packages may share a name
 	// ("cmd").
 	out := filepath.Join(b.dir, strings.ReplaceAll(pkg, "/", "_"), filepath.Base(pkg))
-	args := []string{"build", "-o", out}
+	// Tag cvmtest compiles in what only tests may switch on (the
+	// outbound fetcher's trust of their loopback servers, see
+	// cmd/cvm/outboundtrust_cvmtest.go).
+	tags := "cvmtest"
 	if secp.Backend == "libsecp256k1" {
-		args = append(args, "-tags", "libsecp256k1")
+		tags += ",libsecp256k1"
 	}
+	args := []string{"build", "-o", out, "-tags", tags}
 	build := exec.Command("go", append(args, pkg)...)
 	if msg, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building %s: %v\n%s", pkg, err, msg)

@@ -4,7 +4,10 @@
 //
 // Build compiles a main package on first use, once per test binary, with
 // the crypto backend of the test binary itself (package secp), so that
-// "go test -tags libsecp256k1" tests the fast build end to end. Start runs
+// "go test -tags libsecp256k1" tests the fast build end to end, and with
+// tag cvmtest, which compiles in the test-only trust of loopback servers
+// that cvm's outbound fetcher takes from $CVM_TEST_OUTBOUND_ALLOW and
+// $CVM_TEST_OUTBOUND_CA (never in a release build). Start runs
 // a program with the environment, directory and arguments a test gives,
 // collects its stderr, and reads its stdout, where a long-running command
 // prints one JSON line when it is ready (ReadyLine), and what it answers a

@@ -38,7 +38,8 @@ const (
 	// since a quotation is bound to the caller's DID.
 	CodeQuotationAnonymous = -32038
 	// codePriceRefused is contextvm.CodePriceRefused: the pricer refused
-	// the call, or priced it outside the announced price.
+	// the call, or priced it outside the announced price, or a usd price
+	// had no rate to convert it.
 	codePriceRefused = -32016
 )
 
@@ -63,7 +64,7 @@ func Code(err error) int64 {
 		return CodeQuotationNotPaid
 	case errors.Is(err, ErrAnonymous):
 		return CodeQuotationAnonymous
-	case errors.Is(err, payments.ErrRefused), errors.Is(err, payments.ErrOutOfRange):
+	case errors.Is(err, payments.ErrRefused), errors.Is(err, payments.ErrOutOfRange), errors.Is(err, payments.ErrNoRate):
 		return codePriceRefused
 	case errors.Is(err, ErrInvalidInput), errors.Is(err, ErrNotPriced):
 		return jsonrpc.CodeInvalidParams

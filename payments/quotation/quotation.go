@@ -151,6 +151,10 @@ type Options struct {
 	Prices map[string]payments.Cap
 	// Pricer computes a price within the cap (default payments.Announced).
 	Pricer payments.Pricer
+	// Rates converts a price in usd into sats when it is quoted (rounded
+	// up to a whole sat); without it, or when it fails, a usd-priced tool
+	// is not quoted (payments.ErrNoRate, -32016).
+	Rates payments.Rates
 	// TTL is how long a quotation can be paid and confirmed (default
 	// 5 min).
 	TTL time.Duration
@@ -220,6 +224,11 @@ func (d *Desk) Quote(ctx context.Context, caller, tool string, args json.RawMess
 	hash, err := ArgsHash(args)
 	if err != nil {
 		return Quote{}, err
+	}
+	if cap, err = cap.InSats(ctx, d.opts.Rates); err != nil {
+		// The source's error stays in the log: its URL may hold a key.
+		d.opts.Logger.Warn("quotation: no usd rate", "tool", tool, "err", err)
+		return Quote{}, fmt.Errorf("%w: %s is priced in usd, and the server cannot convert it into sats now; nothing was charged", payments.ErrNoRate, tool)
 	}
 	id := rand.Text()
 	params, _ := json.Marshal(map[string]any{"name": tool, "arguments": args})

@@ -65,7 +65,10 @@
   function price(t) {
     if (!t.price) return "free";
     if (t.price.unknown) return "price: " + String(t.price.unknown);
-    return String(t.price.amount) + " " + String(t.price.unit);
+    var shown = String(t.price.amount) + " " + String(t.price.unit);
+    // A usd price, with what it comes to at the catalog's rate.
+    if (t.price.sats) shown += " (\u2248 " + String(t.price.sats) + " sats)";
+    return shown;
   }
 
   function serverItem(s) {
