@@ -38,7 +38,8 @@ type chanFixture struct {
 	srv      *contextvm.Server
 	books    *channel.Books
 	clientSK nostr.SecretKey
-	pricer   payments.Pricer // the gate's, if set
+	pricer   payments.Pricer  // the gate's, if set
+	now      func() time.Time // the books' clock, if set
 }
 
 func newChanFixture(t *testing.T, aliceMsat int64) *chanFixture {
@@ -59,7 +60,7 @@ func (f *chanFixture) serve(t *testing.T, store durable.Store) *contextvm.Server
 func (f *chanFixture) serveMCP(t *testing.T, store durable.Store, mcpServer *mcp.Server) *contextvm.Server {
 	t.Helper()
 	pk := f.sk.Public()
-	books, err := channel.New(channel.Options{Store: store, ServerKey: pk[:], Refunder: channel.WalletRefunder{Wallet: f.ln.srvWallet}})
+	books, err := channel.New(channel.Options{Store: store, ServerKey: pk[:], Refunder: channel.WalletRefunder{Wallet: f.ln.srvWallet}, Now: f.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +147,49 @@ func TestChannel_FiveCallsOneDepositCloseRefundsTheRest(t *testing.T) {
 	// The next call opens another channel.
 	f.count(t, cs, 1)
 	f.wantBalances(t, "after a call on a new channel", 40_000, 60_000)
+}
+
+// A channel the server closed idle, with money left in it, stays on the
+// client's record as owed (its last state, its refund not paid) while the
+// next call opens another; ClaimRefunds has the server pay it to the
+// client's wallet, once: claiming again sends nothing and moves nothing.
+func TestChannel_IdleClosedChannelStaysOwedUntilClaimed(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	var skew atomic.Int64
+	f.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	f.serve(t, durable.NewMemory(durable.Options{}))
+	clientStore := durable.NewMemory(durable.Options{})
+	opts := f.clientOptions(f.channelPay(clientStore))
+	cs := peertest.Connect(t, opts)
+	f.count(t, cs, 2)
+	first, _ := opts.Payer.(*cep8.Payer).Channel(context.Background(), f.sk.Public())
+	skew.Store(int64(channel.DefaultIdleTTL + time.Hour))
+	f.count(t, cs, 1) // refused CHANNEL_CLOSED, sent again opening a second channel
+	skew.Store(0)     // closed on the books now; the refund invoice is checked against today
+	f.wantBalances(t, "after two deposits", 0, 100_000)
+
+	// Another process, the same store: the owed channel is on record.
+	opts = f.clientOptions(f.channelPay(clientStore))
+	payer := opts.Payer.(*cep8.Payer)
+	chans := payer.Channels(context.Background())[f.sk.Public()]
+	if len(chans) != 2 || chans[0].Closed || chans[0].Accumulated != 2_000 ||
+		!chans[1].Closed || chans[1].Channel != first.Channel || chans[1].Owed != 46_000 || chans[1].Refund != channel.RefundNone {
+		t.Fatalf("the client's channels: %+v; want the second open, the first closed owing 46000 msat", chans)
+	}
+	ctx, cancel := testwait.Context(t, 20*time.Second)
+	defer cancel()
+	claimed, err := payer.ClaimRefunds(ctx, opts)
+	if err != nil || len(claimed) != 1 || claimed[0].Channel != first.Channel || claimed[0].Owed != 46_000 {
+		t.Fatalf("claim: %+v %v; want 46000 msat of the first channel", claimed, err)
+	}
+	f.wantBalances(t, "after the claim", 46_000, 54_000)
+	if chans := payer.Channels(ctx)[f.sk.Public()]; len(chans) != 2 || chans[1].Refund != channel.RefundPaid {
+		t.Fatalf("after the claim: %+v; want the first channel refunded", chans)
+	}
+	if claimed, err := payer.ClaimRefunds(ctx, opts); err != nil || len(claimed) != 0 {
+		t.Fatalf("claiming again: %+v %v; want nothing", claimed, err)
+	}
+	f.wantBalances(t, "after claiming again", 46_000, 54_000)
 }
 
 // A receipt on a call the server waives is not debited, and the answer

@@ -40,8 +40,9 @@ type PayOptions struct {
 	// request is answered -32042 with its payment options, paid, and sent
 	// again. A payer that asks for it opens no channel.
 	ExplicitGating bool
-	// Channel, when set (a deposit above zero), pays servers that offer
-	// prepaid payment channels over one (see ChannelOptions).
+	// Channel, when set, pays servers that offer prepaid payment channels
+	// over one (a deposit above zero; see ChannelOptions), and lists and
+	// closes the channels of its Store.
 	Channel *ChannelOptions
 }
 
