@@ -113,6 +113,11 @@ func (a *app) callCommand() *cobra.Command {
 				return err
 			}
 			defer paid.Close()
+			closeChannels, err := a.channelOptions(cmd.Context(), pf, cf, pay, paid)
+			if err != nil {
+				return err
+			}
+			defer closeChannels()
 			cf.pay = pay
 			c := &callCmd{app: a, cf: cf}
 			if schema != "" {
@@ -127,6 +132,7 @@ func (a *app) callCommand() *cobra.Command {
 	cmd.Flags().StringVar(&schema, "schema", "", "call the tool of this common schema hash (or a unique start of it) on the best server that announces it")
 	addTrustFlags(cmd, &tf)
 	a.addPayFlags(cmd, &pf, true)
+	addChannelFlag(cmd, &pf)
 	return cmd
 }
 
@@ -179,6 +185,9 @@ func (c *callCmd) call(ctx context.Context, server, name string, args callArgume
 		res, err = cs.CallTool(ctx, params)
 	}
 	cs.answered(err)
+	if c.cf.pay != nil && c.cf.pay.Channel != nil && cs.httpURL == "" {
+		c.afterChannelCall(ctx, cs.opts, cs.transport.ServerSupport(), paid.payments())
+	}
 	if derr, ok := declinedError(err, c.cf.pay); ok {
 		return derr
 	}

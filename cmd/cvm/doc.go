@@ -29,7 +29,8 @@
 //     signed with DIDAuthV1, paying by quotation), call.go and args.go (a
 //     tool call and its arguments), callschema.go (a call by common
 //     schema), list.go, contacts.go (what is known of a server), pay.go
-//     (budget, wallets, confirmation, refusals).
+//     (budget, wallets, confirmation, refusals), channels.go (prepaid
+//     payment channels: --channel, their store, cvm channels and close).
 //   - Discovery: discover.go, discoverserve.go (the catalog page),
 //     schema.go and schemaprefix.go (common schemas), trust.go.
 //   - Serving: gatewaycmd.go (cvm gateway's flags and checks), gatewayrun.go

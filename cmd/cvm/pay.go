@@ -39,6 +39,9 @@ type payFlags struct {
 	yes             bool
 	walletFile      string
 	interaction     string
+	// channel is the deposit (sats) of the payment channel opened with a
+	// server that offers them; 0: none (channels.go).
+	channel int64
 }
 
 func (a *app) addPayFlags(cmd *cobra.Command, pf *payFlags, withYes bool) {
@@ -181,6 +184,9 @@ type payLog struct {
 	paid []payment
 	// close closes the wallet connection; the command calls it when done.
 	close func() error
+	// wallet is the client's Lightning wallet, nil without one: it makes
+	// the invoices a channel's refund is paid to.
+	wallet payments.Wallet
 }
 
 // Close closes the wallet connection of the payment options it came with.
@@ -248,6 +254,9 @@ func (a *app) payOptions(pf payFlags, ask func(context.Context, contextvm.Paymen
 		}
 		opts.Handlers = []payments.Handler{h}
 		log.close = closeWallet
+		if lh, ok := h.(*lightning.Handler); ok {
+			log.wallet = lh.Wallet()
+		}
 	}
 	if pf.maxSats > 0 {
 		dir, err := a.dataSubdir("", "payments")

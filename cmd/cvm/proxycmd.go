@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/payments/quotation"
 	"github.com/cvmgo/cvm/proxy"
@@ -68,8 +69,13 @@ func (a *app) proxyCommand() *cobra.Command {
 				return err
 			}
 			defer paid.Close()
-			cf.pay = pay
 			ctx := cmd.Context()
+			closeChannels, err := a.channelOptions(ctx, pf, cf, pay, paid)
+			if err != nil {
+				return err
+			}
+			defer closeChannels()
+			cf.pay = pay
 			if isHTTPServer(args[0]) {
 				return a.proxyHTTP(ctx, cf, args[0], host)
 			}
@@ -82,6 +88,9 @@ func (a *app) proxyCommand() *cobra.Command {
 				return err
 			}
 			opts.Logger = log
+			if payer, ok := opts.Payer.(*cep8.Payer); ok && pay.Channel != nil {
+				a.claimRefunds(ctx, payer, opts) // owed by channels the server closed
+			}
 			t, err := contextvm.NewClientTransport(opts)
 			if err != nil {
 				return err
@@ -110,6 +119,7 @@ func (a *app) proxyCommand() *cobra.Command {
 	a.addClientFlags(cmd, &cf, 60*time.Second)
 	addModeFlags(cmd, &cf, false)
 	a.addPayFlags(cmd, &pf, false)
+	addChannelFlag(cmd, &pf)
 	return cmd
 }
 

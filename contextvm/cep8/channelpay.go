@@ -14,6 +14,7 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/durable"
+	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/channel"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -318,9 +319,9 @@ func (p *Payer) CloseChannel(ctx context.Context, opts contextvm.ClientOptions) 
 	if p.ch == nil {
 		return channel.State{}, errors.New("cep8: this payer has no ChannelOptions")
 	}
-	server, err := nostr.PubKeyFromHex(opts.Server)
+	server, err := serverOf(opts)
 	if err != nil {
-		return channel.State{}, fmt.Errorf("cep8: server key: %w", err)
+		return channel.State{}, err
 	}
 	st, ok := p.Channel(ctx, server)
 	if !ok {
@@ -339,9 +340,9 @@ func (p *Payer) CloseChannel(ctx context.Context, opts contextvm.ClientOptions) 
 // of ChannelOptions.Wallet, on a connection of its own. It returns those
 // refunded now; none owed, it sends nothing.
 func (p *Payer) ClaimRefunds(ctx context.Context, opts contextvm.ClientOptions) ([]channel.State, error) {
-	server, err := nostr.PubKeyFromHex(opts.Server)
+	server, err := serverOf(opts)
 	if err != nil {
-		return nil, fmt.Errorf("cep8: server key: %w", err)
+		return nil, err
 	}
 	var owed []channel.State
 	for _, s := range p.Channels(ctx)[server] {
@@ -368,6 +369,15 @@ func (p *Payer) ClaimRefunds(ctx context.Context, opts contextvm.ClientOptions) 
 		done = append(done, st)
 	}
 	return done, errors.Join(errs...)
+}
+
+// serverOf is the key of the server of opts, in any form nostrx reads.
+func serverOf(opts contextvm.ClientOptions) (nostr.PubKey, error) {
+	pk, err := nostrx.ParsePublicKey(opts.Server)
+	if err != nil {
+		return nostr.PubKey{}, fmt.Errorf("cep8: server key: %w", err)
+	}
+	return pk.Key, nil
 }
 
 // closeConn is a stateless connection, without a payer, to the server of
