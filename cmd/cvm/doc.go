@@ -35,7 +35,8 @@
 //     schema.go and schemaprefix.go (common schemas), trust.go.
 //   - Serving: gatewaycmd.go (cvm gateway's flags and checks), gatewayrun.go
 //     (its wiring: wallet, state, server options, ready line),
-//     gatewayhttp.go (its HTTP endpoint, gateway.ListenHTTP),
+//     gatewaychannels.go (its CEP-8 gate, and whether it offers payment
+//     channels), gatewayhttp.go (its HTTP endpoint, gateway.ListenHTTP),
 //     gatewayreplicas.go (--nats), unannounce.go, proxycmd.go, relay.go.
 //   - Rooms (MCPx): room.go (the room group, serve, token), roombridge.go,
 //     roomjoin.go (the flags bridge and chat join a topic with),

@@ -14,6 +14,7 @@ import (
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/internal/secretenv"
 	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/payments/channel"
 	"github.com/cvmgo/cvm/payments/lightning"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -43,6 +44,8 @@ type gatewayFlags struct {
 	prices, commonTools, cats  []string
 	walletFile                 string
 	paymentTTL                 time.Duration
+	channels                   bool
+	channelIdleTTL             time.Duration
 
 	httpAddr             string
 	noNostr, requireAuth bool
@@ -92,8 +95,14 @@ the receiving wallet's connection URI, they are collected (CEP-8): a priced
 request runs only once paid, and is charged at most once. --common-tool NAME
 (repeatable) declares a tool as implementing a common schema (CEP-15): its
 schema hash goes into its _meta and the announcement's tags, with each
---category. --unannounce-on-exit deletes the announcements at shutdown; cvm
-unannounce does it any time.
+--category. When the wallet is a Lightning (NIP-47) one that may
+pay_invoice, the gateway also offers prepaid payment channels (pmi
+bitcoin-lightning-channel-v1): a client pays one deposit, then many calls
+without an invoice; what it did not spend is paid back when it closes the
+channel, or is owed once the channel was idle for --channel-idle-ttl.
+--channels=false offers none; nor does a replica group (--nats), whose
+replicas could not agree on a channel's receipts. --unannounce-on-exit
+deletes the announcements at shutdown; cvm unannounce does it any time.
 
 --http ADDR also serves the upstream over MCP streamable HTTP at
 http://ADDR/mcp (--no-nostr: over HTTP only), with the gateway's DID
@@ -147,6 +156,8 @@ func (gf *gatewayFlags) add(f *pflag.FlagSet) {
 	f.StringArrayVar(&gf.prices, "price", nil, "advertise a price: tool:NAME=AMOUNT[:UNIT], prompt:… or resource:URI=… (repeatable)")
 	f.StringVar(&gf.walletFile, "wallet-file", "", "file (mode 0600) holding the receiving wallet's connection URI (else $"+walletEnv+"): collect the prices")
 	f.DurationVar(&gf.paymentTTL, "payment-ttl", lightning.DefaultTTL, "how long a payment request (a Lightning invoice) can be paid")
+	f.BoolVar(&gf.channels, "channels", true, "offer prepaid payment channels when the wallet may pay_invoice (--channels=false: never)")
+	f.DurationVar(&gf.channelIdleTTL, "channel-idle-ttl", channel.DefaultIdleTTL, "close a payment channel this long after its last paid call; what is left is owed to the client")
 	f.StringVar(&gf.httpAddr, "http", "", "also serve MCP streamable HTTP on this address, e.g. 127.0.0.1:8080 (endpoint /mcp)")
 	f.BoolVar(&gf.noNostr, "no-nostr", false, "serve over --http only, not over Nostr")
 	f.BoolVar(&gf.requireAuth, "require-auth", false, "over --http, refuse requests not signed with a DID (401)")
@@ -184,6 +195,9 @@ func (a *app) gatewayCommand() *cobra.Command {
 		"session-mode", "env", "pass-env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-reserve", "session-rate", "session-burst", "idle-timeout", "isolate-stateless",
 		"announce", "announce-relay", "unannounce-on-exit", "price", "payment-ttl", "common-tool", "category", "http", "no-nostr", "require-auth", "auth-window", "auth-compat"} {
 		config.Bind(f, name, "gateway."+name)
+	}
+	for _, name := range []string{"channels", "channel-idle-ttl"} {
+		config.Bind(f, name, "payments."+name)
 	}
 	return cmd
 }

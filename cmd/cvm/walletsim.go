@@ -22,6 +22,9 @@ import (
 // walletSimNote is said wherever the simulator shows a secret.
 const walletSimNote = "throwaway simulator secrets; never real money"
 
+// simMethods are the NIP-47 methods the simulator serves.
+var simMethods = []string{nwc.MethodPayInvoice, nwc.MethodMakeInvoice, nwc.MethodLookupInvoice, nwc.MethodGetBalance, nwc.MethodGetInfo}
+
 // walletSimFlags are cvm wallet-sim's flags.
 type walletSimFlags struct {
 	relays      []string
@@ -29,6 +32,7 @@ type walletSimFlags struct {
 	dataDir     string
 	outDir      string
 	encryptions []string
+	methods     []string
 }
 
 // walletSimHelp is cvm wallet-sim's long help.
@@ -51,7 +55,9 @@ the command there.
 wallet already in DIR keeps its balance, whatever --wallet says).
 --encryption nip04 (or nip44_v2) makes the service accept and announce only
 that scheme, as a legacy (or a NIP-44-only) wallet does; the default is
-both, NIP-44 first. Logs go to stderr. SIGINT or SIGTERM stops it.`
+both, NIP-44 first. --methods make_invoice,lookup_invoice lets the
+connections use only those NIP-47 methods (others are answered
+RESTRICTED), as a receive-only connection to a real wallet. Logs go to stderr. SIGINT or SIGTERM stops it.`
 
 // walletSimCmd is one run of cvm wallet-sim: the invocation's app and the
 // command's flags.
@@ -75,6 +81,7 @@ func (a *app) walletSimCommand() *cobra.Command {
 	f.StringVar(&wf.dataDir, "data", "", "directory that keeps the simulator's state across restarts (default: none, in memory)")
 	f.StringVar(&wf.outDir, "out", "", "directory to write each wallet's URI to, as NAME.wallet (mode 0600), for --wallet-file")
 	f.StringSliceVar(&wf.encryptions, "encryption", nil, "NIP-47 encryption schemes accepted and announced, in order of preference: nip44_v2, nip04 (default both)")
+	f.StringSliceVar(&wf.methods, "methods", nil, "NIP-47 methods the connections may use and the info event lists, e.g. make_invoice,lookup_invoice for receive only (default all: "+strings.Join(simMethods, ",")+")")
 	return cmd
 }
 
@@ -90,6 +97,11 @@ func (wf walletSimFlags) check() (balances map[string]int64, names []string, err
 	for _, e := range wf.encryptions {
 		if e != nwc.EncryptionNIP44 && e != nwc.EncryptionNIP04 {
 			return nil, nil, fmt.Errorf("--encryption %q: want %s or %s", e, nwc.EncryptionNIP44, nwc.EncryptionNIP04)
+		}
+	}
+	for _, m := range wf.methods {
+		if !slices.Contains(simMethods, m) {
+			return nil, nil, fmt.Errorf("--methods %q: want some of %s", m, strings.Join(simMethods, ", "))
 		}
 	}
 	balances = map[string]int64{}
@@ -146,7 +158,7 @@ func (w *walletSimCmd) run(ctx context.Context) error {
 
 	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: w.wf.relays, Logger: w.log})
 	defer pool.Close()
-	svc := nwc.NewService(net, pool, nwc.ServiceOptions{Logger: w.log, Encryptions: w.wf.encryptions})
+	svc := nwc.NewService(net, pool, nwc.ServiceOptions{Logger: w.log, Encryptions: w.wf.encryptions, Methods: w.wf.methods})
 	uris := map[string]string{}
 	for _, name := range names {
 		u, err := svc.Connect(name, keys[name].Service, keys[name].Client)

@@ -338,10 +338,6 @@ func NewHandler(w payments.Wallet) *Handler { return &Handler{w: w, Now: time.No
 // PMI implements payments.Handler.
 func (h *Handler) PMI() string { return payments.PMILightningBolt11 }
 
-// Wallet is the wallet h pays from: the client's own, which also makes
-// the invoices it is paid back to (a payment channel's refund).
-func (h *Handler) Wallet() payments.Wallet { return h.w }
-
 // Check reads req's invoice and returns it if paying it is acceptable:
 // a well-formed invoice (its signature is the wallet's to check), not expired, for exactly req.Amount sats, which is at
 // most maxAmount.
