@@ -192,6 +192,27 @@ func TestChannel_IdleClosedChannelStaysOwedUntilClaimed(t *testing.T) {
 	f.wantBalances(t, "after claiming again", 46_000, 54_000)
 }
 
+// A stateless client (CEP-35) sends its request before the server's
+// discovery tags tell it of channels: the channel on record (opened by
+// another process, over the same store) says the server offers them, and
+// its calls carry receipts, no invoice.
+func TestChannel_StatelessCallsUseTheChannelOnRecord(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	f.serve(t, durable.NewMemory(durable.Options{}))
+	clientStore := durable.NewMemory(durable.Options{})
+	cs := peertest.Connect(t, f.clientOptions(f.channelPay(clientStore)))
+	f.count(t, cs, 1)
+	cs.Close()
+	opts := f.clientOptions(f.channelPay(clientStore))
+	opts.Stateless = true
+	cs = peertest.Connect(t, opts)
+	f.count(t, cs, 2)
+	if f.runs.Load() != 3 || f.settled.Load() != 1 {
+		t.Fatalf("%d runs, %d Lightning payments; want 3 runs on the deposit alone", f.runs.Load(), f.settled.Load())
+	}
+	f.wantBalances(t, "after three calls", 50_000, 50_000)
+}
+
 // A receipt on a call the server waives is not debited, and the answer
 // carries the channel's state: the client's next receipt is the right one
 // at once.

@@ -105,16 +105,20 @@ func (ch *channels) clientLocked(ctx context.Context, server nostr.PubKey) *chan
 // it is paid by invoice, or declined.
 func (ch *channels) tags(call *contextvm.PaidCall, budget *payments.Budget) nostr.Tags {
 	capability, ok := contextvm.PricedCapability(call.Request())
-	if !ok || budget == nil || !slices.Contains(call.ServerPMIs(), channel.PMI) {
-		return nil
+	if !ok || budget == nil || ch.opts.DepositSats <= 0 {
+		return nil // DepositSats 0: a payer that only lists and closes its channels
 	}
 	server := call.Server()
 	ctx := context.Background()
-	if ch.opts.DepositSats <= 0 {
-		return nil // a payer that only lists and closes its channels
-	}
+	pmis := call.ServerPMIs()
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
+	c := ch.clientLocked(ctx, server)
+	// A stateless request goes before the server's discovery tags are
+	// known: a channel on record says the server offers them.
+	if !slices.Contains(pmis, channel.PMI) && (c == nil || len(pmis) > 0) {
+		return nil
+	}
 	price, known := ch.costs[server.Hex()+" "+capability]
 	if !known {
 		if p, ok := call.Price(); ok {
@@ -127,7 +131,6 @@ func (ch *channels) tags(call *contextvm.PaidCall, budget *payments.Budget) nost
 		return nil
 	}
 	deposit := strconv.FormatInt(ch.opts.DepositSats*1000, 10)
-	c := ch.clientLocked(ctx, server)
 	var tag nostr.Tag
 	if c != nil {
 		r, err := c.Pay(price)
