@@ -138,6 +138,7 @@ func (a *app) callCommand() *cobra.Command {
 
 // call calls tool name on server with args, typed by the tool's schema.
 func (c *callCmd) call(ctx context.Context, server, name string, args callArguments, stream bool, paid *payLog) error {
+	c.sessionToOpenChannel(ctx, &c.cf, server)
 	cs, err := c.dial(ctx, c.cf, server, dialOptions{client: &mcp.ClientOptions{ProgressNotificationHandler: c.printProgress}, stream: stream})
 	if err != nil {
 		return err

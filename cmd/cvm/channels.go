@@ -160,6 +160,24 @@ func (a *app) channelStore(ctx context.Context, pk nostr.PubKey) (*durable.File,
 	}
 }
 
+// sessionToOpenChannel makes a call with --channel open an MCP session
+// when no channel with the server is open: a stateless request learns
+// whether the server offers channels only from its answer, too late to
+// open one with it. With a channel open, calls may go stateless.
+func (a *app) sessionToOpenChannel(ctx context.Context, cf *clientFlags, serverArg string) {
+	if cf.pay == nil || cf.pay.Channel == nil || cf.stateless || isHTTPServer(serverArg) {
+		return
+	}
+	pk, err := a.resolveServer(serverArg)
+	payer, ok := cf.pay.Payer().(*cep8.Payer)
+	if err != nil || !ok {
+		return
+	}
+	if _, open := payer.Channel(ctx, pk.Key); !open {
+		cf.stateful = true
+	}
+}
+
 // afterChannelCall tells, once a call with --channel is answered, what
 // became of the channel: a server that offers none was paid by invoice
 // (one line), and the refunds owed by channels the server closed are

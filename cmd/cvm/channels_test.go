@@ -3,10 +3,14 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/cvmtest"
 	"github.com/cvmgo/cvm/nostrx"
 )
 
@@ -71,7 +75,7 @@ func TestChannelCLI_RefusesWhatCannotBePaid(t *testing.T) {
 // A server that offers no channels is paid by invoice under --channel,
 // and one line on stderr says so; the call is paid once, at its price.
 func TestChannelCLI_ServerWithoutChannelsIsPaidByInvoice(t *testing.T) {
-	w := newLNWorld(t)
+	w := newLNWorld(t, "--channels=false")
 	key := filepath.Join(t.TempDir(), "me.key")
 	if code, _, errOut := w.c.run("keygen", "--out", key); code != 0 {
 		t.Fatal(errOut)
@@ -86,5 +90,96 @@ func TestChannelCLI_ServerWithoutChannelsIsPaidByInvoice(t *testing.T) {
 	}
 	if a, s := w.balances(t); a != 90_000 || s != 10_000 {
 		t.Fatalf("alice %d msat, srv %d msat; want the price alone moved", a, s)
+	}
+}
+
+// runCVM runs the cvm binary once with c's private HOME and XDG
+// directories: a real process, as a person or a script runs it.
+func runCVM(t *testing.T, c *cli, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	return cvmtest.Run(t, build.CVM(t), cvmtest.Options{Env: c.environ()}, args...)
+}
+
+// listChannelsJSON is cvm --json channels --key key, run as a process.
+func listChannelsJSON(t *testing.T, c *cli, key string) []channelRow {
+	t.Helper()
+	code, out, errOut := runCVM(t, c, "--json", "channels", "--key", key)
+	var list struct{ Channels []channelRow }
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil {
+		t.Fatalf("cvm channels: code %d, %q, %s", code, out, errOut)
+	}
+	return list.Channels
+}
+
+// restartGateway stops the gateway and starts it again on its state.
+func (w *lnWorld) restartGateway(t *testing.T) {
+	t.Helper()
+	if code := w.gateway.Stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("gateway exit %d: %s", code, w.gateway.Stderr)
+	}
+	w.gateway = startCVM(t, w.c, w.gatewayArgs...)
+	var ready gatewayReady
+	w.gateway.ReadyLine(t, &ready)
+	if ready.Npub != w.npub {
+		t.Fatalf("the gateway came back as %s, not %s", ready.Npub, w.npub)
+	}
+}
+
+// End to end through cvm wallet-sim, every cvm a process of its own: five
+// cvm call --channel move alice's wallet once, by the deposit, though the
+// gateway restarts between the second and the third; cvm channels shows
+// the five prices spent; cvm channels close refunds all but them, to
+// alice's wallet; closing again refunds nothing more.
+func TestChannelCLI_FiveCallsOneDepositCloseRefundsTheRest(t *testing.T) {
+	w := newLNWorld(t)
+	w.gateway.Stderr.Await(t, 10*time.Second, "payment channels offered")
+	key := filepath.Join(t.TempDir(), "me.key")
+	if code, _, errOut := w.c.run("keygen", "--out", key); code != 0 {
+		t.Fatal(errOut)
+	}
+	const deposit, price = 80, 10
+	for i := 1; i <= 5; i++ {
+		code, out, errOut := runCVM(t, w.c, "call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--wallet-file", w.aliceWallet,
+			"--max-sats", "10", "--yes", "--channel", strconv.Itoa(deposit), "--key", key)
+		if code != 0 || !strings.Contains(out, `"sum":3`) {
+			t.Fatalf("call %d: code %d, %q, %s", i, code, out, errOut)
+		}
+		if i == 1 && !strings.Contains(errOut, "paid 80 sats") || i > 1 && strings.Contains(errOut, "paid ") {
+			a, s := w.balances(t)
+			t.Fatalf("call %d reports: %s (alice %d srv %d)", i, errOut, a, s)
+		}
+		if a, s := w.balances(t); a != (100-deposit)*1000 || s != deposit*1000 {
+			t.Fatalf("after call %d: alice %d msat, srv %d msat; want the deposit moved once", i, a, s)
+		}
+		if i == 2 {
+			w.restartGateway(t)
+		}
+	}
+	rows := listChannelsJSON(t, w.c, key)
+	if len(rows) != 1 || rows[0].Server != w.npub || rows[0].Status != "open" || rows[0].Deposit != deposit*1000 ||
+		rows[0].Spent != 5*price*1000 || rows[0].Unspent != (deposit-5*price)*1000 || rows[0].LastUse.IsZero() {
+		t.Fatalf("cvm channels: %+v; want one open channel, 50 of 80 sats spent", rows)
+	}
+	if code, out, _ := runCVM(t, w.c, "channels", "--key", key); code != 0 || !strings.Contains(out, "open") || !strings.Contains(out, w.npub) {
+		t.Fatalf("cvm channels: code %d, %q", code, out)
+	}
+
+	closeArgs := []string{"channels", "close", w.npub, "--relay", w.relay, "--wallet-file", w.aliceWallet, "--key", key}
+	code, out, errOut := runCVM(t, w.c, closeArgs...)
+	if code != 0 || !strings.Contains(out, "refunded 30 sats of channel "+rows[0].Channel) {
+		t.Fatalf("close: code %d, %q, %s", code, out, errOut)
+	}
+	if a, s := w.balances(t); a != (100-5*price)*1000 || s != 5*price*1000 {
+		t.Fatalf("after the close: alice %d msat, srv %d msat; want all but the five prices back", a, s)
+	}
+	code, out, errOut = runCVM(t, w.c, closeArgs...)
+	if code != 0 || !strings.Contains(out, "nothing to refund") {
+		t.Fatalf("closing again: code %d, %q, %s", code, out, errOut)
+	}
+	if a, s := w.balances(t); a != (100-5*price)*1000 || s != 5*price*1000 {
+		t.Fatalf("after closing again: alice %d msat, srv %d msat; want nothing more moved", a, s)
+	}
+	if rows := listChannelsJSON(t, w.c, key); len(rows) != 1 || rows[0].Status != "refunded" {
+		t.Fatalf("cvm channels after the close: %+v", rows)
 	}
 }
