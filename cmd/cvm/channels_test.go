@@ -183,3 +183,43 @@ func TestChannelCLI_FiveCallsOneDepositCloseRefundsTheRest(t *testing.T) {
 		t.Fatalf("cvm channels after the close: %+v", rows)
 	}
 }
+
+// A channel the gateway closed idle, with money left in it, is refunded
+// on the client's next call: that call is refused on the old channel,
+// opens another, and cvm claims what the old one owes, to alice's wallet;
+// cvm channels shows the old one refunded and the new one open.
+func TestChannelCLI_IdleClosedChannelRefundedOnTheNextCall(t *testing.T) {
+	w := newLNWorld(t, "--channel-idle-ttl", "1s")
+	key := filepath.Join(t.TempDir(), "me.key")
+	if code, _, errOut := w.c.run("keygen", "--out", key); code != 0 {
+		t.Fatal(errOut)
+	}
+	call := func() string {
+		t.Helper()
+		code, out, errOut := runCVM(t, w.c, "call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--wallet-file", w.aliceWallet,
+			"--max-sats", "10", "--yes", "--channel", "30", "--key", key)
+		if code != 0 || !strings.Contains(out, `"sum":3`) {
+			t.Fatalf("call: code %d, %q, %s", code, out, errOut)
+		}
+		return errOut
+	}
+	call()
+	first := listChannelsJSON(t, w.c, key)
+	if len(first) != 1 || first[0].Status != "open" {
+		t.Fatalf("after the first call: %+v", first)
+	}
+	// Idleness is the behaviour under test: the channel's last use must
+	// be more than the gateway's 1s TTL ago.
+	time.Sleep(1500 * time.Millisecond)
+	if errOut := call(); !strings.Contains(errOut, "refunded 20 sats from channel "+first[0].Channel+", which the server closed") {
+		t.Fatalf("the second call's stderr: %s", errOut)
+	}
+	if a, s := w.balances(t); a != 60_000 || s != 40_000 {
+		t.Fatalf("alice %d msat, srv %d msat; want two deposits of 30 sats paid and 20 refunded", a, s)
+	}
+	rows := listChannelsJSON(t, w.c, key)
+	if len(rows) != 2 || rows[0].Status != "open" || rows[0].Spent != 10_000 ||
+		rows[1].Channel != first[0].Channel || rows[1].Status != "refunded" || rows[1].Unspent != 20_000 {
+		t.Fatalf("cvm channels: %+v; want the new channel open and the old one refunded", rows)
+	}
+}
