@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,7 +12,9 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // A Lightning wallet URI that parses; nothing is asked of it.
@@ -221,5 +224,39 @@ func TestChannelCLI_IdleClosedChannelRefundedOnTheNextCall(t *testing.T) {
 	if len(rows) != 2 || rows[0].Status != "open" || rows[0].Spent != 10_000 ||
 		rows[1].Channel != first[0].Channel || rows[1].Status != "refunded" || rows[1].Unspent != 20_000 {
 		t.Fatalf("cvm channels: %+v; want the new channel open and the old one refunded", rows)
+	}
+}
+
+// cvm proxy with payments.channel-deposit in its config pays the host's
+// calls over one channel: three calls, one Lightning payment (the
+// deposit); once the proxy ends, cvm channels shows their prices spent.
+func TestChannelCLI_ProxyPaysOverAChannel(t *testing.T) {
+	w := newLNWorld(t)
+	key := filepath.Join(t.TempDir(), "me.key")
+	if code, _, errOut := w.c.run("keygen", "--out", key); code != 0 {
+		t.Fatal(errOut)
+	}
+	w.c.writeConfig("[payments]\nchannel-deposit = 50\nmax-sats = 10\n")
+	p := startCVM(t, w.c, "proxy", w.npub, "--relay", w.relay, "--wallet-file", w.aliceWallet, "--key", key)
+	ctx, cancel := testwait.Context(t, 60*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "1"}, nil).Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(p.Stdout), Writer: p.Stdin}, nil)
+	if err != nil {
+		t.Fatalf("connect to the proxy: %v; stderr: %s", err, p.Stderr)
+	}
+	for i := range 3 {
+		if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 2}}); err != nil || res.IsError {
+			t.Fatalf("call %d: %v %+v; stderr: %s", i+1, err, res, p.Stderr)
+		}
+		if a, s := w.balances(t); a != 50_000 || s != 50_000 {
+			t.Fatalf("after call %d: alice %d msat, srv %d msat; want the deposit moved once", i+1, a, s)
+		}
+	}
+	cs.Close()
+	if code := p.Wait(t); code != 0 {
+		t.Fatalf("proxy exit %d: %s", code, p.Stderr)
+	}
+	if rows := listChannelsJSON(t, w.c, key); len(rows) != 1 || rows[0].Status != "open" || rows[0].Spent != 30_000 || rows[0].Deposit != 50_000 {
+		t.Fatalf("cvm channels: %+v; want 30 of 50 sats spent", rows)
 	}
 }
