@@ -63,7 +63,11 @@ are kept in the data directory, shared by every cvm on the machine, and
 payments.allow names the servers allowed to charge. The wallet URI comes
 from --wallet-file FILE (mode 0600) or $CVM_WALLET, never from a flag.
 Each payment is reported on stderr, and with --json in the result's
-_meta["cvm/payments"].`
+_meta["cvm/payments"].
+
+Many calls to one server: --channel SATS (payments.channel-deposit) pays
+SATS once into a prepaid payment channel with a server that offers them,
+and the priced calls from it, with no invoice; see cvm channels --help.`
 
 // callCmd is one run of cvm call: the invocation's app and the client's
 // flags, the payments it may make among them.

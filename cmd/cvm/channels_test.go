@@ -128,6 +128,27 @@ func (w *lnWorld) restartGateway(t *testing.T) {
 	}
 }
 
+// A deposit above what is left of the day's limit is declined before it
+// is paid, naming the deposit: the call does not run, nothing moves.
+func TestChannelCLI_DepositAboveWhatIsLeftOfTheDay(t *testing.T) {
+	w := newLNWorld(t)
+	key := filepath.Join(t.TempDir(), "me.key")
+	if code, _, errOut := w.c.run("keygen", "--out", key); code != 0 {
+		t.Fatal(errOut)
+	}
+	args := []string{"call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--wallet-file", w.aliceWallet, "--max-sats", "10", "--yes", "--key", key, "--max-sats-per-day", "85"}
+	if code, _, errOut := w.c.run(args...); code != 0 {
+		t.Fatalf("a call by invoice: code %d, %s", code, errOut)
+	}
+	code, out, errOut := w.c.run(append(args, "--channel", "80")...)
+	if code != exitLocal || out != "" || !strings.Contains(errOut, "the channel's deposit is 80 sats (--channel), more than is left of a daily limit") {
+		t.Fatalf("an 80-sat deposit with 75 sats left today: code %d, %q, %s", code, out, errOut)
+	}
+	if a, s := w.balances(t); a != 90_000 || s != 10_000 {
+		t.Fatalf("alice %d msat, srv %d msat; want the first call's price alone moved", a, s)
+	}
+}
+
 // End to end through cvm wallet-sim, every cvm a process of its own: five
 // cvm call --channel move alice's wallet once, by the deposit, though the
 // gateway restarts between the second and the third; cvm channels shows

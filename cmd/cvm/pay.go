@@ -338,6 +338,9 @@ func declinedError(err error, pay *cep8.PayOptions) (error, bool) {
 		return nil, false
 	}
 	what := fmt.Sprintf("the call costs %d %s", d.Amount, d.Unit)
+	if pay != nil && pay.Channel != nil && d.Reason == contextvm.DeclinedOverDaily && d.Amount == pay.Channel.DepositSats {
+		what = fmt.Sprintf("the channel's deposit is %d %s (--channel)", d.Amount, d.Unit)
+	}
 	switch d.Reason {
 	case contextvm.DeclinedNoCap, contextvm.DeclinedNoPayments:
 		if pay != nil && len(pay.Handlers) > 0 {

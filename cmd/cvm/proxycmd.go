@@ -31,7 +31,9 @@ config.toml, how a proxy started by a host gets one), from the wallet of
 --wallet-file or $CVM_WALLET. A host that declares the elicitation
 capability is asked before each payment (amount, unit, server, tool:
 accept pays, decline does not); a host that does not is not asked, and the
-proxy pays within the cap and the daily limits.
+proxy pays within the cap and the daily limits. --channel SATS
+(payments.channel-deposit) pays a server that offers prepaid payment
+channels from one (see cvm channels --help).
 
 SERVER may also be an http(s):// MCP endpoint (streamable HTTP): requests
 are signed with DIDAuthV1 as the identity's did:nostr (or --did-key FILE),
