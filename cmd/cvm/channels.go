@@ -217,15 +217,11 @@ func (a *app) closeChannels(ctx context.Context, cf clientFlags, walletFile, ser
 	if paid.wallet == nil {
 		return fmt.Errorf("closing a channel needs your Lightning wallet (nostr+walletconnect://), to invoice the refund: give --wallet-file FILE or $%s", walletEnv)
 	}
-	id, err := a.resolveIdentity(cf.key, existingKey)
-	if err != nil {
-		return err
-	}
 	server, err := a.resolveServer(serverArg)
 	if err != nil {
 		return err
 	}
-	st, err := a.channelStore(ctx, id.pubkey())
+	id, st, err := a.identityChannels(ctx, cf.key)
 	if err != nil {
 		return err
 	}
@@ -315,13 +311,20 @@ func rowOf(server string, s channel.State) channelRow {
 	return r
 }
 
-// listChannels is cvm channels: every channel of the identity on record.
-func (a *app) listChannels(ctx context.Context, key string) error {
+// identityChannels opens the channel store of the identity of --key (or
+// the configured one), which must exist: a throwaway key has no channels.
+func (a *app) identityChannels(ctx context.Context, key string) (identity, *durable.File, error) {
 	id, err := a.resolveIdentity(key, existingKey)
 	if err != nil {
-		return err
+		return id, nil, err
 	}
 	st, err := a.channelStore(ctx, id.pubkey())
+	return id, st, err
+}
+
+// listChannels is cvm channels: every channel of the identity on record.
+func (a *app) listChannels(ctx context.Context, key string) error {
+	id, st, err := a.identityChannels(ctx, key)
 	if err != nil {
 		return err
 	}

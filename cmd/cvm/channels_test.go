@@ -79,10 +79,7 @@ func TestChannelCLI_RefusesWhatCannotBePaid(t *testing.T) {
 // and one line on stderr says so; the call is paid once, at its price.
 func TestChannelCLI_ServerWithoutChannelsIsPaidByInvoice(t *testing.T) {
 	w := newLNWorld(t, "--channels=false")
-	key := filepath.Join(t.TempDir(), "me.key")
-	if code, _, errOut := w.c.run("keygen", "--out", key); code != 0 {
-		t.Fatal(errOut)
-	}
+	key := newKeyFile(t, w.c)
 	code, out, errOut := w.c.run("call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--wallet-file", w.aliceWallet,
 		"--max-sats", "10", "--yes", "--channel", "50", "--key", key)
 	if code != 0 || !strings.Contains(out, `"sum":3`) {
@@ -94,6 +91,17 @@ func TestChannelCLI_ServerWithoutChannelsIsPaidByInvoice(t *testing.T) {
 	if a, s := w.balances(t); a != 90_000 || s != 10_000 {
 		t.Fatalf("alice %d msat, srv %d msat; want the price alone moved", a, s)
 	}
+}
+
+// newKeyFile is a client key of its own (cvm keygen --out): a channel is
+// its key's, and the gateway holds the default one.
+func newKeyFile(t *testing.T, c *cli) string {
+	t.Helper()
+	key := filepath.Join(t.TempDir(), "me.key")
+	if code, _, errOut := c.run("keygen", "--out", key); code != 0 {
+		t.Fatal(errOut)
+	}
+	return key
 }
 
 // runCVM runs the cvm binary once with c's private HOME and XDG
@@ -132,10 +140,7 @@ func (w *lnWorld) restartGateway(t *testing.T) {
 // is paid, naming the deposit: the call does not run, nothing moves.
 func TestChannelCLI_DepositAboveWhatIsLeftOfTheDay(t *testing.T) {
 	w := newLNWorld(t)
-	key := filepath.Join(t.TempDir(), "me.key")
-	if code, _, errOut := w.c.run("keygen", "--out", key); code != 0 {
-		t.Fatal(errOut)
-	}
+	key := newKeyFile(t, w.c)
 	args := []string{"call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--wallet-file", w.aliceWallet, "--max-sats", "10", "--yes", "--key", key, "--max-sats-per-day", "85"}
 	if code, _, errOut := w.c.run(args...); code != 0 {
 		t.Fatalf("a call by invoice: code %d, %s", code, errOut)
@@ -157,10 +162,7 @@ func TestChannelCLI_DepositAboveWhatIsLeftOfTheDay(t *testing.T) {
 func TestChannelCLI_FiveCallsOneDepositCloseRefundsTheRest(t *testing.T) {
 	w := newLNWorld(t)
 	w.gateway.Stderr.Await(t, 10*time.Second, "payment channels offered")
-	key := filepath.Join(t.TempDir(), "me.key")
-	if code, _, errOut := w.c.run("keygen", "--out", key); code != 0 {
-		t.Fatal(errOut)
-	}
+	key := newKeyFile(t, w.c)
 	const deposit, price = 80, 10
 	for i := 1; i <= 5; i++ {
 		code, out, errOut := runCVM(t, w.c, "call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--wallet-file", w.aliceWallet,
@@ -214,10 +216,7 @@ func TestChannelCLI_FiveCallsOneDepositCloseRefundsTheRest(t *testing.T) {
 // cvm channels shows the old one refunded and the new one open.
 func TestChannelCLI_IdleClosedChannelRefundedOnTheNextCall(t *testing.T) {
 	w := newLNWorld(t, "--channel-idle-ttl", "1s")
-	key := filepath.Join(t.TempDir(), "me.key")
-	if code, _, errOut := w.c.run("keygen", "--out", key); code != 0 {
-		t.Fatal(errOut)
-	}
+	key := newKeyFile(t, w.c)
 	call := func() string {
 		t.Helper()
 		code, out, errOut := runCVM(t, w.c, "call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--wallet-file", w.aliceWallet,
@@ -253,10 +252,7 @@ func TestChannelCLI_IdleClosedChannelRefundedOnTheNextCall(t *testing.T) {
 // deposit); once the proxy ends, cvm channels shows their prices spent.
 func TestChannelCLI_ProxyPaysOverAChannel(t *testing.T) {
 	w := newLNWorld(t)
-	key := filepath.Join(t.TempDir(), "me.key")
-	if code, _, errOut := w.c.run("keygen", "--out", key); code != 0 {
-		t.Fatal(errOut)
-	}
+	key := newKeyFile(t, w.c)
 	w.c.writeConfig("[payments]\nchannel-deposit = 50\nmax-sats = 10\n")
 	p := startCVM(t, w.c, "proxy", w.npub, "--relay", w.relay, "--wallet-file", w.aliceWallet, "--key", key)
 	ctx, cancel := testwait.Context(t, 60*time.Second)
