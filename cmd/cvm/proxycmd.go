@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
@@ -81,39 +82,7 @@ func (a *app) proxyCommand() *cobra.Command {
 			if isHTTPServer(args[0]) {
 				return a.proxyHTTP(ctx, cf, args[0], host)
 			}
-			tg, err := a.locate(ctx, cf, args[0])
-			if err != nil {
-				return err
-			}
-			opts, err := a.clientOptions(cf, tg)
-			if err != nil {
-				return err
-			}
-			opts.Logger = log
-			if payer, ok := opts.Payer.(*cep8.Payer); ok && pay.Channel != nil {
-				a.claimRefunds(ctx, payer, opts) // owed by channels the server closed
-			}
-			t, err := contextvm.NewClientTransport(opts)
-			if err != nil {
-				return err
-			}
-			// Subscribed before the host's first message is read, so
-			// that no answer can come before anyone listens for it.
-			remote, err := relayStage{t, opts.Relays, relayWait}.Connect(ctx)
-			if err != nil {
-				return err
-			}
-			local, err := (&mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}}).Connect(ctx)
-			if err != nil {
-				remote.Close()
-				return err
-			}
-			log.Info("proxy ready", "server", opts.Server, "relays", opts.Relays)
-			if err := proxy.PipeHost(ctx, local, remote, log, host); err != nil {
-				return err
-			}
-			log.Info("proxy stopped")
-			return nil
+			return a.proxyNostr(ctx, cf, args[0], host, log)
 		},
 	}
 	cmd.Flags().StringVar(&logFile, "log-file", "", "write logs to this file instead of stderr")
@@ -128,6 +97,45 @@ func (a *app) proxyCommand() *cobra.Command {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// proxyNostr serves the ContextVM server named server to the host: the
+// owed refunds of the channels it closed claimed first, then every
+// message piped both ways.
+func (a *app) proxyNostr(ctx context.Context, cf clientFlags, server string, host *proxy.Host, log *slog.Logger) error {
+	tg, err := a.locate(ctx, cf, server)
+	if err != nil {
+		return err
+	}
+	opts, err := a.clientOptions(cf, tg)
+	if err != nil {
+		return err
+	}
+	opts.Logger = log
+	if payer, ok := opts.Payer.(*cep8.Payer); ok && cf.pay != nil && cf.pay.Channel != nil {
+		a.claimRefunds(ctx, payer, opts) // owed by channels the server closed
+	}
+	t, err := contextvm.NewClientTransport(opts)
+	if err != nil {
+		return err
+	}
+	// Subscribed before the host's first message is read, so
+	// that no answer can come before anyone listens for it.
+	remote, err := relayStage{t, opts.Relays, relayWait}.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	local, err := (&mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}}).Connect(ctx)
+	if err != nil {
+		remote.Close()
+		return err
+	}
+	log.Info("proxy ready", "server", opts.Server, "relays", opts.Relays)
+	if err := proxy.PipeHost(ctx, local, remote, log, host); err != nil {
+		return err
+	}
+	log.Info("proxy stopped")
+	return nil
+}
 
 // proxyHTTP serves an MCP server over streamable HTTP to the host: signed
 // requests, priced tools paid by quotation.
