@@ -104,12 +104,15 @@ type payClientResult struct {
 	Error         string           `json:"error"`
 	Errors        []string         `json:"errors"`
 	Notifications []jsNotification `json:"notifications"`
-	Result        struct {
-		IsError bool `json:"isError"`
-		Content []struct {
-			Text string `json:"text"`
-		} `json:"content"`
-	} `json:"result"`
+	Result        toolResult       `json:"result"`
+	Results       []toolResult     `json:"results"` // each call's, with CALLS
+}
+
+type toolResult struct {
+	IsError bool `json:"isError"`
+	Content []struct {
+		Text string `json:"text"`
+	} `json:"content"`
 }
 
 func (r payClientResult) notification(method string) (jsNotification, int) {

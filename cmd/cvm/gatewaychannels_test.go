@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/contextvm/cep8"
+	"github.com/cvmgo/cvm/internal/natsx/natstest"
 	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
@@ -194,5 +196,24 @@ func TestGatewayChannel_IdleTTL(t *testing.T) {
 	code, _, errOut := c.run("gateway", "--relay", r.URL, "--price", "tool:add=10", "--wallet-file", file, "--channel-idle-ttl", "10ms", "--", demoServer(t))
 	if code == 0 || !strings.Contains(errOut, "--channel-idle-ttl 10ms") {
 		t.Fatalf("--channel-idle-ttl 10ms: exit %d, %s", code, errOut)
+	}
+}
+
+// A replica group (--nats) offers no channels, whatever its wallet: its
+// books could not agree on a channel's receipts across processes. It
+// says so and is paid by invoice.
+func TestGatewayChannel_NotOfferedByReplicas(t *testing.T) {
+	ns := natstest.Start(t)
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	c := newCLI(t)
+	_, sim := startWalletSim(t, c, "--relay", r.URL, "--wallet", "srv=0")
+	dir := t.TempDir()
+	file := writeSecret(t, dir, "srv.wallet", sim.Wallets["srv"])
+	g := &replicaGroup{t: t, c: c, relay: r.URL, nats: ns.URL(), logPath: filepath.Join(dir, "exec.log")}
+	g.start("r0", "--announce", "--price", "tool:work=5", "--wallet-file", file)
+	g.procs[0].Stderr.Await(t, 10*time.Second, "payment channels not offered", "replica group")
+	pmis := announcedPMIs(t, r.URL, g.ready[0].Npub)
+	if slices.Contains(pmis, channel.PMI) || !slices.Contains(pmis, payments.PMILightningBolt11) {
+		t.Fatalf("announced pmis %v; want %s only", pmis, payments.PMILightningBolt11)
 	}
 }

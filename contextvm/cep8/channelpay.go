@@ -101,8 +101,14 @@ func (ch *channels) clientLocked(ctx context.Context, server nostr.PubKey) *chan
 
 // tags are the channel tags of call: a receipt for its price, or a
 // request to open (or top up) the channel it will be the first receipt of.
-// A call of unknown price, or above the budget's PerCall, carries none:
-// it is paid by invoice, or declined.
+// A call above the budget's PerCall carries none: it is declined. A call
+// of unknown price (a free tool, or a priced one whose price the client
+// has not seen yet) carries a receipt of nothing more that the client does
+// not count as spent: a server ignores it on a free call, and refuses it
+// on a priced one, naming the cost, and the call is sent again with its
+// receipt. Counted, it would put the client's next receipt one ahead of
+// the server's books after every free call (a refusal and a resend on each
+// paid call that follows one).
 func (ch *channels) tags(call *contextvm.PaidCall, budget *payments.Budget) nostr.Tags {
 	capability, ok := contextvm.PricedCapability(call.Request())
 	if !ok || budget == nil || ch.opts.DepositSats <= 0 {
@@ -133,7 +139,14 @@ func (ch *channels) tags(call *contextvm.PaidCall, budget *payments.Budget) nost
 	deposit := strconv.FormatInt(ch.opts.DepositSats*1000, 10)
 	var tag nostr.Tag
 	if c != nil {
-		r, err := c.Pay(price)
+		var r channel.SubRAV
+		var err error
+		if known {
+			r, err = c.Pay(price)
+		} else {
+			st := c.State()
+			r, err = st.Next(0)
+		}
 		switch {
 		case err == nil:
 			tag, _ = channel.Tag(r)
