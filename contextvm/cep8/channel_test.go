@@ -163,17 +163,7 @@ func TestChannel_FreeCallsKeepReceiptsInStep(t *testing.T) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "free"}}}, nil, nil
 	})
 	f.serveMCP(t, durable.NewMemory(durable.Options{}), counter)
-	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{f.relay.URL}})
-	defer pool.Close()
-	sub := pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{contextvm.KindMessage}, Authors: []nostr.PubKey{f.clientSK.Public()}}, 256)
-	defer sub.Close()
-	ctx, cancel := testwait.Context(t, 30*time.Second)
-	defer cancel()
-	select {
-	case <-sub.Ready():
-	case <-ctx.Done():
-		t.Fatal("no subscription")
-	}
+	ids := f.watchCalls(t)
 	cs := peertest.Connect(t, f.clientOptions(f.channelPay(nil)))
 	for i := range 4 {
 		if res, err := peertest.Call(cs, "free", nil); err != nil || res.IsError {
@@ -187,24 +177,12 @@ func TestChannel_FreeCallsKeepReceiptsInStep(t *testing.T) {
 	// The first eight requests are the eight calls, in order: a paid call
 	// refused and sent again would be among them (the second paid call's
 	// resend is the sixth), with its JSON-RPC id twice.
-	ids := map[string]bool{}
-	for len(ids) < 8 {
-		select {
-		case evt := <-sub.Events():
-			var m struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-			}
-			if json.Unmarshal([]byte(evt.Content), &m) != nil || m.Method != "tools/call" {
-				continue
-			}
-			if ids[string(m.ID)] {
-				t.Fatalf("call %s was sent again after %d requests", m.ID, len(ids))
-			}
-			ids[string(m.ID)] = true
-		case <-ctx.Done():
-			t.Fatalf("%d of the 8 calls' requests seen", len(ids))
+	seen := map[string]bool{}
+	for n, id := range ids(8) {
+		if seen[id] {
+			t.Fatalf("call %s was sent again after %d requests", id, n)
 		}
+		seen[id] = true
 	}
 }
 
@@ -251,17 +229,20 @@ func TestChannel_IdleClosedChannelStaysOwedUntilClaimed(t *testing.T) {
 	f.wantBalances(t, "after claiming again", 46_000, 54_000)
 }
 
-// A stateless client (CEP-35) sends its request before the server's
-// discovery tags tell it of channels: the channel on record (opened by
-// another process, over the same store) says the server offers them, and
-// its calls carry receipts, no invoice.
-func TestChannel_StatelessCallsUseTheChannelOnRecord(t *testing.T) {
+// A new stateless process over the client's store (each cvm call is
+// one) sends its requests before the server's discovery tags or a list
+// answer tell it of channels and prices: the channel on record says the
+// server offers them, and the cost the server named before is its first
+// receipt's amount. Its calls carry receipts, no invoice, and none is
+// refused and sent again.
+func TestChannel_NextStatelessProcessPaysByTheChannelOnRecord(t *testing.T) {
 	f := newChanFixture(t, 100_000)
 	f.serve(t, durable.NewMemory(durable.Options{}))
 	clientStore := durable.NewMemory(durable.Options{})
 	cs := peertest.Connect(t, f.clientOptions(f.channelPay(clientStore)))
 	f.count(t, cs, 1)
 	cs.Close()
+	ids := f.watchCalls(t) // requests are ephemeral: the new process's only
 	opts := f.clientOptions(f.channelPay(clientStore))
 	opts.Stateless = true
 	cs = peertest.Connect(t, opts)
@@ -270,6 +251,45 @@ func TestChannel_StatelessCallsUseTheChannelOnRecord(t *testing.T) {
 		t.Fatalf("%d runs, %d Lightning payments; want 3 runs on the deposit alone", f.runs.Load(), f.settled.Load())
 	}
 	f.wantBalances(t, "after three calls", 50_000, 50_000)
+	// The first two requests are the two calls: a receipt refused and
+	// sent again would be the second, the first's id again.
+	if got := ids(2); got[0] == got[1] {
+		t.Fatalf("call %s was sent again", got[0])
+	}
+}
+
+// watchCalls subscribes to the client's requests on the relay; the
+// function it returns waits for the ids of the first n tools/call ones.
+func (f *chanFixture) watchCalls(t *testing.T) func(n int) []string {
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{f.relay.URL}})
+	t.Cleanup(func() { pool.Close() })
+	sub := pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{contextvm.KindMessage}, Authors: []nostr.PubKey{f.clientSK.Public()}}, 256)
+	t.Cleanup(sub.Close)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
+	t.Cleanup(cancel)
+	select {
+	case <-sub.Ready():
+	case <-ctx.Done():
+		t.Fatal("no subscription")
+	}
+	return func(n int) []string {
+		var ids []string
+		for len(ids) < n {
+			select {
+			case evt := <-sub.Events():
+				var m struct {
+					ID     json.RawMessage `json:"id"`
+					Method string          `json:"method"`
+				}
+				if json.Unmarshal([]byte(evt.Content), &m) == nil && m.Method == "tools/call" {
+					ids = append(ids, string(m.ID))
+				}
+			case <-ctx.Done():
+				t.Fatalf("%d of %d requests seen", len(ids), n)
+			}
+		}
+		return ids
+	}
 }
 
 // A receipt on a call the server waives is not debited, and the answer

@@ -127,6 +127,13 @@ func (ch *channels) tags(call *contextvm.PaidCall, budget *payments.Budget) nost
 	}
 	price, known := ch.costs[server.Hex()+" "+capability]
 	if !known {
+		// What the server named before, in another process.
+		if cost, ok := ch.loadLocked(ctx, server).Costs[capability]; ok {
+			price, known = uint64(cost), true
+			ch.costs[server.Hex()+" "+capability] = price
+		}
+	}
+	if !known {
 		if p, ok := call.Price(); ok {
 			if lo, hi, err := p.Range(); err == nil && lo == hi && (p.Unit == "" || p.Unit == contextvm.DefaultPriceUnit) {
 				price, known = uint64(lo)*1000, true
@@ -247,13 +254,14 @@ func (ch *channels) answered(call *contextvm.PaidCall, resp *jsonrpc.Response) (
 		call.Logger().Warn("the server's channel state cannot be read", "err", err)
 		return false
 	}
-	ch.keepLocked(server, s)
+	ch.keepLocked(server, s, capability, uint64(p.Cost))
 	return refused && call.Resent() == 0
 }
 
 // keepLocked takes s, the server's state of its channel, as the client's,
-// and stores it; ch.mu held.
-func (ch *channels) keepLocked(server nostr.PubKey, s channel.State) {
+// and stores it with cost, what the server named as the price of
+// capability (0: nothing named); ch.mu held.
+func (ch *channels) keepLocked(server nostr.PubKey, s channel.State, capability string, cost uint64) {
 	c := ch.clients[server]
 	ctx := context.Background()
 	rec := ch.loadLocked(ctx, server)
@@ -273,6 +281,12 @@ func (ch *channels) keepLocked(server nostr.PubKey, s channel.State) {
 		return
 	}
 	rec.Open, rec.LastUse = b, now
+	if cost > 0 && capability != "" {
+		if rec.Costs == nil {
+			rec.Costs = map[string]channel.Amount{}
+		}
+		rec.Costs[capability] = channel.Amount(cost)
+	}
 	ch.saveLocked(ctx, server, rec)
 }
 

@@ -21,6 +21,9 @@ type payerRecord struct {
 	Opened  time.Time       `json:"opened,omitzero"`
 	LastUse time.Time       `json:"last_use,omitzero"`
 	Closed  []closedChannel `json:"closed,omitempty"`
+	// Costs are what the server last named as each capability's price
+	// (msat): a process that starts knows its receipts' amounts.
+	Costs map[string]channel.Amount `json:"costs,omitempty"`
 }
 
 // closedChannel is a closed channel: its last state and whether its
