@@ -195,7 +195,7 @@ func (a *app) afterChannelCall(ctx context.Context, opts contextvm.ClientOptions
 
 // claimRefunds claims what the server's closed channels owe, and says so;
 // a failure is only told: the refund stays owed for the next time.
-func (a *app) claimRefunds(ctx context.Context, payer *cep8.Payer, opts contextvm.ClientOptions) []channel.State {
+func (a *app) claimRefunds(ctx context.Context, payer *cep8.Payer, opts contextvm.ClientOptions) {
 	claimed, err := payer.ClaimRefunds(ctx, opts)
 	for _, s := range claimed {
 		fmt.Fprintf(a.stderr, "refunded %s sats from channel %s, which the server closed\n", sats(s.Owed), s.Channel)
@@ -203,7 +203,6 @@ func (a *app) claimRefunds(ctx context.Context, payer *cep8.Payer, opts contextv
 	if err != nil {
 		a.log.Warn("a refund the server owes was not claimed; claimed again on the next call, or with cvm channels close", "server", opts.Server, "err", err)
 	}
-	return claimed
 }
 
 // closeChannels is cvm channels close SERVER: the open channel closed and
