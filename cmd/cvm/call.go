@@ -63,7 +63,11 @@ are kept in the data directory, shared by every cvm on the machine, and
 payments.allow names the servers allowed to charge. The wallet URI comes
 from --wallet-file FILE (mode 0600) or $CVM_WALLET, never from a flag.
 Each payment is reported on stderr, and with --json in the result's
-_meta["cvm/payments"].`
+_meta["cvm/payments"].
+
+Many calls to one server: --channel SATS (payments.channel-deposit) pays
+SATS once into a prepaid payment channel with a server that offers them,
+and the priced calls from it, with no invoice; see cvm channels --help.`
 
 // callCmd is one run of cvm call: the invocation's app and the client's
 // flags, the payments it may make among them.
@@ -113,6 +117,11 @@ func (a *app) callCommand() *cobra.Command {
 				return err
 			}
 			defer paid.Close()
+			closeChannels, err := a.channelOptions(cmd.Context(), pf, cf, pay, paid)
+			if err != nil {
+				return err
+			}
+			defer closeChannels()
 			cf.pay = pay
 			c := &callCmd{app: a, cf: cf}
 			if schema != "" {
@@ -127,11 +136,13 @@ func (a *app) callCommand() *cobra.Command {
 	cmd.Flags().StringVar(&schema, "schema", "", "call the tool of this common schema hash (or a unique start of it) on the best server that announces it")
 	addTrustFlags(cmd, &tf)
 	a.addPayFlags(cmd, &pf, true)
+	addChannelFlag(cmd, &pf)
 	return cmd
 }
 
 // call calls tool name on server with args, typed by the tool's schema.
 func (c *callCmd) call(ctx context.Context, server, name string, args callArguments, stream bool, paid *payLog) error {
+	c.sessionToOpenChannel(ctx, &c.cf, server)
 	cs, err := c.dial(ctx, c.cf, server, dialOptions{client: &mcp.ClientOptions{ProgressNotificationHandler: c.printProgress}, stream: stream})
 	if err != nil {
 		return err
@@ -179,6 +190,9 @@ func (c *callCmd) call(ctx context.Context, server, name string, args callArgume
 		res, err = cs.CallTool(ctx, params)
 	}
 	cs.answered(err)
+	if c.cf.pay != nil && c.cf.pay.Channel != nil && cs.httpURL == "" {
+		c.afterChannelCall(ctx, cs.opts, cs.transport.ServerSupport(), paid.payments())
+	}
 	if derr, ok := declinedError(err, c.cf.pay); ok {
 		return derr
 	}

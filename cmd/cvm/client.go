@@ -240,6 +240,10 @@ func (a *app) clientOptions(cf clientFlags, tg target) (contextvm.ClientOptions,
 		return contextvm.ClientOptions{}, err
 	}
 	signer := contextvm.NewKeySigner(id.secret)
+	if id.pubkey() == server.Key && cf.pay != nil && cf.pay.Channel != nil {
+		// A channel is the identity's: a throwaway key would strand it.
+		return contextvm.ClientOptions{}, fmt.Errorf("your identity (%s) is the server's own; a payment channel needs a key of its own: give --key FILE (cvm keygen --out FILE)", id.origin)
+	}
 	if id.pubkey() == server.Key {
 		// A gateway and a client started on one machine share the default
 		// identity; a client with the server's own key hears its own

@@ -29,7 +29,9 @@
 //     signed with DIDAuthV1, paying by quotation), call.go and args.go (a
 //     tool call and its arguments), callschema.go (a call by common
 //     schema), list.go, contacts.go (what is known of a server), pay.go
-//     (budget, wallets, confirmation, refusals), usdrate.go (the usd rate
+//     (budget, wallets, confirmation, refusals), channels.go (prepaid
+//     payment channels: --channel, their store, cvm channels and close),
+//     usdrate.go (the usd rate
 //     source's flags, shared with the gateway, and the outbound fetcher),
 //     outboundtrust.go and outboundtrust_cvmtest.go (that fetcher's
 //     options: the defaults, and in the test build only, tag cvmtest, the

@@ -32,6 +32,7 @@ type oneShot struct {
 	a         *app
 	tg        target
 	relays    []string
+	opts      contextvm.ClientOptions // the transport's, its Payer among them
 	transport *contextvm.ClientTransport
 	stateless bool
 
@@ -95,6 +96,7 @@ func (a *app) dial(ctx context.Context, cf clientFlags, serverArg string, do dia
 	opts.Stateless = s.stateless
 	opts.OpenStreams = do.stream
 	opts.KnownEncryption = s.knownEncryption()
+	s.opts = opts
 	if s.transport, err = contextvm.NewClientTransport(opts); err != nil {
 		s.Close()
 		return nil, err

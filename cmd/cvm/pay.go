@@ -40,6 +40,9 @@ type payFlags struct {
 	walletFile      string
 	interaction     string
 	rate            rateFlags // to check what a usd price is asked for in sats
+	// channel is the deposit (sats) of the payment channel opened with a
+	// server that offers them; 0: none (channels.go).
+	channel int64
 }
 
 func (a *app) addPayFlags(cmd *cobra.Command, pf *payFlags, withYes bool) {
@@ -195,6 +198,9 @@ type payLog struct {
 	paid []payment
 	// close closes the wallet connection; the command calls it when done.
 	close func() error
+	// wallet is the client's Lightning wallet, nil without one: it makes
+	// the invoices a channel's refund is paid to.
+	wallet payments.Wallet
 }
 
 // Close closes the wallet connection of the payment options it came with.
@@ -273,6 +279,9 @@ func (a *app) payOptions(pf payFlags, ask func(context.Context, contextvm.Paymen
 		}
 		opts.Handlers = []payments.Handler{w.handler}
 		log.close = w.close
+		if w.nwc != nil {
+			log.wallet = w.nwc
+		}
 	}
 	if pf.maxSats > 0 {
 		dir, err := a.dataSubdir("", "payments")
@@ -344,6 +353,9 @@ func declinedError(err error, pay *cep8.PayOptions) (error, bool) {
 		return nil, false
 	}
 	what := fmt.Sprintf("the call costs %d %s", d.Amount, d.Unit)
+	if pay != nil && pay.Channel != nil && d.Reason == contextvm.DeclinedOverDaily && d.Amount == pay.Channel.DepositSats {
+		what = fmt.Sprintf("the channel's deposit is %d %s (--channel)", d.Amount, d.Unit)
+	}
 	switch d.Reason {
 	case contextvm.DeclinedNoCap, contextvm.DeclinedNoPayments:
 		if pay != nil && len(pay.Handlers) > 0 {

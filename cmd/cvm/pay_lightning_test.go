@@ -30,6 +30,7 @@ type lnWorld struct {
 	aliceWallet string // alice's wallet file
 	npub        string
 	gateway     *proc
+	gatewayArgs []string // its command line, to start it again
 	c           *cli
 }
 
@@ -42,7 +43,8 @@ func newLNWorld(t *testing.T, gatewayArgs ...string) *lnWorld {
 	srvWallet := writeSecret(t, dir, "srv.wallet", w.sim.Wallets["srv"])
 	w.aliceWallet = writeSecret(t, dir, "alice.wallet", w.sim.Wallets["alice"])
 	args := append([]string{"gateway", "--relay", r.URL, "--price", "tool:add=10", "--wallet-file", srvWallet}, gatewayArgs...)
-	w.gateway = startCVM(t, w.c, append(args, "--", demoServer(t))...)
+	w.gatewayArgs = append(args, "--", demoServer(t))
+	w.gateway = startCVM(t, w.c, w.gatewayArgs...)
 	var ready gatewayReady
 	w.gateway.ReadyLine(t, &ready)
 	w.npub = ready.Npub

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"log/slog"
 	"os"
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/payments/quotation"
 	"github.com/cvmgo/cvm/proxy"
@@ -31,7 +33,9 @@ config.toml, how a proxy started by a host gets one), from the wallet of
 --wallet-file or $CVM_WALLET. A host that declares the elicitation
 capability is asked before each payment (amount, unit, server, tool:
 accept pays, decline does not); a host that does not is not asked, and the
-proxy pays within the cap and the daily limits.
+proxy pays within the cap and the daily limits. --channel SATS
+(payments.channel-deposit) pays a server that offers prepaid payment
+channels from one (see cvm channels --help).
 
 SERVER may also be an http(s):// MCP endpoint (streamable HTTP): requests
 are signed with DIDAuthV1 as the identity's did:nostr (or --did-key FILE),
@@ -69,41 +73,17 @@ func (a *app) proxyCommand() *cobra.Command {
 				return err
 			}
 			defer paid.Close()
-			cf.pay = pay
 			ctx := cmd.Context()
+			closeChannels, err := a.channelOptions(ctx, pf, cf, pay, paid)
+			if err != nil {
+				return err
+			}
+			defer closeChannels()
+			cf.pay = pay
 			if isHTTPServer(args[0]) {
 				return a.proxyHTTP(ctx, cf, args[0], host)
 			}
-			tg, err := a.locate(ctx, cf, args[0])
-			if err != nil {
-				return err
-			}
-			opts, err := a.clientOptions(cf, tg)
-			if err != nil {
-				return err
-			}
-			opts.Logger = log
-			t, err := contextvm.NewClientTransport(opts)
-			if err != nil {
-				return err
-			}
-			// Subscribed before the host's first message is read, so
-			// that no answer can come before anyone listens for it.
-			remote, err := relayStage{t, opts.Relays, relayWait}.Connect(ctx)
-			if err != nil {
-				return err
-			}
-			local, err := (&mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}}).Connect(ctx)
-			if err != nil {
-				remote.Close()
-				return err
-			}
-			log.Info("proxy ready", "server", opts.Server, "relays", opts.Relays)
-			if err := proxy.PipeHost(ctx, local, remote, log, host); err != nil {
-				return err
-			}
-			log.Info("proxy stopped")
-			return nil
+			return a.proxyNostr(ctx, cf, args[0], host, log)
 		},
 	}
 	cmd.Flags().StringVar(&logFile, "log-file", "", "write logs to this file instead of stderr")
@@ -111,12 +91,52 @@ func (a *app) proxyCommand() *cobra.Command {
 	a.addClientFlags(cmd, &cf, 60*time.Second)
 	addModeFlags(cmd, &cf, false)
 	a.addPayFlags(cmd, &pf, false)
+	addChannelFlag(cmd, &pf)
 	return cmd
 }
 
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// proxyNostr serves the ContextVM server named server to the host: the
+// owed refunds of the channels it closed claimed first, then every
+// message piped both ways.
+func (a *app) proxyNostr(ctx context.Context, cf clientFlags, server string, host *proxy.Host, log *slog.Logger) error {
+	tg, err := a.locate(ctx, cf, server)
+	if err != nil {
+		return err
+	}
+	opts, err := a.clientOptions(cf, tg)
+	if err != nil {
+		return err
+	}
+	opts.Logger = log
+	if payer, ok := opts.Payer.(*cep8.Payer); ok && cf.pay != nil && cf.pay.Channel != nil {
+		a.claimRefunds(ctx, payer, opts) // owed by channels the server closed
+	}
+	t, err := contextvm.NewClientTransport(opts)
+	if err != nil {
+		return err
+	}
+	// Subscribed before the host's first message is read, so
+	// that no answer can come before anyone listens for it.
+	remote, err := relayStage{t, opts.Relays, relayWait}.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	local, err := (&mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}}).Connect(ctx)
+	if err != nil {
+		remote.Close()
+		return err
+	}
+	log.Info("proxy ready", "server", opts.Server, "relays", opts.Relays)
+	if err := proxy.PipeHost(ctx, local, remote, log, host); err != nil {
+		return err
+	}
+	log.Info("proxy stopped")
+	return nil
+}
 
 // proxyHTTP serves an MCP server over streamable HTTP to the host: signed
 // requests, priced tools paid by quotation.

@@ -40,7 +40,8 @@ type chanFixture struct {
 	srv      *contextvm.Server
 	books    *channel.Books
 	clientSK nostr.SecretKey
-	pricer   payments.Pricer // the gate's, if set
+	pricer   payments.Pricer  // the gate's, if set
+	now      func() time.Time // the books' clock, if set
 	// countPrice is count's price (default "2", sats), converted at
 	// rates when in usd.
 	countPrice string
@@ -65,7 +66,7 @@ func (f *chanFixture) serve(t *testing.T, store durable.Store) *contextvm.Server
 func (f *chanFixture) serveMCP(t *testing.T, store durable.Store, mcpServer *mcp.Server) *contextvm.Server {
 	t.Helper()
 	pk := f.sk.Public()
-	books, err := channel.New(channel.Options{Store: store, ServerKey: pk[:], Refunder: channel.WalletRefunder{Wallet: f.ln.srvWallet}})
+	books, err := channel.New(channel.Options{Store: store, ServerKey: pk[:], Refunder: channel.WalletRefunder{Wallet: f.ln.srvWallet}, Now: f.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,17 +168,7 @@ func TestChannel_FreeCallsKeepReceiptsInStep(t *testing.T) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "free"}}}, nil, nil
 	})
 	f.serveMCP(t, durable.NewMemory(durable.Options{}), counter)
-	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{f.relay.URL}})
-	defer pool.Close()
-	sub := pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{contextvm.KindMessage}, Authors: []nostr.PubKey{f.clientSK.Public()}}, 256)
-	defer sub.Close()
-	ctx, cancel := testwait.Context(t, 30*time.Second)
-	defer cancel()
-	select {
-	case <-sub.Ready():
-	case <-ctx.Done():
-		t.Fatal("no subscription")
-	}
+	ids := f.watchCalls(t)
 	cs := peertest.Connect(t, f.clientOptions(f.channelPay(nil)))
 	for i := range 4 {
 		if res, err := peertest.Call(cs, "free", nil); err != nil || res.IsError {
@@ -191,24 +182,118 @@ func TestChannel_FreeCallsKeepReceiptsInStep(t *testing.T) {
 	// The first eight requests are the eight calls, in order: a paid call
 	// refused and sent again would be among them (the second paid call's
 	// resend is the sixth), with its JSON-RPC id twice.
-	ids := map[string]bool{}
-	for len(ids) < 8 {
-		select {
-		case evt := <-sub.Events():
-			var m struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-			}
-			if json.Unmarshal([]byte(evt.Content), &m) != nil || m.Method != "tools/call" {
-				continue
-			}
-			if ids[string(m.ID)] {
-				t.Fatalf("call %s was sent again after %d requests", m.ID, len(ids))
-			}
-			ids[string(m.ID)] = true
-		case <-ctx.Done():
-			t.Fatalf("%d of the 8 calls' requests seen", len(ids))
+	seen := map[string]bool{}
+	for n, id := range ids(8) {
+		if seen[id] {
+			t.Fatalf("call %s was sent again after %d requests", id, n)
 		}
+		seen[id] = true
+	}
+}
+
+// A channel the server closed idle, with money left in it, stays on the
+// client's record as owed (its last state, its refund not paid) while the
+// next call opens another; ClaimRefunds has the server pay it to the
+// client's wallet, once: claiming again sends nothing and moves nothing.
+func TestChannel_IdleClosedChannelStaysOwedUntilClaimed(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	var skew atomic.Int64
+	f.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	f.serve(t, durable.NewMemory(durable.Options{}))
+	clientStore := durable.NewMemory(durable.Options{})
+	opts := f.clientOptions(f.channelPay(clientStore))
+	cs := peertest.Connect(t, opts)
+	f.count(t, cs, 2)
+	first, _ := opts.Payer.(*cep8.Payer).Channel(context.Background(), f.sk.Public())
+	skew.Store(int64(channel.DefaultIdleTTL + time.Hour))
+	f.count(t, cs, 1) // refused CHANNEL_CLOSED, sent again opening a second channel
+	skew.Store(0)     // closed on the books now; the refund invoice is checked against today
+	f.wantBalances(t, "after two deposits", 0, 100_000)
+
+	// Another process, the same store: the owed channel is on record.
+	opts = f.clientOptions(f.channelPay(clientStore))
+	payer := opts.Payer.(*cep8.Payer)
+	chans := payer.Channels(context.Background())[f.sk.Public()]
+	if len(chans) != 2 || chans[0].Closed || chans[0].Accumulated != 2_000 ||
+		!chans[1].Closed || chans[1].Channel != first.Channel || chans[1].Owed != 46_000 || chans[1].Refund != channel.RefundNone {
+		t.Fatalf("the client's channels: %+v; want the second open, the first closed owing 46000 msat", chans)
+	}
+	ctx, cancel := testwait.Context(t, 20*time.Second)
+	defer cancel()
+	claimed, err := payer.ClaimRefunds(ctx, opts)
+	if err != nil || len(claimed) != 1 || claimed[0].Channel != first.Channel || claimed[0].Owed != 46_000 {
+		t.Fatalf("claim: %+v %v; want 46000 msat of the first channel", claimed, err)
+	}
+	f.wantBalances(t, "after the claim", 46_000, 54_000)
+	if chans := payer.Channels(ctx)[f.sk.Public()]; len(chans) != 2 || chans[1].Refund != channel.RefundPaid {
+		t.Fatalf("after the claim: %+v; want the first channel refunded", chans)
+	}
+	if claimed, err := payer.ClaimRefunds(ctx, opts); err != nil || len(claimed) != 0 {
+		t.Fatalf("claiming again: %+v %v; want nothing", claimed, err)
+	}
+	f.wantBalances(t, "after claiming again", 46_000, 54_000)
+}
+
+// A new stateless process over the client's store (each cvm call is
+// one) sends its requests before the server's discovery tags or a list
+// answer tell it of channels and prices: the channel on record says the
+// server offers them, and the cost the server named before is its first
+// receipt's amount. Its calls carry receipts, no invoice, and none is
+// refused and sent again.
+func TestChannel_NextStatelessProcessPaysByTheChannelOnRecord(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	f.serve(t, durable.NewMemory(durable.Options{}))
+	clientStore := durable.NewMemory(durable.Options{})
+	cs := peertest.Connect(t, f.clientOptions(f.channelPay(clientStore)))
+	f.count(t, cs, 1)
+	cs.Close()
+	ids := f.watchCalls(t) // requests are ephemeral: the new process's only
+	opts := f.clientOptions(f.channelPay(clientStore))
+	opts.Stateless = true
+	cs = peertest.Connect(t, opts)
+	f.count(t, cs, 2)
+	if f.runs.Load() != 3 || f.settled.Load() != 1 {
+		t.Fatalf("%d runs, %d Lightning payments; want 3 runs on the deposit alone", f.runs.Load(), f.settled.Load())
+	}
+	f.wantBalances(t, "after three calls", 50_000, 50_000)
+	// The first two requests are the two calls: a receipt refused and
+	// sent again would be the second, the first's id again.
+	if got := ids(2); got[0] == got[1] {
+		t.Fatalf("call %s was sent again", got[0])
+	}
+}
+
+// watchCalls subscribes to the client's requests on the relay; the
+// function it returns waits for the ids of the first n tools/call ones.
+func (f *chanFixture) watchCalls(t *testing.T) func(n int) []string {
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{f.relay.URL}})
+	t.Cleanup(func() { pool.Close() })
+	sub := pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{contextvm.KindMessage}, Authors: []nostr.PubKey{f.clientSK.Public()}}, 256)
+	t.Cleanup(sub.Close)
+	ctx, cancel := testwait.Context(t, 30*time.Second)
+	t.Cleanup(cancel)
+	select {
+	case <-sub.Ready():
+	case <-ctx.Done():
+		t.Fatal("no subscription")
+	}
+	return func(n int) []string {
+		var ids []string
+		for len(ids) < n {
+			select {
+			case evt := <-sub.Events():
+				var m struct {
+					ID     json.RawMessage `json:"id"`
+					Method string          `json:"method"`
+				}
+				if json.Unmarshal([]byte(evt.Content), &m) == nil && m.Method == "tools/call" {
+					ids = append(ids, string(m.ID))
+				}
+			case <-ctx.Done():
+				t.Fatalf("%d of %d requests seen", len(ids), n)
+			}
+		}
+		return ids
 	}
 }
 

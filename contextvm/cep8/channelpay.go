@@ -14,9 +14,11 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/durable"
+	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/channel"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // ChannelOptions make a Payer pay over prepaid payment channels
@@ -28,7 +30,8 @@ import (
 type ChannelOptions struct {
 	// DepositSats is the deposit of each channel opened. It counts against
 	// the budget's daily limits when paid; each call's price is still
-	// bounded by the budget's PerCall.
+	// bounded by the budget's PerCall. Zero opens no channel and pays none
+	// by receipt: a payer that lists (Channels) and closes its channels.
 	DepositSats int64
 	// Wallet makes the invoice a channel's refund is paid to
 	// (Payer.CloseChannel): the client's own wallet.
@@ -38,8 +41,8 @@ type ChannelOptions struct {
 	Store durable.Store
 }
 
-// channelSpace is the Payer's durable space: a server's channel (NIP-4's
-// answer payload of its state), by the server's hex key.
+// channelSpace is the Payer's durable space: its channels with a server
+// (a payerRecord), by the server's key, and the index of those servers.
 const channelSpace = "cep8.channels"
 
 // channelKeep is how long a channel's state is kept after its last use.
@@ -68,7 +71,7 @@ type fundingCall struct {
 }
 
 func newChannels(o *ChannelOptions) *channels {
-	if o == nil || o.DepositSats <= 0 {
+	if o == nil {
 		return nil
 	}
 	st := o.Store
@@ -79,23 +82,18 @@ func newChannels(o *ChannelOptions) *channels {
 		costs: map[string]uint64{}, funding: map[nostr.PubKey]fundingCall{}}
 }
 
-// client returns the channel with server, nil if there is none; ch.mu held.
+// clientLocked returns the open channel with server, nil if there is
+// none; ch.mu held.
 func (ch *channels) clientLocked(ctx context.Context, server nostr.PubKey) *channel.Client {
 	if c, ok := ch.clients[server]; ok {
 		return c
 	}
-	raw, ok, err := ch.store.Get(ctx, channelSpace, server[:])
-	if err != nil || !ok {
+	rec := ch.loadLocked(ctx, server)
+	s, ok := stateOfPayload(rec.Open)
+	if !ok {
 		return nil
 	}
-	p, err := channel.UnmarshalPayload(raw)
-	if err != nil {
-		return nil
-	}
-	s, err := channel.StateOf(&p)
-	if err != nil {
-		return nil
-	}
+	s.Opened, s.LastUse = rec.Opened, rec.LastUse
 	c := channel.NewClient(s)
 	ch.clients[server] = c
 	return c
@@ -115,14 +113,28 @@ func (ch *channels) clientLocked(ctx context.Context, server nostr.PubKey) *chan
 // one).
 func (ch *channels) tags(call *contextvm.PaidCall, budget *payments.Budget, mostSats int64) nostr.Tags {
 	capability, ok := contextvm.PricedCapability(call.Request())
-	if !ok || budget == nil || !slices.Contains(call.ServerPMIs(), channel.PMI) {
-		return nil
+	if !ok || budget == nil || ch.opts.DepositSats <= 0 {
+		return nil // DepositSats 0: a payer that only lists and closes its channels
 	}
 	server := call.Server()
 	ctx := context.Background()
+	pmis := call.ServerPMIs()
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
+	c := ch.clientLocked(ctx, server)
+	// A stateless request goes before the server's discovery tags are
+	// known: a channel on record says the server offers them.
+	if !slices.Contains(pmis, channel.PMI) && (c == nil || len(pmis) > 0) {
+		return nil
+	}
 	price, known := ch.costs[server.Hex()+" "+capability]
+	if !known {
+		// What the server named before, in another process.
+		if cost, ok := ch.loadLocked(ctx, server).Costs[capability]; ok {
+			price, known = uint64(cost), true
+			ch.costs[server.Hex()+" "+capability] = price
+		}
+	}
 	if !known {
 		if p, ok := call.Price(); ok {
 			if lo, hi, err := p.Range(); err == nil && lo == hi && (p.Unit == "" || p.Unit == contextvm.DefaultPriceUnit) {
@@ -134,7 +146,6 @@ func (ch *channels) tags(call *contextvm.PaidCall, budget *payments.Budget, most
 		return nil
 	}
 	deposit := strconv.FormatInt(ch.opts.DepositSats*1000, 10)
-	c := ch.clientLocked(ctx, server)
 	var tag nostr.Tag
 	if c != nil {
 		var r channel.SubRAV
@@ -221,13 +232,23 @@ func (ch *channels) answered(call *contextvm.PaidCall, resp *jsonrpc.Response) (
 		ch.costs[server.Hex()+" "+capability] = uint64(p.Cost)
 	}
 	if p.Error != nil && (p.Error.Code == channel.CodeNotFound || p.Error.Code == channel.CodeClosed) {
-		// Gone, or closed by the server: the next call opens another.
-		if p.SubRAV != nil && uint64(p.Deposit) > p.SubRAV.AccumulatedAmount {
-			call.Logger().Warn("the server closed a channel with money left in it; it stays owed to this client (cvm/channel_close with an invoice)",
-				"channel", p.SubRAV.ChannelID, "owed_msat", uint64(p.Deposit)-p.SubRAV.AccumulatedAmount)
+		// Gone, or closed by the server: the next call opens another. What
+		// a closed channel owes stays on record until it is claimed
+		// (ClaimRefunds, CloseChannel).
+		ctx := context.Background()
+		rec := ch.loadLocked(ctx, server)
+		if s, err := channel.StateOf(&p); err == nil && s.Closed {
+			rec.markClosed(s, s.Owed == 0, time.Now())
+			if s.Owed > 0 {
+				call.Logger().Warn("the server closed a channel with money left in it; the refund is owed to this client and claimed on the next close",
+					"channel", s.Channel, "owed_msat", s.Owed)
+			}
 		}
+		rec.Open = nil
 		delete(ch.clients, server)
-		ch.store.Put(context.Background(), channelSpace, server[:], nil, time.Now())
+		if err := ch.saveLocked(ctx, server, rec); err != nil {
+			call.Logger().Warn("could not record the channel's end", "err", err)
+		}
 		return refused && call.Resent() == 0
 	}
 	s, err := channel.StateOf(&p)
@@ -235,24 +256,40 @@ func (ch *channels) answered(call *contextvm.PaidCall, resp *jsonrpc.Response) (
 		call.Logger().Warn("the server's channel state cannot be read", "err", err)
 		return false
 	}
-	ch.keepLocked(server, s)
+	ch.keepLocked(server, s, capability, uint64(p.Cost))
 	return refused && call.Resent() == 0
 }
 
 // keepLocked takes s, the server's state of its channel, as the client's,
-// and stores it; ch.mu held.
-func (ch *channels) keepLocked(server nostr.PubKey, s channel.State) {
+// and stores it with cost, what the server named as the price of
+// capability (0: nothing named); ch.mu held.
+func (ch *channels) keepLocked(server nostr.PubKey, s channel.State, capability string, cost uint64) {
 	c := ch.clients[server]
+	ctx := context.Background()
+	rec := ch.loadLocked(ctx, server)
+	now := time.Now()
 	if c == nil || c.State().Channel != s.Channel {
+		if open, ok := stateOfPayload(rec.Open); !ok || open.Channel != s.Channel {
+			rec.Opened = now
+		}
 		c = channel.NewClient(s)
 		ch.clients[server] = c
 	} else if c.Resync(s) != nil {
 		return
 	}
 	p := s.Answer(0)
-	if b, err := channel.MarshalPayload(&p); err == nil {
-		ch.store.Put(context.Background(), channelSpace, server[:], b, time.Now().Add(channelKeep))
+	b, err := channel.MarshalPayload(&p)
+	if err != nil {
+		return
 	}
+	rec.Open, rec.LastUse = b, now
+	if cost > 0 && capability != "" {
+		if rec.Costs == nil {
+			rec.Costs = map[string]channel.Amount{}
+		}
+		rec.Costs[capability] = channel.Amount(cost)
+	}
+	ch.saveLocked(ctx, server, rec)
 }
 
 // Channel returns the state of the channel with server as this client
@@ -271,37 +308,127 @@ func (p *Payer) Channel(ctx context.Context, server nostr.PubKey) (channel.State
 	return c.State(), true
 }
 
-// CloseChannel closes the channel with the server of opts and has the
+// ErrNoChannel is CloseChannel's error when the payer has no open
+// channel with the server.
+var ErrNoChannel = errors.New("cep8: no open channel with this server")
+
+// Channels returns every channel this payer has on record, by server: the
+// open one first, then the closed ones, with what each owes (Owed) and
+// whether it was refunded (Refund). A channel the server closed is owed
+// (RefundNone) until ClaimRefunds or CloseChannel claims it.
+func (p *Payer) Channels(ctx context.Context) map[nostr.PubKey][]channel.State {
+	if p.ch == nil {
+		return nil
+	}
+	p.ch.mu.Lock()
+	defer p.ch.mu.Unlock()
+	out := map[nostr.PubKey][]channel.State{}
+	for _, server := range p.ch.serversLocked(ctx) {
+		rec := p.ch.loadLocked(ctx, server)
+		states := rec.states()
+		if c := p.ch.clients[server]; c != nil && len(states) > 0 && !states[0].Closed {
+			// The receipts sent since the server's last word.
+			s := c.State()
+			s.Opened, s.LastUse = states[0].Opened, states[0].LastUse
+			states[0] = s
+		}
+		if len(states) > 0 {
+			out[server] = states
+		}
+	}
+	return out
+}
+
+// CloseChannel closes the open channel with the server of opts and has the
 // server pay back what it did not spend, to an invoice made by
 // ChannelOptions.Wallet: it sends cvm/channel_close on a connection of its
 // own (stateless, opts otherwise as given). It returns the closed
-// channel's state, with what was refunded (Owed). A refund interrupted
-// (a crash, a timeout) is completed by closing again: the server pays the
-// invoice it recorded, once.
+// channel's state, with what was refunded (Owed), and keeps it on record
+// as refunded. A refund interrupted (a crash, a timeout) is completed by
+// closing again: the server pays the invoice it recorded, once. Without
+// an open channel it fails with ErrNoChannel.
 func (p *Payer) CloseChannel(ctx context.Context, opts contextvm.ClientOptions) (channel.State, error) {
 	if p.ch == nil {
 		return channel.State{}, errors.New("cep8: this payer has no ChannelOptions")
 	}
-	server, err := nostr.PubKeyFromHex(opts.Server)
+	server, err := serverOf(opts)
 	if err != nil {
-		return channel.State{}, fmt.Errorf("cep8: server key: %w", err)
+		return channel.State{}, err
 	}
 	st, ok := p.Channel(ctx, server)
 	if !ok {
-		return channel.State{}, errors.New("cep8: no channel with this server")
+		return channel.State{}, ErrNoChannel
 	}
+	conn, err := closeConn(ctx, opts)
+	if err != nil {
+		return st, err
+	}
+	defer conn.Close()
+	return p.ch.refund(ctx, conn, server, st)
+}
+
+// ClaimRefunds claims the refunds of the channels the server of opts
+// closed (idle past its TTL) with money left in them, each to an invoice
+// of ChannelOptions.Wallet, on a connection of its own. It returns those
+// refunded now; none owed, it sends nothing.
+func (p *Payer) ClaimRefunds(ctx context.Context, opts contextvm.ClientOptions) ([]channel.State, error) {
+	server, err := serverOf(opts)
+	if err != nil {
+		return nil, err
+	}
+	var owed []channel.State
+	for _, s := range p.Channels(ctx)[server] {
+		if s.Closed && s.Refund != channel.RefundPaid {
+			owed = append(owed, s)
+		}
+	}
+	if len(owed) == 0 {
+		return nil, nil
+	}
+	conn, err := closeConn(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var done []channel.State
+	var errs []error
+	for _, s := range owed {
+		st, err := p.ch.refund(ctx, conn, server, s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("channel %s: %w", s.Channel, err))
+			continue
+		}
+		done = append(done, st)
+	}
+	return done, errors.Join(errs...)
+}
+
+// serverOf is the key of the server of opts, in any form nostrx reads.
+func serverOf(opts contextvm.ClientOptions) (nostr.PubKey, error) {
+	pk, err := nostrx.ParsePublicKey(opts.Server)
+	if err != nil {
+		return nostr.PubKey{}, fmt.Errorf("cep8: server key: %w", err)
+	}
+	return pk.Key, nil
+}
+
+// closeConn is a stateless connection, without a payer, to the server of
+// opts, for cvm/channel_close.
+func closeConn(ctx context.Context, opts contextvm.ClientOptions) (mcp.Connection, error) {
 	opts.Stateless, opts.Payer = true, nil
 	t, err := contextvm.NewClientTransport(opts)
 	if err != nil {
-		return channel.State{}, err
+		return nil, err
 	}
-	conn, err := t.Connect(ctx)
-	if err != nil {
-		return channel.State{}, err
-	}
-	defer conn.Close()
+	return t.Connect(ctx)
+}
+
+// refund sends cvm/channel_close for the channel of st, with an invoice
+// of what it owes, and records it refunded: the channel's final state,
+// Owed what was refunded.
+func (ch *channels) refund(ctx context.Context, conn mcp.Connection, server nostr.PubKey, st channel.State) (channel.State, error) {
 	for try := 0; ; try++ {
-		params, err := NewCloseParams(ctx, p.ch.opts.Wallet, st)
+		params, err := NewCloseParams(ctx, ch.opts.Wallet, st)
 		if err != nil {
 			return st, err
 		}
@@ -310,23 +437,7 @@ func (p *Payer) CloseChannel(ctx context.Context, opts contextvm.ClientOptions) 
 			return st, err
 		}
 		if resp.Error == nil {
-			var res CloseResult
-			if err := json.Unmarshal(resp.Result, &res); err != nil {
-				return st, fmt.Errorf("cep8: the server's close result: %w", err)
-			}
-			pl, err := channel.UnmarshalPayload(res.Channel)
-			if err == nil {
-				var s channel.State
-				if s, err = channel.StateOf(&pl); err == nil {
-					st, st.Closed, st.Owed = s, true, uint64(res.Owed)
-					st.Refund = channel.RefundPaid
-				}
-			}
-			p.ch.mu.Lock()
-			delete(p.ch.clients, server)
-			p.ch.store.Put(ctx, channelSpace, server[:], nil, time.Now())
-			p.ch.mu.Unlock()
-			return st, err
+			return ch.refunded(ctx, server, st, resp.Result)
 		}
 		// The server's state differs from the client's (a call it never
 		// heard of, or one this client never heard back from): invoice
@@ -335,12 +446,8 @@ func (p *Payer) CloseChannel(ctx context.Context, opts contextvm.ClientOptions) 
 		if !errors.As(resp.Error, &werr) || try > 0 {
 			return st, resp.Error
 		}
-		pl, perr := channel.UnmarshalPayload(werr.Data)
-		if perr != nil {
-			return st, resp.Error
-		}
-		s, perr := channel.StateOf(&pl)
-		if perr != nil || s.Channel != st.Channel {
+		s, ok := stateOfPayload(werr.Data)
+		if !ok || s.Channel != st.Channel {
 			return st, resp.Error
 		}
 		st = s
@@ -366,11 +473,31 @@ func NewCloseParams(ctx context.Context, w payments.Wallet, st channel.State) (C
 	return params, nil
 }
 
+// refunded records the channel of st closed and refunded, from result,
+// the server's answer to cvm/channel_close.
+func (ch *channels) refunded(ctx context.Context, server nostr.PubKey, st channel.State, result json.RawMessage) (channel.State, error) {
+	var res CloseResult
+	if err := json.Unmarshal(result, &res); err != nil {
+		return st, fmt.Errorf("cep8: the server's close result: %w", err)
+	}
+	s, ok := stateOfPayload(res.Channel)
+	if !ok || s.Channel != st.Channel {
+		return st, errors.New("cep8: the server's close result carries no state of this channel")
+	}
+	s.Opened, s.LastUse = st.Opened, st.LastUse
+	s.Closed, s.ClosedAt, s.Owed, s.Refund = true, time.Now(), uint64(res.Owed), channel.RefundPaid
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	rec := ch.loadLocked(ctx, server)
+	rec.markClosed(s, true, s.ClosedAt)
+	if c := ch.clients[server]; c != nil && c.State().Channel == s.Channel {
+		delete(ch.clients, server)
+	}
+	return s, ch.saveLocked(ctx, server, rec)
+}
+
 // closeCall sends params as cvm/channel_close on conn and reads its answer.
-func closeCall(ctx context.Context, conn interface {
-	Write(context.Context, jsonrpc.Message) error
-	Read(context.Context) (jsonrpc.Message, error)
-}, params CloseParams) (*jsonrpc.Response, error) {
+func closeCall(ctx context.Context, conn mcp.Connection, params CloseParams) (*jsonrpc.Response, error) {
 	raw, _ := json.Marshal(params)
 	id, _ := jsonrpc.MakeID("close")
 	if err := conn.Write(ctx, &jsonrpc.Request{ID: id, Method: MethodChannelClose, Params: raw}); err != nil {

@@ -17,8 +17,11 @@
 // its deposit, cvm/channel_close and its refund; the wire's tags, method,
 // _meta key and -32050), channelpay.go (the payer's channels: receipts on
 // the requests, state taken from every answer, a refused call sent again
-// once, CloseChannel), usdprice.go (the payer's check of a usd price:
-// the sats asked held to its own rate, within its tolerance; the gate
-// converts with payments.Cap.InSats). What every client must understand of CEP-8 (the
-// notifications, the offer, the decline) is contextvm's payment.go.
+// once, CloseChannel and ClaimRefunds), channelrecord.go (what the payer
+// keeps of its channels with each server, in its store: the open one, the
+// closed ones and whether their refund is still owed), usdprice.go (the
+// payer's check of a usd price: the sats asked held to its own rate, within
+// its tolerance; the gate converts with payments.Cap.InSats). What every
+// client must understand of CEP-8 (the notifications, the offer, the
+// decline) is contextvm's payment.go.
 package cep8

@@ -41,8 +41,9 @@ type PayOptions struct {
 	// request is answered -32042 with its payment options, paid, and sent
 	// again. A payer that asks for it opens no channel.
 	ExplicitGating bool
-	// Channel, when set (a deposit above zero), pays servers that offer
-	// prepaid payment channels over one (see ChannelOptions).
+	// Channel, when set, pays servers that offer prepaid payment channels
+	// over one (a deposit above zero; see ChannelOptions), and lists and
+	// closes the channels of its Store.
 	Channel *ChannelOptions
 	// Rates converts a price a server announced in usd into sats, to
 	// check the amount in sats the server asks for it: at most Tolerance
