@@ -277,3 +277,23 @@ func TestChannelCLI_ProxyPaysOverAChannel(t *testing.T) {
 		t.Fatalf("cvm channels: %+v; want 30 of 50 sats spent", rows)
 	}
 }
+
+// cvm call --channel on an http:// server pays the same way: one deposit
+// through the quotation flow, then calls paid by receipts in
+// X-Payment-Channel-Data signed with the caller's DID key, across
+// processes; the gateway offers the books of its Nostr side over --http.
+func TestChannelCLI_OverHTTP(t *testing.T) {
+	w := newLNWorld(t, "--http", "127.0.0.1:0")
+	key := newKeyFile(t, w.c)
+	const deposit = 80
+	for i := 1; i <= 3; i++ {
+		code, out, errOut := runCVM(t, w.c, "call", w.http, "add", "a=1", "b=2", "--wallet-file", w.aliceWallet,
+			"--max-sats", "10", "--yes", "--channel", strconv.Itoa(deposit), "--key", key)
+		if code != 0 || !strings.Contains(out, `"sum":3`) {
+			t.Fatalf("call %d: code %d, %q, %s", i, code, out, errOut)
+		}
+		if a, s := w.balances(t); a != (100-deposit)*1000 || s != deposit*1000 {
+			t.Fatalf("after call %d: alice %d msat, srv %d msat; want the deposit moved once", i, a, s)
+		}
+	}
+}

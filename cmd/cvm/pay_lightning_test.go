@@ -29,6 +29,7 @@ type lnWorld struct {
 	sim         walletSimReady
 	aliceWallet string // alice's wallet file
 	npub        string
+	http        string // the gateway's --http endpoint, if given
 	gateway     *proc
 	gatewayArgs []string // its command line, to start it again
 	c           *cli
@@ -45,9 +46,9 @@ func newLNWorld(t *testing.T, gatewayArgs ...string) *lnWorld {
 	args := append([]string{"gateway", "--relay", r.URL, "--price", "tool:add=10", "--wallet-file", srvWallet}, gatewayArgs...)
 	w.gatewayArgs = append(args, "--", demoServer(t))
 	w.gateway = startCVM(t, w.c, w.gatewayArgs...)
-	var ready gatewayReady
+	var ready gatewayHTTPReady
 	w.gateway.ReadyLine(t, &ready)
-	w.npub = ready.Npub
+	w.npub, w.http = ready.Npub, ready.HTTP
 	return w
 }
 
