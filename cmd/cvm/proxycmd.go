@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
