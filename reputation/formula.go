@@ -225,8 +225,8 @@ func plural(n int, one, many string) string {
 }
 
 func millis(d time.Duration) string {
-	if d < 10*time.Second {
+	if d < time.Second {
 		return fmt.Sprintf("%d ms", d.Milliseconds())
 	}
-	return d.Round(time.Second).String()
+	return fmt.Sprintf("%.1f s", d.Seconds())
 }
