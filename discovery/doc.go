@@ -32,7 +32,8 @@
 // (Watch's subscription, split by author so that no REQ outgrows what relays
 // take); choose.go (Providers, trust policies and Choose's order), call.go
 // (Call and its failover), history.go (the History of the last calls to each server, in a
-// file);
+// file), historyconn.go (HistoryConn: the calls relayed through a
+// connection, recorded);
 // locate.go (Locate: which relays reach a server, and why), relaylist.go
 // (what a client may use of a server's kind 10002 relay list) and
 // relaycache.go (those lists, remembered in a file between runs). The

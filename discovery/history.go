@@ -102,6 +102,19 @@ func (h *History) Succeeded(pk nostr.PubKey, d time.Duration, t time.Time) {
 	h.add(pk, Outcome{At: t, OK: true, Latency: d})
 }
 
+// Record records a call to pk that took d, by its error: a success when
+// err is nil, a failure when the server did not answer or answered with an
+// error, nothing for invalid arguments (-32602), which are the caller's
+// and would be refused anywhere.
+func (h *History) Record(pk nostr.PubKey, d time.Duration, err error, at time.Time) {
+	switch {
+	case err == nil:
+		h.Succeeded(pk, d, at)
+	case failover(err):
+		h.Failed(pk, at)
+	}
+}
+
 func (h *History) add(pk nostr.PubKey, o Outcome) {
 	if h == nil {
 		return

@@ -156,7 +156,7 @@ func explain(e Evidence) string {
 	case e.Succeeded == 0:
 		parts = append(parts, plural(e.Calls, "your one call failed", "none of your %d calls succeeded"))
 	default:
-		parts = append(parts, fmt.Sprintf("%d%% of your %s succeeded, p50 %s", 100*e.Succeeded/e.Calls, plural(e.Calls, "call", "%d calls"), millis(e.P50)))
+		parts = append(parts, fmt.Sprintf("%d%% of your %s succeeded, p50 %s", 100*e.Succeeded/e.Calls, plural(e.Calls, "1 call", "%d calls"), millis(e.P50)))
 	}
 	if !e.ToolsAnnouncedAt.IsZero() {
 		days := int(max(e.Now.Sub(e.ToolsAnnouncedAt), 0).Hours() / 24)

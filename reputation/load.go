@@ -17,6 +17,9 @@ type LoadOptions struct {
 	Root    nostr.PubKey
 	Cache   WebCache
 	History *discovery.History
+	// Servers, when there are few (at most 100), are the only servers
+	// whose reviews are asked for; otherwise reviews of any server are.
+	Servers []nostr.PubKey
 }
 
 // Load reads the web of trust (from the cache when fresh) and the reviews
@@ -29,7 +32,7 @@ func Load(ctx context.Context, o LoadOptions) (in Inputs, notes []string, err er
 		return Inputs{}, nil, err
 	}
 	notes = append(notes, web.Notes...)
-	reviews, err := FetchReviews(ctx, o.Pool, web)
+	reviews, err := FetchReviews(ctx, o.Pool, web, o.Servers...)
 	if err != nil {
 		notes = append(notes, "reviews: "+err.Error()+": ranked with those read")
 	}

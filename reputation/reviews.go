@@ -29,7 +29,7 @@ const reviewPage = 500
 // flood of them costs the relays' storage, not this fetch, and cannot
 // push the web's reviews out of a relay's capped answer. Events that are
 // not reviews are skipped. When ctx ends it returns what it has with the
-// error.
+// error. Given servers (at most 100), only their reviews are asked for.
 //
 // Authors are asked 100 at a time, newest first, each page up to the
 // oldest second of the one before (inclusive: several reviews may share
@@ -37,7 +37,11 @@ const reviewPage = 500
 // second than a relay sends at once: the authors are then split in two
 // and asked again, down to one author, whose reviews of that second past
 // the page are skipped.
-func FetchReviews(ctx context.Context, pool *nostrx.Pool, web *Web) ([]social.Review, error) {
+func FetchReviews(ctx context.Context, pool *nostrx.Pool, web *Web, servers ...nostr.PubKey) ([]social.Review, error) {
+	tags := nostr.TagMap{"K": {strconv.Itoa(int(contextvm.KindServerAnnouncement))}}
+	if len(servers) > 0 && len(servers) <= authorsPerQuery {
+		tags["A"] = social.ReviewFilter(servers...).Tags["A"]
+	}
 	authors := web.Keys()
 	authors = authors[:min(len(authors), MaxReviewers)]
 	type page struct {
@@ -57,7 +61,7 @@ func FetchReviews(ctx context.Context, pool *nostrx.Pool, web *Web) ([]social.Re
 		evts, err := pool.Query(ctx, nostr.Filter{
 			Kinds:   []nostr.Kind{nostr.KindComment},
 			Authors: q.authors,
-			Tags:    nostr.TagMap{"K": {strconv.Itoa(int(contextvm.KindServerAnnouncement))}},
+			Tags:    tags,
 			Until:   q.until,
 			Limit:   reviewPage,
 		})

@@ -31,7 +31,9 @@
 //     schema), list.go, contacts.go (what is known of a server), pay.go
 //     (budget, wallets, confirmation, refusals).
 //   - Discovery: discover.go, discoverserve.go (the catalog page),
-//     schema.go and schemaprefix.go (common schemas), trust.go.
+//     schema.go and schemaprefix.go (common schemas), trust.go,
+//     reputation.go (--wot, the history of calls, servers scored by
+//     package reputation).
 //   - Serving: gatewaycmd.go (cvm gateway's flags and checks), gatewayrun.go
 //     (its wiring: wallet, state, server options, ready line),
 //     gatewayhttp.go (its HTTP endpoint, gateway.ListenHTTP),

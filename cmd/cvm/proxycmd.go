@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/discovery"
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/payments/quotation"
 	"github.com/cvmgo/cvm/proxy"
@@ -34,7 +35,11 @@ proxy pays within the cap and the daily limits.
 
 SERVER may also be an http(s):// MCP endpoint (streamable HTTP): requests
 are signed with DIDAuthV1 as the identity's did:nostr (or --did-key FILE),
-and priced tools are paid through NIP-10 quotations under the same limits.`
+and priced tools are paid through NIP-10 quotations under the same limits.
+
+The outcome of each tools/call to a ContextVM server is remembered in
+history.json in the cache directory, as cvm call's are (see cvm discover
+--sort reputation).`
 
 func (a *app) proxyCommand() *cobra.Command {
 	var cf clientFlags
@@ -88,10 +93,12 @@ func (a *app) proxyCommand() *cobra.Command {
 			}
 			// Subscribed before the host's first message is read, so
 			// that no answer can come before anyone listens for it.
-			remote, err := relayStage{t, opts.Relays, relayWait}.Connect(ctx)
+			conn, err := relayStage{t, opts.Relays, relayWait}.Connect(ctx)
 			if err != nil {
 				return err
 			}
+			// Each tools/call's outcome goes into the user's history.
+			remote := &discovery.HistoryConn{Connection: conn, Server: tg.key.Key, History: a.history(), Logger: log}
 			local, err := (&mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}}).Connect(ctx)
 			if err != nil {
 				remote.Close()
