@@ -190,7 +190,7 @@ func (c *callCmd) call(ctx context.Context, server, name string, args callArgume
 	if derr, ok := declinedError(err, c.cf.pay); ok {
 		return derr // the user's choice, not the server's doing
 	}
-	c.record(cs, time.Since(start), err)
+	c.recordCall(cs, time.Since(start), err)
 	if chunks != nil {
 		// The result follows the stream's close: what is left is queued.
 		if serr := chunks.finish(); serr != nil && err == nil {
@@ -204,18 +204,6 @@ func (c *callCmd) call(ctx context.Context, server, name string, args callArgume
 		return remoteFailure(ctx, "tools/call "+name, server, cs.relays, err)
 	}
 	return c.printResult(res, name, paid, chunks)
-}
-
-// record adds the call's outcome to the user's history of the server.
-func (c *callCmd) record(cs *oneShot, d time.Duration, err error) {
-	if cs.httpURL != "" {
-		return // no Nostr key to remember it by
-	}
-	h := c.history()
-	h.Record(cs.tg.key.Key, d, err, time.Now())
-	if serr := h.Save(); serr != nil {
-		c.log.Warn("could not save the call history", "path", h.Path(), "err", serr)
-	}
 }
 
 // toolArguments types the command line's arguments by the tool's input

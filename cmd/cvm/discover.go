@@ -65,7 +65,9 @@ your web of trust (rooted at --wot NPUB, reputation.wot-root, else your cvm
 identity: its follows weigh 1, theirs 1/4, anyone else nothing), your own
 last calls to it (success rate, median latency) and how long its tools
 have been announced (docs/reputation.md has the formula). --json adds
-{"reputation":{"score","why",…}} to each server.
+{"reputation":{"score","why",…}} to each server. With --serve, the page
+shows each score and why and sorts by it (or by name, as chosen on the
+page); the web of trust and its reviews are read once, at start.
 
 --serve ADDR serves the catalog as a web page (e.g. --serve 127.0.0.1:8088;
 a JSON ready line gives its URL) and keeps it current until interrupted.

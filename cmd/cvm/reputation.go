@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/discovery"
@@ -33,6 +34,18 @@ func (a *app) history() *discovery.History {
 	return discovery.OpenHistory("")
 }
 
+// recordCall adds a call's outcome to the user's history of the server.
+func (a *app) recordCall(cs *oneShot, d time.Duration, err error) {
+	if cs.httpURL != "" {
+		return // no Nostr key to remember it by
+	}
+	h := a.history()
+	h.Record(cs.tg.key.Key, d, err, time.Now())
+	if serr := h.Save(); serr != nil {
+		a.log.Warn("could not save the call history", "path", h.Path(), "err", serr)
+	}
+}
+
 // wotRoot is the key the web of trust is rooted at: --wot (or
 // reputation.wot-root), else the cvm identity; ok is false when there is
 // neither (a throwaway key follows nobody).
@@ -51,14 +64,23 @@ func (a *app) wotRoot(rf reputationFlags, keyFlag string) (nostr.PubKey, bool, e
 	return id.pubkey(), id.origin != "throwaway", nil
 }
 
-// reputationOf scores servers for the user: the web of trust (cached) and
-// the reviews its keys wrote of them, read within ctx, and the user's
-// history. Where the inputs fall short it says so on stderr, and ranks
-// with what it has.
+// reputationOf scores servers for the user (see reputationInputs).
 func (a *app) reputationOf(ctx context.Context, pool *nostrx.Pool, rf reputationFlags, keyFlag string, history *discovery.History, servers []discovery.Server) (reputation.Scores, error) {
-	root, ok, err := a.wotRoot(rf, keyFlag)
+	in, err := a.reputationInputs(ctx, pool, rf, keyFlag, history, keysOf(servers))
 	if err != nil {
 		return nil, err
+	}
+	return reputation.Rank(in, servers), nil
+}
+
+// reputationInputs reads what servers are scored from: the web of trust
+// (cached) and the reviews its keys wrote (of servers, when given), within
+// ctx, and the user's history. Where they fall short it says so on
+// stderr, and goes on with what it has.
+func (a *app) reputationInputs(ctx context.Context, pool *nostrx.Pool, rf reputationFlags, keyFlag string, history *discovery.History, servers []nostr.PubKey) (reputation.Inputs, error) {
+	root, ok, err := a.wotRoot(rf, keyFlag)
+	if err != nil {
+		return reputation.Inputs{}, err
 	}
 	in := reputation.Inputs{Web: reputation.NewWeb(reputation.FollowList{}, nil), History: history}
 	if !ok {
@@ -69,7 +91,7 @@ func (a *app) reputationOf(ctx context.Context, pool *nostrx.Pool, rf reputation
 			cache.Dir = dir
 		}
 		var notes []string
-		in, notes, err = reputation.Load(ctx, reputation.LoadOptions{Pool: pool, Root: root, Cache: cache, History: history, Servers: keysOf(servers)})
+		in, notes, err = reputation.Load(ctx, reputation.LoadOptions{Pool: pool, Root: root, Cache: cache, History: history, Servers: servers})
 		if err != nil {
 			fmt.Fprintf(a.stderr, "note: %v; ranked without reviews\n", err)
 			in = reputation.Inputs{Web: reputation.NewWeb(reputation.FollowList{Author: root}, nil), History: history}
@@ -78,7 +100,7 @@ func (a *app) reputationOf(ctx context.Context, pool *nostrx.Pool, rf reputation
 			fmt.Fprintf(a.stderr, "note: web of trust: %s\n", n)
 		}
 	}
-	return reputation.Rank(in, servers), nil
+	return in, nil
 }
 
 func keysOf(servers []discovery.Server) []nostr.PubKey {

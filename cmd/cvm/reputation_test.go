@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/chromedp/chromedp"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/examples/demoserver"
+	"github.com/cvmgo/cvm/internal/browsertest"
 	"github.com/cvmgo/cvm/internal/secretenv"
 	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
@@ -65,21 +67,19 @@ type rankedJSON struct {
 	} `json:"tools"`
 }
 
-// Two servers implement add for free: Plain, first by key (the last tie
-// breaker), reviewed only by 50 keys nobody follows; Good reviewed with
-// five stars by three people the user follows. discover --sort reputation puts Good first and says
-// why; call --schema prefers it over the cheaper one; --trust-policy
-// reputation calls it untrusted, and never Plain; every call is
-// remembered and shows in the next ranking.
-func TestDiscoverAndCallByReputation(t *testing.T) {
-	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: 1e6, EventBurst: 1e6}})
+// reputationFixture is a relay with two servers implementing add for
+// free: Basic, first by name and by key (the last tie breaker), reviewed only by 50
+// keys nobody follows; Good, reviewed with five stars by three people the
+// user (c's identity) follows.
+func reputationFixture(t *testing.T) (r *relay.Server, c *cli, good, plain nostr.PubKey) {
+	r = relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: 1e6, EventBurst: 1e6}})
 	goodKey, plainKey := nostr.Generate(), nostr.Generate()
 	if goodKey.Public().Hex() < plainKey.Public().Hex() {
 		goodKey, plainKey = plainKey, goodKey
 	}
-	good, plain := announcedDemo(t, r, "Good", goodKey), announcedDemo(t, r, "Plain", plainKey)
+	good, plain = announcedDemo(t, r, "Good", goodKey), announcedDemo(t, r, "Basic", plainKey)
 	me, friends := nostr.Generate(), []nostr.SecretKey{nostr.Generate(), nostr.Generate(), nostr.Generate()}
-	c := newCLI(t)
+	c = newCLI(t)
 	c.env[secretenv.SecretKey] = me.Hex()
 
 	follows := nostr.Event{Kind: nostr.KindFollowList, CreatedAt: nostr.Now()}
@@ -100,6 +100,14 @@ func TestDiscoverAndCallByReputation(t *testing.T) {
 	for range 50 {
 		publishSigned(t, r, nostr.Generate(), reviewOf(plain, 5))
 	}
+	return r, c, good, plain
+}
+
+// discover --sort reputation puts Good first and says why; call --schema
+// prefers it; --trust-policy reputation calls it untrusted, and never
+// Basic; every call is remembered and shows in the next ranking.
+func TestDiscoverAndCallByReputation(t *testing.T) {
+	r, c, good, plain := reputationFixture(t)
 
 	rank := func() []rankedJSON {
 		t.Helper()
@@ -120,12 +128,12 @@ func TestDiscoverAndCallByReputation(t *testing.T) {
 		t.Fatalf("ranking: %+v", ranked)
 	}
 	code, out, errOut := c.run("discover", "--relay", r.URL, "--sort", "reputation")
-	if i, j := strings.Index(out, "Good  npub"), strings.Index(out, "Plain  npub"); code != 0 || i < 0 || j < i || !strings.Contains(out, "  reputation ") {
+	if i, j := strings.Index(out, "Good  npub"), strings.Index(out, "Basic  npub"); code != 0 || i < 0 || j < i || !strings.Contains(out, "  reputation ") {
 		t.Fatalf("text ranking: %d\n%s%s", code, out, errOut)
 	}
 	hash := ranked[0].Tools[0].SchemaHash
 
-	// Trusting both: the better reputation first, though Plain comes
+	// Trusting both: the better reputation first, though Basic comes
 	// first by key.
 	call := func(args ...string) (provider string, stderr string) {
 		t.Helper()
@@ -144,7 +152,7 @@ func TestDiscoverAndCallByReputation(t *testing.T) {
 	if name, errOut := call("--trust", good.Hex(), "--trust", plain.Hex()); name != "Good" || !strings.Contains(errOut, "reputation 6") {
 		t.Errorf("trusting both: %s answered; %s", name, errOut)
 	}
-	// Trusting none: Good is admitted by its reputation, Plain never.
+	// Trusting none: Good is admitted by its reputation, Basic never.
 	if name, _ := call("--trust-policy", "reputation"); name != "Good" {
 		t.Errorf("--trust-policy reputation: %s answered", name)
 	}
@@ -171,4 +179,24 @@ func TestDiscoverAndCallByReputation(t *testing.T) {
 			t.Errorf("%v: %d %q", args, code, errOut)
 		}
 	}
+}
+
+// The catalog page of discover --serve --sort reputation lists Good first
+// with its score and why, as text; sorting by name puts Basic first.
+func TestCatalogPage_RankedByReputation(t *testing.T) {
+	r, c, good, plain := reputationFixture(t)
+	cat := startCVM(t, c, "discover", "--serve", "127.0.0.1:0", "--relay", r.URL, "--sort", "reputation")
+	var ready struct{ URL string }
+	cat.ReadyLine(t, &ready)
+	visitor := browser.Person(t, "visitor", 1280, 900)
+	visitor.Do("open the catalog", chromedp.Navigate(ready.URL))
+	order := `[...document.querySelectorAll("#servers > li.server")].map(li => li.dataset.pubkey).join(",")`
+	visitor.WaitFor("both servers, Good first", order+` === "`+good.Hex()+","+plain.Hex()+`"`)
+	why := browsertest.Eval[string](visitor, `document.querySelector('li.server[data-pubkey="`+good.Hex()+`"] .reputation').textContent`)
+	if !strings.HasPrefix(why, "reputation ") || !strings.Contains(why, "3 reviews from people you follow (3 rated, average 5.0/5)") {
+		t.Errorf("Good's reputation on the page: %q", why)
+	}
+	visitor.Shot("reputation-ranked")
+	browsertest.Eval[bool](visitor, `(s => { s.value = "name"; return s.dispatchEvent(new Event("input")); })(document.getElementById("f-sort"))`)
+	visitor.WaitFor("Basic first, by name", order+` === "`+plain.Hex()+","+good.Hex()+`" && location.search === "?sort=name"`)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/cvmgo/cvm/discovery"
 	"github.com/cvmgo/cvm/internal/webui"
 	"github.com/cvmgo/cvm/outbound"
+	"github.com/cvmgo/cvm/reputation"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -120,6 +121,11 @@ type Options struct {
 	// payments at all.
 	MaxPerCall int64
 	BudgetUnit string
+	// Reputation, if set, scores the servers listed (package reputation):
+	// the page shows each score and why, and sorts by it unless the
+	// person sorts by name (sort=name in the URL). Nil: no scores, sorted
+	// by name.
+	Reputation func([]discovery.Server) reputation.Scores
 	Logger     *slog.Logger
 }
 
@@ -261,6 +267,8 @@ type serverView struct {
 	discovery.Server
 	HasPicture bool     `json:"hasPicture"`
 	Tools      []toolVw `json:"tools"`
+	// Reputation is the server's score and why, with Options.Reputation.
+	Reputation *reputation.Score `json:"reputation,omitempty"`
 }
 
 type toolVw struct {
@@ -336,12 +344,20 @@ func (p *Page) serveServers(w http.ResponseWriter, r *http.Request) {
 	version := p.version
 	p.mu.Unlock()
 	toolFilter := f.Tool != "" || f.SchemaHash != "" || f.MaxPrice != nil
-	out := []serverView{}
-	for _, s := range p.opts.Catalog.Servers(f) {
-		if !matchText(s, text) {
-			continue
+	servers := slices.DeleteFunc(p.opts.Catalog.Servers(f), func(s discovery.Server) bool { return !matchText(s, text) })
+	var scores reputation.Scores
+	if p.opts.Reputation != nil {
+		scores = p.opts.Reputation(servers)
+		if r.URL.Query().Get("sort") != "name" {
+			reputation.Sort(servers, scores)
 		}
+	}
+	out := []serverView{}
+	for _, s := range servers {
 		v := serverView{Server: s, HasPicture: p.pictureAllowed(s.Picture)}
+		if sc, ok := scores[s.Pubkey]; ok {
+			v.Reputation = &sc
+		}
 		for _, t := range s.Tools {
 			tv := toolVw{Tool: t, Match: toolFilter && f.MatchTool(t)}
 			if t.Price != nil {
@@ -354,7 +370,7 @@ func (p *Page) serveServers(w http.ResponseWriter, r *http.Request) {
 		out = append(out, v)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"version": version, "servers": out, "tryIt": p.opts.Caller != nil, "budget": p.opts.Budget})
+	json.NewEncoder(w).Encode(map[string]any{"version": version, "servers": out, "tryIt": p.opts.Caller != nil, "budget": p.opts.Budget, "reputation": scores != nil})
 }
 
 // serveEvents is a Server-Sent Events stream: "changed" whenever the

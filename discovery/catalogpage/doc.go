@@ -23,6 +23,10 @@
 // "try it" panel opens in its item, right under the button clicked, and
 // moves with the tool, as it is, when the list is rebuilt.
 //
+// Given Options.Reputation (cvm discover --serve --sort reputation), the
+// list comes ranked by package reputation, each server with its score and
+// the reason, shown as text; sort=name in the URL keeps the name order.
+//
 // The page fetches the list before it opens the event stream, and reads
 // the stream in a worker: a request the page itself keeps open would stop
 // the virtual time of headless screenshot tools, which would never see

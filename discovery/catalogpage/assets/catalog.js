@@ -5,7 +5,7 @@
   var el = cvmui.el, clear = cvmui.clear;
   var $ = function (id) { return document.getElementById(id); };
   var pageToken = document.querySelector('meta[name="cvm-page-token"]').getAttribute("content");
-  var FILTERS = [["text", "f-text"], ["tool", "f-tool"], ["category", "f-category"], ["schema", "f-schema"], ["max_price", "f-price"]];
+  var FILTERS = [["text", "f-text"], ["tool", "f-tool"], ["category", "f-category"], ["schema", "f-schema"], ["max_price", "f-price"], ["sort", "f-sort"]];
   var tryIt = false, budget = "", loadSeq = 0, servers = {};
   // A page opened with a filter naming tools (a link to one tool, say)
   // brings the first tool it names into view, once: later renders, live
@@ -42,6 +42,7 @@
     }).then(function (body) {
       if (mine !== loadSeq) return;
       tryIt = !!body.tryIt; budget = body.budget || "";
+      $("f-sort-field").hidden = !body.reputation;
       render(body.servers || []);
     }, function (e) { status("Could not load the catalog: " + e.message, "bad"); });
   }
@@ -91,10 +92,14 @@
       others.forEach(function (t) { rest.appendChild(toolItem(s, t)); });
       folded = el("details", { "class": "others" }, el("summary", null, others.length === 1 ? "1 other tool" : others.length + " other tools"), rest);
     }
+    // The score and its reason (package reputation), when the page ranks.
+    var rep = s.reputation ? el("div", { "class": "reputation" }, el("span", { "class": "badge" }, "reputation " + Number(s.reputation.score).toFixed(1)),
+      " " + String(s.reputation.why)) : null;
     var meta = [s.encryption ? "encrypted" : "plaintext only"];
     if (s.categories && s.categories.length) meta.push("categories: " + s.categories.join(", "));
     return el("li", { "class": "server", "data-pubkey": String(s.pubkey) }, head,
       s.about ? el("p", { "class": "about" }, String(s.about)) : null,
+      rep,
       el("div", { "class": "help" }, meta.join(" · ")),
       s.relays && s.relays.length ? el("div", { "class": "help" }, "relays: " + s.relays.join(", ")) : null,
       tools, folded);
