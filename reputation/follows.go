@@ -1,8 +1,10 @@
 package reputation
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"fiatjaf.com/nostr"
 )
@@ -41,8 +43,8 @@ func ParseFollowList(evt nostr.Event) (FollowList, error) {
 		if len(t) < 2 || t[0] != "p" {
 			continue
 		}
-		pk, err := nostr.PubKeyFromHex(t[1])
-		if err != nil {
+		pk, ok := parseKey(t[1])
+		if !ok {
 			fl.Invalid++
 			continue
 		}
@@ -57,4 +59,15 @@ func ParseFollowList(evt nostr.Event) (FollowList, error) {
 		fl.Follows = append(fl.Follows, pk)
 	}
 	return fl, nil
+}
+
+// parseKey reads a key as tags carry it: 64 lowercase hex digits. (nostr's
+// own PubKeyFromHex takes any byte for a digit: FuzzParseFollowList found
+// "0X" read as "11".)
+func parseKey(s string) (pk nostr.PubKey, ok bool) {
+	if len(s) != 64 || strings.ToLower(s) != s {
+		return pk, false
+	}
+	_, err := hex.Decode(pk[:], []byte(s))
+	return pk, err == nil
 }

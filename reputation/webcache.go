@@ -85,7 +85,7 @@ func (c WebCache) read(root nostr.PubKey) (*Web, time.Time) {
 func keySet(hexes []string) map[nostr.PubKey]struct{} {
 	set := make(map[nostr.PubKey]struct{}, len(hexes))
 	for _, h := range hexes {
-		if pk, err := nostr.PubKeyFromHex(h); err == nil {
+		if pk, ok := parseKey(h); ok {
 			set[pk] = struct{}{}
 		}
 	}
