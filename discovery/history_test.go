@@ -22,6 +22,9 @@ func TestHistory_KeepsTheLastCallsOfEachServer(t *testing.T) {
 	for i := range 50 {
 		h.Succeeded(pk, time.Duration(i+1)*time.Millisecond, t0.Add(time.Duration(10+i)*time.Second))
 	}
+	if n, _, _ := h.Get(pk).Stats(); n != discovery.MaxCallsPerServer {
+		t.Fatalf("%d calls kept in memory, want %d", n, discovery.MaxCallsPerServer)
+	}
 	if err := h.Save(); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package reputation_test
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -211,8 +212,10 @@ func TestRank_ReviewsBeforeAndAfterAnAnnouncementChange(t *testing.T) {
 	publishAll(t, f.relay, announcement(t, s, "S", t1, "echo", "shout")...)
 	_, scores = f.rank(t, nil)
 	second := scores[s.Public()]
-	if second.Value >= first.Value || !strings.Contains(second.Why, "(4 about an earlier version)") {
-		t.Fatalf("after the change: %v (%s), want less than %v", second.Value, second.Why, first.Value)
+	// The reviews' part, by hand: (0.5 + 4·0.5) / (1 + 4·0.5), from
+	// (0.5 + 4) / (1 + 4) before.
+	if first.Reviews != 0.9 || math.Abs(second.Reviews-2.5/3) > 1e-9 || second.Value >= first.Value || !strings.Contains(second.Why, "(4 about an earlier version)") {
+		t.Fatalf("after the change: %v %v (%s), before %v %v", second.Value, second.Reviews, second.Why, first.Value, first.Reviews)
 	}
 
 	// Two follows review the new version badly: they weigh fully, the
@@ -231,7 +234,8 @@ func TestRank_ReviewsBeforeAndAfterAnAnnouncementChange(t *testing.T) {
 		},
 		ToolsAnnouncedAt: t1.Time(), Now: time.Now(),
 	})
-	if third.Value != want.Value || !strings.Contains(third.Why, "6 reviews from people you follow (6 rated, average 3.2/5) (3 about an earlier version)") {
+	// (0.5 + 3·0.5·1 + 0 + 0 + 1·0.25) / (1 + 3·0.5 + 3)
+	if math.Abs(third.Reviews-2.25/5.5) > 1e-9 || third.Value != want.Value || !strings.Contains(third.Why, "6 reviews from people you follow (6 rated, average 3.2/5) (3 about an earlier version)") {
 		t.Fatalf("after the new reviews: %v (%s), want %v (%s)", third.Value, third.Why, want.Value, want.Why)
 	}
 }

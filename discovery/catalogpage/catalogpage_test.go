@@ -541,11 +541,14 @@ func TestServers_SchemaFilterTakesTheStartOfAHash(t *testing.T) {
 // score and why, unless sort=name; without it, no scores.
 func TestServers_RankedByReputation(t *testing.T) {
 	c := discovery.NewCatalog()
+	// By key (the name order: every server is "S"), 0, 1, 2; by score, 2,
+	// 0, 1.
 	keys := []nostr.SecretKey{nostr.Generate(), nostr.Generate(), nostr.Generate()}
+	slices.SortFunc(keys, func(a, b nostr.SecretKey) int { return strings.Compare(a.Public().Hex(), b.Public().Hex()) })
 	for _, sk := range keys {
 		announce(t, c, sk, "", nil)
 	}
-	score := map[nostr.PubKey]float64{keys[0].Public(): 40, keys[1].Public(): 90, keys[2].Public(): 65}
+	score := map[nostr.PubKey]float64{keys[0].Public(): 65, keys[1].Public(): 40, keys[2].Public(): 90}
 	rank := func(servers []discovery.Server) reputation.Scores {
 		out := reputation.Scores{}
 		for _, s := range servers {
@@ -591,18 +594,16 @@ func TestServers_RankedByReputation(t *testing.T) {
 		}
 		return out
 	}
-	byKey := []int{0, 1, 2}
-	slices.SortFunc(byKey, func(a, b int) int { return strings.Compare(keys[a].Public().Hex(), keys[b].Public().Hex()) })
 
 	opts := Options{Catalog: c, Logger: slog.New(slog.DiscardHandler), Reputation: rank}
-	if ranked, got, whys := list(opts, ""); !ranked || !slices.Equal(got, hexes(1, 2, 0)) || !slices.Equal(whys, []string{"because 90", "because 65", "because 40"}) {
+	if ranked, got, whys := list(opts, ""); !ranked || !slices.Equal(got, hexes(2, 0, 1)) || !slices.Equal(whys, []string{"because 90", "because 65", "because 40"}) {
 		t.Errorf("ranked: %v %v %q", ranked, got, whys)
 	}
-	if _, got, whys := list(opts, "?sort=name"); !slices.Equal(got, hexes(byKey...)) || len(whys) != 3 {
+	if _, got, whys := list(opts, "?sort=name"); !slices.Equal(got, hexes(0, 1, 2)) || len(whys) != 3 {
 		t.Errorf("sort=name: %v %q", got, whys)
 	}
 	opts.Reputation = nil
-	if ranked, got, whys := list(opts, ""); ranked || !slices.Equal(got, hexes(byKey...)) || whys != nil {
+	if ranked, got, whys := list(opts, ""); ranked || !slices.Equal(got, hexes(0, 1, 2)) || whys != nil {
 		t.Errorf("without reputation: %v %v %q", ranked, got, whys)
 	}
 }
