@@ -82,9 +82,10 @@ func BenchmarkLoadAndRank_2000Servers500KeyWeb(b *testing.B) {
 	for i, f := range l.follows {
 		evts = append(evts, followList(b, f, nostr.Now()-60, publics(l.fofs[4*i:4*i+4])...))
 	}
+	// Written over time, as reviews are: one a minute.
 	for i, s := range l.servers {
 		for j := range 5 {
-			evts = append(evts, review(b, l.reviewer(i, j), s.Pubkey, 1+(i+j)%5, nostr.Now()-60))
+			evts = append(evts, review(b, l.reviewer(i, j), s.Pubkey, 1+(i+j)%5, nostr.Now()-nostr.Timestamp(60*(5*i+j+1))))
 		}
 	}
 	publishAll(b, r, evts...)

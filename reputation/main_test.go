@@ -24,7 +24,7 @@ func newPool(t testing.TB, r *relay.Server) *nostrx.Pool {
 }
 
 func testContext(t testing.TB) context.Context {
-	ctx, cancel := testwait.Context(t, 60*time.Second)
+	ctx, cancel := testwait.Context(t, 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -37,14 +37,18 @@ func testShortContext(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// publishAll stores events on a relay, as fast as it takes them.
+// publishAll stores events on a relay, as fast as it takes them, each
+// within its own deadline: thousands of them take minutes under the race
+// detector on a busy machine.
 func publishAll(t testing.TB, r *relay.Server, evts ...nostr.Event) {
 	t.Helper()
 	p := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{r.URL}})
 	defer p.Close()
-	ctx := testContext(t)
 	for _, e := range evts {
-		if err := p.Publish(ctx, e); err != nil {
+		ctx, cancel := testwait.Context(t, 10*time.Second)
+		err := p.Publish(ctx, e)
+		cancel()
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
