@@ -14,7 +14,6 @@ import (
 	"github.com/cvmgo/cvm/internal/browsertest"
 	"github.com/cvmgo/cvm/internal/secretenv"
 	"github.com/cvmgo/cvm/internal/testwait"
-	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/cvmgo/cvm/social"
@@ -38,20 +37,13 @@ func announcedDemo(t *testing.T, r *relay.Server, name string, key nostr.SecretK
 	return srv.PublicKey()
 }
 
-func publishSigned(t *testing.T, r *relay.Server, sk nostr.SecretKey, evts ...nostr.Event) {
+// signedBy is evt signed by sk.
+func signedBy(t *testing.T, sk nostr.SecretKey, evt nostr.Event) nostr.Event {
 	t.Helper()
-	p := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{r.URL}})
-	defer p.Close()
-	ctx, cancel := testwait.Context(t, 30*time.Second)
-	defer cancel()
-	for _, e := range evts {
-		if err := e.Sign(sk); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Publish(ctx, e); err != nil {
-			t.Fatal(err)
-		}
+	if err := evt.Sign(sk); err != nil {
+		t.Fatal(err)
 	}
+	return evt
 }
 
 type rankedJSON struct {
@@ -86,7 +78,7 @@ func reputationFixture(t *testing.T) (r *relay.Server, c *cli, good, plain nostr
 	for _, f := range friends {
 		follows.Tags = append(follows.Tags, nostr.Tag{"p", f.Public().Hex()})
 	}
-	publishSigned(t, r, me, follows)
+	evts := []nostr.Event{signedBy(t, me, follows)}
 	reviewOf := func(server nostr.PubKey, rating int) nostr.Event {
 		evt, err := social.ReviewDraft{Server: server, Rating: rating, Content: "works"}.Event()
 		if err != nil {
@@ -95,10 +87,15 @@ func reputationFixture(t *testing.T) (r *relay.Server, c *cli, good, plain nostr
 		return evt
 	}
 	for _, f := range friends {
-		publishSigned(t, r, f, reviewOf(good, 5))
+		evts = append(evts, signedBy(t, f, reviewOf(good, 5)))
 	}
 	for range 50 {
-		publishSigned(t, r, nostr.Generate(), reviewOf(plain, 5))
+		evts = append(evts, signedBy(t, nostr.Generate(), reviewOf(plain, 5)))
+	}
+	ctx, cancel := testwait.Context(t, 30*time.Second)
+	defer cancel()
+	if err := publish(ctx, r.URL, evts); err != nil {
+		t.Fatal(err)
 	}
 	return r, c, good, plain
 }
