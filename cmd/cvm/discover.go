@@ -172,7 +172,10 @@ func (d *discoverCmd) run(cmd *cobra.Command) error {
 	if err != nil {
 		return noRelay(d.df.relays, d.df.timeout, err)
 	}
-	if err := d.printServers(catalog, filter); err != nil {
+	sctx, cancel := context.WithTimeout(ctx, d.df.timeout)
+	socials := fetchSocial(sctx, pool, d.outbound(), catalog.Servers(filter))
+	cancel()
+	if err := d.printServers(catalog, filter, socials); err != nil {
 		return err
 	}
 	if !d.df.watch {
@@ -201,7 +204,7 @@ func (d *discoverCmd) serve(ctx context.Context, pool *nostrx.Pool, maxPriceSet 
 // printServers prints the servers of the catalog that pass the filter
 // (with --verbose, what was skipped
 // and why).
-func (d *discoverCmd) printServers(catalog *discovery.Catalog, filter discovery.Filter) error {
+func (d *discoverCmd) printServers(catalog *discovery.Catalog, filter discovery.Filter, socials map[nostr.PubKey]serverSocial) error {
 	servers := catalog.Servers(filter)
 	if d.df.verbose {
 		d.printSkipped(catalog.Skipped())
@@ -214,15 +217,16 @@ func (d *discoverCmd) printServers(catalog *discovery.Catalog, filter discovery.
 	switch {
 	case d.jsonOut && d.df.watch:
 		for _, s := range servers {
-			if err := d.printJSON(s); err != nil {
+			if err := d.printJSON(discoveredServer{s, socials[s.Pubkey]}); err != nil {
 				return err
 			}
 		}
 	case d.jsonOut:
-		if servers == nil {
-			servers = []discovery.Server{}
+		out := make([]discoveredServer, len(servers))
+		for i, s := range servers {
+			out[i] = discoveredServer{s, socials[s.Pubkey]}
 		}
-		if err := d.printJSON(servers); err != nil {
+		if err := d.printJSON(out); err != nil {
 			return err
 		}
 	case len(servers) == 0 && !d.df.watch:
@@ -233,6 +237,7 @@ func (d *discoverCmd) printServers(catalog *discovery.Catalog, filter discovery.
 				fmt.Fprintln(d.stdout)
 			}
 			printServer(d.stdout, s, filter)
+			printSocial(d.stdout, socials[s.Pubkey])
 		}
 	}
 	return nil

@@ -31,7 +31,12 @@
 //     schema), list.go, contacts.go (what is known of a server), pay.go
 //     (budget, wallets, confirmation, refusals).
 //   - Discovery: discover.go, discoverserve.go (the catalog page),
-//     schema.go and schemaprefix.go (common schemas), trust.go.
+//     schema.go and schemaprefix.go (common schemas), trust.go;
+//     discoversocial.go (the profiles, nip05 checks and notes discover
+//     shows), nip05.go (servers named name@domain).
+//   - Social (CEP-23, CEP-24): profile.go (the gateway's --profile-* and
+//     publishing its kind 0), note.go (cvm note, and publishing one signed
+//     event), review.go (cvm review), reviews.go (cvm reviews).
 //   - Serving: gatewaycmd.go (cvm gateway's flags and checks), gatewayrun.go
 //     (its wiring: wallet, state, server options, ready line),
 //     gatewayhttp.go (its HTTP endpoint, gateway.ListenHTTP),
