@@ -44,13 +44,16 @@ author's profile name (kind 0) and rating when it gives one. --json prints
 
 // reviewView is a thread as cvm reviews --json prints it.
 type reviewView struct {
-	ID         string       `json:"id"`
-	Author     string       `json:"author"`
-	AuthorName string       `json:"authorName,omitempty"`
-	Rating     int          `json:"rating,omitempty"`
-	Content    string       `json:"content"`
-	CreatedAt  int64        `json:"createdAt"`
-	Replies    []reviewView `json:"replies,omitempty"`
+	ID         string `json:"id"`
+	Author     string `json:"author"`
+	AuthorName string `json:"authorName,omitempty"`
+	Rating     int    `json:"rating,omitempty"`
+	// Announcement is the announcement a top-level review was written
+	// against, when it names one.
+	Announcement string       `json:"announcement,omitempty"`
+	Content      string       `json:"content"`
+	CreatedAt    int64        `json:"createdAt"`
+	Replies      []reviewView `json:"replies,omitempty"`
 }
 
 func (a *app) printReviews(ctx context.Context, q social.Querier, server nostr.PubKey) error {
@@ -109,6 +112,9 @@ func authorNames(ctx context.Context, q social.Querier, reviews []social.Review)
 func threadView(t social.Thread, names map[nostr.PubKey]string) reviewView {
 	v := reviewView{ID: t.ID.Hex(), Author: nostrx.EncodeNpub(t.Author), AuthorName: names[t.Author],
 		Rating: t.Rating, Content: t.Content, CreatedAt: int64(t.CreatedAt)}
+	if t.Announcement != (nostr.ID{}) {
+		v.Announcement = t.Announcement.Hex()
+	}
 	for _, r := range t.Replies {
 		v.Replies = append(v.Replies, threadView(r, names))
 	}

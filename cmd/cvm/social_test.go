@@ -11,9 +11,12 @@ import (
 	"time"
 
 	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/internal/testwait"
+	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/outbound/outboundtest"
 	"github.com/cvmgo/cvm/relay"
 	"github.com/cvmgo/cvm/relay/relaytest"
+	"github.com/cvmgo/cvm/social"
 )
 
 // keygen makes a key file and returns its path and public key.
@@ -125,6 +128,109 @@ func TestSocial_BadProfileFlagsRefused(t *testing.T) {
 		code, _, errOut := c.run(append(append([]string{"gateway", "--relay", "ws://127.0.0.1:1"}, args...), "--", "true")...)
 		if code == 0 || !strings.Contains(errOut, "--profile-") {
 			t.Errorf("%v: code %d, %s", args, code, errOut)
+		}
+	}
+}
+
+type reviewJSON struct {
+	ID           string       `json:"id"`
+	AuthorName   string       `json:"authorName"`
+	Rating       int          `json:"rating"`
+	Announcement string       `json:"announcement"`
+	Content      string       `json:"content"`
+	Replies      []reviewJSON `json:"replies"`
+}
+
+// publishProfileAs stores a kind 0 for key through the relay, as another
+// client would.
+func publishProfileAs(t *testing.T, c *cli, url, key, name string) {
+	t.Helper()
+	sk, err := nostrx.ReadKeyFile(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := social.Profile{Name: name}.Event()
+	ev.Sign(sk)
+	ctx, cancel := testwait.Context(t, 10*time.Second)
+	defer cancel()
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{url}})
+	defer pool.Close()
+	if err := pool.Publish(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSocial_ReviewsAcrossAnAnnouncementChange: reviews written before
+// and after the server's announcement changes are both found, each
+// anchored to the announcement it was written against; a reply nests
+// under its review; authors are named by their profiles; the server may
+// be named by NIP-05.
+func TestSocial_ReviewsAcrossAnAnnouncementChange(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	c := newCLI(t)
+	key, hex, npub := keygen(t, c)
+	host := nip05Host(t, c, map[string]string{"echo": hex})
+	alice, _, _ := keygen(t, c)
+	bob, _, _ := keygen(t, c)
+	publishProfileAs(t, c, r.URL, alice, "Alice <img src=x onerror=alert(1)>")
+	gateway := func(about string) *proc {
+		p := startCVM(t, c, "gateway", "--relay", r.URL, "--key", key, "--announce", "--about", about, "--", demoServer(t))
+		var ready gatewayReady
+		p.ReadyLine(t, &ready)
+		p.Stderr.Await(t, 20*time.Second, `msg=announced`)
+		return p
+	}
+	review := func(args ...string) string {
+		t.Helper()
+		code, out, errOut := c.run(append([]string{"review", "--relay", r.URL, "--json"}, args...)...)
+		var ev struct{ ID string }
+		if code != 0 || json.Unmarshal([]byte(out), &ev) != nil {
+			t.Fatalf("review %v: %d %s %s", args, code, out, errOut)
+		}
+		return ev.ID
+	}
+	gateway("v1").Stop(t, syscall.SIGTERM)
+	announced := nostr.Now()
+	first := review(npub, "first", "--rating", "4", "--key", alice)
+	// Replaceable events created in the same second tie, and the relay
+	// keeps the lower id: the new announcement must be a second younger.
+	testwait.Eventually(t, 5*time.Second, "the next second", func() bool { return nostr.Now() > announced })
+	g := gateway("v2")
+	review("echo@"+host, "second", "--rating", "2", "--key", bob)
+	review(npub, "agreed", "--reply-to", first, "--key", bob)
+
+	code, out, errOut := c.run("reviews", npub, "--relay", r.URL, "--json")
+	var got struct{ Threads []reviewJSON }
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got.Threads) != 2 {
+		t.Fatalf("reviews: %d %s %s", code, out, errOut)
+	}
+	a, b := got.Threads[0], got.Threads[1]
+	if a.ID != first || a.Rating != 4 || a.AuthorName != "Alice <img src=x onerror=alert(1)>" || len(a.Replies) != 1 || a.Replies[0].Content != "agreed" ||
+		b.Content != "second" || b.Rating != 2 || a.Announcement == "" || b.Announcement == "" || a.Announcement == b.Announcement {
+		t.Fatalf("threads: %s", out)
+	}
+	if code, out, _ := c.run("reviews", "echo@"+host, "--relay", r.URL); code != 0 || !strings.Contains(out, "★★★★☆  Alice") || !strings.Contains(out, "↳") {
+		t.Fatalf("reviews, for a person:\n%s", out)
+	}
+	// The server's NIP-05 name reaches it.
+	if code, out, errOut := c.run("call", "echo@"+host, "add", "a=1", "b=2", "--relay", r.URL); code != 0 || out != `{"sum":3}`+"\n" {
+		t.Fatalf("call by NIP-05 name: %d %q %s", code, out, errOut)
+	}
+	g.Stop(t, syscall.SIGTERM)
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{npub, "x", "--rating", "6", "--key", alice}, "--rating 6"},
+		{[]string{npub, "x", "--rating", "3", "--reply-to", first, "--key", alice}, "--rating is for a review"},
+		{[]string{npub, "x", "--reply-to", strings.Repeat("ab", 32), "--key", alice}, "no such event"},
+		{[]string{nostrx.EncodeNpub(nostr.Generate().Public()), "x", "--key", alice}, "has no announcement"},
+		{[]string{"nobody@" + host, "x", "--key", alice}, "not found"},
+		{[]string{npub, " ", "--key", alice}, "needs text"},
+	} {
+		if code, _, errOut := c.run(append([]string{"review", "--relay", r.URL}, tc.args...)...); code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("review %v: code %d, %s", tc.args, code, errOut)
 		}
 	}
 }
