@@ -19,5 +19,6 @@
 // fetch.go (Fetch: the profiles, notes and reviews of keys, in one query
 // each, bounded); publish.go (PublishProfile: a profile published only
 // when the relays have another); nip05.go (ResolveNIP05 and VerifyNIP05,
-// through an outbound.Fetcher).
+// through an outbound.Fetcher); view.go (ThreadView, threads as people
+// read them, with their authors' names).
 package social

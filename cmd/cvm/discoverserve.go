@@ -38,7 +38,13 @@ func (d *discoverCmd) serveCatalog(ctx context.Context, pool *nostrx.Pool, catal
 			budget += fmt.Sprintf(", %d a day", pay.Budget.PerDay)
 		}
 	}
-	page, err := catalogpage.New(catalogpage.Options{Catalog: catalog, Caller: caller, AllowedHosts: d.df.allowHosts,
+	soc := &catalogSocial{a: d.app, pool: pool, fetcher: d.outbound(), relays: pool.Relays()}
+	if id, err := d.resolveIdentity(d.df.key, existingKey); err == nil {
+		soc.id = &id
+	} else {
+		d.log.Info("the page posts no reviews: no identity", "err", err)
+	}
+	page, err := catalogpage.New(catalogpage.Options{Catalog: catalog, Caller: caller, Social: soc, AllowedHosts: d.df.allowHosts,
 		Budget: budget, MaxPerCall: maxPerCall, BudgetUnit: "sats", Logger: d.log})
 	if err != nil {
 		return err

@@ -33,7 +33,8 @@
 //   - Discovery: discover.go, discoverserve.go (the catalog page),
 //     schema.go and schemaprefix.go (common schemas), trust.go;
 //     discoversocial.go (the profiles, nip05 checks and notes discover
-//     shows), nip05.go (servers named name@domain).
+//     shows), catalogsocial.go (the catalog page's profiles, reviews and
+//     the operator's reviews), nip05.go (servers named name@domain).
 //   - Social (CEP-23, CEP-24): profile.go (the gateway's --profile-* and
 //     publishing its kind 0), note.go (cvm note, and publishing one signed
 //     event), review.go (cvm review), reviews.go (cvm reviews).

@@ -42,37 +42,18 @@ author's profile name (kind 0) and rating when it gives one. --json prints
 	return cmd
 }
 
-// reviewView is a thread as cvm reviews --json prints it.
-type reviewView struct {
-	ID         string `json:"id"`
-	Author     string `json:"author"`
-	AuthorName string `json:"authorName,omitempty"`
-	Rating     int    `json:"rating,omitempty"`
-	// Announcement is the announcement a top-level review was written
-	// against, when it names one.
-	Announcement string       `json:"announcement,omitempty"`
-	Content      string       `json:"content"`
-	CreatedAt    int64        `json:"createdAt"`
-	Replies      []reviewView `json:"replies,omitempty"`
-}
-
 func (a *app) printReviews(ctx context.Context, q social.Querier, server nostr.PubKey) error {
 	found, err := social.Fetch(ctx, q, []nostr.PubKey{server}, social.FetchOptions{Reviews: true})
 	if err != nil {
 		return remote(err)
 	}
 	pr := found[server]
-	names := authorNames(ctx, q, pr.Reviews)
-	threads := social.Threads(pr.Reviews)
-	views := make([]reviewView, len(threads))
-	for i, t := range threads {
-		views[i] = threadView(t, names)
-	}
+	views := social.ViewThreads(social.Threads(pr.Reviews), social.AuthorNames(ctx, q, pr.Reviews))
 	if a.jsonOut {
 		return a.printJSON(struct {
-			Server  string       `json:"server"`
-			Threads []reviewView `json:"threads"`
-			Skipped int          `json:"skipped"`
+			Server  string              `json:"server"`
+			Threads []social.ThreadView `json:"threads"`
+			Skipped int                 `json:"skipped"`
 		}{nostrx.EncodeNpub(server), views, pr.Skipped})
 	}
 	if len(views) == 0 {
@@ -88,43 +69,10 @@ func (a *app) printReviews(ctx context.Context, q social.Querier, server nostr.P
 	return nil
 }
 
-// authorNames reads the profiles of the reviews' authors: a name is
-// shown beside the key, never instead of it.
-func authorNames(ctx context.Context, q social.Querier, reviews []social.Review) map[nostr.PubKey]string {
-	var keys []nostr.PubKey
-	seen := map[nostr.PubKey]bool{}
-	for _, r := range reviews {
-		if !seen[r.Author] {
-			seen[r.Author] = true
-			keys = append(keys, r.Author)
-		}
-	}
-	profiles, _ := social.Fetch(ctx, q, keys, social.FetchOptions{}) // names are a nicety: none on failure
-	names := make(map[nostr.PubKey]string, len(profiles))
-	for k, p := range profiles {
-		if l := p.Profile.Label(); l != "" {
-			names[k] = l
-		}
-	}
-	return names
-}
-
-func threadView(t social.Thread, names map[nostr.PubKey]string) reviewView {
-	v := reviewView{ID: t.ID.Hex(), Author: nostrx.EncodeNpub(t.Author), AuthorName: names[t.Author],
-		Rating: t.Rating, Content: t.Content, CreatedAt: int64(t.CreatedAt)}
-	if t.Announcement != (nostr.ID{}) {
-		v.Announcement = t.Announcement.Hex()
-	}
-	for _, r := range t.Replies {
-		v.Replies = append(v.Replies, threadView(r, names))
-	}
-	return v
-}
-
 // printThread writes a review and its replies for a person, indented by
 // depth; strangers' text goes through termText, which shows control
 // characters instead of sending them to the terminal.
-func printThread(w io.Writer, v reviewView, indent string) {
+func printThread(w io.Writer, v social.ThreadView, indent string) {
 	stars := ""
 	if v.Rating > 0 {
 		stars = strings.Repeat("★", v.Rating) + strings.Repeat("☆", social.MaxRating-v.Rating) + "  "
