@@ -40,10 +40,15 @@ type FetchOptions struct {
 
 const defaultMaxEvents = 5000
 
-// Fetch reads the presence of keys from q: one query for profiles, one for
-// notes and one for reviews, whichever are asked for. Events that do not
-// parse are counted in Skipped; a review of another key than those asked
-// about is dropped. The error is the first query's that failed.
+// keysPerQuery bounds the keys of one filter: relays limit a REQ's size
+// (64 KiB is common; a key is 67 bytes of JSON, an address 75).
+const keysPerQuery = 100
+
+// Fetch reads the presence of keys from q: profiles, notes and reviews,
+// whichever are asked for, in queries of at most keysPerQuery keys.
+// Events that do not parse are counted in Skipped; a review of another key
+// than those asked about is dropped. The error is the first query's that
+// failed; what was read before it is returned with it.
 func Fetch(ctx context.Context, q Querier, keys []nostr.PubKey, opts FetchOptions) (map[nostr.PubKey]*Presence, error) {
 	if opts.MaxEvents <= 0 {
 		opts.MaxEvents = defaultMaxEvents
@@ -52,29 +57,43 @@ func Fetch(ctx context.Context, q Querier, keys []nostr.PubKey, opts FetchOption
 	for _, k := range keys {
 		out[k] = &Presence{}
 	}
-	if len(keys) == 0 {
-		return out, nil
-	}
-	profiles, err := q.Query(ctx, ProfilesFilter(keys...))
+	profiles, err := query(ctx, q, keys, opts.MaxEvents, func(c []nostr.PubKey) nostr.Filter { return ProfilesFilter(c...) })
+	addProfiles(out, profiles)
 	if err != nil {
 		return out, fmt.Errorf("social: reading profiles: %w", err)
 	}
-	addProfiles(out, head(profiles, opts.MaxEvents))
 	if opts.Notes > 0 {
-		notes, err := q.Query(ctx, NotesFilter(opts.Notes*len(keys), keys...))
+		notes, err := query(ctx, q, keys, opts.MaxEvents, func(c []nostr.PubKey) nostr.Filter { return NotesFilter(opts.Notes*len(c), c...) })
+		addNotes(out, notes, opts.Notes)
 		if err != nil {
 			return out, fmt.Errorf("social: reading notes: %w", err)
 		}
-		addNotes(out, head(notes, opts.MaxEvents), opts.Notes)
 	}
 	if opts.Reviews {
-		reviews, err := q.Query(ctx, ReviewFilter(keys...))
+		reviews, err := query(ctx, q, keys, opts.MaxEvents, func(c []nostr.PubKey) nostr.Filter { return ReviewFilter(c...) })
+		addReviews(out, reviews)
 		if err != nil {
 			return out, fmt.Errorf("social: reading reviews: %w", err)
 		}
-		addReviews(out, head(reviews, opts.MaxEvents))
 	}
 	return out, nil
+}
+
+// query asks for filter(chunk) for each chunk of keys and keeps at most
+// limit events in all.
+func query(ctx context.Context, q Querier, keys []nostr.PubKey, limit int, filter func([]nostr.PubKey) nostr.Filter) ([]nostr.Event, error) {
+	var all []nostr.Event
+	for chunk := range slices.Chunk(keys, keysPerQuery) {
+		evs, err := q.Query(ctx, filter(chunk))
+		all = append(all, head(evs, limit-len(all))...)
+		if err != nil {
+			return all, err
+		}
+		if len(all) >= limit {
+			break
+		}
+	}
+	return all, nil
 }
 
 func head(evs []nostr.Event, n int) []nostr.Event { return evs[:min(len(evs), n)] }

@@ -109,3 +109,42 @@ func TestFetch_FilesReviewsAndSkipsBadOnes(t *testing.T) {
 		t.Fatalf("presence %+v, %v", pr, err)
 	}
 }
+
+// countingRelay counts the queries and the keys each names.
+type countingRelay struct {
+	fakeRelay
+	keys []int
+}
+
+func (c *countingRelay) Query(ctx context.Context, f nostr.Filter) ([]nostr.Event, error) {
+	c.keys = append(c.keys, len(f.Authors)+len(f.Tags["A"]))
+	return c.fakeRelay.Query(ctx, f)
+}
+
+// TestFetch_ChunksKeysAndBoundsEvents: many keys go in several small
+// queries, and a relay answering with more events than asked is read up
+// to the bound.
+func TestFetch_ChunksKeysAndBoundsEvents(t *testing.T) {
+	keys := make([]nostr.PubKey, 250)
+	for i := range keys {
+		keys[i] = nostr.Generate().Public()
+	}
+	c := &countingRelay{}
+	if _, err := Fetch(context.Background(), c, keys, FetchOptions{Reviews: true, Notes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.keys) != 9 || c.keys[0] != keysPerQuery || c.keys[2] != 50 {
+		t.Fatalf("queries naming %v keys", c.keys)
+	}
+	flood := &fakeRelay{}
+	sk := nostr.Generate()
+	for range 50 {
+		ev := NoteEvent("x")
+		ev.Sign(sk)
+		flood.events = append(flood.events, ev)
+	}
+	got, _ := Fetch(context.Background(), flood, []nostr.PubKey{sk.Public()}, FetchOptions{Notes: 100, MaxEvents: 10})
+	if n := len(got[sk.Public()].Notes); n != 10 {
+		t.Fatalf("%d notes read with MaxEvents 10", n)
+	}
+}
