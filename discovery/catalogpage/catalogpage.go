@@ -430,16 +430,11 @@ func (p *Page) serveCall(w http.ResponseWriter, r *http.Request) {
 		webui.WriteError(w, http.StatusBadRequest, CodeBadRequest, "the call is not valid JSON: "+err.Error())
 		return
 	}
-	pk, err := nostr.PubKeyFromHex(body.Server)
-	if err != nil {
-		webui.WriteError(w, http.StatusBadRequest, CodeBadRequest, "server must be a public key in hex")
-		return
-	}
-	s, ok := p.opts.Catalog.Server(pk)
+	pk, ok := p.catalogServer(w, body.Server)
 	if !ok {
-		webui.WriteError(w, http.StatusNotFound, CodeUnknownServer, "this server is not in the catalog (any more)")
 		return
 	}
+	s, _ := p.opts.Catalog.Server(pk)
 	i := slices.IndexFunc(s.Tools, func(t discovery.Tool) bool { return t.Name == body.Tool })
 	if i < 0 {
 		webui.WriteError(w, http.StatusNotFound, CodeUnknownTool, "the server announces no tool "+strconv.Quote(body.Tool))

@@ -80,8 +80,9 @@ func (p *Page) serveAbout(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(about)
 }
 
-// catalogServer reads a server's key in hex and checks that the catalog
-// lists it, answering the request when not.
+// catalogServer reads a server's key in hex (strictly: nostr's decoder
+// takes any byte for a digit) and checks that the catalog lists it,
+// answering the request when not.
 func (p *Page) catalogServer(w http.ResponseWriter, v string) (nostr.PubKey, bool) {
 	var pk nostr.PubKey
 	if len(v) != 64 || strings.ToLower(v) != v {
