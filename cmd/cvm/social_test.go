@@ -216,6 +216,11 @@ func TestSocial_ReviewsAcrossAnAnnouncementChange(t *testing.T) {
 	if code, out, errOut := c.run("call", "echo@"+host, "add", "a=1", "b=2", "--relay", r.URL); code != 0 || out != `{"sum":3}`+"\n" {
 		t.Fatalf("call by NIP-05 name: %d %q %s", code, out, errOut)
 	}
+	// Without the test's allowance the name's domain is a loopback
+	// address, which cvm does not fetch from.
+	if code, _, errOut := newCLI(t).run("call", "echo@"+host, "add", "a=1", "b=2", "--relay", r.URL); code == 0 || !strings.Contains(errOut, "not public") {
+		t.Fatalf("a NIP-05 name on a private address: %d %s", code, errOut)
+	}
 	g.Stop(t, syscall.SIGTERM)
 
 	for _, tc := range []struct {
@@ -233,4 +238,36 @@ func TestSocial_ReviewsAcrossAnAnnouncementChange(t *testing.T) {
 			t.Errorf("review %v: code %d, %s", tc.args, code, errOut)
 		}
 	}
+}
+
+// TestSocial_ProfileFromConfigTable: the [profile] table of the config
+// file is the profile, as the flags are.
+func TestSocial_ProfileFromConfigTable(t *testing.T) {
+	r := relaytest.Start(t, relay.Options{})
+	c := newCLI(t)
+	key, hex, _ := keygen(t, c)
+	c.writeConfig("[profile]\nname = \"From config\"\nwebsite = \"https://example.com/\"\n")
+	p := startCVM(t, c, "gateway", "--relay", r.URL, "--key", key, "--", demoServer(t))
+	var ready gatewayReady
+	p.ReadyLine(t, &ready)
+	code, out, errOut := c.run("discover", "--json", "--relay", r.URL)
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	// Not announced: discover lists nothing, but the profile is on the relay.
+	ids := queryIDs(t, r.URL, nostr.Filter{Kinds: []nostr.Kind{0}, Authors: []nostr.PubKey{nostr.MustPubKeyFromHex(hex)}})
+	if len(ids) != 1 || out != "[]\n" {
+		t.Fatalf("profile events %v; discover %s", ids, out)
+	}
+	got, err := social.Fetch(t.Context(), relayQuerier(t, r.URL), []nostr.PubKey{nostr.MustPubKeyFromHex(hex)}, social.FetchOptions{})
+	if pr := got[nostr.MustPubKeyFromHex(hex)]; err != nil || pr.Profile.Name != "From config" || pr.Profile.Website != "https://example.com/" {
+		t.Fatalf("profile %+v, %v", pr, err)
+	}
+}
+
+// relayQuerier is a pool on url, closed with the test.
+func relayQuerier(t *testing.T, url string) *nostrx.Pool {
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{url}})
+	t.Cleanup(func() { pool.Close() })
+	return pool
 }
