@@ -14,10 +14,10 @@ const MaxNoteContent = 16 << 10
 // Note is a kind 1 text note a server published as itself (CEP-23's
 // optional social communications). Content is untrusted text.
 type Note struct {
-	ID        nostr.ID
-	Author    nostr.PubKey
-	Content   string
-	CreatedAt nostr.Timestamp
+	ID        nostr.ID        `json:"id"`
+	Author    nostr.PubKey    `json:"author"`
+	Content   string          `json:"content"`
+	CreatedAt nostr.Timestamp `json:"createdAt"`
 }
 
 // ParseNote reads a kind 1 event, refusing another kind and content that

@@ -44,21 +44,21 @@ var (
 // text. The signature is not checked here: events from nostrx.Pool already
 // are.
 type Review struct {
-	ID     nostr.ID
-	Author nostr.PubKey
+	ID     nostr.ID     `json:"id"`
+	Author nostr.PubKey `json:"author"`
 	// Server is the key whose announcement the thread is about (the A tag).
-	Server nostr.PubKey
+	Server nostr.PubKey `json:"server"`
 	// Announcement is the announcement event a top-level review was
 	// written against (its e tag), zero when it names none and for replies.
-	Announcement nostr.ID
+	Announcement nostr.ID `json:"announcement"`
 	// Rating is 1..MaxRating, or 0 when the review gives none.
-	Rating int
+	Rating int `json:"rating,omitempty"`
 	// Parent is the comment a reply answers, zero for a top-level review;
 	// ParentAuthor its author when the reply names one.
-	Parent       nostr.ID
-	ParentAuthor nostr.PubKey
-	Content      string
-	CreatedAt    nostr.Timestamp
+	Parent       nostr.ID        `json:"parent"`
+	ParentAuthor nostr.PubKey    `json:"parentAuthor"`
+	Content      string          `json:"content"`
+	CreatedAt    nostr.Timestamp `json:"createdAt"`
 }
 
 // IsReply reports whether r answers another comment rather than the server.

@@ -205,7 +205,10 @@ func (d *discoverCmd) run(cmd *cobra.Command) error {
 		}
 		reputation.Sort(servers, scores)
 	}
-	if err := d.printServers(catalog, servers, filter, scores); err != nil {
+	sctx, cancel := context.WithTimeout(ctx, d.df.timeout)
+	socials := fetchSocial(sctx, pool, d.outbound(), servers)
+	cancel()
+	if err := d.printServers(catalog, servers, filter, listing{scores: scores, socials: socials}); err != nil {
 		return err
 	}
 	if !d.df.watch {
@@ -244,15 +247,22 @@ func (d *discoverCmd) checkSort() error {
 	return nil
 }
 
+// listing is what discover shows of servers besides their announcements.
+type listing struct {
+	scores  reputation.Scores // with --sort reputation
+	socials map[nostr.PubKey]serverSocial
+}
+
 // rankedServer is a server in --json with --sort reputation.
 type rankedServer struct {
-	discovery.Server
+	discoveredServer
 	Reputation reputation.Score `json:"reputation"`
 }
 
 // printServers prints servers, of the catalog and passing the filter, with
-// their scores when ranked (with --verbose, what was skipped and why).
-func (d *discoverCmd) printServers(catalog *discovery.Catalog, servers []discovery.Server, filter discovery.Filter, scores reputation.Scores) error {
+// their profiles and notes, and their scores when ranked (with --verbose,
+// what was skipped and why).
+func (d *discoverCmd) printServers(catalog *discovery.Catalog, servers []discovery.Server, filter discovery.Filter, l listing) error {
 	if d.df.verbose {
 		d.printSkipped(catalog.Skipped())
 		for _, s := range servers {
@@ -264,21 +274,22 @@ func (d *discoverCmd) printServers(catalog *discovery.Catalog, servers []discove
 	switch {
 	case d.jsonOut && d.df.watch:
 		for _, s := range servers {
-			if err := d.printJSON(s); err != nil {
+			if err := d.printJSON(discoveredServer{s, l.socials[s.Pubkey]}); err != nil {
 				return err
 			}
 		}
-	case d.jsonOut && scores != nil:
+	case d.jsonOut && l.scores != nil:
 		ranked := make([]rankedServer, len(servers))
 		for i, s := range servers {
-			ranked[i] = rankedServer{s, scores[s.Pubkey]}
+			ranked[i] = rankedServer{discoveredServer{s, l.socials[s.Pubkey]}, l.scores[s.Pubkey]}
 		}
 		return d.printJSON(ranked)
 	case d.jsonOut:
-		if servers == nil {
-			servers = []discovery.Server{}
+		out := make([]discoveredServer, len(servers))
+		for i, s := range servers {
+			out[i] = discoveredServer{s, l.socials[s.Pubkey]}
 		}
-		if err := d.printJSON(servers); err != nil {
+		if err := d.printJSON(out); err != nil {
 			return err
 		}
 	case len(servers) == 0 && !d.df.watch:
@@ -289,9 +300,10 @@ func (d *discoverCmd) printServers(catalog *discovery.Catalog, servers []discove
 				fmt.Fprintln(d.stdout)
 			}
 			printServer(d.stdout, s, filter)
-			if sc, ok := scores[s.Pubkey]; ok {
+			if sc, ok := l.scores[s.Pubkey]; ok {
 				fmt.Fprintf(d.stdout, "  reputation %.1f: %s\n", sc.Value, sc.Why)
 			}
+			printSocial(d.stdout, l.socials[s.Pubkey])
 		}
 	}
 	return nil

@@ -39,11 +39,17 @@ func (d *discoverCmd) serveCatalog(ctx context.Context, pool *nostrx.Pool, catal
 			budget += fmt.Sprintf(", %d a day", pay.Budget.PerDay)
 		}
 	}
+	soc := &catalogSocial{a: d.app, pool: pool, fetcher: d.outbound(), relays: pool.Relays()}
+	if id, err := d.resolveIdentity(d.df.key, existingKey); err == nil {
+		soc.id = &id
+	} else {
+		d.log.Info("the page posts no reviews: no identity", "err", err)
+	}
 	rank, err := d.pageReputation(ctx, pool)
 	if err != nil {
 		return err
 	}
-	page, err := catalogpage.New(catalogpage.Options{Catalog: catalog, Caller: caller, AllowedHosts: d.df.allowHosts,
+	page, err := catalogpage.New(catalogpage.Options{Catalog: catalog, Caller: caller, Social: soc, AllowedHosts: d.df.allowHosts,
 		Budget: budget, MaxPerCall: maxPerCall, BudgetUnit: "sats", Reputation: rank, Logger: d.log})
 	if err != nil {
 		return err

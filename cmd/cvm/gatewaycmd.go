@@ -22,6 +22,7 @@ import (
 
 type gatewayFlags struct {
 	replica replicaFlags // --nats and its companions: gatewayreplicas.go
+	profile profileFlags // --profile-*: profile.go
 
 	relays                     []string
 	announceRelays             []string
@@ -94,6 +95,12 @@ request runs only once paid, and is charged at most once. --common-tool NAME
 schema hash goes into its _meta and the announcement's tags, with each
 --category. --unannounce-on-exit deletes the announcements at shutdown; cvm
 unannounce does it any time.
+
+--profile-name, --profile-about, --profile-picture, --profile-website,
+--profile-nip05 and --profile-lud16 (or a [profile] table in the config)
+publish the server's profile (kind 0, CEP-23) signed by its key, at start
+when the relays have another one; cvm unannounce deletes it, cvm note
+publishes a note (kind 1) as the server.
 
 --http ADDR also serves the upstream over MCP streamable HTTP at
 http://ADDR/mcp (--no-nostr: over HTTP only), with the gateway's DID
@@ -179,6 +186,7 @@ func (a *app) gatewayCommand() *cobra.Command {
 	f := cmd.Flags()
 	gf.add(f)
 	gf.replica.add(f)
+	gf.profile.add(f)
 	cmd.Long += replicaHelp
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
 		"session-mode", "env", "pass-env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-reserve", "session-rate", "session-burst", "idle-timeout", "isolate-stateless",

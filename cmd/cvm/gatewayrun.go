@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"fiatjaf.com/nostr"
@@ -16,6 +17,7 @@ import (
 	"github.com/cvmgo/cvm/internal/httpserve"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/social"
 	"github.com/spf13/cobra"
 )
 
@@ -31,6 +33,7 @@ type gatewayPlan struct {
 	wrap           contextvm.GiftWrapMode
 	prices         []contextvm.Price
 	id             identity
+	profile        social.Profile // CEP-23; zero: none published
 }
 
 // run is cvm gateway: it checks everything it can before it starts
@@ -125,6 +128,9 @@ func (g *gatewayCmd) plan(cmd *cobra.Command, args []string) (p gatewayPlan, err
 			return p, fmt.Errorf("--price: %w", err)
 		}
 		p.prices = append(p.prices, pr)
+	}
+	if p.profile, err = g.gf.profile.profile(); err != nil {
+		return p, err
 	}
 	p.id, err = g.resolveIdentity(g.gf.key, serverKey)
 	return p, err
@@ -285,6 +291,7 @@ func (g *gatewayCmd) serve(ctx context.Context, gw *gateway.Gateway, p gatewayPl
 	go func() { served <- gw.Serve(ctx) }()
 	if srv := gw.Server(); srv != nil {
 		ready.Relays = srv.Relays()
+		g.publishProfile(ctx, p, slices.Concat(ready.Relays, p.announceRelays))
 	}
 	if err := g.printJSON(ready); err != nil {
 		return err

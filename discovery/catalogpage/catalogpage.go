@@ -102,6 +102,9 @@ type Options struct {
 	Catalog *discovery.Catalog // required
 	// Caller makes "try it" calls; nil leaves the page without them.
 	Caller Caller
+	// Social shows servers' profiles, notes and reviews and posts the
+	// operator's reviews (social.go); nil leaves the page without them.
+	Social Social
 	// AllowedHosts are Host names besides loopback ones the page answers
 	// to (patterns as in path.Match).
 	AllowedHosts []string
@@ -196,6 +199,10 @@ func New(opts Options) (*Page, error) {
 	m.HandleFunc("GET /api/events", p.serveEvents)
 	m.HandleFunc("GET /api/picture/{pubkey}", p.servePicture)
 	m.HandleFunc("POST /api/call", p.serveCall)
+	m.HandleFunc("GET /api/about/{pubkey}", p.serveAbout)
+	m.HandleFunc("POST /api/review", p.serveReview)
+	m.HandleFunc("GET /schema/{hash}", p.serveSchemaPage)
+	m.HandleFunc("GET /category/{name}", p.serveCategoryPage)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		webui.WriteError(w, http.StatusNotFound, webui.CodeNotFound, "no endpoint "+r.Method+" "+r.URL.Path+"; the page is at /")
 	})
@@ -429,16 +436,7 @@ func (p *Page) serveCall(w http.ResponseWriter, r *http.Request) {
 		webui.WriteError(w, http.StatusNotFound, CodeTryItDisabled, "this catalog does not call tools")
 		return
 	}
-	if !webui.SameOrigin(r) {
-		webui.WriteError(w, http.StatusForbidden, CodeCrossOrigin, "calls are accepted from this catalog's own page only")
-		return
-	}
-	if !p.tokenValid(r.Header.Get(tokenHeader)) {
-		webui.WriteError(w, http.StatusForbidden, CodeBadPageToken, "the page token is missing or wrong; reload the page")
-		return
-	}
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		webui.WriteError(w, http.StatusUnsupportedMediaType, CodeBadContentType, "send the call as application/json")
+	if !p.guardPost(w, r) {
 		return
 	}
 	var body callBody
@@ -448,16 +446,11 @@ func (p *Page) serveCall(w http.ResponseWriter, r *http.Request) {
 		webui.WriteError(w, http.StatusBadRequest, CodeBadRequest, "the call is not valid JSON: "+err.Error())
 		return
 	}
-	pk, err := nostr.PubKeyFromHex(body.Server)
-	if err != nil {
-		webui.WriteError(w, http.StatusBadRequest, CodeBadRequest, "server must be a public key in hex")
-		return
-	}
-	s, ok := p.opts.Catalog.Server(pk)
+	pk, ok := p.catalogServer(w, body.Server)
 	if !ok {
-		webui.WriteError(w, http.StatusNotFound, CodeUnknownServer, "this server is not in the catalog (any more)")
 		return
 	}
+	s, _ := p.opts.Catalog.Server(pk)
 	i := slices.IndexFunc(s.Tools, func(t discovery.Tool) bool { return t.Name == body.Tool })
 	if i < 0 {
 		webui.WriteError(w, http.StatusNotFound, CodeUnknownTool, "the server announces no tool "+strconv.Quote(body.Tool))
@@ -499,6 +492,26 @@ func (p *Page) serveCall(w http.ResponseWriter, r *http.Request) {
 		req.MaxPay, req.Unit = amount, unit
 	}
 	p.stream(w, r, req, s)
+}
+
+// guardPost answers, and refuses, a request that spends the operator's
+// identity or wallet unless it comes from this catalog's own page: same
+// origin, the page's token, a JSON body (which a form on another site
+// cannot send).
+func (p *Page) guardPost(w http.ResponseWriter, r *http.Request) bool {
+	if !webui.SameOrigin(r) {
+		webui.WriteError(w, http.StatusForbidden, CodeCrossOrigin, "calls are accepted from this catalog's own page only")
+		return false
+	}
+	if !p.tokenValid(r.Header.Get(tokenHeader)) {
+		webui.WriteError(w, http.StatusForbidden, CodeBadPageToken, "the page token is missing or wrong; reload the page")
+		return false
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		webui.WriteError(w, http.StatusUnsupportedMediaType, CodeBadContentType, "send the call as application/json")
+		return false
+	}
+	return true
 }
 
 // priceToPay is the most a call at price can cost, in whole units.

@@ -95,7 +95,13 @@ func newTestPage(t *testing.T, picture string, fetcher *outbound.Fetcher) (*Page
 
 func post(t *testing.T, srv *httptest.Server, token, body string, mod func(*http.Request)) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", srv.URL+"/api/call", strings.NewReader(body))
+	return postTo(t, srv, "/api/call", token, body, mod)
+}
+
+// postTo posts body to path as the page does: same origin, JSON, token.
+func postTo(t *testing.T, srv *httptest.Server, path, token, body string, mod func(*http.Request)) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
 	req.Header.Set("Origin", srv.URL)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(tokenHeader, token)

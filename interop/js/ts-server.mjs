@@ -9,7 +9,8 @@
 //      CATEGORIES (comma-separated, with COMMON_TOOLS), INJECT_PUBKEY=1, LOG_LEVEL,
 //      NWC_URI (with PRICE_ADD: add is charged for through the SDK's own CEP-8 rail,
 //      withServerPayments + LnBolt11NwcPaymentProcessor on that wallet),
-//      NWC_VERIFY=poll (the processor polls lookup_invoice instead of its default).
+//      NWC_VERIFY=poll (the processor polls lookup_invoice instead of its default),
+//      PROFILE_JSON (with ANNOUNCE=1: the SDK's profileMetadata, a kind 0, CEP-23).
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import {
@@ -70,6 +71,7 @@ const transport = new NostrServerTransport({
   injectClientPubkey: process.env.INJECT_PUBKEY === '1',
   openStream: { enabled: process.env.OPEN_STREAM === '1' },
   logLevel: process.env.LOG_LEVEL ?? 'error',
+  profileMetadata: process.env.PROFILE_JSON ? JSON.parse(process.env.PROFILE_JSON) : undefined,
 });
 if (process.env.PRICE_ADD && process.env.NWC_URI) {
   withServerPayments(transport, {
