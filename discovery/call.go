@@ -50,6 +50,9 @@ type CallOptions struct {
 	// Trusted keys.
 	Policy  TrustPolicy
 	Trusted map[nostr.PubKey]bool
+	// Reputation ranks the providers after trust and before price, and
+	// admits strangers under ByReputation (nil: none).
+	Reputation Reputation
 
 	Logger *slog.Logger
 }
@@ -101,7 +104,7 @@ func Call(ctx context.Context, opts CallOptions) (*CallResult, error) {
 			return nil, err
 		}
 	}
-	providers, excluded := catalog.Providers(opts.SchemaHash, Ranking{Policy: opts.Policy, Trusted: opts.Trusted, History: opts.History})
+	providers, excluded := catalog.Providers(opts.SchemaHash, Ranking{Policy: opts.Policy, Trusted: opts.Trusted, History: opts.History, Reputation: opts.Reputation})
 	switch {
 	case len(providers) == 0 && excluded > 0:
 		return nil, fmt.Errorf("discovery: %w: %d untrusted server(s) implement %s", ErrNoTrustedProvider, excluded, opts.SchemaHash)

@@ -33,15 +33,19 @@ type Server struct {
 	Relays            []string     `json:"relays"`
 	// PriceWarnings are the cap tags that price nothing the server lists
 	// and were left out.
-	PriceWarnings   []string       `json:"priceWarnings,omitempty"`
-	UpdatedAt       time.Time      `json:"updatedAt"`
-	ProtocolVersion string         `json:"protocolVersion"`
-	ServerInfo      Implementation `json:"serverInfo"`
-	Categories      []string       `json:"categories"`
-	Tools           []Tool         `json:"tools"`
-	Resources       []Resource     `json:"resources"`
-	Templates       []Template     `json:"templates"`
-	Prompts         []Prompt       `json:"prompts"`
+	PriceWarnings []string  `json:"priceWarnings,omitempty"`
+	UpdatedAt     time.Time `json:"updatedAt"`
+	// ToolsAnnouncedAt is when the current tools announcement (kind 11317;
+	// the 11316 without one) was signed: a server re-signs it when what it
+	// serves changes. It is the server's own claim.
+	ToolsAnnouncedAt time.Time      `json:"toolsAnnouncedAt"`
+	ProtocolVersion  string         `json:"protocolVersion"`
+	ServerInfo       Implementation `json:"serverInfo"`
+	Categories       []string       `json:"categories"`
+	Tools            []Tool         `json:"tools"`
+	Resources        []Resource     `json:"resources"`
+	Templates        []Template     `json:"templates"`
+	Prompts          []Prompt       `json:"prompts"`
 }
 
 // Implementation is the serverInfo of an initialize result.
@@ -402,6 +406,10 @@ func (s *serverState) server(pk nostr.PubKey) *Server {
 		updated = max(updated, e.CreatedAt)
 	}
 	srv.UpdatedAt = updated.Time().UTC()
+	srv.ToolsAnnouncedAt = initEvt.CreatedAt.Time().UTC()
+	if e, ok := s.events[contextvm.KindToolsList]; ok {
+		srv.ToolsAnnouncedAt = e.CreatedAt.Time().UTC()
+	}
 	for _, t := range initEvt.Tags {
 		switch {
 		case len(t) == 1 && t[0] == contextvm.TagSupportEncryption:

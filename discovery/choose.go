@@ -36,9 +36,14 @@ const (
 	TrustedFirst
 	// AnyProvider ranks every provider alike, trusted or not.
 	AnyProvider
+	// ByReputation calls trusted providers first, then strangers whose
+	// Reputation admits them (package reputation: a score at or above its
+	// documented threshold); other strangers are left out, as under
+	// TrustedOnly.
+	ByReputation
 )
 
-var trustPolicyNames = []string{TrustedOnly: "trusted-only", TrustedFirst: "trusted-first", AnyProvider: "any"}
+var trustPolicyNames = []string{TrustedOnly: "trusted-only", TrustedFirst: "trusted-first", AnyProvider: "any", ByReputation: "reputation"}
 
 func (p TrustPolicy) String() string {
 	if int(p) < len(trustPolicyNames) {
@@ -47,7 +52,8 @@ func (p TrustPolicy) String() string {
 	return fmt.Sprintf("TrustPolicy(%d)", int(p))
 }
 
-// ParseTrustPolicy reads "trusted-only", "trusted-first" or "any".
+// ParseTrustPolicy reads "trusted-only", "trusted-first", "any" or
+// "reputation".
 func ParseTrustPolicy(s string) (TrustPolicy, error) {
 	if i := slices.Index(trustPolicyNames, s); i >= 0 {
 		return TrustPolicy(i), nil
@@ -66,8 +72,26 @@ type Ranking struct {
 	Trusted map[nostr.PubKey]bool
 	// History is what earlier calls learned (nil: nothing).
 	History *History
+	// Reputation ranks providers after trust and before price, and admits
+	// strangers under ByReputation (nil: every provider alike, and no
+	// stranger admitted).
+	Reputation Reputation
 	// Now is the time failures are judged at (default time.Now()).
 	Now time.Time
+}
+
+// Reputation is what Choose asks of a server's standing with the user.
+// Package reputation implements it, and keeps the numbers; Choose only
+// orders by them. Its methods are called many times per sort, and must be
+// cheap and safe for concurrent use.
+type Reputation interface {
+	// Band is the server's reputation as a coarse grade, higher first:
+	// providers of one band are then ordered by price, so that a
+	// sliver of score does not outweigh any price.
+	Band(pk nostr.PubKey) int
+	// Admits reports whether a server not on the trust list may be
+	// called under ByReputation.
+	Admits(pk nostr.PubKey) bool
 }
 
 // Providers lists the servers in c with a verified tool of the common
@@ -79,7 +103,7 @@ func (c *Catalog) Providers(hash string, r Ranking) (ranked []Provider, excluded
 			if !t.Verified || t.SchemaHash != hash {
 				continue
 			}
-			if r.Policy == TrustedOnly && !r.Trusted[s.Pubkey] {
+			if !r.allowed(s.Pubkey) {
 				excluded++
 			} else {
 				ranked = append(ranked, Provider{Server: s, Tool: t})
@@ -91,19 +115,34 @@ func (c *Catalog) Providers(hash string, r Ranking) (ranked []Provider, excluded
 	return ranked, excluded
 }
 
+// allowed reports whether the policy lets pk be called at all.
+func (r Ranking) allowed(pk nostr.PubKey) bool {
+	switch {
+	case r.Trusted[pk]:
+		return true
+	case r.Policy == TrustedOnly:
+		return false
+	case r.Policy == ByReputation:
+		return r.Reputation != nil && r.Reputation.Admits(pk)
+	}
+	return true
+}
+
 // Choose orders providers by the policy of `cvm call --schema`, one key
 // after the other:
 //
 //  1. trust: trusted providers first (unless the policy is AnyProvider);
-//  2. unit: free tools and prices in the default unit (sats), then other
+//  2. reputation: the higher band first (when Ranking.Reputation is set);
+//  3. unit: free tools and prices in the default unit (sats), then other
 //     units by name, then unknown prices. Prices in different units are
 //     never compared as numbers: there is no rate to convert them by
 //     (Units says when candidates differ);
-//  3. price: the cheapest first, a range counting at its top;
-//  4. remembered latency: the fastest to answer before first, then those
-//     never answered; a provider whose last call failed within
-//     FailureCooldown counts as never answered;
-//  5. recent failures: among those, the ones that did not just fail first;
+//  4. price: the cheapest first, a range counting at its top;
+//  5. remembered latency: the fastest to answer before (median of the
+//     calls remembered) first, then those never answered; a provider
+//     whose last call failed within FailureCooldown counts as never
+//     answered;
+//  6. recent failures: among those, the ones that did not just fail first;
 //
 // and ties by public key, so that the order is the same every time.
 func Choose(ps []Provider, r Ranking) {
@@ -111,7 +150,8 @@ func Choose(ps []Provider, r Ranking) {
 	slices.SortStableFunc(ps, func(a, b Provider) int {
 		ra, rb := r.History.Get(a.Server.Pubkey), r.History.Get(b.Server.Pubkey)
 		fa, fb := recentFailure(ra, now), recentFailure(rb, now)
-		la, lb := ra.Latency, rb.Latency
+		_, _, la := ra.Stats()
+		_, _, lb := rb.Stats()
 		if fa {
 			la = 0
 		}
@@ -120,6 +160,7 @@ func Choose(ps []Provider, r Ranking) {
 		}
 		return cmp.Or(
 			r.trustOrder(a, b),
+			r.reputationOrder(a, b),
 			compareUnits(a.Tool.Price, b.Tool.Price),
 			cmp.Compare(a.Tool.Price.High(), b.Tool.Price.High()),
 			compareLatency(la, lb),
@@ -136,7 +177,14 @@ func (r Ranking) trustOrder(a, b Provider) int {
 	return falseFirst(!r.Trusted[a.Server.Pubkey], !r.Trusted[b.Server.Pubkey])
 }
 
-// unitGroup is the group of step 2 of Choose, and the unit within it.
+func (r Ranking) reputationOrder(a, b Provider) int {
+	if r.Reputation == nil {
+		return 0
+	}
+	return cmp.Compare(r.Reputation.Band(b.Server.Pubkey), r.Reputation.Band(a.Server.Pubkey))
+}
+
+// unitGroup is the group of step 3 of Choose, and the unit within it.
 func unitGroup(p *Price) (int, string) {
 	switch {
 	case p == nil:
@@ -181,7 +229,8 @@ func Units(ps []Provider) []string {
 }
 
 func recentFailure(r Record, now time.Time) bool {
-	return !r.LastFailure.IsZero() && r.LastFailure.After(r.LastSuccess) && now.Sub(r.LastFailure) < FailureCooldown
+	failed := r.LastFailure()
+	return !failed.IsZero() && failed.After(r.LastSuccess()) && now.Sub(failed) < FailureCooldown
 }
 
 // compareLatency puts known latencies first, fastest first.

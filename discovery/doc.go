@@ -19,10 +19,11 @@
 // starts with what a person typed.
 //
 // For a common schema, [Catalog.Providers] lists the verified
-// implementations in the order [Choose] prefers them (cheapest, then
-// fastest to answer, recent failures last), and [Call] calls the tool on
-// the first that answers, failing over to the next, with a [History] of
-// outcomes kept between runs.
+// implementations in the order [Choose] prefers them (trusted first, then
+// the better [Reputation] band, the cheapest, the fastest to answer,
+// recent failures last), and [Call] calls the tool on the first that
+// answers, failing over to the next, with a [History] of the user's last
+// calls to each server kept between runs (package reputation reads it too).
 //
 // Files: catalog.go (the Catalog: adding, deleting and parsing announcements
 // into Servers), filter.go (Filter), prices.go (the announced prices of
@@ -30,7 +31,9 @@
 // fetch.go (Fetch, FetchServer and Watch on relays) and authorwatch.go
 // (Watch's subscription, split by author so that no REQ outgrows what relays
 // take); choose.go (Providers, trust policies and Choose's order), call.go
-// (Call and its failover), history.go (the History of outcomes, in a file);
+// (Call and its failover), history.go (the History of the last calls to each server, in a
+// file), historyconn.go (HistoryConn: the calls relayed through a
+// connection, recorded);
 // locate.go (Locate: which relays reach a server, and why), relaylist.go
 // (what a client may use of a server's kind 10002 relay list) and
 // relaycache.go (those lists, remembered in a file between runs). The

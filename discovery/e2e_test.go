@@ -190,7 +190,7 @@ func TestCallFailsOver(t *testing.T) {
 	// The failure is remembered across runs, but ranks below price: Cheap
 	// is still tried first, and Dear answers.
 	hist = discovery.OpenHistory(hist.Path())
-	if rec := hist.Get(cheap.PublicKey()); rec.Failures != 1 || rec.LastFailure.IsZero() {
+	if rec := hist.Get(cheap.PublicKey()); len(rec.Calls) != 2 || rec.Calls[1].OK || rec.LastFailure().IsZero() {
 		t.Fatalf("Cheap's record after its failure: %+v", rec)
 	}
 	res, err = call()

@@ -190,7 +190,7 @@ func TestProviders_TrustedOnlyLeavesStrangersOut(t *testing.T) {
 	if names(ps) != "A" || excluded != 1 {
 		t.Fatalf("trusting A: %s, %d excluded", names(ps), excluded)
 	}
-	for _, s := range []string{"trusted-only", "trusted-first", "any"} {
+	for _, s := range []string{"trusted-only", "trusted-first", "any", "reputation"} {
 		if p, err := discovery.ParseTrustPolicy(s); err != nil || p.String() != s {
 			t.Errorf("%s: %v %v", s, p, err)
 		}
@@ -217,5 +217,44 @@ func TestPrice_InSatsBesideUSD(t *testing.T) {
 		if got := tc.in.InSats(rate).String(); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// fixedReputation grades providers by name: bands, and who is admitted.
+type fixedReputation struct {
+	band  map[nostr.PubKey]int
+	admit map[nostr.PubKey]bool
+}
+
+func (f fixedReputation) Band(pk nostr.PubKey) int    { return f.band[pk] }
+func (f fixedReputation) Admits(pk nostr.PubKey) bool { return f.admit[pk] }
+
+func TestChoose_ReputationAfterTrustBeforePrice(t *testing.T) {
+	sats := func(a string) *discovery.Price { return &discovery.Price{Amount: a, Unit: "sats"} }
+	cheap, dear, mid, trusted := provider("cheap", sats("1")), provider("dear", sats("9")), provider("mid", sats("5")), provider("trusted", sats("20"))
+	rep := fixedReputation{
+		band:  map[nostr.PubKey]int{dear.Server.Pubkey: 8, mid.Server.Pubkey: 8, cheap.Server.Pubkey: 4},
+		admit: map[nostr.PubKey]bool{dear.Server.Pubkey: true, mid.Server.Pubkey: true},
+	}
+	trust := map[nostr.PubKey]bool{trusted.Server.Pubkey: true}
+	ps := []discovery.Provider{cheap, dear, mid, trusted}
+	discovery.Choose(ps, discovery.Ranking{Policy: discovery.TrustedFirst, Trusted: trust, Reputation: rep})
+	if got, want := names(ps), "trusted,mid,dear,cheap"; got != want {
+		t.Errorf("trust, reputation, price: %s, want %s", got, want)
+	}
+
+	c := discovery.NewCatalog()
+	keys := []nostr.SecretKey{nostr.Generate(), nostr.Generate(), nostr.Generate()}
+	for i, name := range []string{"A", "B", "C"} {
+		addAll(t, c, announce(t, keys[i], 1000, name, "1", true)...)
+	}
+	_, hash := commonTranslate(t)
+	admitB := fixedReputation{admit: map[nostr.PubKey]bool{keys[1].Public(): true}}
+	got, excluded := c.Providers(hash, discovery.Ranking{Policy: discovery.ByReputation, Trusted: map[nostr.PubKey]bool{keys[2].Public(): true}, Reputation: admitB})
+	if names(got) != "C,B" || excluded != 1 {
+		t.Errorf("by reputation: %s, %d excluded; want C (trusted), B (admitted), 1 excluded", names(got), excluded)
+	}
+	if got, excluded := c.Providers(hash, discovery.Ranking{Policy: discovery.ByReputation}); len(got) != 0 || excluded != 3 {
+		t.Errorf("by reputation without one: %s, %d excluded; want none", names(got), excluded)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cvmgo/cvm/internal/config"
+	"github.com/cvmgo/cvm/outbound"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -29,6 +30,10 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
+	// fetcher fetches what strangers name (NIP-05 documents, Lightning
+	// addresses, the usd rate); nil: one of outboundOptions, made on first
+	// use. In-process tests set one that reaches their loopback servers.
+	fetcher *outbound.Fetcher
 }
 
 // app is the state shared by all commands of one invocation.
@@ -115,6 +120,9 @@ variables, then flags; later ones win. See "cvm config".`,
 		a.demoCommand(),
 		a.discoverCommand(),
 		a.unannounceCommand(),
+		a.noteCommand(),
+		a.reviewCommand(),
+		a.reviewsCommand(),
 		a.walletSimCommand(),
 	)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

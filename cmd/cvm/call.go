@@ -11,6 +11,7 @@ import (
 
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/payments/quotation"
+	"github.com/cvmgo/cvm/reputation"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 )
@@ -45,14 +46,18 @@ among those that announce a verified implementation of that common schema
 hash starts with it). An announcement is no reason to trust a server with
 your arguments: by default only servers you trust are called (--trust NPUB,
 repeatable, or the [trust] table of config.toml); --trust-policy
-trusted-first calls them first and others after, any ranks all alike.
-Then: prices in sats (or free) before other units, which are never
-compared as numbers; the cheapest; the fastest to answer before; servers
-that failed in the last 10 minutes last. Before the arguments are sent, the
+trusted-first calls them first and others after, any ranks all alike,
+reputation calls the others whose reputation is %g or more (see cvm
+discover --sort reputation; --wot NPUB roots the web of trust). Then: the
+better reputation, by bands of %g points; prices in sats (or free)
+before other units, which are never compared as numbers; the cheapest;
+the fastest to answer before; servers that failed in the last 10 minutes
+last. Before the arguments are sent, the
 chosen server's live tools/list must still serve the schema; if not, or on
 an error or a timeout, the next one is tried. Invalid arguments and the
-tool's own errors are answers, not reasons to try elsewhere. Outcomes are
-remembered in providers.json in the cache directory. The chosen server is
+tool's own errors are answers, not reasons to try elsewhere. The outcome
+of every call (by schema or not) is remembered in history.json in the
+cache directory: the last 50 calls to each server. The chosen server is
 named on stderr; --json prints {"result", "provider", "attempts"}.
 
 A priced tool is paid for only within --max-sats (or payments.max-sats in
@@ -80,12 +85,13 @@ func (a *app) callCommand() *cobra.Command {
 	var cf clientFlags
 	var schema string
 	var tf trustFlags
+	var rf reputationFlags
 	var stream bool
 	var pf payFlags
 	cmd := &cobra.Command{
 		Use:   "call SERVER TOOL [JSON | key=value…] | call --schema HASH TOOL [JSON | key=value…]",
 		Short: "Call a tool of a ContextVM server",
-		Long:  callHelp,
+		Long:  fmt.Sprintf(callHelp, reputation.AdmitThreshold, reputation.BandWidth),
 		Example: `  cvm call npub1… add a=2 b=3
   cvm call weather forecast '{"city":"Lyon","days":3}'
   cvm call --schema 7c61a439f00669bd… --trust npub1… translate text=hello to=fr`,
@@ -125,7 +131,7 @@ func (a *app) callCommand() *cobra.Command {
 			cf.pay = pay
 			c := &callCmd{app: a, cf: cf}
 			if schema != "" {
-				return c.callSchema(cmd.Context(), tf, prefix, whole, args[0], toolArgs)
+				return c.callSchema(cmd.Context(), tf, rf, prefix, whole, args[0], toolArgs)
 			}
 			return c.call(cmd.Context(), args[0], args[1], toolArgs, stream, paid)
 		},
@@ -135,6 +141,7 @@ func (a *app) callCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&stream, "stream", false, "read the tool's open stream (CEP-41) and write its chunks to stdout as they arrive")
 	cmd.Flags().StringVar(&schema, "schema", "", "call the tool of this common schema hash (or a unique start of it) on the best server that announces it")
 	addTrustFlags(cmd, &tf)
+	addReputationFlags(cmd, &rf)
 	a.addPayFlags(cmd, &pf, true)
 	addChannelFlag(cmd, &pf)
 	return cmd
@@ -181,6 +188,7 @@ func (c *callCmd) call(ctx context.Context, server, name string, args callArgume
 		}
 		chunks = c.writeChunks(ctx, reader)
 	}
+	start := time.Now()
 	res, err := cs.CallTool(ctx, params)
 	if cs.httpURL != "" && quotation.IsRequired(err) && params.Meta[quotation.MetaQuotation] == nil {
 		// Priced, though tools/list did not say so: pay, call again.
@@ -194,8 +202,9 @@ func (c *callCmd) call(ctx context.Context, server, name string, args callArgume
 		c.afterChannelCall(ctx, cs.opts, cs.transport.ServerSupport(), paid.payments())
 	}
 	if derr, ok := declinedError(err, c.cf.pay); ok {
-		return derr
+		return derr // the user's choice, not the server's doing
 	}
+	c.recordCall(cs, time.Since(start), err)
 	if chunks != nil {
 		// The result follows the stream's close: what is left is queued.
 		if serr := chunks.finish(); serr != nil && err == nil {

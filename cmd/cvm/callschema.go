@@ -5,21 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/discovery"
-	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/reputation"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // callSchema is cvm call --schema: the tool of a common schema, given by
 // its hash or the start of it (whole says which), on the best provider,
 // failing over to the next.
-func (c *callCmd) callSchema(ctx context.Context, tf trustFlags, prefix string, whole bool, name string, args callArguments) error {
+func (c *callCmd) callSchema(ctx context.Context, tf trustFlags, rf reputationFlags, prefix string, whole bool, name string, args callArguments) error {
 	enc, err := contextvm.ParseEncryptionMode(c.cf.encryption)
 	if err != nil {
 		return fmt.Errorf("--encryption: %w", err)
@@ -50,12 +49,21 @@ func (c *callCmd) callSchema(ctx context.Context, tf trustFlags, prefix string, 
 	if err != nil {
 		return noRelay(c.cf.relays, wait, err)
 	}
-	history := c.providerHistory()
+	history := c.history()
 	ranking := discovery.Ranking{Policy: policy, Trusted: trusted, History: history}
+	scores, err := c.providerReputation(ctx, pool, rf, policy, catalog.Servers(discovery.Filter{SchemaHash: hash}), history)
+	if err != nil {
+		return err
+	}
+	if scores != nil {
+		ranking.Reputation = scores
+	}
 	providers, excluded := catalog.Providers(hash, ranking)
 	switch {
+	case len(providers) == 0 && excluded > 0 && policy == discovery.ByReputation:
+		return remote(fmt.Errorf("%d server(s) announce schema %s, none trusted and none with a reputation of %.0f or more: trust one with --trust NPUB (see: cvm discover --schema %s --sort reputation)", excluded, shorten(hash, 16), reputation.AdmitThreshold, hash))
 	case len(providers) == 0 && excluded > 0:
-		return remote(fmt.Errorf("%d server(s) announce schema %s, none of them trusted: trust one with --trust NPUB (see: cvm discover --schema %s), or call any with --trust-policy any", excluded, shorten(hash, 16), hash))
+		return remote(fmt.Errorf("%d server(s) announce schema %s, none of them trusted: trust one with --trust NPUB (see: cvm discover --schema %s --sort reputation), or call those with a good reputation with --trust-policy reputation", excluded, shorten(hash, 16), hash))
 	case len(providers) == 0:
 		return remote(fmt.Errorf("no server announces a verified implementation of schema %s on %d relay(s) (see: cvm discover --schema %s)", hash, len(pool.Relays()), hash))
 	}
@@ -69,7 +77,7 @@ func (c *callCmd) callSchema(ctx context.Context, tf trustFlags, prefix string, 
 
 	res, err := discovery.Call(ctx, discovery.CallOptions{
 		SchemaHash: hash, Tool: name, Arguments: arguments,
-		Catalog: catalog, Pool: pool, History: history, Policy: policy, Trusted: trusted,
+		Catalog: catalog, Pool: pool, History: history, Policy: policy, Trusted: trusted, Reputation: ranking.Reputation,
 		Client: contextvm.ClientOptions{
 			Signer: contextvm.NewKeySigner(id.secret), Encryption: enc, RequestTimeout: c.cf.timeout, Logger: c.log, Payer: c.cf.pay.Payer(),
 		},
@@ -85,8 +93,11 @@ func (c *callCmd) callSchema(ctx context.Context, tf trustFlags, prefix string, 
 	}
 	p := res.Provider
 	fmt.Fprintf(c.stderr, "answered by %s (%s), %s\n", p.Server.Name, p.Server.Npub, p.Tool.Price)
+	if sc, ok := scores[p.Server.Pubkey]; ok {
+		fmt.Fprintf(c.stderr, "reputation %.1f: %s\n", sc.Value, sc.Why)
+	}
 	if c.jsonOut {
-		if err := c.printSchemaCall(res); err != nil {
+		if err := c.printSchemaCall(res, scores); err != nil {
 			return err
 		}
 	}
@@ -99,13 +110,19 @@ func (c *callCmd) callSchema(ctx context.Context, tf trustFlags, prefix string, 
 	return nil
 }
 
-// providerHistory is what the providers of common schemas did before, in
-// the cache directory (in memory without one).
-func (c *callCmd) providerHistory() *discovery.History {
-	if dir, err := config.CacheDir(c.getenv); err == nil {
-		return discovery.OpenHistory(filepath.Join(dir, "providers.json"))
+// providerReputation scores the providers of a schema when it can change
+// the choice: there is more than one, or the policy admits by reputation.
+// Nil otherwise.
+func (c *callCmd) providerReputation(ctx context.Context, pool *nostrx.Pool, rf reputationFlags, policy discovery.TrustPolicy, candidates []discovery.Server, history *discovery.History) (reputation.Scores, error) {
+	if len(candidates) < 2 && policy != discovery.ByReputation {
+		return nil, nil
 	}
-	return discovery.OpenHistory("")
+	wait := relayWaitFor(c.cf.timeout)
+	stop := c.spinner("reading reviews from your web of trust")
+	defer stop()
+	qctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	return c.reputationOf(qctx, pool, rf, c.cf.key, history, candidates)
 }
 
 // schemaArguments types the command line's arguments by the input schema
@@ -130,7 +147,7 @@ func schemaArguments(tool discovery.Tool, hash, name string, args callArguments)
 
 // printSchemaCall prints, with --json, the result of a call by schema with
 // the provider that answered and every attempt.
-func (c *callCmd) printSchemaCall(res *discovery.CallResult) error {
+func (c *callCmd) printSchemaCall(res *discovery.CallResult, scores reputation.Scores) error {
 	p := res.Provider
 	type attempt struct {
 		Npub      string `json:"npub"`
@@ -145,10 +162,15 @@ func (c *callCmd) printSchemaCall(res *discovery.CallResult) error {
 			Npub   string           `json:"npub"`
 			Name   string           `json:"name"`
 			Price  *discovery.Price `json:"price"`
+			// Reputation is there when providers were ranked by it.
+			Reputation *reputation.Score `json:"reputation,omitempty"`
 		} `json:"provider"`
 		Attempts []attempt `json:"attempts"`
 	}{Result: res.Result}
 	out.Provider.Pubkey, out.Provider.Npub, out.Provider.Name, out.Provider.Price = p.Server.Pubkey.Hex(), p.Server.Npub, p.Server.Name, p.Tool.Price
+	if sc, ok := scores[p.Server.Pubkey]; ok {
+		out.Provider.Reputation = &sc
+	}
 	for _, at := range res.Attempts {
 		e := attempt{Npub: at.Provider.Server.Npub, Name: at.Provider.Server.Name, ElapsedMs: at.Elapsed.Milliseconds()}
 		if at.Err != nil {

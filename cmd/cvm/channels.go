@@ -168,7 +168,7 @@ func (a *app) sessionToOpenChannel(ctx context.Context, cf *clientFlags, serverA
 	if cf.pay == nil || cf.pay.Channel == nil || cf.stateless || isHTTPServer(serverArg) {
 		return
 	}
-	pk, err := a.resolveServer(serverArg)
+	pk, err := a.resolveServer(ctx, serverArg)
 	payer, ok := cf.pay.Payer().(*cep8.Payer)
 	if err != nil || !ok {
 		return
@@ -216,7 +216,7 @@ func (a *app) closeChannels(ctx context.Context, cf clientFlags, walletFile, ser
 	if paid.wallet == nil {
 		return fmt.Errorf("closing a channel needs your Lightning wallet (nostr+walletconnect://), to invoice the refund: give --wallet-file FILE or $%s", walletEnv)
 	}
-	server, err := a.resolveServer(serverArg)
+	server, err := a.resolveServer(ctx, serverArg)
 	if err != nil {
 		return err
 	}

@@ -134,7 +134,7 @@ type target struct {
 // the configured ones when the server has no relay list (at debug only;
 // a failure names the relays it tried).
 func (a *app) locate(ctx context.Context, cf clientFlags, serverArg string) (target, error) {
-	server, err := a.resolveServer(serverArg)
+	server, err := a.resolveServer(ctx, serverArg)
 	if err != nil {
 		return target{}, err
 	}
@@ -195,8 +195,22 @@ func (a *app) source(key string) config.Source {
 }
 
 // resolveServer reads SERVER: an alias from [servers] in the config file,
-// or a public key as hex, npub or nprofile.
-func (a *app) resolveServer(arg string) (nostrx.PublicKey, error) {
+// a public key as hex, npub or nprofile, or a NIP-05 name@domain
+// (nip05.go).
+func (a *app) resolveServer(ctx context.Context, arg string) (nostrx.PublicKey, error) {
+	target := arg
+	if alias, ok := a.file.Table("servers")[arg]; ok {
+		target = alias
+	}
+	if isNIP05(target) {
+		return a.resolveNIP05(ctx, target)
+	}
+	return a.resolveServerKey(arg)
+}
+
+// resolveServerKey is resolveServer without NIP-05: where a name must
+// not be looked up (an allow-list is keys the person chose).
+func (a *app) resolveServerKey(arg string) (nostrx.PublicKey, error) {
 	target := arg
 	alias, isAlias := a.file.Table("servers")[arg]
 	if isAlias {
@@ -209,7 +223,7 @@ func (a *app) resolveServer(arg string) (nostrx.PublicKey, error) {
 	case isAlias:
 		return pk, fmt.Errorf("server alias %q in %s: %w", arg, a.file.Path, err)
 	case !looksLikeKey(arg):
-		return pk, fmt.Errorf("unknown server %q: not a public key (hex, npub or nprofile) and not an alias in [servers] of %s", arg, a.file.Path)
+		return pk, fmt.Errorf("unknown server %q: not a public key (hex, npub or nprofile), a NIP-05 name@domain, or an alias in [servers] of %s", arg, a.file.Path)
 	default:
 		return pk, fmt.Errorf("server: %w", err)
 	}

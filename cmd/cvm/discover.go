@@ -17,6 +17,7 @@ import (
 	"github.com/cvmgo/cvm/discovery"
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/reputation"
 	"github.com/spf13/cobra"
 )
 
@@ -32,6 +33,9 @@ type discoverFlags struct {
 	serve, key string
 	allowHosts []string
 	pay        payFlags
+	// --sort reputation (reputation.go).
+	sort string
+	rep  reputationFlags
 }
 
 // discoverHelp is the long help of discover.
@@ -54,6 +58,16 @@ announcement is marked ["k","io.contextvm/common-schema"], by hash, with the
 tool's name, how many servers claim each and how many of those claims are
 verified (the tool's own schemas hash to it). --json prints an array of
 {"hash","tool","claimed","verified","categories"}.
+
+--sort reputation ranks the servers by their reputation with you, the best
+first, each with its score (0 to 100) and why: the reviews of people in
+your web of trust (rooted at --wot NPUB, reputation.wot-root, else your cvm
+identity: its follows weigh 1, theirs 1/4, anyone else nothing), your own
+last calls to it (success rate, median latency) and how long its tools
+have been announced (docs/reputation.md has the formula). --json adds
+{"reputation":{"score","why",…}} to each server. With --serve, the page
+shows each score and why and sorts by it (or by name, as chosen on the
+page); the web of trust and its reviews are read once, at start.
 
 --serve ADDR serves the catalog as a web page (e.g. --serve 127.0.0.1:8088;
 a JSON ready line gives its URL) and keeps it current until interrupted.
@@ -80,7 +94,8 @@ func (a *app) discoverCommand() *cobra.Command {
 		Example: `  cvm discover
   cvm discover --schema 7c61a439f006… --max-price 10
   cvm discover --json --watch --relay wss://relay.example.com
-  cvm discover --schemas`,
+  cvm discover --schemas
+  cvm discover --category language --sort reputation`,
 		Args: positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return (&discoverCmd{app: a, df: df}).run(cmd) },
 	}
@@ -99,6 +114,8 @@ func (a *app) discoverCommand() *cobra.Command {
 	f.StringVar(&df.serve, "serve", "", "serve the catalog as a web page on this address (e.g. 127.0.0.1:8088) until interrupted")
 	f.StringVar(&df.key, "key", "", "with --serve: secret key file of the identity \"try it\" calls with (default: the configured identity)")
 	f.StringSliceVar(&df.allowHosts, "allow-host", nil, "with --serve: host names besides loopback ones the page answers to (patterns like *.example.com)")
+	f.StringVar(&df.sort, "sort", "name", "name, or reputation: the best first, with its score and why")
+	addReputationFlags(cmd, &df.rep)
 	a.addPayFlags(cmd, &df.pay, false)
 	config.Bind(f, "timeout", "timeout")
 	return cmd
@@ -106,6 +123,9 @@ func (a *app) discoverCommand() *cobra.Command {
 
 func (d *discoverCmd) run(cmd *cobra.Command) error {
 	if err := d.df.pay.check(); err != nil {
+		return err
+	}
+	if err := d.checkSort(); err != nil {
 		return err
 	}
 	filter := discovery.Filter{Tool: d.df.tool, Category: d.df.category, Encrypted: d.df.encrypted}
@@ -172,7 +192,23 @@ func (d *discoverCmd) run(cmd *cobra.Command) error {
 	if err != nil {
 		return noRelay(d.df.relays, d.df.timeout, err)
 	}
-	if err := d.printServers(catalog, filter); err != nil {
+	servers := catalog.Servers(filter)
+	var scores reputation.Scores
+	if d.df.sort == "reputation" {
+		stop := d.spinner("reading reviews from your web of trust")
+		qctx, cancel := context.WithTimeout(ctx, d.df.timeout)
+		scores, err = d.reputationOf(qctx, pool, d.df.rep, d.df.key, d.history(), servers)
+		cancel()
+		stop()
+		if err != nil {
+			return err
+		}
+		reputation.Sort(servers, scores)
+	}
+	sctx, cancel := context.WithTimeout(ctx, d.df.timeout)
+	socials := fetchSocial(sctx, pool, d.outbound(), servers)
+	cancel()
+	if err := d.printServers(catalog, servers, filter, listing{scores: scores, socials: socials}); err != nil {
 		return err
 	}
 	if !d.df.watch {
@@ -198,11 +234,35 @@ func (d *discoverCmd) serve(ctx context.Context, pool *nostrx.Pool, maxPriceSet 
 	return d.serveCatalog(ctx, pool, catalog)
 }
 
-// printServers prints the servers of the catalog that pass the filter
-// (with --verbose, what was skipped
-// and why).
-func (d *discoverCmd) printServers(catalog *discovery.Catalog, filter discovery.Filter) error {
-	servers := catalog.Servers(filter)
+// checkSort checks --sort and what it may be combined with.
+func (d *discoverCmd) checkSort() error {
+	switch {
+	case d.df.sort != "name" && d.df.sort != "reputation":
+		return fmt.Errorf("--sort %q: want name or reputation", d.df.sort)
+	case d.df.sort == "reputation" && d.df.watch:
+		return errors.New("--sort reputation ranks the servers once: it takes no --watch (the page of --serve ranks and stays live)")
+	case d.df.sort == "reputation" && d.df.schemas:
+		return errors.New("--sort reputation ranks servers: it takes no --schemas")
+	}
+	return nil
+}
+
+// listing is what discover shows of servers besides their announcements.
+type listing struct {
+	scores  reputation.Scores // with --sort reputation
+	socials map[nostr.PubKey]serverSocial
+}
+
+// rankedServer is a server in --json with --sort reputation.
+type rankedServer struct {
+	discoveredServer
+	Reputation reputation.Score `json:"reputation"`
+}
+
+// printServers prints servers, of the catalog and passing the filter, with
+// their profiles and notes, and their scores when ranked (with --verbose,
+// what was skipped and why).
+func (d *discoverCmd) printServers(catalog *discovery.Catalog, servers []discovery.Server, filter discovery.Filter, l listing) error {
 	if d.df.verbose {
 		d.printSkipped(catalog.Skipped())
 		for _, s := range servers {
@@ -214,15 +274,22 @@ func (d *discoverCmd) printServers(catalog *discovery.Catalog, filter discovery.
 	switch {
 	case d.jsonOut && d.df.watch:
 		for _, s := range servers {
-			if err := d.printJSON(s); err != nil {
+			if err := d.printJSON(discoveredServer{s, l.socials[s.Pubkey]}); err != nil {
 				return err
 			}
 		}
-	case d.jsonOut:
-		if servers == nil {
-			servers = []discovery.Server{}
+	case d.jsonOut && l.scores != nil:
+		ranked := make([]rankedServer, len(servers))
+		for i, s := range servers {
+			ranked[i] = rankedServer{discoveredServer{s, l.socials[s.Pubkey]}, l.scores[s.Pubkey]}
 		}
-		if err := d.printJSON(servers); err != nil {
+		return d.printJSON(ranked)
+	case d.jsonOut:
+		out := make([]discoveredServer, len(servers))
+		for i, s := range servers {
+			out[i] = discoveredServer{s, l.socials[s.Pubkey]}
+		}
+		if err := d.printJSON(out); err != nil {
 			return err
 		}
 	case len(servers) == 0 && !d.df.watch:
@@ -233,6 +300,10 @@ func (d *discoverCmd) printServers(catalog *discovery.Catalog, filter discovery.
 				fmt.Fprintln(d.stdout)
 			}
 			printServer(d.stdout, s, filter)
+			if sc, ok := l.scores[s.Pubkey]; ok {
+				fmt.Fprintf(d.stdout, "  reputation %.1f: %s\n", sc.Value, sc.Why)
+			}
+			printSocial(d.stdout, l.socials[s.Pubkey])
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/cvmgo/cvm/discovery/catalogpage"
 	"github.com/cvmgo/cvm/internal/httpserve"
 	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/reputation"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -38,8 +39,18 @@ func (d *discoverCmd) serveCatalog(ctx context.Context, pool *nostrx.Pool, catal
 			budget += fmt.Sprintf(", %d a day", pay.Budget.PerDay)
 		}
 	}
-	page, err := catalogpage.New(catalogpage.Options{Catalog: catalog, Caller: caller, AllowedHosts: d.df.allowHosts,
-		Budget: budget, MaxPerCall: maxPerCall, BudgetUnit: "sats", Rates: pay.Rates, Tolerance: pay.Tolerance, Logger: d.log})
+	soc := &catalogSocial{a: d.app, pool: pool, fetcher: d.outbound(), relays: pool.Relays()}
+	if id, err := d.resolveIdentity(d.df.key, existingKey); err == nil {
+		soc.id = &id
+	} else {
+		d.log.Info("the page posts no reviews: no identity", "err", err)
+	}
+	rank, err := d.pageReputation(ctx, pool)
+	if err != nil {
+		return err
+	}
+	page, err := catalogpage.New(catalogpage.Options{Catalog: catalog, Caller: caller, Social: soc, AllowedHosts: d.df.allowHosts,
+		Budget: budget, MaxPerCall: maxPerCall, BudgetUnit: "sats", Rates: pay.Rates, Tolerance: pay.Tolerance, Reputation: rank, Logger: d.log})
 	if err != nil {
 		return err
 	}
@@ -80,6 +91,29 @@ func (d *discoverCmd) serveCatalog(ctx context.Context, pool *nostrx.Pool, catal
 		err = serr
 	}
 	return err
+}
+
+// pageReputation is, with --sort reputation, what scores the page's
+// servers: the web of trust and its reviews read once, at start, and the
+// user's history as it is at each listing (try it adds to it). Nil
+// without.
+func (d *discoverCmd) pageReputation(ctx context.Context, pool *nostrx.Pool) (func([]discovery.Server) reputation.Scores, error) {
+	if d.df.sort != "reputation" {
+		return nil, nil
+	}
+	stop := d.spinner("reading reviews from your web of trust")
+	qctx, cancel := context.WithTimeout(ctx, d.df.timeout)
+	in, err := d.reputationInputs(qctx, pool, d.df.rep, d.df.key, nil, nil)
+	cancel()
+	stop()
+	if err != nil {
+		return nil, err
+	}
+	return func(servers []discovery.Server) reputation.Scores {
+		in := in
+		in.History, in.Now = d.history(), time.Now()
+		return reputation.Rank(in, servers)
+	}, nil
 }
 
 // catalogCaller makes the page's "try it" calls with this cvm's client
@@ -124,11 +158,13 @@ func (c *catalogCaller) Call(ctx context.Context, req catalogpage.CallRequest, r
 	params := &mcp.CallToolParams{Name: req.Tool, Arguments: req.Arguments}
 	params.SetProgressToken(fmt.Sprintf("cvm-page-%d", time.Now().UnixNano()))
 	rep.Sent()
+	start := time.Now()
 	res, err := cs.CallTool(ctx, params)
 	cs.answered(err)
 	if derr, ok := declinedError(err, cf.pay); ok {
 		return nil, derr
 	}
+	c.a.recordCall(cs, time.Since(start), err)
 	if err != nil {
 		return nil, remoteFailure(ctx, "tools/call "+req.Tool, server, cs.relays, err)
 	}

@@ -37,7 +37,14 @@
 //     options: the defaults, and in the test build only, tag cvmtest, the
 //     loopback servers a test names).
 //   - Discovery: discover.go, discoverserve.go (the catalog page),
-//     schema.go and schemaprefix.go (common schemas), trust.go.
+//     schema.go and schemaprefix.go (common schemas), trust.go,
+//     reputation.go (--wot, the history of calls, servers scored by
+//     package reputation); discoversocial.go (the profiles, nip05 checks and notes discover
+//     shows), catalogsocial.go (the catalog page's profiles, reviews and
+//     the operator's reviews), nip05.go (servers named name@domain).
+//   - Social (CEP-23, CEP-24): profile.go (the gateway's --profile-* and
+//     publishing its kind 0), note.go (cvm note, and publishing one signed
+//     event), review.go (cvm review), reviews.go (cvm reviews).
 //   - Serving: gatewaycmd.go (cvm gateway's flags and checks), gatewayrun.go
 //     (its wiring: wallet, state, server options, ready line),
 //     gatewaychannels.go (its CEP-8 gate, and whether it offers payment

@@ -24,6 +24,7 @@ import (
 type gatewayFlags struct {
 	replica replicaFlags // --nats and its companions: gatewayreplicas.go
 	rate    rateFlags    // --usd-rate-*: usdrate.go
+	profile profileFlags // --profile-*: profile.go
 
 	relays                     []string
 	announceRelays             []string
@@ -113,6 +114,12 @@ channel, or is owed once the channel was idle for --channel-idle-ttl.
 --channels=false offers none; nor does a replica group (--nats), whose
 replicas could not agree on a channel's receipts. --unannounce-on-exit
 deletes the announcements at shutdown; cvm unannounce does it any time.
+
+--profile-name, --profile-about, --profile-picture, --profile-website,
+--profile-nip05 and --profile-lud16 (or a [profile] table in the config)
+publish the server's profile (kind 0, CEP-23) signed by its key, at start
+when the relays have another one; cvm unannounce deletes it, cvm note
+publishes a note (kind 1) as the server.
 
 --http ADDR also serves the upstream over MCP streamable HTTP at
 http://ADDR/mcp (--no-nostr: over HTTP only), with the gateway's DID
@@ -206,6 +213,7 @@ func (a *app) gatewayCommand() *cobra.Command {
 	gf.add(f)
 	gf.replica.add(f)
 	addRateFlags(cmd, &gf.rate, false)
+	gf.profile.add(f)
 	cmd.Long += replicaHelp
 	for _, name := range []string{"key", "encryption", "gift-wrap", "allow", "public", "name", "about", "website", "picture",
 		"session-mode", "env", "pass-env", "upstream-url", "inject-client-pubkey", "metrics", "data", "max-transfer-bytes", "max-sessions", "session-reserve", "session-rate", "session-burst", "idle-timeout", "isolate-stateless",

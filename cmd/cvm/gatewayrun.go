@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"fiatjaf.com/nostr"
@@ -15,6 +16,7 @@ import (
 	"github.com/cvmgo/cvm/internal/httpserve"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/social"
 	"github.com/spf13/cobra"
 )
 
@@ -31,6 +33,7 @@ type gatewayPlan struct {
 	prices         []contextvm.Price
 	rates          payments.Rates // converts usd prices; nil without --usd-rate-url
 	id             identity
+	profile        social.Profile // CEP-23; zero: none published
 }
 
 // run is cvm gateway: it checks everything it can before it starts
@@ -139,6 +142,9 @@ func (g *gatewayCmd) plan(cmd *cobra.Command, args []string) (p gatewayPlan, err
 	}
 	if rates != nil { // no nil *usdrate.Source in the interface
 		p.rates = rates
+	}
+	if p.profile, err = g.gf.profile.profile(); err != nil {
+		return p, err
 	}
 	p.id, err = g.resolveIdentity(g.gf.key, serverKey)
 	return p, err
@@ -323,6 +329,7 @@ func (g *gatewayCmd) serve(ctx context.Context, gw *gateway.Gateway, p gatewayPl
 	go func() { served <- gw.Serve(ctx) }()
 	if srv := gw.Server(); srv != nil {
 		ready.Relays = srv.Relays()
+		g.publishProfile(ctx, p, slices.Concat(ready.Relays, p.announceRelays))
 	}
 	if err := g.printJSON(ready); err != nil {
 		return err

@@ -26,7 +26,7 @@ func (g *gatewayCmd) zapGate(p gatewayPlan, state durable.Store) (contextvm.Gate
 	}
 	proc, err := zap.NewProcessor(zap.Options{
 		Address: addr, Key: p.id.secret, Relays: g.gf.relays, Store: state,
-		Fetcher: g.fetcher(), Logger: g.log,
+		Fetcher: g.outbound(), Logger: g.log,
 	})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("--zap-address: %w", err)

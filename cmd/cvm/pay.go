@@ -293,7 +293,7 @@ func (a *app) payOptions(pf payFlags, ask func(context.Context, contextvm.Paymen
 		}
 		var allow []string
 		for _, s := range pf.allow {
-			pk, err := a.resolveServer(s)
+			pk, err := a.resolveServerKey(s)
 			if err != nil {
 				return nil, nil, fmt.Errorf("--pay-allow: %w", err)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/contextvm/cep8"
+	"github.com/cvmgo/cvm/discovery"
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/payments/quotation"
 	"github.com/cvmgo/cvm/proxy"
@@ -39,7 +40,11 @@ channels from one (see cvm channels --help).
 
 SERVER may also be an http(s):// MCP endpoint (streamable HTTP): requests
 are signed with DIDAuthV1 as the identity's did:nostr (or --did-key FILE),
-and priced tools are paid through NIP-10 quotations under the same limits.`
+and priced tools are paid through NIP-10 quotations under the same limits.
+
+The outcome of each tools/call to a ContextVM server is remembered in
+history.json in the cache directory, as cvm call's are (see cvm discover
+--sort reputation).`
 
 func (a *app) proxyCommand() *cobra.Command {
 	var cf clientFlags
@@ -121,10 +126,12 @@ func (a *app) proxyNostr(ctx context.Context, cf clientFlags, server string, hos
 	}
 	// Subscribed before the host's first message is read, so
 	// that no answer can come before anyone listens for it.
-	remote, err := relayStage{t, opts.Relays, relayWait}.Connect(ctx)
+	conn, err := relayStage{t, opts.Relays, relayWait}.Connect(ctx)
 	if err != nil {
 		return err
 	}
+	// Each tools/call's outcome goes into the user's history.
+	remote := &discovery.HistoryConn{Connection: conn, Server: tg.key.Key, History: a.history(), Logger: log}
 	local, err := (&mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}}).Connect(ctx)
 	if err != nil {
 		remote.Close()

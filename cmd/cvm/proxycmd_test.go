@@ -9,6 +9,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/cvmgo/cvm/discovery"
+	"github.com/cvmgo/cvm/internal/config"
+	"github.com/cvmgo/cvm/nostrx"
 )
 
 // rpc writes one JSON-RPC message to a proxy's stdin.
@@ -67,6 +71,18 @@ func TestProxyCommand_SpeaksMCPOnStdioUntilSignalOrEOF(t *testing.T) {
 			}
 			if !strings.Contains(p.Stderr.String(), "tools/call") || !strings.Contains(p.Stderr.String(), "proxy stopped") {
 				t.Errorf("stderr: %s", p.Stderr)
+			}
+			// The call is in the user's history of the server.
+			pk, err := nostrx.ParsePublicKey(npub)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cache, err := config.CacheDir(func(k string) string { return c.env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, ok, _ := discovery.OpenHistory(filepath.Join(cache, "history.json")).Get(pk.Key).Stats(); n != 1 || ok != 1 {
+				t.Errorf("history of the server: %d calls, %d succeeded; want the one", n, ok)
 			}
 		})
 	}

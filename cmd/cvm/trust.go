@@ -9,6 +9,7 @@ import (
 	"github.com/cvmgo/cvm/discovery"
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/reputation"
 	"github.com/spf13/cobra"
 )
 
@@ -22,7 +23,7 @@ type trustFlags struct {
 func addTrustFlags(cmd *cobra.Command, tf *trustFlags) {
 	f := cmd.Flags()
 	f.StringArrayVar(&tf.trusted, "trust", nil, "with --schema: a server you trust with your arguments, as npub, hex or nprofile (repeatable; adds to the [trust] table)")
-	f.StringVar(&tf.policy, "trust-policy", "trusted-only", "with --schema: trusted-only, trusted-first or any")
+	f.StringVar(&tf.policy, "trust-policy", "trusted-only", fmt.Sprintf("with --schema: trusted-only, trusted-first, any, or reputation (trusted first, then others whose reputation is %g or more)", reputation.AdmitThreshold))
 	config.Bind(f, "trust-policy", "trust-policy")
 }
 

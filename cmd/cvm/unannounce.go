@@ -53,11 +53,7 @@ a gateway run with --announce announces itself again when it restarts.`,
 			return nil
 		},
 	}
-	addRelayFlag(cmd, &relays)
-	f := cmd.Flags()
-	f.StringVar(&key, "key", "", "the server's secret key file (default: the configured identity)")
-	f.DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the relays")
-	config.Bind(f, "timeout", "timeout")
-	config.Bind(f, "key", "gateway.key")
+	addPublishFlags(cmd, &relays, &key, &timeout, "the server's secret key file (default: the configured identity)")
+	config.Bind(cmd.Flags(), "key", "gateway.key")
 	return cmd
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/internal/config"
-	"github.com/cvmgo/cvm/outbound"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/usdrate"
 	"github.com/spf13/cobra"
@@ -49,7 +48,7 @@ func (a *app) usdRates(rf rateFlags) (*usdrate.Source, error) {
 	if rf.ttl <= 0 {
 		return nil, fmt.Errorf("--usd-rate-ttl %v: want a positive duration, e.g. 60s", rf.ttl)
 	}
-	src, err := usdrate.New(usdrate.Options{URL: rf.url, Pointer: rf.pointer, TTL: rf.ttl, Fetcher: a.fetcher()})
+	src, err := usdrate.New(usdrate.Options{URL: rf.url, Pointer: rf.pointer, TTL: rf.ttl, Fetcher: a.outbound()})
 	if err != nil {
 		return nil, fmt.Errorf("--usd-rate-url / --usd-rate-pointer (payments.usd-rate): %w", err)
 	}
@@ -67,11 +66,4 @@ func toleranceOf(rf rateFlags) (float64, error) {
 	default:
 		return p / 100, nil
 	}
-}
-
-// fetcher is the outbound fetcher of this invocation: public addresses
-// only (and, in the test build, the loopback servers a test names; see
-// outboundtrust.go).
-func (a *app) fetcher() *outbound.Fetcher {
-	return outbound.New(outboundOptions(a.getenv))
 }

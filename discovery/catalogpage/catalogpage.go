@@ -26,6 +26,7 @@ import (
 	"github.com/cvmgo/cvm/internal/webui"
 	"github.com/cvmgo/cvm/outbound"
 	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/reputation"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -102,6 +103,9 @@ type Options struct {
 	Catalog *discovery.Catalog // required
 	// Caller makes "try it" calls; nil leaves the page without them.
 	Caller Caller
+	// Social shows servers' profiles, notes and reviews and posts the
+	// operator's reviews (social.go); nil leaves the page without them.
+	Social Social
 	// AllowedHosts are Host names besides loopback ones the page answers
 	// to (patterns as in path.Match).
 	AllowedHosts []string
@@ -128,7 +132,12 @@ type Options struct {
 	// usd only and not called.
 	Rates     payments.Rates
 	Tolerance float64
-	Logger    *slog.Logger
+	// Reputation, if set, scores the servers listed (package reputation):
+	// the page shows each score and why, and sorts by it unless the
+	// person sorts by name (sort=name in the URL). Nil: no scores, sorted
+	// by name.
+	Reputation func([]discovery.Server) reputation.Scores
+	Logger     *slog.Logger
 }
 
 // Page is the catalog page's HTTP handler. Call Notify when the catalog
@@ -198,6 +207,10 @@ func New(opts Options) (*Page, error) {
 	m.HandleFunc("GET /api/events", p.serveEvents)
 	m.HandleFunc("GET /api/picture/{pubkey}", p.servePicture)
 	m.HandleFunc("POST /api/call", p.serveCall)
+	m.HandleFunc("GET /api/about/{pubkey}", p.serveAbout)
+	m.HandleFunc("POST /api/review", p.serveReview)
+	m.HandleFunc("GET /schema/{hash}", p.serveSchemaPage)
+	m.HandleFunc("GET /category/{name}", p.serveCategoryPage)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		webui.WriteError(w, http.StatusNotFound, webui.CodeNotFound, "no endpoint "+r.Method+" "+r.URL.Path+"; the page is at /")
 	})
@@ -269,6 +282,8 @@ type serverView struct {
 	discovery.Server
 	HasPicture bool     `json:"hasPicture"`
 	Tools      []toolVw `json:"tools"`
+	// Reputation is the server's score and why, with Options.Reputation.
+	Reputation *reputation.Score `json:"reputation,omitempty"`
 }
 
 type toolVw struct {
@@ -345,12 +360,20 @@ func (p *Page) serveServers(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 	toolFilter := f.Tool != "" || f.SchemaHash != "" || f.MaxPrice != nil
 	usd := usdRate{rates: p.opts.Rates, log: p.log}
-	out := []serverView{}
-	for _, s := range p.opts.Catalog.Servers(f) {
-		if !matchText(s, text) {
-			continue
+	servers := slices.DeleteFunc(p.opts.Catalog.Servers(f), func(s discovery.Server) bool { return !matchText(s, text) })
+	var scores reputation.Scores
+	if p.opts.Reputation != nil {
+		scores = p.opts.Reputation(servers)
+		if r.URL.Query().Get("sort") != "name" {
+			reputation.Sort(servers, scores)
 		}
+	}
+	out := []serverView{}
+	for _, s := range servers {
 		v := serverView{Server: s, HasPicture: p.pictureAllowed(s.Picture)}
+		if sc, ok := scores[s.Pubkey]; ok {
+			v.Reputation = &sc
+		}
 		for _, t := range s.Tools {
 			tv := toolVw{Tool: t, Match: toolFilter && f.MatchTool(t)}
 			if rate := usd.rate(r.Context(), t.Price); rate != nil {
@@ -366,7 +389,7 @@ func (p *Page) serveServers(w http.ResponseWriter, r *http.Request) {
 		out = append(out, v)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"version": version, "servers": out, "tryIt": p.opts.Caller != nil, "budget": p.opts.Budget})
+	json.NewEncoder(w).Encode(map[string]any{"version": version, "servers": out, "tryIt": p.opts.Caller != nil, "budget": p.opts.Budget, "reputation": scores != nil})
 }
 
 // serveEvents is a Server-Sent Events stream: "changed" whenever the
@@ -425,16 +448,7 @@ func (p *Page) serveCall(w http.ResponseWriter, r *http.Request) {
 		webui.WriteError(w, http.StatusNotFound, CodeTryItDisabled, "this catalog does not call tools")
 		return
 	}
-	if !webui.SameOrigin(r) {
-		webui.WriteError(w, http.StatusForbidden, CodeCrossOrigin, "calls are accepted from this catalog's own page only")
-		return
-	}
-	if !p.tokenValid(r.Header.Get(tokenHeader)) {
-		webui.WriteError(w, http.StatusForbidden, CodeBadPageToken, "the page token is missing or wrong; reload the page")
-		return
-	}
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		webui.WriteError(w, http.StatusUnsupportedMediaType, CodeBadContentType, "send the call as application/json")
+	if !p.guardPost(w, r) {
 		return
 	}
 	var body callBody
@@ -444,16 +458,11 @@ func (p *Page) serveCall(w http.ResponseWriter, r *http.Request) {
 		webui.WriteError(w, http.StatusBadRequest, CodeBadRequest, "the call is not valid JSON: "+err.Error())
 		return
 	}
-	pk, err := nostr.PubKeyFromHex(body.Server)
-	if err != nil {
-		webui.WriteError(w, http.StatusBadRequest, CodeBadRequest, "server must be a public key in hex")
-		return
-	}
-	s, ok := p.opts.Catalog.Server(pk)
+	pk, ok := p.catalogServer(w, body.Server)
 	if !ok {
-		webui.WriteError(w, http.StatusNotFound, CodeUnknownServer, "this server is not in the catalog (any more)")
 		return
 	}
+	s, _ := p.opts.Catalog.Server(pk)
 	i := slices.IndexFunc(s.Tools, func(t discovery.Tool) bool { return t.Name == body.Tool })
 	if i < 0 {
 		webui.WriteError(w, http.StatusNotFound, CodeUnknownTool, "the server announces no tool "+strconv.Quote(body.Tool))
@@ -495,6 +504,26 @@ func (p *Page) serveCall(w http.ResponseWriter, r *http.Request) {
 		req.MaxPay, req.Unit = amount, unit
 	}
 	p.stream(w, r, req, s)
+}
+
+// guardPost answers, and refuses, a request that spends the operator's
+// identity or wallet unless it comes from this catalog's own page: same
+// origin, the page's token, a JSON body (which a form on another site
+// cannot send).
+func (p *Page) guardPost(w http.ResponseWriter, r *http.Request) bool {
+	if !webui.SameOrigin(r) {
+		webui.WriteError(w, http.StatusForbidden, CodeCrossOrigin, "calls are accepted from this catalog's own page only")
+		return false
+	}
+	if !p.tokenValid(r.Header.Get(tokenHeader)) {
+		webui.WriteError(w, http.StatusForbidden, CodeBadPageToken, "the page token is missing or wrong; reload the page")
+		return false
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		webui.WriteError(w, http.StatusUnsupportedMediaType, CodeBadContentType, "send the call as application/json")
+		return false
+	}
+	return true
 }
 
 // priceToPay is the most a call at price can cost, in whole units: for a

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,7 @@ import (
 	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/outbound"
 	"github.com/cvmgo/cvm/outbound/outboundtest"
+	"github.com/cvmgo/cvm/reputation"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -93,7 +95,13 @@ func newTestPage(t *testing.T, picture string, fetcher *outbound.Fetcher) (*Page
 
 func post(t *testing.T, srv *httptest.Server, token, body string, mod func(*http.Request)) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", srv.URL+"/api/call", strings.NewReader(body))
+	return postTo(t, srv, "/api/call", token, body, mod)
+}
+
+// postTo posts body to path as the page does: same origin, JSON, token.
+func postTo(t *testing.T, srv *httptest.Server, path, token, body string, mod func(*http.Request)) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
 	req.Header.Set("Origin", srv.URL)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(tokenHeader, token)
@@ -532,5 +540,76 @@ func TestServers_SchemaFilterTakesTheStartOfAHash(t *testing.T) {
 	}
 	if code, servers, msg := get(none + "123"); code != 200 || len(servers) != 0 {
 		t.Errorf("a start no hash has: %d, %d servers, %s", code, len(servers), msg)
+	}
+}
+
+// With Options.Reputation the list comes ranked, each server with its
+// score and why, unless sort=name; without it, no scores.
+func TestServers_RankedByReputation(t *testing.T) {
+	c := discovery.NewCatalog()
+	// By key (the name order: every server is "S"), 0, 1, 2; by score, 2,
+	// 0, 1.
+	keys := []nostr.SecretKey{nostr.Generate(), nostr.Generate(), nostr.Generate()}
+	slices.SortFunc(keys, func(a, b nostr.SecretKey) int { return strings.Compare(a.Public().Hex(), b.Public().Hex()) })
+	for _, sk := range keys {
+		announce(t, c, sk, "", nil)
+	}
+	score := map[nostr.PubKey]float64{keys[0].Public(): 65, keys[1].Public(): 40, keys[2].Public(): 90}
+	rank := func(servers []discovery.Server) reputation.Scores {
+		out := reputation.Scores{}
+		for _, s := range servers {
+			out[s.Pubkey] = reputation.Score{Value: score[s.Pubkey], Why: fmt.Sprintf("because %.0f", score[s.Pubkey])}
+		}
+		return out
+	}
+	list := func(opts Options, query string) (ranked bool, pubkeys, whys []string) {
+		t.Helper()
+		p, err := New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(p)
+		defer func() { p.Close(); srv.Close() }()
+		resp, err := http.Get(srv.URL + "/api/servers" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body struct {
+			Reputation bool
+			Servers    []struct {
+				Pubkey     string
+				Reputation *reputation.Score
+			}
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range body.Servers {
+			pubkeys = append(pubkeys, s.Pubkey)
+			if s.Reputation != nil {
+				whys = append(whys, s.Reputation.Why)
+			}
+		}
+		return body.Reputation, pubkeys, whys
+	}
+	hexes := func(order ...int) []string {
+		var out []string
+		for _, i := range order {
+			out = append(out, keys[i].Public().Hex())
+		}
+		return out
+	}
+
+	opts := Options{Catalog: c, Logger: slog.New(slog.DiscardHandler), Reputation: rank}
+	if ranked, got, whys := list(opts, ""); !ranked || !slices.Equal(got, hexes(2, 0, 1)) || !slices.Equal(whys, []string{"because 90", "because 65", "because 40"}) {
+		t.Errorf("ranked: %v %v %q", ranked, got, whys)
+	}
+	if _, got, whys := list(opts, "?sort=name"); !slices.Equal(got, hexes(0, 1, 2)) || len(whys) != 3 {
+		t.Errorf("sort=name: %v %q", got, whys)
+	}
+	opts.Reputation = nil
+	if ranked, got, whys := list(opts, ""); ranked || !slices.Equal(got, hexes(0, 1, 2)) || whys != nil {
+		t.Errorf("without reputation: %v %v %q", ranked, got, whys)
 	}
 }

@@ -13,6 +13,7 @@
 //      ZAP_ADDRESS (with PRICE_ADD: add is charged for as NIP-57 zaps to that Lightning
 //      address through the SDK's LnBolt11ZapPaymentProcessor, its receipts read on
 //      RELAY_URL; Node must trust the address's certificate: NODE_EXTRA_CA_CERTS).
+//      PROFILE_JSON (with ANNOUNCE=1: the SDK's profileMetadata, a kind 0, CEP-23).
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import {
@@ -73,6 +74,7 @@ const transport = new NostrServerTransport({
   injectClientPubkey: process.env.INJECT_PUBKEY === '1',
   openStream: { enabled: process.env.OPEN_STREAM === '1' },
   logLevel: process.env.LOG_LEVEL ?? 'error',
+  profileMetadata: process.env.PROFILE_JSON ? JSON.parse(process.env.PROFILE_JSON) : undefined,
 });
 const addPrice = [{ method: 'tools/call', name: 'add', amount: Number(process.env.PRICE_ADD), currencyUnit: 'sats', description: 'add two numbers' }];
 if (process.env.PRICE_ADD && process.env.ZAP_ADDRESS) {

@@ -5,7 +5,7 @@
   var el = cvmui.el, clear = cvmui.clear;
   var $ = function (id) { return document.getElementById(id); };
   var pageToken = document.querySelector('meta[name="cvm-page-token"]').getAttribute("content");
-  var FILTERS = [["text", "f-text"], ["tool", "f-tool"], ["category", "f-category"], ["schema", "f-schema"], ["max_price", "f-price"]];
+  var FILTERS = [["text", "f-text"], ["tool", "f-tool"], ["category", "f-category"], ["schema", "f-schema"], ["max_price", "f-price"], ["sort", "f-sort"]];
   var tryIt = false, budget = "", loadSeq = 0, servers = {};
   // A page opened with a filter naming tools (a link to one tool, say)
   // brings the first tool it names into view, once: later renders, live
@@ -16,6 +16,16 @@
   // when the list is rebuilt (live, or as filters change). trySpots maps a
   // listed tool's key to its button and item.
   var tries = cvmui.disclosure(), trySpots = Object.create(null);
+  // /schema/HASH and /category/NAME are the catalog with that filter
+  // fixed by the path, so that a link to one stays one.
+  var fixed = (function () {
+    var m = location.pathname.match(/^\/(schema|category)\/([^\/]+)$/);
+    return m ? { key: m[1], input: m[1] === "schema" ? "f-schema" : "f-category", value: decodeURIComponent(m[2]) } : null;
+  })();
+  // Each server's profile and reviews part, made once: a rebuilt list
+  // (live, or as filters change) moves it, as it is, open or not, with a
+  // review being written in it.
+  var aboutParts = Object.create(null);
 
   function status(msg, kind) { var s = $("status"); s.textContent = msg; s.className = "status" + (kind ? " " + kind : ""); }
 
@@ -29,19 +39,32 @@
     var q = new URLSearchParams(location.search);
     FILTERS.forEach(function (f) { $(f[1]).value = q.get(f[0]) || ""; });
     $("f-encrypted").checked = q.get("encrypted") === "1";
+    if (fixed) {
+      $(fixed.input).value = fixed.value;
+      $(fixed.input).readOnly = true;
+      var what = fixed.key === "schema" ? "Servers implementing common schema " + fixed.value : "Servers in category " + fixed.value;
+      $("title").textContent = what;
+      document.title = what + " · cvm";
+      clear($("subtitle"));
+      $("subtitle").appendChild(el("a", { href: "/" }, "All servers"));
+    }
   }
 
   function load() {
     var q = query(), mine = ++loadSeq;
     var search = q.toString();
-    if (("?" + search) !== location.search && !(search === "" && location.search === "")) {
-      history.replaceState(null, "", search ? "?" + search : location.pathname);
+    var shown = new URLSearchParams(q);
+    if (fixed && shown.get(fixed.key) === fixed.value) shown.delete(fixed.key);
+    var urlSearch = shown.toString();
+    if (("?" + urlSearch) !== location.search && !(urlSearch === "" && location.search === "")) {
+      history.replaceState(null, "", urlSearch ? "?" + urlSearch : location.pathname);
     }
     return fetch("/api/servers?" + search, { cache: "no-store" }).then(function (r) {
       return r.json().then(function (b) { if (!r.ok) throw new Error(b.message || "HTTP " + r.status); return b; });
     }).then(function (body) {
       if (mine !== loadSeq) return;
       tryIt = !!body.tryIt; budget = body.budget || "";
+      $("f-sort-field").hidden = !body.reputation;
       render(body.servers || []);
     }, function (e) { status("Could not load the catalog: " + e.message, "bad"); });
   }
@@ -94,18 +117,28 @@
       others.forEach(function (t) { rest.appendChild(toolItem(s, t)); });
       folded = el("details", { "class": "others" }, el("summary", null, others.length === 1 ? "1 other tool" : others.length + " other tools"), rest);
     }
-    var meta = [s.encryption ? "encrypted" : "plaintext only"];
-    if (s.categories && s.categories.length) meta.push("categories: " + s.categories.join(", "));
+    // The score and its reason (package reputation), when the page ranks.
+    var rep = s.reputation ? el("div", { "class": "reputation" }, el("span", { "class": "badge" }, "reputation " + Number(s.reputation.score).toFixed(1)),
+      " " + String(s.reputation.why)) : null;
+    var meta = el("div", { "class": "help" }, s.encryption ? "encrypted" : "plaintext only");
+    if (s.categories && s.categories.length) {
+      meta.appendChild(document.createTextNode(" · categories: "));
+      s.categories.forEach(function (c, i) {
+        if (i) meta.appendChild(document.createTextNode(", "));
+        meta.appendChild(el("a", { href: "/category/" + encodeURIComponent(String(c)), "class": "category-link" }, String(c)));
+      });
+    }
     return el("li", { "class": "server", "data-pubkey": String(s.pubkey) }, head,
       s.about ? el("p", { "class": "about" }, String(s.about)) : null,
-      el("div", { "class": "help" }, meta.join(" · ")),
+      rep, meta, aboutPart(s),
       s.relays && s.relays.length ? el("div", { "class": "help" }, "relays: " + s.relays.join(", ")) : null,
       tools, folded);
   }
 
   function toolItem(s, t) {
     var schema = null;
-    if (t.schemaHash) schema = el("div", { "class": "help" }, "common schema " + String(t.schemaHash).slice(0, 16) + "… ",
+    if (t.schemaHash) schema = el("div", { "class": "help" }, "common schema ",
+      el("a", { href: "/schema/" + encodeURIComponent(String(t.schemaHash)), "class": "schema-link" }, String(t.schemaHash).slice(0, 16) + "…"), " ",
       t.verified ? el("span", { "class": "verified" }, "verified") : el("span", { "class": "unverified" }, "NOT verified"));
     var li = el("li", { "data-tool": String(t.name), "class": t.match ? "match" : null }, el("span", { "class": "tname" }, String(t.name)),
       el("span", { "class": "badge" }, price(t)), t.match ? el("span", { "class": "badge matches" }, "matches the filter") : null,
@@ -243,6 +276,107 @@
     pay.focus();
   }
 
+  // aboutPart is a server's profile, notes and reviews (CEP-23, CEP-24),
+  // read when the person opens it. Every string in them is a stranger's,
+  // and goes in as text.
+  function aboutPart(s) {
+    if (aboutParts[s.pubkey]) return aboutParts[s.pubkey];
+    var box = el("div", { "class": "about-box", "aria-live": "polite" });
+    var d = el("details", { "class": "social" }, el("summary", null, "Profile, notes and reviews"), box);
+    d.addEventListener("toggle", function () { if (d.open) loadAbout(s, box); });
+    aboutParts[s.pubkey] = d;
+    return d;
+  }
+
+  function loadAbout(s, box) {
+    clear(box);
+    box.appendChild(el("p", { "class": "help" }, "Loading…"));
+    fetch("/api/about/" + encodeURIComponent(s.pubkey), { cache: "no-store" }).then(function (r) {
+      return r.json().then(function (b) { if (!r.ok) throw new Error(b.message || "HTTP " + r.status); return b; });
+    }).then(function (a) {
+      clear(box);
+      box.appendChild(profileView(a));
+      if (a.notes && a.notes.length) box.appendChild(el("section", { "class": "notes" }, el("h4", null, "Notes"),
+        el("ul", null, a.notes.map(function (n) { return el("li", null, el("span", { "class": "when" }, when(n.createdAt)), " ", el("span", { "class": "note" }, String(n.content))); }))));
+      box.appendChild(el("section", { "class": "reviews" }, el("h4", null, "Reviews"),
+        a.reviews && a.reviews.length ? threadList(a.reviews) : el("p", { "class": "help" }, "No reviews yet.")));
+      if (a.reviewer) box.appendChild(reviewForm(s, a.reviewer, box));
+    }, function (e) { clear(box); box.appendChild(el("p", { "class": "error", role: "alert" }, "Could not load: " + e.message)); });
+  }
+
+  function when(sec) { return new Date(Number(sec) * 1000).toISOString().slice(0, 16).replace("T", " "); }
+
+  function profileView(a) {
+    var p = a.profile;
+    if (!p) return el("p", { "class": "help" }, "No profile.");
+    var site = p.website && /^https?:\/\//i.test(String(p.website)) ?
+      el("a", { href: String(p.website), rel: "noopener noreferrer nofollow", target: "_blank" }, String(p.website)) : (p.website ? String(p.website) : null);
+    return el("section", { "class": "profile" }, el("h4", null, "Profile"),
+      el("div", { "class": "pname" }, String(p.display_name || p.name || "(no name)")),
+      p.about ? el("p", { "class": "about" }, String(p.about)) : null,
+      site ? el("div", null, "website: ", site) : null,
+      p.nip05 ? el("div", { "class": "nip05" }, "NIP-05: " + String(p.nip05) + " ",
+        a.nip05Verified ? el("span", { "class": "verified" }, "verified") : el("span", { "class": "unverified" }, "not verified")) : null,
+      p.lud16 ? el("div", null, "lightning: " + String(p.lud16)) : null);
+  }
+
+  function stars(n) { n = Number(n) || 0; return n > 0 ? "★★★★★".slice(0, n) + "☆☆☆☆☆".slice(0, 5 - n) : ""; }
+
+  function threadList(threads) {
+    return el("ol", { "class": "thread plain" }, threads.map(function (t) {
+      return el("li", { "class": "review", "data-id": String(t.id) },
+        el("div", { "class": "who" }, t.rating ? el("span", { "class": "stars", "aria-label": String(t.rating) + " of 5" }, stars(t.rating)) : null,
+          " ", el("span", { "class": "author" }, String(t.authorName || "")), " ", el("span", { "class": "npub" }, String(t.author)), " ",
+          el("span", { "class": "when" }, when(t.createdAt))),
+        el("p", { "class": "text" }, String(t.content)),
+        t.replies && t.replies.length ? threadList(t.replies) : null);
+    }));
+  }
+
+  // reviewForm posts the operator's review, signed by the page's
+  // identity, once the person confirms it, as a payment is confirmed.
+  function reviewForm(s, reviewer, box) {
+    var text = el("textarea", { id: "review-text-" + s.pubkey, name: "review", rows: 3 });
+    var rating = el("select", { id: "review-rating-" + s.pubkey, name: "rating" },
+      ["", "1", "2", "3", "4", "5"].map(function (v) { return el("option", { value: v }, v ? v + " of 5" : "no rating"); }));
+    var btn = el("button", { type: "submit" }, "Publish review");
+    var out = el("div", { "class": "result", "aria-live": "polite" });
+    var form = el("form", { "class": "review-form", method: "post", action: "/", "aria-label": "Review " + String(s.name || s.npub) },
+      el("h4", null, "Your review"),
+      el("p", { "class": "help" }, "Signed by this catalog's identity, " + String(reviewer) + ", and public."),
+      el("label", { "for": text.id }, "Text"), text, el("label", { "for": rating.id }, "Rating"), rating, btn, out);
+    form.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var body = { server: s.pubkey, content: text.value, rating: Number(rating.value || 0) };
+      postReview(body, out, btn, function () { loadAbout(s, box); });
+    });
+    return form;
+  }
+
+  function postReview(body, out, btn, done) {
+    clear(out);
+    btn.disabled = true;
+    fetch("/api/review", { method: "POST", cache: "no-store", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CVM-Page-Token": pageToken }, body: JSON.stringify(body) })
+      .then(function (r) {
+        return r.json().catch(function () { return {}; }).then(function (b) {
+          if (r.status === 202) {
+            var yes = el("button", { type: "button", "class": "confirm-review" }, "Publish");
+            var no = el("button", { type: "button", "class": "secondary" }, "Cancel");
+            out.appendChild(el("div", { "class": "confirm", role: "alertdialog" }, el("p", null, String(b.message || "Publish this review?")), yes, no));
+            yes.addEventListener("click", function () { body.quote = b.quote; postReview(body, out, btn, done); });
+            no.addEventListener("click", function () { clear(out); out.appendChild(el("p", { "class": "help" }, "Not published.")); });
+            yes.focus();
+            return;
+          }
+          if (!r.ok) throw new Error(b.message || "HTTP " + r.status);
+          done();
+        });
+      })
+      .catch(function (e) { out.appendChild(el("p", { "class": "error", role: "alert" }, "Not published: " + e.message)); })
+      .then(function () { btn.disabled = false; });
+  }
+
   var timer = null;
   function changed() { clearTimeout(timer); timer = setTimeout(load, 250); }
   FILTERS.forEach(function (f) { $(f[1]).addEventListener("input", changed); });
@@ -251,6 +385,7 @@
   $("f-clear").addEventListener("click", function () {
     FILTERS.forEach(function (f) { $(f[1]).value = ""; });
     $("f-encrypted").checked = false;
+    if (fixed) $(fixed.input).value = fixed.value;
     load();
   });
 
