@@ -59,13 +59,8 @@ func (c *callCmd) callSchema(ctx context.Context, tf trustFlags, rf reputationFl
 		ranking.Reputation = scores
 	}
 	providers, excluded := catalog.Providers(hash, ranking)
-	switch {
-	case len(providers) == 0 && excluded > 0 && policy == discovery.ByReputation:
-		return remote(fmt.Errorf("%d server(s) announce schema %s, none trusted and none with a reputation of %.0f or more: trust one with --trust NPUB (see: cvm discover --schema %s --sort reputation)", excluded, shorten(hash, 16), reputation.AdmitThreshold, hash))
-	case len(providers) == 0 && excluded > 0:
-		return remote(fmt.Errorf("%d server(s) announce schema %s, none of them trusted: trust one with --trust NPUB (see: cvm discover --schema %s --sort reputation), or call those with a good reputation with --trust-policy reputation", excluded, shorten(hash, 16), hash))
-	case len(providers) == 0:
-		return remote(fmt.Errorf("no server announces a verified implementation of schema %s on %d relay(s) (see: cvm discover --schema %s)", hash, len(pool.Relays()), hash))
+	if len(providers) == 0 {
+		return noProviders(policy, excluded, hash, len(pool.Relays()))
 	}
 	if units := discovery.Units(providers); units != nil {
 		fmt.Fprintf(c.stderr, "note: the servers price this tool in different units (%s); prices in different units are not compared\n", strings.Join(units, ", "))
@@ -91,6 +86,25 @@ func (c *callCmd) callSchema(ctx context.Context, tf trustFlags, rf reputationFl
 	if err != nil {
 		return remoteFailure(ctx, "tools/call "+name, "the providers of "+shorten(hash, 12), c.cf.relays, err)
 	}
+	return c.printSchemaResult(res, scores, name)
+}
+
+// noProviders says why no provider of schema hash may be called: none
+// announces it, or the excluded ones are not trusted (nor, by policy,
+// well enough reputed).
+func noProviders(policy discovery.TrustPolicy, excluded int, hash string, relays int) error {
+	switch {
+	case excluded > 0 && policy == discovery.ByReputation:
+		return remote(fmt.Errorf("%d server(s) announce schema %s, none trusted and none with a reputation of %.0f or more: trust one with --trust NPUB (see: cvm discover --schema %s --sort reputation)", excluded, shorten(hash, 16), reputation.AdmitThreshold, hash))
+	case excluded > 0:
+		return remote(fmt.Errorf("%d server(s) announce schema %s, none of them trusted: trust one with --trust NPUB (see: cvm discover --schema %s --sort reputation), or call those with a good reputation with --trust-policy reputation", excluded, shorten(hash, 16), hash))
+	}
+	return remote(fmt.Errorf("no server announces a verified implementation of schema %s on %d relay(s) (see: cvm discover --schema %s)", hash, relays, hash))
+}
+
+// printSchemaResult tells who answered a call by schema, and why it was
+// chosen, then prints the result of tool name.
+func (c *callCmd) printSchemaResult(res *discovery.CallResult, scores reputation.Scores, name string) error {
 	p := res.Provider
 	fmt.Fprintf(c.stderr, "answered by %s (%s), %s\n", p.Server.Name, p.Server.Npub, p.Tool.Price)
 	if sc, ok := scores[p.Server.Pubkey]; ok {

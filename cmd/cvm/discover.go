@@ -128,20 +128,9 @@ func (d *discoverCmd) run(cmd *cobra.Command) error {
 	if err := d.checkSort(); err != nil {
 		return err
 	}
-	filter := discovery.Filter{Tool: d.df.tool, Category: d.df.category, Encrypted: d.df.encrypted}
-	var prefix string
-	var whole bool
-	if d.df.schema != "" {
-		var err error
-		if prefix, whole, err = schemaArg(d.df.schema); err != nil {
-			return err
-		}
-	}
-	if cmd.Flags().Changed("max-price") {
-		if !(d.df.maxPrice >= 0) || math.IsInf(d.df.maxPrice, 1) {
-			return fmt.Errorf("--max-price %g: want a price of 0 or more, such as 10", d.df.maxPrice)
-		}
-		filter.MaxPrice = &d.df.maxPrice
+	filter, prefix, whole, err := d.filter(cmd)
+	if err != nil {
+		return err
 	}
 	// Announcements are where clients look servers up: the discovery
 	// relays, which are the configured relays unless set.
@@ -193,17 +182,9 @@ func (d *discoverCmd) run(cmd *cobra.Command) error {
 		return noRelay(d.df.relays, d.df.timeout, err)
 	}
 	servers := catalog.Servers(filter)
-	var scores reputation.Scores
-	if d.df.sort == "reputation" {
-		stop := d.spinner("reading reviews from your web of trust")
-		qctx, cancel := context.WithTimeout(ctx, d.df.timeout)
-		scores, err = d.reputationOf(qctx, pool, d.df.rep, d.df.key, d.history(), servers)
-		cancel()
-		stop()
-		if err != nil {
-			return err
-		}
-		reputation.Sort(servers, scores)
+	scores, err := d.rank(ctx, pool, servers)
+	if err != nil {
+		return err
 	}
 	sctx, cancel := context.WithTimeout(ctx, d.df.timeout)
 	socials := fetchSocial(sctx, pool, d.outbound(), servers)
@@ -215,6 +196,42 @@ func (d *discoverCmd) run(cmd *cobra.Command) error {
 		return nil
 	}
 	return d.watch(ctx, pool, catalog, filter, d.df.verbose)
+}
+
+// filter is the discovery filter of the flags, and the schema hash (or
+// the start of one) they name, if any.
+func (d *discoverCmd) filter(cmd *cobra.Command) (f discovery.Filter, prefix string, whole bool, err error) {
+	f = discovery.Filter{Tool: d.df.tool, Category: d.df.category, Encrypted: d.df.encrypted}
+	if d.df.schema != "" {
+		if prefix, whole, err = schemaArg(d.df.schema); err != nil {
+			return f, "", false, err
+		}
+	}
+	if cmd.Flags().Changed("max-price") {
+		if !(d.df.maxPrice >= 0) || math.IsInf(d.df.maxPrice, 1) {
+			return f, "", false, fmt.Errorf("--max-price %g: want a price of 0 or more, such as 10", d.df.maxPrice)
+		}
+		f.MaxPrice = &d.df.maxPrice
+	}
+	return f, prefix, whole, nil
+}
+
+// rank scores servers and sorts them by reputation, with --sort
+// reputation; nil scores otherwise.
+func (d *discoverCmd) rank(ctx context.Context, pool *nostrx.Pool, servers []discovery.Server) (reputation.Scores, error) {
+	if d.df.sort != "reputation" {
+		return nil, nil
+	}
+	stop := d.spinner("reading reviews from your web of trust")
+	qctx, cancel := context.WithTimeout(ctx, d.df.timeout)
+	scores, err := d.reputationOf(qctx, pool, d.df.rep, d.df.key, d.history(), servers)
+	cancel()
+	stop()
+	if err != nil {
+		return nil, err
+	}
+	reputation.Sort(servers, scores)
+	return scores, nil
 }
 
 // serve is cvm discover --serve: the whole catalog, fetched once
