@@ -27,8 +27,9 @@
 // authentication, the signature must verify, the audience must be the
 // server's, the timestamp within Window of now, and the nonce never seen
 // before within that window (kept in a durable.Store, so restarts do not
-// reopen it). Caller gives handlers the verified DID. Transport signs every
-// request a client sends.
+// reopen it). Caller gives handlers the verified DID, CallerKey the key it
+// was verified with (what signs a payment channel's receipts). Transport
+// signs every request a client sends.
 //
 // Files: header.go (the DIDAuthV1 header: credentials, separators, encoding
 // and decoding), canonical.go (the two canonical forms, JCS and the kit's),

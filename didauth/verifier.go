@@ -132,38 +132,44 @@ type Request struct {
 // header that verifies records its nonce: a second Verify of it fails with
 // CodeReplayed.
 func (v *Verifier) Verify(ctx context.Context, header string, req Request) (string, error) {
+	k, err := v.verify(ctx, header, req)
+	return k.DID, err
+}
+
+// verify is Verify, and returns the key that verified the header.
+func (v *Verifier) verify(ctx context.Context, header string, req Request) (Key, error) {
 	c, err := ParseHeader(header)
 	if err != nil {
-		return "", err
+		return Key{}, err
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(c.SignedData, &fields); err != nil {
-		return "", &Error{Status: 401, Code: CodeMalformed, Message: "signed_data is not a JSON object", Err: err}
+		return Key{}, &Error{Status: 401, Code: CodeMalformed, Message: "signed_data is not a JSON object", Err: err}
 	}
 	nonce, ts, err := replayFields(fields)
 	if err != nil {
-		return "", err
+		return Key{}, err
 	}
 	if err := v.checkTime(ts); err != nil {
-		return "", err
+		return Key{}, err
 	}
 	candidates, err := v.bind(c.SignedData, fields, c.Signature.KeyID, req)
 	if err != nil {
-		return "", err
+		return Key{}, err
 	}
 	sig, err := c.signatureBytes()
 	if err != nil {
-		return "", err
+		return Key{}, err
 	}
 	signer, pub, err := v.checkSignature(ctx, c, candidates, sig)
 	if err != nil {
-		return "", err
+		return Key{}, err
 	}
 	// Refused before its nonce is kept: did:keys cost nothing to make, so
 	// a stranger who could have nonces recorded could fill the store and
 	// lock out the clients that are allowed.
 	if !v.allowed(signer) {
-		return "", &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: signer + " is authenticated but not allowed on this server"}
+		return Key{}, &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: signer + " is authenticated but not allowed on this server"}
 	}
 	// Nonces are kept per key, not per DID string: one key can go by
 	// several DIDs (a P-256 did:key in the standard and in the kit's
@@ -172,12 +178,12 @@ func (v *Verifier) Verify(ctx context.Context, header string, req Request) (stri
 	key := string(pub.Type) + ":" + hex.EncodeToString(pub.Bytes) + "\n" + nonce
 	claimed, err := v.opts.Store.Claim(ctx, nonceSpace, []byte(key), time.Unix(ts, 0).Add(v.opts.Window+time.Second))
 	if err != nil {
-		return "", &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the nonce store failed; retry later", Err: err}
+		return Key{}, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the nonce store failed; retry later", Err: err}
 	}
 	if !claimed {
-		return "", fail(CodeReplayed, "nonce %q was already used with the key of %s; sign every request with a fresh nonce", nonce, signer)
+		return Key{}, fail(CodeReplayed, "nonce %q was already used with the key of %s; sign every request with a fresh nonce", nonce, signer)
 	}
-	return signer, nil
+	return Key{DID: signer, ID: c.Signature.KeyID, Public: pub}, nil
 }
 
 // replayFields reads the top-level nonce and timestamp every mode needs.
@@ -376,6 +382,24 @@ func (v *Verifier) authRequired() bool {
 
 type callerKey struct{}
 
+type keyKey struct{}
+
+// Key is the key a request was verified with: the caller's DID, the id of
+// the verification method (a DID URL under it) and its public key. A
+// payment channel's receipts are signed with it (package payments/channel).
+type Key struct {
+	DID    string
+	ID     string
+	Public did.PublicKey
+}
+
+// CallerKey returns the key the request was verified with, when the
+// Middleware verified it.
+func CallerKey(ctx context.Context) (Key, bool) {
+	k, ok := ctx.Value(keyKey{}).(Key)
+	return k, ok
+}
+
 // Caller returns the DID the request was verified as, when it was.
 func Caller(ctx context.Context) (string, bool) {
 	d, ok := ctx.Value(callerKey{}).(string)
@@ -390,8 +414,8 @@ func WithCaller(ctx context.Context, did string) context.Context {
 
 // Middleware verifies every request before next: 401 (and 403 for a DID
 // not allowed, 413, 503) with a JSON body {"code","message"}; otherwise
-// next runs with the verified DID in the request's context (Caller) and the
-// body, already read, still readable. Requests without an Authorization
+// next runs with the verified DID in the request's context (Caller, and its
+// key CallerKey) and the body, already read, still readable. Requests without an Authorization
 // header pass unauthenticated unless authentication is required (see
 // Options.RequireAuth).
 func (v *Verifier) Middleware(next http.Handler) http.Handler {
@@ -406,12 +430,12 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 			v.refuse(w, r, err)
 			return
 		}
-		d, err := v.Verify(r.Context(), h, Request{Method: r.Method, Path: r.URL.RequestURI(), Body: body, URL: requestURL(r)})
+		k, err := v.verify(r.Context(), h, Request{Method: r.Method, Path: r.URL.RequestURI(), Body: body, URL: requestURL(r)})
 		if err != nil {
 			v.refuse(w, r, err)
 			return
 		}
-		r = r.WithContext(WithCaller(r.Context(), d))
+		r = r.WithContext(context.WithValue(WithCaller(r.Context(), k.DID), keyKey{}, k))
 		next.ServeHTTP(w, r)
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/internal/httpserve"
 	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/payments/channel"
 	"github.com/cvmgo/cvm/payments/quotation"
 )
 
@@ -51,6 +52,12 @@ type HTTPEndpointOptions struct {
 	// refused (ErrPriceNotTool) rather than served free.
 	Processor payments.Processor
 	Prices    []contextvm.Price
+	// Channels, when set with Processor and Prices, offers prepaid payment
+	// channels over HTTP (quotation.HTTP.Channels): deposits paid through
+	// Processor, priced calls paid by receipts signed with the caller's
+	// DID key, refunds paid by the books' Refunder. Set it only when the
+	// gateway's wallet may pay_invoice.
+	Channels *channel.Books
 	// InjectCaller tells the upstream who calls (HTTPOptions.InjectCaller).
 	InjectCaller bool
 	// Logger gets the verifier's and the quotations' logs (default: the
@@ -109,7 +116,7 @@ func (g *Gateway) ListenHTTP(opts HTTPEndpointOptions) (*HTTPEndpoint, error) {
 	if store == nil && g.srv != nil {
 		store = g.srv.State()
 	}
-	pay, err := httpQuotations(store, opts.Processor, opts.Prices, log)
+	pay, err := httpQuotations(store, opts.Processor, opts.Prices, opts.Channels, log)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +150,7 @@ func (g *Gateway) ListenHTTP(opts HTTPEndpointOptions) (*HTTPEndpoint, error) {
 
 // httpQuotations is the quotation desk collecting the tools' prices with
 // the processor, or nil when nothing is charged.
-func httpQuotations(store durable.Store, proc payments.Processor, prices []contextvm.Price, log *slog.Logger) (HTTPPayments, error) {
+func httpQuotations(store durable.Store, proc payments.Processor, prices []contextvm.Price, books *channel.Books, log *slog.Logger) (HTTPPayments, error) {
 	if proc == nil || len(prices) == 0 {
 		return nil, nil
 	}
@@ -166,7 +173,7 @@ func httpQuotations(store durable.Store, proc payments.Processor, prices []conte
 	if err != nil {
 		return nil, err
 	}
-	return quotation.HTTP{Desk: desk, Caller: didauth.Caller}, nil
+	return quotation.HTTP{Desk: desk, Caller: didauth.Caller, Channels: books, CallerKey: didauth.CallerKey}, nil
 }
 
 // deferredHandler serves 503 until set.

@@ -92,7 +92,7 @@ func newNIP10Bench(t *testing.T, required, paid bool) *nip10Bench {
 
 // lightningWallets is a simulated Lightning network with the server's
 // wallet (empty) and the client's.
-func lightningWallets(t *testing.T) (n *lnsim.Network, server, client *lnsim.Wallet) {
+func lightningWallets(t testing.TB) (n *lnsim.Network, server, client *lnsim.Wallet) {
 	t.Helper()
 	n, err := lnsim.Open(lnsim.Options{})
 	if err != nil {

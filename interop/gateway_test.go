@@ -54,8 +54,15 @@ type gatewayInfo struct {
 // test's end stops it with SIGTERM and requires a clean exit.
 func startGateway(t *testing.T, args ...string) gatewayInfo {
 	t.Helper()
+	return startGatewayEnv(t, nil, args...)
+}
+
+// startGatewayEnv is startGateway with env (KEY=VALUE) added to its
+// environment.
+func startGatewayEnv(t *testing.T, env []string, args ...string) gatewayInfo {
+	t.Helper()
 	home := t.TempDir()
-	p := cvmtest.Start(t, build.CVM(t), cvmtest.Options{Env: cvmEnv(home)}, append([]string{"gateway"}, args...)...)
+	p := cvmtest.Start(t, build.CVM(t), cvmtest.Options{Env: append(cvmEnv(home), env...)}, append([]string{"gateway"}, args...)...)
 	t.Cleanup(func() {
 		if code := p.Stop(t, syscall.SIGTERM); code != 0 {
 			t.Errorf("gateway exit %d after SIGTERM; stderr: %s", code, p.Stderr)

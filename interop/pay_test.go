@@ -29,6 +29,10 @@ import (
 // by name.
 type walletSim struct {
 	Wallets map[string]string `json:"wallets"`
+	// With --lnaddr: each wallet's Lightning address, and the file of the
+	// throw-away CA its HTTPS certificate is signed by.
+	Addresses map[string]string `json:"addresses"`
+	CAFile    string            `json:"ca_file"`
 }
 
 // startWalletSim runs `cvm wallet-sim` on relayURL with the given
@@ -104,12 +108,15 @@ type payClientResult struct {
 	Error         string           `json:"error"`
 	Errors        []string         `json:"errors"`
 	Notifications []jsNotification `json:"notifications"`
-	Result        struct {
-		IsError bool `json:"isError"`
-		Content []struct {
-			Text string `json:"text"`
-		} `json:"content"`
-	} `json:"result"`
+	Result        toolResult       `json:"result"`
+	Results       []toolResult     `json:"results"` // each call's, with CALLS
+}
+
+type toolResult struct {
+	IsError bool `json:"isError"`
+	Content []struct {
+		Text string `json:"text"`
+	} `json:"content"`
 }
 
 func (r payClientResult) notification(method string) (jsNotification, int) {
@@ -138,14 +145,7 @@ func TestPay_ReferenceClientPaysGateway(t *testing.T) {
 	gw := startGateway(t, "--relay", r.URL, "--price", "tool:get-sum=10", "--wallet-file", walletFile(t, sim.Wallets["srv"]),
 		"--log-level", "debug", "--", "node", server)
 
-	var res payClientResult
-	runScript(t, "ts-pay-client.mjs", map[string]string{
-		"RELAY_URL": r.URL, "SERVER_PUBKEY": gw.Npub, "NWC_URI": sim.Wallets["alice"],
-		"TOOL": "get-sum", "ARGS": `{"a":2,"b":3}`,
-	}, &res)
-	if !res.OK || res.Result.IsError || len(res.Result.Content) == 0 || !strings.Contains(res.Result.Content[0].Text, "5") {
-		t.Fatalf("the reference client's paid call: %+v", res)
-	}
+	res := referenceClientGetsSum(t, r.URL, gw, sim.Wallets["alice"])
 	req, n := res.notification(contextvm.MethodPaymentRequired)
 	if n != 1 || req.Params["amount"] != float64(10) || req.Params["pmi"] != payments.PMILightningBolt11 ||
 		!strings.HasPrefix(req.Params["pay_req"].(string), "lnbcrt100n1") {
@@ -157,6 +157,21 @@ func TestPay_ReferenceClientPaysGateway(t *testing.T) {
 	}
 	wantBalances(t, sim, map[string]int64{"alice": 90_000, "srv": 10_000})
 	wantSettledByNotification(t, gw, sim.Wallets["srv"])
+}
+
+// referenceClientGetsSum has ts-pay-client.mjs, paying from the wallet
+// uri, call the gateway's get-sum a=2 b=3, and checks it got 5.
+func referenceClientGetsSum(t *testing.T, relayURL string, gw gatewayInfo, uri string) payClientResult {
+	t.Helper()
+	var res payClientResult
+	runScript(t, "ts-pay-client.mjs", map[string]string{
+		"RELAY_URL": relayURL, "SERVER_PUBKEY": gw.Npub, "NWC_URI": uri,
+		"TOOL": "get-sum", "ARGS": `{"a":2,"b":3}`,
+	}, &res)
+	if !res.OK || res.Result.IsError || len(res.Result.Content) == 0 || !strings.Contains(res.Result.Content[0].Text, "5") {
+		t.Fatalf("the reference client's paid call: %+v; gateway log:\n%s", res, gw.stderr)
+	}
+	return res
 }
 
 // wantSettledByNotification checks that the gateway settled its paid
@@ -180,6 +195,19 @@ func wantSettledByNotification(t *testing.T, gw gatewayInfo, uri string) {
 	if strings.Contains(logs, u.Secret().Hex()) {
 		t.Error("the gateway logged its wallet's secret")
 	}
+}
+
+// paidCall is cvm call --json's answer to a paid call: the result and
+// the payments it reports.
+type paidCall struct {
+	StructuredContent map[string]float64 `json:"structuredContent"`
+	Meta              map[string][]struct {
+		Amount   int64  `json:"amount"`
+		Unit     string `json:"unit"`
+		What     string `json:"capability"`
+		PMI      string `json:"pmi"`
+		Accepted bool   `json:"accepted"`
+	} `json:"_meta"`
 }
 
 // startPricedReferenceServer runs ts-server.mjs charging price sats for add
@@ -226,16 +254,7 @@ func cvmCallPaysReferenceServer(t *testing.T, verify string) {
 	}
 
 	code, out, errOut = cvm(t, home, "--json", "call", pub, "add", "a=1", "b=2", "--relay", r.URL, "--wallet-file", alice, "--max-sats", "10", "--yes")
-	var called struct {
-		StructuredContent map[string]float64 `json:"structuredContent"`
-		Meta              map[string][]struct {
-			Amount   int64  `json:"amount"`
-			Unit     string `json:"unit"`
-			What     string `json:"capability"`
-			PMI      string `json:"pmi"`
-			Accepted bool   `json:"accepted"`
-		} `json:"_meta"`
-	}
+	var called paidCall
 	if code != 0 || json.Unmarshal([]byte(out), &called) != nil || called.StructuredContent["sum"] != 3 {
 		t.Fatalf("cvm call paying the reference server: %d %s %s", code, out, errOut)
 	}

@@ -1,6 +1,7 @@
 // Package outbound fetches what strangers point cvm at: a URL that arrives
 // in someone else's data (an announced server's picture, a signer's did:web
-// document; later an LNURL-pay endpoint or a NIP-05 lookup) is a request
+// document, a Lightning address's LNURL-pay endpoint; later a NIP-05
+// lookup) is a request
 // that person makes cvm send from inside the operator's network. A
 // Fetcher sends it only to the public Internet, and bounds what it costs:
 //

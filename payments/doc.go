@@ -9,7 +9,8 @@
 // "bitcoin-lightning-bolt11" (CEP-21): its processor and handler work
 // through a Wallet, which Nostr Wallet Connect (package payments/nwc)
 // implements, against a real wallet or the offline simulator (package
-// payments/lnsim).
+// payments/lnsim). The same invoices can be collected with no wallet
+// connection, as NIP-57 zaps to a Lightning address (package payments/zap).
 //
 // Files: payments.go (Charge, PaymentRequired and the Processor, Checker and
 // Handler seams), pricer.go (Cap, Quote and the Pricer), budget.go (a

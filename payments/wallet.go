@@ -60,6 +60,7 @@ const (
 	CodeUnsupportedEncryption = "UNSUPPORTED_ENCRYPTION"
 	CodePaymentFailed         = "PAYMENT_FAILED"
 	CodeNotImplemented        = "NOT_IMPLEMENTED"
+	CodeRestricted            = "RESTRICTED"
 	CodeInternal              = "INTERNAL"
 	CodeOther                 = "OTHER"
 )

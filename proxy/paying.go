@@ -48,7 +48,9 @@ type readResult struct {
 
 // NewPayingConn wraps c, which reaches the server, to buy the quotations
 // of priced calls with b. It reads c on a goroutine of its own until
-// Close.
+// Close. When b pays by channel (b.ByChannel), c must send through
+// b.Transport, which pays priced calls by receipt: a call is then bought
+// a quotation only when the server asks for one all the same.
 func NewPayingConn(c mcp.Connection, b *quotation.Buyer) *PayingConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &PayingConn{Connection: c, buyer: b, ctx: ctx, cancel: cancel,
@@ -149,7 +151,7 @@ func (p *PayingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		p.mu.Lock()
 		priced := p.priced[params.Name]
 		p.mu.Unlock()
-		if priced {
+		if priced && !p.buyer.ByChannel() {
 			p.wg.Go(func() { p.buyAndSend(req, params.Name, params.Arguments) })
 			return nil
 		}

@@ -4,9 +4,10 @@
 // plaintext and encrypted, next to the crypto floor measured in the same run.
 // It also measures a large result (1 MB by default, sent as CEP-22 fragments)
 // for each pair and mode; free and paid calls (CEP-8, Lightning through cvm
-// wallet-sim) of cvm's client and cvm gateway, of the reference pair and of
-// the reference client and cvm gateway, each peer a process of its own on
-// one cvm relay; and the memory of idle client sessions on a cvm server.
+// wallet-sim) of cvm's client and cvm gateway, by invoice and over a
+// prepaid payment channel, of the reference pair and of the reference client
+// and cvm gateway, each peer a process of its own on one cvm relay; and the
+// memory of idle client sessions on a cvm server.
 //
 //	go run ./bench/cvmbench            # from the repository root; make bench
 //	go run ./bench/cvmbench -only paid # make bench-pay
@@ -18,7 +19,8 @@
 //
 // main.go runs the round trips and prints the report; profile.go splits
 // their CPU by category; paid.go runs the paid calls, in processes that
-// child.go starts and stops; sessions.go measures the idle sessions.
+// child.go starts and stops, and paidzap.go adds the zap-paid path (a
+// gateway with --zap-address); sessions.go measures the idle sessions.
 package main
 
 import (

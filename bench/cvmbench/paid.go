@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
+	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/payments"
@@ -20,12 +22,20 @@ import (
 // price sats) in turn, once each to warm up and then -paid-calls times
 // each, with every peer a process of its own on one cvm relay, paying
 // through one cvm wallet-sim: real Lightning invoices from a simulated
-// network, real NIP-47 requests over the relay.
+// network, real NIP-47 requests over the relay. On the channel path the
+// client pays one deposit, on its warm-up call, and then a receipt on each
+// paid call, which the gateway checks and records with no wallet.
 const price = 1
+
+// channelSlack is what the channel path's deposit holds beyond the calls'
+// prices: closing the channel pays it back, and the check that the
+// gateway kept exactly the prices covers that refund too.
+const channelSlack = 5
 
 // The paths measured, in the order they run.
 const (
 	pathCVM       = "cvm client → cvm gateway"
+	pathChannel   = "cvm client → cvm gateway, on a channel"
 	pathReference = "reference client → reference server"
 	pathRefToGW   = "reference client → cvm gateway"
 )
@@ -35,6 +45,10 @@ const (
 const (
 	ratioCVMPaid   = "paid_p50_cvm_over_reference"
 	ratioRefGWPaid = "paid_p50_reference_client_gateway_over_reference"
+	// ratioChannel is the channel path's paid p50 over its free p50, the
+	// free calls made on the same connection in turn with the paid ones
+	// (#30's target: at most 1.1).
+	ratioChannel = "channel_paid_p50_over_free"
 )
 
 // paidCallTimeout bounds a call, a wallet's answer included.
@@ -62,6 +76,7 @@ type paidPeers struct {
 	wallets map[string]string // name → NWC URI
 	gateway string            // pubkey
 	ref     string            // the reference server's pubkey
+	zapGW   string            // the --zap-address gateway's pubkey (paidzap.go)
 }
 
 // The wallet-sim's wallets: a receiving one for each server, a paying one
@@ -73,7 +88,7 @@ const (
 	walletTSClient  = "ts-client"
 )
 
-// measurePaid starts the peers and measures the three paths in turn. An
+// measurePaid starts the peers and measures the four paths in turn. An
 // error is a peer that did not start; a path that fails says so in its
 // result, and its figures are not given.
 func measurePaid(ctx context.Context, root string, bins paidBinaries, calls int) ([]paidResult, map[string]float64, error) {
@@ -99,13 +114,19 @@ func measurePaid(ctx context.Context, root string, bins paidBinaries, calls int)
 		run                    func() ([]float64, []float64, error)
 	}{
 		{pathCVM, peers.gateway, walletGateway, func() ([]float64, []float64, error) {
-			return cvmPaidCalls(ctx, peers.relay, peers.gateway, peers.wallets[walletCVMClient], calls)
+			return cvmPaidCalls(ctx, peers.relay, peers.gateway, peers.wallets[walletCVMClient], calls, 0)
+		}},
+		{pathChannel, peers.gateway, walletGateway, func() ([]float64, []float64, error) {
+			return cvmPaidCalls(ctx, peers.relay, peers.gateway, peers.wallets[walletCVMClient], calls, int64(calls+1)*price+channelSlack)
 		}},
 		{pathReference, peers.ref, walletReference, func() ([]float64, []float64, error) {
 			return tsPaidCalls(ctx, root, peers.relay, peers.ref, peers.wallets[walletTSClient], calls)
 		}},
 		{pathRefToGW, peers.gateway, walletGateway, func() ([]float64, []float64, error) {
 			return tsPaidCalls(ctx, root, peers.relay, peers.gateway, peers.wallets[walletTSClient], calls)
+		}},
+		{pathZap, peers.zapGW, walletZap, func() ([]float64, []float64, error) {
+			return cvmPaidCalls(ctx, peers.relay, peers.zapGW, peers.wallets[walletCVMClient], calls, 0)
 		}},
 	} {
 		res := paidResult{Path: p.path, Calls: calls}
@@ -168,6 +189,11 @@ func paidRatios(results []paidResult) map[string]float64 {
 		}
 	}
 	ratios := map[string]float64{}
+	for _, r := range results {
+		if r.Path == pathChannel && r.Error == "" {
+			ratios[ratioChannel] = r.PaidOverFree
+		}
+	}
 	ref, ok := p50[pathReference]
 	if !ok {
 		return ratios
@@ -216,10 +242,13 @@ func startPaidPeers(ctx context.Context, root string, bins paidBinaries, tmp str
 	}
 	peers.relay = relay.URL
 
-	var sim struct{ Wallets map[string]string }
-	if err := cvm(&sim, "wallet-sim", "--relay", peers.relay,
-		"--wallet", walletGateway+"=0", "--wallet", walletReference+"=0",
-		"--wallet", walletCVMClient+"=1000000", "--wallet", walletTSClient+"=1000000"); err != nil {
+	var sim struct {
+		Wallets map[string]string
+		zapSim
+	}
+	if err := cvm(&sim, append([]string{"wallet-sim", "--relay", peers.relay,
+		"--wallet", walletGateway + "=0", "--wallet", walletReference + "=0",
+		"--wallet", walletCVMClient + "=1000000", "--wallet", walletTSClient + "=1000000"}, zapSimArgs(tmp)...)...); err != nil {
 		return peers, err
 	}
 	peers.wallets = sim.Wallets
@@ -234,6 +263,10 @@ func startPaidPeers(ctx context.Context, root string, bins paidBinaries, tmp str
 		return peers, err
 	}
 	peers.gateway = gw.Pubkey
+	var err error
+	if peers.zapGW, err = startZapGateway(ctx, bins, env, peers.relay, sim.zapSim, stops); err != nil {
+		return peers, err
+	}
 
 	ts, err := startNode(root, "ts-server.mjs", "RELAY_URL="+peers.relay, fmt.Sprintf("PRICE_ADD=%d", price), "NWC_URI="+peers.wallets[walletReference])
 	if err != nil {
@@ -249,21 +282,33 @@ func startPaidPeers(ctx context.Context, root string, bins paidBinaries, tmp str
 }
 
 // cvmPaidCalls is the cvm client library, paying through cep8 and its
-// Lightning handler from the wallet uri, calling server.
-func cvmPaidCalls(ctx context.Context, relayURL, server, uri string, calls int) (free, paid []float64, err error) {
+// Lightning handler from the wallet uri, calling server. With a deposit
+// (sats) it pays over a channel: the warm-up call opens it, and it is
+// closed, its rest refunded, once the calls are made.
+func cvmPaidCalls(ctx context.Context, relayURL, server, uri string, calls int, deposit int64) (free, paid []float64, err error) {
 	u, err := nwc.ParseURI(uri)
 	if err != nil {
 		return nil, nil, err
 	}
 	wallet := nwc.NewClient(u, nwc.ClientOptions{Timeout: paidCallTimeout})
 	defer wallet.Close()
-	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "cvmbench-paid"}, nil), contextvm.ClientOptions{
-		Server: server, Relays: []string{relayURL}, RequestTimeout: paidCallTimeout,
-		Payer: (&cep8.PayOptions{
-			Handlers: []payments.Handler{lightning.NewHandler(wallet)},
-			Budget:   &payments.Budget{Unit: "sats", PerCall: price},
-		}).Payer(),
-	})
+	var invoices atomic.Int64 // paid by the wallet
+	pay := &cep8.PayOptions{
+		Handlers: []payments.Handler{lightning.NewHandler(wallet)},
+		Budget:   &payments.Budget{Unit: "sats", PerCall: price},
+		Report: func(r contextvm.PaymentReport) {
+			if r.Paid && !r.Accepted && !r.Rejected {
+				invoices.Add(1)
+			}
+		},
+	}
+	if deposit > 0 {
+		pay.Channel = &cep8.ChannelOptions{DepositSats: deposit, Wallet: wallet}
+	}
+	// One key for the calls and the channel's close.
+	opts := contextvm.ClientOptions{Server: server, Relays: []string{relayURL}, RequestTimeout: paidCallTimeout,
+		Signer: contextvm.NewKeySigner(nostr.Generate()), Payer: pay.Payer()}
+	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "cvmbench-paid"}, nil), opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -295,7 +340,34 @@ func cvmPaidCalls(ctx context.Context, relayURL, server, uri string, calls int) 
 			return nil, nil, err
 		}
 	}
+	if deposit > 0 {
+		if err := closeBenchChannel(ctx, opts, calls+1, invoices.Load()); err != nil {
+			return nil, nil, err
+		}
+	}
 	return free, paid, nil
+}
+
+// closeBenchChannel checks that the channel path paid one invoice, the
+// deposit, and a receipt for each of its paid calls, then closes the
+// channel: the gateway refunds what was not spent.
+func closeBenchChannel(ctx context.Context, opts contextvm.ClientOptions, paidCalls int, invoices int64) error {
+	payer := opts.Payer.(*cep8.Payer)
+	server, err := nostr.PubKeyFromHex(opts.Server)
+	if err != nil {
+		return err
+	}
+	st, ok := payer.Channel(ctx, server)
+	switch {
+	case !ok:
+		return errors.New("the gateway opened no channel")
+	case invoices != 1 || st.Nonce != uint64(paidCalls) || st.Accumulated != uint64(paidCalls)*price*1000:
+		return fmt.Errorf("%d invoices paid and %d receipts for %d msat on the channel; want 1 invoice and %d receipts", invoices, st.Nonce, st.Accumulated, paidCalls)
+	}
+	if _, err := payer.CloseChannel(ctx, opts); err != nil {
+		return fmt.Errorf("closing the channel: %w", err)
+	}
+	return nil
 }
 
 // tsPaidCalls is the reference client (js/bench-pay-client.mjs) paying from

@@ -30,10 +30,6 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
-	// fetcher fetches what strangers name (NIP-05 documents); nil:
-	// outbound's defaults. Tests set one that reaches their loopback
-	// servers.
-	fetcher *outbound.Fetcher
 }
 
 // app is the state shared by all commands of one invocation.
@@ -48,6 +44,10 @@ type app struct {
 	file     *config.FileValues
 	settings []config.Setting
 	log      *slog.Logger
+
+	// fetcher fetches what strangers name (NIP-05 documents), made on
+	// first use (nip05.go).
+	fetcher *outbound.Fetcher
 }
 
 // remoteError marks a failure reported by the remote side (exit status 1).

@@ -155,7 +155,7 @@ func (c *callCmd) call(ctx context.Context, server, name string, args callArgume
 		return err
 	}
 	params := &mcp.CallToolParams{Name: name, Arguments: arguments}
-	if cs.httpURL != "" && quotation.Priced(tool) {
+	if cs.httpURL != "" && quotation.Priced(tool) && !cs.buyer.ByChannel() {
 		if err := cs.payOverHTTP(ctx, params); err != nil {
 			return err
 		}

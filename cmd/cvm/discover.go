@@ -172,8 +172,12 @@ func (d *discoverCmd) run(cmd *cobra.Command) error {
 	if err != nil {
 		return noRelay(d.df.relays, d.df.timeout, err)
 	}
+	fetcher, err := d.outbound()
+	if err != nil {
+		return err
+	}
 	sctx, cancel := context.WithTimeout(ctx, d.df.timeout)
-	socials := fetchSocial(sctx, pool, d.outbound(), catalog.Servers(filter))
+	socials := fetchSocial(sctx, pool, fetcher, catalog.Servers(filter))
 	cancel()
 	if err := d.printServers(catalog, filter, socials); err != nil {
 		return err

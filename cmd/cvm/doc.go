@@ -40,11 +40,14 @@
 //     event), review.go (cvm review), reviews.go (cvm reviews).
 //   - Serving: gatewaycmd.go (cvm gateway's flags and checks), gatewayrun.go
 //     (its wiring: wallet, state, server options, ready line),
-//     gatewayhttp.go (its HTTP endpoint, gateway.ListenHTTP),
+//     gatewaychannels.go (its CEP-8 gate, and whether it offers payment
+//     channels), gatewayhttp.go (its HTTP endpoint, gateway.ListenHTTP), gatewayzap.go
+//     (--zap-address: the gate that collects zaps to a Lightning address),
 //     gatewayreplicas.go (--nats), unannounce.go, proxycmd.go, relay.go.
 //   - Rooms (MCPx): room.go (the room group, serve, token), roombridge.go,
 //     roomjoin.go (the flags bridge and chat join a topic with),
 //     roomchat.go.
 //   - The rest: keygen.go (keygen, whoami), configcmd.go, demo.go,
-//     walletsim.go.
+//     walletsim.go, walletsimaddr.go (wallet-sim's Lightning addresses,
+//     --lnaddr).
 package main

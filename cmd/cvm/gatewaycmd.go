@@ -14,6 +14,7 @@ import (
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/internal/secretenv"
 	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/payments/channel"
 	"github.com/cvmgo/cvm/payments/lightning"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -43,7 +44,10 @@ type gatewayFlags struct {
 	injectClientPubkey         bool
 	prices, commonTools, cats  []string
 	walletFile                 string
+	zapAddress                 string
 	paymentTTL                 time.Duration
+	channels                   bool
+	channelIdleTTL             time.Duration
 
 	httpAddr             string
 	noNostr, requireAuth bool
@@ -90,11 +94,21 @@ tool:NAME=AMOUNT[:UNIT] (repeatable; also prompt: and resource:, AMOUNT may be
 a range MIN-MAX, UNIT defaults to sats) is advertised on the announcements
 and on every list answer; with --wallet-file FILE (mode 0600, or $CVM_WALLET),
 the receiving wallet's connection URI, they are collected (CEP-8): a priced
-request runs only once paid, and is charged at most once. --common-tool NAME
+request runs only once paid, and is charged at most once. --zap-address
+NAME@HOST collects them with only a Lightning address whose LNURL-pay
+endpoint publishes zap receipts (NIP-57, allowsNostr), such as most custodial
+wallets' addresses: the gateway gets each invoice from it and settles the
+payment on the receipt it reads on --relay. --common-tool NAME
 (repeatable) declares a tool as implementing a common schema (CEP-15): its
 schema hash goes into its _meta and the announcement's tags, with each
---category. --unannounce-on-exit deletes the announcements at shutdown; cvm
-unannounce does it any time.
+--category. When the wallet is a Lightning (NIP-47) one that may
+pay_invoice, the gateway also offers prepaid payment channels (pmi
+bitcoin-lightning-channel-v1): a client pays one deposit, then many calls
+without an invoice; what it did not spend is paid back when it closes the
+channel, or is owed once the channel was idle for --channel-idle-ttl.
+--channels=false offers none; nor does a replica group (--nats), whose
+replicas could not agree on a channel's receipts. --unannounce-on-exit
+deletes the announcements at shutdown; cvm unannounce does it any time.
 
 --profile-name, --profile-about, --profile-picture, --profile-website,
 --profile-nip05 and --profile-lud16 (or a [profile] table in the config)
@@ -153,7 +167,10 @@ func (gf *gatewayFlags) add(f *pflag.FlagSet) {
 	f.BoolVar(&gf.unannounceOnExit, "unannounce-on-exit", false, "delete the announcements when the gateway stops")
 	f.StringArrayVar(&gf.prices, "price", nil, "advertise a price: tool:NAME=AMOUNT[:UNIT], prompt:… or resource:URI=… (repeatable)")
 	f.StringVar(&gf.walletFile, "wallet-file", "", "file (mode 0600) holding the receiving wallet's connection URI (else $"+walletEnv+"): collect the prices")
+	f.StringVar(&gf.zapAddress, "zap-address", "", "collect the prices as zaps (NIP-57) to this Lightning address, NAME@HOST, with no wallet connection")
 	f.DurationVar(&gf.paymentTTL, "payment-ttl", lightning.DefaultTTL, "how long a payment request (a Lightning invoice) can be paid")
+	f.BoolVar(&gf.channels, "channels", true, "offer prepaid payment channels when the wallet may pay_invoice (--channels=false: never)")
+	f.DurationVar(&gf.channelIdleTTL, "channel-idle-ttl", channel.DefaultIdleTTL, "close a payment channel this long after its last paid call; what is left is owed to the client")
 	f.StringVar(&gf.httpAddr, "http", "", "also serve MCP streamable HTTP on this address, e.g. 127.0.0.1:8080 (endpoint /mcp)")
 	f.BoolVar(&gf.noNostr, "no-nostr", false, "serve over --http only, not over Nostr")
 	f.BoolVar(&gf.requireAuth, "require-auth", false, "over --http, refuse requests not signed with a DID (401)")
@@ -168,6 +185,10 @@ func (gf *gatewayFlags) add(f *pflag.FlagSet) {
 type gatewayCmd struct {
 	*app
 	gf gatewayFlags
+	// httpChannels are the gateway's prepaid payment channels, offered
+	// over --http too: set where the wallet is opened, only when it may
+	// pay_invoice (the refunds).
+	httpChannels *channel.Books
 }
 
 func (a *app) gatewayCommand() *cobra.Command {
@@ -193,6 +214,10 @@ func (a *app) gatewayCommand() *cobra.Command {
 		"announce", "announce-relay", "unannounce-on-exit", "price", "payment-ttl", "common-tool", "category", "http", "no-nostr", "require-auth", "auth-window", "auth-compat"} {
 		config.Bind(f, name, "gateway."+name)
 	}
+	for _, name := range []string{"channels", "channel-idle-ttl"} {
+		config.Bind(f, name, "payments."+name)
+	}
+	config.Bind(f, "zap-address", "payments.zap-address")
 	return cmd
 }
 

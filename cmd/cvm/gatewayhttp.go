@@ -14,7 +14,9 @@ import (
 // DIDAuthV1 with --require-auth, --allow (keys, npubs, DIDs; did:nostr:<hex>
 // is that key), --auth-window and --auth-compat, nonces and quotations in
 // the gateway's state, the tools' --price collected with the gateway's
-// wallet. The library's refusals are told in terms of the flags.
+// wallet, and prepaid payment channels when g.httpChannels is set (only
+// when that wallet may pay_invoice, to refund). The library's refusals are
+// told in terms of the flags.
 func (g *gatewayCmd) listenHTTP(gw *gateway.Gateway, p gatewayPlan, state durable.Store, proc payments.Processor) (*gateway.HTTPEndpoint, error) {
 	ep, err := gw.ListenHTTP(gateway.HTTPEndpointOptions{
 		Addr:         g.gf.httpAddr,
@@ -26,6 +28,7 @@ func (g *gatewayCmd) listenHTTP(gw *gateway.Gateway, p gatewayPlan, state durabl
 		AuthCompat:   g.gf.authCompat,
 		Processor:    proc,
 		Prices:       p.prices,
+		Channels:     g.httpChannels,
 		InjectCaller: g.gf.injectClientPubkey,
 		Logger:       g.log,
 	})

@@ -9,7 +9,6 @@ import (
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
-	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/contextvm/replica"
 	"github.com/cvmgo/cvm/didauth"
 	"github.com/cvmgo/cvm/durable"
@@ -44,17 +43,24 @@ func (g *gatewayCmd) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	gate, processor, closeWallet, err := g.wallet(p.prices)
+	w, err := g.wallet(p.prices)
 	if err != nil {
 		return err
 	}
-	defer closeWallet()
+	if w != nil {
+		defer w.close()
+	}
 	ctx := cmd.Context()
 	replicas, state, closeState, err := g.state(ctx, p.id)
 	if err != nil {
 		return err
 	}
 	defer closeState()
+	gate, processor, closeGate, err := g.collector(ctx, w, p, state, replicas != nil)
+	if err != nil {
+		return err
+	}
+	defer closeGate()
 	// Start the upstream once before serving anyone: a command that is not
 	// found or exits at once is reported now, not to the first client.
 	startCtx, cancel := context.WithTimeout(ctx, p.opts.InitializeTimeout)
@@ -157,26 +163,33 @@ func (gf gatewayFlags) checkCombinations() error {
 	return nil
 }
 
-// wallet opens the receiving wallet of --wallet-file or
-// $CVM_WALLET and the CEP-8 gate that collects with it; none without one.
-func (g *gatewayCmd) wallet(prices []contextvm.Price) (contextvm.Gate, payments.Processor, func(), error) {
+// wallet opens the receiving wallet of --wallet-file or $CVM_WALLET; nil
+// without one, or with --zap-address (see collector).
+func (g *gatewayCmd) wallet(prices []contextvm.Price) (*wallet, error) {
+	if g.gf.zapAddress != "" {
+		if g.gf.walletFile != "" {
+			return nil, errors.New("--zap-address and --wallet-file are two ways to collect: give one")
+		}
+		return nil, nil
+	}
 	uri, err := g.walletURI(g.gf.walletFile)
 	if err != nil || uri == "" {
-		// nil, not a nil *cep8.Gate, without a wallet
-		return nil, nil, func() {}, err
+		return nil, err
 	}
 	if g.gf.paymentTTL < time.Second {
-		return nil, nil, nil, fmt.Errorf("--payment-ttl %v: want at least 1s", g.gf.paymentTTL)
+		return nil, fmt.Errorf("--payment-ttl %v: want at least 1s", g.gf.paymentTTL)
 	}
-	proc, _, closeWallet, err := walletPMI(uri, g.log, g.gf.paymentTTL)
+	if g.gf.channelIdleTTL < time.Second {
+		return nil, fmt.Errorf("--channel-idle-ttl %v (payments.channel-idle-ttl): want at least 1s", g.gf.channelIdleTTL)
+	}
+	w, err := openWallet(uri, g.log, g.gf.paymentTTL)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	if len(prices) == 0 {
 		g.log.Warn("a wallet but no --price: nothing is charged")
 	}
-	gate := cep8.NewGate(cep8.Options{Processors: []payments.Processor{proc}})
-	return gate, proc, func() { closeWallet() }, nil
+	return &w, nil
 }
 
 // state is where the gateway keeps what must survive a restart:
@@ -301,17 +314,23 @@ func (g *gatewayCmd) serve(ctx context.Context, gw *gateway.Gateway, p gatewayPl
 		g.log.Info("serving as a replica", "replica", replicas.Status().Member, "nats", g.gf.replica.natsURL)
 	}
 
+	var err error
 	select {
 	case <-ctx.Done():
-		g.log.Info("shutting down")
-	case err := <-served:
-		return fmt.Errorf("gateway stopped: %w", err)
+	case err = <-served:
+		// Serve also returns when ctx is cancelled, and may win the race
+		// with ctx.Done: that is a shutdown, not a failure.
+		if ctx.Err() == nil {
+			return fmt.Errorf("gateway stopped: %w", err)
+		}
+		served <- err
 	}
+	g.log.Info("shutting down")
 	// The gateway stops its server (which answers what is in flight with
 	// an error, and deletes the announcements if asked to), then the
 	// upstream sessions.
 	gw.Close()
-	if err := <-served; err != nil && !errors.Is(err, gateway.ErrClosed) && !errors.Is(err, context.Canceled) {
+	if err = <-served; err != nil && !errors.Is(err, gateway.ErrClosed) && !errors.Is(err, context.Canceled) {
 		g.log.Debug("serve ended", "err", err)
 	}
 	return nil

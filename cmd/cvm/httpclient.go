@@ -73,12 +73,14 @@ func (a *app) dialHTTP(ctx context.Context, cf clientFlags, server string, do di
 	client := mcp.NewClient(&mcp.Implementation{Name: "cvm", Version: currentVersion().Version}, &copts)
 	cctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()
-	cs, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: server, HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	buyer := &quotation.Buyer{URL: server, Client: hc, Pay: cf.pay, Logger: a.log, Signer: signer}
+	session := &http.Client{Transport: buyer.Transport(hc.Transport)}
+	cs, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: server, HTTPClient: session, DisableStandaloneSSE: true}, nil)
 	if err != nil {
 		return nil, remote(fmt.Errorf("initialize at %s: %w", server, err))
 	}
 	a.log.Debug("connected over HTTP", "server", server, "did", signer.DID())
-	return &oneShot{ClientSession: cs, a: a, httpURL: server, buyer: &quotation.Buyer{URL: server, Client: hc, Pay: cf.pay, Logger: a.log}}, nil
+	return &oneShot{ClientSession: cs, a: a, httpURL: server, buyer: buyer}, nil
 }
 
 // payOverHTTP buys the quotation of a call and names it in its _meta.

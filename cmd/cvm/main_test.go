@@ -12,17 +12,14 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/internal/secp"
 	"github.com/cvmgo/cvm/nostrx"
-	"github.com/cvmgo/cvm/outbound"
 )
 
 // cli runs cvm in-process with its own config and data directories.
 type cli struct {
 	t   testing.TB
 	env map[string]string
-	// fetcher, when set, is the in-process cvm's outbound fetcher (to
-	// reach a test's NIP-05 server on loopback).
-	fetcher *outbound.Fetcher
-	cfg     string // config directory
+
+	cfg string // config directory
 }
 
 func newCLI(t testing.TB) *cli {
@@ -54,11 +51,10 @@ func (c *cli) run(args ...string) (code int, stdout, stderr string) {
 	var out bytes.Buffer
 	var errb syncBuffer
 	code = run(context.Background(), args, env{
-		stdin:   strings.NewReader(""),
-		stdout:  &out,
-		stderr:  &errb,
-		getenv:  func(k string) string { return c.env[k] },
-		fetcher: c.fetcher,
+		stdin:  strings.NewReader(""),
+		stdout: &out,
+		stderr: &errb,
+		getenv: func(k string) string { return c.env[k] },
 	})
 	return code, out.String(), errb.String()
 }

@@ -8,6 +8,7 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/outbound"
+	"github.com/cvmgo/cvm/outbound/outboundtest"
 	"github.com/cvmgo/cvm/social"
 )
 
@@ -16,12 +17,17 @@ func isNIP05(s string) bool {
 	return strings.Contains(s, "@") && !looksLikeKey(s)
 }
 
-// outbound is the fetcher for what strangers name.
-func (a *app) outbound() *outbound.Fetcher {
+// outbound is the fetcher for what strangers name: public addresses only,
+// and the exact loopback addresses a test names (outboundtest.FromEnv).
+func (a *app) outbound() (*outbound.Fetcher, error) {
 	if a.fetcher == nil {
-		a.fetcher = outbound.New(outbound.Options{})
+		opts, err := outboundtest.FromEnv(outbound.Options{}, a.getenv)
+		if err != nil {
+			return nil, err
+		}
+		a.fetcher = outbound.New(opts)
 	}
-	return a.fetcher
+	return a.fetcher, nil
 }
 
 // resolveNIP05 finds the key of a NIP-05 name through the outbound
@@ -29,7 +35,11 @@ func (a *app) outbound() *outbound.Fetcher {
 // relays are not used: the domain's operator is not the server's, and the
 // server's own relay list (CEP-17) says where it listens.
 func (a *app) resolveNIP05(ctx context.Context, name string) (nostrx.PublicKey, error) {
-	n, err := social.ResolveNIP05(ctx, a.outbound(), name)
+	f, err := a.outbound()
+	if err != nil {
+		return nostrx.PublicKey{}, err
+	}
+	n, err := social.ResolveNIP05(ctx, f, name)
 	if err != nil {
 		return nostrx.PublicKey{}, fmt.Errorf("server %s: %w", clip(name, 80), err)
 	}

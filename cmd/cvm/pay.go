@@ -103,9 +103,18 @@ func redactURI(uri string) string {
 	return u.Scheme + "://" + u.Host + "/…(redacted)"
 }
 
-// walletPMI makes the payment method of a wallet URI: the processor a
-// server collects with and the handler a client pays with, and what
-// closes them (the wallet connection's relay pool).
+// wallet is the payment method of a wallet URI: the processor a server
+// collects with, the handler a client pays with, and what closes them
+// (the wallet connection's relay pool).
+type wallet struct {
+	proc    payments.Processor
+	handler payments.Handler
+	// nwc is the NIP-47 connection behind them; nil for a fake wallet.
+	nwc   *nwc.Client
+	close func() error
+}
+
+// openWallet opens the wallet of a URI:
 //
 //   - nostr+walletconnect://… (NIP-47): Lightning (bitcoin-lightning-bolt11)
 //     through a Nostr Wallet Connect wallet, real or `cvm wallet-sim`.
@@ -115,36 +124,39 @@ func redactURI(uri string) string {
 //
 // ttl is how long a payment request the processor issues can be paid (0:
 // the method's default; a fake URI's own ttl wins).
-func walletPMI(uri string, log *slog.Logger, ttl time.Duration) (payments.Processor, payments.Handler, func() error, error) {
+func openWallet(uri string, log *slog.Logger, ttl time.Duration) (wallet, error) {
 	u, err := url.Parse(uri)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("the wallet URI %s does not parse", redactURI(uri))
+		return wallet{}, fmt.Errorf("the wallet URI %s does not parse", redactURI(uri))
 	}
 	switch u.Scheme {
 	case "fake":
 		name, path := u.Host, u.Query().Get("ledger")
 		if name == "" || path == "" {
-			return nil, nil, nil, errors.New("a fake (simulated, test/demo) wallet is fake://NAME?ledger=PATH")
+			return wallet{}, errors.New("a fake (simulated, test/demo) wallet is fake://NAME?ledger=PATH")
 		}
 		if s := u.Query().Get("ttl"); s != "" {
 			if ttl, err = time.ParseDuration(s); err != nil {
-				return nil, nil, nil, fmt.Errorf("fake wallet ttl: %w", err)
+				return wallet{}, fmt.Errorf("fake wallet ttl: %w", err)
 			}
 		}
 		ledger := payments.OpenLedger(path)
-		return &payments.FakeProcessor{Ledger: ledger, Payee: name, TTL: ttl}, &payments.FakeHandler{Ledger: ledger, Payer: name}, func() error { return nil }, nil
+		return wallet{proc: &payments.FakeProcessor{Ledger: ledger, Payee: name, TTL: ttl}, handler: &payments.FakeHandler{Ledger: ledger, Payer: name},
+			close: func() error { return nil }}, nil
 	case "nostr+walletconnect":
 		wu, err := nwc.ParseURI(uri)
 		if err != nil {
 			// The parser's errors name no secret (its tests check it).
-			return nil, nil, nil, fmt.Errorf("wallet: %w%s", err, nwcURIHint(uri))
+			return wallet{}, fmt.Errorf("wallet: %w%s", err, nwcURIHint(uri))
 		}
 		w := nwc.NewClient(wu, nwc.ClientOptions{Logger: log})
 		proc := lightning.NewProcessor(w, lightning.ProcessorOptions{TTL: ttl, Logger: log})
 		// The processor's invoices made ahead first: they use the wallet.
-		return proc, lightning.NewHandler(w), func() error { return errors.Join(proc.Close(), w.Close()) }, nil
+		h := lightning.NewHandler(w)
+		h.Logger = log
+		return wallet{proc: proc, handler: h, nwc: w, close: func() error { return errors.Join(proc.Close(), w.Close()) }}, nil
 	}
-	return nil, nil, nil, fmt.Errorf("unknown wallet URI scheme %q: want nostr+walletconnect:// (NIP-47), or fake:// for the test simulator", u.Scheme)
+	return wallet{}, fmt.Errorf("unknown wallet URI scheme %q: want nostr+walletconnect:// (NIP-47), or fake:// for the test simulator", u.Scheme)
 }
 
 // nwcURIHint names the likely cause of a connection URI without its
@@ -242,12 +254,12 @@ func (a *app) payOptions(pf payFlags, ask func(context.Context, contextvm.Paymen
 		return nil, nil, err
 	}
 	if uri != "" {
-		_, h, closeWallet, err := walletPMI(uri, a.log, 0)
+		w, err := openWallet(uri, a.log, 0)
 		if err != nil {
 			return nil, nil, err
 		}
-		opts.Handlers = []payments.Handler{h}
-		log.close = closeWallet
+		opts.Handlers = []payments.Handler{w.handler}
+		log.close = w.close
 	}
 	if pf.maxSats > 0 {
 		dir, err := a.dataSubdir("", "payments")

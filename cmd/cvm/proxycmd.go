@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"time"
 
@@ -124,11 +125,13 @@ func (a *app) proxyHTTP(ctx context.Context, cf clientFlags, server string, host
 	if err != nil {
 		return err
 	}
-	conn, err := (&mcp.StreamableClientTransport{Endpoint: server, HTTPClient: hc}).Connect(ctx)
+	buyer := &quotation.Buyer{URL: server, Client: hc, Pay: cf.pay, Logger: a.log, Signer: signer}
+	session := &http.Client{Transport: buyer.Transport(hc.Transport)}
+	conn, err := (&mcp.StreamableClientTransport{Endpoint: server, HTTPClient: session}).Connect(ctx)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", server, err)
 	}
-	remote := proxy.NewPayingConn(conn, &quotation.Buyer{URL: server, Client: hc, Pay: cf.pay, Logger: a.log})
+	remote := proxy.NewPayingConn(conn, buyer)
 	local, err := (&mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}}).Connect(ctx)
 	if err != nil {
 		remote.Close()

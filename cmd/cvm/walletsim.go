@@ -22,6 +22,9 @@ import (
 // walletSimNote is said wherever the simulator shows a secret.
 const walletSimNote = "throwaway simulator secrets; never real money"
 
+// simMethods are the NIP-47 methods the simulator serves.
+var simMethods = []string{nwc.MethodPayInvoice, nwc.MethodMakeInvoice, nwc.MethodLookupInvoice, nwc.MethodGetBalance, nwc.MethodGetInfo}
+
 // walletSimFlags are cvm wallet-sim's flags.
 type walletSimFlags struct {
 	relays      []string
@@ -29,6 +32,9 @@ type walletSimFlags struct {
 	dataDir     string
 	outDir      string
 	encryptions []string
+	methods     []string
+	lnaddr      string
+	caFile      string
 }
 
 // walletSimHelp is cvm wallet-sim's long help.
@@ -51,7 +57,15 @@ the command there.
 wallet already in DIR keeps its balance, whatever --wallet says).
 --encryption nip04 (or nip44_v2) makes the service accept and announce only
 that scheme, as a legacy (or a NIP-44-only) wallet does; the default is
-both, NIP-44 first. Logs go to stderr. SIGINT or SIGTERM stops it.`
+both, NIP-44 first. --methods make_invoice,lookup_invoice lets the
+connections use only those NIP-47 methods (others are answered
+RESTRICTED), as a receive-only connection to a real wallet.
+
+--lnaddr 127.0.0.1:0 also serves a Lightning address per wallet,
+NAME@127.0.0.1:PORT ("addresses" in the ready line): LNURL-pay with NIP-57
+zaps, over HTTPS with a throw-away certificate authority written to
+--ca-file FILE (for NODE_EXTRA_CA_CERTS, or cvm's $CVM_TEST_OUTBOUND_CA); the
+zap receipt goes to the zap request's relays once the invoice is paid. Logs go to stderr. SIGINT or SIGTERM stops it.`
 
 // walletSimCmd is one run of cvm wallet-sim: the invocation's app and the
 // command's flags.
@@ -74,7 +88,10 @@ func (a *app) walletSimCommand() *cobra.Command {
 	f.StringArrayVar(&wf.wallets, "wallet", nil, "a wallet and its starting balance in sats, NAME=SATS (repeatable)")
 	f.StringVar(&wf.dataDir, "data", "", "directory that keeps the simulator's state across restarts (default: none, in memory)")
 	f.StringVar(&wf.outDir, "out", "", "directory to write each wallet's URI to, as NAME.wallet (mode 0600), for --wallet-file")
+	f.StringVar(&wf.lnaddr, "lnaddr", "", "also serve a Lightning address per wallet (LNURL-pay, NIP-57 zaps) on this loopback address, e.g. 127.0.0.1:0")
+	f.StringVar(&wf.caFile, "ca-file", "", "with --lnaddr, the file the throw-away CA's certificate is written to")
 	f.StringSliceVar(&wf.encryptions, "encryption", nil, "NIP-47 encryption schemes accepted and announced, in order of preference: nip44_v2, nip04 (default both)")
+	f.StringSliceVar(&wf.methods, "methods", nil, "NIP-47 methods the connections may use and the info event lists, e.g. make_invoice,lookup_invoice for receive only (default all: "+strings.Join(simMethods, ",")+")")
 	return cmd
 }
 
@@ -84,12 +101,20 @@ func (wf walletSimFlags) check() (balances map[string]int64, names []string, err
 	if len(wf.relays) == 0 {
 		return nil, nil, errors.New("--relay is required: the relay the wallet service listens on")
 	}
+	if (wf.lnaddr == "") != (wf.caFile == "") {
+		return nil, nil, errors.New("--lnaddr and --ca-file go together: the addresses are served over HTTPS with a throw-away CA written to --ca-file")
+	}
 	if len(wf.wallets) == 0 {
 		return nil, nil, errors.New("--wallet NAME=SATS is required (repeat it for more wallets)")
 	}
 	for _, e := range wf.encryptions {
 		if e != nwc.EncryptionNIP44 && e != nwc.EncryptionNIP04 {
 			return nil, nil, fmt.Errorf("--encryption %q: want %s or %s", e, nwc.EncryptionNIP44, nwc.EncryptionNIP04)
+		}
+	}
+	for _, m := range wf.methods {
+		if !slices.Contains(simMethods, m) {
+			return nil, nil, fmt.Errorf("--methods %q: want some of %s", m, strings.Join(simMethods, ", "))
 		}
 	}
 	balances = map[string]int64{}
@@ -146,7 +171,7 @@ func (w *walletSimCmd) run(ctx context.Context) error {
 
 	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: w.wf.relays, Logger: w.log})
 	defer pool.Close()
-	svc := nwc.NewService(net, pool, nwc.ServiceOptions{Logger: w.log, Encryptions: w.wf.encryptions})
+	svc := nwc.NewService(net, pool, nwc.ServiceOptions{Logger: w.log, Encryptions: w.wf.encryptions, Methods: w.wf.methods})
 	uris := map[string]string{}
 	for _, name := range names {
 		u, err := svc.Connect(name, keys[name].Service, keys[name].Client)
@@ -159,6 +184,12 @@ func (w *walletSimCmd) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+
+	addrs, stopAddrs, err := w.lightningAddresses(net, keys)
+	if err != nil {
+		return err
+	}
+	defer stopAddrs()
 
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
@@ -175,7 +206,9 @@ func (w *walletSimCmd) run(ctx context.Context) error {
 		Note      string            `json:"note"`
 		Data      string            `json:"data,omitempty"`
 		Files     map[string]string `json:"files,omitempty"`
-	}{true, pool.Relays(), uris, true, walletSimNote, w.wf.dataDir, files}
+		Addresses map[string]string `json:"addresses,omitempty"`
+		CAFile    string            `json:"ca_file,omitempty"`
+	}{true, pool.Relays(), uris, true, walletSimNote, w.wf.dataDir, files, addrs, w.wf.caFile}
 	if err := w.printJSON(ready); err != nil {
 		return err
 	}
@@ -190,6 +223,8 @@ func (w *walletSimCmd) run(ctx context.Context) error {
 type walletSimConn struct {
 	Service nostr.SecretKey `json:"service"`
 	Client  nostr.SecretKey `json:"client"`
+	// Zapper signs the wallet's zap receipts (--lnaddr).
+	Zapper nostr.SecretKey `json:"zapper"`
 }
 
 // walletSimKeys returns connection keys for names, kept in dir (if set) so
@@ -211,9 +246,15 @@ func walletSimKeys(dir string, names []string) (map[string]walletSimConn, error)
 	}
 	changed := false
 	for _, name := range names {
-		if _, ok := keys[name]; !ok {
-			keys[name] = walletSimConn{Service: nostr.Generate(), Client: nostr.Generate()}
-			changed = true
+		k, ok := keys[name]
+		if !ok {
+			k = walletSimConn{Service: nostr.Generate(), Client: nostr.Generate()}
+		}
+		if k.Zapper == (nostr.SecretKey{}) { // a file from before --lnaddr
+			k.Zapper, ok = nostr.Generate(), false
+		}
+		if !ok {
+			keys[name], changed = k, true
 		}
 	}
 	if dir != "" && changed {

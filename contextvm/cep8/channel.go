@@ -269,14 +269,16 @@ func (g *Gate) channelRefused(ctx context.Context, call *contextvm.Call, err err
 	call.Answer(ctx, &jsonrpc.Error{Code: CodeChannelRefused, Message: refused.Error(), Data: data})
 }
 
-// closeParams are the params of MethodChannelClose.
-type closeParams struct {
+// CloseParams are the params of MethodChannelClose, over ContextVM and
+// HTTP alike.
+type CloseParams struct {
 	Channel string `json:"channel"`
 	Invoice string `json:"invoice,omitempty"`
 }
 
-// closeResult is the result of MethodChannelClose.
-type closeResult struct {
+// CloseResult is the result of MethodChannelClose, over ContextVM and
+// HTTP alike.
+type CloseResult struct {
 	Channel  json.RawMessage `json:"channel"`
 	Owed     channel.Amount  `json:"owed_msat"`
 	Refund   string          `json:"refund"`
@@ -290,7 +292,7 @@ const refundTimeout = time.Minute
 // what it owes is paid to the client's invoice, once (channel.Books.Refund).
 func (g *Gate) closeChannel(call *contextvm.Call) {
 	call.Go(func(ctx context.Context) {
-		var p closeParams
+		var p CloseParams
 		if err := json.Unmarshal(call.Request().Params, &p); err != nil {
 			call.Answer(ctx, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "channel close: params: " + err.Error()})
 			return
@@ -323,7 +325,7 @@ func (g *Gate) closeChannel(call *contextvm.Call) {
 		}
 		pl := st.Answer(0)
 		state, _ := channel.MarshalPayload(&pl)
-		res, _ := json.Marshal(closeResult{Channel: state, Owed: channel.Amount(st.Owed), Refund: st.Refund.String()})
+		res, _ := json.Marshal(CloseResult{Channel: state, Owed: channel.Amount(st.Owed), Refund: st.Refund.String()})
 		call.Reply(ctx, res)
 	})
 }

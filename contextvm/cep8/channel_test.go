@@ -17,6 +17,7 @@ import (
 	"github.com/cvmgo/cvm/contextvm/internal/peertest"
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/internal/testwait"
+	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/channel"
 	"github.com/cvmgo/cvm/payments/lnsim"
@@ -148,6 +149,64 @@ func TestChannel_FiveCallsOneDepositCloseRefundsTheRest(t *testing.T) {
 	f.wantBalances(t, "after a call on a new channel", 40_000, 60_000)
 }
 
+// Free calls between paid ones on a channel (a tool with no price, whose
+// request carries a receipt of nothing the server ignores) leave the
+// client's receipts in step with the server's books: every paid call is
+// sent once, none refused and sent again (before, each free call put the
+// client one receipt ahead, and the next paid call was refused with
+// RAV_CONFLICT and resent: two round trips a call).
+func TestChannel_FreeCallsKeepReceiptsInStep(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	counter := peertest.CounterServer(&f.runs)
+	mcp.AddTool(counter, &mcp.Tool{Name: "free"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "free"}}}, nil, nil
+	})
+	f.serveMCP(t, durable.NewMemory(durable.Options{}), counter)
+	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{f.relay.URL}})
+	defer pool.Close()
+	sub := pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{contextvm.KindMessage}, Authors: []nostr.PubKey{f.clientSK.Public()}}, 256)
+	defer sub.Close()
+	ctx, cancel := testwait.Context(t, 30*time.Second)
+	defer cancel()
+	select {
+	case <-sub.Ready():
+	case <-ctx.Done():
+		t.Fatal("no subscription")
+	}
+	cs := peertest.Connect(t, f.clientOptions(f.channelPay(nil)))
+	for i := range 4 {
+		if res, err := peertest.Call(cs, "free", nil); err != nil || res.IsError {
+			t.Fatalf("free call %d: %v %+v", i+1, err, res)
+		}
+		f.count(t, cs, 1)
+	}
+	if f.runs.Load() != 4 || f.settled.Load() != 1 {
+		t.Fatalf("%d paid runs, %d Lightning payments; want 4 on one payment", f.runs.Load(), f.settled.Load())
+	}
+	// The first eight requests are the eight calls, in order: a paid call
+	// refused and sent again would be among them (the second paid call's
+	// resend is the sixth), with its JSON-RPC id twice.
+	ids := map[string]bool{}
+	for len(ids) < 8 {
+		select {
+		case evt := <-sub.Events():
+			var m struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal([]byte(evt.Content), &m) != nil || m.Method != "tools/call" {
+				continue
+			}
+			if ids[string(m.ID)] {
+				t.Fatalf("call %s was sent again after %d requests", m.ID, len(ids))
+			}
+			ids[string(m.ID)] = true
+		case <-ctx.Done():
+			t.Fatalf("%d of the 8 calls' requests seen", len(ids))
+		}
+	}
+}
+
 // A receipt on a call the server waives is not debited, and the answer
 // carries the channel's state: the client's next receipt is the right one
 // at once.
@@ -199,13 +258,21 @@ func TestChannel_TopUpWhenTheDepositRunsOut(t *testing.T) {
 // does not offer them.
 func TestChannel_ServerWithoutChannelsIsPaidByInvoice(t *testing.T) {
 	f := newChanFixture(t, 100_000)
-	p, _ := contextvm.ParsePrice("tool:count=2")
 	gate := cep8.NewGate(cep8.Options{Processors: []payments.Processor{f.ln.proc}})
-	peertest.Serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
-		Signer: contextvm.NewKeySigner(f.sk), Gate: gate}, peertest.CounterServer(&f.runs))
 	if listsChannels(gate) {
 		t.Fatal("a gate without channels lists their pmi")
 	}
+	f.invoicedTwice(t, gate)
+}
+
+// invoicedTwice serves count (2 sats) behind gate, which keeps no books,
+// and checks that a client paying over channels makes two calls on two
+// invoices and holds no channel after them.
+func (f *chanFixture) invoicedTwice(t *testing.T, gate contextvm.Gate) {
+	t.Helper()
+	p, _ := contextvm.ParsePrice("tool:count=2")
+	peertest.Serve(t, contextvm.ServerOptions{Relays: []string{f.relay.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
+		Signer: contextvm.NewKeySigner(f.sk), Gate: gate}, peertest.CounterServer(&f.runs))
 	opts := f.clientOptions(f.channelPay(nil))
 	cs := peertest.Connect(t, opts)
 	f.count(t, cs, 2)
@@ -214,8 +281,34 @@ func TestChannel_ServerWithoutChannelsIsPaidByInvoice(t *testing.T) {
 	}
 	f.wantBalances(t, "after two calls", 96_000, 4_000)
 	if _, ok := opts.Payer.(*cep8.Payer).Channel(context.Background(), f.sk.Public()); ok {
-		t.Fatal("a channel with a server that offers none")
+		t.Fatal("a channel with a server that opened none")
 	}
+}
+
+// staleChannels is a gate without channels that still lists their pmi,
+// as a server that offered them before a restart with them switched off
+// looks to a client that learnt of it then.
+type staleChannels struct{ *cep8.Gate }
+
+func (g staleChannels) Tags() nostr.Tags {
+	return append(g.Gate.Tags(), nostr.Tag{contextvm.TagPMI, channel.PMI})
+}
+
+func (g staleChannels) Session() contextvm.GateSession { return staleSession{g.Gate.Session()} }
+
+type staleSession struct{ contextvm.GateSession }
+
+func (s staleSession) Tags() nostr.Tags {
+	return append(s.GateSession.Tags(), nostr.Tag{contextvm.TagPMI, channel.PMI})
+}
+
+// A server that lists channels and ignores the request to open one asks
+// for the call's price: the client pays it as any price, within its
+// budget, and the call runs (before, the client took it for a deposit
+// of the wrong amount and declined it).
+func TestChannel_IgnoredOpenIsPaidAsThePrice(t *testing.T) {
+	f := newChanFixture(t, 100_000)
+	f.invoicedTwice(t, staleChannels{cep8.NewGate(cep8.Options{Processors: []payments.Processor{f.ln.proc}})})
 }
 
 func listsChannels(g *cep8.Gate) bool {

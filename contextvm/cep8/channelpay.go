@@ -103,8 +103,14 @@ func (ch *channels) clientLocked(ctx context.Context, server nostr.PubKey) *chan
 
 // tags are the channel tags of call: a receipt for its price, or a
 // request to open (or top up) the channel it will be the first receipt of.
-// A call of unknown price, or above the budget's PerCall, carries none:
-// it is paid by invoice, or declined.
+// A call above the budget's PerCall carries none: it is declined. A call
+// of unknown price (a free tool, or a priced one whose price the client
+// has not seen yet) carries a receipt of nothing more that the client does
+// not count as spent: a server ignores it on a free call, and refuses it
+// on a priced one, naming the cost, and the call is sent again with its
+// receipt. Counted, it would put the client's next receipt one ahead of
+// the server's books after every free call (a refusal and a resend on each
+// paid call that follows one).
 func (ch *channels) tags(call *contextvm.PaidCall, budget *payments.Budget) nostr.Tags {
 	capability, ok := contextvm.PricedCapability(call.Request())
 	if !ok || budget == nil || !slices.Contains(call.ServerPMIs(), channel.PMI) {
@@ -129,7 +135,14 @@ func (ch *channels) tags(call *contextvm.PaidCall, budget *payments.Budget) nost
 	c := ch.clientLocked(ctx, server)
 	var tag nostr.Tag
 	if c != nil {
-		r, err := c.Pay(price)
+		var r channel.SubRAV
+		var err error
+		if known {
+			r, err = c.Pay(price)
+		} else {
+			st := c.State()
+			r, err = st.Next(0)
+		}
 		switch {
 		case err == nil:
 			tag, _ = channel.Tag(r)
@@ -286,23 +299,16 @@ func (p *Payer) CloseChannel(ctx context.Context, opts contextvm.ClientOptions) 
 	}
 	defer conn.Close()
 	for try := 0; ; try++ {
-		params := closeParams{Channel: st.Channel.String()}
-		if owed := st.Deposit - min(st.Accumulated, st.Deposit); owed > 0 {
-			if p.ch.opts.Wallet == nil {
-				return st, errors.New("cep8: ChannelOptions.Wallet is needed to invoice the refund")
-			}
-			inv, err := p.ch.opts.Wallet.MakeInvoice(ctx, int64(owed), "cvm channel refund", 10*time.Minute)
-			if err != nil {
-				return st, fmt.Errorf("cep8: invoice the refund of %d msat: %w", owed, err)
-			}
-			params.Invoice = inv.Bolt11
+		params, err := NewCloseParams(ctx, p.ch.opts.Wallet, st)
+		if err != nil {
+			return st, err
 		}
 		resp, err := closeCall(ctx, conn, params)
 		if err != nil {
 			return st, err
 		}
 		if resp.Error == nil {
-			var res closeResult
+			var res CloseResult
 			if err := json.Unmarshal(resp.Result, &res); err != nil {
 				return st, fmt.Errorf("cep8: the server's close result: %w", err)
 			}
@@ -339,11 +345,30 @@ func (p *Payer) CloseChannel(ctx context.Context, opts contextvm.ClientOptions) 
 	}
 }
 
+// NewCloseParams are the params that close channel st: its id, and an
+// invoice made by w for what the channel owes (none when nothing is).
+func NewCloseParams(ctx context.Context, w payments.Wallet, st channel.State) (CloseParams, error) {
+	params := CloseParams{Channel: st.Channel.String()}
+	owed := st.Deposit - min(st.Accumulated, st.Deposit)
+	if owed == 0 {
+		return params, nil
+	}
+	if w == nil {
+		return params, errors.New("cep8: a wallet is needed to invoice the refund (ChannelOptions.Wallet)")
+	}
+	inv, err := w.MakeInvoice(ctx, int64(owed), "cvm channel refund", 10*time.Minute)
+	if err != nil {
+		return params, fmt.Errorf("cep8: invoice the refund of %d msat: %w", owed, err)
+	}
+	params.Invoice = inv.Bolt11
+	return params, nil
+}
+
 // closeCall sends params as cvm/channel_close on conn and reads its answer.
 func closeCall(ctx context.Context, conn interface {
 	Write(context.Context, jsonrpc.Message) error
 	Read(context.Context) (jsonrpc.Message, error)
-}, params closeParams) (*jsonrpc.Response, error) {
+}, params CloseParams) (*jsonrpc.Response, error) {
 	raw, _ := json.Marshal(params)
 	id, _ := jsonrpc.MakeID("close")
 	if err := conn.Write(ctx, &jsonrpc.Request{ID: id, Method: MethodChannelClose, Params: raw}); err != nil {

@@ -96,6 +96,14 @@ func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer context
 		return call.Decline(offer, contextvm.DeclinedNoCap, payments.ErrNoCap)
 	}
 	reserve := po.Budget.Reserve
+	var m channelMeta
+	json.Unmarshal(req.Meta, &m)
+	if p.ch != nil && m.Channel == nil && p.ch.funds(call) {
+		// The server ignored the request to fund a channel (it listed
+		// channels once and no longer offers them): what it asks for is
+		// the call's price, paid as any price.
+		p.ch.unfund(call)
+	}
 	if p.ch != nil && p.ch.funds(call) {
 		defer func() {
 			if err != nil {
@@ -104,8 +112,6 @@ func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer context
 		}()
 		// A channel's deposit: the amount asked must be the deposit asked
 		// for, the call's own price within the cap.
-		var m channelMeta
-		json.Unmarshal(req.Meta, &m)
 		switch {
 		case m.Channel == nil || offer.Amount != p.ch.opts.DepositSats || int64(m.Channel.Deposit) != offer.Amount*1000:
 			err := fmt.Errorf("the server asked %d %s for a channel deposit of %d sats", offer.Amount, offer.Unit, p.ch.opts.DepositSats)

@@ -42,6 +42,25 @@ func (r *restartable) stop() {
 	r.state.Close()
 }
 
+// askedToPay has a fresh peer call count on srv and returns the peer, its
+// request and the payment_required it was answered with.
+func askedToPay(t *testing.T, relayURL string, srv *contextvm.Server) (*peertest.RawPeer, nostr.Event, payments.PaymentRequired) {
+	t.Helper()
+	peer := peertest.NewRawPeer(t, relayURL)
+	peer.Initialize(srv.PublicKey())
+	req := peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
+	peer.Publish(req)
+	_, m := peertest.NextMessage(t, peer)
+	if peertest.Method(m) != contextvm.MethodPaymentRequired {
+		t.Fatalf("first answer %v", m)
+	}
+	pr, _, err := contextvm.ParsePaymentRequired(m["params"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return peer, req, pr
+}
+
 // drainUntil reads the peer's messages until one for which ok holds.
 func drainUntil(t *testing.T, p *peertest.RawPeer, ok func(m map[string]json.RawMessage) bool) {
 	t.Helper()
@@ -61,18 +80,7 @@ func TestPayRestart_TransparentPaidWhileDownCreditedOnReplay(t *testing.T) {
 	f := peertest.NewPayFixture(t, 100)
 	rs := &restartable{t: t, f: f, dir: t.TempDir(), sk: nostr.Generate()}
 	srv := rs.start()
-	peer := peertest.NewRawPeer(t, f.Relay.URL)
-	peer.Initialize(srv.PublicKey())
-	req := peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"count","arguments":{}}}`)
-	peer.Publish(req)
-	_, m := peertest.NextMessage(t, peer)
-	if peertest.Method(m) != contextvm.MethodPaymentRequired {
-		t.Fatalf("first answer %v", m)
-	}
-	pr, _, err := contextvm.ParsePaymentRequired(m["params"])
-	if err != nil {
-		t.Fatal(err)
-	}
+	peer, req, pr := askedToPay(t, f.Relay.URL, srv)
 	rs.stop()
 	// The server said it is shutting down; it did not reject the payment.
 	drainUntil(t, peer, func(m map[string]json.RawMessage) bool {

@@ -1,11 +1,12 @@
 // The reference TypeScript ContextVM client paying for a tool through the
 // reference SDK's own CEP-8 rail: the transport wrapped with
 // withClientPayments and an LnBolt11NwcPaymentHandler on a Nostr Wallet
-// Connect URI. Calls one tool and prints one JSON object: the result and
-// every notification the client saw, as it saw it.
+// Connect URI. Calls one tool (CALLS times, one after the other) and prints
+// one JSON object: the results and every notification the client saw, as
+// it saw it.
 //
 // env: RELAY_URL, SERVER_PUBKEY (hex or npub), NWC_URI, TOOL, ARGS (JSON),
-//      TIMEOUT_MS (default 20000), LOG_LEVEL.
+//      CALLS (default 1), TIMEOUT_MS (default 20000), LOG_LEVEL.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import {
   NostrClientTransport, PrivateKeySigner, ApplesauceRelayPool, withClientPayments, LnBolt11NwcPaymentHandler,
@@ -15,9 +16,10 @@ import { bytesToHex } from 'nostr-tools/utils';
 
 const relays = (process.env.RELAY_URL ?? '').split(',').filter(Boolean);
 const timeout = Number(process.env.TIMEOUT_MS ?? 20000);
-const out = { ok: false, step: 'connect', notifications: [], errors: [] };
+const calls = Number(process.env.CALLS ?? 1);
+const out = { ok: false, step: 'connect', notifications: [], errors: [], results: [] };
 const finish = (code) => { console.log(JSON.stringify(out)); process.exit(code); };
-setTimeout(() => { out.error = `overall timeout in step ${out.step}`; finish(1); }, timeout * 3);
+setTimeout(() => { out.error = `overall timeout in step ${out.step}`; finish(1); }, timeout * (2 + calls));
 
 try {
   const handler = new LnBolt11NwcPaymentHandler({ nwcConnectionString: process.env.NWC_URI, responseTimeoutMs: 15000 });
@@ -31,9 +33,12 @@ try {
   client.fallbackNotificationHandler = async (n) => { out.notifications.push({ method: n.method, params: n.params }); };
   client.onerror = (e) => out.errors.push(String(e?.message ?? e));
   await client.connect(transport, { timeout });
-  out.step = 'call';
-  const res = await client.callTool({ name: process.env.TOOL, arguments: JSON.parse(process.env.ARGS ?? '{}') }, undefined, { timeout });
-  out.result = res;
+  for (let i = 0; i < calls; i++) {
+    out.step = `call ${i + 1}`;
+    const res = await client.callTool({ name: process.env.TOOL, arguments: JSON.parse(process.env.ARGS ?? '{}') }, undefined, { timeout });
+    out.result = res;
+    out.results.push(res);
+  }
   out.ok = true;
   // process.exit ends the client and the wallet's relay connections.
   finish(0);

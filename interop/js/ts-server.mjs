@@ -10,12 +10,15 @@
 //      NWC_URI (with PRICE_ADD: add is charged for through the SDK's own CEP-8 rail,
 //      withServerPayments + LnBolt11NwcPaymentProcessor on that wallet),
 //      NWC_VERIFY=poll (the processor polls lookup_invoice instead of its default),
+//      ZAP_ADDRESS (with PRICE_ADD: add is charged for as NIP-57 zaps to that Lightning
+//      address through the SDK's LnBolt11ZapPaymentProcessor, its receipts read on
+//      RELAY_URL; Node must trust the address's certificate: NODE_EXTRA_CA_CERTS),
 //      PROFILE_JSON (with ANNOUNCE=1: the SDK's profileMetadata, a kind 0, CEP-23).
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import {
   NostrServerTransport, PrivateKeySigner, ApplesauceRelayPool, EncryptionMode, GiftWrapMode, withCommonToolSchemas,
-  withServerPayments, LnBolt11NwcPaymentProcessor,
+  withServerPayments, LnBolt11NwcPaymentProcessor, LnBolt11ZapPaymentProcessor,
 } from '@contextvm/sdk';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { bytesToHex, hexToBytes } from 'nostr-tools/utils';
@@ -73,7 +76,14 @@ const transport = new NostrServerTransport({
   logLevel: process.env.LOG_LEVEL ?? 'error',
   profileMetadata: process.env.PROFILE_JSON ? JSON.parse(process.env.PROFILE_JSON) : undefined,
 });
-if (process.env.PRICE_ADD && process.env.NWC_URI) {
+const addPrice = [{ method: 'tools/call', name: 'add', amount: Number(process.env.PRICE_ADD), currencyUnit: 'sats', description: 'add two numbers' }];
+if (process.env.PRICE_ADD && process.env.ZAP_ADDRESS) {
+  withServerPayments(transport, {
+    // Its default relays are public: the receipts are read on the test's.
+    processors: [new LnBolt11ZapPaymentProcessor({ lnAddress: process.env.ZAP_ADDRESS, relayUrls: relays })],
+    pricedCapabilities: addPrice,
+  });
+} else if (process.env.PRICE_ADD && process.env.NWC_URI) {
   withServerPayments(transport, {
     processors: [new LnBolt11NwcPaymentProcessor({
       nwcConnectionString: process.env.NWC_URI,
@@ -82,7 +92,7 @@ if (process.env.PRICE_ADD && process.env.NWC_URI) {
       enableNotificationVerification: process.env.NWC_VERIFY === 'poll' ? false : undefined,
       responseTimeoutMs: 15000,
     })],
-    pricedCapabilities: [{ method: 'tools/call', name: 'add', amount: Number(process.env.PRICE_ADD), currencyUnit: 'sats', description: 'add two numbers' }],
+    pricedCapabilities: addPrice,
   });
 } else if (process.env.PRICE_ADD) {
   transport.setAnnouncementPricingTags([['cap', 'tool:add', String(process.env.PRICE_ADD), 'sats']]);

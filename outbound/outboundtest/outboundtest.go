@@ -1,5 +1,7 @@
 // Package outboundtest builds outbound Fetchers for tests, whose servers
-// listen on loopback.
+// listen on loopback: Allowing for httptest servers in the test's
+// process (outboundtest.go), FromEnv for a cvm binary a test runs, told of
+// its loopback servers by two variables (env.go).
 package outboundtest
 
 import (

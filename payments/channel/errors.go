@@ -36,6 +36,13 @@ const (
 	// CodeMaxAmountExceeded: the call's price is above the request's
 	// maxAmount (HTTP).
 	CodeMaxAmountExceeded Code = "BILLING_MAX_AMOUNT_EXCEEDED"
+	// CodeAuthMissing: over HTTP, a receipt on a request that is not
+	// signed (DIDAuthV1): the channel is the signing key's.
+	CodeAuthMissing Code = "AUTH_MISSING"
+	// CodeMalformed (cvm's): the header is not a request payload (no
+	// signedSubRav or clientTxRef, a bad encoding), or the call cannot be
+	// paid by a channel (a price not in sats).
+	CodeMalformed Code = "INVALID_PAYMENT_DATA"
 )
 
 // HTTPStatus is the status an HTTP answer carries the code with (NIP-4's
@@ -48,7 +55,8 @@ func (c Code) HTTPStatus() int {
 		return http.StatusConflict
 	case CodeNotFound:
 		return http.StatusNotFound
-	case CodeEpochMismatch, CodeClosed, CodeTampered, CodeInvalidSignature, CodeMaxAmountExceeded:
+	case CodeEpochMismatch, CodeClosed, CodeTampered, CodeInvalidSignature, CodeMaxAmountExceeded,
+		CodeAuthMissing, CodeMalformed:
 		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError
@@ -93,6 +101,12 @@ var (
 	ErrClosed            = &Error{Code: CodeClosed}
 	ErrTampered          = &Error{Code: CodeTampered}
 )
+
+// Refuse returns the refusal of code c, with the channel's state s (nil
+// when unknown) and a message for people.
+func Refuse(c Code, s *State, format string, args ...any) *Error {
+	return refuse(c, s, format, args...)
+}
 
 func refuse(c Code, s *State, format string, args ...any) *Error {
 	return &Error{Code: c, Message: fmt.Sprintf(format, args...), State: s}

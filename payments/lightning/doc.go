@@ -11,6 +11,9 @@
 // for (prepare.go), so that a payment request does not wait for the
 // wallet.
 //
+// The Handler pays a zap invoice (package payments/zap) as any other,
+// checking it against the zap request shown beside it, if any.
+//
 // Files: lightning.go (the Processor and the Handler: issuing, verifying and
 // paying invoices), notify.go (the Notifier seam and the Processor's
 // listening for payments), prepare.go (invoices made ahead, per price).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/bolt11"
+	"github.com/cvmgo/cvm/payments/zap"
 )
 
 // Reasons a payment is refused or fails; errors wrap one of them.
@@ -328,6 +329,9 @@ type Handler struct {
 	w payments.Wallet
 	// Now is the clock that decides expiry (default time.Now).
 	Now func() time.Time
+	// Logger notes a zap invoice paid without its zap request to check
+	// (default: discarded).
+	Logger *slog.Logger
 }
 
 var _ payments.Handler = (*Handler)(nil)
@@ -362,6 +366,16 @@ func (h *Handler) Check(req payments.PaymentRequired, maxAmount int64) (*bolt11.
 		return nil, fmt.Errorf("%w: %d sats asked, at most %d allowed", ErrTooExpensive, req.Amount, maxAmount)
 	case inv.Expired(h.now()):
 		return nil, fmt.Errorf("%w at %s", ErrExpired, inv.ExpiresAt().UTC().Format(time.RFC3339))
+	}
+	// A zap invoice (NIP-57) commits to its zap request: when the server
+	// shows it, it must be for this price and hash to the invoice's
+	// description hash. The reference shows none.
+	checked, err := zap.CheckMeta(req, inv)
+	if err != nil {
+		return nil, err
+	}
+	if !checked && zap.IsZap(req) && h.Logger != nil {
+		h.Logger.Info("lightning: paying a zap invoice without its zap request to check against it", "amount", req.Amount)
 	}
 	return inv, nil
 }

@@ -255,6 +255,17 @@ func (n *Network) NodeID(name string) (string, error) {
 // MakeInvoice has wallet name issue an invoice for amountMsat (at least 1)
 // that expires after expiry (rounded up to a second; zero means one hour).
 func (n *Network) MakeInvoice(name string, amountMsat int64, description string, expiry time.Duration) (payments.Invoice, error) {
+	return n.makeInvoice(name, amountMsat, description, nil, expiry)
+}
+
+// MakeInvoiceHashed is MakeInvoice for an invoice that commits to its
+// description by its SHA-256 only (BOLT 11's h field), as an LNURL-pay
+// server's do (LUD-06, NIP-57: the hash of the metadata or zap request).
+func (n *Network) MakeInvoiceHashed(name string, amountMsat int64, descriptionHash [32]byte, expiry time.Duration) (payments.Invoice, error) {
+	return n.makeInvoice(name, amountMsat, "", &descriptionHash, expiry)
+}
+
+func (n *Network) makeInvoice(name string, amountMsat int64, description string, descHash *[32]byte, expiry time.Duration) (payments.Invoice, error) {
 	if amountMsat <= 0 || amountMsat > bolt11.MaxAmountMsat {
 		return payments.Invoice{}, walletErr(payments.CodeOther, "invoice amount %d msat is out of range", amountMsat)
 	}
@@ -277,7 +288,10 @@ func (n *Network) MakeInvoice(name string, amountMsat int64, description string,
 	}
 	if len(description) > 639 {
 		h := sha256.Sum256([]byte(description))
-		inv.Description, inv.DescriptionHash = "", &h
+		descHash = &h
+	}
+	if descHash != nil {
+		inv.Description, inv.DescriptionHash = "", descHash
 	}
 
 	n.mu.Lock()

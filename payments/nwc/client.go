@@ -88,6 +88,10 @@ type Capabilities struct {
 	notificationsTag bool
 }
 
+// CanPay reports whether the wallet lets this connection pay invoices
+// (pay_invoice among its methods): a receive-only connection does not.
+func (c Capabilities) CanPay() bool { return slices.Contains(c.Methods, MethodPayInvoice) }
+
 // Encryption is the scheme a client uses with this wallet: NIP-44 if the
 // wallet lists it, otherwise NIP-04 (also when it has no encryption tag).
 func (c Capabilities) Encryption() (string, error) {
@@ -237,7 +241,7 @@ func (c *Client) readResponse(evt nostr.Event, scheme, method string, result any
 // GetInfo returns the wallet's get_info answer.
 func (c *Client) GetInfo(ctx context.Context) (Info, error) {
 	var info Info
-	err := c.call(ctx, methodGetInfo, struct{}{}, &info)
+	err := c.call(ctx, MethodGetInfo, struct{}{}, &info)
 	return info, err
 }
 
@@ -246,7 +250,7 @@ func (c *Client) GetBalance(ctx context.Context) (int64, error) {
 	var r struct {
 		Balance int64 `json:"balance"`
 	}
-	err := c.call(ctx, methodGetBalance, struct{}{}, &r)
+	err := c.call(ctx, MethodGetBalance, struct{}{}, &r)
 	return r.Balance, err
 }
 
@@ -257,7 +261,7 @@ func (c *Client) MakeInvoice(ctx context.Context, amountMsat int64, description 
 		params["expiry"] = int64((expiry + time.Second - 1) / time.Second)
 	}
 	var tx Transaction
-	if err := c.call(ctx, methodMakeInvoice, params, &tx); err != nil {
+	if err := c.call(ctx, MethodMakeInvoice, params, &tx); err != nil {
 		return payments.Invoice{}, err
 	}
 	return tx.PaymentsInvoice(), nil
@@ -266,7 +270,7 @@ func (c *Client) MakeInvoice(ctx context.Context, amountMsat int64, description 
 // LookupInvoice implements payments.Wallet with lookup_invoice.
 func (c *Client) LookupInvoice(ctx context.Context, paymentHash string) (payments.Invoice, error) {
 	var tx Transaction
-	if err := c.call(ctx, methodLookupInvoice, map[string]string{"payment_hash": paymentHash}, &tx); err != nil {
+	if err := c.call(ctx, MethodLookupInvoice, map[string]string{"payment_hash": paymentHash}, &tx); err != nil {
 		return payments.Invoice{}, err
 	}
 	return tx.PaymentsInvoice(), nil
@@ -277,7 +281,7 @@ func (c *Client) PayInvoice(ctx context.Context, bolt11 string) (string, error) 
 	var r struct {
 		Preimage string `json:"preimage"`
 	}
-	if err := c.call(ctx, methodPayInvoice, map[string]string{"invoice": bolt11}, &r); err != nil {
+	if err := c.call(ctx, MethodPayInvoice, map[string]string{"invoice": bolt11}, &r); err != nil {
 		return "", err
 	}
 	if r.Preimage == "" {

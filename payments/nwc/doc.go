@@ -32,7 +32,11 @@
 // event with ["encryption","nip44_v2 nip04"] and
 // ["notifications","payment_received payment_sent"], and notifications as
 // kind 23197 (NIP-44) and 23196 (NIP-04); NoNotifications and Mute make
-// it a wallet without them, or one that offers them and never sends one.
+// it a wallet without them, or one that offers them and never sends one;
+// Methods limits a connection to some methods (the info event lists those,
+// the others are answered RESTRICTED), as a receive-only connection. A
+// client reads what its connection may do from the info event
+// (Capabilities; CanPay for pay_invoice).
 //
 // A Client keeps one subscription to its wallet's responses, opened at
 // its first request and shared by all (a request costs a publish, not a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -258,6 +259,40 @@ func TestWalletErrors(t *testing.T) {
 	wantWalletError(t, err, payments.CodePaymentFailed)
 	_, err = w.alice.PayInvoice(ctx, "lnbcrt1nonsense")
 	wantWalletError(t, err, payments.CodePaymentFailed)
+}
+
+// TestReceiveOnlyConnection: a service limited to some methods lists only
+// those in its info event, so the client can tell it may not pay
+// (CanPay), and refuses the others with RESTRICTED, moving nothing.
+func TestReceiveOnlyConnection(t *testing.T) {
+	w := startWorld(t, nwc.ServiceOptions{Methods: []string{nwc.MethodMakeInvoice, nwc.MethodLookupInvoice, nwc.MethodGetInfo}})
+	ctx := context.Background()
+	caps, err := w.alice.Capabilities(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if caps.CanPay() || !slices.Contains(caps.Methods, nwc.MethodMakeInvoice) {
+		t.Fatalf("receive-only capabilities %+v: CanPay %v", caps, caps.CanPay())
+	}
+	info, err := w.alice.GetInfo(ctx)
+	if err != nil || slices.Contains(info.Methods, nwc.MethodPayInvoice) {
+		t.Fatalf("get_info %+v %v: lists pay_invoice", info, err)
+	}
+	inv, err := w.bob.MakeInvoice(ctx, 1_000, "", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.alice.PayInvoice(ctx, inv.Bolt11)
+	wantWalletError(t, err, payments.CodeRestricted)
+	_, err = w.alice.GetBalance(ctx)
+	wantWalletError(t, err, payments.CodeRestricted)
+	if b, _ := w.net.Balance("alice"); b != 100_000_000 {
+		t.Fatalf("alice's balance %d msat after a restricted payment", b)
+	}
+	full := startWorld(t, nwc.ServiceOptions{})
+	if caps, err := full.alice.Capabilities(ctx); err != nil || !caps.CanPay() {
+		t.Fatalf("a full connection: %+v %v; want CanPay", caps, err)
+	}
 }
 
 // TestUnknownClientIgnored: a request signed by a key that is not the

@@ -21,16 +21,21 @@ const (
 	NotificationReceived    string     = "payment_received"
 	NotificationSent        string     = "payment_sent"
 	maxMessageBytes                    = 64 << 10
-	methodPayInvoice                   = "pay_invoice"
-	methodMakeInvoice                  = "make_invoice"
-	methodLookupInvoice                = "lookup_invoice"
-	methodGetBalance                   = "get_balance"
-	methodGetInfo                      = "get_info"
 	transactionStatePending            = "pending"
 	transactionStateSettled            = "settled"
 	transactionStateExpired            = "expired"
 	transactionTypeIncoming            = "incoming"
 	transactionTypeOutgoing            = "outgoing"
+)
+
+// Methods of NIP-47 that the Client uses and the Service serves: an info
+// event lists those a connection may use (Capabilities.Methods).
+const (
+	MethodPayInvoice    = "pay_invoice"
+	MethodMakeInvoice   = "make_invoice"
+	MethodLookupInvoice = "lookup_invoice"
+	MethodGetBalance    = "get_balance"
+	MethodGetInfo       = "get_info"
 )
 
 // Request is the decrypted content of a kind 23194 event.

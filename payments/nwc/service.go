@@ -34,6 +34,10 @@ type ServiceOptions struct {
 	// Mute makes the service announce notifications and never send one:
 	// a wallet that breaks its word, for tests.
 	Mute bool
+	// Methods are the methods the service serves and lists in its info
+	// event (default all of them); others are answered RESTRICTED, as a
+	// connection a wallet grants fewer permissions (say, receive only).
+	Methods []string
 	// OnRequest, if set, is called for each request the service answers,
 	// with its method and scheme (for tests and metrics).
 	OnRequest func(method, encryption string)
@@ -73,6 +77,9 @@ func NewService(net *lnsim.Network, pool *nostrx.Pool, opts ServiceOptions) *Ser
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Methods == nil {
+		opts.Methods = serviceMethods
+	}
 	return &Service{net: net, pool: pool, opts: opts, log: opts.Logger, conns: map[nostr.PubKey]*connection{}, ready: make(chan struct{})}
 }
 
@@ -98,7 +105,7 @@ func (s *Service) Connect(wallet string, serviceKey, clientSecret nostr.SecretKe
 	return NewURI(pub, s.pool.Relays(), clientSecret), nil
 }
 
-var serviceMethods = []string{methodPayInvoice, methodMakeInvoice, methodLookupInvoice, methodGetBalance, methodGetInfo}
+var serviceMethods = []string{MethodPayInvoice, MethodMakeInvoice, MethodLookupInvoice, MethodGetBalance, MethodGetInfo}
 
 // Run publishes every connection's info event, serves requests and sends
 // notifications until ctx ends. It returns once everything it started has
@@ -168,7 +175,7 @@ func (s *Service) Run(ctx context.Context) error {
 
 func (s *Service) publishInfo(ctx context.Context, c *connection) error {
 	var tags nostr.Tags
-	capabilities := slices.Clone(serviceMethods)
+	capabilities := slices.Clone(s.opts.Methods)
 	if !s.opts.NoNotifications {
 		tags = append(tags, nostr.Tag{"notifications", NotificationReceived + " " + NotificationSent})
 		capabilities = append(capabilities, "notifications")
@@ -298,24 +305,28 @@ func (s *Service) dispatch(ctx context.Context, c *connection, req Request) Resp
 	bad := func(err error) Response {
 		return Response{ResultType: req.Method, Error: &ErrorBody{Code: payments.CodeOther, Message: "bad params: " + err.Error()}}
 	}
+	if slices.Contains(serviceMethods, req.Method) && !slices.Contains(s.opts.Methods, req.Method) {
+		return Response{ResultType: req.Method, Error: &ErrorBody{Code: payments.CodeRestricted,
+			Message: fmt.Sprintf("this connection may not use %s", req.Method)}}
+	}
 	switch req.Method {
-	case methodGetInfo:
+	case MethodGetInfo:
 		node, err := s.net.NodeID(c.wallet)
 		if err != nil {
 			return errorResponse(req.Method, err)
 		}
-		info := Info{Alias: "lnsim " + c.wallet + " (simulator)", Pubkey: node, Network: "regtest", Methods: serviceMethods}
+		info := Info{Alias: "lnsim " + c.wallet + " (simulator)", Pubkey: node, Network: "regtest", Methods: s.opts.Methods}
 		if !s.opts.NoNotifications {
 			info.Notifications = []string{NotificationReceived, NotificationSent}
 		}
 		return resultResponse(req.Method, info)
-	case methodGetBalance:
+	case MethodGetBalance:
 		bal, err := s.net.Balance(c.wallet)
 		if err != nil {
 			return errorResponse(req.Method, err)
 		}
 		return resultResponse(req.Method, map[string]int64{"balance": bal})
-	case methodMakeInvoice:
+	case MethodMakeInvoice:
 		var p struct {
 			Amount      int64  `json:"amount"`
 			Description string `json:"description"`
@@ -332,7 +343,7 @@ func (s *Service) dispatch(ctx context.Context, c *connection, req Request) Resp
 			return errorResponse(req.Method, err)
 		}
 		return resultResponse(req.Method, s.transaction(c.wallet, inv))
-	case methodLookupInvoice:
+	case MethodLookupInvoice:
 		var p struct {
 			PaymentHash string `json:"payment_hash"`
 			Invoice     string `json:"invoice"`
@@ -352,7 +363,7 @@ func (s *Service) dispatch(ctx context.Context, c *connection, req Request) Resp
 			return errorResponse(req.Method, err)
 		}
 		return resultResponse(req.Method, s.transaction(c.wallet, inv))
-	case methodPayInvoice:
+	case MethodPayInvoice:
 		var p struct {
 			Invoice string `json:"invoice"`
 			Amount  int64  `json:"amount"`

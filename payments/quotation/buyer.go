@@ -10,9 +10,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/contextvm/cep8"
+	"github.com/cvmgo/cvm/did"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -38,6 +40,13 @@ type Buyer struct {
 	Pay *cep8.PayOptions
 	// Logger gets what goes wrong beside the answer (default: discard).
 	Logger *slog.Logger
+	// Signer signs the receipts of a prepaid payment channel
+	// (Pay.Channel; see Transport): the DID key Client signs requests
+	// with, since the channel is that key's.
+	Signer did.Signer
+
+	chOnce sync.Once
+	ch     *buyerChannel
 }
 
 // Buy gets a quotation for the call of the tool name with args, pays it
@@ -77,6 +86,13 @@ func (b *Buyer) Buy(ctx context.Context, name string, args any) (string, error) 
 // pay pays an offer under the budget (the per-call cap and the daily
 // limits), with the wallet for its payment method, once approved.
 func (b *Buyer) pay(ctx context.Context, offer contextvm.PaymentOffer) (payments.Receipt, error) {
+	return b.payAs(ctx, offer, false)
+}
+
+// payAs is pay, or with deposit the payment of a channel's deposit, which
+// counts against the daily limits but not the per-call cap
+// (Budget.ReserveDeposit).
+func (b *Buyer) payAs(ctx context.Context, offer contextvm.PaymentOffer, deposit bool) (payments.Receipt, error) {
 	po := b.Pay
 	declined := func(reason string, err error) error {
 		if po != nil && po.Report != nil {
@@ -91,7 +107,11 @@ func (b *Buyer) pay(ctx context.Context, offer contextvm.PaymentOffer) (payments
 	case po.Budget == nil:
 		return payments.Receipt{}, declined(contextvm.DeclinedNoCap, payments.ErrNoCap)
 	}
-	if err := po.Budget.Check(offer.Server, offer.Amount, offer.Unit); err != nil {
+	reserve, checked := po.Budget.Reserve, offer.Amount
+	if deposit {
+		reserve, checked = po.Budget.ReserveDeposit, 0
+	}
+	if err := po.Budget.Check(offer.Server, checked, offer.Unit); err != nil {
 		return payments.Receipt{}, declined(cep8.BudgetReason(err), err)
 	}
 	var h payments.Handler
@@ -106,7 +126,7 @@ func (b *Buyer) pay(ctx context.Context, offer contextvm.PaymentOffer) (payments
 	if po.Confirm != nil && !po.Confirm(ctx, offer) {
 		return payments.Receipt{}, declined(contextvm.DeclinedByPerson, errors.New("payment not approved"))
 	}
-	if err := po.Budget.Reserve(ctx, offer.Server, offer.Amount, offer.Unit); err != nil {
+	if err := reserve(ctx, offer.Server, offer.Amount, offer.Unit); err != nil {
 		return payments.Receipt{}, declined(cep8.BudgetReason(err), err)
 	}
 	receipt, err := h.Pay(ctx, payments.PaymentRequired{Amount: offer.Amount, PayReq: offer.PayReq, PMI: offer.PMI}, offer.Amount)

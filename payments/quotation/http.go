@@ -11,9 +11,12 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/cvmgo/cvm/contextvm/cep8"
+	"github.com/cvmgo/cvm/didauth"
 	"github.com/cvmgo/cvm/internal/httpserve"
 	"github.com/cvmgo/cvm/internal/mcpmsg"
 	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/payments/channel"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -29,6 +32,15 @@ type HTTP struct {
 	Desk *Desk
 	// Caller is the DID the auth middleware verified for the request.
 	Caller func(ctx context.Context) (did string, ok bool)
+	// Channels, when set, offers prepaid payment channels (channel.PMI):
+	// deposits quoted and confirmed like prices open them, priced calls
+	// carry receipts (channel.Header), cep8.MethodChannelClose refunds.
+	// Set it only when the server's wallet may pay refunds.
+	Channels *channel.Books
+	// CallerKey is the key the auth middleware verified the request with
+	// (didauth.CallerKey): a channel is that key's, its receipts signed by
+	// it. Required with Channels.
+	CallerKey func(ctx context.Context) (didauth.Key, bool)
 }
 
 func (h HTTP) caller(ctx context.Context) string {
@@ -73,6 +85,11 @@ func (h HTTP) Middleware(next http.Handler) http.Handler {
 		ctx := r.Context()
 		switch req.Method {
 		case MethodQuote:
+			var dp depositParams
+			if h.Channels != nil && json.Unmarshal(req.Params, &dp) == nil && dp.Channel != nil {
+				h.quoteDeposit(w, r, req, dp)
+				return
+			}
 			var p struct {
 				Name      string          `json:"name"`
 				Arguments json.RawMessage `json:"arguments"`
@@ -92,8 +109,13 @@ func (h HTTP) Middleware(next http.Handler) http.Handler {
 				answer(w, req.ID, nil, fmt.Errorf("%w: want {quotation_id, payment_proof}", ErrInvalidInput))
 				return
 			}
-			err := h.Desk.Confirm(ctx, h.caller(ctx), p.ID, p.Proof)
-			answer(w, req.ID, map[string]string{"status": "confirmed"}, err)
+			h.confirm(w, r, req, p.ID, p.Proof)
+		case cep8.MethodChannelClose:
+			if h.Channels == nil {
+				next.ServeHTTP(w, r)
+				return
+			}
+			h.closeChannel(w, r, req)
 		case "tools/call":
 			name, args, quotation, err := callParams(req.Params)
 			if errors.Is(err, errAmbiguous) {
@@ -110,10 +132,17 @@ func (h HTTP) Middleware(next http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
+			if h.Channels != nil && quotation == "" && r.Header.Get(channel.Header) != "" {
+				h.byReceipt(w, r, req, price, next)
+				return
+			}
 			if quotation == "" {
+				data := map[string]any{"quote_method": MethodQuote, "confirm_method": MethodConfirm, "meta_key": MetaQuotation, "price": capPrice(price)}
+				if h.Channels != nil {
+					data[DataChannelPMI] = channel.PMI
+				}
 				writeResponse(w, &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{
-					Code: CodeQuotationRequired, Message: ErrRequired.Error(),
-					Data: mustJSON(map[string]any{"quote_method": MethodQuote, "confirm_method": MethodConfirm, "meta_key": MetaQuotation, "price": capPrice(price)}),
+					Code: CodeQuotationRequired, Message: ErrRequired.Error(), Data: mustJSON(data),
 				}})
 				return
 			}
@@ -258,6 +287,9 @@ func mustJSON(v any) json.RawMessage {
 func (h HTTP) Annotate(method string, result json.RawMessage) json.RawMessage {
 	switch method {
 	case mcpmsg.MethodInitialize:
+		if h.Channels != nil {
+			return addCapability(result, channelCapability)
+		}
 		return AddCapability(result)
 	case "tools/list":
 		out, err := h.addPrices(result)
@@ -271,6 +303,14 @@ func (h HTTP) Annotate(method string, result json.RawMessage) json.RawMessage {
 
 // AddCapability adds experimental.nip10 to an initialize result.
 func AddCapability(result json.RawMessage) json.RawMessage {
+	return addCapability(result, Capability)
+}
+
+// channelCapability is Capability with channels: channel.PMI among the
+// payment methods.
+var channelCapability = map[string][]string{"auth": {"DIDAuthV1"}, "payment": {"quotation", channel.PMI}}
+
+func addCapability(result json.RawMessage, capability map[string][]string) json.RawMessage {
 	var res map[string]json.RawMessage
 	if json.Unmarshal(result, &res) != nil {
 		return result
@@ -283,7 +323,7 @@ func AddCapability(result json.RawMessage) json.RawMessage {
 	if json.Unmarshal(caps["experimental"], &exp) != nil || exp == nil {
 		exp = map[string]json.RawMessage{}
 	}
-	exp[CapabilityName] = mustJSON(Capability)
+	exp[CapabilityName] = mustJSON(capability)
 	caps["experimental"] = mustJSON(exp)
 	res["capabilities"] = mustJSON(caps)
 	return mustJSON(res)

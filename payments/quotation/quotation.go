@@ -21,9 +21,18 @@
 // The client's side is the Buyer: quote, pay within a cep8.PayOptions
 // budget with its wallets, as over Nostr, and confirm.
 //
+// Prepaid payment channels (package payments/channel) ride on the same
+// flow: a deposit is quoted (nip10/quote with {"channel": …}), paid and
+// confirmed like a price, and its confirmation opens the channel (or tops
+// it up) in HTTP.Channels; a priced tools/call then carries a receipt in
+// channel.Header, signed with the caller's DIDAuthV1 key, instead of a
+// quotation id. On the client, Buyer.Transport attaches the receipts.
+//
 // Files: quotation.go (the Desk, Quote), http.go (Middleware, HTTP),
 // codes.go (methods, _meta keys, error codes), buyer.go (Buyer, and the
-// client's reading of prices and refusals: Priced, IsRequired).
+// client's reading of prices and refusals: Priced, IsRequired),
+// channel.go (the server's side of channels: deposits, receipts, close),
+// channelbuyer.go (the client's: Buyer.Transport, Buyer.CloseChannel).
 package quotation
 
 import (
@@ -52,6 +61,10 @@ const (
 	MetaQuotation  = "nip10/quotation_id"
 	MetaPrice      = "nip10/price"
 	CapabilityName = "nip10"
+	// DataChannelPMI in the data of a CodeQuotationRequired refusal says
+	// that the server also takes the call's price from a prepaid payment
+	// channel: its value is channel.PMI.
+	DataChannelPMI = "channel_pmi"
 )
 
 // Durable spaces.
@@ -113,6 +126,9 @@ type record struct {
 	// Attempt counts the Releases: the spend of attempt n claims
 	// spentKey(id, n).
 	Attempt int `json:"attempt,omitempty"`
+	// Deposit is set on the quotation of a payment channel's deposit or
+	// top-up, which pays for no call (Tool is empty).
+	Deposit *Deposit `json:"deposit,omitempty"`
 }
 
 // spentKey is the claim that spends attempt n of quotation id; the first
@@ -262,34 +278,40 @@ func (d *Desk) load(ctx context.Context, caller, id string) (record, error) {
 // invoice's payment hash; the processor then checks that the invoice is
 // settled. Confirming a paid quotation again is a no-op.
 func (d *Desk) Confirm(ctx context.Context, caller, id, proof string) error {
+	_, err := d.confirm(ctx, caller, id, proof)
+	return err
+}
+
+// confirm is Confirm, and returns the paid quotation.
+func (d *Desk) confirm(ctx context.Context, caller, id, proof string) (record, error) {
 	rec, err := d.load(ctx, caller, id)
 	if err != nil {
-		return err
+		return record{}, err
 	}
 	if rec.Paid {
-		return nil
+		return rec, nil
 	}
 	if spent, err := d.spent(ctx, id, rec.Attempt); err != nil {
-		return err
+		return record{}, err
 	} else if spent {
-		return ErrSpent
+		return record{}, ErrSpent
 	}
 	if !d.opts.Now().Before(rec.Expires) {
-		return ErrExpired
+		return record{}, ErrExpired
 	}
 	if rec.Payment.PMI == payments.PMILightningBolt11 {
 		if err := checkPreimage(rec.Payment.PayReq, proof); err != nil {
-			return err
+			return record{}, err
 		}
 	}
 	vctx, cancel := context.WithTimeout(ctx, d.opts.VerifyTimeout)
 	defer cancel()
 	charge := payments.Charge{Amount: rec.Price.Amount, Unit: rec.Price.Unit, RequestID: rec.ChargeID, Client: chargeClient(caller)}
 	if err := d.opts.Processor.Verify(vctx, charge, rec.Payment); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadProof, err)
+		return record{}, fmt.Errorf("%w: %w", ErrBadProof, err)
 	}
 	rec.Paid = true
-	return d.put(ctx, id, rec)
+	return rec, d.put(ctx, id, rec)
 }
 
 func checkPreimage(payReq, proof string) error {

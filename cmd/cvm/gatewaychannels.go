@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
+	"github.com/cvmgo/cvm/durable"
+	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/payments/channel"
+)
+
+// capabilitiesWait bounds the read of the wallet's info event (NIP-47 kind
+// 13194), which says whether the wallet may pay refunds.
+const capabilitiesWait = 15 * time.Second
+
+// collector is the CEP-8 gate that collects the prices, and its
+// processor: zaps to --zap-address, or the wallet's (see gate); none
+// without either. Its func releases what it opened.
+func (g *gatewayCmd) collector(ctx context.Context, w *wallet, p gatewayPlan, state durable.Store, replicas bool) (contextvm.Gate, payments.Processor, func(), error) {
+	if g.gf.zapAddress != "" {
+		return g.zapGate(p, state)
+	}
+	if w == nil {
+		return nil, nil, func() {}, nil
+	}
+	gate, err := g.gate(ctx, w, state, p.id.secret.Public(), replicas)
+	return gate, w.proc, func() {}, err
+}
+
+// gate is the CEP-8 gate that collects the prices with w, offering
+// prepaid payment channels when it can (see channelBooks), over --http too
+// (the same books); nil, not a nil *cep8.Gate, without a wallet.
+func (g *gatewayCmd) gate(ctx context.Context, w *wallet, state durable.Store, server nostr.PubKey, replicas bool) (contextvm.Gate, error) {
+	if w == nil {
+		return nil, nil
+	}
+	opts := cep8.Options{Processors: []payments.Processor{w.proc}}
+	books, why, err := g.channelBooks(ctx, w, state, server, replicas)
+	switch {
+	case err != nil:
+		return nil, err
+	case books == nil:
+		g.log.Info("payment channels not offered", "pmi", channel.PMI, "reason", why)
+	default:
+		opts.Channels = books
+		g.httpChannels = books
+		g.log.Info("payment channels offered", "pmi", channel.PMI, "idle_ttl", g.gf.channelIdleTTL.String())
+	}
+	return cep8.NewGate(opts), nil
+}
+
+// channelBooks are the gateway's channels, kept in state, the one store of
+// the gateway, when it offers them: with a Lightning (NWC) wallet that
+// may pay_invoice (refunds are paid from it), unless --channels=false.
+// Otherwise they are nil and why says why not.
+//
+// A replica group (--nats) offers none: the books serialize the receipts
+// of a channel within one process and have no compare-and-swap across
+// processes, so two replicas could each accept the same nonce.
+func (g *gatewayCmd) channelBooks(ctx context.Context, w *wallet, state durable.Store, server nostr.PubKey, replicas bool) (books *channel.Books, why string, err error) {
+	switch {
+	case !g.gf.channels:
+		return nil, "switched off (--channels=false or payments.channels = false)", nil
+	case replicas:
+		return nil, "a replica group (--nats) does not offer them: their books are one process's", nil
+	case w.nwc == nil:
+		return nil, "the wallet is not a Lightning (NIP-47) wallet", nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, capabilitiesWait)
+	caps, err := w.nwc.Capabilities(cctx)
+	cancel()
+	switch {
+	case err != nil:
+		return nil, "the wallet's info event (NIP-47 kind 13194), which says whether it may pay refunds, could not be read: " + err.Error(), nil
+	case !caps.CanPay():
+		return nil, "the wallet may not pay_invoice, which refunds need (its info event lists: " + strings.Join(caps.Methods, " ") + ")", nil
+	}
+	books, err = channel.New(channel.Options{Store: state, ServerKey: server[:], Refunder: channel.WalletRefunder{Wallet: w.nwc},
+		IdleTTL: g.gf.channelIdleTTL, Log: g.log})
+	return books, "", err
+}
