@@ -172,13 +172,10 @@ func (d *discoverCmd) run(cmd *cobra.Command) error {
 	if err != nil {
 		return noRelay(d.df.relays, d.df.timeout, err)
 	}
-	fetcher, err := d.outbound()
+	socials, err := d.social(ctx, pool, catalog.Servers(filter))
 	if err != nil {
 		return err
 	}
-	sctx, cancel := context.WithTimeout(ctx, d.df.timeout)
-	socials := fetchSocial(sctx, pool, fetcher, catalog.Servers(filter))
-	cancel()
 	if err := d.printServers(catalog, filter, socials); err != nil {
 		return err
 	}
