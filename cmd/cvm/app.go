@@ -30,9 +30,8 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
-	// fetcher fetches what strangers name (NIP-05 documents, Lightning
-	// addresses, the usd rate); nil: one of outboundOptions, made on first
-	// use. In-process tests set one that reaches their loopback servers.
+	// fetcher, when set (by in-process tests), is the fetcher for what
+	// strangers name; nil: app.outbound makes one (nip05.go).
 	fetcher *outbound.Fetcher
 }
 
@@ -48,6 +47,9 @@ type app struct {
 	file     *config.FileValues
 	settings []config.Setting
 	log      *slog.Logger
+
+	// fetch is the fetcher app.outbound made, on first use (nip05.go).
+	fetch *outbound.Fetcher
 }
 
 // remoteError marks a failure reported by the remote side (exit status 1).

@@ -106,7 +106,7 @@ func TestClientCommands_ServerArgument(t *testing.T) {
 		t.Fatalf("nprofile: code %d, %q, %q", code, out, errOut)
 	}
 	for _, tc := range []struct{ server, want string }{
-		{"weather", `unknown server "weather": not a public key (hex, npub or nprofile) and not an alias in [servers]`},
+		{"weather", `unknown server "weather": not a public key (hex, npub or nprofile), a NIP-05 name@domain, or an alias in [servers]`},
 		{"broken", `server alias "broken"`},
 		{"npub1qqqq", "invalid key"},
 		{nostrx.EncodeNsec(nostr.Generate()), "secret key"},

@@ -186,9 +186,10 @@ func (d *discoverCmd) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	sctx, cancel := context.WithTimeout(ctx, d.df.timeout)
-	socials := fetchSocial(sctx, pool, d.outbound(), servers)
-	cancel()
+	socials, err := d.social(ctx, pool, servers)
+	if err != nil {
+		return err
+	}
 	if err := d.printServers(catalog, servers, filter, listing{scores: scores, socials: socials}); err != nil {
 		return err
 	}

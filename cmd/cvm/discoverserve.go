@@ -39,7 +39,11 @@ func (d *discoverCmd) serveCatalog(ctx context.Context, pool *nostrx.Pool, catal
 			budget += fmt.Sprintf(", %d a day", pay.Budget.PerDay)
 		}
 	}
-	soc := &catalogSocial{a: d.app, pool: pool, fetcher: d.outbound(), relays: pool.Relays()}
+	fetcher, err := d.outbound()
+	if err != nil {
+		return err
+	}
+	soc := &catalogSocial{a: d.app, pool: pool, fetcher: fetcher, relays: pool.Relays()}
 	if id, err := d.resolveIdentity(d.df.key, existingKey); err == nil {
 		soc.id = &id
 	} else {

@@ -40,6 +40,17 @@ type discoveredServer struct {
 	serverSocial
 }
 
+// social is fetchSocial for cvm discover, within its --timeout.
+func (d *discoverCmd) social(ctx context.Context, q social.Querier, servers []discovery.Server) (map[nostr.PubKey]serverSocial, error) {
+	f, err := d.outbound()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.df.timeout)
+	defer cancel()
+	return fetchSocial(ctx, q, f, servers), nil
+}
+
 // fetchSocial reads the profiles and notes of servers and checks their
 // nip05 names. A failure leaves servers without them: the catalog is
 // still worth showing.

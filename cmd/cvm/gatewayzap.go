@@ -24,9 +24,13 @@ func (g *gatewayCmd) zapGate(p gatewayPlan, state durable.Store) (contextvm.Gate
 	if state == nil {
 		return nil, nil, nil, errors.New("--zap-address does not work with --nats yet: collect with --wallet-file there")
 	}
+	fetcher, err := g.outbound()
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	proc, err := zap.NewProcessor(zap.Options{
 		Address: addr, Key: p.id.secret, Relays: g.gf.relays, Store: state,
-		Fetcher: g.outbound(), Logger: g.log,
+		Fetcher: fetcher, Logger: g.log,
 	})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("--zap-address: %w", err)

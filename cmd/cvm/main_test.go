@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/cvmgo/cvm/outbound"
+	"github.com/cvmgo/cvm/outbound/outboundtest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,17 +14,14 @@ import (
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/internal/secp"
 	"github.com/cvmgo/cvm/nostrx"
-	"github.com/cvmgo/cvm/outbound"
 )
 
 // cli runs cvm in-process with its own config and data directories.
 type cli struct {
 	t   testing.TB
 	env map[string]string
-	// fetcher, when set, is the in-process cvm's outbound fetcher (to
-	// reach a test's NIP-05 server on loopback).
-	fetcher *outbound.Fetcher
-	cfg     string // config directory
+
+	cfg string // config directory
 }
 
 func newCLI(t testing.TB) *cli {
@@ -58,9 +57,25 @@ func (c *cli) run(args ...string) (code int, stdout, stderr string) {
 		stdout:  &out,
 		stderr:  &errb,
 		getenv:  func(k string) string { return c.env[k] },
-		fetcher: c.fetcher,
+		fetcher: c.fetcher(),
 	})
 	return code, out.String(), errb.String()
+}
+
+// fetcher is the outbound fetcher of an in-process run: the test binary
+// is not built with tag cvmtest, so the loopback servers a test names in
+// outboundtest's variables (as it does for the cvm binary) are trusted
+// here; nil without them.
+func (c *cli) fetcher() *outbound.Fetcher {
+	getenv := func(k string) string { return c.env[k] }
+	if getenv(outboundtest.EnvAllow) == "" && getenv(outboundtest.EnvCA) == "" {
+		return nil
+	}
+	opts, err := outboundtest.FromEnv(outbound.Options{}, getenv)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return outbound.New(opts)
 }
 
 func (c *cli) writeConfig(body string) {

@@ -20,11 +20,18 @@ func isNIP05(s string) bool {
 // (NIP-05 documents, Lightning addresses, the usd rate): public addresses
 // only, and in the test build the loopback servers a test names
 // (outboundtrust.go).
-func (a *app) outbound() *outbound.Fetcher {
-	if a.fetcher == nil {
-		a.fetcher = outbound.New(outboundOptions(a.getenv))
+func (a *app) outbound() (*outbound.Fetcher, error) {
+	if a.env.fetcher != nil {
+		return a.env.fetcher, nil
 	}
-	return a.fetcher
+	if a.fetch == nil {
+		opts, err := outboundOptions(a.getenv)
+		if err != nil {
+			return nil, err
+		}
+		a.fetch = outbound.New(opts)
+	}
+	return a.fetch, nil
 }
 
 // resolveNIP05 finds the key of a NIP-05 name through the outbound
@@ -32,7 +39,11 @@ func (a *app) outbound() *outbound.Fetcher {
 // relays are not used: the domain's operator is not the server's, and the
 // server's own relay list (CEP-17) says where it listens.
 func (a *app) resolveNIP05(ctx context.Context, name string) (nostrx.PublicKey, error) {
-	n, err := social.ResolveNIP05(ctx, a.outbound(), name)
+	f, err := a.outbound()
+	if err != nil {
+		return nostrx.PublicKey{}, err
+	}
+	n, err := social.ResolveNIP05(ctx, f, name)
 	if err != nil {
 		return nostrx.PublicKey{}, fmt.Errorf("server %s: %w", clip(name, 80), err)
 	}

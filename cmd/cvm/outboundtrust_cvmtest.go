@@ -3,9 +3,6 @@
 package main
 
 import (
-	"fmt"
-	"os"
-
 	"github.com/cvmgo/cvm/outbound"
 	"github.com/cvmgo/cvm/outbound/outboundtest"
 )
@@ -15,13 +12,7 @@ import (
 // into a release: the exact loopback addresses in $CVM_TEST_OUTBOUND_ALLOW
 // (ip:port, comma-separated) and the certificates in the PEM file
 // $CVM_TEST_OUTBOUND_CA (outboundtest.FromEnv), as outboundtest gives a
-// test in the process. A malformed value is said on stderr and trusts
-// nothing more.
-func outboundOptions(getenv func(string) string) outbound.Options {
-	opts, err := outboundtest.FromEnv(outbound.Options{}, getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cvm (test build):", err)
-		return outbound.Options{}
-	}
-	return opts
+// test in the process.
+func outboundOptions(getenv func(string) string) (outbound.Options, error) {
+	return outboundtest.FromEnv(outbound.Options{}, getenv)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -32,7 +33,7 @@ func keygen(t *testing.T, c *cli) (path, hex, npub string) {
 }
 
 // nip05Host serves names over TLS and returns its host:port; c's
-// fetcher reaches it.
+// commands reach it (outboundtest's variables).
 func nip05Host(t *testing.T, c *cli, names map[string]string) string {
 	t.Helper()
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -40,8 +41,10 @@ func nip05Host(t *testing.T, c *cli, names map[string]string) string {
 		json.NewEncoder(w).Encode(map[string]any{"names": names})
 	}))
 	t.Cleanup(srv.Close)
-	c.fetcher = outboundtest.Allowing(srv)
-	return strings.TrimPrefix(srv.URL, "https://")
+	host := strings.TrimPrefix(srv.URL, "https://")
+	c.env[outboundtest.EnvAllow] = host
+	c.env[outboundtest.EnvCA] = writeSecret(t, t.TempDir(), "ca.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
+	return host
 }
 
 type discoveredJSON struct {

@@ -48,7 +48,11 @@ func (a *app) usdRates(rf rateFlags) (*usdrate.Source, error) {
 	if rf.ttl <= 0 {
 		return nil, fmt.Errorf("--usd-rate-ttl %v: want a positive duration, e.g. 60s", rf.ttl)
 	}
-	src, err := usdrate.New(usdrate.Options{URL: rf.url, Pointer: rf.pointer, TTL: rf.ttl, Fetcher: a.outbound()})
+	fetcher, err := a.outbound()
+	if err != nil {
+		return nil, err
+	}
+	src, err := usdrate.New(usdrate.Options{URL: rf.url, Pointer: rf.pointer, TTL: rf.ttl, Fetcher: fetcher})
 	if err != nil {
 		return nil, fmt.Errorf("--usd-rate-url / --usd-rate-pointer (payments.usd-rate): %w", err)
 	}

@@ -12,7 +12,7 @@
 //      NWC_VERIFY=poll (the processor polls lookup_invoice instead of its default),
 //      ZAP_ADDRESS (with PRICE_ADD: add is charged for as NIP-57 zaps to that Lightning
 //      address through the SDK's LnBolt11ZapPaymentProcessor, its receipts read on
-//      RELAY_URL; Node must trust the address's certificate: NODE_EXTRA_CA_CERTS).
+//      RELAY_URL; Node must trust the address's certificate: NODE_EXTRA_CA_CERTS),
 //      PROFILE_JSON (with ANNOUNCE=1: the SDK's profileMetadata, a kind 0, CEP-23).
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
