@@ -106,11 +106,7 @@ func Channels(ctx context.Context, st durable.Store) map[string][]channel.State 
 			states = append(states, s)
 		}
 		for _, c := range slices.Backward(rec.Closed) {
-			p, err := channel.UnmarshalPayload(c.State)
-			if err != nil {
-				continue
-			}
-			s, err := channel.StateOf(&p)
+			s, err := channel.StateOfJSON(c.State)
 			if err != nil {
 				continue
 			}
@@ -131,10 +127,6 @@ func openChannel(ctx context.Context, st durable.Store, url string) (channel.Sta
 	if err != nil || !ok || len(raw) == 0 {
 		return channel.State{}, false
 	}
-	p, err := channel.UnmarshalPayload(raw)
-	if err != nil {
-		return channel.State{}, false
-	}
-	s, err := channel.StateOf(&p)
+	s, err := channel.StateOfJSON(raw)
 	return s, err == nil
 }
