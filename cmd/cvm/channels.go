@@ -16,6 +16,7 @@ import (
 	"github.com/cvmgo/cvm/internal/config"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments/channel"
+	"github.com/cvmgo/cvm/payments/quotation"
 	"github.com/spf13/cobra"
 )
 
@@ -25,16 +26,19 @@ const channelsHelp = `List the prepaid payment channels of your identity: one Li
 paid from it with no invoice and no wallet round trip. A channel helps when
 you call one server's priced tools many times.
 
-For each channel: the server, the channel's id, its deposit, what was spent
+For each channel: the server (an npub, or the URL of an http(s)://
+server: channels over HTTP are listed and closed the same way), the
+channel's id, its deposit, what was spent
 and what is left, when it was last used, and its status: open; owed (the
 server closed it, idle past its time to live, with money left in it: the
 refund is claimed on your next call to that server or with cvm channels
 close); refunded. Amounts in sats; --json gives them in msat.
 
-cvm channels close SERVER closes your channel with SERVER and has it pay
-back what you did not spend, to an invoice your wallet makes (--wallet-file
-or $CVM_WALLET): once, even if it is interrupted and run again. It claims
-the refunds owed by channels the server closed, too.
+cvm channels close SERVER (an npub or an http(s):// URL) closes your
+channel with SERVER and has it pay back what you did not spend, to an
+invoice your wallet makes (--wallet-file or $CVM_WALLET): once, even if it
+is interrupted and run again. It claims the refunds owed by channels the
+server closed, too.
 
 Channels live in the data directory (channels/, one store per identity:
 a channel belongs to the key that opened it); one cvm at a time uses them.`
@@ -46,7 +50,7 @@ func (a *app) channelsCommand() *cobra.Command {
 		Use:     "channels",
 		Short:   "List your prepaid payment channels (deposit, spent, last use)",
 		Long:    channelsHelp,
-		Example: "  cvm channels\n  cvm channels close npub1…",
+		Example: "  cvm channels\n  cvm channels close npub1…\n  cvm channels close https://mcp.example.com/mcp",
 		Args:    positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.listChannels(cmd.Context(), key)
@@ -64,7 +68,7 @@ func (a *app) channelsCloseCommand() *cobra.Command {
 		Use:     "close SERVER",
 		Short:   "Close your channel with a server and get back what you did not spend",
 		Long:    channelsHelp,
-		Example: "  cvm channels close npub1… --wallet-file me.wallet",
+		Example: "  cvm channels close npub1… --wallet-file me.wallet\n  cvm channels close https://mcp.example.com/mcp --wallet-file me.wallet",
 		Args:    positional(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.closeChannels(cmd.Context(), cf, walletFile, args[0])
@@ -216,6 +220,10 @@ func (a *app) closeChannels(ctx context.Context, cf clientFlags, walletFile, ser
 	if paid.wallet == nil {
 		return fmt.Errorf("closing a channel needs your Lightning wallet (nostr+walletconnect://), to invoice the refund: give --wallet-file FILE or $%s", walletEnv)
 	}
+	if isHTTPServer(serverArg) {
+		pay.Channel = &cep8.ChannelOptions{Wallet: paid.wallet}
+		return a.closeHTTPChannel(ctx, cf, pay, serverArg)
+	}
 	server, err := a.resolveServer(ctx, serverArg)
 	if err != nil {
 		return err
@@ -257,29 +265,63 @@ func (a *app) refundChannels(ctx context.Context, payer *cep8.Payer, opts contex
 	}
 	claimed, err := payer.ClaimRefunds(ctx, opts)
 	refunded = append(refunded, claimed...)
-	if a.jsonOut {
-		rows := make([]channelRow, 0, len(refunded))
-		for _, s := range refunded {
-			rows = append(rows, rowOf(opts.Server, s))
-		}
-		if perr := a.printJSON(map[string]any{"refunded": rows}); perr != nil {
-			return perr
-		}
-	}
-	var total uint64
-	for _, s := range refunded {
-		total += s.Owed
-		if !a.jsonOut {
-			fmt.Fprintf(a.stdout, "refunded %s sats of channel %s (deposit %s, spent %s)\n", sats(s.Owed), s.Channel, sats(s.Deposit), sats(s.Accumulated))
-		}
+	if perr := a.printRefunds(opts.Server, refunded); perr != nil {
+		return perr
 	}
 	if err != nil {
 		return remoteFailure(ctx, "claim refunds", opts.Server, opts.Relays, err)
 	}
-	if len(refunded) == 0 && !a.jsonOut {
-		fmt.Fprintf(a.stdout, "nothing to refund: your channels with %s are refunded (see cvm channels)\n", opts.Server)
+	return nil
+}
+
+// printRefunds prints what came back from the channels with server, or
+// that nothing did.
+func (a *app) printRefunds(server string, refunded []channel.State) error {
+	if a.jsonOut {
+		rows := make([]channelRow, 0, len(refunded))
+		for _, s := range refunded {
+			rows = append(rows, rowOf(server, s))
+		}
+		return a.printJSON(map[string]any{"refunded": rows})
+	}
+	for _, s := range refunded {
+		fmt.Fprintf(a.stdout, "refunded %s sats of channel %s (deposit %s, spent %s)\n", sats(s.Owed), s.Channel, sats(s.Deposit), sats(s.Accumulated))
+	}
+	if len(refunded) == 0 {
+		fmt.Fprintf(a.stdout, "nothing to refund: your channels with %s are refunded (see cvm channels)\n", server)
 	}
 	return nil
+}
+
+// closeHTTPChannel is cvm channels close URL: the channel with the HTTP
+// endpoint closed and refunded (quotation.Buyer.CloseChannel) to an
+// invoice of pay.Channel.Wallet, signed as the key that opened it.
+func (a *app) closeHTTPChannel(ctx context.Context, cf clientFlags, pay *cep8.PayOptions, url string) error {
+	id, st, err := a.identityChannels(ctx, cf.key)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if len(quotation.Channels(ctx, st)[url]) == 0 {
+		return fmt.Errorf("you have no channel with %s (identity %s; see cvm channels): channels are opened by cvm call --channel SATS", url, nostrx.EncodeNpub(id.pubkey()))
+	}
+	pay.Channel.Store = st
+	hc, signer, err := a.httpClient(cf)
+	if err != nil {
+		return err
+	}
+	buyer := &quotation.Buyer{URL: url, Client: hc, Pay: pay, Logger: a.log, Signer: signer}
+	var refunded []channel.State
+	if _, open := buyer.Channel(ctx); open {
+		cctx, cancel := context.WithTimeout(ctx, cf.timeout)
+		defer cancel()
+		s, err := buyer.CloseChannel(cctx)
+		if err != nil {
+			return remote(fmt.Errorf("close channel with %s: %w", url, err))
+		}
+		refunded = append(refunded, s)
+	}
+	return a.printRefunds(url, refunded)
 }
 
 // channelRow is one channel as cvm channels --json prints it.
@@ -334,6 +376,11 @@ func (a *app) listChannels(ctx context.Context, key string) error {
 	for server, states := range byServer {
 		for _, s := range states {
 			rows = append(rows, rowOf(nostrx.EncodeNpub(server), s))
+		}
+	}
+	for url, states := range quotation.Channels(ctx, st) {
+		for _, s := range states {
+			rows = append(rows, rowOf(url, s))
 		}
 	}
 	slices.SortFunc(rows, func(x, y channelRow) int { return y.LastUse.Compare(x.LastUse) })

@@ -282,6 +282,8 @@ func TestChannelCLI_ProxyPaysOverAChannel(t *testing.T) {
 // through the quotation flow, then calls paid by receipts in
 // X-Payment-Channel-Data signed with the caller's DID key, across
 // processes; the gateway offers the books of its Nostr side over --http.
+// cvm channels lists the channel by its endpoint, and cvm channels close
+// URL refunds what was not spent, once.
 func TestChannelCLI_OverHTTP(t *testing.T) {
 	w := newLNWorld(t, "--http", "127.0.0.1:0")
 	key := newKeyFile(t, w.c)
@@ -295,5 +297,33 @@ func TestChannelCLI_OverHTTP(t *testing.T) {
 		if a, s := w.balances(t); a != (100-deposit)*1000 || s != deposit*1000 {
 			t.Fatalf("after call %d: alice %d msat, srv %d msat; want the deposit moved once", i, a, s)
 		}
+	}
+	const spent = 3 * 10
+	rows := listChannelsJSON(t, w.c, key)
+	if len(rows) != 1 || rows[0].Server != w.http || rows[0].Status != "open" || rows[0].Deposit != deposit*1000 ||
+		rows[0].Spent != spent*1000 || rows[0].Unspent != (deposit-spent)*1000 || rows[0].LastUse.IsZero() {
+		t.Fatalf("cvm channels: %+v; want one open channel with %s, 30 of 80 sats spent", rows, w.http)
+	}
+	if code, out, _ := runCVM(t, w.c, "channels", "--key", key); code != 0 || !strings.Contains(out, w.http) || !strings.Contains(out, "open") {
+		t.Fatalf("cvm channels: code %d, %q", code, out)
+	}
+
+	closeArgs := []string{"channels", "close", w.http, "--wallet-file", w.aliceWallet, "--key", key}
+	code, out, errOut := runCVM(t, w.c, closeArgs...)
+	if code != 0 || !strings.Contains(out, "refunded 50 sats of channel "+rows[0].Channel) {
+		t.Fatalf("close: code %d, %q, %s", code, out, errOut)
+	}
+	if a, s := w.balances(t); a != (100-spent)*1000 || s != spent*1000 {
+		t.Fatalf("after the close: alice %d msat, srv %d msat; want all but the three prices back", a, s)
+	}
+	code, out, errOut = runCVM(t, w.c, closeArgs...)
+	if code != 0 || !strings.Contains(out, "nothing to refund") {
+		t.Fatalf("closing again: code %d, %q, %s", code, out, errOut)
+	}
+	if a, s := w.balances(t); a != (100-spent)*1000 || s != spent*1000 {
+		t.Fatalf("after closing again: alice %d msat, srv %d msat; want nothing more moved", a, s)
+	}
+	if rows := listChannelsJSON(t, w.c, key); len(rows) != 1 || rows[0].Server != w.http || rows[0].Status != "refunded" || rows[0].Unspent != (deposit-spent)*1000 {
+		t.Fatalf("cvm channels after the close: %+v", rows)
 	}
 }

@@ -158,10 +158,6 @@ func stateOfPayload(raw json.RawMessage) (channel.State, bool) {
 	if raw == nil {
 		return channel.State{}, false
 	}
-	p, err := channel.UnmarshalPayload(raw)
-	if err != nil {
-		return channel.State{}, false
-	}
-	s, err := channel.StateOf(&p)
+	s, err := channel.StateOfJSON(raw)
 	return s, err == nil
 }

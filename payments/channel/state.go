@@ -88,6 +88,16 @@ func (s *State) Answer(price uint64) Payload {
 	return Payload{Version: Version, SubRAV: &r, Cost: Amount(price), Deposit: Amount(s.Deposit)}
 }
 
+// StateOfJSON reads the channel state of a payload in its JSON form, as
+// a client stores the server's last word (MarshalPayload of Answer).
+func StateOfJSON(b []byte) (State, error) {
+	p, err := UnmarshalPayload(b)
+	if err != nil {
+		return State{}, err
+	}
+	return StateOf(&p)
+}
+
 // StateOf reads the channel state a server's payload (an answer or an
 // error) carries: what Client.Resync takes.
 func StateOf(p *Payload) (State, error) {

@@ -293,15 +293,7 @@ func (c *buyerChannel) clientLocked(ctx context.Context) *channel.Client {
 		return c.client
 	}
 	c.loaded = true
-	raw, ok, err := c.store.Get(ctx, buyerChannelSpace, []byte(c.b.URL))
-	if err != nil || !ok {
-		return nil
-	}
-	p, err := channel.UnmarshalPayload(raw)
-	if err != nil {
-		return nil
-	}
-	if s, err := channel.StateOf(&p); err == nil {
+	if s, ok := openChannel(ctx, c.store, c.b.URL); ok {
 		c.client = channel.NewClient(s)
 	}
 	return c.client
@@ -463,7 +455,11 @@ func (c *buyerChannel) keepLocked(ctx context.Context, s channel.State) {
 	c.loaded = true
 	p := s.Answer(0)
 	if b, err := channel.MarshalPayload(&p); err == nil {
-		if err := c.store.Put(ctx, buyerChannelSpace, []byte(c.b.URL), b, time.Now().Add(buyerChannelKeep)); err != nil {
+		err := c.store.Put(ctx, buyerChannelSpace, []byte(c.b.URL), b, time.Now().Add(buyerChannelKeep))
+		if err == nil {
+			err = updateEndpoint(ctx, c.store, c.b.URL, func(rec *endpointRecord) { used(rec, s, time.Now()) })
+		}
+		if err != nil {
 			c.b.logger().Warn("could not keep the channel's state", "err", err)
 		}
 	}
@@ -471,9 +467,9 @@ func (c *buyerChannel) keepLocked(ctx context.Context, s channel.State) {
 
 // Channel returns the buyer's channel with its endpoint as it knows it
 // (the server's last word, and the receipts sent since); false if there
-// is none.
+// is none, or no Pay.Channel to keep one in.
 func (b *Buyer) Channel(ctx context.Context) (channel.State, bool) {
-	if !b.ByChannel() {
+	if b.Pay == nil || b.Pay.Channel == nil {
 		return channel.State{}, false
 	}
 	c := b.channel()
@@ -525,6 +521,9 @@ func (b *Buyer) closeChannel(ctx context.Context, st channel.State) (channel.Sta
 			if c.client == nil || c.client.State().Channel == s.Channel {
 				c.loaded, c.client = true, nil
 				c.store.Put(ctx, buyerChannelSpace, []byte(b.URL), nil, time.Now())
+			}
+			if err := updateEndpoint(ctx, c.store, b.URL, func(rec *endpointRecord) { refunded(rec, s, time.Now()) }); err != nil {
+				b.logger().Warn("could not record the refunded channel", "channel", s.Channel, "err", err)
 			}
 			c.mu.Unlock()
 			return s, nil

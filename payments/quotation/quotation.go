@@ -32,7 +32,9 @@
 // codes.go (methods, _meta keys, error codes), buyer.go (Buyer, and the
 // client's reading of prices and refusals: Priced, IsRequired),
 // channel.go (the server's side of channels: deposits, receipts, close),
-// channelbuyer.go (the client's: Buyer.Transport, Buyer.CloseChannel).
+// channelbuyer.go (the client's: Buyer.Transport, Buyer.CloseChannel),
+// channelrecord.go (the client's record of its channels by endpoint, with
+// their times and the refunded ones: Channels, as cvm channels lists them).
 package quotation
 
 import (
