@@ -245,8 +245,14 @@ func channelOffer(resp *http.Response) (uint64, bool) {
 		Error *struct {
 			Code int64 `json:"code"`
 			Data struct {
-				Price      toolPrice `json:"price"`
-				ChannelPMI string    `json:"channel_pmi"`
+				// Whole sats: a fraction does not decode, and is no
+				// channel's price.
+				Price struct {
+					Amount int64  `json:"amount"`
+					Max    int64  `json:"max"`
+					Unit   string `json:"unit"`
+				} `json:"price"`
+				ChannelPMI string `json:"channel_pmi"`
 			} `json:"data"`
 		} `json:"error"`
 	}
@@ -397,7 +403,7 @@ func (c *buyerChannel) deposit(ctx context.Context, topUp channel.ID, cost uint6
 	}
 	offer := contextvm.PaymentOffer{Server: b.URL, Method: "tools/call", Capability: what,
 		Amount: q.Price.Amount, Unit: q.Price.Unit, PMI: q.Instructions.PMI, PayReq: q.Instructions.PayReq}
-	receipt, err := b.payAs(ctx, offer, true)
+	receipt, err := b.payAs(ctx, offer, contextvm.Price{}, true)
 	if err != nil {
 		return err
 	}
