@@ -16,6 +16,7 @@ import (
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/durable"
+	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/channel"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -157,6 +158,13 @@ func withBody(req *http.Request, body []byte, h string) *http.Request {
 // its cost is known.
 func (c *buyerChannel) call(req *http.Request, body []byte, name string, id jsonrpc.ID, next http.RoundTripper) (*http.Response, error) {
 	ctx := req.Context()
+	if c.b.price(name).Unit == payments.UnitUSD {
+		// A channel pays prices in sats (a gateway refuses a receipt for
+		// a usd price): a usd-priced call goes as it is, to be bought by
+		// quotation, which holds it to the client's rate. A receipt would
+		// be held to the budget only.
+		return next.RoundTrip(withBody(req, body, ""))
+	}
 	cost, known := c.cost(name)
 	for try := 1; ; try++ {
 		h := ""
