@@ -123,6 +123,7 @@ func (p *PayingConn) learn(resp *jsonrpc.Response) {
 	for _, t := range res.Tools {
 		p.priced[t.Name] = quotation.Priced(t)
 	}
+	p.buyer.Learn(res.Tools)
 }
 
 func (p *PayingConn) Write(ctx context.Context, msg jsonrpc.Message) error {

@@ -173,6 +173,9 @@ func (c *callCmd) call(ctx context.Context, server, name string, args callArgume
 		return err
 	}
 	params := &mcp.CallToolParams{Name: name, Arguments: arguments}
+	if cs.httpURL != "" {
+		cs.buyer.Learn(tools)
+	}
 	if cs.httpURL != "" && quotation.Priced(tool) && !cs.buyer.ByChannel() {
 		if err := cs.payOverHTTP(ctx, params); err != nil {
 			return err

@@ -248,6 +248,13 @@ type httpPayWorld struct {
 
 func newHTTPPayWorld(t *testing.T, price string) *httpPayWorld {
 	t.Helper()
+	return newHTTPPayWorldOf(t, newCLI(t), "--price", price)
+}
+
+// newHTTPPayWorldOf is newHTTPPayWorld with a gateway that c starts with
+// args (a price, and what else it needs).
+func newHTTPPayWorldOf(t *testing.T, c *cli, args ...string) *httpPayWorld {
+	t.Helper()
 	dir := t.TempDir()
 	ledgerPath := filepath.Join(dir, "ledger.json")
 	w := &httpPayWorld{dir: dir}
@@ -257,7 +264,8 @@ func newHTTPPayWorld(t *testing.T, price string) *httpPayWorld {
 	}
 	srvWallet := writeSecret(t, dir, "srv.wallet", "fake://srv?ledger="+ledgerPath)
 	w.clientFile = writeSecret(t, dir, "alice.wallet", "fake://alice?ledger="+ledgerPath)
-	w.gateway = startCVM(t, newCLI(t), "gateway", "--http", "127.0.0.1:0", "--no-nostr", "--price", price, "--wallet-file", srvWallet, "--", demoServer(t))
+	args = append([]string{"gateway", "--http", "127.0.0.1:0", "--no-nostr", "--wallet-file", srvWallet}, args...)
+	w.gateway = startCVM(t, c, append(args, "--", demoServer(t))...)
 	w.gateway.ReadyLine(t, &w.ready)
 	return w
 }

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/cvmgo/cvm/contextvm"
@@ -107,22 +105,9 @@ func (s *oneShot) toolPrices(tools []*mcp.Tool) map[string]*discovery.Price {
 	}
 	var prices []contextvm.Price
 	for _, t := range tools {
-		if !quotation.Priced(t) {
-			continue
+		if p, ok := quotation.PriceOf(t); ok {
+			prices = append(prices, p)
 		}
-		p := contextvm.Price{Capability: "tool:" + t.Name, Amount: "?"}
-		var v struct {
-			Amount int64  `json:"amount"`
-			Max    int64  `json:"max"`
-			Unit   string `json:"unit"`
-		}
-		if b, err := json.Marshal(t.Meta[quotation.MetaPrice]); err == nil && json.Unmarshal(b, &v) == nil {
-			p.Amount, p.Unit = strconv.FormatInt(v.Amount, 10), v.Unit
-			if v.Max > v.Amount {
-				p.Amount += "-" + strconv.FormatInt(v.Max, 10)
-			}
-		}
-		prices = append(prices, p)
 	}
 	return toolPrices(prices)
 }

@@ -21,7 +21,8 @@
 // keeps of its channels with each server, in its store: the open one, the
 // closed ones and whether their refund is still owed), usdprice.go (the
 // payer's check of a usd price: the sats asked held to its own rate, within
-// its tolerance; the gate converts with payments.Cap.InSats). What every
+// its tolerance, PayOptions.USDLimit, which the NIP-10 buyer over HTTP
+// shares; the gate converts with payments.Cap.InSats). What every
 // client must understand of CEP-8 (the notifications, the offer, the
 // decline) is contextvm's payment.go.
 package cep8

@@ -95,7 +95,7 @@ func (p *Payer) Tags(call *contextvm.PaidCall, discovery bool) nostr.Tags {
 		}
 		most := int64(-1)
 		if isUSD {
-			most = usd.most
+			most = usd.Most
 		}
 		return p.ch.tags(call, p.opts.Budget, most)
 	}
@@ -153,13 +153,13 @@ func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer context
 			err := fmt.Errorf("%w: %w: the call costs %d msat, cap %d", payments.ErrBudget, payments.ErrOverCap, m.Channel.Cost, po.Budget.PerCall)
 			return call.Decline(offer, contextvm.DeclinedOverCap, err)
 		}
-		if err := usd.check(int64((uint64(m.Channel.Cost) + 999) / 1000)); err != nil {
+		if err := usd.Check(int64((uint64(m.Channel.Cost) + 999) / 1000)); err != nil {
 			return call.Decline(offer, contextvm.DeclinedOverRate, err)
 		}
 		reserve = po.Budget.ReserveDeposit
 	} else if err := po.Budget.Check(offer.Server, offer.Amount, offer.Unit); err != nil {
 		return call.Decline(offer, BudgetReason(err), err)
-	} else if err := usd.check(offer.Amount); err != nil {
+	} else if err := usd.Check(offer.Amount); err != nil {
 		return call.Decline(offer, contextvm.DeclinedOverRate, err)
 	}
 	h := p.handler(offer.PMI)

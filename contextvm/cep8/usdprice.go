@@ -9,51 +9,64 @@ import (
 	"github.com/cvmgo/cvm/payments"
 )
 
-// usdLimit is what the client holds a server to for a call whose price
-// the server announced in usd: every rail states sats, converted at the
-// server's rate, and the client pays at most its tolerance above the
-// price converted at its own rate (payments.MostToPay, at the top of a
-// range). ok is false for a call whose price is not in usd, or not known
-// to the client (no cap tag seen): its amount is held to the budget only,
-// as every sats price is. err, which wraps payments.ErrNoRate, says the
-// client has no rate to check with: nothing is paid.
-func (p *Payer) usdLimit(ctx context.Context, call *contextvm.PaidCall) (l usdLimit, ok bool, err error) {
+// usdLimit is the limit of a call's price as the client knows it (the cap
+// tag seen); a call whose price it does not know has none (ok false): its
+// amount is held to the budget only, as every sats price is.
+func (p *Payer) usdLimit(ctx context.Context, call *contextvm.PaidCall) (l USDLimit, ok bool, err error) {
 	price, known := call.Price()
-	if !known || price.Unit != payments.UnitUSD {
-		return usdLimit{}, false, nil
+	if !known {
+		return USDLimit{}, false, nil
+	}
+	return p.opts.USDLimit(ctx, price)
+}
+
+// USDLimit is what the client holds a server to for a price the server
+// announced in usd: every rail states sats, converted at the server's
+// rate, and the client pays at most its tolerance above the price
+// converted at its own rate (payments.MostToPay, at the top of a range).
+// ok is false for a price not in usd, or unreadable: its amount is held
+// to the budget only, as every sats price is. err, which wraps
+// payments.ErrNoRate, says the client has no rate to check with: nothing
+// is paid. Over Nostr the price is the cap tag's, over MCP HTTP the
+// tool's _meta["nip10/price"] (package payments/quotation).
+func (o *PayOptions) USDLimit(ctx context.Context, price contextvm.Price) (l USDLimit, ok bool, err error) {
+	if o == nil || price.Unit != payments.UnitUSD {
+		return USDLimit{}, false, nil
 	}
 	_, hi, err := price.Range()
 	if err != nil {
-		return usdLimit{}, false, nil // an unreadable price: the budget decides, as before
+		return USDLimit{}, false, nil // an unreadable price: the budget decides, as before
 	}
-	l.price, l.tolerance = price, payments.Tolerance(p.opts.Tolerance)
-	if p.opts.Rates == nil {
+	l.price, l.tolerance = price, payments.Tolerance(o.Tolerance)
+	if o.Rates == nil {
 		return l, true, fmt.Errorf("%w: %s costs %s usd, and this client has no usd rate source to check the sats asked for it",
 			payments.ErrNoRate, price.Capability, price.Amount)
 	}
-	if l.rate, err = p.opts.Rates.USDPerBTC(ctx); err != nil {
+	if l.rate, err = o.Rates.USDPerBTC(ctx); err != nil {
 		return l, true, fmt.Errorf("%w: %s costs %s usd; the usd rate source failed: %w", payments.ErrNoRate, price.Capability, price.Amount, err)
 	}
-	if l.most, err = payments.MostToPay(payments.Exact(hi), l.rate, l.tolerance); err != nil {
+	if l.Most, err = payments.MostToPay(payments.Exact(hi), l.rate, l.tolerance); err != nil {
 		return l, true, err
 	}
 	return l, true, nil
 }
 
-// usdLimit is a usd price converted at the client's rate.
-type usdLimit struct {
+// USDLimit is a usd price converted at the client's rate.
+type USDLimit struct {
 	price     contextvm.Price
 	rate      *big.Rat // usd a bitcoin
 	tolerance float64
-	most      int64 // sats
+	// Most is the most the client pays for the price, in sats.
+	Most int64
 }
 
-// check refuses an amount asked above the limit; it has none for a call
-// not priced in usd (the zero usdLimit).
-func (l usdLimit) check(sats int64) error {
-	if l.rate == nil || sats <= l.most {
+// Check refuses an amount in sats asked above the limit (wrapping
+// payments.ErrOverRate); the zero USDLimit, of a price not in usd, has
+// none.
+func (l USDLimit) Check(sats int64) error {
+	if l.rate == nil || sats <= l.Most {
 		return nil
 	}
 	return fmt.Errorf("%w: the server asks %d sats for %s usd; at this client's rate of %s usd a bitcoin that is at most %d sats (%g%% tolerance)",
-		payments.ErrOverRate, sats, l.price.Amount, l.rate.FloatString(2), l.most, l.tolerance*100)
+		payments.ErrOverRate, sats, l.price.Amount, l.rate.FloatString(2), l.Most, l.tolerance*100)
 }

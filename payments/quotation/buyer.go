@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -47,6 +48,36 @@ type Buyer struct {
 
 	chOnce sync.Once
 	ch     *buyerChannel
+
+	mu     sync.Mutex
+	prices map[string]contextvm.Price // by tool, from Learn
+}
+
+// Learn takes the prices that a tools/list answer gave its tools
+// (_meta[MetaPrice], see PriceOf). Buy holds a quotation for a tool priced
+// in usd to that price converted at the client's own rate (Pay.Rates,
+// within Pay.Tolerance), as a CEP-8 client holds an invoice over Nostr; a
+// tool whose price it never learned is held to the budget only.
+func (b *Buyer) Learn(tools []*mcp.Tool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.prices == nil {
+		b.prices = map[string]contextvm.Price{}
+	}
+	for _, t := range tools {
+		if p, ok := PriceOf(t); ok {
+			b.prices[t.Name] = p
+		} else if t != nil {
+			delete(b.prices, t.Name)
+		}
+	}
+}
+
+// price is the learned price of tool name; the zero Price if none.
+func (b *Buyer) price(name string) contextvm.Price {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.prices[name]
 }
 
 // Buy gets a quotation for the call of the tool name with args, pays it
@@ -63,7 +94,7 @@ func (b *Buyer) Buy(ctx context.Context, name string, args any) (string, error) 
 	}
 	offer := contextvm.PaymentOffer{Server: b.URL, Method: "tools/call", Capability: "tool:" + name,
 		Amount: q.Price.Amount, Unit: q.Price.Unit, PMI: q.Instructions.PMI, PayReq: q.Instructions.PayReq}
-	receipt, err := b.pay(ctx, offer)
+	receipt, err := b.pay(ctx, offer, b.price(name))
 	if err != nil {
 		return "", err
 	}
@@ -83,16 +114,18 @@ func (b *Buyer) Buy(ctx context.Context, name string, args any) (string, error) 
 	return q.ID, nil
 }
 
-// pay pays an offer under the budget (the per-call cap and the daily
-// limits), with the wallet for its payment method, once approved.
-func (b *Buyer) pay(ctx context.Context, offer contextvm.PaymentOffer) (payments.Receipt, error) {
-	return b.payAs(ctx, offer, false)
+// pay pays an offer for a call of the tool priced price under the budget
+// (the per-call cap and the daily limits), at most the tolerance above a
+// usd price at the client's rate, with the wallet for its payment method,
+// once approved.
+func (b *Buyer) pay(ctx context.Context, offer contextvm.PaymentOffer, price contextvm.Price) (payments.Receipt, error) {
+	return b.payAs(ctx, offer, price, false)
 }
 
 // payAs is pay, or with deposit the payment of a channel's deposit, which
 // counts against the daily limits but not the per-call cap
-// (Budget.ReserveDeposit).
-func (b *Buyer) payAs(ctx context.Context, offer contextvm.PaymentOffer, deposit bool) (payments.Receipt, error) {
+// (Budget.ReserveDeposit), and is in sats whatever a tool's price.
+func (b *Buyer) payAs(ctx context.Context, offer contextvm.PaymentOffer, price contextvm.Price, deposit bool) (payments.Receipt, error) {
 	po := b.Pay
 	declined := func(reason string, err error) error {
 		if po != nil && po.Report != nil {
@@ -107,12 +140,19 @@ func (b *Buyer) payAs(ctx context.Context, offer contextvm.PaymentOffer, deposit
 	case po.Budget == nil:
 		return payments.Receipt{}, declined(contextvm.DeclinedNoCap, payments.ErrNoCap)
 	}
+	usd, _, err := po.USDLimit(ctx, price)
+	if err != nil {
+		return payments.Receipt{}, declined(contextvm.DeclinedNoRate, err)
+	}
 	reserve, checked := po.Budget.Reserve, offer.Amount
 	if deposit {
 		reserve, checked = po.Budget.ReserveDeposit, 0
 	}
 	if err := po.Budget.Check(offer.Server, checked, offer.Unit); err != nil {
 		return payments.Receipt{}, declined(cep8.BudgetReason(err), err)
+	}
+	if err := usd.Check(offer.Amount); err != nil {
+		return payments.Receipt{}, declined(contextvm.DeclinedOverRate, err)
 	}
 	var h payments.Handler
 	for _, c := range po.Handlers {
@@ -210,6 +250,40 @@ func Priced(t *mcp.Tool) bool {
 	_, ok := t.Meta[MetaPrice]
 	return ok
 }
+
+// PriceOf is the price a tools/list answer gave tool t (_meta[MetaPrice])
+// as a contextvm.Price of "tool:NAME": the amount as a plain decimal
+// (0.05 for a usd price, "MIN-MAX" for a range; "?" when it cannot be
+// read) and the unit. ok is false for a tool not priced. The _meta is the
+// server's word: PriceOf reads any JSON.
+func PriceOf(t *mcp.Tool) (p contextvm.Price, ok bool) {
+	if !Priced(t) {
+		return contextvm.Price{}, false
+	}
+	p = contextvm.Price{Capability: "tool:" + t.Name, Amount: "?"}
+	var v struct {
+		Amount json.Number `json:"amount"`
+		Max    json.Number `json:"max"`
+		Unit   string      `json:"unit"`
+	}
+	b, err := json.Marshal(t.Meta[MetaPrice])
+	if err != nil || json.Unmarshal(b, &v) != nil {
+		return p, true
+	}
+	lo, err := strconv.ParseFloat(v.Amount.String(), 64)
+	if err != nil || lo < 0 || lo > maxPrice {
+		return p, true
+	}
+	p.Amount, p.Unit = strconv.FormatFloat(lo, 'f', -1, 64), v.Unit
+	if hi, err := strconv.ParseFloat(v.Max.String(), 64); err == nil && hi > lo && hi <= maxPrice {
+		p.Amount += "-" + strconv.FormatFloat(hi, 'f', -1, 64)
+	}
+	return p, true
+}
+
+// maxPrice bounds the amounts PriceOf reads: more is no price (as
+// contextvm.Price.Range says), and would print as hundreds of digits.
+const maxPrice = 1 << 53
 
 // IsRequired reports a priced call refused for want of a quotation
 // (CodeQuotationRequired).

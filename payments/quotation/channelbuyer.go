@@ -16,6 +16,7 @@ import (
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/durable"
+	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/channel"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -157,6 +158,13 @@ func withBody(req *http.Request, body []byte, h string) *http.Request {
 // its cost is known.
 func (c *buyerChannel) call(req *http.Request, body []byte, name string, id jsonrpc.ID, next http.RoundTripper) (*http.Response, error) {
 	ctx := req.Context()
+	if c.b.price(name).Unit == payments.UnitUSD {
+		// A channel pays prices in sats (a gateway refuses a receipt for
+		// a usd price): a usd-priced call goes as it is, to be bought by
+		// quotation, which holds it to the client's rate. A receipt would
+		// be held to the budget only.
+		return next.RoundTrip(withBody(req, body, ""))
+	}
 	cost, known := c.cost(name)
 	for try := 1; ; try++ {
 		h := ""
@@ -245,8 +253,14 @@ func channelOffer(resp *http.Response) (uint64, bool) {
 		Error *struct {
 			Code int64 `json:"code"`
 			Data struct {
-				Price      toolPrice `json:"price"`
-				ChannelPMI string    `json:"channel_pmi"`
+				// Whole sats: a fraction does not decode, and is no
+				// channel's price.
+				Price struct {
+					Amount int64  `json:"amount"`
+					Max    int64  `json:"max"`
+					Unit   string `json:"unit"`
+				} `json:"price"`
+				ChannelPMI string `json:"channel_pmi"`
 			} `json:"data"`
 		} `json:"error"`
 	}
@@ -389,7 +403,7 @@ func (c *buyerChannel) deposit(ctx context.Context, topUp channel.ID, cost uint6
 	}
 	offer := contextvm.PaymentOffer{Server: b.URL, Method: "tools/call", Capability: what,
 		Amount: q.Price.Amount, Unit: q.Price.Unit, PMI: q.Instructions.PMI, PayReq: q.Instructions.PayReq}
-	receipt, err := b.payAs(ctx, offer, true)
+	receipt, err := b.payAs(ctx, offer, contextvm.Price{}, true)
 	if err != nil {
 		return err
 	}

@@ -3,19 +3,23 @@ package quotation_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cvmgo/cvm/contextvm/cep8"
 	"github.com/cvmgo/cvm/did"
 	"github.com/cvmgo/cvm/didauth"
+	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/channel"
 	"github.com/cvmgo/cvm/payments/quotation"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestChannelTransport_LongAnswerPassesWhole: the buyer's Transport reads
@@ -43,6 +47,42 @@ func TestChannelTransport_LongAnswerPassesWhole(t *testing.T) {
 	resp.Body.Close()
 	if err != nil || string(got) != long {
 		t.Fatalf("the answer arrived with %d bytes of %d (%v)", len(got), len(long), err)
+	}
+}
+
+// A tool the buyer learnt is priced in usd is not paid by channel, even
+// when the server offers a channel price in sats for it: the call goes
+// without a receipt (to be bought by quotation, held to the client's
+// rate), and no deposit is quoted.
+func TestChannelTransport_USDPriceGoesByQuotation(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(body)+" "+r.Header.Get(channel.Header))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"error":{"code":%d,"message":"pay","data":{"price":{"amount":5,"unit":"sats"},"channel_pmi":%q}}}`, quotation.CodeQuotationRequired, channel.PMI)
+	}))
+	defer srv.Close()
+	signer, err := did.GenerateKey(did.Ed25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &quotation.Buyer{URL: srv.URL, Signer: signer, Pay: &cep8.PayOptions{Budget: &payments.Budget{Unit: "sats", PerCall: 10},
+		Channel: &cep8.ChannelOptions{DepositSats: 10}}}
+	b.Learn([]*mcp.Tool{{Name: "t", Meta: mcp.Meta{quotation.MetaPrice: map[string]any{"amount": 0.05, "unit": "usd"}}}})
+	hc := &http.Client{Transport: b.Transport(nil)}
+	resp, err := hc.Post(srv.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || strings.Contains(got[0], "nip10/quote") {
+		t.Fatalf("the server got %q; want the call once, without a receipt", got)
 	}
 }
 

@@ -329,18 +329,25 @@ func addCapability(result json.RawMessage, capability map[string][]string) json.
 	return mustJSON(res)
 }
 
+// toolPrice is a price as a tool's _meta[MetaPrice] carries it: amount,
+// and max for a range, as JSON numbers. A usd price is the decimal the
+// operator wrote (0.05); any other is whole sats, rounded up, as it
+// always was, so that a client reading integers still reads it.
 type toolPrice struct {
-	Amount int64  `json:"amount"`
-	Max    int64  `json:"max,omitempty"`
-	Unit   string `json:"unit"`
+	Amount float64 `json:"amount"`
+	Max    float64 `json:"max,omitempty"`
+	Unit   string  `json:"unit"`
 }
 
-// capPrice is an announced price as tools carry it: amount, and max for
-// a range.
+// capPrice is an announced price as tools carry it.
 func capPrice(c payments.Cap) toolPrice {
-	p := toolPrice{Amount: int64(math.Ceil(c.Low)), Unit: c.Unit}
-	if c.High > c.Low {
-		p.Max = int64(math.Ceil(c.High))
+	lo, hi := c.Low, c.High
+	if c.Unit != payments.UnitUSD {
+		lo, hi = math.Ceil(lo), math.Ceil(hi)
+	}
+	p := toolPrice{Amount: lo, Unit: c.Unit}
+	if hi > lo {
+		p.Max = hi
 	}
 	return p
 }

@@ -19,7 +19,9 @@
 // JSON-RPC answer (HTTP 200), before the request reaches MCP.
 //
 // The client's side is the Buyer: quote, pay within a cep8.PayOptions
-// budget with its wallets, as over Nostr, and confirm.
+// budget with its wallets, and for a usd price at most its tolerance above
+// the price at its own rate (cep8.PayOptions.USDLimit), as over Nostr,
+// and confirm.
 //
 // Prepaid payment channels (package payments/channel) ride on the same
 // flow: a deposit is quoted (nip10/quote with {"channel": …}), paid and
@@ -30,7 +32,9 @@
 //
 // Files: quotation.go (the Desk, Quote), http.go (Middleware, HTTP),
 // codes.go (methods, _meta keys, error codes), buyer.go (Buyer, and the
-// client's reading of prices and refusals: Priced, IsRequired),
+// client's reading of prices and refusals: Priced, PriceOf, IsRequired;
+// Buyer.Learn takes a tools/list's prices, to hold a usd price's
+// quotation to the client's rate),
 // channel.go (the server's side of channels: deposits, receipts, close),
 // channelbuyer.go (the client's: Buyer.Transport, Buyer.CloseChannel),
 // channelrecord.go (the client's record of its channels by endpoint, with
