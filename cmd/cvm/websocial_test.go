@@ -68,7 +68,11 @@ func TestCatalogPage_ProfilesReviewsAndSchemaPages(t *testing.T) {
 	visitor.Do("open the catalog", chromedp.Navigate(page.URL))
 	visitor.WaitFor("the server", serverCount(1))
 	item := `li.server[data-pubkey="` + hex + `"]`
-	visitor.Do("open its profile and reviews", chromedp.Click(item+` details.social summary`))
+	// The list is drawn again whenever the catalog changes, moving each
+	// server's nodes: chromedp's node ids then go stale between finding
+	// and clicking, so the person's clicks and typing happen in the page.
+	visitor.WaitFor("its profile and reviews opened", `(() => { const d = document.querySelector('`+item+` details.social');
+	  if (!d) return false; if (!d.open) d.querySelector("summary").click(); return true; })()`)
 	visitor.WaitFor("the profile, note and review", `(() => { const b = document.querySelector('`+item+` .about-box');
 	  return !!b && b.textContent.includes("Demo <script>") && b.textContent.includes("note <script>") && b.textContent.includes("review <script>") &&
 	    b.textContent.includes("Mallory <script>") && b.textContent.includes("not verified"); })()`)
@@ -79,8 +83,9 @@ func TestCatalogPage_ProfilesReviewsAndSchemaPages(t *testing.T) {
 	}
 
 	// The operator's review: nothing is published until confirmed.
-	visitor.Do("write a review", chromedp.SendKeys(item+` .review-form textarea`, "Works well"),
-		chromedp.SetValue(item+` .review-form select`, "5"), chromedp.Click(item+` .review-form button[type=submit]`))
+	visitor.WaitFor("a review written", `(() => { const f = document.querySelector('`+item+` .review-form');
+	  if (!f) return false; f.querySelector("textarea").value = "Works well"; f.querySelector("select").value = "5";
+	  f.querySelector("button[type=submit]").click(); return true; })()`)
 	visitor.WaitFor("the confirmation", `!!document.querySelector('`+item+` .review-form .confirm-review')`)
 	reviews := func() []social.ThreadView {
 		code, out, errOut := c.run("reviews", npub, "--relay", r.URL, "--json")
@@ -93,7 +98,8 @@ func TestCatalogPage_ProfilesReviewsAndSchemaPages(t *testing.T) {
 	if n := len(reviews()); n != 1 {
 		t.Fatalf("%d reviews before the confirmation", n)
 	}
-	visitor.Do("confirm", chromedp.Click(item+` .review-form .confirm-review`))
+	visitor.WaitFor("the review confirmed", `(() => { const b = document.querySelector('`+item+` .review-form .confirm-review');
+	  if (!b) return false; b.click(); return true; })()`)
 	visitor.WaitFor("the review listed", `[...document.querySelectorAll('`+item+` li.review')].some(li =>
 	  li.querySelector(".npub").textContent === "`+opNpub+`" && (li.querySelector(".stars") || {}).textContent === "★★★★★" && li.querySelector(".text").textContent === "Works well")`)
 	visitor.Shot("social-02-reviewed")
