@@ -193,11 +193,13 @@ func TestSocial_ReviewsAcrossAnAnnouncementChange(t *testing.T) {
 		return ev.ID
 	}
 	gateway("v1").Stop(t, syscall.SIGTERM)
-	announced := nostr.Now()
 	first := review(npub, "first", "--rating", "4", "--key", alice)
 	// Replaceable events created in the same second tie, and the relay
-	// keeps the lower id: the new announcement must be a second younger.
-	testwait.Eventually(t, 5*time.Second, "the next second", func() bool { return nostr.Now() > announced })
+	// keeps the lower id: the new announcement must be a second younger
+	// than the old one, and than the first review, which the threads list
+	// before the second.
+	written := nostr.Now()
+	testwait.Eventually(t, 5*time.Second, "the next second", func() bool { return nostr.Now() > written })
 	g := gateway("v2")
 	review("echo@"+host, "second", "--rating", "2", "--key", bob)
 	review(npub, "agreed", "--reply-to", first, "--key", bob)
