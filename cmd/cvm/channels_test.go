@@ -233,7 +233,9 @@ func TestChannelCLI_IdleClosedChannelRefundedOnTheNextCall(t *testing.T) {
 	}
 	// Idleness is the behaviour under test: the channel's last use must
 	// be more than the gateway's 1s TTL ago.
-	time.Sleep(1500 * time.Millisecond)
+	testwait.Eventually(t, 10*time.Second, "the channel idle past the gateway's TTL", func() bool {
+		return time.Since(first[0].LastUse) > 1200*time.Millisecond
+	})
 	if errOut := call(); !strings.Contains(errOut, "refunded 20 sats from channel "+first[0].Channel+", which the server closed") {
 		t.Fatalf("the second call's stderr: %s", errOut)
 	}
