@@ -2,8 +2,8 @@ package cep8
 
 import (
 	"context"
-	"log/slog"
 	"encoding/json"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
