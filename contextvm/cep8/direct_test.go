@@ -26,12 +26,14 @@ import (
 // redeemed, and holding each redemption until hold is closed, when set.
 type countingRedeemer struct {
 	*payments.FakeRedeemer
+	calls    atomic.Int64 // Redeem called
 	redeemed atomic.Int64
 	entered  chan struct{} // told when a redemption begins, when set
 	hold     chan struct{}
 }
 
 func (r *countingRedeemer) Redeem(ctx context.Context, c payments.Charge, payload string) (payments.Redeemed, error) {
+	r.calls.Add(1)
 	if r.entered != nil {
 		r.entered <- struct{}{}
 	}
@@ -43,6 +45,17 @@ func (r *countingRedeemer) Redeem(ctx context.Context, c payments.Charge, payloa
 		r.redeemed.Add(1)
 	}
 	return red, err
+}
+
+// slowKeeper is a wallet slow to keep change, as one that swaps it at its
+// mint is.
+type slowKeeper struct{ *payments.FakeWallet }
+
+func (w slowKeeper) KeepChange(ctx context.Context, payload string) (int64, error) {
+	// Pacing under test: the call must not return before the change is
+	// kept, however long that takes.
+	time.Sleep(300 * time.Millisecond)
+	return w.FakeWallet.KeepChange(ctx, payload)
 }
 
 // directFixture is a PayFixture whose server also takes fake cash of mint
@@ -155,7 +168,7 @@ func TestDirect_GoClientPaysInTheRequest(t *testing.T) {
 	var rep reports
 	cs := f.Client(t, srv, &cep8.PayOptions{
 		Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
-		Bearers:  []payments.Bearer{wallet},
+		Bearers:  []payments.Bearer{slowKeeper{wallet}},
 		Budget:   budget,
 		Report:   rep.add,
 	})
@@ -448,6 +461,9 @@ func TestDirect_RacingPayloadOnePaysTheOtherIsRejected(t *testing.T) {
 		t.Fatalf("%d results, %d payment_required, %d accepted, %d rejected, %d runs, the server holds %d",
 			results, required, accepted, rejected, f.Calls.Load(), f.srv.Balance())
 	}
+	if n := f.r.calls.Load(); n != 1 {
+		t.Fatalf("the payload was handed to the redeemer %d times; the server redeems a payload once", n)
+	}
 }
 
 // A server that takes direct payments only asks for one in
@@ -455,13 +471,22 @@ func TestDirect_RacingPayloadOnePaysTheOtherIsRejected(t *testing.T) {
 // it. A payment the server rejects (here short of its fee) goes back to
 // the wallet, and the call is paid that way instead.
 func TestDirect_PaymentRequiredAnsweredWithTheRequestAgain(t *testing.T) {
-	for _, known := range []bool{false, true} {
-		t.Run(map[bool]string{false: "price unknown", true: "rejected then asked"}[known], func(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		known, explicit bool
+	}{
+		{"price unknown", false, false},
+		{"rejected then asked", true, false},
+		{"explicit gating", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			known := tc.known
 			f := newDirectFixture(t, 1)
 			srv := peertest.Serve(t, f.serverOptions(false), peertest.CounterServer(&f.Calls))
 			wallet := payments.NewFakeWallet(f.mint, 10, 16)
 			var rep reports
-			cs := f.Client(t, srv, &cep8.PayOptions{Bearers: []payments.Bearer{wallet}, Budget: &payments.Budget{PerCall: 20}, Report: rep.add})
+			cs := f.Client(t, srv, &cep8.PayOptions{Bearers: []payments.Bearer{wallet}, Budget: &payments.Budget{PerCall: 20}, Report: rep.add,
+				ExplicitGating: tc.explicit})
 			if known {
 				ctx, cancel := testwait.Context(t, 20*time.Second)
 				defer cancel()
