@@ -18,6 +18,8 @@ import (
 	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -541,5 +543,41 @@ func TestDirect_BudgetsHold(t *testing.T) {
 	}
 	if w, s := wallet.Balance(), f.srv.Balance(); w != 20 || s != 10 {
 		t.Fatalf("the client holds %d, the server %d; want 20 and 10", w, s)
+	}
+}
+
+// BenchmarkDirectPaidCall is a call paid in the request on the fake cash
+// rail, with change each time (one note worth more than the price, its
+// change paying the next call), beside a free call: what a direct
+// payment adds to a call's round trip, the rail's cost aside (the fake
+// mint is in memory).
+func BenchmarkDirectPaidCall(b *testing.B) {
+	r := relaytest.Start(b, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	mint := payments.NewFakeMint("m")
+	p, _ := contextvm.ParsePrice("tool:count=1")
+	var calls atomic.Int64
+	srv := peertest.Serve(b, contextvm.ServerOptions{Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled, Prices: []contextvm.Price{p},
+		Gate: cep8.NewGate(cep8.Options{Redeemers: []payments.Redeemer{&payments.FakeRedeemer{Mint: mint}}})}, peertest.CounterServer(&calls))
+	wallet := payments.NewFakeWallet(mint, 1<<40)
+	cs := peertest.Connect(b, contextvm.ClientOptions{Server: srv.PublicKey().Hex(), Relays: []string{r.URL}, Encryption: contextvm.EncryptDisabled,
+		Payer: (&cep8.PayOptions{Bearers: []payments.Bearer{wallet}, Budget: &payments.Budget{PerCall: 1 << 41}}).Payer()})
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, tool string
+		args       map[string]any
+	}{{"free", "echo", map[string]any{"text": "x"}}, {"direct", "count", map[string]any{}}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				res, err := peertest.Call(cs, c.tool, c.args)
+				if err != nil || res.IsError {
+					b.Fatalf("%s: %v %v", c.tool, res, err)
+				}
+			}
+		})
+	}
+	if paid := calls.Load(); wallet.Balance() != 1<<40-paid {
+		b.Fatalf("after %d paid calls the wallet holds %d", paid, wallet.Balance())
 	}
 }
