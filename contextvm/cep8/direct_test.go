@@ -581,3 +581,33 @@ func BenchmarkDirectPaidCall(b *testing.B) {
 		b.Fatalf("after %d paid calls the wallet holds %d", paid, wallet.Balance())
 	}
 }
+
+// A usd price is paid directly with the most the client pays at its own
+// rate; the server keeps its own conversion, in sats, and returns the
+// rest: 0.05 usd at the server's 49 500 usd a bitcoin is 102 sats (rounded
+// up); the client, at 50 000 and 2%, sends up to 102.
+func TestDirect_USDPriceServerKeepsItsSats(t *testing.T) {
+	f := newDirectFixture(t, 0)
+	opts := f.serverOptions(true, "tool:count=0.05:usd")
+	opts.Gate = cep8.NewGate(cep8.Options{Processors: f.GateOptions(0).Processors, Redeemers: []payments.Redeemer{f.r}, Rates: rate{usd: "49500"}})
+	srv := peertest.Serve(t, opts, peertest.CounterServer(&f.Calls))
+	wallet := payments.NewFakeWallet(f.mint, 200)
+	cs := f.Client(t, srv, &cep8.PayOptions{
+		Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
+		Bearers:  []payments.Bearer{wallet},
+		Budget:   &payments.Budget{PerCall: 500},
+		Rates:    rate{usd: "50000"},
+	})
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := peertest.Call(cs, "count", nil); err != nil {
+		t.Fatal(err)
+	}
+	if w, s := wallet.Balance(), f.srv.Balance(); w != 98 || s != 102 {
+		t.Fatalf("the client holds %d, the server %d; want 98 and 102", w, s)
+	}
+	if a, _ := f.Balances(t); a != 100 {
+		t.Fatalf("an invoice was paid: alice holds %d", a)
+	}
+}

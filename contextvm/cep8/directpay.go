@@ -205,9 +205,11 @@ func (p *Payer) Notice(call *contextvm.PaidCall, n contextvm.PaymentNotice) bool
 		return true
 	}
 	amount, _ := params.Amount.Int64()
-	if amount > dp.prep.Value || dp.prep.Value-amount > 0 && len(changes) == 0 {
-		call.Logger().Warn("the server kept more of a direct payment than the price", "pmi", dp.offer.PMI, "price", dp.offer.Amount,
-			"sent", dp.prep.Value, "kept", amount, "change", len(changes) > 0)
+	switch {
+	case amount > dp.offer.Amount:
+		call.Logger().Warn("the server kept more of a direct payment than the price", "pmi", dp.offer.PMI, "price", dp.offer.Amount, "kept", amount)
+	case dp.prep.Value > amount && len(changes) == 0:
+		call.Logger().Warn("the server returned no change of a direct payment", "pmi", dp.offer.PMI, "sent", dp.prep.Value, "kept", amount)
 	}
 	call.MarkPaid()
 	p.Report(contextvm.PaymentReport{PaymentOffer: dp.offer, Paid: true,
