@@ -308,7 +308,9 @@ func TestDirect_ReplayAnsweredFromRecordNotRedeemedTwice(t *testing.T) {
 	}
 	replay := func(when string) {
 		t.Helper()
-		wrap, err := contextvm.Wrap(req, srv.PublicKey(), contextvm.KindGiftWrap)
+		// An ephemeral wrap: a stored one would come to the restarted
+		// server again from the relay, and be answered twice.
+		wrap, err := contextvm.Wrap(req, srv.PublicKey(), contextvm.KindEphemeralGiftWrap)
 		if err != nil {
 			t.Fatal(err)
 		}
