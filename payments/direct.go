@@ -77,6 +77,8 @@ type Redeemer interface {
 	// when it is not: the client then keeps the payload. Once it returns
 	// nil the value is the server's and the change the client's; any
 	// other error means the payload may or may not have been consumed.
+	// Its errors go to the client and the log: they never quote the
+	// payload, which is money.
 	Redeem(ctx context.Context, c Charge, payload string) (Redeemed, error)
 }
 
@@ -118,8 +120,11 @@ type Bearer interface {
 	// already (sent again by a server that could not tell it arrived) is
 	// an error, and worth nothing more.
 	KeepChange(ctx context.Context, payload string) (int64, error)
-	// Restore puts back into the wallet a prepared payload that the server
-	// rejected, which means it did not consume it. The wallet may check
-	// with the payload's issuer that it is still unspent.
+	// Restore puts back into the wallet a prepared payload the server did
+	// not take: one it rejected (CEP-8: not consumed), or one its call's
+	// answer said nothing of (an error, -32015). The server's word is no
+	// proof, and in the second case there is none: the wallet checks with
+	// the payload's issuer that it is unspent (Cashu: NUT-07) and refuses
+	// it otherwise, so that no spent value is counted twice.
 	Restore(ctx context.Context, payload string) error
 }
