@@ -143,20 +143,30 @@ func (k *Call) OrigID() jsonrpc.ID { return k.r.origID }
 // Notify sends the client a notification about the call (method with
 // params), correlated by its event id.
 func (k *Call) Notify(ctx context.Context, method string, params any) {
+	if err := k.NotifyWith(ctx, method, params, nil); err != nil {
+		k.c.srv.log.Info("notification about a call not delivered", "session", k.c.id, "method", method, "err", err)
+	}
+}
+
+// NotifyWith is Notify with tags of its own on the event (CEP-8's change
+// tag on payment_accepted), and says whether the notification was
+// delivered: an error means no relay took it, or none had a listener for
+// the client (nostrx.ErrUnheard), which is as close as Nostr comes to
+// telling that the client is gone.
+func (k *Call) NotifyWith(ctx context.Context, method string, params any, tags nostr.Tags) error {
 	c, r := k.c, k.r
 	raw, err := json.Marshal(params)
 	if err != nil {
-		return
+		return err
 	}
 	content, err := EncodeContent(&jsonrpc.Request{Method: method, Params: raw})
 	if err != nil {
-		return
+		return err
 	}
 	c.mu.Lock()
-	tags := append(nostr.Tags{{"p", c.client.Hex()}, {"e", r.eventID.Hex()}}, c.discoveryLocked()...)
+	all := append(nostr.Tags{{"p", c.client.Hex()}, {"e", r.eventID.Hex()}}, c.discoveryLocked()...)
 	wrap := c.wrapKindLocked(r.wrapKind)
 	c.mu.Unlock()
-	if _, err := c.srv.reply(ctx, c.client, content, tags, wrap); err != nil {
-		c.srv.log.Info("notification about a call not delivered", "session", c.id, "method", method, "err", err)
-	}
+	_, err = c.srv.reply(ctx, c.client, content, append(all, tags...), wrap)
+	return err
 }

@@ -65,6 +65,33 @@ type Payer interface {
 	Answered(call *PaidCall, resp *jsonrpc.Response) bool
 }
 
+// A NoticePayer is a Payer that reads CEP-8's payment notifications before
+// the client acts on them (an optional interface, found by type
+// assertion): what becomes of a direct payment, which travels with the
+// request (CEP-8's direct_payment tag) and is never asked for, is told by
+// them alone: payment_accepted may carry change tags, to keep, and
+// payment_rejected means the bearer payload is the client's again, while
+// the request goes on in the normal flow.
+type NoticePayer interface {
+	// Notice is shown each payment notification of the server, on the
+	// connection's reader (it must not block for long), before the client
+	// acts on it. call is the request it names, nil when none is in
+	// flight (change a server sends again after its call ended). It
+	// reports whether it took the notification: the client then does
+	// nothing more with it.
+	Notice(call *PaidCall, n PaymentNotice) bool
+}
+
+// PaymentNotice is a CEP-8 payment notification of a server.
+type PaymentNotice struct {
+	Method  string
+	Params  json.RawMessage
+	Tags    nostr.Tags   // the event's: change tags, among others
+	Request nostr.ID     // the request event it names (its e tag)
+	Server  nostr.PubKey // who sent it
+	Logger  *slog.Logger // the connection's, which names the server
+}
+
 // explicitPayer is a Payer that asked servers for explicit gating: a server
 // that serves it so answers -32042 and waits for nothing, so a declined
 // payment needs no withdrawal.
@@ -218,6 +245,15 @@ func (c *clientConn) paymentNotification(inner nostr.Event, m *jsonrpc.Request) 
 	var p *pendingRequest
 	if err == nil {
 		p = c.pending.forEvent(id)
+	}
+	if np, ok := c.opts.Payer.(NoticePayer); ok {
+		var call *PaidCall
+		if p != nil {
+			call = &PaidCall{c: c, p: p}
+		}
+		if np.Notice(call, PaymentNotice{Method: m.Method, Params: m.Params, Tags: inner.Tags, Request: id, Server: c.server, Logger: c.log}) {
+			return true
+		}
 	}
 	if p == nil {
 		c.log.Info("payment notification for no request in flight; ignored", "method", m.Method, "e", ref)

@@ -22,8 +22,13 @@
 // Handler seams), pricer.go (Cap, Quote and the Pricer), convert.go (usd
 // prices into sats: Rates, the rounding, the client's tolerance), budget.go (a
 // client's Budget, its daily totals in a shared file), wallet.go (the Wallet
-// seam of Lightning and what a wallet answers), fake.go (the Fake payment
-// method and its Ledger, for tests and demos only). The real methods live in
+// seam of Lightning and what a wallet answers), direct.go (direct payments,
+// CEP-8's direct_payment: a bearer asset in the request, the Redeemer that
+// takes it on the server, the Bearer that pays it on the client, and the
+// RejectedError that says a payload was not consumed), fake.go (the Fake
+// payment method and its Ledger, for tests and demos only), fakecash.go
+// (its bearer twin, fake cash notes of a FakeMint paid by a FakeWallet and
+// redeemed with change by a FakeRedeemer, for tests and demos only). The real methods live in
 // packages of their own (payments/lightning); the fake one moves no money
 // and needs nothing beyond this package.
 package payments

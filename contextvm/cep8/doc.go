@@ -3,8 +3,9 @@
 // before a priced request runs; on a client, PayOptions.Payer
 // (ClientOptions.Payer) pays what a server asks, within a budget. The
 // payment rails are payments.Processor (server) and payments.Handler
-// (client) implementations: a new rail plugs in there and in the CLI's
-// wiring, not here.
+// (client) implementations, and for payments carried in the request
+// payments.Redeemer and payments.Bearer: a new rail plugs in there and in
+// the CLI's wiring, not here.
 //
 // Files: gate.go (the Gate: pricing a request, issuing and verifying its
 // payment, transparent and explicit gating, the charge, result and grant
@@ -22,7 +23,15 @@
 // closed ones and whether their refund is still owed), usdprice.go (the
 // payer's check of a usd price: the sats asked held to its own rate, within
 // its tolerance, PayOptions.USDLimit, which the NIP-10 buyer over HTTP
-// shares; the gate converts with payments.Cap.InSats). What every
+// shares; the gate converts with payments.Cap.InSats), direct.go (CEP-8
+// direct payments on the gate: the first direct_payment tag it takes,
+// the payload claimed and the charge recorded before a payments.Redeemer
+// redeems it, the change recorded before payment_accepted carries it,
+// change no relay delivered kept for the client's next request, a
+// rejection followed by the normal flow), directpay.go (the payer's direct
+// payments through a payments.Bearer: a payload with a request of known
+// price, one in answer to a payment_required of its PMI, the change kept
+// before the call returns, a rejected payload given back). What every
 // client must understand of CEP-8 (the notifications, the offer, the
 // decline) is contextvm's payment.go.
 package cep8

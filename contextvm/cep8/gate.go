@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -59,8 +60,18 @@ type Options struct {
 	// one; a price outside it is never charged.
 	Pricer payments.Pricer
 	// Processors are the payment methods accepted; the first one issues
-	// payment requests. At least one is required.
+	// payment requests. At least one is required, unless a Redeemer asks
+	// for payments (payments.Requirer).
 	Processors []payments.Processor
+	// Redeemers take direct payments (CEP-8's direct_payment tag; see
+	// direct.go): a bearer asset carried in the request, redeemed before
+	// it runs, what it was worth above the price returned as change on
+	// payment_accepted. Their PMIs join the pmi tags. A payment they
+	// reject goes on in the normal flow, with the Processors; with none, a
+	// Redeemer that is a payments.Requirer asks for a direct payment in
+	// payment_required, which the client answers by sending the request
+	// again with it.
+	Redeemers []payments.Redeemer
 	// VerifyTimeout bounds the wait for a payment (default 5 min; never
 	// longer than the payment request's own ttl).
 	VerifyTimeout time.Duration
@@ -105,6 +116,10 @@ type Gate struct {
 	opts   Options
 	prices map[string]payments.Cap
 	procs  map[string]payments.Processor
+
+	redeemers  map[string]payments.Redeemer
+	owedMu     sync.Mutex // serializes changes to the change owed to clients
+	delivering sync.Map   // clients (nostr.PubKey) owed change being sent it now
 
 	running sync.Map // route keys (strings) of paid requests running in this process
 
@@ -219,17 +234,22 @@ func (g *Gate) Attach(h *contextvm.Host) error {
 // for the freshness window.
 func (g *Gate) init(prices []contextvm.Price, state durable.Store, window time.Duration, log *slog.Logger) error {
 	opts := g.opts
-	if len(opts.Processors) == 0 {
-		return errors.New("contextvm: PaymentOptions needs at least one Processor")
+	asks := slices.ContainsFunc(opts.Redeemers, func(r payments.Redeemer) bool { _, ok := r.(payments.Requirer); return ok })
+	if len(opts.Processors) == 0 && !asks {
+		return errors.New("contextvm: PaymentOptions needs at least one Processor, or a Redeemer that is a payments.Requirer")
 	}
 	g.state, g.window, g.log = state, window, log
 	g.prices, g.procs = map[string]payments.Cap{}, map[string]payments.Processor{}
 	g.pending, g.verifying = map[string]*grant{}, map[string]context.CancelCauseFunc{}
+	g.redeemers = map[string]payments.Redeemer{}
 	for _, p := range opts.Processors {
 		g.procs[p.PMI()] = p
 	}
-	if opts.Channels != nil && opts.Processors[0].PMI() != payments.PMILightningBolt11 {
-		return fmt.Errorf("cep8: channels take their deposits over Lightning; the first processor is %s", opts.Processors[0].PMI())
+	for _, r := range opts.Redeemers {
+		g.redeemers[r.PMI()] = r
+	}
+	if opts.Channels != nil && (len(opts.Processors) == 0 || opts.Processors[0].PMI() != payments.PMILightningBolt11) {
+		return errors.New("cep8: channels take their deposits over Lightning: the first processor must be Lightning's")
 	}
 	for _, p := range prices {
 		lo, hi, err := p.Range()
@@ -248,9 +268,12 @@ func (g *Gate) init(prices []contextvm.Price, state durable.Store, window time.D
 // Tags are the pmi tags of the processors, for the announcement and the
 // discovery tags.
 func (g *Gate) Tags() nostr.Tags {
-	tags := make(nostr.Tags, 0, len(g.opts.Processors))
+	tags := make(nostr.Tags, 0, len(g.opts.Processors)+len(g.opts.Redeemers))
 	for _, p := range g.opts.Processors {
 		tags = append(tags, nostr.Tag{contextvm.TagPMI, p.PMI()})
+	}
+	for _, r := range g.opts.Redeemers {
+		tags = append(tags, nostr.Tag{contextvm.TagPMI, r.PMI()})
 	}
 	if g.opts.Channels != nil {
 		tags = append(tags, nostr.Tag{contextvm.TagPMI, channel.PMI})
@@ -286,6 +309,7 @@ func (g *Gate) admit(call *contextvm.Call, explicit bool, price payments.Cap) {
 		price, err := announced.InSats(ctx, g.opts.Rates)
 		if err != nil {
 			g.log.Warn("refusing a usd-priced request: no usd rate", "client", call.Client().Hex(), "capability", announced.Capability, "err", err)
+			g.unusedDirect(ctx, call, "the server has no usd rate now")
 			// The rate source's error stays in the log: its URL may
 			// carry the operator's API key.
 			call.Answer(ctx, &jsonrpc.Error{Code: contextvm.CodePriceRefused, Message: fmt.Sprintf(
@@ -301,10 +325,12 @@ func (g *Gate) admit(call *contextvm.Call, explicit bool, price payments.Cap) {
 			if errors.Is(err, payments.ErrOutOfRange) {
 				msg = "the server could not price this request within the price it announced; nothing was charged"
 			}
+			g.unusedDirect(ctx, call, "the server refused to price this request")
 			call.Answer(ctx, &jsonrpc.Error{Code: contextvm.CodePriceRefused, Message: msg})
 			return
 		}
 		if quote.Waive {
+			g.unusedDirect(ctx, call, "the server waived this request's price")
 			if g.opts.Channels != nil {
 				g.waived(ctx, call)
 			}
@@ -314,6 +340,13 @@ func (g *Gate) admit(call *contextvm.Call, explicit bool, price payments.Cap) {
 		charge.Amount = quote.Amount
 		if quote.Description != "" {
 			charge.Description = quote.Description
+		}
+		if g.direct(ctx, call, charge) {
+			return
+		}
+		if len(g.opts.Processors) == 0 {
+			g.offerDirect(ctx, call, charge, explicit)
+			return
 		}
 		if explicit {
 			g.gated(ctx, call, charge)
@@ -606,6 +639,13 @@ func (g *Gate) Replayed(ctx context.Context, inner nostr.Event, wrapKind nostr.K
 	if err != nil {
 		return
 	}
+	dr, direct := g.directOf(ctx, key)
+	if direct && dr.Redeemed {
+		// The change too, in case the first payment_accepted was lost.
+		if err := g.sendAccepted(ctx, inner.PubKey, key, wrapKind, dr); err == nil && dr.Change != "" {
+			g.delivered(ctx, inner.PubKey, key)
+		}
+	}
 	if !ok {
 		var cr chargeRecord
 		if json.Unmarshal(rec, &cr) != nil {
@@ -615,7 +655,11 @@ func (g *Gate) Replayed(ctx context.Context, inner nostr.Event, wrapKind nostr.K
 		if err != nil {
 			return
 		}
-		resp := mcpmsg.ErrorResponse(id, contextvm.CodePaidResultLost, "%s", paidLost(cr.Amount, cr.Unit))
+		msg := paidLost(cr.Amount, cr.Unit)
+		if direct && !dr.Redeemed {
+			msg = redeemingLost
+		}
+		resp := mcpmsg.ErrorResponse(id, contextvm.CodePaidResultLost, "%s", msg)
 		enc, err := contextvm.EncodeContent(resp)
 		if err != nil {
 			return

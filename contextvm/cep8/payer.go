@@ -28,6 +28,13 @@ import (
 // progress notifications telling it a payment is under way.
 type PayOptions struct {
 	Handlers []payments.Handler
+	// Bearers pay direct payments (CEP-8's direct_payment; see
+	// directpay.go) to servers that list their PMI: with the request
+	// itself when its price is known in advance (one round trip), else in
+	// answer to a payment_required in their PMI. A payload's whole value
+	// counts against the budget until its change comes back, and is never
+	// above the per-call cap.
+	Bearers []payments.Bearer
 	// Budget holds the per-call cap, the daily limits and the servers
 	// allowed to charge. Nil pays nothing.
 	Budget *payments.Budget
@@ -63,7 +70,7 @@ func (o *PayOptions) Payer() contextvm.Payer {
 	if o == nil {
 		return nil
 	}
-	p := &Payer{opts: *o}
+	p := &Payer{opts: *o, direct: newDirectPays(o.Bearers)}
 	if !o.ExplicitGating {
 		p.ch = newChannels(o.Channel)
 	}
@@ -72,8 +79,9 @@ func (o *PayOptions) Payer() contextvm.Payer {
 
 // A Payer pays for a client's priced requests as its PayOptions say.
 type Payer struct {
-	opts PayOptions
-	ch   *channels // nil without PayOptions.Channel
+	opts   PayOptions
+	ch     *channels   // nil without PayOptions.Channel
+	direct *directPays // nil without PayOptions.Bearers
 }
 
 // Tags ask for explicit gating, with the discovery tags, when the options
@@ -81,7 +89,9 @@ type Payer struct {
 // channel receipt (or ask to open or top up the channel).
 func (p *Payer) Tags(call *contextvm.PaidCall, discovery bool) nostr.Tags {
 	if discovery && p.opts.ExplicitGating {
-		return nostr.Tags{{contextvm.TagPaymentInteraction, contextvm.PaymentExplicitGating}}
+		// On a request sent again after its payment, with that payment
+		// when it is a direct one.
+		return append(nostr.Tags{{contextvm.TagPaymentInteraction, contextvm.PaymentExplicitGating}}, p.directTags(call)...)
 	}
 	if p.ch != nil {
 		// A usd price's receipt is held to the client's rate as an
@@ -97,9 +107,11 @@ func (p *Payer) Tags(call *contextvm.PaidCall, discovery bool) nostr.Tags {
 		if isUSD {
 			most = usd.Most
 		}
-		return p.ch.tags(call, p.opts.Budget, most)
+		if tags := p.ch.tags(call, p.opts.Budget, most); tags != nil {
+			return tags
+		}
 	}
-	return nil
+	return p.directTags(call)
 }
 
 // usdRateWait bounds the wait for the client's usd rate before a request
@@ -162,12 +174,15 @@ func (p *Payer) Pay(ctx context.Context, call *contextvm.PaidCall, offer context
 	} else if err := usd.Check(offer.Amount); err != nil {
 		return call.Decline(offer, contextvm.DeclinedOverRate, err)
 	}
-	h := p.handler(offer.PMI)
-	if h == nil {
+	h, b := p.handler(offer.PMI), p.bearer(offer.PMI)
+	if h == nil && b == nil {
 		return call.Decline(offer, contextvm.DeclinedNoHandler, fmt.Errorf("no wallet here pays %s", offer.PMI))
 	}
 	if po.Confirm != nil && !po.Confirm(ctx, offer) {
 		return call.Decline(offer, contextvm.DeclinedByPerson, errors.New("payment not approved"))
+	}
+	if h == nil {
+		return p.payDirect(ctx, call, b, offer, req)
 	}
 	if err := reserve(ctx, offer.Server, offer.Amount, offer.Unit); err != nil {
 		return call.Decline(offer, BudgetReason(err), err)
@@ -231,6 +246,7 @@ func (p *Payer) handler(pmi string) payments.Handler {
 // server that has not seen the payment yet: call is sent again later, as
 // on -32043, and nothing is paid twice.
 func (p *Payer) Answered(call *contextvm.PaidCall, resp *jsonrpc.Response) bool {
+	p.directAnswered(call, resp)
 	if p.ch != nil && p.ch.answered(call, resp) {
 		call.Go(func(ctx context.Context) { call.Resend(ctx) })
 		return true
@@ -248,7 +264,7 @@ func (p *Payer) Answered(call *contextvm.PaidCall, resp *jsonrpc.Response) bool 
 		}
 		req := opts[0]
 		for _, o := range opts {
-			if p.handler(o.PMI) != nil {
+			if p.handler(o.PMI) != nil || p.bearer(o.PMI) != nil {
 				req = o
 				break
 			}

@@ -69,6 +69,7 @@ func (s *session) Admit(call *contextvm.Call) bool {
 		call.Go(func(ctx context.Context) { call.Answer(ctx, refusal) })
 		return true
 	}
+	s.g.contact(call)
 	if s.g.opts.Channels != nil && call.Request().Method == MethodChannelClose {
 		s.g.closeChannel(call)
 		return true

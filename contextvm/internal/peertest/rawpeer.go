@@ -29,7 +29,12 @@ type RawPeer struct {
 // NewRawPeer is a peer with a fresh key on relayURL, subscribed to what
 // is addressed to it, closed when the test ends.
 func NewRawPeer(t testing.TB, relayURL string) *RawPeer {
-	sk := nostr.Generate()
+	return NewRawPeerWithKey(t, relayURL, nostr.Generate())
+}
+
+// NewRawPeerWithKey is NewRawPeer with the key sk: the same client come
+// back after it went away (its Pool closed).
+func NewRawPeerWithKey(t testing.TB, relayURL string, sk nostr.SecretKey) *RawPeer {
 	pool := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{relayURL}})
 	sub := pool.Subscribe(nostr.Filter{Kinds: []nostr.Kind{contextvm.KindMessage, contextvm.KindGiftWrap, contextvm.KindEphemeralGiftWrap}, Tags: nostr.TagMap{"p": {sk.Public().Hex()}}}, 0)
 	<-sub.Ready()
