@@ -87,6 +87,22 @@ func newChannelPayer(t *testing.T, aliceURI string, deposit int64) *channelPayer
 	return p
 }
 
+// connect opens a session with the server (hex key) on relay, paying
+// through p with a key of its own, and returns its options (the close
+// must be sent with the same key: a channel is its client key's), its
+// payer and the session, closed with the test.
+func (p *channelPayer) connect(ctx context.Context, t *testing.T, server, relay string) (contextvm.ClientOptions, *cep8.Payer, *mcp.ClientSession) {
+	t.Helper()
+	opts := contextvm.ClientOptions{Server: server, Relays: []string{relay}, Signer: contextvm.NewKeySigner(nostr.Generate()),
+		RequestTimeout: testwait.Timeout(30 * time.Second), Payer: p.opts.Payer()}
+	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "channel-test", Version: "0"}, nil), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return opts, opts.Payer.(*cep8.Payer), cs
+}
+
 func (p *channelPayer) invoices() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -110,16 +126,9 @@ func TestGatewayChannel_FiveCallsOneDepositCloseRefundsTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One key for the calls and the close: a channel is its client key's.
-	opts := contextvm.ClientOptions{Server: pk.Key.Hex(), Relays: []string{w.relay}, Signer: contextvm.NewKeySigner(nostr.Generate()), RequestTimeout: testwait.Timeout(30 * time.Second), Payer: pay.opts.Payer()}
-	payer := opts.Payer.(*cep8.Payer)
 	ctx, cancel := testwait.Context(t, 90*time.Second)
 	defer cancel()
-	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "channel-test", Version: "0"}, nil), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	opts, payer, cs := pay.connect(ctx, t, pk.Key.Hex(), w.relay)
 	for i := range 5 {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": i, "b": 1}})
 		if err != nil || res.IsError {
@@ -227,16 +236,9 @@ func TestGatewayChannel_ReplicaGroupSharesTheBooks(t *testing.T) {
 	}
 
 	pay := newChannelPayer(t, sim.Wallets["alice"], 80)
-	opts := contextvm.ClientOptions{Server: g.ready[0].Pubkey, Relays: []string{r.URL}, Signer: contextvm.NewKeySigner(nostr.Generate()),
-		RequestTimeout: testwait.Timeout(30 * time.Second), Payer: pay.opts.Payer()}
-	payer := opts.Payer.(*cep8.Payer)
 	ctx, cancel := testwait.Context(t, 2*time.Minute)
 	defer cancel()
-	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "channel-test", Version: "0"}, nil), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	opts, payer, cs := pay.connect(ctx, t, g.ready[0].Pubkey, r.URL)
 	for i := range 5 {
 		if i == 3 {
 			on := placements(t, g.logPath)["c"]

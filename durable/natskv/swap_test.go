@@ -1,9 +1,11 @@
 package natskv_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,46 +56,40 @@ func TestStore_SwapOnlyFromWhatIsThere(t *testing.T) {
 	}
 }
 
-// Four processes' worth of stores count one record up by read and swap:
-// no increment is lost, so each swap from one value had one winner.
-func TestStore_SwapRacersAcrossConnectionsLoseNoChange(t *testing.T) {
+// Four processes' worth of stores swap one record from the same value at
+// once, round after round: each round exactly one wins.
+func TestStore_SwapHasOneWinnerAcrossConnections(t *testing.T) {
 	srv := natstest.Start(t)
 	ctx, cancel := testwait.Context(t, 2*time.Minute)
 	defer cancel()
-	const racers, each = 4, 40
-	exp := time.Now().Add(time.Hour)
-	var wg sync.WaitGroup
-	for range racers {
-		s := open(t, srv.URL(), "race")
-		wg.Go(func() {
-			for range each {
-				for {
-					old, ok, err := s.Get(ctx, "counter", []byte("n"))
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					var n uint64
-					if ok {
-						n = binary.LittleEndian.Uint64(old)
-					} else {
-						old = nil
-					}
-					swapped, err := s.Swap(ctx, "counter", []byte("n"), old, binary.LittleEndian.AppendUint64(nil, n+1), exp)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if swapped {
-						break
-					}
-				}
-			}
-		})
+	var stores []*natskv.Store
+	for range 4 {
+		stores = append(stores, open(t, srv.URL(), "race"))
 	}
-	wg.Wait()
-	v, ok, err := open(t, srv.URL(), "race").Get(context.Background(), "counter", []byte("n"))
-	if err != nil || !ok || binary.LittleEndian.Uint64(v) != racers*each {
-		t.Fatalf("counter %x (%v %v) after %d increments", v, ok, err, racers*each)
+	exp := time.Now().Add(time.Hour)
+	var old []byte // none, the first round
+	for round := range 50 {
+		value := binary.LittleEndian.AppendUint64(nil, uint64(round))
+		var won atomic.Int32
+		var wg sync.WaitGroup
+		for _, s := range stores {
+			wg.Go(func() {
+				ok, err := s.Swap(ctx, "counter", []byte("n"), old, value, exp)
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					won.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := won.Load(); n != 1 {
+			t.Fatalf("round %d: %d of %d swaps from one value won", round, n, len(stores))
+		}
+		old = value
+	}
+	if v, ok, err := stores[0].Get(context.Background(), "counter", []byte("n")); err != nil || !ok || !bytes.Equal(v, old) {
+		t.Fatalf("the record %x (%v %v); want the last round's %x", v, ok, err, old)
 	}
 }
