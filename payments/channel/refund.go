@@ -108,10 +108,10 @@ func (b *Books) recordRefund(ctx context.Context, client []byte, id ID, invoice 
 		}
 		return true, nil
 	})
-	if err != nil {
-		return &record{}, err
+	if rec == nil {
+		rec = &record{}
 	}
-	return rec, nil
+	return rec, err
 }
 
 func (b *Books) checkInvoice(invoice string, owed uint64) error {
