@@ -7,7 +7,10 @@
 // A Store is a set of spaces (one per kind of record), each a map from key
 // to value with an expiry: a record lives until its expiry, since after it
 // the action it guards can no longer happen (a replayed event is stale by
-// then). Claim writes a key only if it is new: that is the guard.
+// then). Claim writes a key only if it is new: that is the guard. A
+// Swapper also changes a record only if it still holds what the caller
+// read (Swap): the read-modify-write of a record that several processes
+// change, such as a payment channel's in a replica group.
 //
 // Two implementations: Open keeps the records in a directory, and Memory
 // keeps them in the process (cvm demo, tests). A third, on NATS JetStream
@@ -28,7 +31,7 @@
 // One process at a time: a second Open of the same store fails at once with
 // ErrLocked instead of waiting on the lock.
 //
-// Files: store.go (the Store interface and its Options), memory.go (the
+// Files: store.go (the Store and Swapper interfaces and the Options), memory.go (the
 // in-memory table, which is both the Memory store and a file store's index),
 // journal.go (the journal's record format, checksums and torn-tail
 // recovery), file.go (Open: the lock, the journal, and the folding into

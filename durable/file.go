@@ -256,6 +256,27 @@ func (f *File) Put(_ context.Context, space string, key, value []byte, expires t
 	return f.write(entry{space: space, key: string(key), value: slices.Clone(value), expires: expires})
 }
 
+// Swap implements Swapper: the comparison and the write are made under the
+// store's lock, and the write is journaled as Put's is.
+func (f *File) Swap(_ context.Context, space string, key, old, value []byte, expires time.Time) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false, ErrClosed
+	}
+	r, ok := f.t.get(space, string(key))
+	if !holds(r.value, ok, old) {
+		return false, nil
+	}
+	if !ok && !f.t.room() {
+		return false, ErrFull
+	}
+	if err := f.write(entry{space: space, key: string(key), value: slices.Clone(value), expires: expires}); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // run fsyncs the journal every SyncInterval and folds it into the bbolt
 // file every CheckpointInterval, or sooner when it grows large, until
 // Close.

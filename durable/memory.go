@@ -128,6 +128,24 @@ func (m *Memory) Put(_ context.Context, space string, key, value []byte, expires
 	return nil
 }
 
+// Swap implements Swapper.
+func (m *Memory) Swap(_ context.Context, space string, key, old, value []byte, expires time.Time) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return false, ErrClosed
+	}
+	r, ok := m.t.get(space, string(key))
+	if !holds(r.value, ok, old) {
+		return false, nil
+	}
+	if !ok && !m.t.room() {
+		return false, ErrFull
+	}
+	m.t.set(space, string(key), record{value: append([]byte(nil), value...), expires: expires})
+	return true, nil
+}
+
 // Close implements Store.
 func (m *Memory) Close() error {
 	m.mu.Lock()

@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -32,6 +33,36 @@ type Store interface {
 	Put(ctx context.Context, space string, key, value []byte, expires time.Time) error
 	// Close makes the records durable on disk and releases the store.
 	Close() error
+}
+
+// Swapper is a Store that can also change a record only if it is still
+// what the caller read: what a read-modify-write needs when several
+// processes share the store (a replica group), where a lock in one process
+// serializes nothing. Memory, File and natskv.Store are Swappers.
+type Swapper interface {
+	Store
+	// Swap sets key in space to value, to expire at expires, only if the
+	// record is old now: old nil means only if there is no record (or an
+	// expired one); a record with an empty value is matched by a non-nil
+	// empty old. swapped reports whether this call made the change, and
+	// when Swap returns (true, nil) the record survives a crash as Put's
+	// does. Of any number of callers swapping from the same old, at most
+	// one succeeds.
+	Swap(ctx context.Context, space string, key, old, value []byte, expires time.Time) (swapped bool, err error)
+}
+
+var (
+	_ Swapper = (*Memory)(nil)
+	_ Swapper = (*File)(nil)
+)
+
+// holds reports whether a record (present or not, with value v) is the
+// old a Swap expects.
+func holds(v []byte, present bool, old []byte) bool {
+	if old == nil {
+		return !present
+	}
+	return present && bytes.Equal(v, old)
 }
 
 // Options configure a store. Zero values take the defaults beside them.

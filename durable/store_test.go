@@ -256,6 +256,9 @@ func crashChild(dir string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	if os.Getenv("DURABLE_CRASH_SWAP") != "" {
+		swapChild(s)
+	}
 	w := bufio.NewWriter(os.Stdout)
 	exp := time.Now().Add(time.Hour)
 	for i := 0; ; i++ {

@@ -38,42 +38,70 @@ type channelBench struct {
 	up     *paidUpstream
 	net    *lnsim.Network
 	client *lnsim.Wallet
+	server *lnsim.Wallet
 	books  *channel.Books
-	paid   atomic.Int64 // payments the client's wallet made
+	store  durable.Store
+	key    nostr.SecretKey
+	now    func() time.Time // the books' clock; nil: time.Now and the default idle TTL
+	paid   atomic.Int64     // payments the client's wallet made
 }
 
 func newChannelBench(t *testing.T, channels bool) *channelBench {
 	t.Helper()
-	return newChannelBenchAt(t, channels, nil)
+	return newChannelBenchOn(t, channels, nil, durable.NewMemory(durable.Options{}))
 }
 
 // newChannelBenchAt is newChannelBench with now the books' clock, and
 // with it an idle TTL of idleTTL.
 func newChannelBenchAt(t *testing.T, channels bool, now func() time.Time) *channelBench {
 	t.Helper()
-	ctx, cancel := testwait.Context(t, patience)
-	defer cancel()
+	return newChannelBenchOn(t, channels, now, durable.NewMemory(durable.Options{}))
+}
+
+// newChannelBenchOn is newChannelBenchAt keeping its books, nonces and
+// quotations in store.
+func newChannelBenchOn(t *testing.T, channels bool, now func() time.Time, store durable.Store) *channelBench {
+	t.Helper()
 	n, sw, cw := lightningWallets(t)
-	b := &channelBench{up: &paidUpstream{}, net: n, client: cw}
+	b := &channelBench{net: n, client: cw, server: sw, store: store, key: nostr.Generate(), now: now}
 	stop := n.OnSettle(func(s lnsim.Settlement) {
 		if s.Payer == "client" {
 			b.paid.Add(1)
 		}
 	})
 	t.Cleanup(stop)
+	b.listen(t, channels)
+	return b
+}
+
+// replica is another gateway of the replica group b serves in: its own
+// gateway, upstream, endpoint and books, on store (the group's, through
+// a connection of its own) with b's key and wallet.
+func (b *channelBench) replica(t *testing.T, store durable.Store) *channelBench {
+	t.Helper()
+	r := &channelBench{net: b.net, client: b.client, server: b.server, store: store, key: b.key, now: b.now}
+	r.listen(t, true)
+	return r
+}
+
+// listen starts b's gateway and its HTTP endpoint, offering channels with
+// books on b.store when channels is set.
+func (b *channelBench) listen(t *testing.T, channels bool) {
+	t.Helper()
+	ctx, cancel := testwait.Context(t, patience)
+	defer cancel()
+	b.up = &paidUpstream{}
 	gw := startGateway(t, ctx, gateway.Options{Upstream: gateway.InProcess(b.up.server()), NoNostr: true})
-	store := durable.NewMemory(durable.Options{})
-	key := nostr.Generate()
-	opts := gateway.HTTPEndpointOptions{Addr: "127.0.0.1:0", Key: key, Store: store, RequireAuth: true,
-		Processor: lightning.NewProcessor(sw, lightning.ProcessorOptions{PollMin: time.Millisecond}),
+	opts := gateway.HTTPEndpointOptions{Addr: "127.0.0.1:0", Key: b.key, Store: b.store, RequireAuth: true,
+		Processor: lightning.NewProcessor(b.server, lightning.ProcessorOptions{PollMin: time.Millisecond}),
 		Prices:    []contextvm.Price{price(t, "tool:translate=10")}}
 	if channels {
-		pk := key.Public()
+		pk := b.key.Public()
 		var ttl time.Duration // the default
-		if now != nil {
+		if b.now != nil {
 			ttl = idleTTL
 		}
-		books, err := channel.New(channel.Options{Store: store, ServerKey: pk[:], Refunder: channel.WalletRefunder{Wallet: sw}, Now: now, IdleTTL: ttl})
+		books, err := channel.New(channel.Options{Store: b.store, ServerKey: pk[:], Refunder: channel.WalletRefunder{Wallet: b.server}, Now: b.now, IdleTTL: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +113,6 @@ func newChannelBenchAt(t *testing.T, channels bool, now func() time.Time) *chann
 	}
 	t.Cleanup(func() { ep.Shutdown(context.Background()) })
 	b.ep = ep
-	return b
 }
 
 // buyer pays by channel, with a deposit of depositSats, each call capped

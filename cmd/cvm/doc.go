@@ -48,7 +48,7 @@
 //   - Serving: gatewaycmd.go (cvm gateway's flags and checks), gatewayrun.go
 //     (its wiring: wallet, state, server options, ready line),
 //     gatewaychannels.go (its CEP-8 gate, and whether it offers payment
-//     channels), gatewayhttp.go (its HTTP endpoint, gateway.ListenHTTP), gatewayzap.go
+//     channels, their books in the replica group's bucket with --nats), gatewayhttp.go (its HTTP endpoint, gateway.ListenHTTP), gatewayzap.go
 //     (--zap-address: the gate that collects zaps to a Lightning address),
 //     gatewayreplicas.go (--nats), unannounce.go, proxycmd.go, relay.go.
 //   - Rooms (MCPx): room.go (the room group, serve, token), roombridge.go,

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/contextvm/cep8"
+	"github.com/cvmgo/cvm/contextvm/replica"
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/channel"
@@ -19,8 +21,10 @@ const capabilitiesWait = 15 * time.Second
 
 // collector is the CEP-8 gate that collects the prices, and its
 // processor: zaps to --zap-address, or the wallet's (see gate); none
-// without either. Its func releases what it opened.
-func (g *gatewayCmd) collector(ctx context.Context, w *wallet, p gatewayPlan, state durable.Store, replicas bool) (contextvm.Gate, payments.Processor, func(), error) {
+// without either. Its func releases what it opened. state is the
+// gateway's store, nil in a replica group (replicas), whose bucket the
+// server opens when it joins.
+func (g *gatewayCmd) collector(ctx context.Context, w *wallet, p gatewayPlan, state durable.Store, replicas *replica.Group) (contextvm.Gate, payments.Processor, func(), error) {
 	if g.gf.zapAddress != "" {
 		return g.zapGate(p, state)
 	}
@@ -33,13 +37,23 @@ func (g *gatewayCmd) collector(ctx context.Context, w *wallet, p gatewayPlan, st
 
 // gate is the CEP-8 gate that collects the prices with w, offering
 // prepaid payment channels when it can (see channelBooks), over --http too
-// (the same books); nil, not a nil *cep8.Gate, without a wallet.
-func (g *gatewayCmd) gate(ctx context.Context, w *wallet, state durable.Store, p gatewayPlan, replicas bool) (contextvm.Gate, error) {
+// (the same books); nil, not a nil *cep8.Gate, without a wallet. In a
+// replica group the books are kept in the group's bucket, shared by every
+// replica.
+func (g *gatewayCmd) gate(ctx context.Context, w *wallet, state durable.Store, p gatewayPlan, replicas *replica.Group) (contextvm.Gate, error) {
 	if w == nil {
 		return nil, nil
 	}
 	opts := cep8.Options{Processors: []payments.Processor{w.proc}, Rates: p.rates}
-	books, why, err := g.channelBooks(ctx, w, state, p.id.secret.Public(), replicas)
+	server := p.id.secret.Public()
+	if replicas != nil {
+		shared, err := replicas.Store(ctx, server)
+		if err != nil {
+			return nil, fmt.Errorf("--nats: the group's store: %w", err)
+		}
+		state = shared
+	}
+	books, why, err := g.channelBooks(ctx, w, state, server)
 	switch {
 	case err != nil:
 		return nil, err
@@ -54,19 +68,15 @@ func (g *gatewayCmd) gate(ctx context.Context, w *wallet, state durable.Store, p
 }
 
 // channelBooks are the gateway's channels, kept in state, the one store of
-// the gateway, when it offers them: with a Lightning (NWC) wallet that
-// may pay_invoice (refunds are paid from it), unless --channels=false.
-// Otherwise they are nil and why says why not.
-//
-// A replica group (--nats) offers none: the books serialize the receipts
-// of a channel within one process and have no compare-and-swap across
-// processes, so two replicas could each accept the same nonce.
-func (g *gatewayCmd) channelBooks(ctx context.Context, w *wallet, state durable.Store, server nostr.PubKey, replicas bool) (books *channel.Books, why string, err error) {
+// the gateway (of the replica group with --nats: a channel's receipts are
+// swapped into it, so that the replicas never both accept one), when it
+// offers them: with a Lightning (NWC) wallet that may pay_invoice (refunds
+// are paid from it), unless --channels=false. Otherwise they are nil and
+// why says why not.
+func (g *gatewayCmd) channelBooks(ctx context.Context, w *wallet, state durable.Store, server nostr.PubKey) (books *channel.Books, why string, err error) {
 	switch {
 	case !g.gf.channels:
 		return nil, "switched off (--channels=false or payments.channels = false)", nil
-	case replicas:
-		return nil, "a replica group (--nats) does not offer them: their books are one process's", nil
 	case w.nwc == nil:
 		return nil, "the wallet is not a Lightning (NIP-47) wallet", nil
 	}

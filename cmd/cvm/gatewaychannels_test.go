@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -86,6 +87,22 @@ func newChannelPayer(t *testing.T, aliceURI string, deposit int64) *channelPayer
 	return p
 }
 
+// connect opens a session with the server (hex key) on relay, paying
+// through p with a key of its own, and returns its options (the close
+// must be sent with the same key: a channel is its client key's), its
+// payer and the session, closed with the test.
+func (p *channelPayer) connect(ctx context.Context, t *testing.T, server, relay string) (contextvm.ClientOptions, *cep8.Payer, *mcp.ClientSession) {
+	t.Helper()
+	opts := contextvm.ClientOptions{Server: server, Relays: []string{relay}, Signer: contextvm.NewKeySigner(nostr.Generate()),
+		RequestTimeout: testwait.Timeout(30 * time.Second), Payer: p.opts.Payer()}
+	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "channel-test", Version: "0"}, nil), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return opts, opts.Payer.(*cep8.Payer), cs
+}
+
 func (p *channelPayer) invoices() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -109,16 +126,9 @@ func TestGatewayChannel_FiveCallsOneDepositCloseRefundsTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One key for the calls and the close: a channel is its client key's.
-	opts := contextvm.ClientOptions{Server: pk.Key.Hex(), Relays: []string{w.relay}, Signer: contextvm.NewKeySigner(nostr.Generate()), RequestTimeout: testwait.Timeout(30 * time.Second), Payer: pay.opts.Payer()}
-	payer := opts.Payer.(*cep8.Payer)
 	ctx, cancel := testwait.Context(t, 90*time.Second)
 	defer cancel()
-	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "channel-test", Version: "0"}, nil), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	opts, payer, cs := pay.connect(ctx, t, pk.Key.Hex(), w.relay)
 	for i := range 5 {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": i, "b": 1}})
 		if err != nil || res.IsError {
@@ -199,21 +209,72 @@ func TestGatewayChannel_IdleTTL(t *testing.T) {
 	}
 }
 
-// A replica group (--nats) offers no channels, whatever its wallet: its
-// books could not agree on a channel's receipts across processes. It
-// says so and is paid by invoice.
-func TestGatewayChannel_NotOfferedByReplicas(t *testing.T) {
+// A replica group (--nats) offers channels, their books in the group's
+// bucket: a client pays three calls on one deposit on the replica that
+// serves it; that replica is killed (kill -9), and the survivor accepts the
+// channel's next receipts, where the first left off, and refunds what was
+// not spent, once. Before, a replica group offered no channels.
+func TestGatewayChannel_ReplicaGroupSharesTheBooks(t *testing.T) {
 	ns := natstest.Start(t)
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	c := newCLI(t)
-	_, sim := startWalletSim(t, c, "--relay", r.URL, "--wallet", "srv=0")
+	_, sim := startWalletSim(t, c, "--relay", r.URL, "--wallet", "srv=0", "--wallet", "alice=100")
 	dir := t.TempDir()
 	file := writeSecret(t, dir, "srv.wallet", sim.Wallets["srv"])
 	g := &replicaGroup{t: t, c: c, relay: r.URL, nats: ns.URL(), logPath: filepath.Join(dir, "exec.log")}
-	g.start("r0", "--announce", "--price", "tool:work=5", "--wallet-file", file)
-	g.procs[0].Stderr.Await(t, 10*time.Second, "payment channels not offered", "replica group")
-	pmis := announcedPMIs(t, r.URL, g.ready[0].Npub)
-	if slices.Contains(pmis, channel.PMI) || !slices.Contains(pmis, payments.PMILightningBolt11) {
-		t.Fatalf("announced pmis %v; want %s only", pmis, payments.PMILightningBolt11)
+	for _, name := range []string{"r0", "r1"} {
+		g.start(name, "--announce", "--price", "tool:work=10", "--wallet-file", file)
+		g.procs[len(g.procs)-1].Stderr.Await(t, 10*time.Second, "payment channels offered")
+	}
+	g.awaitMembers(0, 2)
+	g.awaitMembers(1, 2)
+	if pmis := announcedPMIs(t, r.URL, g.ready[0].Npub); !slices.Contains(pmis, channel.PMI) {
+		t.Fatalf("announced pmis %v; want %s", pmis, channel.PMI)
+	}
+	balances := func() (int64, int64) {
+		return balanceOf(t, sim.Wallets["alice"]), balanceOf(t, sim.Wallets["srv"])
+	}
+
+	pay := newChannelPayer(t, sim.Wallets["alice"], 80)
+	ctx, cancel := testwait.Context(t, 2*time.Minute)
+	defer cancel()
+	opts, payer, cs := pay.connect(ctx, t, g.ready[0].Pubkey, r.URL)
+	for i := range 5 {
+		if i == 3 {
+			on := placements(t, g.logPath)["c"]
+			owner := slices.Index([]string{"r0", "r1"}, on[0])
+			if len(on) != 3 || owner < 0 || on[1] != on[0] || on[2] != on[0] {
+				t.Fatalf("the first three calls ran on %v; want one replica", on)
+			}
+			g.procs[owner].Kill()
+		}
+		if err := callWork(ctx, cs, fmt.Sprintf("c-%d", i), 0); err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+		if a, s := balances(); a != 20_000 || s != 80_000 {
+			t.Fatalf("after call %d: alice %d msat, srv %d msat; want the 80-sat deposit moved once", i+1, a, s)
+		}
+	}
+	if on := placements(t, g.logPath)["c"]; len(on) != 5 || on[3] == on[0] || on[4] != on[3] {
+		t.Fatalf("the calls ran on %v; want the last two on the survivor", on)
+	}
+	if n := pay.invoices(); n != 1 {
+		t.Fatalf("alice paid %d invoices for five calls; want 1, the deposit", n)
+	}
+	st, ok := payer.Channel(ctx, nostr.MustPubKeyFromHex(g.ready[0].Pubkey))
+	if !ok || st.Nonce != 5 || st.Accumulated != 50_000 {
+		t.Fatalf("client's channel %+v (%v); want 5 receipts, 50000 msat", st, ok)
+	}
+	closed, err := payer.CloseChannel(ctx, opts)
+	if err != nil || closed.Owed != 30_000 {
+		t.Fatalf("close: %+v %v; want 30000 msat refunded", closed, err)
+	}
+	if a, s := balances(); a != 50_000 || s != 50_000 {
+		t.Fatalf("after the refund: alice %d msat, srv %d msat; want 50000 and 50000 (five calls of 10 sats)", a, s)
+	}
+	for rid, n := range executions(t, g.logPath) {
+		if n != 1 {
+			t.Errorf("%s ran %d times", rid, n)
+		}
 	}
 }

@@ -57,7 +57,7 @@ func (g *gatewayCmd) run(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	defer closeState()
-	gate, processor, closeGate, err := g.collector(ctx, w, p, state, replicas != nil)
+	gate, processor, closeGate, err := g.collector(ctx, w, p, state, replicas)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,8 @@
 //
 // Files: group.go (membership over NATS heartbeats, placement, the
 // session and in-flight records in the bucket, the announcer lease, the
-// status for /healthz and /metrics), route.go (what the server's router
+// status for /healthz and /metrics; Store, the bucket for what the
+// server's owner keeps there, such as payment channels), route.go (what the server's router
 // hands the group: a message to route, a reassembled transfer, a session
 // to start or record, an answer that went out; and the takeover of a
 // lost member), hold.go (what a replica that cannot coordinate does with

@@ -210,6 +210,17 @@ func (g *Group) Join(ctx context.Context, h *contextvm.Host) (durable.Store, err
 	return g.store, nil
 }
 
+// Store opens the group's bucket of the server key me, the one Join opens
+// for the server: for what the server's owner keeps in the group's store
+// before the server starts (cvm gateway's payment channels). The store
+// needs no closing beyond the group's NATS connection.
+func (g *Group) Store(ctx context.Context, me nostr.PubKey) (*natskv.Store, error) {
+	if g.opts.Conn == nil {
+		return nil, errors.New("replica: Options.Conn is required")
+	}
+	return natskv.Open(ctx, g.opts.Conn.JS, bucketPrefix+me.Hex()[:32], natskv.Options{Replicas: g.opts.StoreReplicas})
+}
+
 // join opens the bucket of the server key me.
 func (g *Group) join(ctx context.Context, me nostr.PubKey, log *slog.Logger) error {
 	o := g.opts
@@ -219,7 +230,7 @@ func (g *Group) join(ctx context.Context, me nostr.PubKey, log *slog.Logger) err
 	if g.store != nil {
 		return errors.New("replica: a Group serves one server")
 	}
-	store, err := natskv.Open(ctx, o.Conn.JS, bucketPrefix+me.Hex()[:32], natskv.Options{Replicas: o.StoreReplicas})
+	store, err := g.Store(ctx, me)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,9 @@
 // succeeds only when the key is absent), so of any number of processes
 // claiming one key exactly one wins; every record carries a per-key TTL
 // (Nats-TTL), so the bucket forgets it when it expires, as the durable
-// stores do.
+// stores do. A Swap writes only over the revision it read, so that
+// processes changing one record (a payment channel's) never overwrite each
+// other's change.
 //
 // Durability is the NATS server's: with R1 file storage an acknowledged
 // write survives a kill -9 of the NATS server, and an OS crash only with
@@ -13,6 +15,7 @@
 package natskv
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -44,7 +47,7 @@ type Store struct {
 	closed atomic.Bool
 }
 
-var _ durable.Store = (*Store)(nil)
+var _ durable.Swapper = (*Store)(nil)
 
 // markerTTL is how long the bucket keeps the marker of an expired key: it
 // must be set for per-key TTLs to be accepted at all (the stream's
@@ -189,6 +192,59 @@ func (s *Store) Put(ctx context.Context, space string, k, value []byte, expires 
 		return fmt.Errorf("natskv: put: %w", err)
 	}
 	return nil
+}
+
+// Swap implements durable.Swapper with the bucket's revisions: the record
+// is read, compared with old, and written back only if the key's revision
+// is still the one read (or, where there was none, with Create), so that of
+// any number of processes swapping from one old value at most one wins. A
+// swap whose acknowledgement was lost is recognised by the key holding its
+// value, expiry included, as a Claim is by its nonce.
+func (s *Store) Swap(ctx context.Context, space string, k, old, value []byte, expires time.Time) (bool, error) {
+	if s.closed.Load() {
+		return false, durable.ErrClosed
+	}
+	name := key(space, k)
+	val := encode(expires, value)
+	e, err := s.kv.Get(ctx, name)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		if old != nil {
+			return false, nil
+		}
+		_, err = s.kv.Create(ctx, name, val, jetstream.KeyTTL(s.ttl(expires)))
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return false, nil
+		}
+	case err != nil:
+		return false, fmt.Errorf("natskv: swap: %w", err)
+	default:
+		until, v, ok := decode(e.Value())
+		live := ok && until.After(s.now())
+		if old == nil && live || old != nil && (!live || !bytes.Equal(v, old)) {
+			return false, nil
+		}
+		_, err = s.publish(ctx, name, val, expires, jetstream.WithExpectLastSequencePerSubject(e.Revision()))
+		if wrongRevision(err) {
+			return false, nil
+		}
+	}
+	if err != nil {
+		if e, gerr := s.kv.Get(ctx, name); gerr == nil && bytes.Equal(e.Value(), val) {
+			return true, nil
+		}
+		return false, fmt.Errorf("natskv: swap: %w", err)
+	}
+	return true, nil
+}
+
+// wrongRevision reports whether err is JetStream's refusal of a write whose
+// expected revision is not the key's: 10071, or 10164 on a replicated
+// bucket.
+func wrongRevision(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // Delete removes key from space; absent is no error. Not part of

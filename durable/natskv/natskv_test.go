@@ -109,7 +109,7 @@ func TestStore_PutGetExpiryDelete(t *testing.T) {
 	}
 }
 
-// Records survive a restart of the NATS server, and a store that lost NATS
+// Records, claimed or swapped, survive a restart of the NATS server, and a store that lost NATS
 // fails rather than claiming.
 func TestStore_SurvivesNATSRestart(t *testing.T) {
 	srv := natstest.Start(t)
@@ -117,6 +117,9 @@ func TestStore_SurvivesNATSRestart(t *testing.T) {
 	ctx := t.Context()
 	if ok, err := s.Claim(ctx, "c", []byte("x"), time.Now().Add(time.Minute)); !ok || err != nil {
 		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if ok, err := s.Swap(ctx, "sw", []byte("x"), nil, []byte("swapped"), time.Now().Add(time.Minute)); !ok || err != nil {
+		t.Fatalf("swap: %v %v", ok, err)
 	}
 	srv.Stop()
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -135,6 +138,9 @@ func TestStore_SurvivesNATSRestart(t *testing.T) {
 	}
 	if ok {
 		t.Fatal("claim lost in the restart")
+	}
+	if v, ok, err := s.Get(ctx, "sw", []byte("x")); !ok || err != nil || string(v) != "swapped" {
+		t.Fatalf("swap lost in the restart: %q %v %v", v, ok, err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,16 +66,20 @@ type Options struct {
 // payments, accepts receipts against them, tops them up, closes them and
 // refunds what is unspent. Methods are safe for concurrent use; all state is
 // in the store, so Books made again on a reopened store carry on where the
-// last left off.
+// last left off, and Books of several processes on one store that is a
+// durable.Swapper (a replica group's) keep one set of books between them.
 type Books struct {
 	opts Options
-	// stripes serialize the changes to one channel: a channel's changes
-	// take the stripe of its id's first byte.
+	// swapper is opts.Store when it can compare and swap (nil otherwise):
+	// then a change is written only over the record it was made from.
+	swapper durable.Swapper
+	// stripes serialize this process's changes to one channel: a
+	// channel's changes take the stripe of its id's first byte.
 	stripes [64]sync.Mutex
 	// funding serializes opens and top-ups, which claim a payment hash
 	// across channels (rare next to receipts).
 	funding sync.Mutex
-	// paying holds the channels whose refund is being paid now.
+	// paying holds the channels whose refund this process pays now.
 	payingMu sync.Mutex
 	paying   map[ID]bool
 }
@@ -99,65 +104,142 @@ func New(o Options) (*Books, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Books{opts: o, paying: make(map[ID]bool)}, nil
+	b := &Books{opts: o, paying: make(map[ID]bool)}
+	b.swapper, _ = o.Store.(durable.Swapper)
+	return b, nil
 }
 
 func (b *Books) stripe(id ID) *sync.Mutex { return &b.stripes[id[0]%byte(len(b.stripes))] }
 
-// load reads the channel id of client; a channel of another client is as
-// absent. A channel idle past the TTL is closed as of then, and recorded so.
-// The caller holds the channel's stripe.
-func (b *Books) load(ctx context.Context, client []byte, id ID) (*record, error) {
+// maxChanges bounds how often a change is made again because another
+// process changed the channel in between. Each time someone else's change
+// went through, so the group makes progress; the bound is for a top-up or
+// a close that keeps losing to a stream of receipts (or a store that
+// never swaps), which gives up with ErrConflict rather than spin.
+const maxChanges = 1000
+
+// edit changes channel id: f gets its record as read (nil when there is
+// none, or it is another client's), changes it or makes one, and says
+// whether to write it. A channel idle past the TTL is closed as of then
+// before f sees it, and recorded so even when f refuses. The record is
+// written over the bytes it was read from (durable.Swapper): when another
+// process changed it in between, it is read again and f runs again on what
+// is there, so that f's refusals carry the state as it is. Without a
+// Swapper, the channel's stripe is all that serializes changes.
+func (b *Books) edit(ctx context.Context, client []byte, id ID, f func(rec *record) (*record, bool, error)) (*record, error) {
+	mu := b.stripe(id)
+	mu.Lock()
+	defer mu.Unlock()
+	var rec *record
+	for range maxChanges {
+		r, raw, err := b.read(ctx, client, id)
+		if err != nil {
+			return nil, err
+		}
+		idle := false
+		if at := b.idleSince(r); !at.IsZero() {
+			b.close(r, at)
+			idle = true
+		}
+		rec = r
+		next, write, ferr := f(r)
+		switch {
+		case ferr != nil && !idle:
+			return rec, ferr
+		case ferr != nil:
+			next = r // f refused: record the idle close only
+		case !write && !idle:
+			return next, nil
+		}
+		written, err := b.put(ctx, next, raw)
+		if err != nil {
+			return nil, err
+		}
+		if !written {
+			// Another process changed it: again, from its change.
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("channel: change channel %s: %w", id, err)
+			}
+			continue
+		}
+		if idle {
+			b.opts.Log.Info("channel closed idle", "channel", id, "owed_msat", r.Owed)
+		}
+		return next, ferr
+	}
+	var s *State
+	if rec != nil {
+		s = &rec.State
+	}
+	return nil, refuse(CodeConflict, s, "channel %s changed under this call %d times; send it again", id, maxChanges)
+}
+
+// change is edit of a channel that must exist: ErrNotFound otherwise.
+func (b *Books) change(ctx context.Context, client []byte, id ID, f func(rec *record) (write bool, err error)) (*record, error) {
+	return b.edit(ctx, client, id, func(rec *record) (*record, bool, error) {
+		if rec == nil {
+			return nil, false, refuse(CodeNotFound, nil, "no channel %s", id)
+		}
+		write, err := f(rec)
+		return rec, write, err
+	})
+}
+
+// read reads channel id of client and the bytes it was read from; nil
+// when there is none, or it is another client's.
+func (b *Books) read(ctx context.Context, client []byte, id ID) (*record, []byte, error) {
 	raw, ok, err := b.opts.Store.Get(ctx, channelSpace, id[:])
 	if err != nil {
-		return nil, fmt.Errorf("channel: read channel %s: %w", id, err)
+		return nil, nil, fmt.Errorf("channel: read channel %s: %w", id, err)
 	}
 	if !ok {
-		return nil, refuse(CodeNotFound, nil, "no channel %s", id)
+		return nil, nil, nil
 	}
 	rec, err := decodeRecord(raw)
 	if err != nil {
-		return nil, err
-	}
-	if !bytes.Equal(rec.Client, client) {
-		return nil, refuse(CodeNotFound, nil, "no channel %s", id)
-	}
-	if idle := rec.LastUse.Add(b.opts.IdleTTL); !rec.Closed && !b.opts.Now().Before(idle) {
-		b.close(rec, idle)
-		if err := b.put(ctx, rec); err != nil {
-			return nil, err
-		}
-		b.opts.Log.Info("channel closed idle", "channel", id, "owed_msat", rec.Owed)
-	}
-	return rec, nil
-}
-
-// lockLoad locks channel id's stripe and loads it; unlock releases the
-// stripe, which is released already when err is not nil.
-func (b *Books) lockLoad(ctx context.Context, client []byte, id ID) (rec *record, unlock func(), err error) {
-	mu := b.stripe(id)
-	mu.Lock()
-	if rec, err = b.load(ctx, client, id); err != nil {
-		mu.Unlock()
 		return nil, nil, err
 	}
-	return rec, mu.Unlock, nil
+	if !bytes.Equal(rec.Client, client) {
+		return nil, nil, nil
+	}
+	return rec, raw, nil
+}
+
+// idleSince is when rec closes idle, if it is open and idle past the TTL
+// now; zero otherwise.
+func (b *Books) idleSince(rec *record) time.Time {
+	if rec == nil || rec.Closed {
+		return time.Time{}
+	}
+	if idle := rec.LastUse.Add(b.opts.IdleTTL); !b.opts.Now().Before(idle) {
+		return idle
+	}
+	return time.Time{}
 }
 
 func (b *Books) close(rec *record, at time.Time) {
 	rec.Closed, rec.ClosedAt, rec.Owed = true, at, rec.Deposit-rec.Accumulated
 }
 
-// put writes rec; it expires Retention after it closes (or would, idle).
-func (b *Books) put(ctx context.Context, rec *record) error {
+// put writes rec over old, the bytes it was read from (nil: over nothing),
+// and reports whether it did: not when another process changed the record
+// in between. Without a Swapper it writes whatever is there. The record
+// expires Retention after it closes (or would, idle).
+func (b *Books) put(ctx context.Context, rec *record, old []byte) (bool, error) {
 	end := rec.ClosedAt
 	if !rec.Closed {
 		end = rec.LastUse.Add(b.opts.IdleTTL)
 	}
-	if err := b.opts.Store.Put(ctx, channelSpace, rec.Channel[:], rec.encode(), end.Add(b.opts.Retention)); err != nil {
-		return fmt.Errorf("channel: record channel %s: %w", rec.Channel, err)
+	written, err := true, error(nil)
+	if b.swapper != nil {
+		written, err = b.swapper.Swap(ctx, channelSpace, rec.Channel[:], old, rec.encode(), end.Add(b.opts.Retention))
+	} else {
+		err = b.opts.Store.Put(ctx, channelSpace, rec.Channel[:], rec.encode(), end.Add(b.opts.Retention))
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("channel: record channel %s: %w", rec.Channel, err)
+	}
+	return written, nil
 }
 
 // maxRef bounds Accept's ref, which may come from the client (an HTTP
@@ -177,24 +259,37 @@ type Funding struct {
 	Fragment string
 }
 
-// claimFunding records that hash funds id; b.funding is held.
+// claimFunding records that hash funds id, unless it does already;
+// b.funding is held. In a shared store the claim is swapped in over
+// nothing, so that two processes never give one payment to two channels.
 func (b *Books) claimFunding(ctx context.Context, hash [32]byte, id ID) error {
-	v, ok, err := b.opts.Store.Get(ctx, fundingSpace, hash[:])
-	if err != nil {
-		return fmt.Errorf("channel: read funding: %w", err)
+	for range maxChanges {
+		v, ok, err := b.opts.Store.Get(ctx, fundingSpace, hash[:])
+		switch {
+		case err != nil:
+			return fmt.Errorf("channel: read funding: %w", err)
+		case ok && !bytes.Equal(v, id[:]):
+			return ErrFundingUsed
+		case ok:
+			return nil
+		}
+		exp := b.opts.Now().Add(b.opts.IdleTTL + b.opts.Retention)
+		if b.swapper == nil {
+			err = b.opts.Store.Put(ctx, fundingSpace, hash[:], id[:], exp)
+		} else if ok, err = b.swapper.Swap(ctx, fundingSpace, hash[:], nil, id[:], exp); err == nil && !ok {
+			continue // claimed meanwhile: by this channel, or another?
+		}
+		if err != nil {
+			return fmt.Errorf("channel: record funding: %w", err)
+		}
+		return nil
 	}
-	if ok && !bytes.Equal(v, id[:]) {
-		return ErrFundingUsed
-	}
-	exp := b.opts.Now().Add(b.opts.IdleTTL + b.opts.Retention)
-	if err := b.opts.Store.Put(ctx, fundingSpace, hash[:], id[:], exp); err != nil {
-		return fmt.Errorf("channel: record funding: %w", err)
-	}
-	return nil
+	return fmt.Errorf("channel: funding payment %x: claimed and released %d times meanwhile", hash[:8], maxChanges)
 }
 
 // Open opens the channel f funds, and returns its state. Opening it again
-// with the same payment returns its state as it is now: Open is idempotent.
+// with the same payment returns its state as it is now: Open is idempotent,
+// across the processes sharing the store too.
 func (b *Books) Open(ctx context.Context, f Funding) (State, error) {
 	if f.AmountMsat == 0 {
 		return State{}, errors.New("channel: a deposit of 0 msat opens no channel")
@@ -208,29 +303,29 @@ func (b *Books) Open(ctx context.Context, f Funding) (State, error) {
 	}
 	b.funding.Lock()
 	defer b.funding.Unlock()
-	mu := b.stripe(id)
-	mu.Lock()
-	defer mu.Unlock()
-	rec, err := b.load(ctx, f.Client, id)
-	if err == nil {
-		return rec.State, nil
-	}
-	if !errors.Is(err, ErrNotFound) {
+	opened := false
+	rec, err := b.edit(ctx, f.Client, id, func(rec *record) (*record, bool, error) {
+		if rec != nil {
+			opened = false
+			return rec, false, nil
+		}
+		if err := b.claimFunding(ctx, f.PaymentHash, id); err != nil {
+			return nil, false, err
+		}
+		now := b.opts.Now()
+		opened = true
+		return &record{
+			State:   State{Channel: id, Fragment: f.Fragment, Deposit: f.AmountMsat, Opened: now, LastUse: now},
+			Client:  bytes.Clone(f.Client),
+			Funding: [][32]byte{f.PaymentHash},
+		}, true, nil
+	})
+	if err != nil {
 		return State{}, err
 	}
-	if err := b.claimFunding(ctx, f.PaymentHash, id); err != nil {
-		return State{}, err
+	if opened {
+		b.opts.Log.Info("channel opened", "channel", id, "deposit_msat", f.AmountMsat)
 	}
-	now := b.opts.Now()
-	rec = &record{
-		State:   State{Channel: id, Fragment: f.Fragment, Deposit: f.AmountMsat, Opened: now, LastUse: now},
-		Client:  bytes.Clone(f.Client),
-		Funding: [][32]byte{f.PaymentHash},
-	}
-	if err := b.put(ctx, rec); err != nil {
-		return State{}, err
-	}
-	b.opts.Log.Info("channel opened", "channel", id, "deposit_msat", f.AmountMsat)
 	return rec.State, nil
 }
 
@@ -239,32 +334,27 @@ func (b *Books) Open(ctx context.Context, f Funding) (State, error) {
 func (b *Books) TopUp(ctx context.Context, id ID, f Funding) (State, error) {
 	b.funding.Lock()
 	defer b.funding.Unlock()
-	rec, unlock, err := b.lockLoad(ctx, f.Client, id)
-	if err != nil {
-		return State{}, err
-	}
-	defer unlock()
-	for _, h := range rec.Funding {
-		if h == f.PaymentHash {
-			return rec.State, nil
+	rec, err := b.change(ctx, f.Client, id, func(rec *record) (bool, error) {
+		if slices.Contains(rec.Funding, f.PaymentHash) {
+			return false, nil
 		}
-	}
-	if rec.Closed {
-		return State{}, refuse(CodeClosed, &rec.State, "channel %s is closed; open another", id)
-	}
-	if len(rec.Funding) >= maxFunding {
-		return State{}, ErrTooManyTopUps
-	}
-	if rec.Deposit+f.AmountMsat < rec.Deposit {
-		return State{}, fmt.Errorf("channel: a top-up of %d msat overflows the deposit", f.AmountMsat)
-	}
-	if err := b.claimFunding(ctx, f.PaymentHash, id); err != nil {
-		return State{}, err
-	}
-	rec.Deposit += f.AmountMsat
-	rec.Funding = append(rec.Funding, f.PaymentHash)
-	rec.LastUse = b.opts.Now()
-	if err := b.put(ctx, rec); err != nil {
+		switch {
+		case rec.Closed:
+			return false, refuse(CodeClosed, &rec.State, "channel %s is closed; open another", id)
+		case len(rec.Funding) >= maxFunding:
+			return false, ErrTooManyTopUps
+		case rec.Deposit+f.AmountMsat < rec.Deposit:
+			return false, fmt.Errorf("channel: a top-up of %d msat overflows the deposit", f.AmountMsat)
+		}
+		if err := b.claimFunding(ctx, f.PaymentHash, id); err != nil {
+			return false, err
+		}
+		rec.Deposit += f.AmountMsat
+		rec.Funding = append(rec.Funding, f.PaymentHash)
+		rec.LastUse = b.opts.Now()
+		return true, nil
+	})
+	if err != nil {
 		return State{}, err
 	}
 	return rec.State, nil
@@ -273,28 +363,27 @@ func (b *Books) TopUp(ctx context.Context, id ID, f Funding) (State, error) {
 // Accept accepts r, from client, as payment of price msat for the call it
 // rides on, which ref names (the request event's id, the HTTP request's
 // clientTxRef), and records it before returning: the call may run once Accept
-// returns nil, and r is never accepted again. r must be the channel's next
-// receipt: its epoch and fragment, nonce one above the last accepted,
-// amount the last accepted plus price, within the deposit. Else nothing is
-// recorded and the *Error says why, with the state to make the next receipt
-// from: ErrDuplicate for the last accepted receipt sent again (its state's
-// Ref tells the same call retried from another call reusing it), and
-// ErrConflict, ErrInsufficientFunds, ErrEpochMismatch, ErrTampered,
-// ErrClosed, ErrNotFound.
+// returns nil, and r is never accepted again, by any process sharing the
+// store. r must be the channel's next receipt: its epoch and fragment, nonce
+// one above the last accepted, amount the last accepted plus price, within
+// the deposit. Else nothing is recorded and the *Error says why, with the
+// state to make the next receipt from: ErrDuplicate for the last accepted
+// receipt sent again (its state's Ref tells the same call retried from
+// another call reusing it), and ErrConflict (also for a receipt that another
+// process's receipt overtook), ErrInsufficientFunds, ErrEpochMismatch,
+// ErrTampered, ErrClosed, ErrNotFound.
 func (b *Books) Accept(ctx context.Context, client []byte, r *SubRAV, price uint64, ref string) (State, error) {
 	if len(ref) > maxRef {
 		return State{}, fmt.Errorf("channel: call reference of %d bytes, at most %d", len(ref), maxRef)
 	}
-	rec, unlock, err := b.lockLoad(ctx, client, r.ChannelID)
+	rec, err := b.change(ctx, client, r.ChannelID, func(rec *record) (bool, error) {
+		if err := check(&rec.State, r, price); err != nil {
+			return false, err
+		}
+		rec.Nonce, rec.Accumulated, rec.LastUse, rec.Ref = r.Nonce, r.AccumulatedAmount, b.opts.Now(), ref
+		return true, nil
+	})
 	if err != nil {
-		return State{}, err
-	}
-	defer unlock()
-	if err := check(&rec.State, r, price); err != nil {
-		return State{}, err
-	}
-	rec.Nonce, rec.Accumulated, rec.LastUse, rec.Ref = r.Nonce, r.AccumulatedAmount, b.opts.Now(), ref
-	if err := b.put(ctx, rec); err != nil {
 		return State{}, err
 	}
 	return rec.State, nil
@@ -328,11 +417,10 @@ func check(s *State, r *SubRAV, price uint64) error {
 
 // Get returns the state of channel id of client.
 func (b *Books) Get(ctx context.Context, client []byte, id ID) (State, error) {
-	rec, unlock, err := b.lockLoad(ctx, client, id)
+	rec, err := b.change(ctx, client, id, func(*record) (bool, error) { return false, nil })
 	if err != nil {
 		return State{}, err
 	}
-	defer unlock()
 	return rec.State, nil
 }
 
@@ -340,18 +428,19 @@ func (b *Books) Get(ctx context.Context, client []byte, id ID) (State, error) {
 // Deposit − Accumulated is owed to it (see Refund). Closing a closed
 // channel returns its state.
 func (b *Books) Close(ctx context.Context, client []byte, id ID) (State, error) {
-	rec, unlock, err := b.lockLoad(ctx, client, id)
+	closed := false
+	rec, err := b.change(ctx, client, id, func(rec *record) (bool, error) {
+		closed = !rec.Closed
+		if closed {
+			b.close(rec, b.opts.Now())
+		}
+		return closed, nil
+	})
 	if err != nil {
 		return State{}, err
 	}
-	defer unlock()
-	if rec.Closed {
-		return rec.State, nil
+	if closed {
+		b.opts.Log.Info("channel closed", "channel", id, "owed_msat", rec.Owed)
 	}
-	b.close(rec, b.opts.Now())
-	if err := b.put(ctx, rec); err != nil {
-		return State{}, err
-	}
-	b.opts.Log.Info("channel closed", "channel", id, "owed_msat", rec.Owed)
 	return rec.State, nil
 }

@@ -33,11 +33,17 @@
 //   - client.go: the client's side of a channel (Client): the next receipt
 //     for a price, and resynchronising from the server's state.
 //   - example_test.go: a channel's life through both sides, as the gate and
-//     the payer will drive it.
+//     the payer will drive it; replicas_test.go: Books of two processes
+//     on one store, racing.
 //
-// Every change to a channel is one durable.Store Put of its record, made
-// under the channel's lock before the method returns: a receipt accepted is
-// recorded before the call it pays runs, and never accepted again, across
-// restarts. The books assume one process serves a channel at a time (the
-// store has no compare-and-swap across processes).
+// Every change to a channel is one write of its record, made under the
+// channel's lock before the method returns: a receipt accepted is recorded
+// before the call it pays runs, and never accepted again, across restarts.
+// When the store is a durable.Swapper (the file store, and the NATS bucket
+// a replica group shares) the write is a swap over the record as it was
+// read, so that Books of several processes on one store keep one set of
+// books: a change that lost to another process's is made again on the
+// record as it now is, and a receipt that another call's receipt overtook
+// is refused with the state to resend from (ErrConflict). A refund is paid
+// by one process at a time (a mark in the store, refund.go).
 package channel
