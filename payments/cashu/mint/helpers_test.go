@@ -65,7 +65,7 @@ func (f *fixture) outputs(t testing.TB, amounts ...uint64) []cashu.Output {
 
 // unblind turns signatures on outs into proofs, checking each DLEQ proof
 // as a wallet must.
-func (f *fixture) unblind(t *testing.T, outs []cashu.Output, sigs []cashu.BlindSignature) []cashu.Proof {
+func (f *fixture) unblind(t testing.TB, outs []cashu.Output, sigs []cashu.BlindSignature) []cashu.Proof {
 	t.Helper()
 	if len(sigs) != len(outs) {
 		t.Fatalf("%d signatures for %d outputs", len(sigs), len(outs))
@@ -82,7 +82,7 @@ func (f *fixture) unblind(t *testing.T, outs []cashu.Output, sigs []cashu.BlindS
 }
 
 // mint mints proofs of amounts, paid by alice.
-func (f *fixture) mint(t *testing.T, amounts ...uint64) []cashu.Proof {
+func (f *fixture) mint(t testing.TB, amounts ...uint64) []cashu.Proof {
 	t.Helper()
 	ctx := context.Background()
 	var total uint64

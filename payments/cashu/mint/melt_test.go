@@ -100,3 +100,42 @@ func TestMelt_ProofsPendingWhilePaying(t *testing.T) {
 		t.Fatalf("proof of a paid melt is %s", st[0])
 	}
 }
+
+// lostAnswer is a Lightning whose payments go through but whose answer is
+// lost, as when the wallet's reply never arrives.
+type lostAnswer struct{ Lightning }
+
+func (l lostAnswer) PayInvoice(ctx context.Context, s string) (string, error) {
+	if _, err := l.Lightning.PayInvoice(ctx, s); err != nil {
+		return "", err
+	}
+	return "", context.DeadlineExceeded
+}
+
+// TestMelt_UnknownOutcomeStaysPendingUntilLookedUp: a payment whose outcome
+// is unknown neither frees the proofs (they may have paid) nor spends them
+// for good; reading the quote looks the payment up and settles it.
+func TestMelt_UnknownOutcomeStaysPendingUntilLookedUp(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.Lightning = lostAnswer{o.Lightning} })
+	ctx := context.Background()
+	proofs := f.mint(t, 4)
+	inv, _ := f.alice.MakeInvoice(ctx, 4_000, "", time.Hour)
+	q, err := f.m.MeltQuote(ctx, cashu.MeltQuoteBolt11Request{Request: inv.Bolt11, Unit: "sat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := f.m.Melt(ctx, cashu.MeltBolt11Request{Quote: q.Quote, Inputs: proofs})
+	if err != nil || resp.State != cashu.QuotePending {
+		t.Fatalf("melt of unknown outcome: %+v, %v", resp, err)
+	}
+	if st := f.states(t, proofs...); st[0] != cashu.StatePending {
+		t.Fatalf("its proof is %s", st[0])
+	}
+	g, err := f.m.GetMeltQuote(ctx, q.Quote)
+	if err != nil || g.State != cashu.QuotePaid || g.PaymentPreimage == nil {
+		t.Fatalf("quote after a lookup: %+v, %v", g, err)
+	}
+	if st := f.states(t, proofs...); st[0] != cashu.StateSpent {
+		t.Fatalf("its proof after the lookup is %s", st[0])
+	}
+}
