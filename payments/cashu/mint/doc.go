@@ -15,7 +15,9 @@
 // nonce are deterministic; any other request is refused. A melt claims its
 // proofs and marks them pending before pay_invoice: a failed payment
 // releases them (UNSPENT again), a paid one clears the marks (SPENT), an
-// unknown outcome leaves the quote PENDING until a lookup settles it.
+// unknown outcome (no answer, or the mint restarted while paying) leaves
+// the quote PENDING until reading it looks the payment up: paid, it is
+// settled; unknown to the wallet, it never started and is released.
 //
 // Files: mint.go (Options, New, the Mint), keys.go (the keyset derived from
 // the seed), lightning.go (the Lightning and Notifier seams), claim.go (the

@@ -23,8 +23,35 @@ type meltQuote struct {
 	Expiry      int64                  `json:"expiry"`
 	Preimage    string                 `json:"preimage,omitempty"`
 	Change      []cashu.BlindSignature `json:"change,omitempty"`
-	// Inputs are the Ys of the proofs paying it, while it pays.
-	Inputs [][]byte `json:"inputs,omitempty"`
+	// Claims are what paying it holds (its inputs spent, its change
+	// outputs signed), kept while it pays so that a mint restarted
+	// meanwhile can settle or release them.
+	Claims []heldClaim `json:"claims,omitempty"`
+}
+
+// heldClaim is a claimKey as a quote record keeps it.
+type heldClaim struct {
+	Space string `json:"space"`
+	Key   []byte `json:"key"`
+}
+
+func (q meltQuote) claimKeys() []claimKey {
+	keys := make([]claimKey, len(q.Claims))
+	for i, c := range q.Claims {
+		keys[i] = claimKey{c.Space, c.Key}
+	}
+	return keys
+}
+
+// inputs is the Ys of the proofs paying the quote.
+func (q meltQuote) inputs() [][]byte {
+	var ys [][]byte
+	for _, c := range q.Claims {
+		if c.Space == spaceSpent {
+			ys = append(ys, c.Key)
+		}
+	}
+	return ys
 }
 
 func (q meltQuote) response() cashu.MeltQuoteBolt11Response {
@@ -105,13 +132,31 @@ func (m *Mint) GetMeltQuote(ctx context.Context, id string) (cashu.MeltQuoteBolt
 	paying := m.paying[id]
 	m.mu.Unlock()
 	if q.State == cashu.QuotePending && !paying {
-		if inv, err := m.ln.LookupInvoice(ctx, q.PaymentHash); err == nil && inv.Settled() {
-			if q, err = m.settleMelt(ctx, q, inv.Preimage, nil); err != nil {
-				return cashu.MeltQuoteBolt11Response{}, err
-			}
+		if q, err = m.resolveMelt(ctx, q); err != nil {
+			return cashu.MeltQuoteBolt11Response{}, err
 		}
 	}
 	return q.response(), nil
+}
+
+// resolveMelt looks up the payment of a melt left pending: settled, the
+// melt is settled as paid (without change: the overpaid amount was not
+// kept); unknown to the wallet (NOT_FOUND: it never started), the melt
+// failed and its proofs are released; anything else, it stays pending.
+func (m *Mint) resolveMelt(ctx context.Context, q meltQuote) (meltQuote, error) {
+	inv, err := m.ln.LookupInvoice(ctx, q.PaymentHash)
+	var werr *payments.WalletError
+	switch {
+	case err == nil && inv.Settled():
+		return m.settleMelt(ctx, q, inv.Preimage, nil)
+	case errors.As(err, &werr) && werr.Code == payments.CodeNotFound:
+		m.log.Info("mint: a pending melt's payment never started; its proofs are unspent again")
+		if err := m.failMelt(ctx, q); err != nil {
+			return q, internal("releasing a melt's proofs", err)
+		}
+		return m.loadMeltQuote(ctx, q.ID)
+	}
+	return q, nil
 }
 
 // Melt pays a melt quote's invoice with proofs (NUT-05). The proofs are
@@ -156,7 +201,7 @@ func (m *Mint) Melt(ctx context.Context, req cashu.MeltBolt11Request) (cashu.Mel
 	switch {
 	case errors.As(err, &werr):
 		m.log.Info("mint: melt payment failed; its proofs are unspent again", "code", werr.Code)
-		if rerr := m.failMelt(context.WithoutCancel(ctx), q, keys); rerr != nil {
+		if rerr := m.failMelt(context.WithoutCancel(ctx), q); rerr != nil {
 			return cashu.MeltQuoteBolt11Response{}, internal("releasing a failed melt's proofs", rerr)
 		}
 		return cashu.MeltQuoteBolt11Response{}, cashu.Errorf(cashu.CodeLightningFailed, "the Lightning payment failed (%s)", werr.Code)
@@ -200,13 +245,13 @@ func (m *Mint) startMelt(ctx context.Context, q meltQuote, keys []claimKey, d []
 	// Marked only once claimed, so a mark is never another melt's; a
 	// crash before the quote turns PENDING leaves the proofs spent, and
 	// the same melt sent again takes up its own claims and goes on.
-	q.Inputs = nil
-	for _, k := range keys {
-		if k.space == spaceSpent {
-			q.Inputs = append(q.Inputs, k.key)
-			if err := m.st.Put(ctx, spacePending, k.key, []byte(q.ID), m.forever()); err != nil {
-				return q, internal("marking proofs pending", errors.Join(err, m.releaseAll(ctx, keys, nil)))
-			}
+	q.Claims = make([]heldClaim, len(keys))
+	for i, k := range keys {
+		q.Claims[i] = heldClaim{k.space, k.key}
+	}
+	for _, y := range q.inputs() {
+		if err := m.st.Put(ctx, spacePending, y, []byte(q.ID), m.forever()); err != nil {
+			return q, internal("marking proofs pending", errors.Join(err, m.releaseAll(ctx, keys, nil)))
 		}
 	}
 	q.State = cashu.QuotePending
@@ -219,18 +264,18 @@ func (m *Mint) startMelt(ctx context.Context, q meltQuote, keys []claimKey, d []
 
 // failMelt releases a failed melt's claims (its proofs unspent again),
 // then its marks, then returns the quote to UNPAID.
-func (m *Mint) failMelt(ctx context.Context, q meltQuote, keys []claimKey) error {
+func (m *Mint) failMelt(ctx context.Context, q meltQuote) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.releaseAll(ctx, keys, nil); err != nil {
+	if err := m.releaseAll(ctx, q.claimKeys(), nil); err != nil {
 		return err
 	}
-	for _, y := range q.Inputs {
+	for _, y := range q.inputs() {
 		if err := m.st.Put(ctx, spacePending, y, nil, gone); err != nil {
 			return err
 		}
 	}
-	q.State, q.Inputs = cashu.QuoteUnpaid, nil
+	q.State, q.Claims = cashu.QuoteUnpaid, nil
 	return m.putMeltQuote(ctx, q)
 }
 
@@ -239,8 +284,8 @@ func (m *Mint) failMelt(ctx context.Context, q meltQuote, keys []claimKey) error
 func (m *Mint) settleMelt(ctx context.Context, q meltQuote, preimage string, change []cashu.BlindSignature) (meltQuote, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	inputs := q.Inputs
-	q.State, q.Preimage, q.Change, q.Inputs = cashu.QuotePaid, preimage, change, nil
+	inputs := q.inputs()
+	q.State, q.Preimage, q.Change, q.Claims = cashu.QuotePaid, preimage, change, nil
 	if err := m.putMeltQuote(ctx, q); err != nil {
 		return q, internal("recording the quote", err)
 	}

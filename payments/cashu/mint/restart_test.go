@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"sync"
+	"time"
 	"testing"
 
 	"github.com/cvmgo/cvm/durable"
@@ -146,5 +147,55 @@ func TestSwap_LosingSwapReleasesItsOtherInputs(t *testing.T) {
 	}
 	if _, err := f.swap(t, a, 1); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMelt_RestartMidPayment: a mint that stopped with a melt pending
+// settles it when the quote is read after the restart: paid if the wallet
+// paid the invoice, released (proofs unspent, quote unpaid) if the wallet
+// never heard of the payment.
+func TestMelt_RestartMidPayment(t *testing.T) {
+	for _, paid := range []bool{true, false} {
+		t.Run(map[bool]string{true: "paid", false: "never paid"}[paid], func(t *testing.T) {
+			f, dir := fileFixture(t)
+			ctx := context.Background()
+			proofs := f.mint(t, 8)
+			inv, _ := f.alice.MakeInvoice(ctx, 8_000, "", time.Hour)
+			mq, err := f.m.MeltQuote(ctx, cashu.MeltQuoteBolt11Request{Request: inv.Bolt11, Unit: "sat"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, _ := f.m.loadMeltQuote(ctx, mq.Quote)
+			in, _, _, _ := f.m.checkInputs(proofs)
+			keys := claims(in, nil)
+			// The melt up to pay_invoice, and then the crash.
+			if _, err := f.m.startMelt(ctx, q, keys, digest("melt", q.ID, keys, nil)); err != nil {
+				t.Fatal(err)
+			}
+			if paid {
+				mw, _ := f.net.Wallet("mint")
+				if _, err := mw.PayInvoice(ctx, inv.Bolt11); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g := reopen(t, f, dir)
+			if st := g.states(t, proofs...); st[0] != cashu.StatePending {
+				t.Fatalf("proof of an interrupted melt is %s", st[0])
+			}
+			got, err := g.m.GetMeltQuote(ctx, mq.Quote)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, wantProof := cashu.QuoteUnpaid, cashu.StateUnspent
+			if paid {
+				want, wantProof = cashu.QuotePaid, cashu.StateSpent
+			}
+			if got.State != want {
+				t.Fatalf("quote after the restart is %s, want %s", got.State, want)
+			}
+			if st := g.states(t, proofs...); st[0] != wantProof {
+				t.Fatalf("proof after the restart is %s, want %s", st[0], wantProof)
+			}
+		})
 	}
 }
