@@ -4,8 +4,8 @@ import (
 	"context"
 	"reflect"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/payments/cashu"
