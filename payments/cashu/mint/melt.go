@@ -280,11 +280,21 @@ func (m *Mint) failMelt(ctx context.Context, q meltQuote) error {
 }
 
 // settleMelt records a paid melt: the quote PAID with its preimage and
-// change first, then its inputs' pending marks cleared (spent for good).
+// change first, then its inputs' pending marks cleared (spent for good)
+// and the blank outputs no change went to released.
 func (m *Mint) settleMelt(ctx context.Context, q meltQuote, preimage string, change []cashu.BlindSignature) (meltQuote, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	inputs := q.inputs()
+	// Change fills the blank outputs in order; the rest were not signed
+	// and are the wallet's to use again.
+	var unsigned []claimKey
+	for _, k := range q.claimKeys() {
+		if k.space == spaceSigned {
+			unsigned = append(unsigned, k)
+		}
+	}
+	unsigned = unsigned[min(len(change), len(unsigned)):]
 	q.State, q.Preimage, q.Change, q.Claims = cashu.QuotePaid, preimage, change, nil
 	if err := m.putMeltQuote(ctx, q); err != nil {
 		return q, internal("recording the quote", err)
@@ -293,6 +303,9 @@ func (m *Mint) settleMelt(ctx context.Context, q meltQuote, preimage string, cha
 		if err := m.st.Put(ctx, spacePending, y, nil, gone); err != nil {
 			return q, internal("clearing pending marks", err)
 		}
+	}
+	if err := m.releaseAll(ctx, unsigned, nil); err != nil {
+		return q, internal("releasing unsigned change outputs", err)
 	}
 	return q, nil
 }

@@ -46,7 +46,7 @@ func TestMint_MintSwapMeltThroughLightning(t *testing.T) {
 		t.Fatalf("melt quote %+v", q)
 	}
 	// 13 sats for a 10-sat invoice: 3 come back as change (2 + 1).
-	blank := f.outputs(t, 1, 1)
+	blank := f.outputs(t, 1, 1, 1)
 	resp, err := f.m.Melt(ctx, cashu.MeltBolt11Request{Quote: q.Quote, Inputs: swapped, Outputs: cashu.Messages(blank)})
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +69,11 @@ func TestMint_MintSwapMeltThroughLightning(t *testing.T) {
 	}
 	if change != 3 {
 		t.Fatalf("change %d, want 3", change)
+	}
+	// Three blank outputs for 3 sats of change: the unused one is not
+	// taken, and can be sent again.
+	if _, err := f.m.Swap(ctx, cashu.SwapRequest{Inputs: f.mint(t, 1), Outputs: []cashu.BlindedMessage{{Amount: 1, ID: blank[2].Message.ID, B: blank[2].Message.B}}}); err != nil {
+		t.Fatalf("an unused blank output: %v", err)
 	}
 	if got := f.states(t, swapped...); got[0] != "SPENT" || got[3] != "SPENT" {
 		t.Fatalf("melted proofs %v", got)
