@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/payments/cashu"
@@ -171,4 +172,19 @@ func httptestGet(t *testing.T, h http.Handler, path string) *httptest.ResponseRe
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 	return rec
+}
+
+// meltQuote asks the mint for a melt quote of an invoice of alice's for
+// sats, and returns it with the invoice.
+func (f *fixture) meltQuote(t testing.TB, sats int64) (cashu.MeltQuoteBolt11Response, string) {
+	t.Helper()
+	inv, err := f.alice.MakeInvoice(context.Background(), sats*1000, "", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := f.m.MeltQuote(context.Background(), cashu.MeltQuoteBolt11Request{Request: inv.Bolt11, Unit: "sat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q, inv.Bolt11
 }

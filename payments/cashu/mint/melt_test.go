@@ -71,11 +71,7 @@ func TestMelt_ProofsPendingWhilePaying(t *testing.T) {
 	f := newFixture(t, func(o *Options) { b.Lightning = o.Lightning; o.Lightning = b })
 	ctx := context.Background()
 	proofs := f.mint(t, 16)
-	inv, _ := f.alice.MakeInvoice(ctx, 16_000, "", time.Hour)
-	q, err := f.m.MeltQuote(ctx, cashu.MeltQuoteBolt11Request{Request: inv.Bolt11, Unit: "sat"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, _ := f.meltQuote(t, 16)
 	done := make(chan error, 1)
 	go func() {
 		_, err := f.m.Melt(ctx, cashu.MeltBolt11Request{Quote: q.Quote, Inputs: proofs})
@@ -88,7 +84,7 @@ func TestMelt_ProofsPendingWhilePaying(t *testing.T) {
 	if g, _ := f.m.GetMeltQuote(ctx, q.Quote); g.State != cashu.QuotePending {
 		t.Fatalf("quote under way is %s", g.State)
 	}
-	_, err = f.swap(t, proofs, 16)
+	_, err := f.swap(t, proofs, 16)
 	wantCode(t, err, cashu.CodeProofsPending)
 	_, err = f.m.Melt(ctx, cashu.MeltBolt11Request{Quote: q.Quote, Inputs: f.mint(t, 16)})
 	wantCode(t, err, cashu.CodeQuotePending)
@@ -119,11 +115,7 @@ func TestMelt_UnknownOutcomeStaysPendingUntilLookedUp(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.Lightning = lostAnswer{o.Lightning} })
 	ctx := context.Background()
 	proofs := f.mint(t, 4)
-	inv, _ := f.alice.MakeInvoice(ctx, 4_000, "", time.Hour)
-	q, err := f.m.MeltQuote(ctx, cashu.MeltQuoteBolt11Request{Request: inv.Bolt11, Unit: "sat"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, _ := f.meltQuote(t, 4)
 	resp, err := f.m.Melt(ctx, cashu.MeltBolt11Request{Quote: q.Quote, Inputs: proofs})
 	if err != nil || resp.State != cashu.QuotePending {
 		t.Fatalf("melt of unknown outcome: %+v, %v", resp, err)

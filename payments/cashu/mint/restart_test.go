@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/cvmgo/cvm/durable"
 	"github.com/cvmgo/cvm/payments/cashu"
@@ -160,11 +159,7 @@ func TestMelt_RestartMidPayment(t *testing.T) {
 			f, dir := fileFixture(t)
 			ctx := context.Background()
 			proofs := f.mint(t, 8)
-			inv, _ := f.alice.MakeInvoice(ctx, 8_000, "", time.Hour)
-			mq, err := f.m.MeltQuote(ctx, cashu.MeltQuoteBolt11Request{Request: inv.Bolt11, Unit: "sat"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			mq, invoice := f.meltQuote(t, 8)
 			q, _ := f.m.loadMeltQuote(ctx, mq.Quote)
 			in, _, _, _ := f.m.checkInputs(proofs)
 			keys := claims(in, nil)
@@ -174,7 +169,7 @@ func TestMelt_RestartMidPayment(t *testing.T) {
 			}
 			if paid {
 				mw, _ := f.net.Wallet("mint")
-				if _, err := mw.PayInvoice(ctx, inv.Bolt11); err != nil {
+				if _, err := mw.PayInvoice(ctx, invoice); err != nil {
 					t.Fatal(err)
 				}
 			}
