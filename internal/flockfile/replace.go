@@ -15,28 +15,64 @@ import (
 // Replace is Update for a file whose loss costs money: the new contents go
 // to a temporary file that is fsynced and then renamed over path, so a
 // crash at any point leaves either the old contents or the new ones whole,
-// never a truncated file. The lock is on path+".lock", a file that is never
-// replaced (a lock on path itself would be lost with the inode the rename
-// drops). f gets nil when path does not exist yet.
+// never a truncated file. f gets nil when path does not exist yet.
 func Replace(ctx context.Context, path string, perm os.FileMode, timeout time.Duration, f func(old []byte) (new []byte, err error)) error {
-	lockFile, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, perm)
+	h, err := Hold(ctx, path, perm, timeout)
 	if err != nil {
 		return err
 	}
-	defer lockFile.Close()
-	if err := lock(ctx, lockFile, timeout); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	defer unix.Flock(int(lockFile.Fd()), unix.LOCK_UN)
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	defer h.Close()
+	old, err := h.Read()
+	if err != nil {
 		return err
 	}
 	data, err := f(old)
 	if err != nil || data == nil {
 		return err
 	}
-	return writeWhole(path, perm, data)
+	return h.Write(data)
+}
+
+// Held is a file held under its lock for several reads and writes, for a
+// transaction that spans more than one write (a write before a request to
+// another party, and one after its answer).
+type Held struct {
+	path string
+	perm os.FileMode
+	lock *os.File
+}
+
+// Hold locks path for its caller until Close, waiting at most timeout.
+// The lock is on path+".lock", a file that is never replaced (a lock on
+// path itself would go with the inode a rename drops).
+func Hold(ctx context.Context, path string, perm os.FileMode, timeout time.Duration) (*Held, error) {
+	lockFile, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, perm)
+	if err != nil {
+		return nil, err
+	}
+	if err := lock(ctx, lockFile, timeout); err != nil {
+		lockFile.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &Held{path: path, perm: perm, lock: lockFile}, nil
+}
+
+// Read returns the file's contents, nil when it does not exist yet.
+func (h *Held) Read() ([]byte, error) {
+	data, err := os.ReadFile(h.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return data, err
+}
+
+// Write replaces the file's contents whole (see Replace).
+func (h *Held) Write(data []byte) error { return writeWhole(h.path, h.perm, data) }
+
+// Close releases the lock.
+func (h *Held) Close() error {
+	unix.Flock(int(h.lock.Fd()), unix.LOCK_UN)
+	return h.lock.Close()
 }
 
 // writeWhole writes data to path by way of path+".tmp": written, fsynced,

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -191,5 +192,34 @@ func TestReplace_DeathMidWriteLeavesTheLastWholeFile(t *testing.T) {
 	got := readList(t, path)
 	if len(acked) == 0 || !slices.Equal(got, acked) {
 		t.Fatalf("the file holds %d entries, the writer acknowledged %d", len(got), len(acked))
+	}
+}
+
+// A file held stays locked across its writes: another holder waits, and
+// gets it once the first closes.
+func TestHold_LocksAcrossWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "held.json")
+	ctx := context.Background()
+	h, err := Hold(ctx, path, 0o600, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Write([]byte(`["a"]`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Hold(ctx, path, 0o600, 20*time.Millisecond); !errors.Is(err, ErrLockTimeout) {
+		t.Fatalf("a second Hold while the first holds the file: %v, want ErrLockTimeout", err)
+	}
+	if err := h.Write([]byte(`["a","b"]`)); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	h2, err := Hold(ctx, path, 0o600, time.Second)
+	if err != nil {
+		t.Fatalf("Hold after Close: %v", err)
+	}
+	defer h2.Close()
+	if data, err := h2.Read(); err != nil || string(data) != `["a","b"]` {
+		t.Fatalf("read %q, %v", data, err)
 	}
 }
