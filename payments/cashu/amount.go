@@ -1,0 +1,46 @@
+package cashu
+
+import "math/bits"
+
+// SplitAmount splits an amount into the powers of two a keyset signs,
+// smallest first: 13 is 1, 4, 8. Zero splits into nothing.
+func SplitAmount(amount uint64) []uint64 {
+	out := make([]uint64, 0, bits.OnesCount64(amount))
+	for amount != 0 {
+		low := amount & -amount
+		out = append(out, low)
+		amount &^= low
+	}
+	return out
+}
+
+// IsPowerOfTwo reports whether amount is one a keyset can sign.
+func IsPowerOfTwo(amount uint64) bool {
+	return amount != 0 && amount&(amount-1) == 0
+}
+
+// SumProofs is the total amount of proofs, and false if it overflows.
+func SumProofs(proofs []Proof) (uint64, bool) {
+	var total uint64
+	for _, p := range proofs {
+		var carry uint64
+		total, carry = bits.Add64(total, p.Amount, 0)
+		if carry != 0 {
+			return 0, false
+		}
+	}
+	return total, true
+}
+
+// SumOutputs is the total amount of outputs, and false if it overflows.
+func SumOutputs(outputs []BlindedMessage) (uint64, bool) {
+	var total uint64
+	for _, o := range outputs {
+		var carry uint64
+		total, carry = bits.Add64(total, o.Amount, 0)
+		if carry != 0 {
+			return 0, false
+		}
+	}
+	return total, true
+}
