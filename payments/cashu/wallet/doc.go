@@ -9,9 +9,10 @@
 // over it) and locked for the length of an operation, so that two
 // processes never lose each other's proofs. Before a request that has the
 // mint sign new outputs, their secrets and blinding factors are written as
-// a pending operation; a crash after the mint answered and before the
-// proofs were written is the one loss left, and recover.go says what it
-// covers. No proof, output or token appears in a log line or an error.
+// a pending operation, which the next operation at that mint finishes by
+// sending the same request again (recover.go: complete with a mint that
+// answers a repeat, as cvm mint-sim does). No proof, output or token
+// appears in a log line or an error.
 //
 // Every DLEQ proof is verified (NUT-12): on the mint's signatures always,
 // on a received token's proofs when they carry one.

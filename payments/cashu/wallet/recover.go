@@ -15,17 +15,19 @@ import (
 // pending only while its process holds the lock, so every one found was
 // interrupted.
 //
-// A swap is sent again, the same inputs for the same outputs: if the
-// first never reached the mint, this one does its work. A mint quote is
-// looked up: once paid, its outputs are minted; unpaid and expired, it is
-// dropped (nothing was paid for it).
-//
-// What cannot be recovered: a swap or a mint the mint carried out whose
-// answer was lost (the crash fell between the mint's signing and the
-// file's next write, the length of one HTTP answer). The inputs are spent
-// and the signatures are known only to the mint: getting them back takes
-// NUT-09 restore, which cvm mint-sim does not offer. Such an operation is
-// dropped with a warning that names its amount.
+// A swap is sent again, the same inputs for the same outputs, and so is
+// the mint request of a quote the mint says is paid or issued. If the
+// first never reached the mint, the second does its work; if the mint
+// carried it out and its answer was lost, a mint that answers a repeated
+// request again (cvm mint-sim does: its signatures are deterministic and
+// it records who claimed what; NUT-19 calls this cached responses) sends
+// the same signatures, and nothing is lost. A mint that refuses the
+// repeat (outputs already signed, quote already issued) leaves that one
+// window open, the length of one HTTP answer: the inputs are spent, the
+// signatures known only to the mint, and getting them back would take
+// NUT-09 restore. Such an operation is dropped with a warning that names
+// its amount. An unpaid quote is kept until it expires, then dropped
+// (nothing was paid for it).
 func (o *op) recoverPending(ctx context.Context) error {
 	for _, p := range append([]pendingOp(nil), o.ss.f.Pending...) {
 		outputs, err := loadOutputs(p.Outputs)
@@ -61,10 +63,7 @@ func (o *op) recoverSwap(ctx context.Context, p pendingOp, outputs []cashu.Outpu
 	case !errors.As(err, &me):
 		return err // the mint is unreachable: try again later
 	case me.Code == cashu.CodeOutputsSigned:
-		o.w.log.Warn("cashu wallet: a swap interrupted by a crash was carried out by the mint, whose answer was lost; its proofs cannot be recovered without NUT-09 restore",
-			"mint", o.c.URL(), "sats", p.amount())
-		o.drop(p)
-		return o.ss.save()
+		return o.lost(p)
 	}
 	// Refused: it did not happen, now or before; our inputs come back
 	// unless spent (a token sent from them).
@@ -87,20 +86,34 @@ func (o *op) recoverMint(ctx context.Context, p pendingOp, outputs []cashu.Outpu
 		return err
 	}
 	switch q.State {
-	case cashu.QuotePaid:
-		if err := o.finishMint(ctx, p, outputs); err != nil {
+	case cashu.QuotePaid, cashu.QuoteIssued:
+		err := o.finishMint(ctx, p, outputs)
+		var me *cashu.Error
+		switch {
+		case errors.Is(err, &cashu.Error{Code: cashu.CodeQuoteIssued}) || errors.Is(err, &cashu.Error{Code: cashu.CodeOutputsSigned}):
+			return o.lost(p)
+		case errors.As(err, &me):
+			o.w.log.Warn("cashu wallet: the mint refused to mint a quote interrupted by a crash; dropped", "mint", o.c.URL(), "sats", p.amount(), "err", me)
+			o.drop(p)
+			return o.ss.save()
+		case err != nil:
 			return err
 		}
-		o.w.log.Info("cashu wallet: minted a quote paid before a crash", "mint", o.c.URL(), "sats", p.amount())
+		o.w.log.Info("cashu wallet: minted a quote interrupted by a crash", "mint", o.c.URL(), "sats", p.amount())
 		return nil
-	case cashu.QuoteIssued:
-		o.w.log.Warn("cashu wallet: a mint interrupted by a crash was carried out by the mint, whose answer was lost; its proofs cannot be recovered without NUT-09 restore",
-			"mint", o.c.URL(), "sats", p.amount())
 	case cashu.QuoteUnpaid:
 		if q.Expiry == nil || time.Now().Unix() < *q.Expiry {
 			return nil // it may yet be paid: kept
 		}
 	}
+	o.drop(p)
+	return o.ss.save()
+}
+
+// lost drops an operation the mint carried out and will not answer again.
+func (o *op) lost(p pendingOp) error {
+	o.w.log.Warn("cashu wallet: an operation interrupted by a crash was carried out by the mint, which will not send its signatures again; its proofs are lost",
+		"mint", o.c.URL(), "kind", p.Kind, "sats", p.amount())
 	o.drop(p)
 	return o.ss.save()
 }

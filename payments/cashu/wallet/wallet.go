@@ -325,7 +325,10 @@ func (w *Wallet) Send(ctx context.Context, mint string, amount uint64, deliver D
 
 // selectExact returns held proofs worth exactly amount: a subset if the
 // largest-first pick adds up to it, else the outcome of a swap of enough
-// proofs into amount and the change, which is kept.
+// proofs into amount and the change, which is kept. A subset is sent
+// without the mint, so it is first checked unspent (NUT-07): proofs sent
+// in a token whose removal a crash prevented are dropped, never sent
+// twice.
 func (o *op) selectExact(ctx context.Context, amount uint64) ([]cashu.Proof, error) {
 	held := slices.SortedFunc(slices.Values(o.ss.f.Proofs), func(a, b cashu.Proof) int { return cmp.Compare(b.Amount, a.Amount) })
 	var pick []cashu.Proof
@@ -337,7 +340,19 @@ func (o *op) selectExact(ctx context.Context, amount uint64) ([]cashu.Proof, err
 		}
 	}
 	if left == 0 {
-		return pick, nil
+		unspent, spent, err := o.unspent(ctx, pick)
+		if err != nil {
+			return nil, err
+		}
+		if spent == 0 {
+			return pick, nil
+		}
+		o.w.log.Warn("cashu wallet: dropped proofs the mint says are spent (sent before a crash?)", "mint", o.c.URL(), "proofs", spent)
+		o.ss.f.Proofs = without(o.ss.f.Proofs, without(pick, unspent))
+		if err := o.ss.save(); err != nil {
+			return nil, err
+		}
+		return o.selectExact(ctx, amount)
 	}
 	// Largest first until the sum covers amount and the inputs' fee.
 	var inputs []cashu.Proof
