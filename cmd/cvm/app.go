@@ -126,6 +126,7 @@ variables, then flags; later ones win. See "cvm config".`,
 		a.reviewCommand(),
 		a.reviewsCommand(),
 		a.walletSimCommand(),
+		a.mintSimCommand(),
 		a.cashuCommand(),
 	)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

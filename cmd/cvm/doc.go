@@ -59,5 +59,6 @@
 //     payment limits).
 //   - The rest: keygen.go (keygen, whoami), configcmd.go, demo.go,
 //     walletsim.go, walletsimaddr.go (wallet-sim's Lightning addresses,
-//     --lnaddr).
+//     --lnaddr), mintsim.go (mint-sim: the Cashu mint of payments/cashu/mint
+//     over the NIP-47 wallet of --wallet-file).
 package main

@@ -21,26 +21,21 @@ func IsPowerOfTwo(amount uint64) bool {
 
 // SumProofs is the total amount of proofs, and false if it overflows.
 func SumProofs(proofs []Proof) (uint64, bool) {
-	var total uint64
-	for _, p := range proofs {
-		var carry uint64
-		total, carry = bits.Add64(total, p.Amount, 0)
-		if carry != 0 {
-			return 0, false
-		}
-	}
-	return total, true
+	return total(proofs, func(p Proof) uint64 { return p.Amount })
 }
 
 // SumOutputs is the total amount of outputs, and false if it overflows.
 func SumOutputs(outputs []BlindedMessage) (uint64, bool) {
-	var total uint64
-	for _, o := range outputs {
+	return total(outputs, func(o BlindedMessage) uint64 { return o.Amount })
+}
+
+func total[T any](items []T, amount func(T) uint64) (uint64, bool) {
+	var sum uint64
+	for _, it := range items {
 		var carry uint64
-		total, carry = bits.Add64(total, o.Amount, 0)
-		if carry != 0 {
+		if sum, carry = bits.Add64(sum, amount(it), 0); carry != 0 {
 			return 0, false
 		}
 	}
-	return total, true
+	return sum, true
 }
