@@ -7,9 +7,9 @@
 //   info         {mint}                        -> {info, keysets, keys}
 //   mint-quote   {mint, amount}                -> the NUT-04 quote
 //   mint-proofs  {mint, amount, quote}         -> {proofs, dleq}
-//   send         {mint, amount, proofs}        -> {token, send, keep}
+//   send         {mint, amount, proofs}        -> {token, send, keep, spent}
 //   receive      {mint, token}                 -> {proofs, dleq}
-//   melt         {mint, invoice, proofs}       -> {quote, change}
+//   melt         {mint, invoice, proofs}       -> {quote, change, keep, spent}
 //   states       {mint, proofs}                -> {states}
 //   dleq         {mint, proofs}                -> {valid}
 //   hash-to-curve {messages: [hex]}            -> {points: [hex]}
@@ -58,6 +58,19 @@ function dleqOf(w, proofs) {
   return proofs.map((p) => hasValidDleq(p, w.getKeyset(p.id)));
 }
 
+// afterSpending splits the proofs a wallet had before an operation into
+// those the mint now reports spent and those still unspent, and adds the
+// operation's new proofs to the latter: keep is what the wallet holds
+// after it (cashu-ts's keep lists only a swap's change).
+async function afterSpending(w, before, given, fresh) {
+  const out = new Set(given.map((p) => p.secret));
+  const states = await w.checkProofsStates(before);
+  const spent = before.filter((_, i) => states[i].state === 'SPENT');
+  const kept = before.filter((p, i) => states[i].state === 'UNSPENT' && !out.has(p.secret));
+  const seen = new Set(kept.map((p) => p.secret));
+  return { spent, keep: [...kept, ...fresh.filter((p) => !seen.has(p.secret) && !out.has(p.secret))] };
+}
+
 const ops = {
   async info({ mint }) {
     const w = await wallet(mint);
@@ -76,9 +89,11 @@ const ops = {
   },
   async send({ mint, amount, proofs }) {
     const w = await wallet(mint);
-    const { keep, send } = await w.send(amount, proofs, { includeFees: true });
+    const before = proofs.map((p) => ({ ...p, amount: Amount.from(p.amount) }));
+    const { keep, send } = await w.send(amount, before, { includeFees: true });
     const token = getEncodedToken({ mint: w.mint.mintUrl, unit: 'sat', proofs: send });
-    return { token, send, keep, dleq: dleqOf(w, [...keep, ...send]) };
+    const after = await afterSpending(w, before, send, keep);
+    return { token, send, ...after, dleq: dleqOf(w, [...keep, ...send]) };
   },
   async receive({ mint, token }) {
     const w = await wallet(mint);
@@ -87,11 +102,13 @@ const ops = {
   },
   async melt({ mint, invoice, proofs }) {
     const w = await wallet(mint);
+    const before = proofs.map((p) => ({ ...p, amount: Amount.from(p.amount) }));
     const quote = await w.createMeltQuoteBolt11(invoice);
     const need = quote.amount.add(quote.fee_reserve);
-    const { keep, send } = await w.send(need, proofs, { includeFees: true });
+    const { keep, send } = await w.send(need, before, { includeFees: true });
     const res = await w.meltProofsBolt11(quote, send);
-    return { quote: res.quote, change: res.change, keep, spent: send };
+    const after = await afterSpending(w, before, send, [...keep, ...res.change]);
+    return { quote: res.quote, melted: send, change: res.change, ...after };
   },
   async states({ mint, proofs }) {
     const w = await wallet(mint);
