@@ -132,8 +132,13 @@ func (w *Wallet) Mint(ctx context.Context, mint string, amount uint64, pay PayFu
 		return err
 	}
 	if err := pay(ctx, quote.Request, amount); err != nil {
-		// Not paid, or not known to be: the quote stays pending, and the
-		// next operation here mints it if the mint saw it paid.
+		// Not paid, or not known to be: unless the mint says it is
+		// unpaid, the quote stays pending, and the next operation here
+		// mints it if the mint sees it paid.
+		if q, qerr := o.c.MintQuoteState(ctx, quote.Quote); qerr == nil && q.State == cashu.QuoteUnpaid {
+			o.drop(pending)
+			return errors.Join(err, o.ss.save())
+		}
 		return err
 	}
 	if err := o.awaitPaid(ctx, quote.Quote); err != nil {

@@ -390,3 +390,19 @@ func TestWallet_SpentProofsAreDropped(t *testing.T) {
 		t.Fatalf("hold %d after the spent proof was found, want 1", sats)
 	}
 }
+
+// A mint whose invoice was not paid (the budget refused, the payment
+// failed) leaves nothing pending: the quote is dropped once the mint says
+// it is unpaid.
+func TestWallet_MintNotPaidLeavesNothingPending(t *testing.T) {
+	tm := startMint(t, 0)
+	w := newWallet(t, t.TempDir(), nil, nil)
+	refused := errors.New("refused by the budget")
+	err := w.Mint(context.Background(), tm.url, 10, func(context.Context, string, uint64) error { return refused })
+	if !errors.Is(err, refused) {
+		t.Fatalf("mint with its payment refused: %v", err)
+	}
+	if sats, pending := held(t, w, tm.url); sats != 0 || pending != 0 {
+		t.Fatalf("after an unpaid mint: %d held, %d pending; want nothing", sats, pending)
+	}
+}
