@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"syscall"
@@ -42,8 +43,9 @@ func startCashuNet(t *testing.T) cashuNet {
 	return cashuNet{sim: sim, mint: ready.URL}
 }
 
-// payInvoice pays a BOLT11 invoice from a wallet-sim wallet over NWC.
-func payInvoice(t *testing.T, uri, invoice string) {
+// withNWC runs f with an NWC client of the wallet uri and a context that
+// bounds it; an error from f fails t.
+func withNWC(t *testing.T, uri string, f func(context.Context, *nwc.Client) error) {
 	t.Helper()
 	u, err := nwc.ParseURI(uri)
 	if err != nil {
@@ -53,27 +55,30 @@ func payInvoice(t *testing.T, uri, invoice string) {
 	defer c.Close()
 	ctx, cancel := testwait.Context(t, 15*time.Second)
 	defer cancel()
-	if _, err := c.PayInvoice(ctx, invoice); err != nil {
-		t.Fatalf("paying the mint's invoice: %v", err)
+	if err := f(ctx, c); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// payInvoice pays a BOLT11 invoice from a wallet-sim wallet over NWC.
+func payInvoice(t *testing.T, uri, invoice string) {
+	t.Helper()
+	withNWC(t, uri, func(ctx context.Context, c *nwc.Client) error {
+		_, err := c.PayInvoice(ctx, invoice)
+		return err
+	})
 }
 
 // makeInvoice makes an invoice of sats in a wallet-sim wallet over NWC.
 func makeInvoice(t *testing.T, uri string, sats int64) string {
 	t.Helper()
-	u, err := nwc.ParseURI(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := nwc.NewClient(u, nwc.ClientOptions{Timeout: 10 * time.Second})
-	defer c.Close()
-	ctx, cancel := testwait.Context(t, 15*time.Second)
-	defer cancel()
-	inv, err := c.MakeInvoice(ctx, sats*1000, "melted", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return inv.Bolt11
+	var bolt11 string
+	withNWC(t, uri, func(ctx context.Context, c *nwc.Client) error {
+		inv, err := c.MakeInvoice(ctx, sats*1000, "melted", time.Hour)
+		bolt11 = inv.Bolt11
+		return err
+	})
+	return bolt11
 }
 
 // tsMint has cashu-ts mint amount sats at the mint, alice paying the
