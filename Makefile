@@ -32,7 +32,8 @@ check:
 
 # Node packages the interop tests run (pinned by interop/package-lock.json).
 interop-deps: interop/node_modules/.package-lock.json interop/thirdparty-relay/node_modules/.package-lock.json \
-	interop/identitykit/node_modules/.package-lock.json interop/payments/node_modules/.package-lock.json
+	interop/identitykit/node_modules/.package-lock.json interop/payments/node_modules/.package-lock.json \
+	interop/cashu/node_modules/.package-lock.json
 
 interop/node_modules/.package-lock.json: interop/package.json interop/package-lock.json
 	cd interop && npm ci --no-audit --no-fund
@@ -48,6 +49,11 @@ interop/identitykit/node_modules/.package-lock.json: interop/identitykit/package
 # bolt11 and @getalby/sdk, for the payment interop tests, in their own folder.
 interop/payments/node_modules/.package-lock.json: interop/payments/package.json interop/payments/package-lock.json
 	cd interop/payments && npm ci --no-audit --no-fund
+
+# @cashu/cashu-ts, the Cashu wallet library cvm's mint and wallet are
+# proven against, in its own folder.
+interop/cashu/node_modules/.package-lock.json: interop/cashu/package.json interop/cashu/package-lock.json
+	cd interop/cashu && npm ci --no-audit --no-fund
 
 # The default cvm: pure Go, statically linked, secp256k1 in Go (btcec).
 build:

@@ -73,18 +73,11 @@ func walletFile(t *testing.T, uri string) string {
 // balance is a wallet's balance in msat, asked over NWC.
 func balance(t *testing.T, uri string) int64 {
 	t.Helper()
-	u, err := nwc.ParseURI(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := nwc.NewClient(u, nwc.ClientOptions{Timeout: 10 * time.Second})
-	defer c.Close()
-	ctx, cancel := testwait.Context(t, 15*time.Second)
-	defer cancel()
-	b, err := c.GetBalance(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var b int64
+	withNWC(t, uri, func(ctx context.Context, c *nwc.Client) (err error) {
+		b, err = c.GetBalance(ctx)
+		return err
+	})
 	return b
 }
 

@@ -127,6 +127,7 @@ variables, then flags; later ones win. See "cvm config".`,
 		a.reviewsCommand(),
 		a.walletSimCommand(),
 		a.mintSimCommand(),
+		a.cashuCommand(),
 	)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see: %s --help)", err, c.CommandPath())

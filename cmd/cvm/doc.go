@@ -54,6 +54,9 @@
 //   - Rooms (MCPx): room.go (the room group, serve, token), roombridge.go,
 //     roomjoin.go (the flags bridge and chat join a topic with),
 //     roomchat.go.
+//   - Cashu: cashu.go (cvm cashu mint, balance, send and receive over
+//     package payments/cashu/wallet, the mint's invoice paid within the
+//     payment limits).
 //   - The rest: keygen.go (keygen, whoami), configcmd.go, demo.go,
 //     walletsim.go, walletsimaddr.go (wallet-sim's Lightning addresses,
 //     --lnaddr), mintsim.go (mint-sim: the Cashu mint of payments/cashu/mint

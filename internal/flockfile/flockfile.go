@@ -1,6 +1,10 @@
 // Package flockfile updates a small file that several processes share,
 // one short transaction at a time under an exclusive flock(2) that is
-// waited for at most a timeout, never indefinitely.
+// waited for at most a timeout, never indefinitely. Update (flockfile.go)
+// rewrites the file in place; Replace (replace.go) renames a whole new
+// copy over it, for files that a crash mid-write must not leave
+// truncated, and Hold keeps such a file locked across several of those
+// writes.
 package flockfile
 
 import (
