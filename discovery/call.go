@@ -136,7 +136,7 @@ func Call(ctx context.Context, opts CallOptions) (*CallResult, error) {
 		if d, ok := callerDeclined(err); ok {
 			declined = err
 			providers = append(providers[:i+1], cheaper(providers[i+1:], d)...)
-			log.Info("payment declined; trying only cheaper providers", "server", p.Server.Npub, "amount", d.Amount, "unit", d.Unit, "reason", d.Reason, "left", len(providers)-i-1)
+			log.Debug("payment declined; trying only cheaper providers", "server", p.Server.Npub, "amount", d.Amount, "unit", d.Unit, "reason", d.Reason, "left", len(providers)-i-1)
 			if ctx.Err() != nil {
 				return res, err
 			}

@@ -1,7 +1,6 @@
 package discovery_test
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"testing"
@@ -20,29 +19,17 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// startGatedProvider is a provider of translate that asks price sats for
-// it before it runs (CEP-8, the fake payment method).
-func startGatedProvider(t *testing.T, r *relay.Server, who, price string) *contextvm.Server {
-	t.Helper()
-	ctx, cancel := testwait.Context(t, 10*time.Second)
-	defer cancel()
-	ledger := payments.NewLedger(nil)
-	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{
-		Signer:         contextvm.NewKeySigner(nostr.Generate()),
-		Relays:         []string{r.URL},
-		Info:           contextvm.ServerInfo{Name: who},
-		Announce:       true,
-		Prices:         []contextvm.Price{{Capability: "tool:translate", Amount: price}},
-		CommonTools:    []string{"translate"},
-		ToolCategories: []string{"language"},
-		Gate:           cep8.NewGate(cep8.Options{Processors: []payments.Processor{&payments.FakeProcessor{Ledger: ledger, Payee: who}}}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(context.Background(), translator(who))
-	t.Cleanup(func() { srv.Close() })
-	return srv
+// declineFixture is a relay with Dear, trusted, asking 9 sats for
+// translate before it runs (CEP-8, the fake payment method), and an
+// untrusted provider, other, announcing price and not gating; and the
+// schema's hash, and an empty history.
+func declineFixture(t *testing.T, other, price string) (p *nostrx.Pool, hash string, hist *discovery.History, dear, second *contextvm.Server) {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	p = pool(t, r)
+	gate := cep8.NewGate(cep8.Options{Processors: []payments.Processor{&payments.FakeProcessor{Ledger: payments.NewLedger(nil), Payee: "Dear"}}})
+	dear = startProviderGated(t, r, "Dear", "9", nostr.Generate(), gate)
+	second = startProvider(t, r, other, price)
+	return p, schemaHash(t, p, 2), discovery.OpenHistory(filepath.Join(t.TempDir(), "history.json")), dear, second
 }
 
 // callWithin calls translate on the providers of hash, trusting trusted
@@ -65,12 +52,7 @@ func callWithin(t *testing.T, p *nostrx.Pool, hash string, hist *discovery.Histo
 // over to a provider as dear, which would be declined too, or answer
 // unpaid only because it asks nothing of a caller it does not gate.
 func TestCallStopsAtADeclinedPayment(t *testing.T) {
-	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
-	p := pool(t, r)
-	dear := startGatedProvider(t, r, "Dear", "9")
-	same := startProvider(t, r, "Same", "9")
-	hash := schemaHash(t, p, 2)
-	hist := discovery.OpenHistory(filepath.Join(t.TempDir(), "history.json"))
+	p, hash, hist, dear, same := declineFixture(t, "Same", "9")
 
 	res, err := callWithin(t, p, hash, hist, dear.PublicKey(), 5)
 	d, ok := contextvm.Declined(err)
@@ -91,12 +73,7 @@ func TestCallStopsAtADeclinedPayment(t *testing.T) {
 // lower price are tried, and the one that answers is recorded; the
 // declined one is not.
 func TestCallFailsOverToACheaperProviderAfterADecline(t *testing.T) {
-	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
-	p := pool(t, r)
-	dear := startGatedProvider(t, r, "Dear", "9")
-	cheap := startProvider(t, r, "Cheap", "3")
-	hash := schemaHash(t, p, 2)
-	hist := discovery.OpenHistory(filepath.Join(t.TempDir(), "history.json"))
+	p, hash, hist, dear, cheap := declineFixture(t, "Cheap", "3")
 
 	res, err := callWithin(t, p, hash, hist, dear.PublicKey(), 5)
 	if err != nil || res.Provider.Server.Name != "Cheap" || res.Result.Content[0].(*mcp.TextContent).Text != "Cheap: hi" {

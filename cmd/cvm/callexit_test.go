@@ -93,12 +93,11 @@ func TestCallExitStatuses(t *testing.T) {
 	}
 }
 
-// --raw prints the result alone, one line of JSON, even when payments
-// would be added to it with --json.
+// --raw prints the result alone, one line of JSON.
 func TestCall_Raw(t *testing.T) {
 	relayURL, npub := demoOnNostr(t)
 	c := newCLI(t)
-	code, out, errOut := runCVM(t, c, "call", npub, "add", "a=2", "b=3", "--raw", "--json", "--relay", relayURL)
+	code, out, errOut := runCVM(t, c, "call", npub, "add", "a=2", "b=3", "--raw", "--relay", relayURL)
 	var res struct {
 		Content           []map[string]any `json:"content"`
 		StructuredContent map[string]int   `json:"structuredContent"`
@@ -136,11 +135,11 @@ func TestCallSchema_ExtractAndPayment(t *testing.T) {
 	if code, out, errOut := call(free, "--extract", "structuredContent.sum", "--json"); code != 0 || out != "3\n" || !strings.Contains(errOut, "answered by Free") {
 		t.Errorf("--extract: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	if code, out, errOut := call(free, "--raw"); code != 0 || !strings.HasPrefix(out, `{"content":`) || strings.Contains(out, "provider") {
+	if code, out, errOut := call(free, "--raw", "--json"); code != 0 || !strings.HasPrefix(out, `{"content":`) || strings.Contains(out, "provider") {
 		t.Errorf("--raw: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	code, out, errOut := call(gated)
-	if code != exitPayment || out != "" || !strings.Contains(errOut, "Gated ("+nostrx.EncodeNpub(gated)[:20]+"…) asked 10 sats: not paid") ||
+	if code != exitPayment || out != "" || strings.Contains(errOut, "level=") || !strings.Contains(errOut, "Gated ("+nostrx.EncodeNpub(gated)[:20]+"…) asked 10 sats: not paid") ||
 		!strings.HasSuffix(errOut, "cvm: the call costs 10 sats; give --max-sats 10 (or set payments.max-sats) and a wallet (--wallet-file or $CVM_WALLET) to pay for it\n") {
 		t.Errorf("not paid: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
