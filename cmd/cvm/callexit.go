@@ -82,12 +82,14 @@ func callExitCode(ctx context.Context, err error) int {
 		return exitNoMatch
 	case errors.Is(err, errNoRelay):
 		return exitTransport
-	case errors.As(err, &werr):
-		return rpcExitCode(werr)
-	case !errors.As(err, new(remoteError)):
+	case !errors.As(err, new(remoteError)) && !errors.As(err, &werr):
 		return exitUsage
 	case ctx.Err() != nil, unreachable(err):
+		// Before the JSON-RPC code: the go-sdk's HTTP client marks a
+		// request it could not send with one of its own (-32005).
 		return exitTransport
+	case errors.As(err, &werr):
+		return rpcExitCode(werr)
 	}
 	return exitProtocol
 }

@@ -72,6 +72,7 @@ func TestCallExitStatuses(t *testing.T) {
 		{"no such tool", []string{npub, "nosuch"}, exitProtocol, "", `the server has no tool "nosuch"`},
 		{"no relay", []string{npub, "add", "a=1", "b=2", "--relay", "ws://127.0.0.1:1", "--timeout", "1s"}, exitTransport, "", "no relay answered within 1s"},
 		{"no server answers", []string{nobody, "add", "a=1", "b=2", "--stateless", "--timeout", "1s"}, exitTransport, "", "is " + nobody + " running"},
+		{"no HTTP server", []string{"http://127.0.0.1:1/mcp", "add", "a=1", "b=2", "--timeout", "5s"}, exitTransport, "", "connection refused"},
 		{"not paid", []string{gated, "add", "a=1", "b=2", "--relay", r.URL}, exitPayment, "", "the call costs 10 sats; give --max-sats 10"},
 		{"a path that selects nothing", []string{npub, "add", "a=2", "b=3", "--extract", "structuredContent.nope"}, exitNoMatch, "",
 			"--extract structuredContent.nope: structuredContent has no nope (it has: sum); see the whole result with --raw"},
