@@ -80,22 +80,22 @@ and the priced calls from it, with no invoice; see cvm channels --help.
 
 %s`
 
-// callCmd is one run of cvm call: the invocation's app and the client's
-// flags, the payments it may make among them.
+// callCmd is one run of cvm call: the invocation's app and the command's
+// flags, the client's (the payments it may make among them) and the
+// output's.
 type callCmd struct {
 	*app
-	cf  clientFlags
-	out callOutput
+	cf     clientFlags
+	out    callOutput
+	schema string
+	stream bool
+	tf     trustFlags
+	rf     reputationFlags
+	pf     payFlags
 }
 
 func (a *app) callCommand() *cobra.Command {
-	var cf clientFlags
-	var schema string
-	var tf trustFlags
-	var rf reputationFlags
-	var stream bool
-	var pf payFlags
-	var out callOutput
+	c := &callCmd{app: a}
 	cmd := &cobra.Command{
 		Use:   "call SERVER TOOL [JSON | key=value…] | call --schema HASH TOOL [JSON | key=value…]",
 		Short: "Call a tool of a ContextVM server",
@@ -105,33 +105,33 @@ func (a *app) callCommand() *cobra.Command {
   cvm call weather forecast '{"city":"Lyon","days":3}'
   cvm call --schema 7c61a439f00669bd… --trust npub1… translate text=hello to=fr`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if schema != "" {
+			if c.schema != "" {
 				return positional(1, -1)(cmd, args)
 			}
 			return positional(2, -1)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := out.check(cmd, stream); err != nil {
+			if err := c.out.check(cmd, c.stream); err != nil {
 				return err
 			}
-			c := &callCmd{app: a, cf: cf, out: out}
-			return classifyCall(cmd.Context(), c.run(cmd.Context(), args, schema, stream, tf, rf, pf))
+			return classifyCall(cmd.Context(), c.run(cmd.Context(), args))
 		},
 	}
-	a.addClientFlags(cmd, &cf, 30*time.Second)
-	addModeFlags(cmd, &cf, true)
-	cmd.Flags().BoolVar(&stream, "stream", false, "read the tool's open stream (CEP-41) and write its chunks to stdout as they arrive")
-	cmd.Flags().StringVar(&schema, "schema", "", "call the tool of this common schema hash (or a unique start of it) on the best server that announces it")
-	addTrustFlags(cmd, &tf)
-	addReputationFlags(cmd, &rf)
-	a.addPayFlags(cmd, &pf, true)
-	addChannelFlag(cmd, &pf)
-	addOutputFlags(cmd, &out)
+	a.addClientFlags(cmd, &c.cf, 30*time.Second)
+	addModeFlags(cmd, &c.cf, true)
+	cmd.Flags().BoolVar(&c.stream, "stream", false, "read the tool's open stream (CEP-41) and write its chunks to stdout as they arrive")
+	cmd.Flags().StringVar(&c.schema, "schema", "", "call the tool of this common schema hash (or a unique start of it) on the best server that announces it")
+	addTrustFlags(cmd, &c.tf)
+	addReputationFlags(cmd, &c.rf)
+	a.addPayFlags(cmd, &c.pf, true)
+	addChannelFlag(cmd, &c.pf)
+	addOutputFlags(cmd, &c.out)
 	return cmd
 }
 
 // run calls the tool: by schema, or on the server args name.
-func (c *callCmd) run(ctx context.Context, args []string, schema string, stream bool, tf trustFlags, rf reputationFlags, pf payFlags) error {
+func (c *callCmd) run(ctx context.Context, args []string) error {
+	schema, pf := c.schema, c.pf
 	first := 2 // SERVER TOOL
 	if schema != "" {
 		first = 1 // TOOL
@@ -160,9 +160,9 @@ func (c *callCmd) run(ctx context.Context, args []string, schema string, stream 
 	defer closeChannels()
 	c.cf.pay = pay
 	if schema != "" {
-		return c.callSchema(ctx, tf, rf, prefix, whole, args[0], toolArgs)
+		return c.callSchema(ctx, c.tf, c.rf, prefix, whole, args[0], toolArgs)
 	}
-	return c.call(ctx, args[0], args[1], toolArgs, stream, paid)
+	return c.call(ctx, args[0], args[1], toolArgs, c.stream, paid)
 }
 
 // call calls tool name on server with args, typed by the tool's schema.
