@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -81,6 +82,16 @@ type CallResult struct {
 // failures: they would be the same elsewhere, and trying elsewhere would run
 // the call twice.
 //
+// A payment the caller's Payer declined (CodePaymentDeclined: over its
+// cap or a budget, refused by a person, the wallet failing) is the
+// caller's, not the provider's: it is not recorded as the provider's
+// failure, and the call stops there, since the next provider would be
+// declined too, unless the decline was for the amount (no cap, over the
+// cap or a daily limit): then only the providers after it that announce a
+// lower price in the same unit, or none, are tried, each declined in turn
+// if still too dear. A payment request the client could not read
+// (DeclinedMalformed) is the provider's failure.
+//
 // A provider whose key is the caller's own is called with a throwaway key.
 //
 // A provider that times out may still have run the call; failing over can
@@ -115,11 +126,22 @@ func Call(ctx context.Context, opts CallOptions) (*CallResult, error) {
 		return nil, fmt.Errorf("discovery: schema %s describes the tool %q, not %q", opts.SchemaHash, providers[0].Tool.Name, opts.Tool)
 	}
 	res := &CallResult{}
-	for _, p := range providers {
+	var declined error // the last payment declined
+	for i := 0; i < len(providers); i++ {
+		p := providers[i]
 		start := time.Now()
 		result, err := callOne(ctx, opts, p)
 		elapsed := time.Since(start)
 		res.Attempts = append(res.Attempts, Attempt{Provider: p, Elapsed: elapsed, Err: err})
+		if d, ok := callerDeclined(err); ok {
+			declined = err
+			providers = append(providers[:i+1], cheaper(providers[i+1:], d)...)
+			log.Debug("payment declined; trying only cheaper providers", "server", p.Server.Npub, "amount", d.Amount, "unit", d.Unit, "reason", d.Reason, "left", len(providers)-i-1)
+			if ctx.Err() != nil {
+				return res, err
+			}
+			continue
+		}
 		if err == nil || !failover(err) {
 			if err == nil {
 				opts.History.Succeeded(p.Server.Pubkey, elapsed, time.Now())
@@ -133,7 +155,43 @@ func Call(ctx context.Context, opts CallOptions) (*CallResult, error) {
 			return res, ctx.Err()
 		}
 	}
-	return res, fmt.Errorf("discovery: all %d providers failed; the last: %w", len(providers), res.Attempts[len(res.Attempts)-1].Err)
+	last := res.Attempts[len(res.Attempts)-1].Err
+	if declined != nil && last != declined {
+		// The payment, not the providers, is what kept the call from
+		// being made.
+		return res, fmt.Errorf("%w (a cheaper provider failed too: %v)", declined, last)
+	}
+	if declined != nil {
+		return res, declined
+	}
+	return res, fmt.Errorf("discovery: all %d providers failed; the last: %w", len(providers), last)
+}
+
+// callerDeclined reads a payment the caller declined to make, which is
+// no failure of the provider's.
+func callerDeclined(err error) (contextvm.DeclinedData, bool) {
+	d, ok := contextvm.Declined(err)
+	return d, ok && d.Reason != contextvm.DeclinedMalformed
+}
+
+// amountReasons are the declines that a lower price could avoid.
+var amountReasons = []string{contextvm.DeclinedNoPayments, contextvm.DeclinedNoCap, contextvm.DeclinedOverCap, contextvm.DeclinedOverDaily}
+
+// cheaper are those of providers that announce a price lower than the
+// amount d declined, in its unit, or none; none of them when d was not
+// declined for the amount.
+func cheaper(providers []Provider, d contextvm.DeclinedData) []Provider {
+	if !slices.Contains(amountReasons, d.Reason) {
+		return nil
+	}
+	return slices.DeleteFunc(slices.Clone(providers), func(p Provider) bool {
+		price := p.Tool.Price
+		if price == nil {
+			return false // free
+		}
+		unit := cmp.Or(price.Unit, contextvm.DefaultPriceUnit)
+		return unit != d.Unit || price.High() >= float64(d.Amount)
+	})
 }
 
 func callOne(ctx context.Context, opts CallOptions, p Provider) (*mcp.CallToolResult, error) {

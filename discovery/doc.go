@@ -22,7 +22,8 @@
 // implementations in the order [Choose] prefers them (trusted first, then
 // the better [Reputation] band, the cheapest, the fastest to answer,
 // recent failures last), and [Call] calls the tool on the first that
-// answers, failing over to the next, with a [History] of the user's last
+// answers, failing over to the next (after a payment the caller declined,
+// only to cheaper ones), with a [History] of the user's last
 // calls to each server kept between runs (package reputation reads it too).
 //
 // Files: catalog.go (the Catalog: adding, deleting and parsing announcements

@@ -45,6 +45,13 @@ func startProvider(t *testing.T, r *relay.Server, who, price string) *contextvm.
 
 func startProviderWithKey(t *testing.T, r *relay.Server, who, price string, key nostr.SecretKey) *contextvm.Server {
 	t.Helper()
+	return startProviderGated(t, r, who, price, key, nil)
+}
+
+// startProviderGated is a provider of translate whose gate, if any,
+// collects its price.
+func startProviderGated(t *testing.T, r *relay.Server, who, price string, key nostr.SecretKey, gate contextvm.Gate) *contextvm.Server {
+	t.Helper()
 	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{
@@ -55,6 +62,7 @@ func startProviderWithKey(t *testing.T, r *relay.Server, who, price string, key 
 		Prices:         []contextvm.Price{{Capability: "tool:translate", Amount: price}},
 		CommonTools:    []string{"translate"},
 		ToolCategories: []string{"language"},
+		Gate:           gate,
 	})
 	if err != nil {
 		t.Fatal(err)

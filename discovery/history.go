@@ -105,12 +105,13 @@ func (h *History) Succeeded(pk nostr.PubKey, d time.Duration, t time.Time) {
 // Record records a call to pk that took d, by its error: a success when
 // err is nil, a failure when the server did not answer or answered with an
 // error, nothing for invalid arguments (-32602), which are the caller's
-// and would be refused anywhere.
+// and would be refused anywhere, nor for a payment the caller declined.
 func (h *History) Record(pk nostr.PubKey, d time.Duration, err error, at time.Time) {
+	_, declined := callerDeclined(err)
 	switch {
 	case err == nil:
 		h.Succeeded(pk, d, at)
-	case failover(err):
+	case failover(err) && !declined:
 		h.Failed(pk, at)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,7 +16,8 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// Exit statuses, the same for every command.
+// Exit statuses, the same for every command; cvm call tells more apart
+// (callexit.go).
 const (
 	exitOK     = 0
 	exitRemote = 1 // the remote side reported a failure
@@ -78,10 +78,7 @@ func run(ctx context.Context, args []string, e env) int {
 		return exitOK
 	}
 	fmt.Fprintf(e.stderr, "cvm: %v\n", err)
-	if errors.As(err, new(remoteError)) {
-		return exitRemote
-	}
-	return exitLocal
+	return exitStatus(err)
 }
 
 func (a *app) rootCommand() *cobra.Command {

@@ -37,8 +37,9 @@ found out, said on stderr and corrected (see docs/protocol-compatibility.md).
 they arrive.
 
 The result's text goes to stdout; --json prints the whole CallToolResult.
-Progress goes to stderr. Exit status 1 when the tool reports an error
-(isError) or the server answers with a JSON-RPC error or not at all.
+Progress goes to stderr.
+
+%s
 
 With --schema HASH and no SERVER, the tool is called on a server chosen
 among those that announce a verified implementation of that common schema
@@ -58,10 +59,13 @@ an error or a timeout, the next one is tried. Invalid arguments and the
 tool's own errors are answers, not reasons to try elsewhere. The outcome
 of every call (by schema or not) is remembered in history.json in the
 cache directory: the last 50 calls to each server. The chosen server is
-named on stderr; --json prints {"result", "provider", "attempts"}.
+named on stderr; --json prints {"result", "provider", "attempts"}, and
+--raw and --extract the result alone. A payment not made (see below) is
+not the server's failure: it is not remembered as one, and only servers
+that announce a lower price, in the same unit, are tried after it.
 
 A priced tool is paid for only within --max-sats (or payments.max-sats in
-config.toml): a priced call without a cap exits 2. On a terminal cvm asks
+config.toml): a priced call without a cap exits 5. On a terminal cvm asks
 before paying, unless --yes; without one it pays only with --yes. Daily
 limits (payments.max-sats-per-day, payments.max-sats-per-server-per-day)
 are kept in the data directory, shared by every cvm on the machine, and
@@ -72,79 +76,93 @@ _meta["cvm/payments"].
 
 Many calls to one server: --channel SATS (payments.channel-deposit) pays
 SATS once into a prepaid payment channel with a server that offers them,
-and the priced calls from it, with no invoice; see cvm channels --help.`
+and the priced calls from it, with no invoice; see cvm channels --help.
 
-// callCmd is one run of cvm call: the invocation's app and the client's
-// flags, the payments it may make among them.
+%s`
+
+// callCmd is one run of cvm call: the invocation's app and the command's
+// flags, the client's (the payments it may make among them) and the
+// output's.
 type callCmd struct {
 	*app
-	cf clientFlags
+	cf     clientFlags
+	out    callOutput
+	schema string
+	stream bool
+	tf     trustFlags
+	rf     reputationFlags
+	pf     payFlags
 }
 
 func (a *app) callCommand() *cobra.Command {
-	var cf clientFlags
-	var schema string
-	var tf trustFlags
-	var rf reputationFlags
-	var stream bool
-	var pf payFlags
+	c := &callCmd{app: a}
 	cmd := &cobra.Command{
 		Use:   "call SERVER TOOL [JSON | key=value…] | call --schema HASH TOOL [JSON | key=value…]",
 		Short: "Call a tool of a ContextVM server",
-		Long:  fmt.Sprintf(callHelp, reputation.AdmitThreshold, reputation.BandWidth),
+		Long:  fmt.Sprintf(callHelp, callOutputHelp, reputation.AdmitThreshold, reputation.BandWidth, exitCodesHelp),
 		Example: `  cvm call npub1… add a=2 b=3
+  cvm call npub1… add a=2 b=3 --extract structuredContent.sum
   cvm call weather forecast '{"city":"Lyon","days":3}'
   cvm call --schema 7c61a439f00669bd… --trust npub1… translate text=hello to=fr`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if schema != "" {
+			if c.schema != "" {
 				return positional(1, -1)(cmd, args)
 			}
 			return positional(2, -1)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			first := 2 // SERVER TOOL
-			if schema != "" {
-				first = 1 // TOOL
-			}
-			// Checked before anything is sent: their form needs no server.
-			toolArgs, err := parseArguments(args[first:])
-			if err != nil {
+			if err := c.out.check(cmd, c.stream); err != nil {
 				return err
 			}
-			var prefix string
-			var whole bool
-			if schema != "" {
-				if prefix, whole, err = schemaArg(schema); err != nil {
-					return err
-				}
-			}
-			pay, paid, err := a.payOptions(pf, a.askOnTerminal(pf.yes))
-			if err != nil {
-				return err
-			}
-			defer paid.Close()
-			closeChannels, err := a.channelOptions(cmd.Context(), pf, cf, pay, paid)
-			if err != nil {
-				return err
-			}
-			defer closeChannels()
-			cf.pay = pay
-			c := &callCmd{app: a, cf: cf}
-			if schema != "" {
-				return c.callSchema(cmd.Context(), tf, rf, prefix, whole, args[0], toolArgs)
-			}
-			return c.call(cmd.Context(), args[0], args[1], toolArgs, stream, paid)
+			return classifyCall(cmd.Context(), c.run(cmd.Context(), args))
 		},
 	}
-	a.addClientFlags(cmd, &cf, 30*time.Second)
-	addModeFlags(cmd, &cf, true)
-	cmd.Flags().BoolVar(&stream, "stream", false, "read the tool's open stream (CEP-41) and write its chunks to stdout as they arrive")
-	cmd.Flags().StringVar(&schema, "schema", "", "call the tool of this common schema hash (or a unique start of it) on the best server that announces it")
-	addTrustFlags(cmd, &tf)
-	addReputationFlags(cmd, &rf)
-	a.addPayFlags(cmd, &pf, true)
-	addChannelFlag(cmd, &pf)
+	a.addClientFlags(cmd, &c.cf, 30*time.Second)
+	addModeFlags(cmd, &c.cf, true)
+	cmd.Flags().BoolVar(&c.stream, "stream", false, "read the tool's open stream (CEP-41) and write its chunks to stdout as they arrive")
+	cmd.Flags().StringVar(&c.schema, "schema", "", "call the tool of this common schema hash (or a unique start of it) on the best server that announces it")
+	addTrustFlags(cmd, &c.tf)
+	addReputationFlags(cmd, &c.rf)
+	a.addPayFlags(cmd, &c.pf, true)
+	addChannelFlag(cmd, &c.pf)
+	addOutputFlags(cmd, &c.out)
 	return cmd
+}
+
+// run calls the tool: by schema, or on the server args name.
+func (c *callCmd) run(ctx context.Context, args []string) error {
+	schema, pf := c.schema, c.pf
+	first := 2 // SERVER TOOL
+	if schema != "" {
+		first = 1 // TOOL
+	}
+	// Checked before anything is sent: their form needs no server.
+	toolArgs, err := parseArguments(args[first:])
+	if err != nil {
+		return err
+	}
+	var prefix string
+	var whole bool
+	if schema != "" {
+		if prefix, whole, err = schemaArg(schema); err != nil {
+			return err
+		}
+	}
+	pay, paid, err := c.payOptions(pf, c.askOnTerminal(pf.yes))
+	if err != nil {
+		return err
+	}
+	defer paid.Close()
+	closeChannels, err := c.channelOptions(ctx, pf, c.cf, pay, paid)
+	if err != nil {
+		return err
+	}
+	defer closeChannels()
+	c.cf.pay = pay
+	if schema != "" {
+		return c.callSchema(ctx, c.tf, c.rf, prefix, whole, args[0], toolArgs)
+	}
+	return c.call(ctx, args[0], args[1], toolArgs, c.stream, paid)
 }
 
 // call calls tool name on server with args, typed by the tool's schema.
@@ -178,7 +196,7 @@ func (c *callCmd) call(ctx context.Context, server, name string, args callArgume
 	}
 	if cs.httpURL != "" && quotation.Priced(tool) && !cs.buyer.ByChannel() {
 		if err := cs.payOverHTTP(ctx, params); err != nil {
-			return err
+			return withExit(exitPayment, err)
 		}
 	}
 	token := fmt.Sprintf("cvm-%d", time.Now().UnixNano())
@@ -196,7 +214,7 @@ func (c *callCmd) call(ctx context.Context, server, name string, args callArgume
 	if cs.httpURL != "" && quotation.IsRequired(err) && params.Meta[quotation.MetaQuotation] == nil {
 		// Priced, though tools/list did not say so: pay, call again.
 		if perr := cs.payOverHTTP(ctx, params); perr != nil {
-			return perr
+			return withExit(exitPayment, perr)
 		}
 		res, err = cs.CallTool(ctx, params)
 	}
@@ -205,7 +223,7 @@ func (c *callCmd) call(ctx context.Context, server, name string, args callArgume
 		c.afterChannelCall(ctx, cs.opts, cs.transport.ServerSupport(), paid.payments())
 	}
 	if derr, ok := declinedError(err, c.cf.pay); ok {
-		return derr // the user's choice, not the server's doing
+		return withExit(exitPayment, derr) // the user's choice, not the server's doing
 	}
 	c.recordCall(cs, time.Since(start), err)
 	if chunks != nil {
@@ -240,6 +258,9 @@ func toolArguments(inputSchema any, server, name string, args callArguments) (ma
 // made for it), unless a stream printed its content already; a result
 // that is an error is a remote failure.
 func (c *callCmd) printResult(res *mcp.CallToolResult, name string, paid *payLog, chunks *chunkWriter) error {
+	if c.out.scripted() {
+		return c.printScripted(res, name)
+	}
 	if ps := paid.payments(); len(ps) > 0 && c.jsonOut {
 		if res.Meta == nil {
 			res.Meta = mcp.Meta{}
@@ -252,7 +273,7 @@ func (c *callCmd) printResult(res *mcp.CallToolResult, name string, paid *payLog
 		}
 	}
 	if res.IsError {
-		return remote(fmt.Errorf("tool %s reported an error: %s", name, oneLine(contentText(res.Content))))
+		return toolError(name, res)
 	}
 	if !c.jsonOut && (chunks == nil || !chunks.started()) {
 		printContent(c.stdout, res)

@@ -80,6 +80,9 @@ func (c *callCmd) callSchema(ctx context.Context, tf trustFlags, rf reputationFl
 		Logger:         c.log,
 	})
 	c.reportAttempts(history, res)
+	if derr, ok := declinedError(err, c.cf.pay); ok {
+		return withExit(exitPayment, derr)
+	}
 	if errors.Is(err, discovery.ErrNoProvider) {
 		return remote(err)
 	}
@@ -110,13 +113,16 @@ func (c *callCmd) printSchemaResult(res *discovery.CallResult, scores reputation
 	if sc, ok := scores[p.Server.Pubkey]; ok {
 		fmt.Fprintf(c.stderr, "reputation %.1f: %s\n", sc.Value, sc.Why)
 	}
+	if c.out.scripted() {
+		return c.printScripted(res.Result, name)
+	}
 	if c.jsonOut {
 		if err := c.printSchemaCall(res, scores); err != nil {
 			return err
 		}
 	}
 	if res.Result.IsError {
-		return remote(fmt.Errorf("tool %s reported an error: %s", name, oneLine(contentText(res.Result.Content))))
+		return toolError(name, res.Result)
 	}
 	if !c.jsonOut {
 		printContent(c.stdout, res.Result)
@@ -206,8 +212,12 @@ func (c *callCmd) reportAttempts(history *discovery.History, res *discovery.Call
 		attempts = res.Attempts
 	}
 	for _, at := range attempts {
-		if at.Err != nil {
-			fmt.Fprintf(c.stderr, "%s (%s) failed after %s: %s\n", at.Provider.Server.Name, shorten(at.Provider.Server.Npub, 20), at.Elapsed.Round(time.Millisecond), oneLine(at.Err.Error()))
+		who := fmt.Sprintf("%s (%s)", at.Provider.Server.Name, shorten(at.Provider.Server.Npub, 20))
+		if d, ok := contextvm.Declined(at.Err); ok {
+			// Not its failure: what to do about it is the command's error.
+			fmt.Fprintf(c.stderr, "%s asked %d %s: not paid\n", who, d.Amount, d.Unit)
+		} else if at.Err != nil {
+			fmt.Fprintf(c.stderr, "%s failed after %s: %s\n", who, at.Elapsed.Round(time.Millisecond), oneLine(at.Err.Error()))
 		}
 	}
 }

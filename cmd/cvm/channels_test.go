@@ -146,7 +146,7 @@ func TestChannelCLI_DepositAboveWhatIsLeftOfTheDay(t *testing.T) {
 		t.Fatalf("a call by invoice: code %d, %s", code, errOut)
 	}
 	code, out, errOut := w.c.run(append(args, "--channel", "80")...)
-	if code != exitLocal || out != "" || !strings.Contains(errOut, "the channel's deposit is 80 sats (--channel), more than is left of a daily limit") {
+	if code != exitPayment || out != "" || !strings.Contains(errOut, "the channel's deposit is 80 sats (--channel), more than is left of a daily limit") {
 		t.Fatalf("an 80-sat deposit with 75 sats left today: code %d, %q, %s", code, out, errOut)
 	}
 	if a, s := w.balances(t); a != 90_000 || s != 10_000 {

@@ -102,7 +102,7 @@ func TestAnnounceDiscoverAndCallBySchema(t *testing.T) {
 
 	// By default only trusted servers get the arguments.
 	code, _, errOut = c.run("call", "--schema", hash, "add", "a=1", "b=2", "--relay", r.URL, "--timeout", "3s")
-	if code != exitRemote || !strings.Contains(errOut, "2 server(s) announce schema") || !strings.Contains(errOut, "--trust NPUB") {
+	if code != exitProtocol || !strings.Contains(errOut, "2 server(s) announce schema") || !strings.Contains(errOut, "--trust NPUB") {
 		t.Errorf("untrusted: code %d, %s", code, errOut)
 	}
 	if code, _, errOut := c.run("call", "--schema", hash, "add", "--trust", "npub1nope", "--relay", r.URL); code != exitLocal || !strings.Contains(errOut, "--trust") {
@@ -156,7 +156,7 @@ func TestAnnounceDiscoverAndCallBySchema(t *testing.T) {
 		return true
 	}, "--relay", r.URL)
 
-	if code, _, errOut := c.run("call", "--schema", strings.Repeat("0", 64), "add", "--relay", r.URL); code != exitRemote || !strings.Contains(errOut, "no server announces") {
+	if code, _, errOut := c.run("call", "--schema", strings.Repeat("0", 64), "add", "--relay", r.URL); code != exitProtocol || !strings.Contains(errOut, "no server announces") {
 		t.Errorf("unknown schema: %d %s", code, errOut)
 	}
 	if code, _, errOut := c.run("call", "--schema", hash, "subtract", "--relay", r.URL, "--trust-policy", "any"); code != exitLocal || !strings.Contains(errOut, `is the tool "add"`) {

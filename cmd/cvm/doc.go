@@ -2,7 +2,8 @@
 // ContextVM (MCP over Nostr) and MCPx rooms.
 //
 // Run `cvm help` for the commands. Exit status: 0 on success, 1 when the
-// remote side reported a failure, 2 on a usage or local error.
+// remote side reported a failure, 2 on a usage or local error; cvm call
+// tells more apart for scripts (callexit.go).
 //
 // The command parses flags and wires the library's packages together; what
 // a Go program embedding cvm would need lives in those packages (the
@@ -28,7 +29,9 @@
 //     stateless or not), httpclient.go (servers over MCP streamable HTTP,
 //     signed with DIDAuthV1, paying by quotation), call.go and args.go (a
 //     tool call and its arguments), callschema.go (a call by common
-//     schema), list.go, contacts.go (what is known of a server), pay.go
+//     schema), calloutput.go and extract.go (a call's output for scripts:
+//     --raw, and --extract PATH, its grammar and what it selects),
+//     callexit.go (a call's exit status, by what went wrong), list.go, contacts.go (what is known of a server), pay.go
 //     (budget, wallets, confirmation, refusals), channels.go (prepaid
 //     payment channels: --channel, their store, cvm channels and close),
 //     usdrate.go (the usd rate

@@ -63,7 +63,7 @@ func TestGatewayCommand_ServesAndShutsDownCleanly(t *testing.T) {
 			if code := p.Stop(t, syscall.SIGTERM); code != 0 {
 				t.Fatalf("exit code %d after SIGTERM; stderr: %s", code, p.Stderr)
 			}
-			if code := inflight.Wait(t); code != exitRemote || !strings.Contains(inflight.Stderr.String(), "shutting down") {
+			if code := inflight.Wait(t); code != exitTransport || !strings.Contains(inflight.Stderr.String(), "shutting down") {
 				t.Errorf("call in flight at shutdown: exit %d, stderr %s", code, inflight.Stderr)
 			}
 			if rest, _ := io.ReadAll(p.Stdout); len(rest) != 0 {
@@ -199,12 +199,12 @@ func TestGatewayCommand_AllowAndPublic(t *testing.T) {
 	p.ReadyLine(t, &ready)
 
 	// A stranger may list the tools, not call them; the refusal is the
-	// server's answer (exit 1), in one line.
+	// server's answer (exit 3), in one line.
 	if code, out, errOut := c.run("tools", ready.Npub, "--relay", r.URL); code != 0 || !strings.Contains(out, "add") {
 		t.Fatalf("public tools/list: %d %q %q", code, out, errOut)
 	}
 	code, out, errOut = c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", r.URL)
-	if code != exitRemote || out != "" || !strings.Contains(errOut, "unauthorized") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+	if code != exitProtocol || out != "" || !strings.Contains(errOut, "unauthorized") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 		t.Fatalf("stranger's call: %d %q %q", code, out, errOut)
 	}
 	if code, out, errOut := c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", r.URL, "--key", friendKey); code != 0 || out != `{"sum":3}`+"\n" {

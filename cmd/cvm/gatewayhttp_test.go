@@ -220,7 +220,7 @@ func TestPayCLI_CallOverHTTPThroughQuotation(t *testing.T) {
 	if a, s := balances(); a != 90 || s != 10 {
 		t.Fatalf("balances alice %d srv %d, want 90 and 10", a, s)
 	}
-	// Over the cap, or without one: nothing paid, exit 2 saying what to do.
+	// Over the cap, or without one: nothing paid, exit 5 saying what to do.
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -229,8 +229,8 @@ func TestPayCLI_CallOverHTTPThroughQuotation(t *testing.T) {
 		{nil, "give --max-sats 5"},
 	} {
 		code, out, errOut = c.run(append([]string{"call", ready.HTTP, "add", "a=1", "b=1", "--wallet-file", aliceWallet, "--yes"}, tc.args...)...)
-		if code != exitLocal || out != "" || !strings.Contains(errOut, tc.want) {
-			t.Errorf("%v: code %d, %q, %q; want 2 and %q", tc.args, code, out, errOut, tc.want)
+		if code != exitPayment || out != "" || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: code %d, %q, %q; want 5 and %q", tc.args, code, out, errOut, tc.want)
 		}
 	}
 	if a, s := balances(); a != 90 || s != 10 {

@@ -24,7 +24,7 @@ func TestLogs_DefaultLevelSaysWhatAPersonNeeds(t *testing.T) {
 
 	call := []string{"call", ready.Npub, "add", "a=1", "b=2", "--relay", w.relay, "--wallet-file", w.alice, "--yes"}
 	code, _, errOut := c.run(append(call, "--max-sats", "5")...)
-	if want := "cvm: the call costs 10 sats, more than --max-sats; raise --max-sats to pay it\n"; code != exitLocal || !strings.HasSuffix(errOut, want) || strings.Contains(errOut, "level=") {
+	if want := "cvm: the call costs 10 sats, more than --max-sats; raise --max-sats to pay it\n"; code != exitPayment || !strings.HasSuffix(errOut, want) || strings.Contains(errOut, "level=") {
 		t.Errorf("refused call: code %d, stderr:\n%s\nwant no log line, and %q", code, errOut, want)
 	}
 	// The gateway was told, and stopped waiting for the payment.

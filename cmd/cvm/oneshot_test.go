@@ -140,8 +140,8 @@ func TestOneShot_StoppedCallSaysWhatItWaitedFor(t *testing.T) {
 	npub := nostrx.EncodeNpub(silent)
 	p := startCVM(t, newCLI(t), "call", npub, "echo", `{"text":"hi"}`, "--relay", r.URL, "--stateless")
 	in.Next(20 * time.Second) // the request is out: the command waits
-	if code := p.Stop(t, syscall.SIGTERM); code != exitRemote {
-		t.Errorf("exit code %d, want %d", code, exitRemote)
+	if code := p.Stop(t, syscall.SIGTERM); code != exitTransport {
+		t.Errorf("exit code %d, want %d", code, exitTransport)
 	}
 	errOut := p.Stderr.String()
 	if !strings.Contains(errOut, "stopped waiting for "+npub+" to answer, on "+r.URL+" (terminated signal received)") || strings.Contains(errOut, "context canceled") {

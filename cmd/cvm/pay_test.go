@@ -94,8 +94,8 @@ func TestPayCLI_RefusesWithoutCapTerminalOrBudget(t *testing.T) {
 		{"not allowed", []string{"--max-sats", "10", "--yes", "--pay-allow", strings.Repeat("ab", 32)}, "payments.allow"},
 	} {
 		code, _, errOut := c.run(append(base, tc.extra...)...)
-		if code != exitLocal || !strings.Contains(errOut, tc.want) {
-			t.Errorf("%s: code %d, stderr %q; want 2 and %q", tc.name, code, errOut, tc.want)
+		if code != exitPayment || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: code %d, stderr %q; want 5 and %q", tc.name, code, errOut, tc.want)
 		}
 	}
 	// The wallet was given: the advice names only the cap. Without one,
@@ -104,7 +104,7 @@ func TestPayCLI_RefusesWithoutCapTerminalOrBudget(t *testing.T) {
 		t.Errorf("no cap, with a wallet: %q asks for a wallet", errOut)
 	}
 	noWallet := []string{"call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--yes"}
-	if code, _, errOut := c.run(noWallet...); code != exitLocal || !strings.Contains(errOut, "give --max-sats 10 (or set payments.max-sats) and a wallet (--wallet-file or $CVM_WALLET)") {
+	if code, _, errOut := c.run(noWallet...); code != exitPayment || !strings.Contains(errOut, "give --max-sats 10 (or set payments.max-sats) and a wallet (--wallet-file or $CVM_WALLET)") {
 		t.Errorf("no cap, no wallet: code %d, %q", code, errOut)
 	}
 	if a, s := w.balances(t); a != 100 || s != 0 {
@@ -201,7 +201,7 @@ func TestPayCLI_ExplicitNextProcessPaysTheSameInvocation(t *testing.T) {
 		t.Fatal(errOut)
 	}
 	base := []string{"call", w.npub, "add", "a=1", "b=2", "--key", key, "--relay", w.relay, "--wallet-file", w.clientFile, "--payment-interaction", "explicit", "--yes"}
-	if code, _, errOut := c.run(append(base, "--max-sats", "5")...); code != exitLocal || !strings.Contains(errOut, "--max-sats") {
+	if code, _, errOut := c.run(append(base, "--max-sats", "5")...); code != exitPayment || !strings.Contains(errOut, "--max-sats") {
 		t.Fatalf("over the cap: code %d, %q", code, errOut)
 	}
 	if code, out, errOut := c.run(append(base, "--max-sats", "10")...); code != 0 || out != `{"sum":3}`+"\n" {
@@ -228,7 +228,7 @@ func TestPayCLI_ConcurrentCallsShareTheDailyBudget(t *testing.T) {
 		switch code := p.Wait(t); {
 		case code == 0:
 			ok++
-		case code == exitLocal && strings.Contains(p.Stderr.String(), "daily limit"):
+		case code == exitPayment && strings.Contains(p.Stderr.String(), "daily limit"):
 			refused++
 		default:
 			t.Errorf("exit %d: %s", code, p.Stderr)
@@ -295,7 +295,7 @@ func TestPayCLI_LightningThroughWalletSim(t *testing.T) {
 	}
 	// Over the cap: refused before paying, nothing moves.
 	code, _, errOut = c.run("call", ready.Npub, "add", "a=1", "b=2", "--relay", w.relay, "--wallet-file", aliceWallet, "--max-sats", "5", "--yes")
-	if code != exitLocal || !strings.Contains(errOut, "--max-sats") {
+	if code != exitPayment || !strings.Contains(errOut, "--max-sats") {
 		t.Errorf("over the cap: code %d, %s", code, errOut)
 	}
 	if a, s := balanceOf(t, sim.Wallets["alice"]), balanceOf(t, sim.Wallets["srv"]); a != 90_000 || s != 10_000 {

@@ -111,7 +111,7 @@ func TestPayCLI_USDPriceEndToEnd(t *testing.T) {
 
 	w.serverRate.price.Store("45000")
 	code, _, errOut = w.call(t, w.clientRate.flags()...)
-	if code != exitLocal || !strings.Contains(errOut, "the call costs 112 sats, more than the usd price comes to at your rate") ||
+	if code != exitPayment || !strings.Contains(errOut, "the call costs 112 sats, more than the usd price comes to at your rate") ||
 		!strings.Contains(errOut, "at most 102 sats (2% tolerance)") {
 		t.Fatalf("a stated amount 12%% above: code %d, %q", code, errOut)
 	}
@@ -130,16 +130,16 @@ func TestPayCLI_USDPriceEndToEnd(t *testing.T) {
 func TestPayCLI_USDWithoutARateNothingIsPaid(t *testing.T) {
 	w := newUSDWorld(t)
 	code, _, errOut := w.call(t)
-	if code != exitLocal || !strings.Contains(errOut, "the call costs 100 sats for a price in usd") || !strings.Contains(errOut, "give a rate source, --usd-rate-url URL and --usd-rate-pointer /PATH") {
+	if code != exitPayment || !strings.Contains(errOut, "the call costs 100 sats for a price in usd") || !strings.Contains(errOut, "give a rate source, --usd-rate-url URL and --usd-rate-pointer /PATH") {
 		t.Fatalf("no client rate source: code %d, %q", code, errOut)
 	}
 	w.clientRate.price.Store("")
-	if code, _, errOut = w.call(t, w.clientRate.flags()...); code != exitLocal || !strings.Contains(errOut, "the usd rate source failed: usdrate: fetch the rate") || strings.Contains(errOut, "give a rate source") {
+	if code, _, errOut = w.call(t, w.clientRate.flags()...); code != exitPayment || !strings.Contains(errOut, "the usd rate source failed: usdrate: fetch the rate") || strings.Contains(errOut, "give a rate source") {
 		t.Fatalf("a failing client rate source: code %d, %q", code, errOut)
 	}
 	w.clientRate.price.Store("50000")
 	w.serverRate.price.Store("")
-	if code, _, errOut = w.call(t, w.clientRate.flags()...); code != exitRemote || !strings.Contains(errOut, "priced in usd, and the server has no usd rate") {
+	if code, _, errOut = w.call(t, w.clientRate.flags()...); code != exitPayment || !strings.Contains(errOut, "priced in usd, and the server has no usd rate") {
 		t.Fatalf("a failing gateway rate source: code %d, %q", code, errOut)
 	}
 	w.wantBalances(t, 1000, 0)

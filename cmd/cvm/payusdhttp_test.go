@@ -34,7 +34,7 @@ func newUSDHTTPWorld(t *testing.T) (w *httpPayWorld, c *cli, serverRate, clientR
 // usd at its 50 000 usd a bitcoin as 100 sats; cvm tools shows the price
 // as written, with its sats at the client's rate; cvm call holds the
 // quotation to its own rate: without one, or when the gateway's rate
-// drops to 45 000 (112 sats, 12% above), nothing is paid and it exits 2
+// drops to 45 000 (112 sats, 12% above), nothing is paid and it exits 5
 // naming the flag; a tolerance wide enough lets it through.
 func TestPayCLI_USDPriceOverHTTP(t *testing.T) {
 	w, c, serverRate, clientRate := newUSDHTTPWorld(t)
@@ -58,7 +58,7 @@ func TestPayCLI_USDPriceOverHTTP(t *testing.T) {
 		t.Fatalf("cvm tools: code %d, %q, %q", code, out, errOut)
 	}
 	code, _, errOut = call()
-	if code != exitLocal || !strings.Contains(errOut, "the call costs 100 sats for a price in usd") || !strings.Contains(errOut, "give a rate source, --usd-rate-url URL and --usd-rate-pointer /PATH") {
+	if code != exitPayment || !strings.Contains(errOut, "the call costs 100 sats for a price in usd") || !strings.Contains(errOut, "give a rate source, --usd-rate-url URL and --usd-rate-pointer /PATH") {
 		t.Fatalf("no client rate source: code %d, %q", code, errOut)
 	}
 	wantBalances(1000, 0)
@@ -70,7 +70,7 @@ func TestPayCLI_USDPriceOverHTTP(t *testing.T) {
 
 	serverRate.price.Store("45000")
 	code, _, errOut = call(clientRate.flags()...)
-	if code != exitLocal || !strings.Contains(errOut, "the call costs 112 sats, more than the usd price comes to at your rate") ||
+	if code != exitPayment || !strings.Contains(errOut, "the call costs 112 sats, more than the usd price comes to at your rate") ||
 		!strings.Contains(errOut, "at most 102 sats (2% tolerance)") {
 		t.Fatalf("a stated amount 12%% above: code %d, %q", code, errOut)
 	}

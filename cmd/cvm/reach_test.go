@@ -99,7 +99,7 @@ func TestCall_FoundThroughADiscoveryRelay(t *testing.T) {
 	if code, out, errOut := c2.run("call", npub, "echo", "text=hi"); code != 0 || out != "hi\n" {
 		t.Fatalf("configured relays: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	if code, _, errOut := c2.run("call", npub, "echo", "text=hi", "--relay", b.URL, "--timeout", "2s"); code != exitRemote || strings.Contains(errOut, "using relays") {
+	if code, _, errOut := c2.run("call", npub, "echo", "text=hi", "--relay", b.URL, "--timeout", "2s"); code != exitTransport || strings.Contains(errOut, "using relays") {
 		t.Fatalf("--relay B (where the server does not listen): code %d, stderr %q", code, errOut)
 	}
 }
@@ -232,7 +232,7 @@ func TestCall_AnnouncedServerOneEvent(t *testing.T) {
 	}
 	// An unknown tool is looked up live before the call fails.
 	code, _, errOut := c.run("call", npub, "nosuch", "--relay", r.URL)
-	if code != exitRemote || !strings.Contains(errOut, `the server has no tool "nosuch"`) {
+	if code != exitProtocol || !strings.Contains(errOut, `the server has no tool "nosuch"`) {
 		t.Fatalf("unknown tool: code %d, stderr %q", code, errOut)
 	}
 }
@@ -269,7 +269,7 @@ func TestCall_Stream(t *testing.T) {
 
 	plain := serveDemo(t, contextvm.ServerOptions{Relays: []string{r.URL}}, nil)
 	code, out, errOut = c.run("call", nostrx.EncodeNpub(plain.PublicKey()), "count", "n=2", "--stream", "--relay", r.URL)
-	if code != exitRemote || out != "" || !strings.Contains(errOut, "does not offer open streams") || !strings.Contains(errOut, "without --stream") {
+	if code != exitProtocol || out != "" || !strings.Contains(errOut, "does not offer open streams") || !strings.Contains(errOut, "without --stream") {
 		t.Fatalf("no streams: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }

@@ -154,7 +154,7 @@ func TestDiscoverAndCallByReputation(t *testing.T) {
 		t.Errorf("--trust-policy reputation: %s answered", name)
 	}
 	code, _, errOut = c.run("call", "--schema", hash, "add", "a=1", "b=2", "--relay", r.URL, "--timeout", "5s", "--trust-policy", "reputation", "--wot", plain.Hex())
-	if code != exitRemote || !strings.Contains(errOut, "none trusted and none with a reputation of 60 or more") {
+	if code != exitProtocol || !strings.Contains(errOut, "none trusted and none with a reputation of 60 or more") {
 		t.Errorf("rooted elsewhere, nobody is admitted: %d %s", code, errOut)
 	}
 

@@ -89,7 +89,7 @@ func TestSchemaHash_PrefixesWhereAHashIsTaken(t *testing.T) {
 	// its advice finds the server.
 	code, _, errOut = c.run("call", "--schema", short, names[0], "--relay", r.URL, "--timeout", "5s")
 	advice := regexp.MustCompile(`see: (cvm discover --schema [0-9a-f]+)`).FindStringSubmatch(errOut)
-	if code != exitRemote || !strings.Contains(errOut, "none of them trusted") || advice == nil {
+	if code != exitProtocol || !strings.Contains(errOut, "none of them trusted") || advice == nil {
 		t.Fatalf("call --schema %s, untrusted: code %d, %s", short, code, errOut)
 	}
 	servers := discoverJSON(t, c, func([]discovery.Server) bool { return true }, append(strings.Fields(advice[1])[2:], "--relay", r.URL)...)
@@ -122,7 +122,7 @@ func TestSchemaHash_PrefixesWhereAHashIsTaken(t *testing.T) {
 	if code, out, errOut := c.run("discover", "--schema", none, "--relay", r.URL); code != 0 || out != "" || !strings.Contains(errOut, "no server on 1 relay(s) claims a common schema whose hash starts with "+none) {
 		t.Errorf("discover --schema %s: code %d, %q, %s", none, code, out, errOut)
 	}
-	if code, _, errOut := c.run("call", "--schema", none, names[0], "--relay", r.URL); code != exitRemote || !strings.Contains(errOut, "whose hash starts with "+none) {
+	if code, _, errOut := c.run("call", "--schema", none, names[0], "--relay", r.URL); code != exitProtocol || !strings.Contains(errOut, "whose hash starts with "+none) {
 		t.Errorf("call --schema %s: code %d, %s", none, code, errOut)
 	}
 
