@@ -32,7 +32,8 @@ check:
 
 # Node packages the interop tests run (pinned by interop/package-lock.json).
 interop-deps: interop/node_modules/.package-lock.json interop/thirdparty-relay/node_modules/.package-lock.json \
-	interop/identitykit/node_modules/.package-lock.json interop/payments/node_modules/.package-lock.json
+	interop/identitykit/node_modules/.package-lock.json interop/payments/node_modules/.package-lock.json \
+	interop/typescript/node_modules/.package-lock.json
 
 interop/node_modules/.package-lock.json: interop/package.json interop/package-lock.json
 	cd interop && npm ci --no-audit --no-fund
@@ -48,6 +49,10 @@ interop/identitykit/node_modules/.package-lock.json: interop/identitykit/package
 # bolt11 and @getalby/sdk, for the payment interop tests, in their own folder.
 interop/payments/node_modules/.package-lock.json: interop/payments/package.json interop/payments/package-lock.json
 	cd interop/payments && npm ci --no-audit --no-fund
+
+# The TypeScript compiler (pinned) that checks the clients cvm gen writes.
+interop/typescript/node_modules/.package-lock.json: interop/typescript/package.json interop/typescript/package-lock.json
+	cd interop/typescript && npm ci --no-audit --no-fund
 
 # The default cvm: pure Go, statically linked, secp256k1 in Go (btcec).
 build:

@@ -28,7 +28,8 @@
 //     stateless or not), httpclient.go (servers over MCP streamable HTTP,
 //     signed with DIDAuthV1, paying by quotation), call.go and args.go (a
 //     tool call and its arguments), callschema.go (a call by common
-//     schema), list.go, contacts.go (what is known of a server), pay.go
+//     schema), list.go, gen.go (cvm gen: typed client code by package
+//     clientgen, and --check), contacts.go (what is known of a server), pay.go
 //     (budget, wallets, confirmation, refusals), channels.go (prepaid
 //     payment channels: --channel, their store, cvm channels and close),
 //     usdrate.go (the usd rate
