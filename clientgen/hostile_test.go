@@ -48,14 +48,14 @@ func hostileTools() []Tool {
 				"$ref":{"type":"string"},"__proto__":{"type":"string"},"constructor":{"type":"string"}},
 				"required":["type","func","a b"]}`)},
 		{Name: "quotes", Description: "Property names no Go struct tag can spell.",
-			InputSchema: raw(`{"type":"object","properties":{"with\"quote":{"type":"string"},"back` + "`" + `tick":{"type":"string"},"comma,x":{"type":"string"},"":{"type":"string"}}}`),
+			InputSchema:  raw(`{"type":"object","properties":{"with\"quote":{"type":"string"},"back` + "`" + `tick":{"type":"string"},"comma,x":{"type":"string"},"":{"type":"string"}}}`),
 			OutputSchema: raw(`{"type":"object","properties":{"new\nline":{"type":"string"}}}`)},
 		{Name: "Client", InputSchema: raw(`{"type":"object"}`)},
 		{Name: "client", InputSchema: raw(`{"type":"object"}`)},
 		{Name: "close", InputSchema: raw(`{"type":"object"}`)},
 		{Name: "constructor", InputSchema: raw(`{"type":"object"}`)},
 		{Name: "New", InputSchema: raw(`{"type":"object","properties":{"x":{"type":"string"}}}`)},
-		{Name: "café ☕ \u202Eevil", Description: "Unicode, */ and \u2028 line ends, \u0000 and a \n// cvm:schema-hash \"evil\" 00 line.",
+		{Name: "café ☕ \u202Eevil", Description: "Unicode, */ and \u2028 line ends, \u0000 and a line that\ncvm:schema-hash \"evil\" 00\nwould record a hash.",
 			InputSchema: raw(`{"type":"object","properties":{"é":{"type":"string","description":"*/ end \u2029 of comment"}}}`)},
 		{Name: "deep", InputSchema: raw(nested(100)), OutputSchema: raw(nested(3))},
 		{Name: "enums", InputSchema: raw(`{"type":"object","properties":{
@@ -130,7 +130,7 @@ func TestGo_HostileSchemasCompile(t *testing.T) {
 		"Field3 *string `json:\"日本,omitempty\"`", "N123 *string `json:\"123,omitempty\"`", "Field *string `json:\"-,,omitempty\"`",
 		// Names the code declares itself, and method names alike.
 		"type ClientInput2 map[string]any", "func (c *Client) Client(", "func (c *Client) Client2(", "func (c *Client) Close2(",
-				// What no struct tag can say.
+		// What no struct tag can say.
 		"type QuotesInput map[string]any",
 		// Recursion through pointers, slices and maps; circles refused.
 		"Children []RefsNode", "Parent *RefsNode `json:\"parent\"`", "type RefsList []RefsList", "type RefsDict map[string]RefsDict",
@@ -143,7 +143,7 @@ func TestGo_HostileSchemasCompile(t *testing.T) {
 		"nested more than 32 levels deep", "the schema is a oneOf", "one of the types string, number",
 		"Maybe *int64 `json:\"maybe\"`", "type ScalarInputInput map[string]any", "type NoSchemaInput map[string]any",
 		// Comments cannot end early or hide a hash line.
-		`\u2028 line ends, \u0000 and a`, `\u000A// cvm:schema-hash`, `\u202Eevil`,
+		`\u2028 line ends, \u0000 and a`, `(evil\u000A// cvm:schema-hash "x" 0 server)`, `\u202Eevil`,
 	} {
 		if !strings.Contains(code, squeeze(want)) {
 			t.Errorf("the code lacks %q", want)
@@ -240,5 +240,36 @@ func TestGo_RefusesWithClearErrors(t *testing.T) {
 	}
 	if _, err := Go(Options{Tools: many}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("%d tools of 30 types each: %v, want ErrTooLarge", len(many), err)
+	}
+}
+
+func TestCompare(t *testing.T) {
+	tools := []Tool{
+		{Name: "same", InputSchema: raw(`{"type":"object","properties":{"a":{"type":"string"}}}`)},
+		{Name: "changed", InputSchema: raw(`{"type":"object","properties":{"a":{"type":"integer"}}}`)},
+		{Name: "added", InputSchema: raw(`{"type":"object"}`)},
+	}
+	src, err := Go(Options{Tools: []Tool{tools[0],
+		{Name: "changed", InputSchema: raw(`{"type":"object","properties":{"a":{"type":"string"}}}`)},
+		{Name: "removed", InputSchema: raw(`{"type":"object"}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded, err := Recorded(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, err := Compare(recorded, tools)
+	want := []Change{{"added", "added"}, {"changed", "changed"}, {"removed", "removed"}}
+	if err != nil || fmt.Sprint(changes) != fmt.Sprint(want) {
+		t.Fatalf("Compare = %v, %v; want %v", changes, err, want)
+	}
+	// Descriptions are not part of the interface.
+	tools[0].Description = "now documented"
+	if changes, err := Compare(recorded, tools[:1]); err != nil || fmt.Sprint(changes) != fmt.Sprint([]Change{{"changed", "removed"}, {"removed", "removed"}}) {
+		t.Fatalf("Compare = %v, %v", changes, err)
+	}
+	if _, err := Recorded([]byte("package x\n// cvm:schema-hash \"x\" 00\n")); !errors.Is(err, ErrNotGenerated) {
+		t.Fatalf("a hash line after the header: %v, want ErrNotGenerated", err)
 	}
 }

@@ -42,12 +42,12 @@ const (
 // shape is a schema as the generator types it.
 type shape struct {
 	kind     kind
-	elem     *shape  // kArray, kMap
-	obj      *object // kObject
-	ref      *decl   // kRef
+	elem     *shape   // kArray, kMap
+	obj      *object  // kObject
+	ref      *decl    // kRef
 	enum     []string // kString in a decl of its own: the values allowed
-	nullable bool   // the schema also allows null
-	note     string // why the value is typed loosely
+	nullable bool     // the schema also allows null
+	note     string   // why the value is typed loosely
 }
 
 // object is the declared properties of an object schema.
@@ -177,7 +177,7 @@ type builder struct {
 	m      *model
 	prefix string // the tool's hint, before the names of $defs
 	root   any
-	top    *decl           // the type "#" names
+	top    *decl            // the type "#" names
 	refs   map[string]*decl // $ref → its type, made on first use
 }
 

@@ -42,6 +42,10 @@ func TestGen_GoClientCallsTheDemoServer(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "wrote "+filepath.Join(mod, "demo", "demo.go")+": 6 tools") {
 		t.Fatalf("cvm gen: exit %d: %s", code, errOut)
 	}
+	// The same tools over HTTP: the hashes agree.
+	if code, _, errOut := c.run("gen", "--check", filepath.Join(mod, "demo", "demo.go"), ready.HTTP); code != 0 || !strings.Contains(errOut, "matches "+ready.HTTP+": 6 tools") {
+		t.Fatalf("cvm gen --check against the HTTP endpoint: exit %d: %s", code, errOut)
+	}
 	worktree, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +68,7 @@ import (
 	"time"
 
 	"github.com/cvmgo/cvm/contextvm"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"gentest/demo"
 )
 
@@ -90,8 +95,32 @@ func main() {
 	check(err)
 	out["words"] = wc.Words
 	check(h.Close())
+	out["nilArguments"] = nilArguments(ctx)
 	b, _ := json.Marshal(out)
 	fmt.Println(string(b))
+}
+
+// nilArguments is what a server receives from New's client when a tool
+// whose input is a map is called with a nil one.
+func nilArguments(ctx context.Context) string {
+	s := mcp.NewServer(&mcp.Implementation{Name: "recorder", Version: "1"}, nil)
+	seen := make(chan string, 1)
+	s.AddTool(&mcp.Tool{Name: "caller", InputSchema: json.RawMessage(` + "`" + `{"type":"object"}` + "`" + `)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			seen <- string(req.Params.Arguments)
+			return &mcp.CallToolResult{}, nil
+		})
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := s.Connect(ctx, st, nil)
+	check(err)
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
+	check(err)
+	c := demo.New(cs)
+	defer c.Close()
+	_, err = c.Caller(ctx, nil)
+	check(err)
+	return <-seen
 }
 
 func check(err error) {
@@ -119,11 +148,13 @@ func check(err error) {
 		Zone      string
 		ToolError bool
 		Words     int
+		// A nil map is sent as {}: arguments are an object, never null.
+		NilArguments string
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
 		t.Fatalf("the generated client: exit %d, %s%s", code, out, errOut)
 	}
-	if res.Sum != 5.5 || res.Zone != "Europe/Paris" || !res.ToolError || res.Words != 3 {
+	if res.Sum != 5.5 || res.Zone != "Europe/Paris" || !res.ToolError || res.Words != 3 || res.NilArguments != "{}" {
 		t.Fatalf("the generated client got %+v", res)
 	}
 }
@@ -229,13 +260,23 @@ func versionedServer(t *testing.T, relayURL string, key nostr.SecretKey, version
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
 	}
 	if version == 1 {
-		mcp.AddTool(s, &mcp.Tool{Name: "add"}, func(ctx context.Context, r *mcp.CallToolRequest, _ pair) (*mcp.CallToolResult, any, error) { return answer(ctx, r, nil) })
-		mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(ctx context.Context, r *mcp.CallToolRequest, _ text) (*mcp.CallToolResult, any, error) { return answer(ctx, r, nil) })
+		mcp.AddTool(s, &mcp.Tool{Name: "add"}, func(ctx context.Context, r *mcp.CallToolRequest, _ pair) (*mcp.CallToolResult, any, error) {
+			return answer(ctx, r, nil)
+		})
+		mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(ctx context.Context, r *mcp.CallToolRequest, _ text) (*mcp.CallToolResult, any, error) {
+			return answer(ctx, r, nil)
+		})
 	} else {
-		mcp.AddTool(s, &mcp.Tool{Name: "add"}, func(ctx context.Context, r *mcp.CallToolRequest, _ triple) (*mcp.CallToolResult, any, error) { return answer(ctx, r, nil) })
-		mcp.AddTool(s, &mcp.Tool{Name: "mul"}, func(ctx context.Context, r *mcp.CallToolRequest, _ pair) (*mcp.CallToolResult, any, error) { return answer(ctx, r, nil) })
+		mcp.AddTool(s, &mcp.Tool{Name: "add"}, func(ctx context.Context, r *mcp.CallToolRequest, _ triple) (*mcp.CallToolResult, any, error) {
+			return answer(ctx, r, nil)
+		})
+		mcp.AddTool(s, &mcp.Tool{Name: "mul"}, func(ctx context.Context, r *mcp.CallToolRequest, _ pair) (*mcp.CallToolResult, any, error) {
+			return answer(ctx, r, nil)
+		})
 	}
-	mcp.AddTool(s, &mcp.Tool{Name: "same"}, func(ctx context.Context, r *mcp.CallToolRequest, _ text) (*mcp.CallToolResult, any, error) { return answer(ctx, r, nil) })
+	mcp.AddTool(s, &mcp.Tool{Name: "same"}, func(ctx context.Context, r *mcp.CallToolRequest, _ text) (*mcp.CallToolResult, any, error) {
+		return answer(ctx, r, nil)
+	})
 	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{Signer: contextvm.NewKeySigner(key), Relays: []string{relayURL}})
@@ -269,6 +310,11 @@ func TestGen_CheckNamesChangedTools(t *testing.T) {
 		if code, _, errOut := c.run("gen", "--lang", lang, "--relay", r.URL, "--out", file, npub); code != 0 {
 			t.Fatalf("cvm gen --lang %s: exit %d: %s", lang, code, errOut)
 		}
+	}
+	// Named after the server, which a stateless session (the second
+	// contact would be one) does not tell.
+	if src, err := os.ReadFile(file); err != nil || !strings.Contains(string(src), "\npackage versioned\n") {
+		t.Fatalf("the package is not named after the server: %v\n%s", err, src)
 	}
 	if code, out, errOut := c.run("gen", "--check", file, "--relay", r.URL, npub); code != 0 || out != "" || !strings.Contains(errOut, "matches") {
 		t.Fatalf("--check against the same server: exit %d, %q, %s", code, out, errOut)
