@@ -9,6 +9,9 @@ import (
 // that parses and type-checks; TypeScript does not panic.
 func FuzzGenerateGo(f *testing.F) {
 	for _, t := range hostileTools() {
+		if len(t.InputSchema) > 16<<10 {
+			continue // the huge enum: minimizing what grows from it takes minutes
+		}
 		f.Add(t.Name, "x", []byte(t.InputSchema), []byte(t.OutputSchema))
 	}
 	f.Add("add", "a b", []byte(`{"type":"object","properties":{"a b":{"$ref":"#/$defs/x"}},"$defs":{"x":{"enum":["1","-","_"]}}}`), []byte(`{"$ref":"#/$defs/x","$defs":{"x":{"type":"array","items":{"$ref":"#"}}}}`))

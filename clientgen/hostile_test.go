@@ -36,6 +36,22 @@ func enum(n int) string {
 	return `{"type":"string","enum":[` + strings.Join(vals, ",") + `]}`
 }
 
+// crowd is an object of up to n properties whose names are all the
+// identifier X once made identifiers.
+func crowd(n int) json.RawMessage {
+	const seps = " -_.!#$%&()*+/:;<=>?@[]^{|}~"
+	props := make(map[string]any, n)
+	for _, a := range " " + seps {
+		for _, b := range " " + seps {
+			if len(props) < n {
+				props[strings.TrimSpace(string(a)+"x"+string(b))] = map[string]string{"type": "string"}
+			}
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": []string{"x"}})
+	return b
+}
+
 // hostileTools are tools whose names and schemas a careless generator
 // would turn into code that does not compile.
 func hostileTools() []Tool {
@@ -271,5 +287,27 @@ func TestCompare(t *testing.T) {
 	}
 	if _, err := Recorded([]byte("package x\n// cvm:schema-hash \"x\" 00\n")); !errors.Is(err, ErrNotGenerated) {
 		t.Fatalf("a hash line after the header: %v, want ErrNotGenerated", err)
+	}
+}
+
+// Hundreds of properties, all X once made identifiers, get fields X,
+// X2, X3 …, and the code type-checks.
+func TestGo_CrowdedNames(t *testing.T) {
+	schema := crowd(800)
+	var parsed struct{ Properties map[string]any }
+	if err := json.Unmarshal(schema, &parsed); err != nil {
+		t.Fatal(err)
+	}
+	n := len(parsed.Properties)
+	src, err := Go(Options{Tools: []Tool{{Name: "crowd", InputSchema: schema}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := typeCheck(t, src); err != nil {
+		t.Fatal(err)
+	}
+	code := string(src)
+	if got := strings.Count(code, "`json:"); got != n || !strings.Contains(code, fmt.Sprintf("\tX%d ", n)) || !strings.Contains(code, "\tX ") {
+		t.Errorf("%d fields of %d properties, X to X%d:\n%s", got, n, n, code)
 	}
 }
