@@ -97,6 +97,8 @@ func hostileTools() []Tool {
 			"types":{"type":["string","number"]},"maybe":{"type":["integer","null"]},"nothing":false,"everything":true,
 			"items":{"type":"array","items":false},"map":{"type":"object","additionalProperties":{"type":"integer"}},
 			"null":{"type":"null"},"weird":{"type":"weird"}},"required":["maybe","null"]}`)},
+		{Name: "alternatives", InputSchema: raw(`{"type":"object","properties":{"id":{"type":"string"},"name":{"type":"string"},
+			"by":{"type":"object","properties":{"x":{"type":"number"}},"oneOf":[{"required":["x"]}]}},"anyOf":[{"required":["id"]},{"required":["name"]}]}`)},
 		{Name: "scalar input", InputSchema: raw(`{"type":"string"}`)},
 		{Name: "no schema"},
 		{Name: "!!!", InputSchema: raw(`{"type":"object","properties":{"!!!":{"type":"object","properties":{"???":{"type":"string"}}}}}`)},
@@ -157,7 +159,8 @@ func TestGo_HostileSchemasCompile(t *testing.T) {
 		"one of 10000 values", "EnumsInputClashAB EnumsInputClash = \"a-b\"", "EnumsInputClashAB2 EnumsInputClash = \"a_b\"",
 		"EnumsInputClashEmpty3 EnumsInputClash = \"*/\"", "EnumsInputOneOnly EnumsInputOne = \"only\"",
 		"nested more than 32 levels deep", "the schema is a oneOf", "one of the types string, number",
-		"Maybe *int64 `json:\"maybe\"`", "type ScalarInputInput map[string]any", "type NoSchemaInput map[string]any",
+		"Maybe *int64 `json:\"maybe\"`", "Typed loosely: its anyOf is not checked here.\ntype AlternativesInput struct",
+		"Typed loosely: its oneOf is not checked here.\n\tBy *AlternativesInputBy", "Name *string `json:\"name,omitempty\"`", "type ScalarInputInput map[string]any", "type NoSchemaInput map[string]any",
 		// Comments cannot end early or hide a hash line.
 		`\u2028 line ends, \u0000 and a`, `(evil\u000A// cvm:schema-hash "x" 0 server)`, `\u202Eevil`,
 	} {

@@ -195,15 +195,29 @@ func (b *builder) shape(schema any, hint string, depth int) *shape {
 	if ref, ok := s["$ref"].(string); ok {
 		return b.ref(ref, depth)
 	}
-	for _, k := range []string{"oneOf", "anyOf", "allOf"} {
-		if _, ok := s[k]; ok {
-			return &shape{kind: kUnion, note: "the schema is a " + k + ", not typed here"}
-		}
+	k := combinator(s)
+	if k != "" && !hasProperties(s) {
+		return &shape{kind: kUnion, note: "the schema is a " + k + ", not typed here"}
 	}
 	types, nullable := schemaTypes(s)
 	out := b.typed(s, types, hint, depth)
 	out.nullable = out.nullable || nullable
+	if k != "" {
+		out.note = "its " + k + " is not checked here"
+	}
 	return out
+}
+
+// combinator is the first of oneOf, anyOf and allOf the schema has, "" for
+// none. Beside properties it only constrains them (one of several
+// required, say): the properties are typed, the constraint is not.
+func combinator(s map[string]any) string {
+	for _, k := range []string{"oneOf", "anyOf", "allOf"} {
+		if _, ok := s[k]; ok {
+			return k
+		}
+	}
+	return ""
 }
 
 // schemaTypes reads "type": one name or a list; null in a list of two
@@ -296,11 +310,11 @@ func (b *builder) fill(d *decl, schema any, depth int) {
 	s, _ := schema.(map[string]any)
 	types, _ := schemaTypes(s)
 	_, isRef := s["$ref"]
-	_, oneOf := s["oneOf"]
-	_, anyOf := s["anyOf"]
-	_, allOf := s["allOf"]
-	if s != nil && !isRef && !oneOf && !anyOf && !allOf && len(types) == 1 && types[0] == "object" && hasProperties(s) {
+	if s != nil && !isRef && len(types) == 1 && types[0] == "object" && hasProperties(s) {
 		d.shape = &shape{kind: kObject, obj: b.properties(s, d.hint, depth)}
+		if k := combinator(s); k != "" {
+			d.shape.note = "its " + k + " is not checked here"
+		}
 		return
 	}
 	d.shape = b.shape(schema, d.hint, depth)
