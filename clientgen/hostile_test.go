@@ -120,7 +120,18 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test -run %s -update rewrites it):\n%s", name, t.Name(), got)
+		g, w := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+		i := 0
+		for i < len(g) && i < len(w) && g[i] == w[i] {
+			i++
+		}
+		line := func(l []string) string {
+			if i < len(l) {
+				return l[i]
+			}
+			return "(end of file)"
+		}
+		t.Errorf("%s differs from the golden file at line %d (go test -run %s -update rewrites it):\ngot:  %s\nwant: %s", name, i+1, t.Name(), line(g), line(w))
 	}
 }
 
