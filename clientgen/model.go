@@ -96,18 +96,18 @@ func build(tools []Tool) (*model, error) {
 	slices.SortFunc(sorted, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
 	for i, t := range sorted {
 		if i > 0 && sorted[i-1].Name == t.Name {
-			return nil, fmt.Errorf("%w: two tools are named %q", ErrInvalidTool, t.Name)
+			return nil, fmt.Errorf("%w: two tools are named %q", ErrInvalidTool, clip(t.Name, 80))
 		}
 		hash, err := toolHash(t)
 		if err != nil {
 			return nil, err
 		}
 		tl := &tool{Tool: t, hash: hash, hint: pascal(t.Name, "Tool")}
-		if tl.input, err = m.root(tl.hint+"Input", "The arguments of "+t.Name+".", t.InputSchema, true); err != nil {
+		if tl.input, err = m.root(tl.hint, "Input", "The arguments of "+t.Name+".", t.InputSchema); err != nil {
 			return nil, fmt.Errorf("tool %q: inputSchema: %w", t.Name, err)
 		}
 		if hasSchema(t.OutputSchema) {
-			if tl.output, err = m.root(tl.hint+"Output", "The structured result of "+t.Name+".", t.OutputSchema, false); err != nil {
+			if tl.output, err = m.root(tl.hint, "Output", "The structured result of "+t.Name+".", t.OutputSchema); err != nil {
 				return nil, fmt.Errorf("tool %q: outputSchema: %w", t.Name, err)
 			}
 		}
@@ -124,22 +124,23 @@ func hasSchema(raw json.RawMessage) bool {
 	return s != "" && s != "null"
 }
 
-// root types one of a tool's schemas as the named type hint. An input
-// must be a JSON object: a schema that says otherwise is typed as a map.
-func (m *model) root(hint, doc string, raw json.RawMessage, input bool) (*decl, error) {
+// root types one of a tool's schemas (which is "Input" or "Output") as
+// the named type tool+which; tool names its $defs too. An input must be a
+// JSON object: a schema that says otherwise is typed as a map.
+func (m *model) root(tool, which, doc string, raw json.RawMessage) (*decl, error) {
 	var schema any
 	if hasSchema(raw) {
 		if err := json.Unmarshal(raw, &schema); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidTool, err)
 		}
 	}
-	d := m.declare(hint, doc)
-	b := &builder{m: m, prefix: strings.TrimSuffix(strings.TrimSuffix(hint, "Input"), "Output"), root: schema, top: d, refs: map[string]*decl{}}
+	d := m.declare(tool+which, doc)
+	b := &builder{m: m, prefix: tool, root: schema, top: d, refs: map[string]*decl{}}
 	b.fill(d, schema, 0)
 	if d.target() == nil {
 		d.shape = &shape{kind: kAny, note: "the schema refers to itself and nothing else"}
 	}
-	if input && !objectLike(d.shape) {
+	if which == "Input" && !objectLike(d.shape) {
 		d.shape = &shape{kind: kMap, elem: &shape{kind: kAny}, note: "the input schema does not describe a JSON object"}
 	}
 	return d, nil
