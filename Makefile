@@ -35,6 +35,8 @@ interop-deps: interop/node_modules/.package-lock.json interop/thirdparty-relay/n
 	interop/identitykit/node_modules/.package-lock.json interop/payments/node_modules/.package-lock.json \
 	interop/cashu/node_modules/.package-lock.json
 
+	interop/typescript/node_modules/.package-lock.json
+
 interop/node_modules/.package-lock.json: interop/package.json interop/package-lock.json
 	cd interop && npm ci --no-audit --no-fund
 
@@ -54,6 +56,10 @@ interop/payments/node_modules/.package-lock.json: interop/payments/package.json 
 # proven against, in its own folder.
 interop/cashu/node_modules/.package-lock.json: interop/cashu/package.json interop/cashu/package-lock.json
 	cd interop/cashu && npm ci --no-audit --no-fund
+
+# The TypeScript compiler (pinned) that checks the clients cvm gen writes.
+interop/typescript/node_modules/.package-lock.json: interop/typescript/package.json interop/typescript/package-lock.json
+	cd interop/typescript && npm ci --no-audit --no-fund
 
 # The default cvm: pure Go, statically linked, secp256k1 in Go (btcec).
 build:

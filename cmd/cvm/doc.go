@@ -31,7 +31,9 @@
 //     tool call and its arguments), callschema.go (a call by common
 //     schema), calloutput.go and extract.go (a call's output for scripts:
 //     --raw, and --extract PATH, its grammar and what it selects),
-//     callexit.go (a call's exit status, by what went wrong), list.go, contacts.go (what is known of a server), pay.go
+//     callexit.go (a call's exit status, by what went wrong), list.go,
+//     gen.go (cvm gen: typed client code by package clientgen, and
+//     --check), contacts.go (what is known of a server), pay.go
 //     (budget, wallets, confirmation, refusals), channels.go (prepaid
 //     payment channels: --channel, their store, cvm channels and close),
 //     usdrate.go (the usd rate
