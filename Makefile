@@ -33,9 +33,7 @@ check:
 # Node packages the interop tests run (pinned by interop/package-lock.json).
 interop-deps: interop/node_modules/.package-lock.json interop/thirdparty-relay/node_modules/.package-lock.json \
 	interop/identitykit/node_modules/.package-lock.json interop/payments/node_modules/.package-lock.json \
-	interop/cashu/node_modules/.package-lock.json
-
-	interop/typescript/node_modules/.package-lock.json
+	interop/cashu/node_modules/.package-lock.json interop/typescript/node_modules/.package-lock.json
 
 interop/node_modules/.package-lock.json: interop/package.json interop/package-lock.json
 	cd interop && npm ci --no-audit --no-fund
