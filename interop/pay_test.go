@@ -267,8 +267,8 @@ func cvmCallPaysReferenceServer(t *testing.T, verify string) {
 	wantBalances(t, sim, map[string]int64{"alice": 90_000, "srv": 10_000})
 
 	code, _, errOut = cvm(t, home, "call", pub, "add", "a=1", "b=2", "--relay", r.URL, "--wallet-file", alice, "--max-sats", "5", "--yes")
-	if code != 2 || !strings.Contains(errOut, "--max-sats") {
-		t.Errorf("a call over the cap: exit %d, %s; want 2 naming --max-sats", code, errOut)
+	if code != 5 || !strings.Contains(errOut, "--max-sats") {
+		t.Errorf("a call over the cap: exit %d, %s; want 5 (not paid) naming --max-sats", code, errOut)
 	}
 	wantBalances(t, sim, map[string]int64{"alice": 90_000, "srv": 10_000})
 }
