@@ -1,0 +1,24 @@
+// Package market is the ContextVM marketplace as one MCP server an agent's
+// host runs (cvm market): it reads the servers' announcements from relays
+// into a discovery catalog, and offers four tools on it.
+//
+//   - search (search.go): tools by words, common schema, category and
+//     maximum price, ranked as discovery.Choose ranks providers (trust,
+//     reputation band, price), each with why;
+//   - describe (describe.go): a server's tools with their schemas and
+//     prices, or a common schema's providers;
+//   - call (call.go): a tool on one server, or on the best provider of a
+//     common schema with discovery.Call's failover (the policy of cvm
+//     call --schema). Arguments are checked against the announced input
+//     schema and the price against what is left of the budget before
+//     anything is sent (pay.go); the call is paid with the user's
+//     cep8.PayOptions, each payment confirmed through the host's
+//     elicitation when it declared the capability, by the configured
+//     policy otherwise;
+//   - budget (budget.go): what was spent today, per server, and what is
+//     left, from the payments.Budget every cvm on the machine shares.
+//
+// A refusal is a tool error (isError) that says what to do. market.go
+// holds the options, the catalog read and the ranking; tools.go the
+// registration.
+package market

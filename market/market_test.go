@@ -1,0 +1,291 @@
+package market_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"fiatjaf.com/nostr"
+	"github.com/cvmgo/cvm/contextvm"
+	"github.com/cvmgo/cvm/contextvm/cep8"
+	"github.com/cvmgo/cvm/discovery"
+	"github.com/cvmgo/cvm/internal/testwait"
+	"github.com/cvmgo/cvm/market"
+	"github.com/cvmgo/cvm/nostrx"
+	"github.com/cvmgo/cvm/payments"
+	"github.com/cvmgo/cvm/relay"
+	"github.com/cvmgo/cvm/relay/relaytest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type translateIn struct {
+	Text string `json:"text"`
+	To   string `json:"to"`
+}
+
+// fixture is a relay with translate providers, a fake ledger they are
+// paid through, and the payer's account in it.
+type fixture struct {
+	t      *testing.T
+	relay  *relay.Server
+	pool   *nostrx.Pool
+	ledger *payments.Ledger
+	served chan string
+}
+
+const payer = "agent"
+
+func newFixture(t *testing.T) *fixture {
+	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
+	p := nostrx.NewPool(nostrx.PoolOptions{Relays: []string{r.URL}})
+	t.Cleanup(func() { p.Close() })
+	ledger := payments.NewLedger(map[string]int64{payer: 100})
+	return &fixture{t: t, relay: r, pool: p, ledger: ledger, served: make(chan string, 16)}
+}
+
+// provider starts who, a translate provider asking price sats through
+// its gate (none for "0").
+func (f *fixture) provider(who, price string) *contextvm.Server {
+	t := f.t
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: who, Version: "1.0.0"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "translate", Description: "Translate text"}, func(ctx context.Context, req *mcp.CallToolRequest, in translateIn) (*mcp.CallToolResult, any, error) {
+		f.served <- who
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: who + ": " + in.Text}}}, nil, nil
+	})
+	var gate contextvm.Gate
+	if price != "0" {
+		gate = cep8.NewGate(cep8.Options{Processors: []payments.Processor{&payments.FakeProcessor{Ledger: f.ledger, Payee: who}}})
+	}
+	ctx, cancel := testwait.Context(t, 10*time.Second)
+	defer cancel()
+	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{
+		Signer: contextvm.NewKeySigner(nostr.Generate()), Relays: []string{f.relay.URL},
+		Info: contextvm.ServerInfo{Name: who}, Announce: true,
+		Prices:      []contextvm.Price{{Capability: "tool:translate", Amount: price}},
+		CommonTools: []string{"translate"}, ToolCategories: []string{"language"}, Gate: gate,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(context.Background(), s)
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+// announced waits until want providers have announced translate, and
+// returns its schema hash.
+func (f *fixture) announced(want int) string {
+	t := f.t
+	t.Helper()
+	var hash string
+	testwait.Eventually(t, 20*time.Second, "the providers to announce translate", func() bool {
+		ctx, cancel := testwait.Context(t, 5*time.Second)
+		defer cancel()
+		c, err := discovery.Fetch(ctx, f.pool, discovery.Filter{Category: "language"})
+		if err != nil {
+			return false
+		}
+		servers := c.Servers(discovery.Filter{})
+		if len(servers) != want {
+			return false
+		}
+		for _, s := range servers {
+			if len(s.Tools) != 1 || !s.Tools[0].Verified {
+				return false
+			}
+		}
+		hash = servers[0].Tools[0].SchemaHash
+		return true
+	})
+	return hash
+}
+
+// host is an MCP client connected to a market over f's relay, trusting
+// trusted and paying within perCall sats a call from the payer's account.
+func (f *fixture) host(perCall int64, trusted ...nostr.PubKey) *mcp.ClientSession {
+	t := f.t
+	t.Helper()
+	trust := map[nostr.PubKey]bool{}
+	for _, pk := range trusted {
+		trust[pk] = true
+	}
+	m, err := market.New(market.Options{
+		Pool:   f.pool,
+		Client: contextvm.ClientOptions{Signer: contextvm.NewKeySigner(nostr.Generate()), RequestTimeout: 10 * time.Second},
+		Pay: &cep8.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: payer}},
+			Budget: &payments.Budget{PerCall: perCall, Path: filepath.Join(t.TempDir(), "budget.json")}},
+		Trusted: trust, History: discovery.OpenHistory(filepath.Join(t.TempDir(), "history.json")),
+		AttemptTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, st := mcp.NewInMemoryTransports()
+	ctx, cancel := testwait.Context(t, 10*time.Second)
+	defer cancel()
+	ss, err := m.Server().Connect(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "host"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close(); ss.Wait() })
+	return cs
+}
+
+// call calls a market tool.
+func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := testwait.Context(t, 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	return res
+}
+
+func text(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// refused checks that res is a tool error saying want.
+func refused(t *testing.T, res *mcp.CallToolResult, want string) {
+	t.Helper()
+	if !res.IsError || !strings.Contains(text(res), want) {
+		t.Fatalf("result %q (isError %v); want a tool error saying %q", text(res), res.IsError, want)
+	}
+}
+
+func (f *fixture) balance() int64 {
+	b, err := f.ledger.Balance(context.Background(), payer)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return b
+}
+
+// noneServed checks that no provider ran a call.
+func (f *fixture) noneServed() {
+	select {
+	case who := <-f.served:
+		f.t.Fatalf("%s ran the call; want none sent", who)
+	default:
+	}
+}
+
+// A call whose every provider asks more than the budget allows is
+// refused before anything is sent: nothing is paid.
+func TestMarket_OverBudgetPaysNothing(t *testing.T) {
+	f := newFixture(t)
+	dear := f.provider("Dear", "9")
+	hash := f.announced(1)
+	cs := f.host(5, dear.PublicKey())
+
+	res := call(t, cs, "call", map[string]any{"schema": hash, "tool": "translate", "arguments": map[string]any{"text": "hi", "to": "fr"}})
+	refused(t, res, "over budget")
+	if b := f.balance(); b != 100 {
+		t.Fatalf("balance %d; want 100, nothing paid", b)
+	}
+	f.noneServed()
+}
+
+// A server the catalog does not know is refused, with what to do.
+func TestMarket_UnknownServer(t *testing.T) {
+	f := newFixture(t)
+	f.provider("Free", "0")
+	f.announced(1)
+	cs := f.host(5)
+
+	stranger := nostrx.EncodeNpub(nostr.Generate().Public())
+	refused(t, call(t, cs, "call", map[string]any{"server": stranger, "tool": "translate", "arguments": map[string]any{"text": "hi", "to": "fr"}}), "unknown server")
+	refused(t, call(t, cs, "describe", map[string]any{"server": "nobody"}), "unknown server")
+	f.noneServed()
+}
+
+// A schema whose providers are none of them trusted is refused under the
+// default policy: nothing is sent to a stranger.
+func TestMarket_NoTrustedProvider(t *testing.T) {
+	f := newFixture(t)
+	f.provider("Stranger", "0")
+	hash := f.announced(1)
+	cs := f.host(5) // trusts no one
+
+	refused(t, call(t, cs, "call", map[string]any{"schema": hash, "tool": "translate", "arguments": map[string]any{"text": "hi", "to": "fr"}}), "none of them trusted")
+	f.noneServed()
+}
+
+// Arguments that do not fit the tool's input schema are refused before
+// anything is sent or paid.
+func TestMarket_BadArgumentsSendNothing(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider("Priced", "3")
+	hash := f.announced(1)
+	cs := f.host(5, p.PublicKey())
+
+	refused(t, call(t, cs, "call", map[string]any{"schema": hash, "tool": "translate", "arguments": map[string]any{"text": 5, "to": "fr"}}), "do not fit the input schema")
+	refused(t, call(t, cs, "call", map[string]any{"server": nostrx.EncodeNpub(p.PublicKey()), "tool": "translate", "arguments": map[string]any{"text": []any{}}}), "do not fit the input schema")
+	if b := f.balance(); b != 100 {
+		t.Fatalf("balance %d; want 100, nothing paid", b)
+	}
+	f.noneServed()
+}
+
+// A call by schema goes to the trusted provider, is paid within the
+// budget, and the budget tool reports the spend.
+func TestMarket_CallPaysAndReportsTheSpend(t *testing.T) {
+	f := newFixture(t)
+	f.provider("Stranger", "1")
+	mine := f.provider("Mine", "3")
+	hash := f.announced(2)
+	cs := f.host(5, mine.PublicKey())
+
+	found := call(t, cs, "search", map[string]any{"schema": hash[:12]})
+	var offers market.SearchOutput
+	decode(t, found.StructuredContent, &offers)
+	if len(offers.Offers) != 2 || offers.Offers[0].ServerName != "Mine" || !strings.Contains(offers.Offers[0].Why, "trusted") {
+		t.Fatalf("search: %+v; want Mine first, trusted, then Stranger", offers)
+	}
+
+	res := call(t, cs, "call", map[string]any{"schema": hash, "tool": "translate", "arguments": map[string]any{"text": "hi", "to": "fr"}})
+	if res.IsError || text(res) != "Mine: hi" {
+		t.Fatalf("call: %q (isError %v); want Mine's answer", text(res), res.IsError)
+	}
+	var meta market.CallMeta
+	decode(t, res.Meta[market.MetaKey], &meta)
+	if len(meta.Paid) != 1 || meta.Paid[0].Amount != 3 || meta.ServerName != "Mine" {
+		t.Fatalf("meta %+v; want 3 sats paid to Mine", meta)
+	}
+	if b := f.balance(); b != 97 {
+		t.Fatalf("balance %d; want 97", b)
+	}
+
+	var spend market.BudgetOutput
+	decode(t, call(t, cs, "budget", nil).StructuredContent, &spend)
+	if spend.SpentToday != 3 || len(spend.Servers) != 1 || spend.Servers[0].Server != nostrx.EncodeNpub(mine.PublicKey()) || spend.Servers[0].Spent != 3 {
+		t.Fatalf("budget %+v; want 3 sats spent, with Mine", spend)
+	}
+}
+
+func decode(t *testing.T, v any, into any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, into); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+}
