@@ -71,10 +71,10 @@ func (m *Market) call(ctx context.Context, req *mcp.CallToolRequest, in CallInpu
 			SchemaHash: hash, Tool: in.Tool, Arguments: in.Arguments,
 			Catalog: catalog, Pool: m.opts.Pool, Client: client, AttemptTimeout: m.opts.AttemptTimeout,
 			History: m.opts.History, Policy: ranking.Policy, Trusted: ranking.Trusted, Reputation: ranking.Reputation,
-			Logger: m.log,
+			Progress: m.passProgress(req), Logger: m.log,
 		})
 	} else {
-		res, err = m.callServer(ctx, client, providers[0], in.Arguments)
+		res, err = m.callServer(ctx, client, providers[0], in.Arguments, m.passProgress(req))
 	}
 	if serr := m.opts.History.Save(); serr != nil {
 		m.log.Warn("could not save the provider history", "path", m.opts.History.Path(), "err", serr)
@@ -147,7 +147,7 @@ func checkArguments(t discovery.Tool, args map[string]any) error {
 }
 
 // callServer calls the tool of one server.
-func (m *Market) callServer(ctx context.Context, client contextvm.ClientOptions, p discovery.Provider, args map[string]any) (*discovery.CallResult, error) {
+func (m *Market) callServer(ctx context.Context, client contextvm.ClientOptions, p discovery.Provider, args map[string]any, progress func(context.Context, *mcp.ProgressNotificationParams)) (*discovery.CallResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.opts.AttemptTimeout)
 	defer cancel()
 	client.Server = p.Server.Pubkey.Hex()
@@ -160,10 +160,14 @@ func (m *Market) callServer(ctx context.Context, client contextvm.ClientOptions,
 	}
 	start := time.Now()
 	res := &discovery.CallResult{Provider: p}
-	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: m.opts.Name, Version: m.opts.Version}, nil), client)
+	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: m.opts.Name, Version: m.opts.Version}, discovery.ProgressClient(progress)), client)
 	if err == nil {
 		defer cs.Close()
-		res.Result, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: p.Tool.Name, Arguments: args})
+		params := &mcp.CallToolParams{Name: p.Tool.Name, Arguments: args}
+		if progress != nil {
+			params.SetProgressToken(fmt.Sprintf("market-%d", time.Now().UnixNano()))
+		}
+		res.Result, err = cs.CallTool(ctx, params)
 	}
 	res.Attempts = []discovery.Attempt{{Provider: p, Elapsed: time.Since(start), Err: err}}
 	if _, declined := contextvm.Declined(err); !declined {
@@ -207,4 +211,18 @@ func withMeta(res *discovery.CallResult, scores reputation.Scores, paid []Paymen
 	}
 	out.Meta[MetaKey] = meta
 	return &out
+}
+
+// passProgress passes a provider's progress notifications on to the host,
+// under the host's token; nil when the host asked for none.
+func (m *Market) passProgress(req *mcp.CallToolRequest) func(context.Context, *mcp.ProgressNotificationParams) {
+	if req == nil || req.Session == nil || req.Params == nil || req.Params.GetProgressToken() == nil {
+		return nil
+	}
+	token, ss := req.Params.GetProgressToken(), req.Session
+	return func(ctx context.Context, p *mcp.ProgressNotificationParams) {
+		if err := ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: p.Progress, Total: p.Total, Message: p.Message}); err != nil {
+			m.log.Debug("could not pass progress on to the host", "err", err)
+		}
+	}
 }

@@ -13,8 +13,10 @@
 //     schema and the price against what is left of the budget before
 //     anything is sent (pay.go); the call is paid with the user's
 //     cep8.PayOptions, each payment confirmed through the host's
-//     elicitation when it declared the capability, by the configured
-//     policy otherwise;
+//     elicitation when it declared the capability on a protocol version
+//     that lets a server ask while it serves a call (before 2026-07-28),
+//     by the configured policy otherwise; the provider's progress
+//     notifications are passed on to the host under its own token;
 //   - budget (budget.go): what was spent today, per server, and what is
 //     left, from the payments.Budget every cvm on the machine shares.
 //

@@ -3,6 +3,7 @@ package market_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,6 +35,11 @@ type fixture struct {
 	pool   *nostrx.Pool
 	ledger *payments.Ledger
 	served chan string
+	// confirm is the market's policy when the host cannot be asked (nil:
+	// pay within the budget).
+	confirm func(context.Context, contextvm.PaymentOffer) bool
+	// protocol is the MCP version the host asks for ("": the latest).
+	protocol string
 }
 
 const payer = "agent"
@@ -54,6 +60,9 @@ func (f *fixture) provider(who, price string) *contextvm.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: who, Version: "1.0.0"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "translate", Description: "Translate text"}, func(ctx context.Context, req *mcp.CallToolRequest, in translateIn) (*mcp.CallToolResult, any, error) {
 		f.served <- who
+		if token := req.Params.GetProgressToken(); token != nil {
+			req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: 1, Total: 2, Message: who + " is translating"})
+		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: who + ": " + in.Text}}}, nil, nil
 	})
 	var gate contextvm.Gate
@@ -107,6 +116,11 @@ func (f *fixture) announced(want int) string {
 // host is an MCP client connected to a market over f's relay, trusting
 // trusted and paying within perCall sats a call from the payer's account.
 func (f *fixture) host(perCall int64, trusted ...nostr.PubKey) *mcp.ClientSession {
+	return f.hostWith(nil, perCall, trusted...)
+}
+
+// hostWith is host with the host's client options.
+func (f *fixture) hostWith(opts *mcp.ClientOptions, perCall int64, trusted ...nostr.PubKey) *mcp.ClientSession {
 	t := f.t
 	t.Helper()
 	trust := map[nostr.PubKey]bool{}
@@ -117,7 +131,7 @@ func (f *fixture) host(perCall int64, trusted ...nostr.PubKey) *mcp.ClientSessio
 		Pool:   f.pool,
 		Client: contextvm.ClientOptions{Signer: contextvm.NewKeySigner(nostr.Generate()), RequestTimeout: 10 * time.Second},
 		Pay: &cep8.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: payer}},
-			Budget: &payments.Budget{PerCall: perCall, Path: filepath.Join(t.TempDir(), "budget.json")}},
+			Budget: &payments.Budget{PerCall: perCall, Path: filepath.Join(t.TempDir(), "budget.json")}, Confirm: f.confirm},
 		Trusted: trust, History: discovery.OpenHistory(filepath.Join(t.TempDir(), "history.json")),
 		AttemptTimeout: 10 * time.Second,
 	})
@@ -131,7 +145,7 @@ func (f *fixture) host(perCall int64, trusted ...nostr.PubKey) *mcp.ClientSessio
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "host"}, nil).Connect(ctx, ct, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "host"}, opts).Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: f.protocol})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,5 +301,88 @@ func decode(t *testing.T, v any, into any) {
 	}
 	if err := json.Unmarshal(b, into); err != nil {
 		t.Fatalf("%s: %v", b, err)
+	}
+}
+
+// The provider's progress notifications reach the host, under the host's
+// own progress token, on a call by schema and on a call to a server.
+func TestMarket_PassesProgressThrough(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider("Free", "0")
+	hash := f.announced(1)
+	progress := make(chan *mcp.ProgressNotificationParams, 16)
+	cs := f.hostWith(&mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+		progress <- req.Params
+	}}, 5, p.PublicKey())
+
+	for i, target := range []map[string]any{{"schema": hash}, {"server": nostrx.EncodeNpub(p.PublicKey())}} {
+		args := map[string]any{"tool": "translate", "arguments": map[string]any{"text": "hi", "to": "fr"}}
+		for k, v := range target {
+			args[k] = v
+		}
+		ctx, cancel := testwait.Context(t, 30*time.Second)
+		params := &mcp.CallToolParams{Name: "call", Arguments: args}
+		token := fmt.Sprintf("host-%d", i)
+		params.SetProgressToken(token)
+		res, err := cs.CallTool(ctx, params)
+		cancel()
+		if err != nil || res.IsError {
+			t.Fatalf("call %v: %v, %q", target, err, text(res))
+		}
+		// A notification may be handled after the result it preceded.
+		want, deadline := token+" Free is translating", time.After(testwait.Timeout(10*time.Second))
+		for got := ""; got != want; {
+			select {
+			case n := <-progress:
+				got = fmt.Sprint(n.ProgressToken, " ", n.Message)
+			case <-deadline:
+				t.Fatalf("call %v: no progress %q", target, want)
+			}
+		}
+	}
+}
+
+// A host that declared elicitation is asked before each payment, and its
+// answer wins over the configured policy (here: never pay); a host that
+// declines has nothing paid.
+func TestMarket_ConfirmsPaymentsThroughElicitation(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider("Priced", "3")
+	hash := f.announced(1)
+	f.confirm = func(context.Context, contextvm.PaymentOffer) bool { return false }
+	f.protocol = "2025-11-25" // the last on which a server asks while serving a call
+	asked := make(chan string, 4)
+	answer := "accept"
+	elicit := &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked <- req.Params.Message
+		return &mcp.ElicitResult{Action: answer}, nil
+	}}
+	cs := f.hostWith(elicit, 5, p.PublicKey())
+	args := map[string]any{"schema": hash, "tool": "translate", "arguments": map[string]any{"text": "hi", "to": "fr"}}
+
+	if res := call(t, cs, "call", args); res.IsError || text(res) != "Priced: hi" {
+		t.Fatalf("accepted: %q (isError %v); want Priced's answer", text(res), res.IsError)
+	}
+	if q := <-asked; !strings.Contains(q, "Pay 3 sats") {
+		t.Fatalf("the host was asked %q; want the price", q)
+	}
+	if b := f.balance(); b != 97 {
+		t.Fatalf("balance %d after an accepted payment; want 97", b)
+	}
+
+	answer = "decline"
+	refused(t, call(t, cs, "call", args), "not paid")
+	if b := f.balance(); b != 97 {
+		t.Fatalf("balance %d after a declined payment; want 97", b)
+	}
+
+	// On the latest protocol a server may not ask while it serves a call:
+	// the configured policy decides, without asking.
+	f.protocol, answer = "", "accept"
+	<-asked
+	latest := f.hostWith(elicit, 5, p.PublicKey())
+	refused(t, call(t, latest, "call", args), "not paid")
+	if len(asked) != 0 {
+		t.Fatalf("the host on the latest protocol was asked %q", <-asked)
 	}
 }

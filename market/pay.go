@@ -58,11 +58,19 @@ func (m *Market) payer(req *mcp.CallToolRequest, paid *paidLog) contextvm.Payer 
 	return po.Payer()
 }
 
-// elicits reports whether the host declared it can be asked (MCP
-// elicitation).
+// inlineElicitBefore is the first protocol version on which a server may
+// no longer send elicitation/create while it serves a request (SEP-2322:
+// it returns input requests for the host to answer and call again).
+const inlineElicitBefore = "2026-07-28"
+
+// elicits reports whether the host can be asked during a call: it
+// declared MCP elicitation, on a protocol version that lets the market ask
+// while it serves the call. A payment is made inside the provider's call,
+// which cannot be suspended for a multi round-trip request: hosts on later
+// versions get the configured policy.
 func elicits(ss *mcp.ServerSession) bool {
 	p := ss.InitializeParams()
-	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil
+	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil && p.ProtocolVersion < inlineElicitBefore
 }
 
 // askHost asks the host's user to approve a payment: accepted pays.
