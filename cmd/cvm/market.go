@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -147,16 +148,19 @@ func (c *marketCmd) serveHTTP(ctx context.Context, s *mcp.Server, pool *nostrx.P
 		return err
 	}
 	c.log.Info("market listening", "url", url)
+	served := make(chan error, 1)
+	go func() { served <- hs.Wait() }()
 	select {
 	case <-ctx.Done():
-		return hs.Shutdown(context.Background())
-	case err := <-waitServer(hs):
+	case err := <-served:
 		return err
 	}
-}
-
-func waitServer(hs *httpserve.Server) <-chan error {
-	done := make(chan error, 1)
-	go func() { done <- hs.Wait() }()
-	return done
+	// A host's open event stream would hold Shutdown forever: it gets a
+	// few seconds to go.
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
 }
