@@ -191,8 +191,19 @@ func (f *fixture) balance() int64 {
 	return b
 }
 
+// nothingPaid checks that the payer paid nothing and no provider ran a
+// call.
+func (f *fixture) nothingPaid() {
+	f.t.Helper()
+	if b := f.balance(); b != 100 {
+		f.t.Fatalf("balance %d; want 100, nothing paid", b)
+	}
+	f.noneServed()
+}
+
 // noneServed checks that no provider ran a call.
 func (f *fixture) noneServed() {
+	f.t.Helper()
 	select {
 	case who := <-f.served:
 		f.t.Fatalf("%s ran the call; want none sent", who)
@@ -210,10 +221,7 @@ func TestMarket_OverBudgetPaysNothing(t *testing.T) {
 
 	res := call(t, cs, "call", map[string]any{"schema": hash, "tool": "translate", "arguments": map[string]any{"text": "hi", "to": "fr"}})
 	refused(t, res, "over budget")
-	if b := f.balance(); b != 100 {
-		t.Fatalf("balance %d; want 100, nothing paid", b)
-	}
-	f.noneServed()
+	f.nothingPaid()
 }
 
 // A server the catalog does not know is refused, with what to do.
@@ -251,10 +259,7 @@ func TestMarket_BadArgumentsSendNothing(t *testing.T) {
 
 	refused(t, call(t, cs, "call", map[string]any{"schema": hash, "tool": "translate", "arguments": map[string]any{"text": 5, "to": "fr"}}), "do not fit the input schema")
 	refused(t, call(t, cs, "call", map[string]any{"server": nostrx.EncodeNpub(p.PublicKey()), "tool": "translate", "arguments": map[string]any{"text": []any{}}}), "do not fit the input schema")
-	if b := f.balance(); b != 100 {
-		t.Fatalf("balance %d; want 100, nothing paid", b)
-	}
-	f.noneServed()
+	f.nothingPaid()
 }
 
 // A call by schema goes to the trusted provider, is paid within the
