@@ -20,6 +20,12 @@
 //   - budget (budget.go): what was spent today, per server, and what is
 //     left, from the payments.Budget every cvm on the machine shares.
 //
+// Mount (mount.go) offers the tools of chosen servers, or of common
+// schemas on their best provider, as the market's own, namespaced, while it
+// follows the catalog: a change of them changes the market's tool list,
+// which hosts are told of (notifications/tools/list_changed). Their calls
+// go through call, with its checks and payments.
+//
 // A refusal is a tool error (isError) that says what to do. market.go
 // holds the options, the catalog read and the ranking; tools.go the
 // registration.

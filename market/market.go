@@ -43,6 +43,10 @@ type Options struct {
 	FetchTimeout   time.Duration
 	AttemptTimeout time.Duration
 
+	// Mounts are servers (npub, nprofile) and common schema hashes whose
+	// tools the market offers as its own, namespaced, while Mount runs.
+	Mounts []string
+
 	// Name and Version are the server's implementation.
 	Name, Version string
 	Logger        *slog.Logger
@@ -54,6 +58,7 @@ type Market struct {
 	opts   Options
 	log    *slog.Logger
 	server *mcp.Server
+	mounts []mount
 }
 
 // New returns a market; Server is its MCP server.
@@ -74,7 +79,11 @@ func New(opts Options) (*Market, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Market{opts: opts, log: log}
+	mounts, err := parseMounts(opts.Mounts)
+	if err != nil {
+		return nil, err
+	}
+	m := &Market{opts: opts, log: log, mounts: mounts}
 	m.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
 	})

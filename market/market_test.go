@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,9 @@ type fixture struct {
 	confirm func(context.Context, contextvm.PaymentOffer) bool
 	// protocol is the MCP version the host asks for ("": the latest).
 	protocol string
+	// mounts are the market's Options.Mounts, kept mounted while the
+	// test runs.
+	mounts []string
 }
 
 const payer = "agent"
@@ -55,6 +59,11 @@ func newFixture(t *testing.T) *fixture {
 // provider starts who, a translate provider asking price sats through
 // its gate (none for "0").
 func (f *fixture) provider(who, price string) *contextvm.Server {
+	f.t.Helper()
+	return f.providerWithKey(who, price, nostr.Generate())
+}
+
+func (f *fixture) providerWithKey(who, price string, key nostr.SecretKey) *contextvm.Server {
 	t := f.t
 	t.Helper()
 	s := mcp.NewServer(&mcp.Implementation{Name: who, Version: "1.0.0"}, nil)
@@ -72,7 +81,7 @@ func (f *fixture) provider(who, price string) *contextvm.Server {
 	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
 	srv, err := contextvm.NewServer(ctx, contextvm.ServerOptions{
-		Signer: contextvm.NewKeySigner(nostr.Generate()), Relays: []string{f.relay.URL},
+		Signer: contextvm.NewKeySigner(key), Relays: []string{f.relay.URL},
 		Info: contextvm.ServerInfo{Name: who}, Announce: true,
 		Prices:      []contextvm.Price{{Capability: "tool:translate", Amount: price}},
 		CommonTools: []string{"translate"}, ToolCategories: []string{"language"}, Gate: gate,
@@ -133,11 +142,20 @@ func (f *fixture) hostWith(opts *mcp.ClientOptions, perCall int64, trusted ...no
 		Pay: &cep8.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: payer}},
 			Budget: &payments.Budget{PerCall: perCall, Path: filepath.Join(t.TempDir(), "budget.json")}, Confirm: f.confirm},
 		Trusted: trust, History: discovery.OpenHistory(filepath.Join(t.TempDir(), "history.json")),
-		AttemptTimeout: 10 * time.Second,
+		AttemptTimeout: 10 * time.Second, Mounts: f.mounts,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	mctx, stop := context.WithCancel(context.Background())
+	mounted := make(chan error, 1)
+	go func() { mounted <- m.Mount(mctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-mounted; err != nil {
+			t.Errorf("Mount: %v", err)
+		}
+	})
 	ct, st := mcp.NewInMemoryTransports()
 	ctx, cancel := testwait.Context(t, 10*time.Second)
 	defer cancel()
@@ -390,4 +408,51 @@ func TestMarket_ConfirmsPaymentsThroughElicitation(t *testing.T) {
 	if len(asked) != 0 {
 		t.Fatalf("the host on the latest protocol was asked %q", <-asked)
 	}
+}
+
+// A mounted server's tools are the market's own, namespaced: a host is
+// told when they appear (the server announces itself after the market
+// started) and calls them as any tool.
+func TestMarket_MountsAServersToolsAndTellsOfChanges(t *testing.T) {
+	f := newFixture(t)
+	key := nostr.Generate()
+	npub := nostrx.EncodeNpub(key.Public())
+	f.mounts = []string{npub}
+	changed := make(chan struct{}, 16)
+	cs := f.hostWith(&mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		changed <- struct{}{}
+	}}, 5, key.Public())
+	name := "alpha-" + npub[5:11] + "__translate"
+	if tools := toolNames(t, cs); slices.Contains(tools, name) {
+		t.Fatalf("tools %v before Alpha announced itself", tools)
+	}
+
+	f.providerWithKey("Alpha", "0", key)
+	testwait.Eventually(t, 30*time.Second, "the mounted tool to be listed after a list_changed", func() bool {
+		select {
+		case <-changed:
+			return slices.Contains(toolNames(t, cs), name)
+		default:
+			return false
+		}
+	})
+	res := call(t, cs, name, map[string]any{"text": "hi", "to": "fr"})
+	if res.IsError || text(res) != "Alpha: hi" {
+		t.Fatalf("mounted call: %q (isError %v); want Alpha's answer", text(res), res.IsError)
+	}
+	refused(t, call(t, cs, name, map[string]any{"text": 5}), "do not fit the input schema")
+}
+
+func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	ctx, cancel := testwait.Context(t, 10*time.Second)
+	defer cancel()
+	var names []string
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	return names
 }

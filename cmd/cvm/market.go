@@ -39,7 +39,12 @@ budget), kept in the same budget.json as cvm call. Each payment is
 confirmed through the host (MCP elicitation) when it offers that;
 otherwise only --yes pays. A call refused for its arguments, its price, an
 unknown server or a schema with no trusted provider is a tool error that
-says what to do, and nothing is sent or paid.`
+says what to do, and nothing is sent or paid.
+
+--mount NPUB (or a common schema hash; repeatable) offers that server's
+tools (or the schema's, on its best provider) as the market's own, named
+SERVER-KEY__TOOL (or TOOL__HASH), called and paid as call does; hosts are
+told (notifications/tools/list_changed) when the catalog changes them.`
 
 // marketCmd is one run of cvm market.
 type marketCmd struct {
@@ -47,8 +52,9 @@ type marketCmd struct {
 	cf   clientFlags
 	tf   trustFlags
 	rf   reputationFlags
-	pf   payFlags
-	http string
+	pf    payFlags
+	http  string
+	mount []string
 }
 
 func (a *app) marketCommand() *cobra.Command {
@@ -68,6 +74,7 @@ func (a *app) marketCommand() *cobra.Command {
 	a.addPayFlags(cmd, &c.pf, true)
 	addChannelFlag(cmd, &c.pf)
 	cmd.Flags().StringVar(&c.http, "http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio")
+	cmd.Flags().StringArrayVar(&c.mount, "mount", nil, "offer this server's tools (npub, nprofile) or this common schema's tool (its hash) as the market's own, namespaced (repeatable)")
 	return cmd
 }
 
@@ -105,11 +112,20 @@ func (c *marketCmd) run(ctx context.Context) error {
 			return c.reputationOf(ctx, pool, c.rf, c.cf.key, history, servers)
 		},
 		FetchTimeout: relayWaitFor(c.cf.timeout), AttemptTimeout: c.cf.timeout,
-		Name: "cvm-market", Version: version, Logger: c.log,
+		Mounts: c.mount, Name: "cvm-market", Version: version, Logger: c.log,
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("--mount: %w", err)
 	}
+	mctx, stop := context.WithCancel(ctx)
+	mounted := make(chan error, 1)
+	go func() { mounted <- m.Mount(mctx) }()
+	defer func() {
+		stop()
+		if err := <-mounted; err != nil {
+			c.log.Warn("the mounted tools stopped following the catalog", "err", err)
+		}
+	}()
 	if c.http != "" {
 		return c.serveHTTP(ctx, m.Server(), pool)
 	}

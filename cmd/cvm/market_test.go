@@ -15,7 +15,8 @@ import (
 
 // cvm market --http serves the market over streamable HTTP: a host finds
 // the demo server's add by its common schema through search, and a call
-// by schema with no trusted provider is refused with what to do.
+// by schema with no trusted provider is refused with what to do; --mount
+// makes the server's tools the market's own.
 func TestMarketCLI_ServesStreamableHTTP(t *testing.T) {
 	r := relaytest.Start(t, relay.Options{})
 	c := newCLI(t)
@@ -24,7 +25,7 @@ func TestMarketCLI_ServesStreamableHTTP(t *testing.T) {
 	gw.ReadyLine(t, &gwReady)
 	gw.Stderr.Await(t, 20*time.Second, `msg=announced`)
 
-	m := startCVM(t, c, "market", "--http", "127.0.0.1:0", "--relay", r.URL, "--timeout", "5s")
+	m := startCVM(t, c, "market", "--http", "127.0.0.1:0", "--relay", r.URL, "--timeout", "5s", "--mount", gwReady.Npub)
 	var ready struct {
 		Ready bool   `json:"ready"`
 		URL   string `json:"url"`
@@ -37,6 +38,17 @@ func TestMarketCLI_ServesStreamableHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
+
+	// --mount: the gateway's tools are the market's own, namespaced.
+	mountedAdd := "cvm-demo-server-" + gwReady.Npub[5:11] + "__add"
+	testwait.Eventually(t, 20*time.Second, "the mounted add to be listed", func() bool {
+		for tool, err := range cs.Tools(ctx, nil) {
+			if err == nil && tool.Name == mountedAdd {
+				return true
+			}
+		}
+		return false
+	})
 
 	found, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"query": "add", "category": "math"}})
 	var offers struct {
