@@ -49,9 +49,9 @@ told (notifications/tools/list_changed) when the catalog changes them.`
 // marketCmd is one run of cvm market.
 type marketCmd struct {
 	*app
-	cf   clientFlags
-	tf   trustFlags
-	rf   reputationFlags
+	cf    clientFlags
+	tf    trustFlags
+	rf    reputationFlags
 	pf    payFlags
 	http  string
 	mount []string
