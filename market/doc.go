@@ -28,5 +28,6 @@
 //
 // A refusal is a tool error (isError) that says what to do. market.go
 // holds the options, the catalog read and the ranking; tools.go the
-// registration.
+// registration. FuzzMountedTool (mount_test.go) feeds mounting hostile
+// announcements: tool names and schemas anyone may publish.
 package market

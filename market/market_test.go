@@ -456,3 +456,28 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 	}
 	return names
 }
+
+// A mounted common schema is one tool of the market, named by the tool
+// and the start of the hash, called on the schema's best provider.
+func TestMarket_MountsASchemaOnItsBestProvider(t *testing.T) {
+	f := newFixture(t)
+	mine := f.provider("Mine", "0")
+	f.provider("Stranger", "0")
+	hash := f.announced(2)
+	f.mounts = []string{hash}
+	cs := f.host(5, mine.PublicKey())
+
+	name := "translate__" + hash[:8]
+	testwait.Eventually(t, 30*time.Second, "the mounted schema to be listed", func() bool { return slices.Contains(toolNames(t, cs), name) })
+	if res := call(t, cs, name, map[string]any{"text": "hi", "to": "fr"}); res.IsError || text(res) != "Mine: hi" {
+		t.Fatalf("mounted schema: %q (isError %v); want the trusted provider's answer", text(res), res.IsError)
+	}
+}
+
+// A mount that is neither a key nor a schema hash is refused up front.
+func TestMarket_RefusesABadMount(t *testing.T) {
+	_, err := market.New(market.Options{Pool: nostrx.NewPool(nostrx.PoolOptions{}), Mounts: []string{"weather"}})
+	if err == nil || !strings.Contains(err.Error(), "neither a server's public key") {
+		t.Fatalf("New: %v; want the mount refused", err)
+	}
+}
