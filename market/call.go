@@ -52,29 +52,29 @@ func (m *Market) call(ctx context.Context, req *mcp.CallToolRequest, in CallInpu
 	if (in.Server == "") == (in.Schema == "") {
 		return nil, nil, errServerOrSchema
 	}
-	providers, hash, ranking, scores, catalog, err := m.providers(ctx, in)
+	o, err := m.providers(ctx, in)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := checkArguments(providers[0].Tool, in.Arguments); err != nil {
+	if err := checkArguments(o.providers[0].Tool, in.Arguments); err != nil {
 		return nil, nil, err
 	}
-	if err := m.affordable(ctx, providers); err != nil {
+	if err := m.affordable(ctx, o.providers); err != nil {
 		return nil, nil, err
 	}
 	var paid paidLog
 	client := m.opts.Client
 	client.Payer = m.payer(req, &paid)
 	var res *discovery.CallResult
-	if hash != "" {
+	if o.hash != "" {
 		res, err = discovery.Call(ctx, discovery.CallOptions{
-			SchemaHash: hash, Tool: in.Tool, Arguments: in.Arguments,
-			Catalog: catalog, Pool: m.opts.Pool, Client: client, AttemptTimeout: m.opts.AttemptTimeout,
-			History: m.opts.History, Policy: ranking.Policy, Trusted: ranking.Trusted, Reputation: ranking.Reputation,
+			SchemaHash: o.hash, Tool: in.Tool, Arguments: in.Arguments,
+			Catalog: o.catalog, Pool: m.opts.Pool, Client: client, AttemptTimeout: m.opts.AttemptTimeout,
+			History: m.opts.History, Policy: o.ranking.Policy, Trusted: o.ranking.Trusted, Reputation: o.ranking.Reputation,
 			Progress: m.passProgress(req), Logger: m.log,
 		})
 	} else {
-		res, err = m.callServer(ctx, client, providers[0], in.Arguments, m.passProgress(req))
+		res, err = m.callServer(ctx, client, o.providers[0], in.Arguments, m.passProgress(req))
 	}
 	if serr := m.opts.History.Save(); serr != nil {
 		m.log.Warn("could not save the provider history", "path", m.opts.History.Path(), "err", serr)
@@ -82,19 +82,16 @@ func (m *Market) call(ctx context.Context, req *mcp.CallToolRequest, in CallInpu
 	if err != nil {
 		return nil, nil, callError(err, res)
 	}
-	return withMeta(res, scores, paid.list()), nil, nil
+	return withMeta(res, o.scores, paid.list()), nil, nil
 }
 
 // providers are who may answer in: the ranked providers of its schema, or
-// its one server, with the catalog they came from.
-func (m *Market) providers(ctx context.Context, in CallInput) ([]discovery.Provider, string, discovery.Ranking, reputation.Scores, *discovery.Catalog, error) {
-	fail := func(err error) ([]discovery.Provider, string, discovery.Ranking, reputation.Scores, *discovery.Catalog, error) {
-		return nil, "", discovery.Ranking{}, nil, nil, err
-	}
+// its one server (and no hash).
+func (m *Market) providers(ctx context.Context, in CallInput) (schemaOffer, error) {
 	if in.Server != "" {
 		s, err := m.lookup(ctx, in.Server)
 		if err != nil {
-			return fail(err)
+			return schemaOffer{}, err
 		}
 		i := slices.IndexFunc(s.Tools, func(t discovery.Tool) bool { return t.Name == in.Tool })
 		if i < 0 {
@@ -102,29 +99,23 @@ func (m *Market) providers(ctx context.Context, in CallInput) ([]discovery.Provi
 			for i, t := range s.Tools {
 				names[i] = t.Name
 			}
-			return fail(fmt.Errorf("server %s has no tool %q; it has: %s (see describe)", in.Server, in.Tool, strings.Join(names, ", ")))
+			return schemaOffer{}, fmt.Errorf("server %s has no tool %q; it has: %s (see describe)", in.Server, in.Tool, strings.Join(names, ", "))
 		}
-		return []discovery.Provider{{Server: s, Tool: s.Tools[i]}}, "", discovery.Ranking{}, nil, nil, nil
+		return schemaOffer{providers: []discovery.Provider{{Server: s, Tool: s.Tools[i]}}}, nil
 	}
-	catalog, err := m.catalog(ctx, discovery.Filter{})
+	o, err := m.schemaProviders(ctx, in.Schema)
 	if err != nil {
-		return fail(err)
+		return schemaOffer{}, err
 	}
-	hash, err := resolveSchema(catalog, in.Schema)
-	if err != nil {
-		return fail(err)
-	}
-	ranking, scores := m.ranking(ctx, catalog.Servers(discovery.Filter{SchemaHash: hash}))
-	providers, excluded := catalog.Providers(hash, ranking)
 	switch {
-	case len(providers) == 0 && excluded > 0:
-		return fail(fmt.Errorf("%d server(s) implement schema %s, none of them trusted: nothing was sent. Ask the user to trust one (cvm market --trust NPUB, or [trust] in config.toml; describe lists them), or call one by its server", excluded, hash))
-	case len(providers) == 0:
-		return fail(fmt.Errorf("no server announces a verified implementation of schema %s; search for another", hash))
-	case providers[0].Tool.Name != in.Tool:
-		return fail(fmt.Errorf("schema %s is the tool %q, not %q", hash, providers[0].Tool.Name, in.Tool))
+	case len(o.providers) == 0 && o.excluded > 0:
+		return schemaOffer{}, fmt.Errorf("%d server(s) implement schema %s, none of them trusted: nothing was sent. Ask the user to trust one (cvm market --trust NPUB, or [trust] in config.toml; describe lists them), or call one by its server", o.excluded, o.hash)
+	case len(o.providers) == 0:
+		return schemaOffer{}, fmt.Errorf("no server announces a verified implementation of schema %s; search for another", o.hash)
+	case o.providers[0].Tool.Name != in.Tool:
+		return schemaOffer{}, fmt.Errorf("schema %s is the tool %q, not %q", o.hash, o.providers[0].Tool.Name, in.Tool)
 	}
-	return providers, hash, ranking, scores, catalog, nil
+	return o, nil
 }
 
 // checkArguments refuses arguments that do not fit the tool's announced

@@ -53,19 +53,13 @@ func (m *Market) describe(ctx context.Context, _ *mcp.CallToolRequest, in Descri
 		}
 		return nil, out, nil
 	}
-	catalog, err := m.catalog(ctx, discovery.Filter{})
+	o, err := m.schemaProviders(ctx, in.Schema)
 	if err != nil {
 		return nil, DescribeOutput{}, err
 	}
-	hash, err := resolveSchema(catalog, in.Schema)
-	if err != nil {
-		return nil, DescribeOutput{}, err
-	}
-	ranking, scores := m.ranking(ctx, catalog.Servers(discovery.Filter{SchemaHash: hash}))
-	providers, excluded := catalog.Providers(hash, ranking)
-	out := DescribeOutput{Schema: hash, Tools: []ToolDetail{}, Excluded: excluded}
-	for _, p := range providers {
-		out.Tools = append(out.Tools, m.detail(p, scores))
+	out := DescribeOutput{Schema: o.hash, Tools: []ToolDetail{}, Excluded: o.excluded}
+	for _, p := range o.providers {
+		out.Tools = append(out.Tools, m.detail(p, o.scores))
 	}
 	return nil, out, nil
 }
@@ -74,20 +68,21 @@ func (m *Market) detail(p discovery.Provider, scores reputation.Scores) ToolDeta
 	return ToolDetail{Offer: m.offer(p, scores), InputSchema: p.Tool.InputSchema, OutputSchema: p.Tool.OutputSchema}
 }
 
-// lookup is the catalog's entry of the server key names, or an error
-// that says what to do.
+// lookup is the catalog's entry of the server key names, read from the
+// relays, or an error that says what to do.
 func (m *Market) lookup(ctx context.Context, key string) (discovery.Server, error) {
 	pk, err := nostrx.ParsePublicKey(key)
 	if err != nil {
 		return discovery.Server{}, fmt.Errorf("unknown server %q: give its npub or hex public key, as search reports it", key)
 	}
-	catalog, err := m.catalog(ctx, discovery.Filter{})
-	if err != nil {
-		return discovery.Server{}, err
+	ctx, cancel := context.WithTimeout(ctx, m.opts.FetchTimeout)
+	defer cancel()
+	s, ok, err := discovery.FetchServer(ctx, m.opts.Pool, pk.Key)
+	switch {
+	case ok:
+		return s, nil
+	case err != nil:
+		return discovery.Server{}, fmt.Errorf("reading %s's announcements from %d relay(s): %w", key, len(m.opts.Pool.Relays()), err)
 	}
-	s, ok := catalog.Server(pk.Key)
-	if !ok {
-		return discovery.Server{}, fmt.Errorf("unknown server %s: it announces nothing on the market's %d relay(s); find one with search", key, len(m.opts.Pool.Relays()))
-	}
-	return s, nil
+	return discovery.Server{}, fmt.Errorf("unknown server %s: it announces nothing on the market's %d relay(s); find one with search", key, len(m.opts.Pool.Relays()))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"fiatjaf.com/nostr"
@@ -128,4 +129,37 @@ func (m *Market) ranking(ctx context.Context, candidates []discovery.Server) (di
 		r.Reputation = scores
 	}
 	return r, scores
+}
+
+// schemaOffer is what the catalog offers for one common schema: its
+// providers, ranked, and the catalog they came from.
+type schemaOffer struct {
+	catalog   *discovery.Catalog
+	hash      string
+	ranking   discovery.Ranking
+	scores    reputation.Scores
+	providers []discovery.Provider
+	excluded  int // providers the trust policy rules out
+}
+
+// schemaProviders ranks the providers of schema, a hash or the start of
+// one. A whole hash is asked of the relays alone; a start needs the
+// catalog to be resolved.
+func (m *Market) schemaProviders(ctx context.Context, schema string) (schemaOffer, error) {
+	var f discovery.Filter
+	if schemaHash.MatchString(strings.ToLower(schema)) {
+		f.SchemaHash = strings.ToLower(schema)
+	}
+	catalog, err := m.catalog(ctx, f)
+	if err != nil {
+		return schemaOffer{}, err
+	}
+	hash, err := resolveSchema(catalog, schema)
+	if err != nil {
+		return schemaOffer{}, err
+	}
+	o := schemaOffer{catalog: catalog, hash: hash}
+	o.ranking, o.scores = m.ranking(ctx, catalog.Servers(discovery.Filter{SchemaHash: hash}))
+	o.providers, o.excluded = catalog.Providers(hash, o.ranking)
+	return o, nil
 }
