@@ -242,6 +242,20 @@ func TestMarket_OverBudgetPaysNothing(t *testing.T) {
 	f.nothingPaid()
 }
 
+// A market that may pay nothing refuses a priced call to a server up
+// front, and says why.
+func TestMarket_PriceWithoutACapPaysNothing(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider("Priced", "3")
+	f.announced(1)
+	cs := f.host(0, p.PublicKey())
+
+	res := call(t, cs, "call", map[string]any{"server": nostrx.EncodeNpub(p.PublicKey()), "tool": "translate", "arguments": map[string]any{"text": "hi", "to": "fr"}})
+	refused(t, res, "over budget")
+	refused(t, res, "pays nothing (it runs without --max-sats")
+	f.nothingPaid()
+}
+
 // A server the catalog does not know is refused, with what to do.
 func TestMarket_UnknownServer(t *testing.T) {
 	f := newFixture(t)

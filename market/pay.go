@@ -114,7 +114,7 @@ func (m *Market) affordable(ctx context.Context, providers []discovery.Provider)
 
 // left is the most the budget pays server now, and which limit says so.
 func (m *Market) left(ctx context.Context, server string) (int64, string, error) {
-	if m.opts.Pay == nil || m.opts.Pay.Budget == nil || len(m.opts.Pay.Handlers)+len(m.opts.Pay.Bearers) == 0 {
+	if m.opts.Pay == nil || m.opts.Pay.Budget == nil || m.opts.Pay.Budget.PerCall <= 0 || len(m.opts.Pay.Handlers)+len(m.opts.Pay.Bearers) == 0 {
 		return 0, "the market pays nothing (it runs without --max-sats or without a wallet)", nil
 	}
 	b := m.opts.Pay.Budget
