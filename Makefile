@@ -33,7 +33,8 @@ check:
 # Node packages the interop tests run (pinned by interop/package-lock.json).
 interop-deps: interop/node_modules/.package-lock.json interop/thirdparty-relay/node_modules/.package-lock.json \
 	interop/identitykit/node_modules/.package-lock.json interop/payments/node_modules/.package-lock.json \
-	interop/cashu/node_modules/.package-lock.json interop/typescript/node_modules/.package-lock.json
+	interop/cashu/node_modules/.package-lock.json interop/typescript/node_modules/.package-lock.json \
+	interop/inspector/node_modules/.package-lock.json
 
 interop/node_modules/.package-lock.json: interop/package.json interop/package-lock.json
 	cd interop && npm ci --no-audit --no-fund
@@ -58,6 +59,11 @@ interop/cashu/node_modules/.package-lock.json: interop/cashu/package.json intero
 # The TypeScript compiler (pinned) that checks the clients cvm gen writes.
 interop/typescript/node_modules/.package-lock.json: interop/typescript/package.json interop/typescript/package-lock.json
 	cd interop/typescript && npm ci --no-audit --no-fund
+
+# The MCP Inspector, whose --cli mode drives cvm market, in its own folder
+# (it brings its own copy of the MCP SDK).
+interop/inspector/node_modules/.package-lock.json: interop/inspector/package.json interop/inspector/package-lock.json
+	cd interop/inspector && npm ci --no-audit --no-fund
 
 # The default cvm: pure Go, statically linked, secp256k1 in Go (btcec).
 build:

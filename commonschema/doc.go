@@ -48,5 +48,7 @@
 // Files: hash.go (the normalization and the hash of a Tool), meta.go (a
 // tool's _meta claim as it travels in JSON: Claimed, VerifyClaim, Annotate),
 // tags.go (the announcement's tags), uncovered.go (UncoveredProperties: what
-// the normalization leaves out of the hash).
+// the normalization leaves out of the hash), validate.go
+// (ValidateArguments: a call's arguments against a tool's input schema,
+// before anything is sent).
 package commonschema

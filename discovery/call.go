@@ -54,6 +54,10 @@ type CallOptions struct {
 	// Reputation ranks the providers after trust and before price, and
 	// admits strangers under ByReputation (nil: none).
 	Reputation Reputation
+	// Progress, if set, is told of the progress notifications the
+	// providers send for the call (and of the client's own, such as a
+	// payment asked for).
+	Progress func(context.Context, *mcp.ProgressNotificationParams)
 
 	Logger *slog.Logger
 }
@@ -214,7 +218,7 @@ func callOne(ctx context.Context, opts CallOptions, p Provider) (*mcp.CallToolRe
 			co.Signer = contextvm.NewKeySigner(nostr.Generate())
 		}
 	}
-	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "cvm", Version: "1"}, nil), co)
+	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "cvm", Version: "1"}, ProgressClient(opts.Progress)), co)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
@@ -222,7 +226,11 @@ func callOne(ctx context.Context, opts CallOptions, p Provider) (*mcp.CallToolRe
 	if err := recheck(ctx, cs, p.Tool.Name, opts.SchemaHash); err != nil {
 		return nil, err
 	}
-	return cs.CallTool(ctx, &mcp.CallToolParams{Name: p.Tool.Name, Arguments: opts.Arguments})
+	params := &mcp.CallToolParams{Name: p.Tool.Name, Arguments: opts.Arguments}
+	if opts.Progress != nil {
+		params.SetProgressToken(fmt.Sprintf("cvm-%d", time.Now().UnixNano()))
+	}
+	return cs.CallTool(ctx, params)
 }
 
 // ErrClaimNotServed means a provider's live tools/list does not serve the
@@ -262,4 +270,15 @@ func recheck(ctx context.Context, cs *mcp.ClientSession, name, hash string) erro
 func failover(err error) bool {
 	var rpc *jsonrpc.Error
 	return !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInvalidParams
+}
+
+// ProgressClient are the options of an MCP client whose progress
+// notifications go to progress; nil (no options) for a nil progress.
+func ProgressClient(progress func(context.Context, *mcp.ProgressNotificationParams)) *mcp.ClientOptions {
+	if progress == nil {
+		return nil
+	}
+	return &mcp.ClientOptions{ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+		progress(ctx, req.Params)
+	}}
 }

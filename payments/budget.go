@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -146,6 +147,16 @@ func (b *Budget) Spent(ctx context.Context, server string) (total, withServer in
 		return nil
 	})
 	return total, withServer, err
+}
+
+// Today is what was spent today: in all, and with each server (keyed as
+// Reserve was given them), for a report of the budget.
+func (b *Budget) Today(ctx context.Context) (total int64, servers map[string]int64, err error) {
+	err = b.update(ctx, func(s *budgetState) error {
+		total, servers = s.Total, maps.Clone(s.Servers)
+		return nil
+	})
+	return total, servers, err
 }
 
 func (b *Budget) update(ctx context.Context, f func(s *budgetState) error) error {

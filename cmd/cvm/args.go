@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // callArguments are the arguments of `cvm call` as given: one JSON object,
@@ -142,32 +140,4 @@ func describeTypes(types []string) string {
 			"object": "a JSON object", "null": "null", "string": "a string"}[t]
 	}
 	return strings.Join(slices.DeleteFunc(names, func(s string) bool { return s == "" }), " or ")
-}
-
-// validateArguments checks args against a tool's input schema, so that a
-// mistake is reported here, with the schema's words, before anything is
-// sent. A schema this validator cannot read is left to the server.
-func validateArguments(args map[string]any, inputSchema any) error {
-	raw, err := json.Marshal(inputSchema)
-	if err != nil {
-		return nil
-	}
-	var schema jsonschema.Schema
-	if json.Unmarshal(raw, &schema) != nil {
-		return nil
-	}
-	resolved, err := schema.Resolve(nil)
-	if err != nil {
-		return nil
-	}
-	// Validate JSON values, as the server will see them.
-	data, err := json.Marshal(args)
-	if err != nil {
-		return err
-	}
-	var instance map[string]any
-	if err := json.Unmarshal(data, &instance); err != nil {
-		return err
-	}
-	return resolved.Validate(instance)
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cvmgo/cvm/commonschema"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/payments/quotation"
 	"github.com/cvmgo/cvm/reputation"
@@ -248,7 +249,7 @@ func toolArguments(inputSchema any, server, name string, args callArguments) (ma
 	if err != nil {
 		return nil, fmt.Errorf("%w (see: cvm tools %s --json)", err, server)
 	}
-	if err := validateArguments(arguments, inputSchema); err != nil {
+	if err := commonschema.ValidateArguments(arguments, inputSchema); err != nil {
 		return nil, fmt.Errorf("arguments for %s do not fit its input schema: %w (see: cvm tools %s --json)", name, err, server)
 	}
 	return arguments, nil

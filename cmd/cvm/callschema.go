@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cvmgo/cvm/commonschema"
 	"github.com/cvmgo/cvm/contextvm"
 	"github.com/cvmgo/cvm/discovery"
 	"github.com/cvmgo/cvm/nostrx"
@@ -159,7 +160,7 @@ func schemaArguments(tool discovery.Tool, hash, name string, args callArguments)
 	if err != nil {
 		return nil, fmt.Errorf("%w (see: cvm discover --schema %s --json)", err, hash)
 	}
-	if err := validateArguments(arguments, inputSchema); err != nil {
+	if err := commonschema.ValidateArguments(arguments, inputSchema); err != nil {
 		return nil, fmt.Errorf("arguments for %s do not fit its input schema: %w", name, err)
 	}
 	return arguments, nil

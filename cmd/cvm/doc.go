@@ -33,7 +33,8 @@
 //     --raw, and --extract PATH, its grammar and what it selects),
 //     callexit.go (a call's exit status, by what went wrong), list.go,
 //     gen.go (cvm gen: typed client code by package clientgen, and
-//     --check), contacts.go (what is known of a server), pay.go
+//     --check), market.go (cvm market: package market served on stdio or
+//     --http, with the call command's trust and payment flags), contacts.go (what is known of a server), pay.go
 //     (budget, wallets, confirmation, refusals), channels.go (prepaid
 //     payment channels: --channel, their store, cvm channels and close),
 //     usdrate.go (the usd rate
