@@ -201,6 +201,14 @@ func (o *op) drop(pending pendingOp) {
 // inputs, when ours, moved out of the spendable proofs, before the
 // request; the answer's proofs replace them after it.
 func (o *op) swap(ctx context.Context, inputs []cashu.Proof, ours bool, amounts []uint64) ([]cashu.Proof, error) {
+	return o.swapKeeping(ctx, inputs, ours, amounts, len(amounts))
+}
+
+// swapKeeping is swap that keeps only the first keep of the new proofs in
+// the file: the others are handed out (a redeemed payment's change). Until
+// the answer is in, the outputs are all pending in the file, so a swap
+// finished after a crash keeps them all.
+func (o *op) swapKeeping(ctx context.Context, inputs []cashu.Proof, ours bool, amounts []uint64, keep int) ([]cashu.Proof, error) {
 	ks, err := o.keys.active(ctx)
 	if err != nil {
 		return nil, err
@@ -225,7 +233,7 @@ func (o *op) swap(ctx context.Context, inputs []cashu.Proof, ours bool, amounts 
 	if err != nil {
 		return nil, err
 	}
-	return proofs, o.settle(pending, proofs)
+	return proofs, o.settle(pending, proofs[:keep])
 }
 
 // swapFailed handles a swap the mint refused: it did not happen, so the
@@ -259,34 +267,69 @@ func (o *op) swapFailed(ctx context.Context, pending pendingOp, err error) error
 	return err
 }
 
+// checkProofs checks proofs received from someone else before anything
+// is sent for them: each of a keyset the mint has in sats, with a key for
+// its amount, and its DLEQ proof (NUT-12) valid when it carries one.
+func (o *op) checkProofs(ctx context.Context, proofs []cashu.Proof) error {
+	for i, p := range proofs {
+		ks, err := o.keys.keyset(ctx, p.ID)
+		if err != nil {
+			return fmt.Errorf("proof %d: %w", i, err)
+		}
+		key, ok := ks.Keys[p.Amount]
+		if !ok {
+			return fmt.Errorf("proof %d: %w: keyset %s has no key for %d", i, ErrKeyset, p.ID, p.Amount)
+		}
+		if p.DLEQ != nil {
+			if err := p.VerifyDLEQ(key); err != nil {
+				return fmt.Errorf("proof %d: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
 // unspent returns the proofs the mint does not report spent (NUT-07),
 // and how many it does.
 func (o *op) unspent(ctx context.Context, proofs []cashu.Proof) ([]cashu.Proof, int, error) {
+	states, err := o.states(ctx, proofs)
+	if err != nil {
+		return nil, 0, err
+	}
+	var keep []cashu.Proof
+	for i, st := range states {
+		if st != cashu.StateSpent {
+			keep = append(keep, proofs[i])
+		}
+	}
+	return keep, len(proofs) - len(keep), nil
+}
+
+// states are the mint's states of proofs (NUT-07), in their order.
+func (o *op) states(ctx context.Context, proofs []cashu.Proof) ([]string, error) {
 	ys := make([]string, len(proofs))
 	for i, p := range proofs {
 		y, err := p.Y()
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		ys[i] = y
 	}
 	resp, err := o.c.CheckState(ctx, ys)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if len(resp.States) != len(ys) {
-		return nil, 0, fmt.Errorf("cashu mint %s answered %d states for %d proofs", o.c.URL(), len(resp.States), len(ys))
+		return nil, fmt.Errorf("cashu mint %s answered %d states for %d proofs", o.c.URL(), len(resp.States), len(ys))
 	}
-	var keep []cashu.Proof
+	states := make([]string, len(ys))
 	for i, st := range resp.States {
 		if st.Y != ys[i] {
-			return nil, 0, fmt.Errorf("cashu mint %s answered states out of order", o.c.URL())
+			return nil, fmt.Errorf("cashu mint %s answered states out of order", o.c.URL())
 		}
-		if st.State != cashu.StateSpent {
-			keep = append(keep, proofs[i])
-		}
+		states[i] = st.State
 	}
-	return keep, len(proofs) - len(keep), nil
+	return states, nil
 }
 
 // without is proofs less those in drop (by secret).
@@ -405,20 +448,8 @@ func (w *Wallet) Receive(ctx context.Context, tok cashu.Token) (uint64, error) {
 		return 0, err
 	}
 	defer o.end()
-	for i, p := range tok.Proofs {
-		ks, err := o.keys.keyset(ctx, p.ID)
-		if err != nil {
-			return 0, fmt.Errorf("proof %d: %w", i, err)
-		}
-		key, ok := ks.Keys[p.Amount]
-		if !ok {
-			return 0, fmt.Errorf("proof %d: %w: keyset %s has no key for %d", i, ErrKeyset, p.ID, p.Amount)
-		}
-		if p.DLEQ != nil {
-			if err := p.VerifyDLEQ(key); err != nil {
-				return 0, fmt.Errorf("proof %d: %w", i, err)
-			}
-		}
+	if err := o.checkProofs(ctx, tok.Proofs); err != nil {
+		return 0, err
 	}
 	fee, err := o.keys.fees(tok.Proofs)
 	if err != nil {
