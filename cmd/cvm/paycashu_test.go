@@ -14,7 +14,7 @@ import (
 // cashuWorld is a relay, cvm wallet-sim (the mint's wallet, alice's and
 // srv's), cvm mint-sim, alice's Cashu wallet holding 100 sats minted there
 // (cvm cashu mint) and a cvm gateway charging 10 sats for add that takes
-// Cashu of the mint (--cashu-mint) and gatewayArgs.
+// Cashu of the mint (--cashu-mint), or of another one when foreign.
 type cashuWorld struct {
 	relay, mint, npub string
 	sim               walletSimReady
@@ -23,7 +23,7 @@ type cashuWorld struct {
 	c                 *cli
 }
 
-func newCashuWorld(t *testing.T, gatewayArgs ...string) *cashuWorld {
+func newCashuWorld(t *testing.T, foreign bool) *cashuWorld {
 	t.Helper()
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	w := &cashuWorld{relay: r.URL, c: newCLI(t), gatewayData: t.TempDir()}
@@ -35,8 +35,11 @@ func newCashuWorld(t *testing.T, gatewayArgs ...string) *cashuWorld {
 	if code, _, errOut := w.c.run("cashu", "mint", "--mint", w.mint, "--wallet-file", w.aliceWallet, "--max-sats", "100", "100"); code != 0 {
 		t.Fatalf("cvm cashu mint: %d %s", code, errOut)
 	}
-	args := append([]string{"gateway", "--relay", r.URL, "--price", "tool:add=10", "--cashu-mint", w.mint, "--data", w.gatewayData}, gatewayArgs...)
-	gw := startCVM(t, w.c, append(args, "--", demoServer(t))...)
+	accepted := w.mint
+	if foreign { // the same mint under another name: not the one alice's tokens name
+		accepted = strings.Replace(w.mint, "127.0.0.1", "localhost", 1)
+	}
+	gw := startCVM(t, w.c, "gateway", "--relay", r.URL, "--price", "tool:add=10", "--cashu-mint", accepted, "--data", w.gatewayData, "--", demoServer(t))
 	var gr gatewayReady
 	gw.ReadyLine(t, &gr)
 	w.npub = gr.Npub
@@ -61,12 +64,11 @@ func (w *cashuWorld) held(t *testing.T) (alice, srv uint64) {
 	return alice, srv
 }
 
-// call is cvm call add with --cashu and extra, decoded; it fails t unless
+// call is cvm call add with --cashu, decoded; it fails t unless
 // the sum comes back.
-func (w *cashuWorld) call(t *testing.T, extra ...string) []payment {
+func (w *cashuWorld) call(t *testing.T) []payment {
 	t.Helper()
-	args := append([]string{"--json", "call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--cashu", "--max-sats", "10", "--yes"}, extra...)
-	code, out, errOut := w.c.run(args...)
+	code, out, errOut := w.c.run("--json", "call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--cashu", "--max-sats", "10", "--yes")
 	var res struct {
 		StructuredContent map[string]float64   `json:"structuredContent"`
 		Meta              map[string][]payment `json:"_meta"`
@@ -80,9 +82,12 @@ func (w *cashuWorld) call(t *testing.T, extra ...string) []payment {
 // A gateway taking only Cashu (--cashu-mint, no Lightning wallet) charges:
 // cvm call --cashu pays from alice's Cashu wallet, exactly the price moves
 // from it to the gateway's, and each call is paid once; alice's Lightning
-// wallet pays nothing.
+// wallet pays nothing. The first call knows the price from tools/list and
+// pays in the request; the second (payments.cashu in the config) types its
+// arguments from the cache, so it learns the price from payment_required,
+// whose NUT-18 request (creqA) it pays by sending the request again.
 func TestPayCLI_CashuDirect(t *testing.T) {
-	w := newCashuWorld(t)
+	w := newCashuWorld(t, false)
 	before := balanceOf(t, w.sim.Wallets["alice"])
 	ps := w.call(t)
 	if len(ps) != 1 || ps[0].Amount != 10 || ps[0].PMI != cashuwallet.PMIDirect {
@@ -101,5 +106,20 @@ func TestPayCLI_CashuDirect(t *testing.T) {
 	}
 	if after := balanceOf(t, w.sim.Wallets["alice"]); after != before {
 		t.Fatalf("alice's Lightning wallet went from %d to %d msat", before, after)
+	}
+}
+
+// A gateway that takes another mint's ecash rejects alice's token without
+// consuming it (payment_rejected): it goes back to her wallet, and the
+// payment request that follows names a mint she holds nothing at, so the
+// call is refused with a message that says so; nothing moves.
+func TestPayCLI_CashuForeignMintRefused(t *testing.T) {
+	w := newCashuWorld(t, true)
+	code, out, errOut := w.c.run("call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--cashu", "--max-sats", "10", "--yes")
+	if code != exitPayment || !strings.Contains(errOut, "rejected") || !strings.Contains(errOut, "not accepted") || !strings.Contains(errOut, "not paid") {
+		t.Fatalf("a call paid in a foreign mint's ecash: %d %s %s", code, out, errOut)
+	}
+	if a, s := w.held(t); a != 100 || s != 0 {
+		t.Fatalf("after the refusal: alice holds %d, the gateway %d; want 100 and 0", a, s)
 	}
 }

@@ -22,7 +22,8 @@ func NewBearer(w *Wallet) *Bearer { return &Bearer{w: w} }
 // PMI is PMIDirect.
 func (b *Bearer) PMI() string { return PMIDirect }
 
-// Prepare takes a token of exactly amount out of the wallet, at the mint
+// Prepare takes a token of exactly amount out of the wallet (and the
+// mint's input fee on it, which the server's swap pays), at the mint
 // holding the most among those payReq accepts (any, without a request).
 // The token's proofs leave the proof file as it returns.
 func (b *Bearer) Prepare(ctx context.Context, amount, maxValue int64, payReq string) (payments.Prepared, error) {
@@ -34,14 +35,14 @@ func (b *Bearer) Prepare(ctx context.Context, amount, maxValue int64, payReq str
 		return payments.Prepared{}, err
 	}
 	var enc string
-	err = b.w.Send(ctx, mint, uint64(amount), func(t cashu.Token) (err error) {
+	value, err := b.w.SendCovering(ctx, mint, uint64(amount), uint64(maxValue), func(t cashu.Token) (err error) {
 		enc, err = t.EncodeV4()
 		return err
 	})
 	if err != nil {
-		return payments.Prepared{}, err
+		return payments.Prepared{}, fmt.Errorf("%w: %w", payments.ErrNotPayable, err)
 	}
-	return payments.Prepared{Payload: enc, Value: amount}, nil
+	return payments.Prepared{Payload: enc, Value: int64(value)}, nil
 }
 
 // mintFor is the mint to pay amount from: one the payment request payReq

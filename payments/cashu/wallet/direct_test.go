@@ -213,3 +213,63 @@ func TestDirectCashu_RequireAndPayRequest(t *testing.T) {
 		t.Fatalf("a request naming no mint held: %v", err)
 	}
 }
+
+// At a mint that charges an input fee, the Bearer's token covers the
+// price and the fee on its own proofs, so the server takes it at once.
+func TestDirectCashu_BearerCoversTheMintFee(t *testing.T) {
+	ctx := context.Background()
+	f := newDirectFixture(t, 1000, nil) // 1 sat per input
+	prep, err := f.bearer.Prepare(ctx, 10, 20, "")
+	if err != nil || prep.Value <= 10 {
+		t.Fatalf("prepare 10 at a mint with fees: %+v, %v", prep, err)
+	}
+	red, err := f.red.Redeem(ctx, payments.Charge{Amount: 10, Unit: "sats"}, prep.Payload)
+	if err != nil || red.Amount+red.ChangeAmount != prep.Value {
+		t.Fatalf("redeem: %+v, %v (token worth %d)", red, err, prep.Value)
+	}
+	if s, _ := held(t, f.server, f.tm.url); s != 10 {
+		t.Fatalf("server holds %d, want the price, 10", s)
+	}
+	if _, err := f.bearer.Prepare(ctx, 10, 10, ""); !errors.Is(err, payments.ErrNotPayable) {
+		t.Fatalf("a price whose fee goes over the most: %v", err)
+	}
+}
+
+// Two requests racing one token's proofs (encoded twice, so that no
+// payload claim tells them apart): one pays, the other is rejected as
+// spent, and the server keeps the price once.
+func TestDirectCashu_RacingTokenPaysOnce(t *testing.T) {
+	ctx := context.Background()
+	f := newDirectFixture(t, 0, nil)
+	v4 := f.token(t, 20)
+	tok, _ := cashu.DecodeToken(v4)
+	v3, err := tok.EncodeV3()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for _, p := range []string{v4, v3} {
+		go func() {
+			_, err := f.red.Redeem(ctx, payments.Charge{Amount: 20, Unit: "sats"}, p)
+			errs <- err
+		}()
+	}
+	var ok, spent int
+	for range 2 {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case errors.Is(err, payments.ErrSpent):
+			rejected(t, err, payments.ErrSpent)
+			spent++
+		default:
+			t.Fatalf("racing redeem: %v", err)
+		}
+	}
+	if ok != 1 || spent != 1 {
+		t.Fatalf("%d paid, %d spent; want one each", ok, spent)
+	}
+	if s, _ := held(t, f.server, f.tm.url); s != 20 {
+		t.Fatalf("server holds %d, want 20", s)
+	}
+}

@@ -363,12 +363,52 @@ func (w *Wallet) Send(ctx context.Context, mint string, amount uint64, deliver D
 	if err != nil {
 		return err
 	}
+	return o.hand(send, deliver)
+}
+
+// hand delivers proofs held as a token and, once delivered, drops them.
+func (o *op) hand(send []cashu.Proof, deliver DeliverFunc) error {
 	tok := cashu.Token{Mint: o.c.URL(), Unit: Unit, Proofs: send}
 	if err := deliver(tok); err != nil {
 		return err
 	}
 	o.ss.f.Proofs = without(o.ss.f.Proofs, send)
 	return o.ss.save()
+}
+
+// SendCovering is Send of a token that leaves amount to its receiver once
+// the mint's input fee on its own proofs is paid (the receiver swaps it):
+// worth amount and that fee, at most most. It returns the token's value.
+func (w *Wallet) SendCovering(ctx context.Context, mint string, amount, most uint64, deliver DeliverFunc) (uint64, error) {
+	if amount == 0 {
+		return 0, ErrAmount
+	}
+	o, err := w.begin(ctx, mint)
+	if err != nil {
+		return 0, err
+	}
+	defer o.end()
+	// The fee depends on the proofs, which depend on the value: a few
+	// rounds settle it (it grows by a sat or two at a time).
+	var fee uint64
+	for range 8 {
+		if amount+fee > most {
+			return 0, fmt.Errorf("%w: %d sats and the mint's input fee of %d, more than %d", ErrInsufficient, amount, fee, most)
+		}
+		send, err := o.selectExact(ctx, amount+fee)
+		if err != nil {
+			return 0, err
+		}
+		f, err := o.keys.fees(send)
+		if err != nil {
+			return 0, err
+		}
+		if f <= fee {
+			return amount + fee, o.hand(send, deliver)
+		}
+		fee = f
+	}
+	return 0, fmt.Errorf("cashu wallet: no token of %d sats covers the mint's input fee at %s", amount, o.c.URL())
 }
 
 // selectExact returns held proofs worth exactly amount: a subset if the
