@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cvmgo/cvm/payments"
@@ -271,5 +272,58 @@ func TestDirectCashu_RacingTokenPaysOnce(t *testing.T) {
 	}
 	if s, _ := held(t, f.server, f.tm.url); s != 20 {
 		t.Fatalf("server holds %d, want 20", s)
+	}
+}
+
+// countingTransport counts the requests to each path.
+type countingTransport struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.n[r.URL.Path]++
+	c.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (c *countingTransport) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = map[string]int{}
+	return n
+}
+
+// A wallet paying the same price again spares the mint: the first swap
+// splits its change for the next payments, which send proofs held (one
+// NUT-07 request, no swap), and the keysets and keys are not fetched
+// again within infoTTL.
+func TestWallet_SamePriceAgainSparesTheMint(t *testing.T) {
+	ctx := context.Background()
+	tm := startMint(t, 0)
+	ct := &countingTransport{n: map[string]int{}}
+	w := newWallet(t, t.TempDir(), &http.Client{Transport: ct}, nil)
+	if err := w.Mint(ctx, tm.url, 100, tm.pay); err != nil { // 64+32+4
+		t.Fatal(err)
+	}
+	var tok cashu.Token
+	if err := w.Send(ctx, tm.url, 3, keep(&tok)); err != nil {
+		t.Fatal(err)
+	}
+	if n := ct.take(); n["/v1/swap"] != 1 {
+		t.Fatalf("the first send of 3: %v; want one swap", n)
+	}
+	for i := range spareCopies {
+		if err := w.Send(ctx, tm.url, 3, keep(&tok)); err != nil {
+			t.Fatal(err)
+		}
+		if n := ct.take(); n["/v1/swap"] != 0 || n["/v1/keysets"] != 0 || n["/v1/keys/"+tok.Proofs[0].ID] != 0 || n["/v1/checkstate"] != 1 {
+			t.Fatalf("send %d of the same price: %v; want one checkstate and nothing else", i+2, n)
+		}
+	}
+	if sats, _ := held(t, w, tm.url); sats != 100-3*(spareCopies+1) {
+		t.Fatalf("held %d", sats)
 	}
 }

@@ -42,6 +42,7 @@ type Options struct {
 type Wallet struct {
 	opts  Options
 	store store
+	keys  *keyCache
 	log   *slog.Logger
 }
 
@@ -57,7 +58,7 @@ func New(opts Options) *Wallet {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Wallet{opts: opts, store: store{dir: opts.Dir, timeout: opts.LockWait}, log: log}
+	return &Wallet{opts: opts, store: store{dir: opts.Dir, timeout: opts.LockWait}, keys: &keyCache{mints: map[string]*mintKeys{}}, log: log}
 }
 
 // op is one operation on one mint: its proof file, held, and its keys.
@@ -79,7 +80,7 @@ func (w *Wallet) begin(ctx context.Context, mint string) (*op, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, err := loadKeyring(ctx, c)
+	keys, err := loadKeyring(ctx, c, w.keys)
 	if err != nil {
 		ss.close()
 		return nil, err
@@ -461,13 +462,40 @@ func (o *op) selectExact(ctx context.Context, amount uint64) ([]cashu.Proof, err
 		return nil, fmt.Errorf("%w: %d held at %s, %d asked (and a fee of %d)", ErrInsufficient, total, o.c.URL(), amount, fee)
 	}
 	send := cashu.SplitAmount(amount)
-	proofs, err := o.swap(ctx, inputs, true, append(slices.Clone(send), cashu.SplitAmount(sum-fee-amount)...))
+	change, err := o.changeAmounts(ctx, amount, sum-fee-amount)
+	if err != nil {
+		return nil, err
+	}
+	proofs, err := o.swap(ctx, inputs, true, append(slices.Clone(send), change...))
 	if err != nil {
 		return nil, err
 	}
 	// The first len(send) proofs answer the send amounts; the change is
 	// already in the file with them.
 	return proofs[:len(send)], nil
+}
+
+// spareCopies is how many payments of the amount just sent a swap's
+// change is split for, at a mint without input fees: a wallet paying the
+// same price call after call (cvm call --cashu) then sends proofs it
+// holds, checked unspent, instead of swapping at the mint each time.
+const spareCopies = 4
+
+// changeAmounts splits a swap's change of sent: up to spareCopies times
+// the amounts of sent, then the rest in powers of two. At a mint that
+// charges input fees it is the rest alone, since every proof costs a fee
+// to spend.
+func (o *op) changeAmounts(ctx context.Context, sent, change uint64) ([]uint64, error) {
+	ks, err := o.keys.active(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []uint64
+	for n := 0; ks.InputFeePPK == 0 && n < spareCopies && change >= sent; n++ {
+		out = append(out, cashu.SplitAmount(sent)...)
+		change -= sent
+	}
+	return append(out, cashu.SplitAmount(change)...), nil
 }
 
 // Receive swaps a token's proofs at its mint for new ones only this
