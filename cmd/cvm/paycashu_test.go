@@ -123,3 +123,18 @@ func TestPayCLI_CashuForeignMintRefused(t *testing.T) {
 		t.Fatalf("after the refusal: alice holds %d, the gateway %d; want 100 and 0", a, s)
 	}
 }
+
+// cvm proxy --cashu pays the same way for its host: each call moves
+// exactly the price from alice's Cashu wallet to the gateway's.
+func TestPayProxy_CashuDirect(t *testing.T) {
+	w := newCashuWorld(t, false)
+	cs := hostOver(t, w.c, nil, "proxy", w.npub, "--relay", w.relay, "--cashu", "--max-sats", "10")
+	for range 2 {
+		if res, err := addOverProxy(t, cs); err != nil || res.IsError {
+			t.Fatalf("a call over cvm proxy --cashu: %v %+v", err, res)
+		}
+	}
+	if a, s := w.held(t); a != 80 || s != 20 {
+		t.Fatalf("after two calls over the proxy: alice holds %d, the gateway %d; want 80 and 20", a, s)
+	}
+}
