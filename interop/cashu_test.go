@@ -2,6 +2,7 @@ package interop
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/btcsuite/btcd/btcec/v2"
 	"github.com/cvmgo/cvm/internal/cvmtest"
+	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/cashu"
+	cashuwallet "github.com/cvmgo/cvm/payments/cashu/wallet"
 )
 
 // requireCashuModules fails (not skips) when interop/cashu's pinned
@@ -188,5 +191,38 @@ func TestCashu_PaymentRequestAgrees(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, req) {
 		t.Errorf("creqA made by cashu-ts, read by cvm:\n got %+v\nwant %+v", got, req)
+	}
+}
+
+// TestCashu_DirectPaymentRequestAgrees: the NUT-18 request a cvm gateway
+// taking Cashu sends in payment_required (cashu/wallet's Redeemer) reads
+// in cashu-ts as the price in sats, single use, of the accepted mints,
+// with an empty transport list (the token comes back in-band); and the
+// same request re-encoded by cashu-ts is one cvm's Bearer reads alike.
+func TestCashu_DirectPaymentRequestAgrees(t *testing.T) {
+	mints := []string{"http://127.0.0.1:3338", "https://mint.example.com"}
+	red, err := cashuwallet.NewRedeemer(cashuwallet.New(cashuwallet.Options{Dir: t.TempDir()}), mints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := red.Require(context.Background(), payments.Charge{Amount: 10, Unit: "sats", Description: "tool:add"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := cashu.DecodePaymentRequest(pr.PayReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw struct{ Request map[string]any }
+	cashuTS(t, "creq-decode", map[string]any{"creq": pr.PayReq}, &raw)
+	want := map[string]any{"i": ours.ID, "a": 10.0, "u": "sat", "s": true, "m": []any{mints[0], mints[1]}, "t": []any{}}
+	if !reflect.DeepEqual(raw.Request, want) || ours.ID == "" {
+		t.Fatalf("the gateway's creqA, read by cashu-ts:\n got %v\nwant %v", raw.Request, want)
+	}
+	var ts struct{ Encoded string }
+	cashuTS(t, "creq-encode", map[string]any{"request": raw.Request}, &ts)
+	back, err := cashu.DecodePaymentRequest(ts.Encoded)
+	if err != nil || !reflect.DeepEqual(back, ours) {
+		t.Fatalf("cashu-ts's re-encoding, read by cvm: %+v, %v; want %+v", back, err, ours)
 	}
 }

@@ -20,7 +20,9 @@
 // main.go runs the round trips and prints the report; profile.go splits
 // their CPU by category; paid.go runs the paid calls, in processes that
 // child.go starts and stops, and paidzap.go adds the zap-paid path (a
-// gateway with --zap-address); sessions.go measures the idle sessions.
+// gateway with --zap-address) and paiddirect.go the Cashu direct path (a
+// gateway with --cashu-mint, over cvm mint-sim); sessions.go measures the
+// idle sessions.
 package main
 
 import (

@@ -77,6 +77,7 @@ type paidPeers struct {
 	gateway string            // pubkey
 	ref     string            // the reference server's pubkey
 	zapGW   string            // the --zap-address gateway's pubkey (paidzap.go)
+	direct  directPeers       // the --cashu-mint gateway and its mint (paiddirect.go)
 }
 
 // The wallet-sim's wallets: a receiving one for each server, a paying one
@@ -128,9 +129,16 @@ func measurePaid(ctx context.Context, root string, bins paidBinaries, calls int)
 		{pathZap, peers.zapGW, walletZap, func() ([]float64, []float64, error) {
 			return cvmPaidCalls(ctx, peers.relay, peers.zapGW, peers.wallets[walletCVMClient], calls, 0)
 		}},
+		{pathDirect, peers.direct.gateway, "", func() ([]float64, []float64, error) {
+			return directPaidCalls(ctx, peers, filepath.Join(tmp, "direct-client"), calls)
+		}},
 	} {
 		res := paidResult{Path: p.path, Calls: calls}
-		free, paid, err := paidOnce(ctx, peers.wallets[p.receiver], calls, p.run)
+		held := peers.direct.held
+		if p.receiver != "" {
+			held = func(ctx context.Context) (int64, error) { return balance(ctx, peers.wallets[p.receiver]) }
+		}
+		free, paid, err := paidOnce(ctx, held, calls, p.run)
 		if err != nil {
 			res.Error = err.Error()
 		} else {
@@ -147,8 +155,8 @@ func measurePaid(ctx context.Context, root string, bins paidBinaries, calls int)
 // paidOnce runs a path and checks that its receiving wallet got exactly
 // the price of every paid call, warm-up included: a figure is only that
 // of calls that were paid, once each.
-func paidOnce(ctx context.Context, receiver string, calls int, run func() ([]float64, []float64, error)) ([]float64, []float64, error) {
-	before, err := balance(ctx, receiver)
+func paidOnce(ctx context.Context, held func(context.Context) (int64, error), calls int, run func() ([]float64, []float64, error)) ([]float64, []float64, error) {
+	before, err := held(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -159,7 +167,7 @@ func paidOnce(ctx context.Context, receiver string, calls int, run func() ([]flo
 	if len(free) != calls || len(paid) != calls {
 		return nil, nil, fmt.Errorf("%d free and %d paid calls timed, want %d each", len(free), len(paid), calls)
 	}
-	after, err := balance(ctx, receiver)
+	after, err := held(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -192,6 +200,9 @@ func paidRatios(results []paidResult) map[string]float64 {
 	for _, r := range results {
 		if r.Path == pathChannel && r.Error == "" {
 			ratios[ratioChannel] = r.PaidOverFree
+		}
+		if r.Path == pathDirect && r.Error == "" {
+			ratios[ratioDirect] = r.PaidOverFree
 		}
 	}
 	ref, ok := p50[pathReference]
@@ -248,7 +259,7 @@ func startPaidPeers(ctx context.Context, root string, bins paidBinaries, tmp str
 	}
 	if err := cvm(&sim, append([]string{"wallet-sim", "--relay", peers.relay,
 		"--wallet", walletGateway + "=0", "--wallet", walletReference + "=0",
-		"--wallet", walletCVMClient + "=1000000", "--wallet", walletTSClient + "=1000000"}, zapSimArgs(tmp)...)...); err != nil {
+		"--wallet", walletCVMClient + "=1000000", "--wallet", walletTSClient + "=1000000", "--wallet", walletMint + "=0"}, zapSimArgs(tmp)...)...); err != nil {
 		return peers, err
 	}
 	peers.wallets = sim.Wallets
@@ -265,6 +276,9 @@ func startPaidPeers(ctx context.Context, root string, bins paidBinaries, tmp str
 	peers.gateway = gw.Pubkey
 	var err error
 	if peers.zapGW, err = startZapGateway(ctx, bins, env, peers.relay, sim.zapSim, stops); err != nil {
+		return peers, err
+	}
+	if peers.direct, err = startDirectPeers(cvm, bins, peers, tmp); err != nil {
 		return peers, err
 	}
 
@@ -308,11 +322,32 @@ func cvmPaidCalls(ctx context.Context, relayURL, server, uri string, calls int, 
 	// One key for the calls and the channel's close.
 	opts := contextvm.ClientOptions{Server: server, Relays: []string{relayURL}, RequestTimeout: paidCallTimeout,
 		Signer: contextvm.NewKeySigner(nostr.Generate()), Payer: pay.Payer()}
+	if free, paid, err = timedCalls(ctx, opts, calls, false); err != nil {
+		return nil, nil, err
+	}
+	if deposit > 0 {
+		if err := closeBenchChannel(ctx, opts, calls+1, invoices.Load()); err != nil {
+			return nil, nil, err
+		}
+	}
+	return free, paid, nil
+}
+
+// timedCalls connects with opts and calls echo (free) and add (priced) in
+// turn, once each to warm up and then calls times each, timed. With list
+// it lists the tools first, so that the client knows add's price before
+// it calls it (a direct payment goes in the request then).
+func timedCalls(ctx context.Context, opts contextvm.ClientOptions, calls int, list bool) (free, paid []float64, err error) {
 	cs, err := contextvm.Connect(ctx, mcp.NewClient(&mcp.Implementation{Name: "cvmbench-paid"}, nil), opts)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer cs.Close()
+	if list {
+		if _, err := cs.ListTools(ctx, nil); err != nil {
+			return nil, nil, err
+		}
+	}
 	call := func(times *[]float64, name string, args map[string]any, wantSum float64) error {
 		t0 := time.Now()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
@@ -337,11 +372,6 @@ func cvmPaidCalls(ctx context.Context, relayURL, server, uri string, calls int, 
 			return nil, nil, err
 		}
 		if err := call(p, "add", map[string]any{"a": 2, "b": 3}, 5); err != nil {
-			return nil, nil, err
-		}
-	}
-	if deposit > 0 {
-		if err := closeBenchChannel(ctx, opts, calls+1, invoices.Load()); err != nil {
 			return nil, nil, err
 		}
 	}

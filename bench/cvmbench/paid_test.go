@@ -14,7 +14,8 @@ import (
 // server built, every peer started): every path gives its free and paid
 // figures (each paid call paid once, which measurePaid checks on the
 // receiving wallet), cvm's paid p50s are set against the reference pair's,
-// the channel path's against its free calls, and the report prints them.
+// the channel and direct (Cashu) paths' against their free calls, and the
+// report prints them.
 func TestRun_PaidCalls(t *testing.T) {
 	root := testRoot(t)
 	ctx, cancel := testwait.Context(t, 5*time.Minute)
@@ -37,11 +38,12 @@ func TestRun_PaidCalls(t *testing.T) {
 			t.Errorf("%s: %+v", r.Path, r)
 		}
 	}
-	if strings.Join(paths, ", ") != strings.Join([]string{pathCVM, pathChannel, pathReference, pathRefToGW, pathZap}, ", ") {
+	if strings.Join(paths, ", ") != strings.Join([]string{pathCVM, pathChannel, pathReference, pathRefToGW, pathZap, pathDirect}, ", ") {
 		t.Errorf("paths measured: %q", paths)
 	}
-	if len(rep.Ratios) != 3 || rep.Ratios[ratioCVMPaid] <= 0 || rep.Ratios[ratioRefGWPaid] <= 0 || rep.Ratios[ratioChannel] != rep.Paid[1].PaidOverFree {
-		t.Errorf("ratios %v; want %s, %s and %s", rep.Ratios, ratioCVMPaid, ratioRefGWPaid, ratioChannel)
+	if len(rep.Ratios) != 4 || rep.Ratios[ratioCVMPaid] <= 0 || rep.Ratios[ratioRefGWPaid] <= 0 || rep.Ratios[ratioChannel] != rep.Paid[1].PaidOverFree ||
+		rep.Ratios[ratioDirect] != rep.Paid[5].PaidOverFree {
+		t.Errorf("ratios %v; want %s, %s, %s and %s", rep.Ratios, ratioCVMPaid, ratioRefGWPaid, ratioChannel, ratioDirect)
 	}
 	var out bytes.Buffer
 	printReport(&out, rep)
@@ -51,6 +53,7 @@ func TestRun_PaidCalls(t *testing.T) {
 		{pathReference, fmt.Sprintf("%.1f ms", rep.Paid[2].PaidP50ms)},
 		{"paid p50 cvm over reference", fmt.Sprintf("%.3f", rep.Ratios[ratioCVMPaid])},
 		{"channel paid p50 over free", fmt.Sprintf("%.3f", rep.Ratios[ratioChannel])},
+		{"direct paid p50 over free", fmt.Sprintf("%.3f", rep.Ratios[ratioDirect])},
 	} {
 		if !hasLine(out.String(), want[0], want[1]) {
 			t.Errorf("report lacks a line %q … %q:\n%s", want[0], want[1], out.String())

@@ -56,6 +56,7 @@
 //     gatewaychannels.go (its CEP-8 gate, and whether it offers payment
 //     channels, their books in the replica group's bucket with --nats), gatewayhttp.go (its HTTP endpoint, gateway.ListenHTTP), gatewayzap.go
 //     (--zap-address: the gate that collects zaps to a Lightning address),
+//     gatewaycashu.go (--cashu-mint: the Redeemer of Cashu direct payments),
 //     gatewayreplicas.go (--nats), unannounce.go, proxycmd.go, relay.go.
 //   - Rooms (MCPx): room.go (the room group, serve, token), roombridge.go,
 //     roomjoin.go (the flags bridge and chat join a topic with),

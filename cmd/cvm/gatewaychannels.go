@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -26,13 +27,24 @@ const capabilitiesWait = 15 * time.Second
 // server opens when it joins.
 func (g *gatewayCmd) collector(ctx context.Context, w *wallet, p gatewayPlan, state durable.Store, replicas *replica.Group) (contextvm.Gate, payments.Processor, func(), error) {
 	if g.gf.zapAddress != "" {
+		if len(g.gf.cashuMints) > 0 {
+			return nil, nil, nil, errors.New("--cashu-mint does not work with --zap-address yet: collect with --wallet-file, or Cashu alone")
+		}
 		return g.zapGate(p, state)
 	}
-	if w == nil {
+	red, err := g.cashuRedeemer(p)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if w == nil && red == nil {
 		return nil, nil, func() {}, nil
 	}
-	gate, err := g.gate(ctx, w, state, p, replicas)
-	return gate, w.proc, func() {}, err
+	gate, err := g.gate(ctx, w, red, state, p, replicas)
+	var proc payments.Processor // nil, not a nil interface value, with Cashu alone
+	if w != nil {
+		proc = w.proc
+	}
+	return gate, proc, func() {}, err
 }
 
 // gate is the CEP-8 gate that collects the prices with w, offering
@@ -40,11 +52,18 @@ func (g *gatewayCmd) collector(ctx context.Context, w *wallet, p gatewayPlan, st
 // (the same books); nil, not a nil *cep8.Gate, without a wallet. In a
 // replica group the books are kept in the group's bucket, shared by every
 // replica.
-func (g *gatewayCmd) gate(ctx context.Context, w *wallet, state durable.Store, p gatewayPlan, replicas *replica.Group) (contextvm.Gate, error) {
-	if w == nil {
+func (g *gatewayCmd) gate(ctx context.Context, w *wallet, red payments.Redeemer, state durable.Store, p gatewayPlan, replicas *replica.Group) (contextvm.Gate, error) {
+	if w == nil && red == nil {
 		return nil, nil
 	}
-	opts := cep8.Options{Processors: []payments.Processor{w.proc}, Rates: p.rates}
+	opts := cep8.Options{Rates: p.rates}
+	if red != nil {
+		opts.Redeemers = []payments.Redeemer{red}
+	}
+	if w == nil {
+		return cep8.NewGate(opts), nil
+	}
+	opts.Processors = []payments.Processor{w.proc}
 	server := p.id.secret.Public()
 	if replicas != nil {
 		shared, err := replicas.Store(ctx, server)

@@ -46,6 +46,7 @@ type gatewayFlags struct {
 	prices, commonTools, cats  []string
 	walletFile                 string
 	zapAddress                 string
+	cashuMints                 []string // mints whose ecash is taken as direct payment
 	paymentTTL                 time.Duration
 	channels                   bool
 	channelIdleTTL             time.Duration
@@ -172,6 +173,7 @@ func (gf *gatewayFlags) add(f *pflag.FlagSet) {
 	f.BoolVar(&gf.unannounceOnExit, "unannounce-on-exit", false, "delete the announcements when the gateway stops")
 	f.StringArrayVar(&gf.prices, "price", nil, "advertise a price: tool:NAME=AMOUNT[:UNIT], prompt:… or resource:URI=… (repeatable)")
 	f.StringVar(&gf.walletFile, "wallet-file", "", "file (mode 0600) holding the receiving wallet's connection URI (else $"+walletEnv+"): collect the prices")
+	f.StringArrayVar(&gf.cashuMints, "cashu-mint", nil, "take Cashu ecash of this mint as direct payment of the prices, kept in the gateway's own Cashu wallet under --data (repeatable)")
 	f.StringVar(&gf.zapAddress, "zap-address", "", "collect the prices as zaps (NIP-57) to this Lightning address, NAME@HOST, with no wallet connection")
 	f.DurationVar(&gf.paymentTTL, "payment-ttl", lightning.DefaultTTL, "how long a payment request (a Lightning invoice) can be paid")
 	f.BoolVar(&gf.channels, "channels", true, "offer prepaid payment channels when the wallet may pay_invoice (--channels=false: never)")
@@ -224,6 +226,7 @@ func (a *app) gatewayCommand() *cobra.Command {
 		config.Bind(f, name, "payments."+name)
 	}
 	config.Bind(f, "zap-address", "payments.zap-address")
+	config.Bind(f, "cashu-mint", "payments.cashu-mint")
 	return cmd
 }
 

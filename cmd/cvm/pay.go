@@ -21,6 +21,7 @@ import (
 	"github.com/cvmgo/cvm/internal/secretfile"
 	"github.com/cvmgo/cvm/nostrx"
 	"github.com/cvmgo/cvm/payments"
+	cashuwallet "github.com/cvmgo/cvm/payments/cashu/wallet"
 	"github.com/cvmgo/cvm/payments/lightning"
 	"github.com/cvmgo/cvm/payments/nwc"
 	"github.com/spf13/cobra"
@@ -43,6 +44,8 @@ type payFlags struct {
 	// channel is the deposit (sats) of the payment channel opened with a
 	// server that offers them; 0: none (channels.go).
 	channel int64
+	// cashu pays direct payments from the Cashu wallet (cvm cashu).
+	cashu bool
 }
 
 func (a *app) addPayFlags(cmd *cobra.Command, pf *payFlags, withYes bool) {
@@ -59,6 +62,8 @@ func (a *app) addPayFlags(cmd *cobra.Command, pf *payFlags, withYes bool) {
 	config.Bind(f, "max-sats-per-day", "payments.max-sats-per-day")
 	config.Bind(f, "pay-allow", "payments.allow")
 	config.Bind(f, "wallet-file", "payments.wallet-file")
+	f.BoolVar(&pf.cashu, "cashu", false, "pay priced calls with Cashu ecash from your cvm cashu wallet, in the request itself (direct payment), within --max-sats")
+	config.Bind(f, "cashu", "payments.cashu")
 	if withYes {
 		f.BoolVar(&pf.yes, "yes", false, "pay without asking, within --max-sats")
 	}
@@ -282,6 +287,13 @@ func (a *app) payOptions(pf payFlags, ask func(context.Context, contextvm.Paymen
 		if w.nwc != nil {
 			log.wallet = w.nwc
 		}
+	}
+	if pf.cashu {
+		w, err := a.cashuWallet()
+		if err != nil {
+			return nil, nil, err
+		}
+		opts.Bearers = []payments.Bearer{cashuwallet.NewBearer(w)}
 	}
 	if pf.maxSats > 0 {
 		dir, err := a.dataSubdir("", "payments")

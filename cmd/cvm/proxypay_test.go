@@ -20,7 +20,14 @@ import (
 // elicitation handler (and the host declares elicitation).
 func hostOverProxy(t *testing.T, w *payWorld, elicit func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) *mcp.ClientSession {
 	t.Helper()
-	p := startCVM(t, newCLI(t), "proxy", w.npub, "--relay", w.relay, "--wallet-file", w.clientFile, "--max-sats", "10")
+	return hostOver(t, newCLI(t), elicit, "proxy", w.npub, "--relay", w.relay, "--wallet-file", w.clientFile, "--max-sats", "10")
+}
+
+// hostOver starts cvm with args in c (a cvm proxy) and connects a go-sdk
+// client to it as the MCP host, with elicit as hostOverProxy's.
+func hostOver(t *testing.T, c *cli, elicit func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error), args ...string) *mcp.ClientSession {
+	t.Helper()
+	p := startCVM(t, c, args...)
 	client := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "1"}, &mcp.ClientOptions{ElicitationHandler: elicit})
 	ctx, cancel := testwait.Context(t, 20*time.Second)
 	defer cancel()

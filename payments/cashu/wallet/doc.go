@@ -18,7 +18,11 @@
 // on a received token's proofs when they carry one.
 //
 // Files: client.go (the mint's HTTP API and URL rules), keys.go (keysets:
-// fetched, checked against their ids, fees, unblinding), store.go (the
+// fetched, checked against their ids, remembered by the Wallet, fees,
+// unblinding), store.go (the
 // proof files), wallet.go (mint, send, receive, balance), recover.go
-// (finishing interrupted operations).
+// (finishing interrupted operations), direct.go (CEP-8 direct payments,
+// the server's side: Redeemer, a payments.Redeemer and Requirer whose
+// payment requests are NUT-18 creqA) and bearer.go (their client's side:
+// Bearer, a payments.Bearer, and Restore).
 package wallet

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"sync"
+	"time"
 
 	"github.com/cvmgo/cvm/payments/cashu"
 )
@@ -18,21 +21,79 @@ var ErrKeyset = errors.New("cashu wallet: keyset unknown to the mint, or not in 
 // operation: their infos (fees, unit, active) from /v1/keysets, and the
 // keys of those it used, each checked against its id.
 type keyring struct {
-	c     *Client
-	infos map[string]cashu.KeysetInfo
-	keys  map[string]cashu.Keyset
+	c      *Client
+	cache  *keyCache
+	cached bool // infos came from the cache, not the mint, for this operation
+	infos  map[string]cashu.KeysetInfo
+	keys   map[string]cashu.Keyset
 }
 
-func loadKeyring(ctx context.Context, c *Client) (*keyring, error) {
-	resp, err := c.Keysets(ctx)
-	if err != nil {
-		return nil, err
+// infoTTL is how long a mint's keyset infos are used without asking it
+// again: a process serving many payments (a gateway) spares a request per
+// operation, and a keyset the mint rotated in meanwhile is found when a
+// proof or output names it.
+const infoTTL = 30 * time.Second
+
+// keyCache is what a Wallet remembers of mints' keysets between
+// operations: the infos for infoTTL, and the keys for good, since a
+// keyset's keys are checked against its id and never change.
+type keyCache struct {
+	mu    sync.Mutex
+	mints map[string]*mintKeys
+}
+
+type mintKeys struct {
+	infos   map[string]cashu.KeysetInfo
+	fetched time.Time
+	keys    map[string]cashu.Keyset
+}
+
+func loadKeyring(ctx context.Context, c *Client, cache *keyCache) (*keyring, error) {
+	k := &keyring{c: c, cache: cache, infos: map[string]cashu.KeysetInfo{}, keys: map[string]cashu.Keyset{}}
+	cache.mu.Lock()
+	if m := cache.mints[c.URL()]; m != nil {
+		maps.Copy(k.keys, m.keys)
+		if time.Since(m.fetched) < infoTTL {
+			maps.Copy(k.infos, m.infos)
+			k.cached = true
+		}
 	}
-	k := &keyring{c: c, infos: map[string]cashu.KeysetInfo{}, keys: map[string]cashu.Keyset{}}
+	cache.mu.Unlock()
+	if k.cached {
+		return k, nil
+	}
+	return k, k.fetchInfos(ctx)
+}
+
+// fetchInfos asks the mint for its keysets' infos, and remembers them.
+func (k *keyring) fetchInfos(ctx context.Context) error {
+	resp, err := k.c.Keysets(ctx)
+	if err != nil {
+		return err
+	}
+	k.infos, k.cached = map[string]cashu.KeysetInfo{}, false
 	for _, ks := range resp.Keysets {
 		k.infos[ks.ID] = ks
 	}
-	return k, nil
+	k.cache.mu.Lock()
+	defer k.cache.mu.Unlock()
+	m := k.cache.mints[k.c.URL()]
+	if m == nil {
+		m = &mintKeys{keys: map[string]cashu.Keyset{}}
+		k.cache.mints[k.c.URL()] = m
+	}
+	m.infos, m.fetched = maps.Clone(k.infos), time.Now()
+	return nil
+}
+
+// remember keeps a keyset's checked keys for later operations.
+func (k *keyring) remember(ks cashu.Keyset) {
+	k.keys[ks.ID] = ks
+	k.cache.mu.Lock()
+	defer k.cache.mu.Unlock()
+	if m := k.cache.mints[k.c.URL()]; m != nil {
+		m.keys[ks.ID] = ks
+	}
 }
 
 // keyset returns the keys of keyset id, which must be in Unit.
@@ -41,6 +102,12 @@ func (k *keyring) keyset(ctx context.Context, id string) (cashu.Keyset, error) {
 		return ks, nil
 	}
 	info, ok := k.infos[id]
+	if !ok && k.cached { // a keyset the mint made after the infos were cached?
+		if err := k.fetchInfos(ctx); err != nil {
+			return cashu.Keyset{}, err
+		}
+		info, ok = k.infos[id]
+	}
 	if !ok || info.Unit != Unit {
 		return cashu.Keyset{}, fmt.Errorf("%w: %q", ErrKeyset, id)
 	}
@@ -54,7 +121,7 @@ func (k *keyring) keyset(ctx context.Context, id string) (cashu.Keyset, error) {
 			if err != nil {
 				return cashu.Keyset{}, err
 			}
-			k.keys[id] = ks
+			k.remember(ks)
 			return ks, nil
 		}
 	}

@@ -42,6 +42,7 @@ type Options struct {
 type Wallet struct {
 	opts  Options
 	store store
+	keys  *keyCache
 	log   *slog.Logger
 }
 
@@ -57,7 +58,7 @@ func New(opts Options) *Wallet {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Wallet{opts: opts, store: store{dir: opts.Dir, timeout: opts.LockWait}, log: log}
+	return &Wallet{opts: opts, store: store{dir: opts.Dir, timeout: opts.LockWait}, keys: &keyCache{mints: map[string]*mintKeys{}}, log: log}
 }
 
 // op is one operation on one mint: its proof file, held, and its keys.
@@ -79,7 +80,7 @@ func (w *Wallet) begin(ctx context.Context, mint string) (*op, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, err := loadKeyring(ctx, c)
+	keys, err := loadKeyring(ctx, c, w.keys)
 	if err != nil {
 		ss.close()
 		return nil, err
@@ -201,6 +202,14 @@ func (o *op) drop(pending pendingOp) {
 // inputs, when ours, moved out of the spendable proofs, before the
 // request; the answer's proofs replace them after it.
 func (o *op) swap(ctx context.Context, inputs []cashu.Proof, ours bool, amounts []uint64) ([]cashu.Proof, error) {
+	return o.swapKeeping(ctx, inputs, ours, amounts, len(amounts))
+}
+
+// swapKeeping is swap that keeps only the first keep of the new proofs in
+// the file: the others are handed out (a redeemed payment's change). Until
+// the answer is in, the outputs are all pending in the file, so a swap
+// finished after a crash keeps them all.
+func (o *op) swapKeeping(ctx context.Context, inputs []cashu.Proof, ours bool, amounts []uint64, keep int) ([]cashu.Proof, error) {
 	ks, err := o.keys.active(ctx)
 	if err != nil {
 		return nil, err
@@ -225,7 +234,7 @@ func (o *op) swap(ctx context.Context, inputs []cashu.Proof, ours bool, amounts 
 	if err != nil {
 		return nil, err
 	}
-	return proofs, o.settle(pending, proofs)
+	return proofs, o.settle(pending, proofs[:keep])
 }
 
 // swapFailed handles a swap the mint refused: it did not happen, so the
@@ -259,34 +268,69 @@ func (o *op) swapFailed(ctx context.Context, pending pendingOp, err error) error
 	return err
 }
 
+// checkProofs checks proofs received from someone else before anything
+// is sent for them: each of a keyset the mint has in sats, with a key for
+// its amount, and its DLEQ proof (NUT-12) valid when it carries one.
+func (o *op) checkProofs(ctx context.Context, proofs []cashu.Proof) error {
+	for i, p := range proofs {
+		ks, err := o.keys.keyset(ctx, p.ID)
+		if err != nil {
+			return fmt.Errorf("proof %d: %w", i, err)
+		}
+		key, ok := ks.Keys[p.Amount]
+		if !ok {
+			return fmt.Errorf("proof %d: %w: keyset %s has no key for %d", i, ErrKeyset, p.ID, p.Amount)
+		}
+		if p.DLEQ != nil {
+			if err := p.VerifyDLEQ(key); err != nil {
+				return fmt.Errorf("proof %d: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
 // unspent returns the proofs the mint does not report spent (NUT-07),
 // and how many it does.
 func (o *op) unspent(ctx context.Context, proofs []cashu.Proof) ([]cashu.Proof, int, error) {
+	states, err := o.states(ctx, proofs)
+	if err != nil {
+		return nil, 0, err
+	}
+	var keep []cashu.Proof
+	for i, st := range states {
+		if st != cashu.StateSpent {
+			keep = append(keep, proofs[i])
+		}
+	}
+	return keep, len(proofs) - len(keep), nil
+}
+
+// states are the mint's states of proofs (NUT-07), in their order.
+func (o *op) states(ctx context.Context, proofs []cashu.Proof) ([]string, error) {
 	ys := make([]string, len(proofs))
 	for i, p := range proofs {
 		y, err := p.Y()
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		ys[i] = y
 	}
 	resp, err := o.c.CheckState(ctx, ys)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if len(resp.States) != len(ys) {
-		return nil, 0, fmt.Errorf("cashu mint %s answered %d states for %d proofs", o.c.URL(), len(resp.States), len(ys))
+		return nil, fmt.Errorf("cashu mint %s answered %d states for %d proofs", o.c.URL(), len(resp.States), len(ys))
 	}
-	var keep []cashu.Proof
+	states := make([]string, len(ys))
 	for i, st := range resp.States {
 		if st.Y != ys[i] {
-			return nil, 0, fmt.Errorf("cashu mint %s answered states out of order", o.c.URL())
+			return nil, fmt.Errorf("cashu mint %s answered states out of order", o.c.URL())
 		}
-		if st.State != cashu.StateSpent {
-			keep = append(keep, proofs[i])
-		}
+		states[i] = st.State
 	}
-	return keep, len(proofs) - len(keep), nil
+	return states, nil
 }
 
 // without is proofs less those in drop (by secret).
@@ -320,12 +364,52 @@ func (w *Wallet) Send(ctx context.Context, mint string, amount uint64, deliver D
 	if err != nil {
 		return err
 	}
+	return o.hand(send, deliver)
+}
+
+// hand delivers proofs held as a token and, once delivered, drops them.
+func (o *op) hand(send []cashu.Proof, deliver DeliverFunc) error {
 	tok := cashu.Token{Mint: o.c.URL(), Unit: Unit, Proofs: send}
 	if err := deliver(tok); err != nil {
 		return err
 	}
 	o.ss.f.Proofs = without(o.ss.f.Proofs, send)
 	return o.ss.save()
+}
+
+// SendCovering is Send of a token that leaves amount to its receiver once
+// the mint's input fee on its own proofs is paid (the receiver swaps it):
+// worth amount and that fee, at most most. It returns the token's value.
+func (w *Wallet) SendCovering(ctx context.Context, mint string, amount, most uint64, deliver DeliverFunc) (uint64, error) {
+	if amount == 0 {
+		return 0, ErrAmount
+	}
+	o, err := w.begin(ctx, mint)
+	if err != nil {
+		return 0, err
+	}
+	defer o.end()
+	// The fee depends on the proofs, which depend on the value: a few
+	// rounds settle it (it grows by a sat or two at a time).
+	var fee uint64
+	for range 8 {
+		if amount+fee > most {
+			return 0, fmt.Errorf("%w: %d sats and the mint's input fee of %d, more than %d", ErrInsufficient, amount, fee, most)
+		}
+		send, err := o.selectExact(ctx, amount+fee)
+		if err != nil {
+			return 0, err
+		}
+		f, err := o.keys.fees(send)
+		if err != nil {
+			return 0, err
+		}
+		if f <= fee {
+			return amount + fee, o.hand(send, deliver)
+		}
+		fee = f
+	}
+	return 0, fmt.Errorf("cashu wallet: no token of %d sats covers the mint's input fee at %s", amount, o.c.URL())
 }
 
 // selectExact returns held proofs worth exactly amount: a subset if the
@@ -378,13 +462,40 @@ func (o *op) selectExact(ctx context.Context, amount uint64) ([]cashu.Proof, err
 		return nil, fmt.Errorf("%w: %d held at %s, %d asked (and a fee of %d)", ErrInsufficient, total, o.c.URL(), amount, fee)
 	}
 	send := cashu.SplitAmount(amount)
-	proofs, err := o.swap(ctx, inputs, true, append(slices.Clone(send), cashu.SplitAmount(sum-fee-amount)...))
+	change, err := o.changeAmounts(ctx, amount, sum-fee-amount)
+	if err != nil {
+		return nil, err
+	}
+	proofs, err := o.swap(ctx, inputs, true, append(slices.Clone(send), change...))
 	if err != nil {
 		return nil, err
 	}
 	// The first len(send) proofs answer the send amounts; the change is
 	// already in the file with them.
 	return proofs[:len(send)], nil
+}
+
+// spareCopies is how many payments of the amount just sent a swap's
+// change is split for, at a mint without input fees: a wallet paying the
+// same price call after call (cvm call --cashu) then sends proofs it
+// holds, checked unspent, instead of swapping at the mint each time.
+const spareCopies = 4
+
+// changeAmounts splits a swap's change of sent: up to spareCopies times
+// the amounts of sent, then the rest in powers of two. At a mint that
+// charges input fees it is the rest alone, since every proof costs a fee
+// to spend.
+func (o *op) changeAmounts(ctx context.Context, sent, change uint64) ([]uint64, error) {
+	ks, err := o.keys.active(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []uint64
+	for n := 0; ks.InputFeePPK == 0 && n < spareCopies && change >= sent; n++ {
+		out = append(out, cashu.SplitAmount(sent)...)
+		change -= sent
+	}
+	return append(out, cashu.SplitAmount(change)...), nil
 }
 
 // Receive swaps a token's proofs at its mint for new ones only this
@@ -405,20 +516,8 @@ func (w *Wallet) Receive(ctx context.Context, tok cashu.Token) (uint64, error) {
 		return 0, err
 	}
 	defer o.end()
-	for i, p := range tok.Proofs {
-		ks, err := o.keys.keyset(ctx, p.ID)
-		if err != nil {
-			return 0, fmt.Errorf("proof %d: %w", i, err)
-		}
-		key, ok := ks.Keys[p.Amount]
-		if !ok {
-			return 0, fmt.Errorf("proof %d: %w: keyset %s has no key for %d", i, ErrKeyset, p.ID, p.Amount)
-		}
-		if p.DLEQ != nil {
-			if err := p.VerifyDLEQ(key); err != nil {
-				return 0, fmt.Errorf("proof %d: %w", i, err)
-			}
-		}
+	if err := o.checkProofs(ctx, tok.Proofs); err != nil {
+		return 0, err
 	}
 	fee, err := o.keys.fees(tok.Proofs)
 	if err != nil {
