@@ -44,6 +44,11 @@ type fixture struct {
 	// mounts are the market's Options.Mounts, kept mounted while the
 	// test runs.
 	mounts []string
+	// cash, when set, is the mint of a bearer rail the providers take in
+	// the request itself (into till) and the market pays with (from
+	// purse), instead of the ledger's invoices.
+	cash        *payments.FakeMint
+	till, purse *payments.FakeWallet
 }
 
 const payer = "agent"
@@ -75,7 +80,10 @@ func (f *fixture) providerWithKey(who, price string, key nostr.SecretKey) *conte
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: who + ": " + in.Text}}}, nil, nil
 	})
 	var gate contextvm.Gate
-	if price != "0" {
+	switch {
+	case price != "0" && f.cash != nil:
+		gate = cep8.NewGate(cep8.Options{Redeemers: []payments.Redeemer{&payments.FakeRedeemer{Mint: f.cash, Payee: f.till}}})
+	case price != "0":
 		gate = cep8.NewGate(cep8.Options{Processors: []payments.Processor{&payments.FakeProcessor{Ledger: f.ledger, Payee: who}}})
 	}
 	ctx, cancel := testwait.Context(t, 10*time.Second)
@@ -136,11 +144,15 @@ func (f *fixture) hostWith(opts *mcp.ClientOptions, perCall int64, trusted ...no
 	for _, pk := range trusted {
 		trust[pk] = true
 	}
+	pay := &cep8.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: payer}},
+		Budget: &payments.Budget{PerCall: perCall, Path: filepath.Join(t.TempDir(), "budget.json")}, Confirm: f.confirm}
+	if f.purse != nil {
+		pay.Handlers, pay.Bearers = nil, []payments.Bearer{f.purse}
+	}
 	m, err := market.New(market.Options{
-		Pool:   f.pool,
-		Client: contextvm.ClientOptions{Signer: contextvm.NewKeySigner(nostr.Generate()), RequestTimeout: 10 * time.Second},
-		Pay: &cep8.PayOptions{Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.ledger, Payer: payer}},
-			Budget: &payments.Budget{PerCall: perCall, Path: filepath.Join(t.TempDir(), "budget.json")}, Confirm: f.confirm},
+		Pool:    f.pool,
+		Client:  contextvm.ClientOptions{Signer: contextvm.NewKeySigner(nostr.Generate()), RequestTimeout: 10 * time.Second},
+		Pay:     pay,
 		Trusted: trust, History: discovery.OpenHistory(filepath.Join(t.TempDir(), "history.json")),
 		AttemptTimeout: 10 * time.Second, Mounts: f.mounts,
 	})
@@ -327,6 +339,32 @@ func TestMarket_CallPaysAndReportsTheSpend(t *testing.T) {
 	decode(t, call(t, cs, "budget", nil).StructuredContent, &spend)
 	if spend.SpentToday != 3 || len(spend.Servers) != 1 || spend.Servers[0].Server != nostrx.EncodeNpub(mine.PublicKey()) || spend.Servers[0].Spent != 3 {
 		t.Fatalf("budget %+v; want 3 sats spent, with Mine", spend)
+	}
+}
+
+// A market whose only rail is a bearer one (Cashu's shape: a payload in the
+// request, change back) pays with it: the provider asks for a direct
+// payment, the market's payer sends the call again with the payload, and
+// the spend is reported like any other.
+func TestMarket_PaysInTheRequestWithABearerRail(t *testing.T) {
+	f := newFixture(t)
+	f.cash = payments.NewFakeMint("mint")
+	f.till, f.purse = payments.NewFakeWallet(f.cash), payments.NewFakeWallet(f.cash, 4, 4)
+	mine := f.provider("Mine", "3")
+	f.announced(1)
+	cs := f.host(5, mine.PublicKey())
+
+	res := call(t, cs, "call", map[string]any{"server": nostrx.EncodeNpub(mine.PublicKey()), "tool": "translate", "arguments": map[string]any{"text": "hi", "to": "fr"}})
+	if res.IsError || text(res) != "Mine: hi" {
+		t.Fatalf("call: %q (isError %v); want Mine's answer", text(res), res.IsError)
+	}
+	if till, purse := f.till.Balance(), f.purse.Balance(); till != 3 || purse != 5 {
+		t.Fatalf("provider holds %d, market %d; want 3 and 5 (8 less the price)", till, purse)
+	}
+	var spend market.BudgetOutput
+	decode(t, call(t, cs, "budget", nil).StructuredContent, &spend)
+	if spend.SpentToday != 3 {
+		t.Fatalf("budget %+v; want 3 sats spent", spend)
 	}
 }
 
