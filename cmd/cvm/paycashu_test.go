@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,22 +22,37 @@ type cashuWorld struct {
 	aliceWallet       string
 	gatewayData       string
 	c                 *cli
+	mintSim           *proc
+	mintArgs          []string // what restartMint runs mint-sim with
 }
 
-func newCashuWorld(t *testing.T, foreign bool) *cashuWorld {
+// cashuWorldOptions shape a cashuWorld; the zero value is alice holding
+// 100 sats of the mint the gateway takes.
+type cashuWorldOptions struct {
+	foreign   bool   // the gateway takes another mint's ecash
+	aliceSats string // what alice mints (default 100)
+}
+
+func newCashuWorld(t *testing.T, o cashuWorldOptions) *cashuWorld {
 	t.Helper()
+	if o.aliceSats == "" {
+		o.aliceSats = "100"
+	}
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	w := &cashuWorld{relay: r.URL, c: newCLI(t), gatewayData: t.TempDir()}
 	dir := t.TempDir()
 	_, w.sim = startWalletSim(t, w.c, "--relay", r.URL, "--wallet", "mint=0", "--wallet", "alice=1000", "--wallet", "srv=0", "--out", dir)
-	_, ready := startMintSim(t, w.c, "--data", t.TempDir(), "--wallet-file", filepath.Join(dir, "mint.wallet"))
+	w.mintArgs = []string{"--data", t.TempDir(), "--wallet-file", filepath.Join(dir, "mint.wallet")}
+	var ready mintSimReady
+	w.mintSim, ready = startMintSim(t, w.c, w.mintArgs...)
 	w.mint = ready.URL
+	w.mintArgs = append(w.mintArgs, "--listen", strings.TrimPrefix(ready.URL, "http://"))
 	w.aliceWallet = filepath.Join(dir, "alice.wallet")
-	if code, _, errOut := w.c.run("cashu", "mint", "--mint", w.mint, "--wallet-file", w.aliceWallet, "--max-sats", "100", "100"); code != 0 {
+	if code, _, errOut := w.c.run("cashu", "mint", "--mint", w.mint, "--wallet-file", w.aliceWallet, "--max-sats", o.aliceSats, o.aliceSats); code != 0 {
 		t.Fatalf("cvm cashu mint: %d %s", code, errOut)
 	}
 	accepted := w.mint
-	if foreign { // the same mint under another name: not the one alice's tokens name
+	if o.foreign { // the same mint under another name: not the one alice's tokens name
 		accepted = strings.Replace(w.mint, "127.0.0.1", "localhost", 1)
 	}
 	gw := startCVM(t, w.c, "gateway", "--relay", r.URL, "--price", "tool:add=10", "--cashu-mint", accepted, "--data", w.gatewayData, "--", demoServer(t))
@@ -44,6 +60,13 @@ func newCashuWorld(t *testing.T, foreign bool) *cashuWorld {
 	gw.ReadyLine(t, &gr)
 	w.npub = gr.Npub
 	return w
+}
+
+// restartMint runs mint-sim again on the same data and address, after
+// the test stopped it.
+func (w *cashuWorld) restartMint(t *testing.T) {
+	t.Helper()
+	w.mintSim, _ = startMintSim(t, w.c, w.mintArgs...)
 }
 
 // held is what alice's Cashu wallet and the gateway's hold at the mint.
@@ -87,7 +110,7 @@ func (w *cashuWorld) call(t *testing.T) []payment {
 // arguments from the cache, so it learns the price from payment_required,
 // whose NUT-18 request (creqA) it pays by sending the request again.
 func TestPayCLI_CashuDirect(t *testing.T) {
-	w := newCashuWorld(t, false)
+	w := newCashuWorld(t, cashuWorldOptions{})
 	before := balanceOf(t, w.sim.Wallets["alice"])
 	ps := w.call(t)
 	if len(ps) != 1 || ps[0].Amount != 10 || ps[0].PMI != cashuwallet.PMIDirect {
@@ -114,7 +137,7 @@ func TestPayCLI_CashuDirect(t *testing.T) {
 // payment request that follows names a mint she holds nothing at, so the
 // call is refused with a message that says so; nothing moves.
 func TestPayCLI_CashuForeignMintRefused(t *testing.T) {
-	w := newCashuWorld(t, true)
+	w := newCashuWorld(t, cashuWorldOptions{foreign: true})
 	code, out, errOut := w.c.run("call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--cashu", "--max-sats", "10", "--yes")
 	if code != exitPayment || !strings.Contains(errOut, "rejected") || !strings.Contains(errOut, "not accepted") || !strings.Contains(errOut, "not paid") {
 		t.Fatalf("a call paid in a foreign mint's ecash: %d %s %s", code, out, errOut)
@@ -127,7 +150,7 @@ func TestPayCLI_CashuForeignMintRefused(t *testing.T) {
 // cvm proxy --cashu pays the same way for its host: each call moves
 // exactly the price from alice's Cashu wallet to the gateway's.
 func TestPayProxy_CashuDirect(t *testing.T) {
-	w := newCashuWorld(t, false)
+	w := newCashuWorld(t, cashuWorldOptions{})
 	cs := hostOver(t, w.c, nil, "proxy", w.npub, "--relay", w.relay, "--cashu", "--max-sats", "10")
 	for range 2 {
 		if res, err := addOverProxy(t, cs); err != nil || res.IsError {
@@ -136,5 +159,29 @@ func TestPayProxy_CashuDirect(t *testing.T) {
 	}
 	if a, s := w.held(t); a != 80 || s != 20 {
 		t.Fatalf("after two calls over the proxy: alice holds %d, the gateway %d; want 80 and 20", a, s)
+	}
+}
+
+// A mint that is down when the gateway redeems: alice's token (exactly the
+// price, so her wallet needs no swap) cannot be swapped, so the call does
+// not run and she is told; once the mint is back on the same data, the 10
+// sats are hers to spend or the gateway's, never lost from both.
+func TestPayCLI_CashuMintDownWhenRedeeming(t *testing.T) {
+	w := newCashuWorld(t, cashuWorldOptions{aliceSats: "10"})
+	w.mintSim.Stop(t, os.Interrupt)
+	code, out, errOut := w.c.run("call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--cashu", "--max-sats", "10", "--yes")
+	if code != exitPayment || strings.Contains(out, "sum") || !strings.Contains(errOut, "not paid") || !strings.Contains(errOut, w.mint) {
+		t.Fatalf("a call ran while the mint was down: %d %s %s", code, out, errOut)
+	}
+	w.restartMint(t)
+	a, s := w.held(t)
+	if a+s != 10 {
+		t.Fatalf("after the mint came back: alice holds %d, the gateway %d; want 10 between them", a, s)
+	}
+	if a == 10 { // still alice's: the mint must take it
+		w.call(t)
+		if a, s = w.held(t); a != 0 || s != 10 {
+			t.Fatalf("after paying with the kept token: alice holds %d, the gateway %d; want 0 and 10", a, s)
+		}
 	}
 }
