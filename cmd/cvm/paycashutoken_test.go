@@ -42,8 +42,9 @@ func (w *cashuWorld) directRequest(t *testing.T, cl *rawClient, token string) no
 // order, and the response, or payment_required (which a raw client does
 // not pay) in its stead.
 type heard struct {
-	notes []string
-	last  rawMessage
+	notes  []string
+	change string // the change payment_accepted returned
+	last   rawMessage
 }
 
 func (a heard) ran() bool { return strings.Contains(string(a.last.Result), `"sum":3`) }
@@ -73,6 +74,9 @@ func await(t *testing.T, cl *rawClient, req nostr.ID) heard {
 			return a
 		}
 		a.notes = append(a.notes, m.Method)
+		if c := m.Tags.Find("change"); c != nil && m.Method == contextvm.MethodPaymentAccepted {
+			a.change = c[2]
+		}
 	}
 }
 
@@ -199,4 +203,20 @@ func TestPayGateway_CashuMintDownWhenRedeeming(t *testing.T) {
 	if alice+srv != 100 {
 		t.Fatalf("after the mint came back (receive: %d %s %s): alice holds %d, the gateway %d; want 100 between them", code, out, errOut, alice, srv)
 	}
+}
+
+// A token worth more than the price (16 sats for 10) pays, and the
+// gateway returns the rest as change on payment_accepted: alice's wallet,
+// receiving it, is down by exactly the price, the gateway's up by it.
+func TestPayGateway_CashuChangeReturned(t *testing.T) {
+	w := newCashuWorld(t, cashuWorldOptions{})
+	cl := w.rawSession(t)
+	a := send(t, cl, w.directRequest(t, cl, w.token(t, "16")))
+	if !a.ran() || a.change == "" {
+		t.Fatalf("a token worth 16 for 10: heard %v then %+v, change %q", a.notes, a.last, a.change)
+	}
+	if code, out, errOut := w.c.run("cashu", "receive", a.change); code != 0 {
+		t.Fatalf("cvm cashu receive the change: %d %s %s", code, out, errOut)
+	}
+	w.wantHeld(t, "after the change came back", 90, 10)
 }
