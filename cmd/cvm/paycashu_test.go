@@ -17,33 +17,65 @@ import (
 // Cashu of the mint (--cashu-mint), or of another one when foreign.
 type cashuWorld struct {
 	relay, mint, npub string
+	pubkey            string // the gateway's, in hex
 	sim               walletSimReady
 	aliceWallet       string
 	gatewayData       string
 	c                 *cli
+	mintSim           *proc
+	mintArgs          []string // what restartMint runs mint-sim with
+	gateway           *proc
+	gatewayArgs       []string // what restartGateway runs cvm with
 }
 
-func newCashuWorld(t *testing.T, foreign bool) *cashuWorld {
+// cashuWorldOptions shape a cashuWorld; the zero value is alice holding
+// 100 sats of the mint the gateway takes.
+type cashuWorldOptions struct {
+	foreign   bool   // the gateway takes another mint's ecash
+	aliceSats string // what alice mints (default 100)
+}
+
+func newCashuWorld(t *testing.T, o cashuWorldOptions) *cashuWorld {
 	t.Helper()
+	if o.aliceSats == "" {
+		o.aliceSats = "100"
+	}
 	r := relaytest.Start(t, relay.Options{Limits: relay.Limits{EventsPerSecond: -1}})
 	w := &cashuWorld{relay: r.URL, c: newCLI(t), gatewayData: t.TempDir()}
 	dir := t.TempDir()
 	_, w.sim = startWalletSim(t, w.c, "--relay", r.URL, "--wallet", "mint=0", "--wallet", "alice=1000", "--wallet", "srv=0", "--out", dir)
-	_, ready := startMintSim(t, w.c, "--data", t.TempDir(), "--wallet-file", filepath.Join(dir, "mint.wallet"))
+	w.mintArgs = []string{"--data", t.TempDir(), "--wallet-file", filepath.Join(dir, "mint.wallet")}
+	var ready mintSimReady
+	w.mintSim, ready = startMintSim(t, w.c, w.mintArgs...)
 	w.mint = ready.URL
+	w.mintArgs = append(w.mintArgs, "--listen", strings.TrimPrefix(ready.URL, "http://"))
 	w.aliceWallet = filepath.Join(dir, "alice.wallet")
-	if code, _, errOut := w.c.run("cashu", "mint", "--mint", w.mint, "--wallet-file", w.aliceWallet, "--max-sats", "100", "100"); code != 0 {
+	if code, _, errOut := w.c.run("cashu", "mint", "--mint", w.mint, "--wallet-file", w.aliceWallet, "--max-sats", o.aliceSats, o.aliceSats); code != 0 {
 		t.Fatalf("cvm cashu mint: %d %s", code, errOut)
 	}
 	accepted := w.mint
-	if foreign { // the same mint under another name: not the one alice's tokens name
+	if o.foreign { // the same mint under another name: not the one alice's tokens name
 		accepted = strings.Replace(w.mint, "127.0.0.1", "localhost", 1)
 	}
-	gw := startCVM(t, w.c, "gateway", "--relay", r.URL, "--price", "tool:add=10", "--cashu-mint", accepted, "--data", w.gatewayData, "--", demoServer(t))
-	var gr gatewayReady
-	gw.ReadyLine(t, &gr)
-	w.npub = gr.Npub
+	w.gatewayArgs = []string{"gateway", "--relay", r.URL, "--price", "tool:add=10", "--cashu-mint", accepted, "--data", w.gatewayData, "--", demoServer(t)}
+	w.startGateway(t)
 	return w
+}
+
+// startGateway runs the gateway on w's data.
+func (w *cashuWorld) startGateway(t *testing.T) {
+	t.Helper()
+	w.gateway = startCVM(t, w.c, w.gatewayArgs...)
+	var gr gatewayReady
+	w.gateway.ReadyLine(t, &gr)
+	w.npub, w.pubkey = gr.Npub, gr.Pubkey
+}
+
+// restartMint runs mint-sim again on the same data and address, after
+// the test stopped it.
+func (w *cashuWorld) restartMint(t *testing.T) {
+	t.Helper()
+	w.mintSim, _ = startMintSim(t, w.c, w.mintArgs...)
 }
 
 // held is what alice's Cashu wallet and the gateway's hold at the mint.
@@ -87,7 +119,7 @@ func (w *cashuWorld) call(t *testing.T) []payment {
 // arguments from the cache, so it learns the price from payment_required,
 // whose NUT-18 request (creqA) it pays by sending the request again.
 func TestPayCLI_CashuDirect(t *testing.T) {
-	w := newCashuWorld(t, false)
+	w := newCashuWorld(t, cashuWorldOptions{})
 	before := balanceOf(t, w.sim.Wallets["alice"])
 	ps := w.call(t)
 	if len(ps) != 1 || ps[0].Amount != 10 || ps[0].PMI != cashuwallet.PMIDirect {
@@ -114,7 +146,7 @@ func TestPayCLI_CashuDirect(t *testing.T) {
 // payment request that follows names a mint she holds nothing at, so the
 // call is refused with a message that says so; nothing moves.
 func TestPayCLI_CashuForeignMintRefused(t *testing.T) {
-	w := newCashuWorld(t, true)
+	w := newCashuWorld(t, cashuWorldOptions{foreign: true})
 	code, out, errOut := w.c.run("call", w.npub, "add", "a=1", "b=2", "--relay", w.relay, "--cashu", "--max-sats", "10", "--yes")
 	if code != exitPayment || !strings.Contains(errOut, "rejected") || !strings.Contains(errOut, "not accepted") || !strings.Contains(errOut, "not paid") {
 		t.Fatalf("a call paid in a foreign mint's ecash: %d %s %s", code, out, errOut)
@@ -127,7 +159,7 @@ func TestPayCLI_CashuForeignMintRefused(t *testing.T) {
 // cvm proxy --cashu pays the same way for its host: each call moves
 // exactly the price from alice's Cashu wallet to the gateway's.
 func TestPayProxy_CashuDirect(t *testing.T) {
-	w := newCashuWorld(t, false)
+	w := newCashuWorld(t, cashuWorldOptions{})
 	cs := hostOver(t, w.c, nil, "proxy", w.npub, "--relay", w.relay, "--cashu", "--max-sats", "10")
 	for range 2 {
 		if res, err := addOverProxy(t, cs); err != nil || res.IsError {

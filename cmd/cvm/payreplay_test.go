@@ -87,6 +87,7 @@ type rawMessage struct {
 		Code    int64  `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
+	Tags nostr.Tags `json:"-"` // the event's
 }
 
 // next returns the next message correlated to the request event req, or
@@ -102,6 +103,7 @@ func (c *rawClient) next(req nostr.ID, deadline time.Time) (rawMessage, bool) {
 			if err := json.Unmarshal([]byte(evt.Content), &m); err != nil {
 				c.t.Fatalf("a message that is not JSON-RPC: %q", evt.Content)
 			}
+			m.Tags = evt.Tags
 			return m, true
 		case <-time.After(time.Until(deadline)):
 			return rawMessage{}, false
