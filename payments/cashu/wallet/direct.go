@@ -51,13 +51,14 @@ func (r *Redeemer) PMI() string { return PMIDirect }
 func (r *Redeemer) Mints() []string { return slices.Clone(r.mints) }
 
 // Redeem checks the token whole (decoding, unit, mint, keysets, DLEQ
-// proofs, value against the price and the mint's input fee, NUT-07
-// state) before it sends anything, then swaps it at its mint for the
-// price, kept in the wallet, and the change, returned as a token. A swap
-// the mint refused consumed nothing and is a rejection; one whose answer
-// never came, or came wrong (a mint that lies), is an error of unknown
-// outcome: its outputs stay pending in the wallet, which finishes the swap
-// on its next operation at that mint and keeps it all.
+// proofs, value against the price and the mint's input fee) before it
+// sends anything, then swaps it at its mint for the price, kept in the
+// wallet, and the change, returned as a token. A swap the mint refused
+// (spent or pending proofs among the reasons) consumed nothing and is a
+// rejection; one whose answer never came, or came wrong (a mint that
+// lies), is an error of unknown outcome: its outputs stay pending in the
+// wallet, which finishes the swap on its next operation at that mint and
+// keeps it all.
 func (r *Redeemer) Redeem(ctx context.Context, c payments.Charge, payload string) (payments.Redeemed, error) {
 	if c.Unit != "" && c.Unit != "sats" {
 		return payments.Redeemed{}, payments.Reject(fmt.Errorf("%w: a price in %s, Cashu pays sats", payments.ErrForeign, c.Unit), 0)
@@ -125,8 +126,10 @@ func (r *Redeemer) token(payload string) (tok cashu.Token, mint string, total ui
 // redeemable checks proofs worth total before they are swapped for a
 // price: their keysets (a mint that cannot be asked is an error, a keyset
 // it does not have a rejection), their DLEQ proofs, their value against
-// the price and the input fee, and their state (NUT-07). It returns what
-// the payment costs the client: the price and the fee.
+// the price and the input fee. Their state is not asked (NUT-07): the
+// swap is the authority, and one the mint refuses as spent or pending
+// consumed nothing, so a request per call would buy nothing. It returns
+// what the payment costs the client: the price and the fee.
 func (o *op) redeemable(ctx context.Context, proofs []cashu.Proof, price, total uint64) (uint64, error) {
 	for _, p := range proofs {
 		if _, err := o.keys.keyset(ctx, p.ID); errors.Is(err, ErrKeyset) {
@@ -145,15 +148,6 @@ func (o *op) redeemable(ctx context.Context, proofs []cashu.Proof, price, total 
 	need := price + fee
 	if total < need {
 		return 0, payments.Reject(fmt.Errorf("%w: a token of %d sats, the mint's input fee %d", payments.ErrInsufficient, total, fee), int64(need))
-	}
-	states, err := o.states(ctx, proofs)
-	if err != nil {
-		return 0, err
-	}
-	for _, st := range states {
-		if st != cashu.StateUnspent {
-			return 0, payments.Reject(fmt.Errorf("%w: the mint says a proof is %s", payments.ErrSpent, st), 0)
-		}
 	}
 	return need, nil
 }

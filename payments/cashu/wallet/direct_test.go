@@ -296,6 +296,24 @@ func (c *countingTransport) take() map[string]int {
 	return n
 }
 
+// A redemption asks the mint once: the swap, which is the authority on
+// the proofs' state, with no NUT-07 request before it (a spent token is
+// still rejected: TestDirectCashu_RejectsWithoutConsuming).
+func TestDirectCashu_RedeemOnlySwaps(t *testing.T) {
+	ctx := context.Background()
+	ct := &countingTransport{n: map[string]int{}}
+	f := newDirectFixture(t, 0, &http.Client{Transport: ct})
+	charge := payments.Charge{Amount: 5, Unit: "sats"}
+	for i := range 2 {
+		if _, err := f.red.Redeem(ctx, charge, f.token(t, 10)); err != nil {
+			t.Fatal(err)
+		}
+		if n := ct.take(); i > 0 && (len(n) != 1 || n["/v1/swap"] != 1) {
+			t.Fatalf("redemption %d asked the mint %v; want one swap and nothing else", i+1, n)
+		}
+	}
+}
+
 // A wallet paying the same price again spares the mint: the first swap
 // splits its change for the next payments, which send proofs held (one
 // NUT-07 request, no swap), and the keysets and keys are not fetched
