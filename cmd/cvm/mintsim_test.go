@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/payments/cashu"
 	"github.com/cvmgo/cvm/payments/nwc"
 	"github.com/cvmgo/cvm/relay"
@@ -95,14 +96,13 @@ func TestMintSim_MintsThroughWalletSimPayment(t *testing.T) {
 	if _, err := alice.PayInvoice(ctx, q.Request); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for q.State != cashu.QuotePaid {
-		if time.Now().After(deadline) {
-			t.Fatalf("quote still %s 20 s after its invoice was paid", q.State)
+	testwait.Eventually(t, 20*time.Second, "the quote to be PAID after its invoice was paid", func() bool {
+		if q.State == cashu.QuotePaid {
+			return true
 		}
-		time.Sleep(20 * time.Millisecond) // polling the quote as a wallet does
 		mintCall(t, "GET", url+"/v1/mint/quote/bolt11/"+q.Quote, nil, &q)
-	}
+		return q.State == cashu.QuotePaid
+	})
 	outs := mustOutputs(t, ks.ID, 100)
 	var minted cashu.MintBolt11Response
 	if code := mintCall(t, "POST", url+"/v1/mint/bolt11", cashu.MintBolt11Request{Quote: q.Quote, Outputs: cashu.Messages(outs)}, &minted); code != 200 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cvmgo/cvm/internal/testwait"
 	"github.com/cvmgo/cvm/payments"
 	"github.com/cvmgo/cvm/payments/cashu"
 	"github.com/cvmgo/cvm/payments/lnsim"
@@ -179,20 +180,13 @@ func TestMint_QuotePaidOnNotification(t *testing.T) {
 	if _, err := f.alice.PayInvoice(ctx, q.Request); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Eventually(t, 10*time.Second, "the quote to be PAID after its notification", func() bool {
 		g, err := f.m.GetMintQuote(ctx, q.Quote)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if g.State == cashu.QuotePaid {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("quote not PAID 10 s after its notification")
-		}
-		time.Sleep(10 * time.Millisecond) // polling a state the watcher sets
-	}
+		return g.State == cashu.QuotePaid
+	})
 }
 
 func TestSwap_InputFeesAreCharged(t *testing.T) {
