@@ -125,6 +125,16 @@ func (k *Call) SetMeta(key string, value json.RawMessage) {
 	k.r.meta[key] = value
 }
 
+// AnswerAfter holds the call's answer, when it comes, until done is
+// closed (or the session ends): a notification about the call that is
+// sent on another goroutine while the call runs (CEP-8's
+// payment_accepted) still reaches the relay before the answer does.
+func (k *Call) AnswerAfter(done <-chan struct{}) {
+	k.r.mu.Lock()
+	defer k.r.mu.Unlock()
+	k.r.after = done
+}
+
 // Drop ends the call without an answer: it was cancelled, or another
 // replica answers it.
 func (k *Call) Drop() { k.c.routes.drop(k.key) }

@@ -28,6 +28,7 @@ type route struct {
 	held     *jsonrpc.Response          // the result, held until the stream ends
 	kept     *Call                      // the call whose answer the Gate asked for (Call.Keep), if it did
 	meta     map[string]json.RawMessage // what the Gate puts in the result's _meta (Call.SetMeta)
+	after    <-chan struct{}            // closed once the answer may go out (Call.AnswerAfter), if set
 }
 
 // withMeta returns resp with the Gate's _meta entries (Call.SetMeta) in
@@ -66,6 +67,14 @@ func (r *route) keptBy() *Call {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.kept
+}
+
+// afterClosed is what the answer waits for before it goes out
+// (Call.AnswerAfter), nil if nothing.
+func (r *route) afterClosed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.after
 }
 
 // settle is how long the response must still wait for the request's

@@ -460,10 +460,17 @@ func (c *ServerConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 				}
 			}
 		}
-		if wait := r.settle(); wait > 0 && c.life.Go(func(ctx context.Context) {
+		after := r.afterClosed()
+		if (after != nil || r.settle() > 0) && c.life.Go(func(ctx context.Context) {
 			// The response waits on a goroutine of its own, not on the
 			// caller's: nothing else the session writes waits with it.
-			t := time.NewTimer(wait)
+			if after != nil {
+				select {
+				case <-after:
+				case <-ctx.Done():
+				}
+			}
+			t := time.NewTimer(r.settle())
 			select {
 			case <-t.C:
 			case <-ctx.Done():

@@ -90,7 +90,8 @@ func (g *Gate) redeems(pmi string) bool { return g.redeemers[pmi] != nil }
 // The order is what makes it at most once: the payload is claimed (never
 // redeemed twice, by any request), the redemption and the charge recorded
 // (a replay is never run again), then the payload redeemed, the change
-// recorded, and only then payment_accepted sent and the request run.
+// recorded, and only then the request run, payment_accepted sent as it
+// runs and its answer held until the relay has taken payment_accepted.
 func (g *Gate) direct(ctx context.Context, call *contextvm.Call, charge payments.Charge) bool {
 	pmi, payload, ok := directPayment(call.Event().Tags, g.redeems)
 	if !ok {
@@ -151,14 +152,26 @@ func (g *Gate) direct(ctx context.Context, call *contextvm.Call, charge payments
 		g.owe(ctx, call.Client(), owedChange{Request: key, PMI: pmi, Amount: rec.Amount, Change: rec.Change})
 	}
 	g.log.Info("direct payment redeemed", "client", charge.Client, "request", key, "amount", red.Amount, "change", red.ChangeAmount, "pmi", pmi)
-	err = call.NotifyWith(ctx, contextvm.MethodPaymentAccepted, acceptedParams(rec), changeTags(rec))
-	switch {
-	case err != nil && rec.Change != "":
-		g.log.Info("change not delivered: kept for the client's next request", "client", charge.Client, "request", key, "err", err)
-	case err != nil:
-		g.log.Info("payment_accepted not delivered", "client", charge.Client, "request", key, "err", err)
-	case rec.Change != "":
-		g.delivered(ctx, call.Client(), key)
+	// payment_accepted goes out while the request runs, not before it:
+	// sealing it and the relay's OK cost as much as a short call. The
+	// answer waits for it, so the client still hears of its payment (and
+	// gets its change) first.
+	accepted := make(chan struct{})
+	call.AnswerAfter(accepted)
+	accept := func(ctx context.Context) {
+		defer close(accepted)
+		err := call.NotifyWith(ctx, contextvm.MethodPaymentAccepted, acceptedParams(rec), changeTags(rec))
+		switch {
+		case err != nil && rec.Change != "":
+			g.log.Info("change not delivered: kept for the client's next request", "client", charge.Client, "request", key, "err", err)
+		case err != nil:
+			g.log.Info("payment_accepted not delivered", "client", charge.Client, "request", key, "err", err)
+		case rec.Change != "":
+			g.delivered(ctx, call.Client(), key)
+		}
+	}
+	if !g.h.Go(accept) {
+		accept(ctx)
 	}
 	call.Run()
 	return true

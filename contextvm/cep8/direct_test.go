@@ -198,6 +198,44 @@ func TestDirect_GoClientPaysInTheRequest(t *testing.T) {
 	}
 }
 
+// slowAcceptSigner is a server's signer that holds the signing of
+// payment_accepted until the paid tool has run (or 10 s have passed),
+// and tells whether it had.
+type slowAcceptSigner struct {
+	*contextvm.KeySigner
+	ran       func() bool
+	ranBefore atomic.Bool
+}
+
+func (s *slowAcceptSigner) SignEvent(ctx context.Context, evt *nostr.Event) error {
+	if strings.Contains(evt.Content, contextvm.MethodPaymentAccepted) {
+		s.ranBefore.Store(testwait.Until(ctx, 10*time.Second, s.ran))
+	}
+	return s.KeySigner.SignEvent(ctx, evt)
+}
+
+// payment_accepted is sent while the paid request runs, not before it
+// (sealing it and waiting for the relay's OK cost as much as a short
+// call), and still reaches the client before the answer, with the
+// change.
+func TestDirect_AcceptedSentWhileTheRequestRuns(t *testing.T) {
+	f := newDirectFixture(t, 0)
+	opts := f.serverOptions(false)
+	signer := &slowAcceptSigner{KeySigner: contextvm.NewKeySigner(nostr.Generate()), ran: func() bool { return f.Calls.Load() > 0 }}
+	opts.Signer = signer
+	srv := peertest.Serve(t, opts, peertest.CounterServer(&f.Calls))
+	peer := peertest.NewRawPeer(t, f.Relay.URL)
+	peer.Initialize(srv.PublicKey())
+	peer.Publish(peer.Message(srv.PublicKey(), countSeven, directTag(f.payload(t, 16))))
+	got := readUntil(t, peer, isAnswer)
+	if methods(got) != "payment_accepted, result" || got[0].change() == "" {
+		t.Fatalf("answered %s; want payment_accepted with change, then the result", methods(got))
+	}
+	if !signer.ranBefore.Load() {
+		t.Fatal("the request ran only after payment_accepted went out")
+	}
+}
+
 // A direct payment the server cannot take is rejected, not consumed, and
 // the request goes on in the normal flow: a forged, a foreign mint's, an
 // empty, an insufficient (the amount required said) payload.
@@ -412,7 +450,9 @@ func TestDirect_ChangeKeptForAGoneClientSentOnItsNextContact(t *testing.T) {
 	echo := func(id int) []peerMsg {
 		return send(peertest.JSONInt(id), `"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}`)
 	}
-	got := send(`"init"`, `"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}`)
+	// Not Initialize's id: the same event within the same second as the
+	// first client's would be a replay, and dropped.
+	got := send(`"init again"`, `"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}`)
 	back.Publish(back.Message(srv.PublicKey(), `{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	got = append(got, echo(1)...)
 	var change string

@@ -297,8 +297,9 @@ func (c *countingTransport) take() map[string]int {
 }
 
 // A redemption asks the mint once: the swap, which is the authority on
-// the proofs' state, with no NUT-07 request before it (a spent token is
-// still rejected: TestDirectCashu_RejectsWithoutConsuming).
+// the proofs' state and signatures, with no NUT-07 request and no DLEQ
+// check before it (a spent or forged token is still rejected:
+// TestDirectCashu_RejectsWithoutConsuming).
 func TestDirectCashu_RedeemOnlySwaps(t *testing.T) {
 	ctx := context.Background()
 	ct := &countingTransport{n: map[string]int{}}
@@ -311,6 +312,25 @@ func TestDirectCashu_RedeemOnlySwaps(t *testing.T) {
 		if n := ct.take(); i > 0 && (len(n) != 1 || n["/v1/swap"] != 1) {
 			t.Fatalf("redemption %d asked the mint %v; want one swap and nothing else", i+1, n)
 		}
+	}
+	// Nor are the token's DLEQ proofs checked first: the mint verifies
+	// each signature as it swaps, so a proof whose DLEQ proof is wrong
+	// but whose signature is the mint's is good ecash, and is taken.
+	tok, err := cashu.DecodeToken(f.token(t, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range tok.Proofs {
+		d := *tok.Proofs[i].DLEQ
+		d.S = d.E
+		tok.Proofs[i].DLEQ = &d
+	}
+	enc, err := tok.EncodeV4()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if red, err := f.red.Redeem(ctx, charge, enc); err != nil || red.Amount != 5 {
+		t.Fatalf("a token of the mint's signatures with wrong DLEQ proofs: %+v, %v", red, err)
 	}
 }
 
