@@ -70,9 +70,15 @@ func SignBlinded(k *btcec.PrivateKey, blinded *btcec.PublicKey) (*btcec.PublicKe
 // Unblind returns C = C_ - rK, the signature on the secret itself, from
 // the blind signature C_, the blinding factor r and the mint's key K.
 func Unblind(blindSig *btcec.PublicKey, r *btcec.PrivateKey, mintKey *btcec.PublicKey) (*btcec.PublicKey, error) {
+	return unblind(blindSig, r, mintKey, nil)
+}
+
+// unblind is Unblind, multiplying by the key with its table when there is
+// one.
+func unblind(blindSig *btcec.PublicKey, r *btcec.PrivateKey, mintKey *btcec.PublicKey, tab *KeyTable) (*btcec.PublicKey, error) {
 	neg := r.Key
 	neg.Negate()
-	return sum(term{p: blindSig}, term{k: &neg, p: mintKey})
+	return sum(term{p: blindSig}, term{k: &neg, p: mintKey, t: tab})
 }
 
 // VerifySignature reports whether C = kY for the secret's point Y: how the
@@ -106,10 +112,12 @@ func PointHex(p *btcec.PublicKey) string {
 }
 
 // term is one summand kP of a point sum: a nil point stands for the
-// generator G, a nil scalar for 1.
+// generator G, a nil scalar for 1. With a table of P (t), kP is taken
+// from it.
 type term struct {
 	k *btcec.ModNScalar
 	p *btcec.PublicKey
+	t *KeyTable
 }
 
 // sum returns the sum of its terms, refusing the point at infinity: every
@@ -122,6 +130,8 @@ func sum(terms ...term) (*btcec.PublicKey, error) {
 			btcec.ScalarBaseMultNonConst(tm.k, &t)
 		case tm.k == nil:
 			tm.p.AsJacobian(&t)
+		case tm.t != nil:
+			tm.t.mul(tm.k, &t)
 		default:
 			var pj btcec.JacobianPoint
 			tm.p.AsJacobian(&pj)

@@ -69,21 +69,41 @@ func Messages(outputs []Output) []BlindedMessage {
 // wallet that passes proofs on must be able to prove them).
 // The Proof keeps the DLEQ with r, for whoever receives it.
 func (o Output) Proof(sig BlindSignature, key *btcec.PublicKey) (Proof, error) {
+	return o.proof(sig, key, nil)
+}
+
+// ProofWith is Proof with the key's table: the same proof, faster.
+func (o Output) ProofWith(sig BlindSignature, key *KeyTable) (Proof, error) {
+	return o.proof(sig, key.key, key)
+}
+
+func (o Output) proof(sig BlindSignature, key *btcec.PublicKey, tab *KeyTable) (Proof, error) {
 	if sig.ID != o.Message.ID || sig.Amount != o.Message.Amount {
 		return Proof{}, fmt.Errorf("cashu: signature of %d %s answers an output of %d %s", sig.Amount, sig.ID, o.Message.Amount, o.Message.ID)
 	}
+	if sig.DLEQ == nil {
+		return Proof{}, fmt.Errorf("%w: signature has none", ErrDLEQ)
+	}
 	blinded, err := ParsePoint(o.Message.B)
 	if err != nil {
-		return Proof{}, err
-	}
-	if err := sig.VerifyDLEQ(key, blinded); err != nil {
 		return Proof{}, err
 	}
 	cBlind, err := ParsePoint(sig.C)
 	if err != nil {
 		return Proof{}, err
 	}
-	c, err := Unblind(cBlind, o.R, key)
+	e, err := parseScalarHex(sig.DLEQ.E)
+	if err != nil {
+		return Proof{}, err
+	}
+	s, err := parseScalarHex(sig.DLEQ.S)
+	if err != nil {
+		return Proof{}, err
+	}
+	if err := verifyDLEQ(key, tab, blinded, cBlind, e, s); err != nil {
+		return Proof{}, err
+	}
+	c, err := unblind(cBlind, o.R, key, tab)
 	if err != nil {
 		return Proof{}, err
 	}

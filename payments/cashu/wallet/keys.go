@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/btcsuite/btcd/btcec/v2"
 	"github.com/cvmgo/cvm/payments/cashu"
 )
 
@@ -38,8 +39,49 @@ const infoTTL = 30 * time.Second
 // operations: the infos for infoTTL, and the keys for good, since a
 // keyset's keys are checked against its id and never change.
 type keyCache struct {
-	mu    sync.Mutex
-	mints map[string]*mintKeys
+	mu     sync.Mutex
+	mints  map[string]*mintKeys
+	tables map[string]*keyTable // by compressed key
+}
+
+// keyTable is one key's table (cashu.KeyTable), once it has been used
+// enough to be worth building.
+type keyTable struct {
+	uses  int
+	table *cashu.KeyTable
+}
+
+// tableAfter is how many signatures of one key a wallet unblinds before
+// it builds the key's table, which makes each further one about a third
+// cheaper for the cost of two or three: a process that receives many (a
+// gateway paid in ecash) gets the faster unblinding, one that receives a
+// handful (cvm cashu send) does not pay for it.
+const tableAfter = 2
+
+// table is key's table, nil until key has been asked for tableAfter
+// times (the asking that reaches it builds it).
+func (c *keyCache) table(key *btcec.PublicKey) *cashu.KeyTable {
+	id := string(key.SerializeCompressed())
+	c.mu.Lock()
+	if c.tables == nil {
+		c.tables = map[string]*keyTable{}
+	}
+	kt := c.tables[id]
+	if kt == nil {
+		kt = &keyTable{}
+		c.tables[id] = kt
+	}
+	kt.uses++
+	t, build := kt.table, kt.table == nil && kt.uses >= tableAfter
+	c.mu.Unlock()
+	if !build {
+		return t
+	}
+	t = cashu.NewKeyTable(key) // outside the lock: a few milliseconds
+	c.mu.Lock()
+	kt.table = t
+	c.mu.Unlock()
+	return t
 }
 
 type mintKeys struct {
@@ -167,7 +209,12 @@ func (k *keyring) unblind(ctx context.Context, outputs []cashu.Output, sigs []ca
 		if !ok {
 			return nil, fmt.Errorf("%w: keyset %s has no key for %d", ErrKeyset, o.Message.ID, o.Message.Amount)
 		}
-		if proofs[i], err = o.Proof(sigs[i], key); err != nil {
+		if tab := k.cache.table(key); tab != nil {
+			proofs[i], err = o.ProofWith(sigs[i], tab)
+		} else {
+			proofs[i], err = o.Proof(sigs[i], key)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("cashu mint %s: signature %d: %w", k.c.URL(), i, err)
 		}
 	}
