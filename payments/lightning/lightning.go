@@ -177,7 +177,10 @@ func transient(err error) bool {
 // the payment, if it sends them, and by lookups, which back off from
 // PollMin (NotifiedPollMin with notifications) to PollMax. NOT_FOUND
 // counts as not paid yet. When ctx's deadline or the invoice's expiry
-// ends the wait, it looks once more before it gives the invoice up.
+// ends the wait, it looks once more before it gives the invoice up; still
+// unpaid and expired, the invoice is ErrExpired even when the deadline
+// ended the wait (a caller that bounds the wait by the invoice's ttl
+// reaches both at once).
 func (p *Processor) Verify(ctx context.Context, _ payments.Charge, req payments.PaymentRequired) error {
 	inv, err := bolt11.Decode(req.PayReq)
 	if err != nil {
@@ -203,7 +206,7 @@ func (p *Processor) Verify(ctx context.Context, _ payments.Charge, req payments.
 	}
 	for {
 		if ctx.Err() != nil {
-			return p.giveUp(ctx, req)
+			return p.giveUp(ctx, req, inv)
 		}
 		now := p.opts.Now()
 		// Look right at expiry rather than long after it.
@@ -227,7 +230,7 @@ func (p *Processor) Verify(ctx context.Context, _ payments.Charge, req payments.
 			return nil
 		case <-ctx.Done():
 			t.Stop()
-			return p.giveUp(ctx, req)
+			return p.giveUp(ctx, req, inv)
 		}
 		got, err := p.w.LookupInvoice(ctx, hash)
 		switch {
@@ -238,14 +241,14 @@ func (p *Processor) Verify(ctx context.Context, _ payments.Charge, req payments.
 			p.opts.Logger.Debug("lightning: payment settled by lookup", "payment_hash", hash)
 			return nil
 		case err != nil && ctx.Err() != nil:
-			return p.giveUp(ctx, req)
+			return p.giveUp(ctx, req, inv)
 		case err != nil && !transient(err):
 			return fmt.Errorf("lightning: lookup invoice: %w", err)
 		case err != nil:
 			p.opts.Logger.Debug("lightning: invoice not found yet", "payment_hash", hash, "err", err)
 		}
 		if inv.Expired(p.opts.Now()) {
-			return fmt.Errorf("%w: unpaid at %s", ErrExpired, inv.ExpiresAt().UTC().Format(time.RFC3339))
+			return expired(inv)
 		}
 		wait, delay = delay, min(delay*2, p.opts.PollMax)
 	}
@@ -257,18 +260,32 @@ const finalLook = 5 * time.Second
 // giveUp ends a wait that ctx ended. If its deadline did (the wait ran
 // out, rather than being called off), the invoice is looked up once more,
 // so that a payment made at the last moment, whose notification was lost,
-// is still credited.
-func (p *Processor) giveUp(ctx context.Context, req payments.PaymentRequired) error {
+// is still credited. Unpaid, an invoice that had expired before that
+// look is ErrExpired, not the deadline: a wait bounded by the invoice's
+// ttl has its deadline at the expiry, which may fire before the expiry's
+// own look, or during it when the wallet is slow to answer. The clock is
+// read before the look, so that "unpaid" is the wallet's word after the
+// expiry.
+func (p *Processor) giveUp(ctx context.Context, req payments.PaymentRequired, inv *bolt11.Invoice) error {
 	cause := context.Cause(ctx)
 	if !errors.Is(cause, context.DeadlineExceeded) {
 		return fmt.Errorf("lightning: verify: %w", cause)
 	}
+	gone := inv.Expired(p.opts.Now())
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalLook)
 	defer cancel()
 	if paid, err := p.paid(lctx, req, true); err == nil && paid {
 		return nil
 	}
+	if gone {
+		return expired(inv)
+	}
 	return fmt.Errorf("lightning: verify: %w", cause)
+}
+
+// expired is the error of an invoice that expired unpaid.
+func expired(inv *bolt11.Invoice) error {
+	return fmt.Errorf("%w: unpaid at %s", ErrExpired, inv.ExpiresAt().UTC().Format(time.RFC3339))
 }
 
 // settled checks what the wallet says of a settled invoice against the

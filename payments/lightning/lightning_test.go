@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"fiatjaf.com/nostr"
@@ -166,6 +167,122 @@ func TestVerifyStops(t *testing.T) {
 	if _, err := proc.Require(context.Background(), payments.Charge{Amount: 5, Unit: "usd"}); !errors.Is(err, lightning.ErrUnit) {
 		t.Fatalf("usd: %v", err)
 	}
+}
+
+// TestVerifyExpiresAtTheDeadline: a wait whose deadline is the invoice's
+// expiry (the gate bounds the wait by the invoice's ttl) ends in
+// ErrExpired, not in the deadline, when the processor's clock has reached
+// the expiry; an invoice paid at the last moment still settles; a wait
+// called off, or whose deadline comes before the expiry, ends in ctx's
+// error.
+func TestVerifyExpiresAtTheDeadline(t *testing.T) {
+	// The network's clock is an hour behind: its invoices expire (a
+	// minute later by that clock) before the test begins, so a context
+	// whose deadline is the expiry has ended when Verify starts, and the
+	// processor's clock alone says whether the invoice has expired.
+	past := time.Now().Add(-time.Hour)
+	net := newNet(t, func() time.Time { return past })
+	server, _ := net.Wallet("server")
+	client, _ := net.Wallet("client")
+	charge := payments.Charge{Amount: 5}
+	verify := func(t *testing.T, paid bool, clock time.Duration, ctx func(expiry time.Time) context.Context) error {
+		t.Helper()
+		req, err := lightning.NewProcessor(server, lightning.ProcessorOptions{TTL: time.Minute, Prepared: -1}).Require(context.Background(), charge)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if paid {
+			h := lightning.NewHandler(client)
+			h.Now = func() time.Time { return past }
+			if _, err := h.Pay(context.Background(), req, 5); err != nil {
+				t.Fatal(err)
+			}
+		}
+		inv, err := bolt11.Decode(req.PayReq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expiry := inv.ExpiresAt()
+		proc := lightning.NewProcessor(server, lightning.ProcessorOptions{Prepared: -1, Now: func() time.Time { return expiry.Add(clock) }})
+		return proc.Verify(ctx(expiry), charge, req)
+	}
+	atExpiry := func(expiry time.Time) context.Context {
+		ctx, cancel := context.WithDeadline(context.Background(), expiry)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	calledOff := func(time.Time) context.Context {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx
+	}
+
+	t.Run("expired", func(t *testing.T) {
+		if err := verify(t, false, 0, atExpiry); !errors.Is(err, lightning.ErrExpired) {
+			t.Fatalf("deadline at the expiry, clock at the expiry: %v; want ErrExpired", err)
+		}
+	})
+	t.Run("paid at the last moment", func(t *testing.T) {
+		if err := verify(t, true, 0, atExpiry); err != nil {
+			t.Fatalf("paid just before the expiry: %v", err)
+		}
+	})
+	t.Run("called off", func(t *testing.T) {
+		if err := verify(t, false, 0, calledOff); !errors.Is(err, context.Canceled) || errors.Is(err, lightning.ErrExpired) {
+			t.Fatalf("called off after the expiry: %v; want context.Canceled", err)
+		}
+	})
+	t.Run("deadline before the expiry", func(t *testing.T) {
+		if err := verify(t, false, -time.Second, atExpiry); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lightning.ErrExpired) {
+			t.Fatalf("deadline a second before the expiry: %v; want context.DeadlineExceeded", err)
+		}
+	})
+}
+
+// TestVerifyLookupOutlastsTheExpiry: the lookup Verify makes at the
+// invoice's expiry outlasts the wait's deadline, which is the expiry too
+// (a relay slow under load; the deadline is a moment later in the gate):
+// the invoice has expired (ErrExpired), the wait did not merely run out.
+func TestVerifyLookupOutlastsTheExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := newNet(t, nil) // the bubble's clock, as the processor's
+		server, _ := net.Wallet("server")
+		charge := payments.Charge{Amount: 5}
+		req, err := lightning.NewProcessor(server, lightning.ProcessorOptions{TTL: time.Minute, Prepared: -1}).Require(context.Background(), charge)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv, err := bolt11.Decode(req.PayReq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slow := &slowLookup{Wallet: server}
+		proc := lightning.NewProcessor(slow, lightning.ProcessorOptions{Prepared: -1, Now: time.Now})
+		ctx, cancel := context.WithDeadline(context.Background(), inv.ExpiresAt())
+		defer cancel()
+		if err := proc.Verify(ctx, charge, req); !errors.Is(err, lightning.ErrExpired) {
+			t.Fatalf("a lookup that outlasts the deadline at the expiry: %v; want ErrExpired", err)
+		}
+		if slow.calls != 2 {
+			t.Fatalf("%d lookups, want 2 (the one that outlasted the wait, the last look)", slow.calls)
+		}
+	})
+}
+
+// slowLookup is a wallet whose first lookup answers only once its
+// context has ended.
+type slowLookup struct {
+	payments.Wallet
+	calls int
+}
+
+func (w *slowLookup) LookupInvoice(ctx context.Context, hash string) (payments.Invoice, error) {
+	w.calls++
+	if w.calls == 1 {
+		<-ctx.Done()
+		return payments.Invoice{}, ctx.Err()
+	}
+	return w.Wallet.LookupInvoice(ctx, hash)
 }
 
 // TestHandlerRefuses: over the cap, expired, a different amount, no
