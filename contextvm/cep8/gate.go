@@ -73,7 +73,8 @@ type Options struct {
 	// again with it.
 	Redeemers []payments.Redeemer
 	// VerifyTimeout bounds the wait for a payment (default 5 min; never
-	// longer than the payment request's own ttl).
+	// more than a second past the payment request's own ttl, which is
+	// whole seconds: the processor says when the request expired).
 	VerifyTimeout time.Duration
 	// NoExplicitGating refuses clients that ask for explicit gating
 	// (-32602) instead of serving them that way.
@@ -505,10 +506,16 @@ func (g *Gate) transparent(ctx context.Context, call *contextvm.Call, charge pay
 	call.Run()
 }
 
+// verifyTimeout bounds the wait for req's payment: VerifyTimeout, and a
+// second past req's TTL. The TTL counts whole seconds, rounded down for
+// an invoice made ahead, so a wait of exactly the TTL would end before
+// the invoice does, and the client would be told the server stopped
+// waiting; the second more lets the processor, which knows the expiry,
+// say the invoice expired.
 func (g *Gate) verifyTimeout(req payments.PaymentRequired) time.Duration {
 	d := g.opts.VerifyTimeout
 	if req.TTL > 0 {
-		d = min(d, time.Duration(req.TTL)*time.Second)
+		d = min(d, time.Duration(req.TTL+1)*time.Second)
 	}
 	return d
 }

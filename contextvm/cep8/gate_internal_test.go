@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"testing"
+	"time"
 
 	"fiatjaf.com/nostr"
 	"github.com/cvmgo/cvm/contextvm"
@@ -59,6 +60,22 @@ func BenchmarkGateCPU(b *testing.B) {
 		g.stored(ctx, id.Hex(), created, result)
 		if _, err := grantKey(client, m); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// The wait for a payment outlasts its request's TTL by a second: the TTL
+// is whole seconds, rounded down for an invoice made ahead, and the
+// processor, not the wait's deadline, is the one to say the invoice
+// expired (payments/lightning TestVerifyExpiresAtTheDeadline).
+func TestVerifyTimeout_ASecondPastTheTTL(t *testing.T) {
+	g := NewGate(Options{VerifyTimeout: 5 * time.Minute})
+	for _, c := range []struct {
+		ttl  int64
+		want time.Duration
+	}{{0, 5 * time.Minute}, {1, 2 * time.Second}, {299, 5 * time.Minute}, {3600, 5 * time.Minute}} {
+		if got := g.verifyTimeout(payments.PaymentRequired{TTL: c.ttl}); got != c.want {
+			t.Errorf("ttl %d s: the wait is %s, want %s", c.ttl, got, c.want)
 		}
 	}
 }
