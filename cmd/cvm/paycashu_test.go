@@ -13,12 +13,14 @@ import (
 
 // cashuWorld is a relay, cvm wallet-sim (the mint's wallet, alice's and
 // srv's), cvm mint-sim, alice's Cashu wallet holding 100 sats minted there
-// (cvm cashu mint) and a cvm gateway charging 10 sats for add that takes
-// Cashu of the mint (--cashu-mint), or of another one when foreign.
+// (cvm cashu mint) and a cvm gateway charging 10 sats for add (or 0.005
+// usd at 50 000 usd a bitcoin, when usd) that takes Cashu of the mint
+// (--cashu-mint), or of another one when foreign.
 type cashuWorld struct {
 	relay, mint, npub string
 	pubkey            string // the gateway's, in hex
 	sim               walletSimReady
+	rate              *rateEndpoint // the usd rate source, when usd
 	aliceWallet       string
 	gatewayData       string
 	c                 *cli
@@ -33,6 +35,10 @@ type cashuWorld struct {
 type cashuWorldOptions struct {
 	foreign   bool   // the gateway takes another mint's ecash
 	aliceSats string // what alice mints (default 100)
+	// usd prices add at 0.005 usd, converted by the gateway at the rate
+	// of w.rate (50 000 usd a bitcoin: 10 sats), which the cvm processes
+	// may fetch.
+	usd bool
 }
 
 func newCashuWorld(t *testing.T, o cashuWorldOptions) *cashuWorld {
@@ -57,7 +63,14 @@ func newCashuWorld(t *testing.T, o cashuWorldOptions) *cashuWorld {
 	if o.foreign { // the same mint under another name: not the one alice's tokens name
 		accepted = strings.Replace(w.mint, "127.0.0.1", "localhost", 1)
 	}
-	w.gatewayArgs = []string{"gateway", "--relay", r.URL, "--price", "tool:add=10", "--cashu-mint", accepted, "--data", w.gatewayData, "--", demoServer(t)}
+	price := []string{"--price", "tool:add=10"}
+	if o.usd {
+		w.rate = newRateEndpoint(t, "50000")
+		w.c.env["CVM_TEST_OUTBOUND_ALLOW"] = w.rate.Listener.Addr().String()
+		price = append([]string{"--price", "tool:add=0.005:usd"}, w.rate.flags()...)
+	}
+	w.gatewayArgs = append([]string{"gateway", "--relay", r.URL, "--cashu-mint", accepted, "--data", w.gatewayData}, price...)
+	w.gatewayArgs = append(w.gatewayArgs, "--", demoServer(t))
 	w.startGateway(t)
 	return w
 }

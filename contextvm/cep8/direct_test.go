@@ -625,31 +625,49 @@ func BenchmarkDirectPaidCall(b *testing.B) {
 }
 
 // A usd price is paid directly with the most the client pays at its own
-// rate; the server keeps its own conversion, in sats, and returns the
-// rest: 0.05 usd at the server's 49 500 usd a bitcoin is 102 sats (rounded
-// up); the client, at 50 000 and 2%, sends up to 102.
+// rate (0.05 usd at 50 000 usd a bitcoin and 2%: 102 sats, out of a note
+// of 200); the server keeps its own conversion, in sats, and returns the
+// rest: at the server's 49 500 that is 102 sats (rounded up), at 60 000
+// it is 84, fewer than the client sent. The payment is reported, and the
+// budget counts it, at what the server kept, not at what was sent.
 func TestDirect_USDPriceServerKeepsItsSats(t *testing.T) {
-	f := newDirectFixture(t, 0)
-	opts := f.serverOptions(true, "tool:count=0.05:usd")
-	opts.Gate = cep8.NewGate(cep8.Options{Processors: f.GateOptions(0).Processors, Redeemers: []payments.Redeemer{f.r}, Rates: rate{usd: "49500"}})
-	srv := peertest.Serve(t, opts, peertest.CounterServer(&f.Calls))
-	wallet := payments.NewFakeWallet(f.mint, 200)
-	cs := f.Client(t, srv, &cep8.PayOptions{
-		Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
-		Bearers:  []payments.Bearer{wallet},
-		Budget:   &payments.Budget{PerCall: 500},
-		Rates:    rate{usd: "50000"},
-	})
-	if _, err := cs.ListTools(context.Background(), nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := peertest.Call(cs, "count", nil); err != nil {
-		t.Fatal(err)
-	}
-	if w, s := wallet.Balance(), f.srv.Balance(); w != 98 || s != 102 {
-		t.Fatalf("the client holds %d, the server %d; want 98 and 102", w, s)
-	}
-	if a, _ := f.Balances(t); a != 100 {
-		t.Fatalf("an invoice was paid: alice holds %d", a)
+	for _, tc := range []struct {
+		serverRate string
+		kept       int64
+	}{{"49500", 102}, {"60000", 84}} {
+		t.Run(tc.serverRate, func(t *testing.T) {
+			f := newDirectFixture(t, 0)
+			opts := f.serverOptions(true, "tool:count=0.05:usd")
+			opts.Gate = cep8.NewGate(cep8.Options{Processors: f.GateOptions(0).Processors, Redeemers: []payments.Redeemer{f.r}, Rates: rate{usd: tc.serverRate}})
+			srv := peertest.Serve(t, opts, peertest.CounterServer(&f.Calls))
+			wallet := payments.NewFakeWallet(f.mint, 200)
+			budget := &payments.Budget{PerCall: 500}
+			var rep reports
+			cs := f.Client(t, srv, &cep8.PayOptions{
+				Handlers: []payments.Handler{&payments.FakeHandler{Ledger: f.Ledger, Payer: "alice"}},
+				Bearers:  []payments.Bearer{wallet},
+				Budget:   budget,
+				Rates:    rate{usd: "50000"},
+				Report:   rep.add,
+			})
+			if _, err := cs.ListTools(context.Background(), nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := peertest.Call(cs, "count", nil); err != nil {
+				t.Fatal(err)
+			}
+			if w, s := wallet.Balance(), f.srv.Balance(); w != 200-tc.kept || s != tc.kept {
+				t.Fatalf("the client holds %d, the server %d; want %d and %d", w, s, 200-tc.kept, tc.kept)
+			}
+			if a, _ := f.Balances(t); a != 100 {
+				t.Fatalf("an invoice was paid: alice holds %d", a)
+			}
+			if spent, _, _ := budget.Spent(context.Background(), srv.PublicKey().Hex()); spent != tc.kept {
+				t.Fatalf("the budget counts %d spent; want %d", spent, tc.kept)
+			}
+			if n := rep.count(func(p contextvm.PaymentReport) bool { return p.Paid && !p.Accepted && p.Amount == tc.kept }); n != 1 {
+				t.Fatalf("reported %+v; want one payment of %d", rep.all, tc.kept)
+			}
+		})
 	}
 }

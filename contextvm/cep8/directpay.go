@@ -212,7 +212,9 @@ func (p *Payer) Notice(call *contextvm.PaidCall, n contextvm.PaymentNotice) bool
 		call.Logger().Warn("the server returned no change of a direct payment", "pmi", dp.offer.PMI, "sent", dp.prep.Value, "kept", amount)
 	}
 	call.MarkPaid()
-	p.Report(contextvm.PaymentReport{PaymentOffer: dp.offer, Paid: true,
+	paid := dp.offer
+	paid.Amount = directCost(dp.prep.Value, amount, len(changes) > 0)
+	p.Report(contextvm.PaymentReport{PaymentOffer: paid, Paid: true,
 		Receipt: payments.Receipt{Amount: amount, PMI: dp.offer.PMI, PaidAt: time.Now()}})
 	if dp.kept != nil {
 		call.Go(func(ctx context.Context) {
@@ -221,6 +223,18 @@ func (p *Payer) Notice(call *contextvm.PaidCall, n contextvm.PaymentNotice) bool
 		})
 	}
 	return false // the client reports the acceptance, as for any payment
+}
+
+// directCost is what a direct payment worth sent cost the client, as it
+// is reported: what the server says it kept when it returned change (the
+// rest comes back; for a usd price the payload is the most the client
+// pays at its own rate, not the price), and all of the payload when it
+// returned none or says it kept nothing or more than was sent.
+func directCost(sent, kept int64, change bool) int64 {
+	if change && kept > 0 && kept <= sent {
+		return kept
+	}
+	return sent
 }
 
 // changes are the change tags of a payment_accepted that a Bearer here
