@@ -90,8 +90,9 @@ func (g *Gate) redeems(pmi string) bool { return g.redeemers[pmi] != nil }
 // The order is what makes it at most once: the payload is claimed (never
 // redeemed twice, by any request), the redemption and the charge recorded
 // (a replay is never run again), then the payload redeemed, the change
-// recorded, and only then the request run, payment_accepted sent as it
-// runs and its answer held until the relay has taken payment_accepted.
+// recorded, and only then the request run; with change, payment_accepted
+// carries it, sent as the request runs, and the answer is held until the
+// relay has taken it.
 func (g *Gate) direct(ctx context.Context, call *contextvm.Call, charge payments.Charge) bool {
 	pmi, payload, ok := directPayment(call.Event().Tags, g.redeems)
 	if !ok {
@@ -152,6 +153,16 @@ func (g *Gate) direct(ctx context.Context, call *contextvm.Call, charge payments
 		g.owe(ctx, call.Client(), owedChange{Request: key, PMI: pmi, Amount: rec.Amount, Change: rec.Change})
 	}
 	g.log.Info("direct payment redeemed", "client", charge.Client, "request", key, "amount", red.Amount, "change", red.ChangeAmount, "pmi", pmi)
+	if rec.Change == "" {
+		// No payment_accepted without change: the answer says the payment
+		// was taken, since a request runs only once its payment is
+		// redeemed and a payment not taken is named by payment_rejected
+		// before anything else (CEP-8 makes the acknowledgement
+		// optional). That spares every exactly-paid call an encrypted
+		// event: a seal here, a relay's check, an unwrap at the client.
+		call.Run()
+		return true
+	}
 	// payment_accepted goes out while the request runs, not before it:
 	// sealing it and the relay's OK cost as much as a short call. The
 	// answer waits for it, so the client still hears of its payment (and
@@ -188,7 +199,9 @@ func (g *Gate) rejectDirect(ctx context.Context, call *contextvm.Call, pmi strin
 }
 
 // unusedDirect tells a client whose request was not charged (waived,
-// refused) that its direct payment, if it sent one, was not consumed.
+// refused, not priced) that its direct payment, if it sent one, was not
+// consumed: before anything else, since a client takes an answer without
+// word of its payment for its payment taken.
 func (g *Gate) unusedDirect(ctx context.Context, call *contextvm.Call, why string) {
 	if pmi, _, ok := directPayment(call.Event().Tags, g.redeems); ok {
 		g.rejectDirect(ctx, call, pmi, 0, why+"; the payment was not consumed")

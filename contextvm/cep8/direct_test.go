@@ -236,6 +236,68 @@ func TestDirect_AcceptedSentWhileTheRequestRuns(t *testing.T) {
 	}
 }
 
+// A payment of exactly the price gets no payment_accepted: the result
+// says it was taken. The Go client counts it paid, once, as the call
+// returns: its wallet and its budget down by the price, nothing given
+// back to the wallet.
+func TestDirect_ExactPaymentTheResultSaysItWasTaken(t *testing.T) {
+	f := newDirectFixture(t, 0)
+	srv := peertest.Serve(t, f.serverOptions(true), peertest.CounterServer(&f.Calls))
+	peer := peertest.NewRawPeer(t, f.Relay.URL)
+	peer.Initialize(srv.PublicKey())
+	payload := f.payload(t, 10)
+	peer.Publish(peer.Message(srv.PublicKey(), countSeven, directTag(payload)))
+	if got := readUntil(t, peer, isAnswer); methods(got) != "result" {
+		t.Fatalf("answered %s; want the result alone", methods(got))
+	}
+	if f.unspent(payload) || f.srv.Balance() != 10 {
+		t.Fatalf("the payload is unspent: %v; the server holds %d", f.unspent(payload), f.srv.Balance())
+	}
+
+	wallet := payments.NewFakeWallet(f.mint, 10, 10)
+	budget := &payments.Budget{PerCall: 20}
+	var rep reports
+	cs := f.Client(t, srv, &cep8.PayOptions{Bearers: []payments.Bearer{wallet}, Budget: budget, Report: rep.add})
+	ctx, cancel := testwait.Context(t, 20*time.Second)
+	defer cancel()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := peertest.Call(cs, "count", nil); err != nil || res.IsError {
+		t.Fatalf("paid call: %v %v", res, err)
+	}
+	if w, s := wallet.Balance(), f.srv.Balance(); w != 10 || s != 20 {
+		t.Fatalf("as the call returns the client holds %d, the server %d; want 10 and 20", w, s)
+	}
+	if spent, _, _ := budget.Spent(ctx, srv.PublicKey().Hex()); spent != 10 {
+		t.Fatalf("the budget counts %d spent; want 10", spent)
+	}
+	paid := rep.count(func(p contextvm.PaymentReport) bool {
+		return p.Paid && !p.Accepted && p.Amount == 10 && p.PMI == payments.PMIFakeCash
+	})
+	if accepted := rep.count(func(p contextvm.PaymentReport) bool { return p.Accepted }); paid != 1 || accepted != 1 {
+		t.Fatalf("%d paid and %d accepted reports; want 1 and 1: %+v", paid, accepted, rep.all)
+	}
+}
+
+// A payment sent with a request the server does not price (the client's
+// prices are out of date) is said not taken before the answer, and stays
+// the client's: an answer without word of it would say it was taken.
+func TestDirect_UnpricedRequestPaymentNotTaken(t *testing.T) {
+	f := newDirectFixture(t, 0)
+	srv := peertest.Serve(t, f.serverOptions(true), peertest.CounterServer(&f.Calls))
+	peer := peertest.NewRawPeer(t, f.Relay.URL)
+	peer.Initialize(srv.PublicKey())
+	payload := f.payload(t, 10)
+	peer.Publish(peer.Message(srv.PublicKey(), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`, directTag(payload)))
+	if got := readUntil(t, peer, isAnswer); methods(got) != "payment_rejected, result" {
+		t.Fatalf("answered %s; want payment_rejected, then the result", methods(got))
+	}
+	if !f.unspent(payload) || f.r.calls.Load() != 0 {
+		t.Fatalf("the payload of an unpriced request was taken (%d redemptions)", f.r.calls.Load())
+	}
+}
+
 // A direct payment the server cannot take is rejected, not consumed, and
 // the request goes on in the normal flow: a forged, a foreign mint's, an
 // empty, an insufficient (the amount required said) payload.
@@ -308,7 +370,7 @@ func TestDirect_FirstSupportedTagUsedForeignPMIIgnored(t *testing.T) {
 	other := nostr.Tag{cep8.TagDirectPayment, "bitcoin-other-direct", "junk"}
 	peer.Publish(peer.Message(srv.PublicKey(), countSeven, other, directTag(first), directTag(second)))
 	got := readUntil(t, peer, isAnswer)
-	if methods(got) != "payment_accepted, result" {
+	if methods(got) != "result" { // paid exactly: no payment_accepted, the result says it
 		t.Fatalf("answered %s", methods(got))
 	}
 	if f.unspent(first) || !f.unspent(second) || f.srv.Balance() != 10 {
@@ -409,7 +471,8 @@ func TestDirect_CrashAfterRedemptionReplayGetsResultLost(t *testing.T) {
 	got := readUntil(t, peer, isAnswer)
 	var e jsonrpc.Error
 	json.Unmarshal(got[len(got)-1].m["error"], &e)
-	if e.Code != contextvm.CodePaidResultLost || !strings.Contains(e.Message, "paid, result lost") {
+	// No result says the payment was taken: payment_accepted does.
+	if e.Code != contextvm.CodePaidResultLost || !strings.Contains(e.Message, "paid, result lost") || methods(got[len(got)-2:len(got)-1]) != "payment_accepted" {
 		t.Fatalf("replay after the crash answered %s", methods(got))
 	}
 	if f.r.redeemed.Load() != 1 || f.srv.Balance() != 10 || len(started) != 0 {
@@ -501,7 +564,9 @@ func TestDirect_RacingPayloadOnePaysTheOtherIsRejected(t *testing.T) {
 			rejected++
 		}
 	}
-	if results != 1 || required != 1 || accepted != 1 || rejected != 1 || f.Calls.Load() != 1 || f.srv.Balance() != 10 {
+	// Paid exactly, the one that ran gets no payment_accepted: its result
+	// says it.
+	if results != 1 || required != 1 || accepted != 0 || rejected != 1 || f.Calls.Load() != 1 || f.srv.Balance() != 10 {
 		t.Fatalf("%d results, %d payment_required, %d accepted, %d rejected, %d runs, the server holds %d",
 			results, required, accepted, rejected, f.Calls.Load(), f.srv.Balance())
 	}

@@ -280,8 +280,8 @@ func (p *Payer) giveBack(ctx context.Context, call *contextvm.PaidCall, dp *dire
 }
 
 // directAnswered ends call's direct payment as its answer resp arrives:
-// the change is kept first; a payload of which the server said nothing
-// (an answer without payment_accepted, or payment_rejected) is given to
+// the change is kept first; a result with no word of the payment says it
+// was taken; a payload of which an error answer says nothing is given to
 // the wallet to check and take back if unspent. An answer that has the
 // request sent again (busy) keeps it, to go with it again.
 func (p *Payer) directAnswered(call *contextvm.PaidCall, resp *jsonrpc.Response) {
@@ -307,6 +307,17 @@ func (p *Payer) directAnswered(call *contextvm.PaidCall, resp *jsonrpc.Response)
 			call.Logger().Warn("the answer goes to the caller before its change is kept", "pmi", dp.offer.PMI)
 		}
 		t.Stop()
+	case !settled && resp.Error == nil:
+		// The request ran and the server said nothing of its payment: it
+		// took it. A server redeems a direct payment before the request
+		// runs, names one it does not take (payment_rejected) before
+		// anything else, and sends payment_accepted only with change.
+		call.MarkPaid()
+		paid := dp.offer
+		paid.Amount = dp.prep.Value
+		p.Report(contextvm.PaymentReport{PaymentOffer: paid, Paid: true,
+			Receipt: payments.Receipt{Amount: dp.prep.Value, PMI: dp.offer.PMI, PaidAt: time.Now()}})
+		p.Report(contextvm.PaymentReport{PaymentOffer: paid, Paid: true, Accepted: true})
 	case !settled:
 		call.Logger().Info("the server said nothing of a direct payment; the wallet takes it back if it is unspent", "pmi", dp.offer.PMI)
 		call.Go(func(ctx context.Context) { p.giveBack(ctx, call, dp) })

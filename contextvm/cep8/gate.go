@@ -647,8 +647,9 @@ func (g *Gate) Replayed(ctx context.Context, inner nostr.Event, wrapKind nostr.K
 		return
 	}
 	dr, direct := g.directOf(ctx, key)
-	if direct && dr.Redeemed {
-		// The change too, in case the first payment_accepted was lost.
+	if direct && dr.Redeemed && (dr.Change != "" || !ok) {
+		// The change too, in case the first payment_accepted was lost;
+		// or, with no result to answer, word that the payment was taken.
 		if err := g.sendAccepted(ctx, inner.PubKey, key, wrapKind, dr); err == nil && dr.Change != "" {
 			g.delivered(ctx, inner.PubKey, key)
 		}

@@ -76,6 +76,15 @@ func (s *session) Admit(call *contextvm.Call) bool {
 	}
 	price, ok := s.g.priced(call.Request())
 	if !ok {
+		if _, _, paying := directPayment(call.Event().Tags, s.g.redeems); paying {
+			// A payment for a request with no price (the client's price
+			// list is out of date): said not taken before the answer.
+			call.Go(func(ctx context.Context) {
+				s.g.unusedDirect(ctx, call, "this request has no price")
+				call.Run()
+			})
+			return true
+		}
 		return false
 	}
 	s.g.admit(call, mode == contextvm.PaymentExplicitGating, price)
