@@ -130,12 +130,8 @@ func sum(terms ...term) (*btcec.PublicKey, error) {
 			btcec.ScalarBaseMultNonConst(tm.k, &t)
 		case tm.k == nil:
 			tm.p.AsJacobian(&t)
-		case tm.t != nil:
-			tm.t.mul(tm.k, &t)
 		default:
-			var pj btcec.JacobianPoint
-			tm.p.AsJacobian(&pj)
-			btcec.ScalarMultNonConst(tm.k, &pj, &t)
+			mul(tm.k, tm.p, tm.t, &t)
 		}
 		if i == 0 {
 			acc = t
@@ -145,6 +141,24 @@ func sum(terms ...term) (*btcec.PublicKey, error) {
 		acc = next
 	}
 	return fromJacobian(&acc)
+}
+
+// mul sets out to kP, with P's table when there is one.
+func mul(k *btcec.ModNScalar, p *btcec.PublicKey, tab *KeyTable, out *btcec.JacobianPoint) {
+	if tab != nil {
+		tab.mul(k, out)
+		return
+	}
+	var pj btcec.JacobianPoint
+	p.AsJacobian(&pj)
+	btcec.ScalarMultNonConst(k, &pj, out)
+}
+
+// addJacobian returns a + b, refusing the point at infinity.
+func addJacobian(a, b *btcec.JacobianPoint) (*btcec.PublicKey, error) {
+	var r btcec.JacobianPoint
+	btcec.AddNonConst(a, b, &r)
+	return fromJacobian(&r)
 }
 
 func fromJacobian(p *btcec.JacobianPoint) (*btcec.PublicKey, error) {

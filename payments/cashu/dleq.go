@@ -99,6 +99,48 @@ func verifyDLEQ(pubA *btcec.PublicKey, tab *KeyTable, blinded, blindSig *btcec.P
 	return nil
 }
 
+// verifyAndUnblind is VerifyDLEQ of the mint's signature C_ on the
+// blinded message B_ under its key A, then Unblind: C = C_ - rA. Of its
+// five multiplications the two by arbitrary points (sB_, eC_) cost most;
+// one of them, with rA, runs on a goroutine of its own while this one
+// does the rest. A wallet waits on this before it can use what it was
+// paid (a gateway, before it runs a paid call), and a machine has a
+// core to spare more often than not: on two idle cores it takes about
+// half the time.
+func verifyAndUnblind(pubA *btcec.PublicKey, tab *KeyTable, blinded, blindSig *btcec.PublicKey, r *btcec.PrivateKey, e, s [32]byte) (*btcec.PublicKey, error) {
+	var es, ss btcec.ModNScalar
+	if es.SetBytes(&e) != 0 || ss.SetBytes(&s) != 0 {
+		return nil, fmt.Errorf("%w: e or s is not below the curve order", ErrDLEQ)
+	}
+	es.Negate()
+	negR := r.Key
+	negR.Negate()
+	var sB, rA btcec.JacobianPoint
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mul(&ss, blinded, nil, &sB)
+		mul(&negR, pubA, tab, &rA)
+	}()
+	r1, err := sum(term{k: &ss}, term{k: &es, p: pubA, t: tab})
+	var eC btcec.JacobianPoint
+	mul(&es, blindSig, nil, &eC)
+	<-done
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDLEQ, err)
+	}
+	r2, err := addJacobian(&sB, &eC)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDLEQ, err)
+	}
+	if got := hashE(r1, r2, pubA, blindSig); !hmac.Equal(got[:], e[:]) {
+		return nil, ErrDLEQ
+	}
+	var cb btcec.JacobianPoint
+	blindSig.AsJacobian(&cb)
+	return addJacobian(&cb, &rA)
+}
+
 // parseScalarHex reads a 32-byte hex scalar of a DLEQ proof.
 func parseScalarHex(s string) ([32]byte, error) {
 	var out [32]byte

@@ -100,10 +100,7 @@ func (o Output) proof(sig BlindSignature, key *btcec.PublicKey, tab *KeyTable) (
 	if err != nil {
 		return Proof{}, err
 	}
-	if err := verifyDLEQ(key, tab, blinded, cBlind, e, s); err != nil {
-		return Proof{}, err
-	}
-	c, err := unblind(cBlind, o.R, key, tab)
+	c, err := verifyAndUnblind(key, tab, blinded, cBlind, o.R, e, s)
 	if err != nil {
 		return Proof{}, err
 	}
