@@ -37,7 +37,11 @@ func hashE(points ...*btcec.PublicKey) [32]byte {
 // uncompressed points, ctr counted up while r is zero or not below n, so a
 // failing RNG can never leak a through a reused nonce.
 func ProveDLEQ(a *btcec.PrivateKey, blinded, blindSig *btcec.PublicKey) (e, s [32]byte, err error) {
-	pubA := a.PubKey()
+	return proveDLEQ(a, a.PubKey(), blinded, blindSig)
+}
+
+// proveDLEQ is ProveDLEQ with A = aG known.
+func proveDLEQ(a *btcec.PrivateKey, pubA, blinded, blindSig *btcec.PublicKey) (e, s [32]byte, err error) {
 	key := a.Serialize()
 	mac := hmac.New(sha256.New, key)
 	var r btcec.ModNScalar

@@ -120,11 +120,24 @@ func SignOutput(k *btcec.PrivateKey, out BlindedMessage) (BlindSignature, error)
 	if err != nil {
 		return BlindSignature{}, err
 	}
-	c, err := SignBlinded(k, blinded)
+	return SigningKey{Priv: k, Pub: k.PubKey()}.Sign(out, blinded)
+}
+
+// SigningKey is a mint's key for one amount with its public key, computed
+// once rather than for every signature (a base point multiplication).
+type SigningKey struct {
+	Priv *btcec.PrivateKey
+	Pub  *btcec.PublicKey
+}
+
+// Sign is SignOutput of out, whose blinded message B_ the mint has parsed
+// already.
+func (k SigningKey) Sign(out BlindedMessage, blinded *btcec.PublicKey) (BlindSignature, error) {
+	c, err := SignBlinded(k.Priv, blinded)
 	if err != nil {
 		return BlindSignature{}, err
 	}
-	e, s, err := ProveDLEQ(k, blinded, c)
+	e, s, err := proveDLEQ(k.Priv, k.Pub, blinded, c)
 	if err != nil {
 		return BlindSignature{}, err
 	}

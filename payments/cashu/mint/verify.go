@@ -100,8 +100,9 @@ func isNUT10(secret string) bool {
 
 // output is a checked output: its message and its B_ point.
 type output struct {
-	msg cashu.BlindedMessage
-	b   []byte // compressed B_
+	msg   cashu.BlindedMessage
+	point *btcec.PublicKey
+	b     []byte // compressed B_
 }
 
 // checkOutputs checks blinded messages to sign: of the active keyset, an
@@ -129,7 +130,7 @@ func (m *Mint) checkOutputs(msgs []cashu.BlindedMessage, blank bool) ([]output, 
 			return nil, 0, cashu.Errorf(cashu.CodeDuplicateOutputs, "output %d repeats an earlier one", i)
 		}
 		seen[string(bb)] = true
-		outs = append(outs, output{msg: o, b: bb})
+		outs = append(outs, output{msg: o, point: b, b: bb})
 	}
 	sum, ok := cashu.SumOutputs(msgs)
 	if !ok && !blank {
@@ -142,7 +143,8 @@ func (m *Mint) checkOutputs(msgs []cashu.BlindedMessage, blank bool) ([]output, 
 func (m *Mint) sign(outs []output) ([]cashu.BlindSignature, error) {
 	sigs := make([]cashu.BlindSignature, len(outs))
 	for i, o := range outs {
-		s, err := cashu.SignOutput(m.ks.priv[o.msg.Amount], o.msg)
+		key := cashu.SigningKey{Priv: m.ks.priv[o.msg.Amount], Pub: m.ks.pub.Keys[o.msg.Amount]}
+		s, err := key.Sign(o.msg, o.point)
 		if err != nil {
 			return nil, internal("signing", err)
 		}
