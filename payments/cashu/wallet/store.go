@@ -102,7 +102,6 @@ func (op pendingOp) amount() uint64 {
 	return total
 }
 
-
 // key names a pending operation: its first output's blinded message.
 func (op pendingOp) key() string { return op.Outputs[0].B }
 
@@ -117,13 +116,13 @@ const minCompact = 64 << 10
 // two cvm processes never lose proofs, and read by a Wallet once: each
 // operation reads only what other processes appended since.
 type store struct {
-	dir       string
-	timeout   time.Duration
+	dir     string
+	timeout time.Duration
 	// A journal is compacted when its records past the first take more
 	// than compactAt bytes (minCompact) and compactRatio times the first
 	// (2); both 0 in tests, to compact at every operation.
 	compactAt, compactRatio int64
-	sync      *syncer
+	sync                    *syncer
 
 	mu       sync.Mutex
 	journals map[string]*journal // by path
@@ -441,7 +440,7 @@ func (s *store) balances() ([]MintBalance, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []MintBalance
+	out := make([]MintBalance, 0, len(paths))
 	for _, p := range paths {
 		j := s.journal(p)
 		j.mu.Lock()
