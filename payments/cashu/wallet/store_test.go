@@ -139,29 +139,36 @@ func TestWallet_KillNineLosesNoCompletedSend(t *testing.T) {
 }
 
 // A record cut short by a power loss (the end of the file) is cut off
-// when the file is next opened, and the appends after it are read back.
+// when the file is next opened, by a wallet that read it before (its
+// tail) or not (whole), and the appends after it are read back.
 func TestJournal_TornTailIsCut(t *testing.T) {
 	dir := t.TempDir()
 	w := New(Options{Dir: dir})
 	change(t, w, func(ss *session) { ss.keep(fakeProof(1)) })
 	change(t, w, func(ss *session) { ss.keep(fakeProof(2)) })
-	path := w.store.path(fileMint)
-	line, err := encodeRecord(record{Proofs: []cashu.Proof{fakeProof(4)}})
-	if err != nil {
-		t.Fatal(err)
+	tear := func() {
+		line, err := encodeRecord(record{Proofs: []cashu.Proof{fakeProof(1 << 10)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(w.store.path(fileMint), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.Write(line[:len(line)/2]); err != nil {
+			t.Fatal(err)
+		}
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
+	tear()
+	if bs, err := New(Options{Dir: dir}).Balance(); err != nil || bs[0].Sats != 3 {
+		t.Fatalf("the balance with a torn record: %v, %v; want 3 sats", bs, err)
 	}
-	f.Write(line[:len(line)/2])
-	f.Close()
-	if st := stateOf(t, dir, fileMint); st.sats != 3 {
-		t.Fatalf("after a torn record: %d sats, want 3", st.sats)
-	}
-	change(t, New(Options{Dir: dir}), func(ss *session) { ss.keep(fakeProof(8)) })
-	if st := stateOf(t, dir, fileMint); st.sats != 11 {
-		t.Fatalf("after an append past the torn record: %d sats, want 11", st.sats)
+	change(t, w, func(ss *session) { ss.keep(fakeProof(4)) }) // w read the file before
+	tear()
+	change(t, New(Options{Dir: dir}), func(ss *session) { ss.keep(fakeProof(8)) }) // a new wallet
+	if st := stateOf(t, dir, fileMint); st.sats != 15 {
+		t.Fatalf("after appends past torn records: %d sats, want 15", st.sats)
 	}
 }
 
@@ -352,12 +359,16 @@ func TestWallet_MigratesVersion1Files(t *testing.T) {
 	if sats, pending := held(t, w, tm.url); sats != 100 || pending != 8 {
 		t.Fatalf("a file of version 1: %d held, %d pending; want 100 and 8", sats, pending)
 	}
+	if data, _ := os.ReadFile(path); isJournal(data) {
+		t.Fatal("Balance, without the lock, changed the file")
+	}
+	stateOf(t, dir, tm.url) // opened: converted
+	if data, _ := os.ReadFile(path); !isJournal(data) {
+		t.Fatal("the file was not turned into a journal when opened")
+	}
 	var tok cashu.Token
 	if err := w.Send(ctx, tm.url, 4, keep(&tok)); err != nil {
 		t.Fatal(err)
-	}
-	if data, _ := os.ReadFile(path); !isJournal(data) {
-		t.Fatal("the file was not turned into a journal")
 	}
 	st := stateOf(t, dir, tm.url)
 	for _, p := range v1.Proofs {
