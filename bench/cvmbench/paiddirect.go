@@ -86,6 +86,7 @@ func directPaidCalls(ctx context.Context, peers paidPeers, dir string, calls int
 	ln := nwc.NewClient(u, nwc.ClientOptions{Timeout: paidCallTimeout})
 	defer ln.Close()
 	w := cashuwallet.New(cashuwallet.Options{Dir: dir})
+	defer w.Close()
 	pay := func(ctx context.Context, invoice string, _ uint64) error {
 		_, err := ln.PayInvoice(ctx, invoice)
 		return err

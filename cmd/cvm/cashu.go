@@ -50,13 +50,28 @@ func (a *app) cashuCommand() *cobra.Command {
 	return cmd
 }
 
-// cashuWallet is the wallet whose proofs are in the data directory.
+// cashuWallet is the wallet whose proofs are in the data directory; its
+// caller closes it, which fsyncs what it wrote (withCashuWallet).
 func (a *app) cashuWallet() (*cashuwallet.Wallet, error) {
 	dir, err := a.dataSubdir("", "cashu")
 	if err != nil {
 		return nil, err
 	}
 	return cashuwallet.New(cashuwallet.Options{Dir: dir, Logger: a.log}), nil
+}
+
+// withCashuWallet runs f with the wallet of the data directory, then
+// closes it.
+func (a *app) withCashuWallet(f func(*cashuwallet.Wallet) error) error {
+	w, err := a.cashuWallet()
+	if err != nil {
+		return err
+	}
+	err = f(w)
+	if cerr := w.Close(); cerr != nil {
+		return errors.Join(err, fmt.Errorf("writing the cashu wallet's files to disk: %w", cerr))
+	}
+	return err
 }
 
 // parseSats parses a positive amount of sats.
@@ -153,14 +168,12 @@ func (a *app) cashuMint(ctx context.Context, mf cashuMintFlags, amount uint64) e
 		}
 		return nil
 	}
-	w, err := a.cashuWallet()
-	if err != nil {
-		return err
-	}
-	if err := w.Mint(ctx, mintURL, amount, pay); err != nil {
-		return cashuExit(err)
-	}
-	return a.cashuReport(w, mintURL, "minted", amount)
+	return a.withCashuWallet(func(w *cashuwallet.Wallet) error {
+		if err := w.Mint(ctx, mintURL, amount, pay); err != nil {
+			return cashuExit(err)
+		}
+		return a.cashuReport(w, mintURL, "minted", amount)
+	})
 }
 
 // cashuReport says what an operation moved and what is now held there.
@@ -188,11 +201,11 @@ func (a *app) cashuBalanceCommand() *cobra.Command {
 		Example: "  cvm cashu balance\n  cvm cashu balance --json",
 		Args:    positional(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			w, err := a.cashuWallet()
-			if err != nil {
+			var bs []cashuwallet.MintBalance
+			err := a.withCashuWallet(func(w *cashuwallet.Wallet) (err error) {
+				bs, err = w.Balance()
 				return err
-			}
-			bs, err := w.Balance()
+			})
 			if err != nil {
 				return err
 			}
@@ -207,6 +220,9 @@ func (a *app) cashuBalanceCommand() *cobra.Command {
 				fmt.Fprintf(a.stdout, "%d sats at %s (%d proofs)", b.Sats, b.Mint, b.Proofs)
 				if b.Pending > 0 {
 					fmt.Fprintf(a.stdout, "; %d sats in an operation a crash interrupted, finished by the next one at this mint", b.Pending)
+				}
+				if b.Sent > 0 {
+					fmt.Fprintf(a.stdout, "; %d sats in tokens sent and not yet seen redeemed", b.Sent)
 				}
 				fmt.Fprintln(a.stdout)
 			}
@@ -229,25 +245,23 @@ func (a *app) cashuSendCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w, err := a.cashuWallet()
-			if err != nil {
-				return err
-			}
-			if mint, err = a.cashuSendMint(w, mint, amount); err != nil {
-				return err
-			}
-			err = w.Send(cmd.Context(), mint, amount, func(tok cashu.Token) error {
-				s, err := tok.EncodeV4()
-				if err != nil {
+			return a.withCashuWallet(func(w *cashuwallet.Wallet) error {
+				if mint, err = a.cashuSendMint(w, mint, amount); err != nil {
 					return err
 				}
-				if a.jsonOut {
-					return a.printJSON(map[string]any{"token": s, "mint": tok.Mint, "amount": amount})
-				}
-				_, err = fmt.Fprintln(a.stdout, s)
-				return err
+				err = w.Send(cmd.Context(), mint, amount, func(tok cashu.Token) error {
+					s, err := tok.EncodeV4()
+					if err != nil {
+						return err
+					}
+					if a.jsonOut {
+						return a.printJSON(map[string]any{"token": s, "mint": tok.Mint, "amount": amount})
+					}
+					_, err = fmt.Fprintln(a.stdout, s)
+					return err
+				})
+				return cashuExit(err)
 			})
-			return cashuExit(err)
 		},
 	}
 	cmd.Flags().StringVar(&mint, "mint", "", "the mint whose proofs to send (needed when you hold proofs at several)")
@@ -297,16 +311,14 @@ func (a *app) cashuReceiveCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("not a Cashu token (cashuA… or cashuB…): %w", err)
 			}
-			w, err := a.cashuWallet()
-			if err != nil {
-				return err
-			}
-			got, err := w.Receive(cmd.Context(), tok)
-			if err != nil {
-				return cashuExit(err)
-			}
-			mintURL, _ := cashuwallet.NormalizeMintURL(tok.Mint)
-			return a.cashuReport(w, mintURL, "received", got)
+			return a.withCashuWallet(func(w *cashuwallet.Wallet) error {
+				got, err := w.Receive(cmd.Context(), tok)
+				if err != nil {
+					return cashuExit(err)
+				}
+				mintURL, _ := cashuwallet.NormalizeMintURL(tok.Mint)
+				return a.cashuReport(w, mintURL, "received", got)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file (mode 0600) holding the token")

@@ -32,19 +32,23 @@ func (g *gatewayCmd) collector(ctx context.Context, w *wallet, p gatewayPlan, st
 		}
 		return g.zapGate(p, state)
 	}
-	red, err := g.cashuRedeemer(p)
+	red, closeRed, err := g.cashuRedeemer(p)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if w == nil && red == nil {
-		return nil, nil, func() {}, nil
+		return nil, nil, closeRed, nil
 	}
 	gate, err := g.gate(ctx, w, red, state, p, replicas)
+	if err != nil {
+		closeRed()
+		return nil, nil, nil, err
+	}
 	var proc payments.Processor // nil, not a nil interface value, with Cashu alone
 	if w != nil {
 		proc = w.proc
 	}
-	return gate, proc, func() {}, err
+	return gate, proc, closeRed, nil
 }
 
 // gate is the CEP-8 gate that collects the prices with w, offering

@@ -294,6 +294,14 @@ func (a *app) payOptions(pf payFlags, ask func(context.Context, contextvm.Paymen
 			return nil, nil, err
 		}
 		opts.Bearers = []payments.Bearer{cashuwallet.NewBearer(w)}
+		closeLN := log.close
+		log.close = func() error {
+			var err error
+			if closeLN != nil {
+				err = closeLN()
+			}
+			return errors.Join(err, w.Close()) // fsyncs what the payments wrote
+		}
 	}
 	if pf.maxSats > 0 {
 		dir, err := a.dataSubdir("", "payments")

@@ -102,8 +102,9 @@ func (b *Bearer) Restore(ctx context.Context, payload string) error {
 }
 
 // Restore puts back into the wallet a token it sent and that was not
-// taken: its proofs, once the mint says all are unspent (NUT-07). The
-// wallet's own proofs need no swap: nobody else took them.
+// taken: its proofs, once the mint says all are unspent (NUT-07), out of
+// the sent tokens and among the spendable ones. The wallet's own proofs
+// need no swap: nobody else took them.
 func (w *Wallet) Restore(ctx context.Context, tok cashu.Token) error {
 	o, err := w.begin(ctx, tok.Mint)
 	if err != nil {
@@ -119,7 +120,7 @@ func (w *Wallet) Restore(ctx context.Context, tok cashu.Token) error {
 			return fmt.Errorf("%w: the mint says a proof of the token is %s; not put back", ErrSpent, st)
 		}
 	}
-	o.ss.f.Proofs = append(without(o.ss.f.Proofs, tok.Proofs), tok.Proofs...)
+	o.ss.unsend(tok.Proofs, true)
 	return o.ss.save()
 }
 

@@ -29,7 +29,7 @@ import (
 // its amount. An unpaid quote is kept until it expires, then dropped
 // (nothing was paid for it).
 func (o *op) recoverPending(ctx context.Context) error {
-	for _, p := range append([]pendingOp(nil), o.ss.f.Pending...) {
+	for _, p := range o.ss.state().pendingOps() {
 		outputs, err := loadOutputs(p.Outputs)
 		if err != nil {
 			return err
@@ -80,7 +80,7 @@ func (o *op) recoverMint(ctx context.Context, p pendingOp, outputs []cashu.Outpu
 	if err != nil {
 		var me *cashu.Error
 		if errors.As(err, &me) { // the mint knows no such quote
-			o.drop(p)
+			o.ss.finish(p)
 			return o.ss.save()
 		}
 		return err
@@ -94,7 +94,7 @@ func (o *op) recoverMint(ctx context.Context, p pendingOp, outputs []cashu.Outpu
 			return o.lost(p)
 		case errors.As(err, &me):
 			o.w.log.Warn("cashu wallet: the mint refused to mint a quote interrupted by a crash; dropped", "mint", o.c.URL(), "sats", p.amount(), "err", me)
-			o.drop(p)
+			o.ss.finish(p)
 			return o.ss.save()
 		case err != nil:
 			return err
@@ -106,7 +106,7 @@ func (o *op) recoverMint(ctx context.Context, p pendingOp, outputs []cashu.Outpu
 			return nil // it may yet be paid: kept
 		}
 	}
-	o.drop(p)
+	o.ss.finish(p)
 	return o.ss.save()
 }
 
@@ -114,6 +114,6 @@ func (o *op) recoverMint(ctx context.Context, p pendingOp, outputs []cashu.Outpu
 func (o *op) lost(p pendingOp) error {
 	o.w.log.Warn("cashu wallet: an operation interrupted by a crash was carried out by the mint, which will not send its signatures again; its proofs are lost",
 		"mint", o.c.URL(), "kind", p.Kind, "sats", p.amount())
-	o.drop(p)
+	o.ss.finish(p)
 	return o.ss.save()
 }

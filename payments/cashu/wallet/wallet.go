@@ -34,14 +34,21 @@ type Options struct {
 	// PaidWait bounds the wait for the mint to see its invoice paid
 	// (default 1 minute).
 	PaidWait time.Duration
-	Logger   *slog.Logger
+	// SyncInterval bounds how long an operation's changes to a proof
+	// file wait to be fsynced (default 1 s): a crash of the process
+	// loses none of them, a power loss at most those of the last
+	// interval. Close fsyncs what waits.
+	SyncInterval time.Duration
+	Logger       *slog.Logger
 }
 
 // Wallet holds Cashu proofs in sats at any number of mints, in files under
-// Options.Dir. Its methods may be called from several processes at once.
+// Options.Dir. Its methods may be called concurrently, and from several
+// processes at once. Close it when done: it fsyncs what its operations
+// wrote.
 type Wallet struct {
 	opts  Options
-	store store
+	store *store
 	keys  *keyCache
 	log   *slog.Logger
 }
@@ -54,12 +61,21 @@ func New(opts Options) *Wallet {
 	if opts.PaidWait <= 0 {
 		opts.PaidWait = time.Minute
 	}
+	if opts.SyncInterval <= 0 {
+		opts.SyncInterval = time.Second
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Wallet{opts: opts, store: store{dir: opts.Dir, timeout: opts.LockWait}, keys: &keyCache{mints: map[string]*mintKeys{}}, log: log}
+	st := &store{dir: opts.Dir, timeout: opts.LockWait, compactAt: minCompact, compactRatio: 2, sync: newSyncer(opts.SyncInterval, log), journals: map[string]*journal{}}
+	return &Wallet{opts: opts, store: st, keys: &keyCache{mints: map[string]*mintKeys{}}, log: log}
 }
+
+// Close fsyncs what the wallet's operations wrote and stops its timer.
+// Operations after Close fsync as they write. Close may be called more
+// than once.
+func (w *Wallet) Close() error { return w.store.sync.close() }
 
 // op is one operation on one mint: its proof file, held, and its keys.
 type op struct {
@@ -69,8 +85,9 @@ type op struct {
 	keys *keyring
 }
 
-// begin opens mint's proof file under its lock, loads the mint's keysets
-// and finishes what a crash interrupted (recover.go).
+// begin opens mint's proof file under its lock, loads the mint's keysets,
+// finishes what a crash interrupted (recover.go) and compacts the file
+// when it has grown enough (sent.go).
 func (w *Wallet) begin(ctx context.Context, mint string) (*op, error) {
 	c, err := NewClient(mint, w.opts.HTTP)
 	if err != nil {
@@ -89,6 +106,12 @@ func (w *Wallet) begin(ctx context.Context, mint string) (*op, error) {
 	if err := o.recoverPending(ctx); err != nil {
 		ss.close()
 		return nil, err
+	}
+	if ss.overgrown() {
+		if err := o.compact(ctx); err != nil {
+			ss.close()
+			return nil, err
+		}
 	}
 	return o, nil
 }
@@ -128,7 +151,7 @@ func (w *Wallet) Mint(ctx context.Context, mint string, amount uint64, pay PayFu
 		return err
 	}
 	pending := pendingOp{Kind: opMint, Quote: quote.Quote, Outputs: storeOutputs(outputs), Started: time.Now().UTC()}
-	o.ss.f.Pending = append(o.ss.f.Pending, pending)
+	o.ss.pend(pending)
 	if err := o.ss.save(); err != nil {
 		return err
 	}
@@ -137,7 +160,7 @@ func (w *Wallet) Mint(ctx context.Context, mint string, amount uint64, pay PayFu
 		// unpaid, the quote stays pending, and the next operation here
 		// mints it if the mint sees it paid.
 		if q, qerr := o.c.MintQuoteState(ctx, quote.Quote); qerr == nil && q.State == cashu.QuoteUnpaid {
-			o.drop(pending)
+			o.ss.finish(pending)
 			return errors.Join(err, o.ss.save())
 		}
 		return err
@@ -185,16 +208,9 @@ func (o *op) finishMint(ctx context.Context, pending pendingOp, outputs []cashu.
 
 // settle keeps proofs and forgets the pending operation they finish.
 func (o *op) settle(pending pendingOp, proofs []cashu.Proof) error {
-	o.drop(pending)
-	o.ss.f.Proofs = append(o.ss.f.Proofs, proofs...)
+	o.ss.finish(pending)
+	o.ss.keep(proofs...)
 	return o.ss.save()
-}
-
-// drop forgets a pending operation (not yet saved).
-func (o *op) drop(pending pendingOp) {
-	o.ss.f.Pending = slices.DeleteFunc(o.ss.f.Pending, func(p pendingOp) bool {
-		return len(p.Outputs) > 0 && p.Outputs[0].B == pending.Outputs[0].B
-	})
 }
 
 // swap spends inputs at the mint for new proofs of amounts (their sum is
@@ -220,9 +236,9 @@ func (o *op) swapKeeping(ctx context.Context, inputs []cashu.Proof, ours bool, a
 	}
 	pending := pendingOp{Kind: opSwap, Inputs: inputs, Ours: ours, Outputs: storeOutputs(outputs), Started: time.Now().UTC()}
 	if ours {
-		o.ss.f.Proofs = without(o.ss.f.Proofs, inputs)
+		o.ss.spend(inputs)
 	}
-	o.ss.f.Pending = append(o.ss.f.Pending, pending)
+	o.ss.pend(pending)
 	if err := o.ss.save(); err != nil {
 		return nil, err
 	}
@@ -246,14 +262,14 @@ func (o *op) swapFailed(ctx context.Context, pending pendingOp, err error) error
 	if !errors.As(err, &me) {
 		return fmt.Errorf("%w; the swap is finished by the next operation at this mint", err)
 	}
-	o.drop(pending)
+	o.ss.finish(pending)
 	spent := 0
 	if pending.Ours {
 		unspent, n, serr := o.unspent(ctx, pending.Inputs)
 		if serr != nil {
 			unspent = pending.Inputs // keep them all: a later swap tells
 		}
-		o.ss.f.Proofs = append(o.ss.f.Proofs, unspent...)
+		o.ss.keep(unspent...)
 		spent = n
 	}
 	if serr := o.ss.save(); serr != nil {
@@ -333,24 +349,16 @@ func (o *op) states(ctx context.Context, proofs []cashu.Proof) ([]string, error)
 	return states, nil
 }
 
-// without is proofs less those in drop (by secret).
-func without(proofs, drop []cashu.Proof) []cashu.Proof {
-	gone := make(map[string]bool, len(drop))
-	for _, p := range drop {
-		gone[p.Secret] = true
-	}
-	return slices.DeleteFunc(slices.Clone(proofs), func(p cashu.Proof) bool { return gone[p.Secret] })
-}
-
 // DeliverFunc hands a token to whoever is paid (prints it, sends it).
 type DeliverFunc func(cashu.Token) error
 
 // Send pays amount sats from the proofs held at mint as a token handed to
 // deliver: proofs of exactly that amount, swapped for when none add up to
-// it, the change kept. The token's proofs stay in the file until deliver
-// returns nil, so a crash or a failed delivery loses nothing (the next
-// swap drops proofs the receiver spent meanwhile). The receiver's swap
-// pays the mint's input fee on the token, if it charges one.
+// it, the change kept. The token's proofs leave the spendable ones for a
+// sent token in the file before deliver is called, and come back if it
+// fails, so that a crash never leaves them to be sent twice nor loses
+// them (sent.go). The receiver's swap pays the mint's input fee on the
+// token, if it charges one.
 func (w *Wallet) Send(ctx context.Context, mint string, amount uint64, deliver DeliverFunc) error {
 	if amount == 0 {
 		return ErrAmount
@@ -365,16 +373,6 @@ func (w *Wallet) Send(ctx context.Context, mint string, amount uint64, deliver D
 		return err
 	}
 	return o.hand(send, deliver)
-}
-
-// hand delivers proofs held as a token and, once delivered, drops them.
-func (o *op) hand(send []cashu.Proof, deliver DeliverFunc) error {
-	tok := cashu.Token{Mint: o.c.URL(), Unit: Unit, Proofs: send}
-	if err := deliver(tok); err != nil {
-		return err
-	}
-	o.ss.f.Proofs = without(o.ss.f.Proofs, send)
-	return o.ss.save()
 }
 
 // SendCovering is Send of a token that leaves amount to its receiver once
@@ -415,11 +413,10 @@ func (w *Wallet) SendCovering(ctx context.Context, mint string, amount, most uin
 // selectExact returns held proofs worth exactly amount: a subset if the
 // largest-first pick adds up to it, else the outcome of a swap of enough
 // proofs into amount and the change, which is kept. A subset is sent
-// without the mint, so it is first checked unspent (NUT-07): proofs sent
-// in a token whose removal a crash prevented are dropped, never sent
-// twice.
+// without asking the mint (NUT-07): proofs sent leave the spendable ones
+// before they are delivered (hand), so none among them was handed out.
 func (o *op) selectExact(ctx context.Context, amount uint64) ([]cashu.Proof, error) {
-	held := slices.SortedFunc(slices.Values(o.ss.f.Proofs), func(a, b cashu.Proof) int { return cmp.Compare(b.Amount, a.Amount) })
+	held := o.ss.state().held()
 	var pick []cashu.Proof
 	left := amount
 	for _, p := range held {
@@ -429,19 +426,7 @@ func (o *op) selectExact(ctx context.Context, amount uint64) ([]cashu.Proof, err
 		}
 	}
 	if left == 0 {
-		unspent, spent, err := o.unspent(ctx, pick)
-		if err != nil {
-			return nil, err
-		}
-		if spent == 0 {
-			return pick, nil
-		}
-		o.w.log.Warn("cashu wallet: dropped proofs the mint says are spent (sent before a crash?)", "mint", o.c.URL(), "proofs", spent)
-		o.ss.f.Proofs = without(o.ss.f.Proofs, without(pick, unspent))
-		if err := o.ss.save(); err != nil {
-			return nil, err
-		}
-		return o.selectExact(ctx, amount)
+		return pick, nil
 	}
 	// Largest first until the sum covers amount and the inputs' fee.
 	var inputs []cashu.Proof
@@ -458,7 +443,7 @@ func (o *op) selectExact(ctx context.Context, amount uint64) ([]cashu.Proof, err
 		}
 	}
 	if sum < amount+fee {
-		total, _ := cashu.SumProofs(o.ss.f.Proofs)
+		total := o.ss.state().sats
 		return nil, fmt.Errorf("%w: %d held at %s, %d asked (and a fee of %d)", ErrInsufficient, total, o.c.URL(), amount, fee)
 	}
 	send := cashu.SplitAmount(amount)
@@ -478,7 +463,7 @@ func (o *op) selectExact(ctx context.Context, amount uint64) ([]cashu.Proof, err
 // spareCopies is how many payments of the amount just sent a swap's
 // change is split for, at a mint without input fees: a wallet paying the
 // same price call after call (cvm call --cashu) then sends proofs it
-// holds, checked unspent, instead of swapping at the mint each time.
+// holds instead of swapping at the mint each time.
 const spareCopies = 4
 
 // changeAmounts splits a swap's change of sent: up to spareCopies times
@@ -538,22 +523,18 @@ type MintBalance struct {
 	Sats    uint64 `json:"sats"`
 	Proofs  int    `json:"proofs"`
 	Pending uint64 `json:"pending"` // in operations a crash interrupted
+	// Sent is in tokens sent that the mint has not yet been seen to
+	// spend (asked when the file is compacted): not held, but not known
+	// gone either.
+	Sent uint64 `json:"sent"`
 }
 
-// Balance reads every mint's proof file, without asking the mints.
+// Balance reads every mint's proof file, without asking the mints: the
+// records appended since the wallet last read it, complete ones only.
 func (w *Wallet) Balance() ([]MintBalance, error) {
-	files, err := w.store.files()
+	out, err := w.store.balances()
 	if err != nil {
 		return nil, err
-	}
-	out := make([]MintBalance, 0, len(files))
-	for _, f := range files {
-		sats, _ := cashu.SumProofs(f.Proofs)
-		b := MintBalance{Mint: f.Mint, Sats: sats, Proofs: len(f.Proofs)}
-		for _, p := range f.Pending {
-			b.Pending += p.amount()
-		}
-		out = append(out, b)
 	}
 	slices.SortFunc(out, func(a, b MintBalance) int { return cmp.Compare(a.Mint, b.Mint) })
 	return out, nil

@@ -31,7 +31,7 @@ type testMint struct {
 	alice *lnsim.Wallet
 }
 
-func startMint(t *testing.T, feePPK uint64) *testMint {
+func startMint(t testing.TB, feePPK uint64) *testMint {
 	t.Helper()
 	net, err := lnsim.Open(lnsim.Options{})
 	if err != nil {
@@ -59,7 +59,7 @@ func (tm *testMint) pay(ctx context.Context, invoice string, _ uint64) error {
 	return err
 }
 
-func newWallet(t *testing.T, dir string, hc *http.Client, log *bytes.Buffer) *Wallet {
+func newWallet(t testing.TB, dir string, hc *http.Client, log *bytes.Buffer) *Wallet {
 	t.Helper()
 	opts := Options{Dir: dir, HTTP: hc, PaidWait: 20 * time.Second}
 	if log != nil {
@@ -359,10 +359,10 @@ func TestWallet_ReceiveRefusesBadTokens(t *testing.T) {
 	}
 }
 
-// Proofs sent in a token and left in the file (the process died before it
-// removed them) are never sent again: the next send finds them spent at
-// the mint and drops them.
-func TestWallet_SpentProofsAreDropped(t *testing.T) {
+// A token's proofs leave the spendable ones, for a sent token, before it
+// is delivered (another process sees them gone while deliver runs), and
+// come back when delivery fails or the token is restored.
+func TestWallet_SentProofsLeaveBeforeDelivery(t *testing.T) {
 	tm := startMint(t, 0)
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -370,24 +370,39 @@ func TestWallet_SpentProofsAreDropped(t *testing.T) {
 	if err := w.Mint(ctx, tm.url, 3, tm.pay); err != nil { // 1 + 2
 		t.Fatal(err)
 	}
-	// Delivered, then "crashed" before the file was rewritten: the
-	// delivery is seen, the file is not.
-	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
-	before, _ := os.ReadFile(files[0])
+	other := newWallet(t, dir, nil, nil)
+	seen := func() MintBalance {
+		bs, err := other.Balance()
+		if err != nil || len(bs) != 1 {
+			t.Fatalf("balance: %v, %v", bs, err)
+		}
+		return bs[0]
+	}
+	failed := errors.New("delivery failed")
+	err := w.Send(ctx, tm.url, 2, func(cashu.Token) error {
+		if b := seen(); b.Sats != 1 || b.Sent != 2 {
+			t.Errorf("while delivering 2 of 3: %d held, %d sent; want 1 and 2", b.Sats, b.Sent)
+		}
+		return failed
+	})
+	if !errors.Is(err, failed) {
+		t.Fatalf("send with its delivery failing: %v", err)
+	}
+	if b := seen(); b.Sats != 3 || b.Sent != 0 {
+		t.Fatalf("after a failed delivery: %d held, %d sent; want 3 and 0", b.Sats, b.Sent)
+	}
 	var tok cashu.Token
 	if err := w.Send(ctx, tm.url, 2, keep(&tok)); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(files[0], before, 0o600)
-	if _, err := newWallet(t, t.TempDir(), nil, nil).Receive(ctx, tok); err != nil {
+	if b := seen(); b.Sats != 1 || b.Sent != 2 {
+		t.Fatalf("after sending 2 of 3: %d held, %d sent; want 1 and 2", b.Sats, b.Sent)
+	}
+	if err := w.Restore(ctx, tok); err != nil {
 		t.Fatal(err)
 	}
-	var again cashu.Token
-	if err := w.Send(ctx, tm.url, 3, keep(&again)); !errors.Is(err, ErrInsufficient) || again.Proofs != nil {
-		t.Fatalf("sending 3 with 2 of them spent: %v, token of %d proofs; want ErrInsufficient", err, len(again.Proofs))
-	}
-	if sats, _ := held(t, w, tm.url); sats != 1 {
-		t.Fatalf("hold %d after the spent proof was found, want 1", sats)
+	if b := seen(); b.Sats != 3 || b.Sent != 0 {
+		t.Fatalf("after restoring the token: %d held, %d sent; want 3 and 0", b.Sats, b.Sent)
 	}
 }
 
