@@ -9,7 +9,9 @@
 // (secret, blinding factor, blinded message) and how it turns the mint's
 // BlindSignature into a Proof after checking its DLEQ, the mint's
 // SignOutput, and the DLEQ checks of a BlindSignature and of a received
-// Proof. keyset.go derives NUT-02 version 00 keyset ids and prices inputs
+// Proof. keytable.go is a KeyTable, a mint key's precomputed multiples
+// that make a wallet's repeated multiplications by that key (in each DLEQ
+// check and unblinding) about 2.5 times faster. keyset.go derives NUT-02 version 00 keyset ids and prices inputs
 // (input_fee_ppk); amount.go splits amounts into powers of two.
 //
 // Encodings: token.go is the Token and DecodeToken, which reads both
