@@ -70,15 +70,9 @@ func SignBlinded(k *btcec.PrivateKey, blinded *btcec.PublicKey) (*btcec.PublicKe
 // Unblind returns C = C_ - rK, the signature on the secret itself, from
 // the blind signature C_, the blinding factor r and the mint's key K.
 func Unblind(blindSig *btcec.PublicKey, r *btcec.PrivateKey, mintKey *btcec.PublicKey) (*btcec.PublicKey, error) {
-	return unblind(blindSig, r, mintKey, nil)
-}
-
-// unblind is Unblind, multiplying by the key with its table when there is
-// one.
-func unblind(blindSig *btcec.PublicKey, r *btcec.PrivateKey, mintKey *btcec.PublicKey, tab *KeyTable) (*btcec.PublicKey, error) {
 	neg := r.Key
 	neg.Negate()
-	return sum(term{p: blindSig}, term{k: &neg, p: mintKey, t: tab})
+	return sum(term{p: blindSig}, term{k: &neg, p: mintKey})
 }
 
 // VerifySignature reports whether C = kY for the secret's point Y: how the

@@ -78,18 +78,12 @@ func proveDLEQ(a *btcec.PrivateKey, pubA, blinded, blindSig *btcec.PublicKey) (e
 // VerifyDLEQ checks a DLEQ proof (e, s) that C_ = aB_ for A = aG, the
 // wallet side of NUT-12: R1 = sG - eA, R2 = sB_ - eC_, e == hash(R1, R2, A, C_).
 func VerifyDLEQ(pubA, blinded, blindSig *btcec.PublicKey, e, s [32]byte) error {
-	return verifyDLEQ(pubA, nil, blinded, blindSig, e, s)
-}
-
-// verifyDLEQ is VerifyDLEQ, multiplying by A with its table when there is
-// one.
-func verifyDLEQ(pubA *btcec.PublicKey, tab *KeyTable, blinded, blindSig *btcec.PublicKey, e, s [32]byte) error {
 	var es, ss btcec.ModNScalar
 	if es.SetBytes(&e) != 0 || ss.SetBytes(&s) != 0 {
 		return fmt.Errorf("%w: e or s is not below the curve order", ErrDLEQ)
 	}
 	es.Negate()
-	r1, err := sum(term{k: &ss}, term{k: &es, p: pubA, t: tab})
+	r1, err := sum(term{k: &ss}, term{k: &es, p: pubA})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrDLEQ, err)
 	}

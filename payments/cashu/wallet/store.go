@@ -213,13 +213,8 @@ func (j *journal) readTail(locked bool, size int64) error {
 
 func (j *journal) reload(held *flockfile.Held, mint string) error {
 	j.drop()
-	f, err := os.OpenFile(j.path, os.O_RDWR|os.O_APPEND, 0)
+	f, fi, err := openAppend(j.path)
 	if err != nil {
-		return err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
 		return err
 	}
 	data, err := io.ReadAll(f)
@@ -246,6 +241,20 @@ func (j *journal) reload(held *flockfile.Held, mint string) error {
 	return nil
 }
 
+// openAppend opens path to append to it, and says which file it is.
+func openAppend(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
 // rewrite writes j's state whole as a new journal of one record (a
 // temporary file fsynced and renamed over the old, the directory fsynced):
 // a new file, a file of version 1, a compaction.
@@ -258,13 +267,8 @@ func (j *journal) rewrite(held *flockfile.Held) error {
 	if err := held.Write(line); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(j.path, os.O_RDWR|os.O_APPEND, 0)
+	f, fi, err := openAppend(j.path)
 	if err != nil {
-		return err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
 		return err
 	}
 	j.f, j.ino, j.off, j.base = f, inode(fi), int64(len(line)), int64(len(line))
